@@ -1,1 +1,13 @@
-//! placeholder
+//! Harness: a daemon that holds conversations ("threads") with the `claude` CLI.
+//!
+//! Module map (see ARCHITECTURE.md for the path of one message):
+//! - [`config`]: settings from file, env and flags, with defaults.
+//! - [`store`]: all SQL; threads, messages, events, tool calls.
+//! - [`invoker`]: the `claude` CLI: stream-json protocol (no IO) and the child process (IO).
+//! - [`pool`]: warm processes in a moka cache keyed by [`plugin_contract::ThreadId`].
+//! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
+//! - [`pipeline`]: `handle_message`, the one path every message takes.
+//! - [`http`]: the axum API; thin handlers over the pipeline and the store.
+
+pub mod mcp;
+pub mod store;

@@ -1,0 +1,3 @@
+//! The in-process MCP server `harness`.
+
+pub mod schema;

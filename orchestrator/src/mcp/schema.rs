@@ -1,0 +1,1 @@
+//! Placeholder; JSON Schema normalization and validation for tool inputs and outputs.

@@ -1,0 +1,1 @@
+//! Placeholder; the store helper fills this in.
