@@ -9,5 +9,12 @@
 //! - [`pipeline`]: `handle_message`, the one path every message takes.
 //! - [`http`]: the axum API; thin handlers over the pipeline and the store.
 
+pub mod app;
+pub mod config;
+pub mod events;
+pub mod http;
+pub mod invoker;
 pub mod mcp;
+pub mod pipeline;
+pub mod pool;
 pub mod store;

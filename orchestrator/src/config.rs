@@ -1,0 +1,372 @@
+//! Settings: defaults, overridden by a TOML file, overridden by env vars and flags (the flags and
+//! env vars are parsed by `main.rs` with clap and applied through [`Overrides`]).
+//!
+//! Every field has a default so that `harness serve` works with no file at all. The README's
+//! configuration table mirrors this file.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The whole configuration of the daemon.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the HTTP API listens. Not loopback → `auth_token` is required.
+    pub bind: SocketAddr,
+    /// Directory for the database, the CLI config dir and the CLI's working directory.
+    pub data_dir: PathBuf,
+    /// SQLite database file; `:memory:` for tests. Default `<data_dir>/harness.db`.
+    pub db: Option<String>,
+    /// Bearer token the API requires when set (env `HARNESS_TOKEN`).
+    pub auth_token: Option<String>,
+    /// `text` or `json` log lines.
+    pub log_format: LogFormat,
+    /// Largest accepted request body, in bytes (413 beyond).
+    pub max_body_bytes: usize,
+    /// Longest accepted message content, in characters (422 beyond).
+    pub max_message_chars: usize,
+    /// How long running turns may take to finish after SIGINT/SIGTERM before children are killed.
+    #[serde(with = "secs")]
+    pub shutdown_grace: Duration,
+    pub claude: ClaudeConfig,
+    pub pool: PoolConfig,
+    pub turn: TurnConfig,
+    pub tools: ToolsConfig,
+}
+
+/// How `claude` children are started.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClaudeConfig {
+    /// The CLI binary (env `HARNESS_CLAUDE_BIN`); looked up on PATH when not a path.
+    pub bin: PathBuf,
+    /// `CLAUDE_CONFIG_DIR` of every child, owned by the daemon so concurrent CLIs never share
+    /// (and corrupt) the user's `~/.claude.json`. Default `<data_dir>/claude`.
+    pub config_dir: Option<PathBuf>,
+    /// Working directory of every child. Default `<data_dir>/work`.
+    pub workdir: Option<PathBuf>,
+    /// Model for threads that name none; `None` lets the CLI choose.
+    pub default_model: Option<String>,
+    /// `--system-prompt`; `None` keeps the CLI's own Claude Code prompt.
+    pub system_prompt: Option<String>,
+    /// `--append-system-prompt`.
+    pub append_system_prompt: Option<String>,
+    /// `--tools` (the built-in tool set): `None` = the CLI default, `""` = no built-in tools.
+    pub builtin_tools: Option<String>,
+    /// Added to `--allowedTools` next to the harness MCP server.
+    pub allowed_tools: Vec<String>,
+    /// `--permission-mode`.
+    pub permission_mode: Option<String>,
+    /// `CLAUDE_CODE_MAX_RETRIES` of the children: the CLI's default of 10 holds a failing turn for
+    /// about three minutes.
+    pub max_retries: u32,
+    /// `ENABLE_TOOL_SEARCH`: false (the default) puts our tool schemas inline in every request
+    /// instead of deferring them behind the CLI's ToolSearch tool.
+    pub tool_search: bool,
+    /// Extra environment for children (the daemon's own environment is passed through).
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolConfig {
+    /// A warm process unused this long is killed.
+    #[serde(with = "secs")]
+    pub idle_ttl: Duration,
+    /// Most live `claude` processes at once; a new one first pushes out the least recently used
+    /// idle one, or waits for one to finish its turn.
+    pub max_capacity: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TurnConfig {
+    /// No output from the CLI for this long (while no tool call is running) fails the turn.
+    #[serde(with = "secs")]
+    pub idle_timeout: Duration,
+    /// Bound on a whole turn.
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+    /// Bound on spawn → ready (the CLI's `initialize` reply and MCP handshake).
+    #[serde(with = "secs")]
+    pub ready_timeout: Duration,
+    /// Most messages waiting behind a running turn on one thread (429 beyond).
+    pub queue_limit: usize,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Per tool call, unless the tool sets its own.
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+    /// How deep delegated child threads may nest.
+    pub delegation_max_depth: u32,
+    /// Per delegated turn.
+    #[serde(with = "secs")]
+    pub delegation_timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            data_dir: default_data_dir(),
+            db: None,
+            auth_token: None,
+            log_format: LogFormat::Text,
+            max_body_bytes: 1024 * 1024,
+            max_message_chars: 200_000,
+            shutdown_grace: Duration::from_secs(30),
+            claude: ClaudeConfig::default(),
+            pool: PoolConfig::default(),
+            turn: TurnConfig::default(),
+            tools: ToolsConfig::default(),
+        }
+    }
+}
+
+impl Default for ClaudeConfig {
+    fn default() -> Self {
+        Self {
+            bin: PathBuf::from("claude"),
+            config_dir: None,
+            workdir: None,
+            default_model: None,
+            system_prompt: None,
+            append_system_prompt: None,
+            builtin_tools: None,
+            allowed_tools: Vec::new(),
+            permission_mode: None,
+            max_retries: 2,
+            tool_search: false,
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self { idle_ttl: Duration::from_secs(8 * 60), max_capacity: 16 }
+    }
+}
+
+impl Default for TurnConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(120),
+            timeout: Duration::from_secs(30 * 60),
+            ready_timeout: Duration::from_secs(30),
+            queue_limit: 32,
+        }
+    }
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(120),
+            delegation_max_depth: 3,
+            delegation_timeout: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// Values from flags and env vars; each `Some` wins over the file.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub bind: Option<SocketAddr>,
+    pub db: Option<String>,
+    pub claude_bin: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub auth_token: Option<String>,
+    pub log_format: Option<LogFormat>,
+}
+
+/// A configuration that cannot be used. Shown to the operator at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {source}")]
+    Parse { path: PathBuf, source: toml::de::Error },
+    #[error("bind address {0} is not loopback: set an auth token (HARNESS_TOKEN or auth_token) first")]
+    TokenRequired(SocketAddr),
+    #[error("invalid setting: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Defaults, then the file (if any), then the overrides; then checks the result.
+    pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Config, ConfigError> {
+        let mut config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+                Self::from_toml(&text)
+                    .map_err(|source| ConfigError::Parse { path: path.to_owned(), source })?
+            }
+            None => Config::default(),
+        };
+        config.apply(overrides);
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    pub fn apply(&mut self, o: Overrides) {
+        if let Some(v) = o.bind {
+            self.bind = v;
+        }
+        if let Some(v) = o.db {
+            self.db = Some(v);
+        }
+        if let Some(v) = o.claude_bin {
+            self.claude.bin = v;
+        }
+        if let Some(v) = o.data_dir {
+            self.data_dir = v;
+        }
+        if let Some(v) = o.auth_token {
+            self.auth_token = Some(v);
+        }
+        if let Some(v) = o.log_format {
+            self.log_format = v;
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let token_set = self.auth_token.as_deref().is_some_and(|t| !t.is_empty());
+        if !self.bind.ip().is_loopback() && !token_set {
+            return Err(ConfigError::TokenRequired(self.bind));
+        }
+        if self.pool.max_capacity == 0 {
+            return Err(ConfigError::Invalid("pool.max_capacity must be at least 1".into()));
+        }
+        if self.turn.queue_limit == 0 {
+            return Err(ConfigError::Invalid("turn.queue_limit must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// The database location: `db`, or `<data_dir>/harness.db`.
+    pub fn db_path(&self) -> String {
+        self.db.clone().unwrap_or_else(|| self.data_dir.join("harness.db").to_string_lossy().into_owned())
+    }
+
+    pub fn claude_config_dir(&self) -> PathBuf {
+        self.claude.config_dir.clone().unwrap_or_else(|| self.data_dir.join("claude"))
+    }
+
+    pub fn claude_workdir(&self) -> PathBuf {
+        self.claude.workdir.clone().unwrap_or_else(|| self.data_dir.join("work"))
+    }
+}
+
+/// `$XDG_DATA_HOME/harness`, else `~/.local/share/harness`, else `./harness-data`.
+fn default_data_dir() -> PathBuf {
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("harness");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home).join(".local/share/harness");
+    }
+    PathBuf::from("harness-data")
+}
+
+/// Durations are whole seconds in the file: `idle_ttl = 480`.
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        if !(secs.is_finite() && secs >= 0.0) {
+            return Err(serde::de::Error::custom("a duration must be a non-negative number of seconds"));
+        }
+        Ok(Duration::from_secs_f64(secs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let c = Config::default();
+        assert_eq!(c.bind.to_string(), "127.0.0.1:7878");
+        assert_eq!(c.pool.idle_ttl, Duration::from_secs(480));
+        assert_eq!(c.pool.max_capacity, 16);
+        assert_eq!(c.turn.idle_timeout, Duration::from_secs(120));
+        assert_eq!(c.tools.timeout, Duration::from_secs(120));
+        assert_eq!(c.tools.delegation_max_depth, 3);
+        assert_eq!(c.claude.max_retries, 2);
+        assert!(!c.claude.tool_search);
+        assert!(c.db_path().ends_with("harness.db"));
+        assert_eq!(c.claude_config_dir(), c.data_dir.join("claude"));
+    }
+
+    #[test]
+    fn file_values_override_defaults_and_flags_override_file() {
+        let mut c = Config::from_toml(
+            r#"
+            bind = "127.0.0.1:9000"
+            db = "/tmp/x.db"
+            [pool]
+            idle_ttl = 2.5
+            max_capacity = 3
+            [claude]
+            bin = "/opt/claude"
+            env = { FOO = "bar" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.bind.port(), 9000);
+        assert_eq!(c.pool.idle_ttl, Duration::from_millis(2500));
+        assert_eq!(c.pool.max_capacity, 3);
+        assert_eq!(c.claude.env.get("FOO").map(String::as_str), Some("bar"));
+        // Untouched sections keep their defaults.
+        assert_eq!(c.turn.queue_limit, 32);
+        c.apply(Overrides { db: Some(":memory:".into()), claude_bin: Some("/bin/c".into()), ..Default::default() });
+        assert_eq!(c.db_path(), ":memory:");
+        assert_eq!(c.claude.bin, PathBuf::from("/bin/c"));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = Config::from_toml("bnid = \"127.0.0.1:1\"").unwrap_err();
+        assert!(err.to_string().contains("bnid"), "{err}");
+    }
+
+    #[test]
+    fn non_loopback_bind_requires_a_token() {
+        let mut c = Config { bind: "0.0.0.0:7878".parse().unwrap(), ..Default::default() };
+        assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));
+        c.auth_token = Some(String::new());
+        assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));
+        c.auth_token = Some("s3cret".into());
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn negative_durations_are_rejected() {
+        assert!(Config::from_toml("[pool]\nidle_ttl = -1").is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! `ApiError`: every failure the API reports, as a status and a JSON body
+//! `{"error": {"code", "message"}}`. Internal errors are logged in full and shown as
+//! "internal error".
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use tracing::error;
+
+use plugin_contract::InvokeError;
+
+use crate::pipeline::PipelineError;
+use crate::store::{MessageId, StoreError};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    /// The user message a failed turn belongs to, so clients can match it.
+    pub message_id: Option<MessageId>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into(), message_id: None }
+    }
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", what)
+    }
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+    }
+    fn internal(err: &dyn std::fmt::Display) -> Self {
+        error!(error = %err, "Internal error.");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if let Some(id) = self.message_id {
+            body["error"]["messageId"] = json!(id);
+        }
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::ThreadNotFound(id) => ApiError::new(StatusCode::NOT_FOUND, "thread_not_found", format!("thread {id} not found")),
+            StoreError::MessageNotFound(id) => ApiError::not_found(format!("message {id} not found")),
+            other => ApiError::internal(&other),
+        }
+    }
+}
+
+/// How a failed turn is reported: the CLI missing → 503; the CLI failing → 502; too slow → 504.
+pub fn invoke_status(err: &InvokeError) -> (StatusCode, &'static str) {
+    match err {
+        InvokeError::Spawn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "cli_unavailable"),
+        InvokeError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready"),
+        InvokeError::ProcessDied { .. } => (StatusCode::BAD_GATEWAY, "cli_died"),
+        InvokeError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
+        InvokeError::IdleTimeout(_) | InvokeError::TurnTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "turn_timeout"),
+        InvokeError::Interrupted => (StatusCode::CONFLICT, "interrupted"),
+        InvokeError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+    }
+}
+
+impl From<PipelineError> for ApiError {
+    fn from(err: PipelineError) -> Self {
+        match err {
+            PipelineError::InvalidInput(msg) => ApiError::unprocessable(msg),
+            PipelineError::ThreadNotFound(id) => {
+                ApiError::new(StatusCode::NOT_FOUND, "thread_not_found", format!("thread {id} not found"))
+            }
+            err @ PipelineError::QueueFull { .. } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", err.to_string()),
+            PipelineError::Turn { message_id, error, .. } => {
+                let (status, code) = invoke_status(&error);
+                ApiError { status, code, message: error.to_string(), message_id: Some(message_id) }
+            }
+            PipelineError::PreviousFailure { message_id, status, error } => ApiError {
+                status: StatusCode::BAD_GATEWAY,
+                code: "turn_failed",
+                message: format!("this message was already processed and ended as {status:?}: {error}"),
+                message_id: Some(message_id),
+            },
+            PipelineError::ShuttingDown => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the daemon is shutting down")
+            }
+            PipelineError::Store(err) => err.into(),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let (status, code) = match &rejection {
+            JsonRejection::JsonSyntaxError(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
+            JsonRejection::JsonDataError(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+            JsonRejection::MissingJsonContentType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            other => (other.status(), "invalid_body"),
+        };
+        ApiError::new(status, code, rejection.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", rejection.body_text())
+    }
+}

@@ -1,0 +1,134 @@
+//! JSON-RPC for the in-process MCP server `harness`, carried in the CLI's `mcp_message` control
+//! requests (see §6 of the protocol notes). Each request is answered at once except `tools/call`,
+//! which runs the tool (in its own task, see [`ToolRegistry::call`]); the process reader never
+//! waits on it.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{json, Value};
+use tracing::{debug, warn};
+
+use plugin_contract::{Delegate, Invoker, ThreadId, ThreadStore, ToolContext};
+
+use super::registry::{CallOutcome, ToolRegistry};
+use crate::invoker::process::ControlHandler;
+use crate::invoker::protocol::MCP_SERVER;
+use crate::store::{NewToolCall, Store};
+
+/// The protocol version we speak when the CLI asks for one we do not know.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// What tool handlers get besides the thread id. Bound after the app is built, because the
+/// invoker (which needs this adapter) is itself one of the services.
+#[derive(Clone)]
+pub struct ToolServices {
+    pub store: Arc<dyn ThreadStore>,
+    pub invoker: Arc<dyn Invoker>,
+    pub delegate: Arc<dyn Delegate>,
+}
+
+pub struct McpAdapter {
+    registry: Arc<ToolRegistry>,
+    store: Store,
+    services: OnceLock<ToolServices>,
+}
+
+impl McpAdapter {
+    pub fn new(registry: Arc<ToolRegistry>, store: Store) -> McpAdapter {
+        McpAdapter { registry, store, services: OnceLock::new() }
+    }
+
+    pub fn bind(&self, services: ToolServices) {
+        let _ = self.services.set(services);
+    }
+
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.registry
+    }
+
+    /// Runs one tool for `thread` and records the call. Used by the CLI's `tools/call` and by
+    /// `POST /api/tools/{name}/call`, so both see the same validation and result.
+    pub async fn call_tool(
+        &self,
+        thread: Option<&ThreadId>,
+        name: &str,
+        input: Value,
+        tool_use_id: Option<String>,
+    ) -> CallOutcome {
+        let Some(services) = self.services.get().cloned() else {
+            return CallOutcome {
+                result: json!({"content": [{"type": "text", "text": "tools are not ready yet"}], "isError": true}),
+                is_error: true,
+                duration: Default::default(),
+                violations: None,
+            };
+        };
+        let ctx = ToolContext {
+            thread_id: thread.cloned().unwrap_or_else(|| ThreadId::from_string("")),
+            store: services.store,
+            invoker: services.invoker,
+            delegate: services.delegate,
+        };
+        let outcome = self.registry.call(name, input.clone(), ctx).await;
+        let record = NewToolCall {
+            thread_id: thread.cloned(),
+            tool: name.to_owned(),
+            tool_use_id,
+            input,
+            result: Some(outcome.result.clone()),
+            is_error: outcome.is_error,
+            duration_ms: outcome.duration.as_millis() as u64,
+        };
+        if let Err(err) = self.store.record_tool_call(record).await {
+            warn!(tool = name, error = %err, "Could not record a tool call.");
+        }
+        outcome
+    }
+
+    async fn handle(&self, thread: &ThreadId, message: Value) -> Value {
+        let id = message.get("id").cloned();
+        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        debug!(thread_id = %thread, method, "MCP request.");
+        let result = match method {
+            "initialize" => {
+                let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION);
+                let version = if KNOWN_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "serverInfo": {"name": MCP_SERVER, "version": env!("CARGO_PKG_VERSION")},
+                })
+            }
+            "ping" => json!({}),
+            "tools/list" => json!({"tools": self.registry.list()}),
+            "tools/call" => {
+                let name = params.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+                let input = params.get("arguments").cloned().unwrap_or(Value::Null);
+                let tool_use_id = params
+                    .pointer("/_meta/claudecode~1toolUseId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.call_tool(Some(thread), &name, input, tool_use_id).await.result
+            }
+            m if m.starts_with("notifications/") => return json!({"jsonrpc": "2.0", "result": {}}),
+            other => return rpc_error(id, -32601, &format!("method not found: {other}")),
+        };
+        json!({"jsonrpc": "2.0", "id": id, "result": result})
+    }
+}
+
+fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+#[async_trait::async_trait]
+impl ControlHandler for McpAdapter {
+    async fn mcp_message(&self, thread: &ThreadId, server: &str, message: Value) -> Value {
+        if server != MCP_SERVER {
+            return rpc_error(message.get("id").cloned(), -32601, &format!("Server '{server}' not found"));
+        }
+        self.handle(thread, message).await
+    }
+}
