@@ -1,1 +1,668 @@
-//! Placeholder; the store helper fills this in.
+//! The SQLite store: threads, their messages, turn events and tool calls. All of the daemon's SQL
+//! lives in this module and its children; the schema lives in `migrations/` and is applied by
+//! [`MIGRATOR`] when the store opens.
+//!
+//! - `threads.rs`: create, look up and list threads; the CLI session to resume; depth of a child.
+//! - `messages.rs`: the life of a turn (user message pending → done/error/interrupted, assistant
+//!   reply), history for a fresh session, crash recovery.
+//! - `events.rs`: the per-thread event log that SSE replays.
+//! - `tool_calls.rs`: a record of every tool call the MCP server served.
+//!
+//! Identities are converted at this edge (`thread.as_str()`), so `plugin-contract` needs no sqlx.
+//! Timestamps are written as RFC 3339 UTC text of fixed width (microseconds, `Z`), so text order is
+//! time order. Queries are checked at run time (`sqlx::query_as` + `FromRow`): the project has no
+//! `DATABASE_URL`. Raw rows are decoded into private `*Raw` structs and converted into the public
+//! types here, so a malformed row becomes [`StoreError::Corrupt`] instead of a panic.
+//!
+//! **Invariant:** nothing here deletes rows; a thread, once created, exists for good. Code that
+//! checks a thread exists and then writes relies on it.
+
+mod events;
+mod messages;
+mod threads;
+mod tool_calls;
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use plugin_contract::{CliSessionId, HistoryMessage, ThreadId, ThreadInfo};
+use serde::{Deserialize, Serialize};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+/// The schema migrations, embedded at compile time. Run by [`Store::open`]; tests that build their
+/// own pool run it too.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// How long a connection waits for another writer's lock before failing with "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections for a file database. SQLite serializes writers anyway; a few connections let reads
+/// (SSE replays, history) proceed while a write waits.
+const FILE_POOL_SIZE: u32 = 8;
+
+/// Why a store operation failed. Each variant says what the user of the API sees.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The caller named a thread we never created (directly, as a parent, or as the thread of a
+    /// message, event or tool call). The API answers 404.
+    #[error("thread {0} not found")]
+    ThreadNotFound(ThreadId),
+    /// The caller named a user message we do not have. The API answers 404.
+    #[error("message {0} not found")]
+    MessageNotFound(MessageId),
+    /// Anything from SQLite or the pool (including failing to create the database's directory).
+    /// Logged in full; users see "internal error" and a 500.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    /// The migrations in `migrations/` could not be applied (or the database was migrated by a
+    /// newer daemon). The daemon refuses to start.
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored row does not parse (an unknown status, bad JSON, a bad timestamp). Someone edited
+    /// the database by hand or it is damaged; users see "internal error" and a 500.
+    #[error("corrupt row in the database: {0}")]
+    Corrupt(String),
+}
+
+/// The daemon's handle on its SQLite database. Cheap to clone: clones share one pool.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+impl Store {
+    /// Opens (creating if missing) the database at `path`, a file path or `":memory:"`, and runs
+    /// [`MIGRATOR`].
+    ///
+    /// A file database gets WAL journaling (readers do not block the writer), foreign keys,
+    /// a 5 s busy timeout and `synchronous = NORMAL` (durable at checkpoints, safe against
+    /// corruption). Its parent directory is created if missing.
+    ///
+    /// `":memory:"` gets a pool of exactly one connection that never expires: each in-memory
+    /// connection is its own database, so a second connection (or a reconnect) would see an empty,
+    /// unmigrated one.
+    pub async fn open(path: &str) -> Result<Store, StoreError> {
+        let in_memory = path == ":memory:";
+        let base = SqliteConnectOptions::new()
+            .filename(path)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT)
+            .synchronous(SqliteSynchronous::Normal);
+
+        let pool = if in_memory {
+            // Journal mode WAL is meaningless for a memory database (SQLite keeps "memory").
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(base.in_memory(true))
+                .await?
+        } else {
+            if let Some(parent) = Path::new(path).parent() {
+                if !parent.as_os_str().is_empty() {
+                    std::fs::create_dir_all(parent).map_err(sqlx::Error::Io)?;
+                }
+            }
+            SqlitePoolOptions::new()
+                .max_connections(FILE_POOL_SIZE)
+                .connect_with(
+                    base.create_if_missing(true)
+                        .journal_mode(SqliteJournalMode::Wal),
+                )
+                .await?
+        };
+
+        MIGRATOR.run(&pool).await?;
+        tracing::info!(path, "Opened the store.");
+        Ok(Store { pool })
+    }
+
+    /// The underlying pool, for code (and tests) that need SQL this module does not offer.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// True when `PRAGMA integrity_check` reports `ok`; the health check uses it.
+    pub async fn integrity_ok(&self) -> Result<bool, StoreError> {
+        let rows: Vec<String> = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.len() == 1 && rows[0] == "ok")
+    }
+
+    /// Closes every connection, waiting for checked-out ones to come back. Call at shutdown so the
+    /// WAL is checkpointed; later calls on any clone fail with [`StoreError::Db`].
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[async_trait::async_trait]
+impl plugin_contract::ThreadStore for Store {
+    async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadInfo>, String> {
+        let thread = self.get_thread(id).await.map_err(|e| e.to_string())?;
+        Ok(thread.map(|t| ThreadInfo {
+            id: t.id,
+            title: t.title,
+            model: t.model,
+            parent_id: t.parent_id,
+        }))
+    }
+
+    async fn history(&self, id: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
+        Store::history(self, id).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Our id for a message (`msg_` + 32 hex digits), generated by the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessageId(String);
+
+impl MessageId {
+    /// A fresh random id.
+    pub fn generate() -> Self {
+        Self(format!("msg_{}", uuid::Uuid::new_v4().simple()))
+    }
+
+    /// Wraps an id that came from storage or a client. No validation: an unknown id is answered
+    /// by a lookup.
+    pub fn from_string(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a message is in its turn. Only user messages move: an assistant message is written
+/// `done` together with its user message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageStatus {
+    /// The turn is running (or the daemon died while it ran; see [`Store::interrupt_pending`]).
+    Pending,
+    /// The turn produced a reply.
+    Done,
+    /// The turn failed; `error` says why.
+    Error,
+    /// The turn was stopped (on request, or by a restart) before it finished.
+    Interrupted,
+}
+
+impl MessageStatus {
+    /// The value stored in `messages.status` (the schema's CHECK list).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Pending => "pending",
+            MessageStatus::Done => "done",
+            MessageStatus::Error => "error",
+            MessageStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl FromStr for MessageStatus {
+    type Err = ParseEnumError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "pending" => Ok(MessageStatus::Pending),
+            "done" => Ok(MessageStatus::Done),
+            "error" => Ok(MessageStatus::Error),
+            "interrupted" => Ok(MessageStatus::Interrupted),
+            other => Err(ParseEnumError {
+                kind: "message status",
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for MessageStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    /// The value stored in `messages.role` (the schema's CHECK list) and used in
+    /// [`HistoryMessage::role`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+impl FromStr for Role {
+    type Err = ParseEnumError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "user" => Ok(Role::User),
+            "assistant" => Ok(Role::Assistant),
+            other => Err(ParseEnumError {
+                kind: "role",
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not one of an enum's stored values ([`MessageStatus`], [`Role`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} `{value}`")]
+pub struct ParseEnumError {
+    /// Which enum was being parsed, for the message.
+    pub kind: &'static str,
+    /// The string that did not match.
+    pub value: String,
+}
+
+/// What the caller chooses when creating a thread; the store picks the id and timestamps.
+#[derive(Clone, Debug, Default)]
+pub struct NewThread {
+    pub title: Option<String>,
+    /// The thread's model; `None` lets the daemon's default apply.
+    pub model: Option<String>,
+    /// Set for a delegated child thread. Must name an existing thread.
+    pub parent_id: Option<ThreadId>,
+}
+
+/// A conversation.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    pub id: ThreadId,
+    pub title: Option<String>,
+    pub model: Option<String>,
+    /// The CLI session to `--resume` when no warm process serves the thread. It changes over the
+    /// thread's life; never a key.
+    pub cli_session_id: Option<CliSessionId>,
+    /// The thread that delegated to this one.
+    pub parent_id: Option<ThreadId>,
+    pub created_at: DateTime<Utc>,
+    /// Last change to the thread row itself (its session), not to its messages.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A user message to store before its turn runs.
+#[derive(Clone, Debug)]
+pub struct NewUserMessage {
+    pub thread_id: ThreadId,
+    pub content: String,
+    /// The client's idempotency key: a retry with the same key on the same thread returns the
+    /// first message instead of running the turn twice.
+    pub client_message_id: Option<String>,
+    /// The model asked for this turn, if any.
+    pub model: Option<String>,
+}
+
+/// The outcome of [`Store::insert_user_message`].
+#[derive(Clone, Debug)]
+pub enum Inserted {
+    /// A new message; its turn should run.
+    New(Message),
+    /// The client already sent this `client_message_id` on this thread; this is the first message,
+    /// and nothing was inserted.
+    Duplicate(Message),
+}
+
+impl Inserted {
+    /// The message, new or existing.
+    pub fn message(&self) -> &Message {
+        match self {
+            Inserted::New(m) | Inserted::Duplicate(m) => m,
+        }
+    }
+}
+
+/// One message of a thread.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub id: MessageId,
+    pub thread_id: ThreadId,
+    /// Position in the thread, from 1, in arrival order.
+    pub seq: i64,
+    pub role: Role,
+    pub content: String,
+    pub status: MessageStatus,
+    /// Why the turn failed, for `error` and `interrupted`.
+    pub error: Option<String>,
+    pub client_message_id: Option<String>,
+    /// For an assistant message: the user message it answers.
+    pub reply_to: Option<MessageId>,
+    pub model: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One entry of a thread's event log. `id` is the SSE event id: monotonic across the daemon, so a
+/// client resumes with `Last-Event-ID`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRow {
+    pub id: i64,
+    pub thread_id: ThreadId,
+    /// The user message whose turn produced the event, if any.
+    pub message_id: Option<MessageId>,
+    /// The SSE event name.
+    pub kind: String,
+    pub data: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A tool call to record after it finished.
+#[derive(Clone, Debug)]
+pub struct NewToolCall {
+    /// The thread whose process called the tool; `None` for calls outside any thread.
+    pub thread_id: Option<ThreadId>,
+    /// The full tool name (`<plugin>__<tool>`).
+    pub tool: String,
+    /// The model's id for the call, when the CLI passed it on.
+    pub tool_use_id: Option<String>,
+    pub input: serde_json::Value,
+    /// What went back to the model; `None` when there was nothing (a timeout, say).
+    pub result: Option<serde_json::Value>,
+    pub is_error: bool,
+    pub duration_ms: u64,
+}
+
+/// A recorded tool call.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRow {
+    pub id: i64,
+    pub thread_id: Option<ThreadId>,
+    pub tool: String,
+    pub tool_use_id: Option<String>,
+    pub input: serde_json::Value,
+    pub result: Option<serde_json::Value>,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Now, as stored: RFC 3339 UTC with microseconds and `Z`. The fixed width makes text order time
+/// order, which `ORDER BY created_at` relies on.
+fn now_text() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Parses a stored timestamp; `column` names it in the error.
+fn parse_time(column: &str, text: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| StoreError::Corrupt(format!("{column} `{text}` is not RFC 3339: {e}")))
+}
+
+/// Parses a stored JSON column; `column` names it in the error.
+fn parse_json(column: &str, text: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("{column} is not valid JSON: {e}")))
+}
+
+/// True when `err` is SQLite refusing a foreign key: the named thread does not exist.
+fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|e| e.is_foreign_key_violation())
+}
+
+/// True when `err` is a UNIQUE index refusing a row.
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .is_some_and(|e| e.is_unique_violation())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh migrated in-memory store.
+    pub(crate) async fn memory_store() -> Store {
+        Store::open(":memory:").await.unwrap()
+    }
+
+    /// A fresh migrated file store in a temp dir (kept alive by the returned guard).
+    pub(crate) async fn file_store() -> (Store, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/dir/harness.db");
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        (store, dir)
+    }
+
+    #[tokio::test]
+    async fn memory_store_is_migrated_and_keeps_data_on_one_connection() {
+        let store = memory_store().await;
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(fk, 1);
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+             AND name NOT LIKE '_sqlx%' ORDER BY name",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(tables, ["events", "messages", "threads", "tool_calls"]);
+        assert_eq!(store.pool().size(), 1);
+
+        // Data written through one clone is seen through another: the same single database.
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let clone = store.clone();
+        assert!(clone.get_thread(&thread.id).await.unwrap().is_some());
+        assert!(store.integrity_ok().await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn file_store_uses_wal_and_creates_its_directory() {
+        let (store, dir) = file_store().await;
+        assert!(dir.path().join("nested/dir/harness.db").is_file());
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(fk, 1);
+        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(sync, 1, "synchronous NORMAL");
+        let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(busy, 5000);
+        assert!(store.integrity_ok().await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn file_store_persists_across_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("harness.db");
+        let path = path.to_str().unwrap();
+        let store = Store::open(path).await.unwrap();
+        let thread = store
+            .create_thread(NewThread {
+                title: Some("kept".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        store.close().await;
+
+        let reopened = Store::open(path).await.unwrap();
+        let got = reopened.require_thread(&thread.id).await.unwrap();
+        assert_eq!(got.title.as_deref(), Some("kept"));
+    }
+
+    #[tokio::test]
+    async fn closed_store_reports_db_error() {
+        let store = memory_store().await;
+        store.close().await;
+        let err = store.list_threads().await.unwrap_err();
+        assert!(matches!(err, StoreError::Db(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn thread_store_impl_serves_plugins() {
+        use plugin_contract::ThreadStore;
+
+        let store = memory_store().await;
+        let parent = store.create_thread(NewThread::default()).await.unwrap();
+        let child = store
+            .create_thread(NewThread {
+                title: Some("child".into()),
+                model: Some("haiku".into()),
+                parent_id: Some(parent.id.clone()),
+            })
+            .await
+            .unwrap();
+        let question = store
+            .insert_user_message(NewUserMessage {
+                thread_id: child.id.clone(),
+                content: "ping".into(),
+                client_message_id: None,
+                model: None,
+            })
+            .await
+            .unwrap();
+        store
+            .complete_turn(&question.message().id, "pong", None, None)
+            .await
+            .unwrap();
+
+        let plugin_view: std::sync::Arc<dyn ThreadStore> = std::sync::Arc::new(store.clone());
+        let info = plugin_view.thread(&child.id).await.unwrap().unwrap();
+        assert_eq!(
+            info,
+            ThreadInfo {
+                id: child.id.clone(),
+                title: Some("child".into()),
+                model: Some("haiku".into()),
+                parent_id: Some(parent.id.clone()),
+            }
+        );
+        assert_eq!(
+            plugin_view
+                .thread(&ThreadId::from_string("thr_nope"))
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            plugin_view.history(&child.id).await.unwrap(),
+            [
+                HistoryMessage {
+                    role: "user".into(),
+                    content: "ping".into()
+                },
+                HistoryMessage {
+                    role: "assistant".into(),
+                    content: "pong".into()
+                },
+            ]
+        );
+
+        store.close().await;
+        let err = plugin_view.thread(&child.id).await.unwrap_err();
+        assert!(err.starts_with("database error"), "{err}");
+    }
+
+    #[test]
+    fn enums_round_trip_through_their_stored_strings() {
+        for status in [
+            MessageStatus::Pending,
+            MessageStatus::Done,
+            MessageStatus::Error,
+            MessageStatus::Interrupted,
+        ] {
+            assert_eq!(status.as_str().parse::<MessageStatus>().unwrap(), status);
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                serde_json::Value::String(status.as_str().into())
+            );
+        }
+        for role in [Role::User, Role::Assistant] {
+            assert_eq!(role.as_str().parse::<Role>().unwrap(), role);
+        }
+        let err = "Done".parse::<MessageStatus>().unwrap_err();
+        assert_eq!(err.to_string(), "unknown message status `Done`");
+        assert!("system".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn message_ids_are_prefixed_and_unique() {
+        let a = MessageId::generate();
+        let b = MessageId::generate();
+        assert!(a.as_str().starts_with("msg_"));
+        assert_eq!(a.as_str().len(), 4 + 32);
+        assert_ne!(a, b);
+        assert_eq!(MessageId::from_string("msg_x").to_string(), "msg_x");
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            serde_json::json!(a.as_str())
+        );
+    }
+
+    #[test]
+    fn stored_times_have_fixed_width_and_parse_back() {
+        let text = now_text();
+        assert_eq!(text.len(), "2024-01-01T00:00:00.000000Z".len());
+        assert!(text.ends_with('Z'));
+        let parsed = parse_time("created_at", &text).unwrap();
+        assert_eq!(parsed.to_rfc3339_opts(SecondsFormat::Micros, true), text);
+        assert!(matches!(
+            parse_time("created_at", "yesterday"),
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+
+    #[test]
+    fn errors_display_what_users_see() {
+        let id = ThreadId::from_string("thr_1");
+        assert_eq!(
+            StoreError::ThreadNotFound(id).to_string(),
+            "thread thr_1 not found"
+        );
+        let db = StoreError::from(sqlx::Error::RowNotFound);
+        assert!(db.to_string().starts_with("database error: "), "{db}");
+    }
+}

@@ -1,0 +1,747 @@
+//! Messages and the life of a turn: a user message is stored `pending` before the turn runs, then
+//! either [`Store::complete_turn`] writes the assistant reply and marks it `done`, or
+//! [`Store::fail_turn`] marks it `error`/`interrupted`. [`Store::interrupt_pending`] cleans up after
+//! a crash; [`Store::history`] feeds a fresh CLI session the finished exchanges.
+//!
+//! `seq` is computed inside the INSERT that writes the row, so concurrent writers on one thread
+//! never collide: SQLite runs each write statement under the database's single write lock.
+
+use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
+
+use super::{
+    is_unique_violation, now_text, parse_time, Inserted, Message, MessageId, MessageStatus,
+    NewUserMessage, Role, Store, StoreError,
+};
+
+/// A `messages` row as SQLite returns it.
+#[derive(sqlx::FromRow)]
+struct MessageRaw {
+    id: String,
+    thread_id: String,
+    seq: i64,
+    role: String,
+    content: String,
+    status: String,
+    error: Option<String>,
+    client_message_id: Option<String>,
+    reply_to: Option<String>,
+    model: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl TryFrom<MessageRaw> for Message {
+    type Error = StoreError;
+
+    fn try_from(raw: MessageRaw) -> Result<Self, StoreError> {
+        let corrupt =
+            |e: super::ParseEnumError| StoreError::Corrupt(format!("message {}: {e}", raw.id));
+        Ok(Message {
+            role: raw.role.parse().map_err(corrupt)?,
+            status: raw.status.parse().map_err(corrupt)?,
+            created_at: parse_time("messages.created_at", &raw.created_at)?,
+            updated_at: parse_time("messages.updated_at", &raw.updated_at)?,
+            thread_id: ThreadId::from_string(raw.thread_id),
+            seq: raw.seq,
+            content: raw.content,
+            error: raw.error,
+            client_message_id: raw.client_message_id,
+            reply_to: raw.reply_to.map(MessageId::from_string),
+            model: raw.model,
+            id: MessageId::from_string(raw.id),
+        })
+    }
+}
+
+const MESSAGE_COLUMNS: &str = "id, thread_id, seq, role, content, status, error, \
+                               client_message_id, reply_to, model, created_at, updated_at";
+
+/// One finished exchange as [`Store::history`] reads it.
+#[derive(sqlx::FromRow)]
+struct ExchangeRaw {
+    user_content: String,
+    reply_content: String,
+}
+
+impl Store {
+    /// Stores a user message as `pending`, at the end of its thread.
+    ///
+    /// When `client_message_id` is set and the thread already has a message with it, nothing is
+    /// inserted and the first message comes back as [`Inserted::Duplicate`]: a client retry must
+    /// not run the turn twice. [`StoreError::ThreadNotFound`] for an unknown thread.
+    pub async fn insert_user_message(&self, new: NewUserMessage) -> Result<Inserted, StoreError> {
+        let id = MessageId::generate();
+        // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
+        // foreign key), and the seq subquery runs under the statement's write lock.
+        let inserted: Result<Option<MessageRaw>, sqlx::Error> = sqlx::query_as(&format!(
+            "INSERT INTO messages (id, thread_id, seq, role, content, status, error, \
+                                   client_message_id, reply_to, model, created_at, updated_at) \
+             SELECT ?1, t.id, \
+                    (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = t.id), \
+                    'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?5, ?5 \
+             FROM threads t WHERE t.id = ?6 \
+             RETURNING {MESSAGE_COLUMNS}"
+        ))
+        .bind(id.as_str())
+        .bind(&new.content)
+        .bind(&new.client_message_id)
+        .bind(&new.model)
+        .bind(now_text())
+        .bind(new.thread_id.as_str())
+        .fetch_optional(&self.pool)
+        .await;
+
+        match inserted {
+            Ok(Some(raw)) => Ok(Inserted::New(raw.try_into()?)),
+            Ok(None) => Err(StoreError::ThreadNotFound(new.thread_id)),
+            Err(err) if is_unique_violation(&err) => {
+                // Only `messages_client_id` can refuse a user message (the id is fresh and
+                // reply_to is NULL), so the first message with this client id exists.
+                let Some(client_id) = &new.client_message_id else {
+                    return Err(err.into());
+                };
+                let first: MessageRaw = sqlx::query_as(&format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM messages \
+                     WHERE thread_id = ?1 AND client_message_id = ?2"
+                ))
+                .bind(new.thread_id.as_str())
+                .bind(client_id)
+                .fetch_one(&self.pool)
+                .await?;
+                tracing::debug!(
+                    thread_id = %new.thread_id,
+                    message_id = %first.id,
+                    client_message_id = %client_id,
+                    "Client resent a message; returning the first one."
+                );
+                Ok(Inserted::Duplicate(first.try_into()?))
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Ends a turn that produced a reply, in one transaction: inserts the assistant message
+    /// (`done`, answering `user_message`, next in its thread), marks the user message `done`, and
+    /// records the CLI session to resume when `session` is set. Returns the assistant message.
+    ///
+    /// [`StoreError::MessageNotFound`] when `user_message` is not a user message we have.
+    pub async fn complete_turn(
+        &self,
+        user_message: &MessageId,
+        reply_text: &str,
+        model: Option<&str>,
+        session: Option<&CliSessionId>,
+    ) -> Result<Message, StoreError> {
+        // IMMEDIATE takes the write lock up front: a deferred transaction that reads first and
+        // writes later can fail with SQLITE_BUSY_SNAPSHOT, which the busy timeout does not retry.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let now = now_text();
+
+        let thread_id: String = sqlx::query_scalar(
+            "UPDATE messages SET status = 'done', error = NULL, updated_at = ?1 \
+             WHERE id = ?2 AND role = 'user' RETURNING thread_id",
+        )
+        .bind(&now)
+        .bind(user_message.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
+
+        let reply: MessageRaw = sqlx::query_as(&format!(
+            "INSERT INTO messages (id, thread_id, seq, role, content, status, error, \
+                                   client_message_id, reply_to, model, created_at, updated_at) \
+             VALUES (?1, ?2, \
+                     (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2), \
+                     'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?6, ?6) \
+             RETURNING {MESSAGE_COLUMNS}"
+        ))
+        .bind(MessageId::generate().as_str())
+        .bind(&thread_id)
+        .bind(reply_text)
+        .bind(user_message.as_str())
+        .bind(model)
+        .bind(&now)
+        .fetch_one(&mut *tx)
+        .await?;
+
+        if let Some(session) = session {
+            sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
+                .bind(session.as_str())
+                .bind(&now)
+                .bind(&thread_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+
+        tx.commit().await?;
+        reply.try_into()
+    }
+
+    /// Ends a turn that produced no reply: sets the user message's status (meant for
+    /// [`MessageStatus::Error`] or [`MessageStatus::Interrupted`]) and error text, and records the
+    /// CLI session to resume when `session` is set (a failed turn may still have started one).
+    ///
+    /// [`StoreError::MessageNotFound`] when `user_message` is not a user message we have.
+    pub async fn fail_turn(
+        &self,
+        user_message: &MessageId,
+        status: MessageStatus,
+        error: &str,
+        session: Option<&CliSessionId>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let now = now_text();
+
+        let thread_id: String = sqlx::query_scalar(
+            "UPDATE messages SET status = ?1, error = ?2, updated_at = ?3 \
+             WHERE id = ?4 AND role = 'user' RETURNING thread_id",
+        )
+        .bind(status.as_str())
+        .bind(error)
+        .bind(&now)
+        .bind(user_message.as_str())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
+
+        if let Some(session) = session {
+            sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
+                .bind(session.as_str())
+                .bind(&now)
+                .bind(&thread_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The message, or `None` when we do not have it.
+    pub async fn get_message(&self, id: &MessageId) -> Result<Option<Message>, StoreError> {
+        let raw: Option<MessageRaw> = sqlx::query_as(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        raw.map(Message::try_from).transpose()
+    }
+
+    /// Every message of the thread in `seq` order, whatever its status. An unknown thread has no
+    /// messages.
+    pub async fn list_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
+        let raws: Vec<MessageRaw> = sqlx::query_as(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?1 ORDER BY seq, rowid"
+        ))
+        .bind(thread.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(Message::try_from).collect()
+    }
+
+    /// The assistant message answering `user_message`, or `None` while there is none (the turn is
+    /// running or failed). A duplicate `client_message_id` uses it to return the first reply.
+    pub async fn reply_for(&self, user_message: &MessageId) -> Result<Option<Message>, StoreError> {
+        let raw: Option<MessageRaw> = sqlx::query_as(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE reply_to = ?1 AND role = 'assistant'"
+        ))
+        .bind(user_message.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        raw.map(Message::try_from).transpose()
+    }
+
+    /// The thread's finished exchanges, oldest first: each `done` user message followed by the
+    /// assistant reply that answered it. Pending, failed and interrupted turns are left out, so
+    /// the turn being run never appears. An unknown thread has no history.
+    pub async fn history(&self, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
+        let exchanges: Vec<ExchangeRaw> = sqlx::query_as(
+            "SELECT u.content AS user_content, a.content AS reply_content \
+             FROM messages u \
+             JOIN messages a ON a.reply_to = u.id AND a.role = 'assistant' AND a.status = 'done' \
+             WHERE u.thread_id = ?1 AND u.role = 'user' AND u.status = 'done' \
+             ORDER BY u.seq, u.rowid",
+        )
+        .bind(thread.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(exchanges
+            .into_iter()
+            .flat_map(|e| {
+                [
+                    HistoryMessage {
+                        role: Role::User.as_str().to_owned(),
+                        content: e.user_content,
+                    },
+                    HistoryMessage {
+                        role: Role::Assistant.as_str().to_owned(),
+                        content: e.reply_content,
+                    },
+                ]
+            })
+            .collect())
+    }
+
+    /// Crash recovery at start-up, before any turn runs: every user message still `pending` (its
+    /// turn died with the previous daemon) becomes `interrupted` with `reason` as its error.
+    /// Returns how many.
+    pub async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2 \
+             WHERE status = 'pending' AND role = 'user'",
+        )
+        .bind(reason)
+        .bind(now_text())
+        .execute(&self.pool)
+        .await?;
+        let count = done.rows_affected();
+        if count > 0 {
+            tracing::info!(
+                count,
+                "Marked turns left pending by the previous run as interrupted."
+            );
+        }
+        Ok(count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::super::tests::{file_store, memory_store};
+    use super::super::NewThread;
+    use super::*;
+
+    async fn thread(store: &Store) -> ThreadId {
+        store.create_thread(NewThread::default()).await.unwrap().id
+    }
+
+    fn user(thread: &ThreadId, content: &str, client: Option<&str>) -> NewUserMessage {
+        NewUserMessage {
+            thread_id: thread.clone(),
+            content: content.into(),
+            client_message_id: client.map(str::to_owned),
+            model: None,
+        }
+    }
+
+    async fn send(store: &Store, thread: &ThreadId, content: &str) -> Message {
+        match store
+            .insert_user_message(user(thread, content, None))
+            .await
+            .unwrap()
+        {
+            Inserted::New(m) => m,
+            Inserted::Duplicate(m) => panic!("unexpected duplicate {m:?}"),
+        }
+    }
+
+    async fn count_messages(store: &Store) -> i64 {
+        sqlx::query_scalar("SELECT COUNT(*) FROM messages")
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn user_messages_get_increasing_seq_per_thread() {
+        let store = memory_store().await;
+        let a = thread(&store).await;
+        let b = thread(&store).await;
+
+        let a1 = send(&store, &a, "one").await;
+        let a2 = send(&store, &a, "two").await;
+        let b1 = send(&store, &b, "other").await;
+        let a3 = send(&store, &a, "three").await;
+
+        assert_eq!((a1.seq, a2.seq, a3.seq, b1.seq), (1, 2, 3, 1));
+        assert_eq!(a1.role, Role::User);
+        assert_eq!(a1.status, MessageStatus::Pending);
+        assert_eq!(a1.thread_id, a);
+        assert_eq!(a1.content, "one");
+        assert!(a1.id.as_str().starts_with("msg_"));
+
+        let listed: Vec<(i64, String)> = store
+            .list_messages(&a)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.seq, m.content))
+            .collect();
+        assert_eq!(
+            listed,
+            [(1, "one".into()), (2, "two".into()), (3, "three".into())]
+        );
+
+        let got = store.get_message(&a2.id).await.unwrap().unwrap();
+        assert_eq!(got.content, "two");
+        assert_eq!(got.created_at, a2.created_at);
+        assert!(store
+            .get_message(&MessageId::from_string("msg_x"))
+            .await
+            .unwrap()
+            .is_none());
+    }
+
+    #[tokio::test]
+    async fn message_to_unknown_thread_is_thread_not_found() {
+        let store = memory_store().await;
+        let unknown = ThreadId::from_string("thr_nope");
+        let err = store
+            .insert_user_message(user(&unknown, "hi", Some("c1")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::ThreadNotFound(ref id) if *id == unknown),
+            "{err:?}"
+        );
+        assert_eq!(count_messages(&store).await, 0);
+    }
+
+    #[tokio::test]
+    async fn duplicate_client_id_returns_the_first_message() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let first = store
+            .insert_user_message(user(&t, "hello", Some("c1")))
+            .await
+            .unwrap();
+        let Inserted::New(first) = first else {
+            panic!("first insert was a duplicate")
+        };
+        assert_eq!(first.client_message_id.as_deref(), Some("c1"));
+
+        let again = store
+            .insert_user_message(user(&t, "hello again", Some("c1")))
+            .await
+            .unwrap();
+        let Inserted::Duplicate(dup) = &again else {
+            panic!("expected Duplicate, got {again:?}")
+        };
+        assert_eq!(dup.id, first.id);
+        assert_eq!(dup.content, "hello");
+        assert_eq!(again.message().id, first.id);
+        assert_eq!(count_messages(&store).await, 1);
+
+        // Messages without a client id never collide.
+        send(&store, &t, "x").await;
+        send(&store, &t, "y").await;
+        assert_eq!(count_messages(&store).await, 3);
+    }
+
+    #[tokio::test]
+    async fn same_client_id_on_two_threads_is_allowed() {
+        let store = memory_store().await;
+        let a = thread(&store).await;
+        let b = thread(&store).await;
+        let on_a = store
+            .insert_user_message(user(&a, "a", Some("same")))
+            .await
+            .unwrap();
+        let on_b = store
+            .insert_user_message(user(&b, "b", Some("same")))
+            .await
+            .unwrap();
+        assert!(matches!(on_a, Inserted::New(_)));
+        assert!(matches!(on_b, Inserted::New(_)));
+        assert_ne!(on_a.message().id, on_b.message().id);
+        assert_eq!(count_messages(&store).await, 2);
+    }
+
+    #[tokio::test]
+    async fn complete_turn_writes_reply_and_session() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let question = send(&store, &t, "2+2?").await;
+        assert!(store.reply_for(&question.id).await.unwrap().is_none());
+        let session = CliSessionId::from_string("sess-42");
+
+        let reply = store
+            .complete_turn(&question.id, "4", Some("opus"), Some(&session))
+            .await
+            .unwrap();
+        assert_eq!(reply.role, Role::Assistant);
+        assert_eq!(reply.status, MessageStatus::Done);
+        assert_eq!(reply.reply_to.as_ref(), Some(&question.id));
+        assert_eq!(reply.thread_id, t);
+        assert_eq!(reply.seq, 2);
+        assert_eq!(reply.content, "4");
+        assert_eq!(reply.model.as_deref(), Some("opus"));
+
+        let question = store.get_message(&question.id).await.unwrap().unwrap();
+        assert_eq!(question.status, MessageStatus::Done);
+        assert_eq!(
+            store.require_thread(&t).await.unwrap().cli_session_id,
+            Some(session)
+        );
+        assert_eq!(
+            store.reply_for(&question.id).await.unwrap().unwrap().id,
+            reply.id
+        );
+
+        // The next user message follows the reply.
+        assert_eq!(send(&store, &t, "next").await.seq, 3);
+
+        let json = serde_json::to_value(&reply).unwrap();
+        assert_eq!(json["replyTo"], question.id.as_str());
+        assert_eq!(json["status"], "done");
+        assert_eq!(json["role"], "assistant");
+    }
+
+    #[tokio::test]
+    async fn complete_turn_without_session_keeps_the_old_one() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let old = CliSessionId::from_string("old");
+        store.set_cli_session(&t, Some(&old)).await.unwrap();
+        let question = send(&store, &t, "hi").await;
+        store
+            .complete_turn(&question.id, "hello", None, None)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.require_thread(&t).await.unwrap().cli_session_id,
+            Some(old)
+        );
+    }
+
+    #[tokio::test]
+    async fn complete_turn_rejects_unknown_and_answered_messages_atomically() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let unknown = MessageId::from_string("msg_nope");
+        let err = store
+            .complete_turn(&unknown, "x", None, None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::MessageNotFound(ref id) if *id == unknown),
+            "{err:?}"
+        );
+
+        let question = send(&store, &t, "q").await;
+        let reply = store
+            .complete_turn(&question.id, "a", None, None)
+            .await
+            .unwrap();
+        // An assistant message is not a user message to answer.
+        assert!(matches!(
+            store.complete_turn(&reply.id, "x", None, None).await,
+            Err(StoreError::MessageNotFound(_))
+        ));
+        // A second reply to the same question breaks `messages_reply_to`; the session update in the
+        // same transaction must roll back with it.
+        let session = CliSessionId::from_string("must-not-stick");
+        assert!(matches!(
+            store
+                .complete_turn(&question.id, "again", None, Some(&session))
+                .await,
+            Err(StoreError::Db(_))
+        ));
+        assert_eq!(count_messages(&store).await, 2);
+        assert_eq!(store.require_thread(&t).await.unwrap().cli_session_id, None);
+    }
+
+    #[tokio::test]
+    async fn fail_turn_sets_status_error_and_session() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let question = send(&store, &t, "q").await;
+        let session = CliSessionId::from_string("sess-f");
+
+        store
+            .fail_turn(
+                &question.id,
+                MessageStatus::Error,
+                "CLI died",
+                Some(&session),
+            )
+            .await
+            .unwrap();
+        let got = store.get_message(&question.id).await.unwrap().unwrap();
+        assert_eq!(got.status, MessageStatus::Error);
+        assert_eq!(got.error.as_deref(), Some("CLI died"));
+        assert_eq!(
+            store.require_thread(&t).await.unwrap().cli_session_id,
+            Some(session)
+        );
+        assert!(store.reply_for(&question.id).await.unwrap().is_none());
+
+        let other = send(&store, &t, "q2").await;
+        store
+            .fail_turn(&other.id, MessageStatus::Interrupted, "stopped", None)
+            .await
+            .unwrap();
+        let got = store.get_message(&other.id).await.unwrap().unwrap();
+        assert_eq!(got.status, MessageStatus::Interrupted);
+        assert_eq!(got.error.as_deref(), Some("stopped"));
+
+        let unknown = MessageId::from_string("msg_nope");
+        assert!(matches!(
+            store
+                .fail_turn(&unknown, MessageStatus::Error, "x", None)
+                .await,
+            Err(StoreError::MessageNotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn history_holds_only_finished_exchanges_in_order() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let other = thread(&store).await;
+
+        let q1 = send(&store, &t, "q1").await;
+        store.complete_turn(&q1.id, "a1", None, None).await.unwrap();
+        let failed = send(&store, &t, "failed").await;
+        store
+            .fail_turn(&failed.id, MessageStatus::Error, "boom", None)
+            .await
+            .unwrap();
+        let stopped = send(&store, &t, "stopped").await;
+        store
+            .fail_turn(&stopped.id, MessageStatus::Interrupted, "stop", None)
+            .await
+            .unwrap();
+        let q2 = send(&store, &t, "q2").await;
+        let o1 = send(&store, &other, "other thread").await;
+        store
+            .complete_turn(&o1.id, "other reply", None, None)
+            .await
+            .unwrap();
+        store.complete_turn(&q2.id, "a2", None, None).await.unwrap();
+        send(&store, &t, "running now").await;
+
+        let history: Vec<(String, String)> = store
+            .history(&t)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.role, m.content))
+            .collect();
+        let expected: Vec<(String, String)> = [
+            ("user", "q1"),
+            ("assistant", "a1"),
+            ("user", "q2"),
+            ("assistant", "a2"),
+        ]
+        .into_iter()
+        .map(|(r, c)| (r.to_owned(), c.to_owned()))
+        .collect();
+        assert_eq!(history, expected);
+
+        assert!(store
+            .history(&ThreadId::from_string("thr_nope"))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    #[tokio::test]
+    async fn interrupt_pending_marks_only_pending_user_messages() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let done = send(&store, &t, "done").await;
+        store
+            .complete_turn(&done.id, "reply", None, None)
+            .await
+            .unwrap();
+        let p1 = send(&store, &t, "p1").await;
+        let p2 = send(&store, &t, "p2").await;
+
+        assert_eq!(
+            store.interrupt_pending("daemon restarted").await.unwrap(),
+            2
+        );
+        for id in [&p1.id, &p2.id] {
+            let m = store.get_message(id).await.unwrap().unwrap();
+            assert_eq!(m.status, MessageStatus::Interrupted);
+            assert_eq!(m.error.as_deref(), Some("daemon restarted"));
+        }
+        let m = store.get_message(&done.id).await.unwrap().unwrap();
+        assert_eq!(m.status, MessageStatus::Done);
+        assert_eq!(m.error, None);
+        assert_eq!(store.interrupt_pending("again").await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn concurrent_inserts_get_distinct_seqs() {
+        let (store, _dir) = file_store().await;
+        let t = thread(&store).await;
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let store = store.clone();
+                let t = t.clone();
+                tokio::spawn(async move {
+                    store
+                        .insert_user_message(user(&t, &format!("m{i}"), Some(&format!("c{i}"))))
+                        .await
+                        .unwrap()
+                        .message()
+                        .seq
+                })
+            })
+            .collect();
+        let mut seqs = Vec::new();
+        for task in tasks {
+            seqs.push(task.await.unwrap());
+        }
+        seqs.sort_unstable();
+        assert_eq!(seqs, (1..=20).collect::<Vec<i64>>());
+        assert_eq!(seqs.iter().collect::<HashSet<_>>().len(), 20);
+    }
+
+    #[tokio::test]
+    async fn concurrent_duplicates_insert_once() {
+        let (store, _dir) = file_store().await;
+        let t = thread(&store).await;
+        let tasks: Vec<_> = (0..10)
+            .map(|_| {
+                let store = store.clone();
+                let t = t.clone();
+                tokio::spawn(async move {
+                    store
+                        .insert_user_message(user(&t, "same", Some("retry")))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut new = 0;
+        let mut ids = HashSet::new();
+        for task in tasks {
+            let inserted = task.await.unwrap();
+            if matches!(inserted, Inserted::New(_)) {
+                new += 1;
+            }
+            ids.insert(inserted.message().id.clone());
+        }
+        assert_eq!(new, 1);
+        assert_eq!(ids.len(), 1);
+        assert_eq!(count_messages(&store).await, 1);
+    }
+
+    #[tokio::test]
+    async fn unknown_status_is_corrupt() {
+        let store = memory_store().await;
+        let t = thread(&store).await;
+        let m = send(&store, &t, "q").await;
+        // The CHECK constraint stops this in normal use; bypass it as a damaged file would.
+        sqlx::query("PRAGMA ignore_check_constraints = ON")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        sqlx::query("UPDATE messages SET status = 'weird' WHERE id = ?1")
+            .bind(m.id.as_str())
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let err = store.get_message(&m.id).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Corrupt(ref s) if s.contains("weird")),
+            "{err:?}"
+        );
+    }
+}

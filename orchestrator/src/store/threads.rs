@@ -1,0 +1,314 @@
+//! Threads: creating, looking up and listing them, the CLI session each one resumes, and how deep a
+//! delegated child sits. Messages of a thread are in `messages.rs`.
+
+use plugin_contract::{CliSessionId, ThreadId};
+
+use super::{now_text, parse_time, NewThread, Store, StoreError, Thread};
+
+/// Guards the depth walk against a parent cycle. Creation makes cycles impossible (a parent must
+/// exist before its child gets a fresh id), but a hand-edited database should not hang the daemon.
+const MAX_DEPTH_WALK: i64 = 10_000;
+
+/// A `threads` row as SQLite returns it.
+#[derive(sqlx::FromRow)]
+struct ThreadRaw {
+    id: String,
+    title: Option<String>,
+    model: Option<String>,
+    cli_session_id: Option<String>,
+    parent_id: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl TryFrom<ThreadRaw> for Thread {
+    type Error = StoreError;
+
+    fn try_from(raw: ThreadRaw) -> Result<Self, StoreError> {
+        Ok(Thread {
+            created_at: parse_time("threads.created_at", &raw.created_at)?,
+            updated_at: parse_time("threads.updated_at", &raw.updated_at)?,
+            id: ThreadId::from_string(raw.id),
+            title: raw.title,
+            model: raw.model,
+            cli_session_id: raw.cli_session_id.map(CliSessionId::from_string),
+            parent_id: raw.parent_id.map(ThreadId::from_string),
+        })
+    }
+}
+
+const THREAD_COLUMNS: &str = "id, title, model, cli_session_id, parent_id, created_at, updated_at";
+
+impl Store {
+    /// Creates a thread with a fresh [`ThreadId`]. A `parent_id` must name an existing thread
+    /// ([`StoreError::ThreadNotFound`] otherwise).
+    pub async fn create_thread(&self, new: NewThread) -> Result<Thread, StoreError> {
+        if let Some(parent) = &new.parent_id {
+            // Threads are never deleted, so the parent cannot vanish before the insert.
+            self.require_thread(parent).await?;
+        }
+        let id = ThreadId::generate();
+        let now = now_text();
+        let raw: ThreadRaw = sqlx::query_as(&format!(
+            "INSERT INTO threads (id, title, model, cli_session_id, parent_id, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?5) RETURNING {THREAD_COLUMNS}"
+        ))
+        .bind(id.as_str())
+        .bind(&new.title)
+        .bind(&new.model)
+        .bind(new.parent_id.as_ref().map(ThreadId::as_str))
+        .bind(&now)
+        .fetch_one(&self.pool)
+        .await?;
+        tracing::debug!(thread_id = %id, parent_id = ?new.parent_id, "Created a thread.");
+        raw.try_into()
+    }
+
+    /// The thread, or `None` when we never created it.
+    pub async fn get_thread(&self, id: &ThreadId) -> Result<Option<Thread>, StoreError> {
+        let raw: Option<ThreadRaw> = sqlx::query_as(&format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE id = ?1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        raw.map(Thread::try_from).transpose()
+    }
+
+    /// The thread, or [`StoreError::ThreadNotFound`].
+    pub async fn require_thread(&self, id: &ThreadId) -> Result<Thread, StoreError> {
+        self.get_thread(id)
+            .await?
+            .ok_or_else(|| StoreError::ThreadNotFound(id.clone()))
+    }
+
+    /// Every thread, newest first (creation order; ties broken by insertion order).
+    pub async fn list_threads(&self) -> Result<Vec<Thread>, StoreError> {
+        let raws: Vec<ThreadRaw> = sqlx::query_as(&format!(
+            "SELECT {THREAD_COLUMNS} FROM threads ORDER BY created_at DESC, rowid DESC"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(Thread::try_from).collect()
+    }
+
+    /// Records the CLI session the thread should `--resume` next (or forgets it with `None`, after
+    /// the CLI could no longer load it). [`StoreError::ThreadNotFound`] for an unknown thread.
+    pub async fn set_cli_session(
+        &self,
+        id: &ThreadId,
+        session: Option<&CliSessionId>,
+    ) -> Result<(), StoreError> {
+        let done =
+            sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
+                .bind(session.map(CliSessionId::as_str))
+                .bind(now_text())
+                .bind(id.as_str())
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::ThreadNotFound(id.clone()));
+        }
+        Ok(())
+    }
+
+    /// How many ancestors the thread has through `parent_id`: 0 for a root thread, 1 for its
+    /// child. Delegation uses it to bound nesting. [`StoreError::ThreadNotFound`] for an unknown
+    /// thread.
+    pub async fn thread_depth(&self, id: &ThreadId) -> Result<u32, StoreError> {
+        let depth: Option<i64> = sqlx::query_scalar(
+            "WITH RECURSIVE chain(id, parent_id, depth) AS ( \
+                 SELECT id, parent_id, 0 FROM threads WHERE id = ?1 \
+                 UNION ALL \
+                 SELECT t.id, t.parent_id, chain.depth + 1 \
+                 FROM threads t JOIN chain ON t.id = chain.parent_id \
+                 WHERE chain.depth < ?2 \
+             ) \
+             SELECT MAX(depth) FROM chain",
+        )
+        .bind(id.as_str())
+        .bind(MAX_DEPTH_WALK)
+        .fetch_one(&self.pool)
+        .await?;
+        let depth = depth.ok_or_else(|| StoreError::ThreadNotFound(id.clone()))?;
+        u32::try_from(depth)
+            .map_err(|_| StoreError::Corrupt(format!("thread {id} has depth {depth}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::memory_store;
+    use super::*;
+
+    #[tokio::test]
+    async fn create_get_and_list_threads() {
+        let store = memory_store().await;
+        let first = store
+            .create_thread(NewThread {
+                title: Some("first".into()),
+                model: Some("sonnet".into()),
+                parent_id: None,
+            })
+            .await
+            .unwrap();
+        let second = store.create_thread(NewThread::default()).await.unwrap();
+
+        assert!(first.id.as_str().starts_with("thr_"));
+        assert_ne!(first.id, second.id);
+        assert_eq!(first.title.as_deref(), Some("first"));
+        assert_eq!(first.model.as_deref(), Some("sonnet"));
+        assert_eq!(first.cli_session_id, None);
+        assert_eq!(first.created_at, first.updated_at);
+
+        let got = store.get_thread(&first.id).await.unwrap().unwrap();
+        assert_eq!(got.id, first.id);
+        assert_eq!(got.title.as_deref(), Some("first"));
+        assert_eq!(got.created_at, first.created_at);
+
+        let unknown = ThreadId::from_string("thr_nope");
+        assert!(store.get_thread(&unknown).await.unwrap().is_none());
+        match store.require_thread(&unknown).await {
+            Err(StoreError::ThreadNotFound(id)) => assert_eq!(id, unknown),
+            other => panic!("expected ThreadNotFound, got {other:?}"),
+        }
+
+        let listed: Vec<ThreadId> = store
+            .list_threads()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(listed, [second.id, first.id], "newest first");
+    }
+
+    #[tokio::test]
+    async fn list_orders_by_creation_time_not_insertion() {
+        let store = memory_store().await;
+        let a = store.create_thread(NewThread::default()).await.unwrap();
+        let b = store.create_thread(NewThread::default()).await.unwrap();
+        // Pretend `a` was created after `b`.
+        sqlx::query("UPDATE threads SET created_at = '2999-01-01T00:00:00.000000Z' WHERE id = ?1")
+            .bind(a.id.as_str())
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let listed: Vec<ThreadId> = store
+            .list_threads()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(listed, [a.id, b.id]);
+    }
+
+    #[tokio::test]
+    async fn thread_serializes_in_camel_case() {
+        let store = memory_store().await;
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let json = serde_json::to_value(&thread).unwrap();
+        assert_eq!(json["id"], thread.id.as_str());
+        assert!(json.get("cliSessionId").is_some());
+        assert!(json.get("parentId").is_some());
+        assert!(json["createdAt"].is_string());
+        assert!(json.get("created_at").is_none());
+    }
+
+    #[tokio::test]
+    async fn parents_and_depth() {
+        let store = memory_store().await;
+        let root = store.create_thread(NewThread::default()).await.unwrap();
+        let child = store
+            .create_thread(NewThread {
+                parent_id: Some(root.id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let grandchild = store
+            .create_thread(NewThread {
+                parent_id: Some(child.id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+
+        assert_eq!(child.parent_id.as_ref(), Some(&root.id));
+        assert_eq!(grandchild.parent_id.as_ref(), Some(&child.id));
+        assert_eq!(store.thread_depth(&root.id).await.unwrap(), 0);
+        assert_eq!(store.thread_depth(&child.id).await.unwrap(), 1);
+        assert_eq!(store.thread_depth(&grandchild.id).await.unwrap(), 2);
+
+        let unknown = ThreadId::from_string("thr_nope");
+        assert!(matches!(
+            store.thread_depth(&unknown).await,
+            Err(StoreError::ThreadNotFound(id)) if id == unknown
+        ));
+    }
+
+    #[tokio::test]
+    async fn unknown_parent_is_thread_not_found_and_creates_nothing() {
+        let store = memory_store().await;
+        let unknown = ThreadId::from_string("thr_missing");
+        let err = store
+            .create_thread(NewThread {
+                parent_id: Some(unknown.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::ThreadNotFound(ref id) if *id == unknown),
+            "{err:?}"
+        );
+        assert!(store.list_threads().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn set_and_clear_cli_session() {
+        let store = memory_store().await;
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let session = CliSessionId::from_string("sess-1");
+
+        store
+            .set_cli_session(&thread.id, Some(&session))
+            .await
+            .unwrap();
+        let got = store.require_thread(&thread.id).await.unwrap();
+        assert_eq!(got.cli_session_id, Some(session));
+        assert!(got.updated_at >= thread.updated_at);
+
+        store.set_cli_session(&thread.id, None).await.unwrap();
+        assert_eq!(
+            store
+                .require_thread(&thread.id)
+                .await
+                .unwrap()
+                .cli_session_id,
+            None
+        );
+
+        let unknown = ThreadId::from_string("thr_nope");
+        assert!(matches!(
+            store.set_cli_session(&unknown, None).await,
+            Err(StoreError::ThreadNotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn bad_timestamp_is_corrupt_not_a_panic() {
+        let store = memory_store().await;
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        sqlx::query("UPDATE threads SET updated_at = 'soon' WHERE id = ?1")
+            .bind(thread.id.as_str())
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.get_thread(&thread.id).await,
+            Err(StoreError::Corrupt(_))
+        ));
+    }
+}

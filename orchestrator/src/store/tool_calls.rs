@@ -1,0 +1,191 @@
+//! A record of every tool call the in-process MCP server served: what was asked, what went back,
+//! how long it took. Written once per call after it finished; read for inspection and tests.
+
+use plugin_contract::ThreadId;
+
+use super::{
+    is_foreign_key_violation, now_text, parse_json, parse_time, NewToolCall, Store, StoreError,
+    ToolCallRow,
+};
+
+/// A `tool_calls` row as SQLite returns it.
+#[derive(sqlx::FromRow)]
+struct ToolCallRaw {
+    id: i64,
+    thread_id: Option<String>,
+    tool: String,
+    tool_use_id: Option<String>,
+    input: String,
+    result: Option<String>,
+    is_error: bool,
+    duration_ms: i64,
+    created_at: String,
+}
+
+impl TryFrom<ToolCallRaw> for ToolCallRow {
+    type Error = StoreError;
+
+    fn try_from(raw: ToolCallRaw) -> Result<Self, StoreError> {
+        let duration_ms = u64::try_from(raw.duration_ms).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "tool call {} has duration {} ms",
+                raw.id, raw.duration_ms
+            ))
+        })?;
+        Ok(ToolCallRow {
+            input: parse_json("tool_calls.input", &raw.input)?,
+            result: raw
+                .result
+                .as_deref()
+                .map(|r| parse_json("tool_calls.result", r))
+                .transpose()?,
+            created_at: parse_time("tool_calls.created_at", &raw.created_at)?,
+            duration_ms,
+            id: raw.id,
+            thread_id: raw.thread_id.map(ThreadId::from_string),
+            tool: raw.tool,
+            tool_use_id: raw.tool_use_id,
+            is_error: raw.is_error,
+        })
+    }
+}
+
+impl Store {
+    /// Records a finished tool call and returns its id. [`StoreError::ThreadNotFound`] when
+    /// `thread_id` names an unknown thread.
+    pub async fn record_tool_call(&self, call: NewToolCall) -> Result<i64, StoreError> {
+        // SQLite integers are signed; a call longer than 292 million years is clamped.
+        let duration_ms = i64::try_from(call.duration_ms).unwrap_or(i64::MAX);
+        let inserted = sqlx::query_scalar(
+            "INSERT INTO tool_calls \
+                 (thread_id, tool, tool_use_id, input, result, is_error, duration_ms, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+        )
+        .bind(call.thread_id.as_ref().map(ThreadId::as_str))
+        .bind(&call.tool)
+        .bind(&call.tool_use_id)
+        .bind(call.input.to_string())
+        .bind(call.result.as_ref().map(|r| r.to_string()))
+        .bind(call.is_error)
+        .bind(duration_ms)
+        .bind(now_text())
+        .fetch_one(&self.pool)
+        .await;
+        match (inserted, call.thread_id) {
+            (Ok(id), _) => Ok(id),
+            (Err(err), Some(thread)) if is_foreign_key_violation(&err) => {
+                Err(StoreError::ThreadNotFound(thread))
+            }
+            (Err(err), _) => Err(err.into()),
+        }
+    }
+
+    /// The thread's tool calls, oldest first (ascending id).
+    pub async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
+        let raws: Vec<ToolCallRaw> = sqlx::query_as(
+            "SELECT id, thread_id, tool, tool_use_id, input, result, is_error, duration_ms, \
+                    created_at \
+             FROM tool_calls WHERE thread_id = ?1 ORDER BY id",
+        )
+        .bind(thread.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        raws.into_iter().map(ToolCallRow::try_from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::tests::memory_store;
+    use super::super::NewThread;
+    use super::*;
+
+    fn call(thread: Option<&ThreadId>, tool: &str) -> NewToolCall {
+        NewToolCall {
+            thread_id: thread.cloned(),
+            tool: tool.into(),
+            tool_use_id: Some(format!("toolu_{tool}")),
+            input: json!({"tz": "Europe/Paris"}),
+            result: Some(json!({"text": "12:00"})),
+            is_error: false,
+            duration_ms: 17,
+        }
+    }
+
+    #[tokio::test]
+    async fn tool_calls_round_trip_in_order() {
+        let store = memory_store().await;
+        let t = store.create_thread(NewThread::default()).await.unwrap().id;
+        let other = store.create_thread(NewThread::default()).await.unwrap().id;
+
+        let first = store
+            .record_tool_call(call(Some(&t), "time__now"))
+            .await
+            .unwrap();
+        store
+            .record_tool_call(call(Some(&other), "elsewhere"))
+            .await
+            .unwrap();
+        store
+            .record_tool_call(call(None, "no_thread"))
+            .await
+            .unwrap();
+        let failed = NewToolCall {
+            tool_use_id: None,
+            result: None,
+            is_error: true,
+            duration_ms: u64::MAX,
+            ..call(Some(&t), "delegation__ask")
+        };
+        let second = store.record_tool_call(failed).await.unwrap();
+        assert!(second > first);
+
+        let rows = store.tool_calls(&t).await.unwrap();
+        assert_eq!(rows.len(), 2);
+        let r = &rows[0];
+        assert_eq!(r.id, first);
+        assert_eq!(r.thread_id.as_ref(), Some(&t));
+        assert_eq!(r.tool, "time__now");
+        assert_eq!(r.tool_use_id.as_deref(), Some("toolu_time__now"));
+        assert_eq!(r.input, json!({"tz": "Europe/Paris"}));
+        assert_eq!(r.result, Some(json!({"text": "12:00"})));
+        assert!(!r.is_error);
+        assert_eq!(r.duration_ms, 17);
+
+        let r = &rows[1];
+        assert_eq!(r.id, second);
+        assert_eq!(r.tool, "delegation__ask");
+        assert_eq!(r.tool_use_id, None);
+        assert_eq!(r.result, None);
+        assert!(r.is_error);
+        assert_eq!(r.duration_ms, i64::MAX as u64);
+
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["toolUseId"], "toolu_time__now");
+        assert_eq!(json["isError"], false);
+        assert_eq!(json["durationMs"], 17);
+
+        let no_thread: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM tool_calls WHERE thread_id IS NULL")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(no_thread, 1);
+    }
+
+    #[tokio::test]
+    async fn tool_call_for_unknown_thread_is_thread_not_found() {
+        let store = memory_store().await;
+        let unknown = ThreadId::from_string("thr_nope");
+        let err = store
+            .record_tool_call(call(Some(&unknown), "x"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::ThreadNotFound(ref id) if *id == unknown),
+            "{err:?}"
+        );
+    }
+}
