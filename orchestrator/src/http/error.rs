@@ -122,3 +122,14 @@ impl From<QueryRejection> for ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", rejection.body_text())
     }
 }
+
+/// Parses a JSON body read as bytes, with the same errors as [`super::ApiJson`]: 400 for bad JSON
+/// (with its line and column), 422 for a missing or mistyped field.
+pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|err| match err.classify() {
+        serde_json::error::Category::Data => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", format!("invalid request body: {err}"))
+        }
+        _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("malformed JSON: {err}")),
+    })
+}

@@ -30,8 +30,13 @@ pub struct CreateThread {
     model: Option<String>,
 }
 
-pub async fn create(State(app): State<App>, body: Option<ApiJson<CreateThread>>) -> Result<impl IntoResponse, ApiError> {
-    let body = body.map(|b| b.0).unwrap_or(CreateThread { title: None, model: None });
+/// The body is optional: an empty POST creates an untitled thread with the default model.
+pub async fn create(State(app): State<App>, body: axum::body::Bytes) -> Result<impl IntoResponse, ApiError> {
+    let body: CreateThread = if body.iter().all(u8::is_ascii_whitespace) {
+        CreateThread { title: None, model: None }
+    } else {
+        super::error::parse_json(&body)?
+    };
     let thread = app.store().create_thread(NewThread { title: body.title, model: body.model, parent_id: None }).await?;
     info!(thread_id = %thread.id, "Thread created.");
     Ok((StatusCode::CREATED, Json(thread)))

@@ -1,0 +1,22 @@
+# Harness tasks. `just --list` shows them.
+
+# Run the daemon (release build).
+run *ARGS:
+    cargo run --release -p orchestrator --bin harness -- serve {{ARGS}}
+
+# Every test: units, the real claude CLI against the mock Messages API, end to end.
+test:
+    cargo test --workspace
+
+# Benchmarks against the real CLI and the mock API; prints figures and writes target/bench/report.md.
+bench:
+    cargo run --release -p harness-tests --bin bench
+
+# Format and lint; what CI expects.
+lint:
+    cargo fmt --all
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# The daemon against the real CLI and the local mock API, no account needed.
+demo:
+    cargo run --release -p harness-tests --bin demo

@@ -1,0 +1,147 @@
+//! A real daemon for end-to-end tests: `orchestrator::app::start` on 127.0.0.1:0 with a temp data
+//! directory, the real `claude` CLI, and the mock Messages API.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use orchestrator::app::{self, Running};
+use orchestrator::config::Config;
+
+use crate::cli::{claude_bin, cli_env};
+use crate::mock::MockApi;
+
+pub struct TestDaemon {
+    running: Option<Running>,
+    pub base: String,
+    pub config: Config,
+    http: reqwest::Client,
+    /// Keeps the data directory alive for restarts; removed on drop.
+    _dir: std::sync::Arc<tempfile::TempDir>,
+}
+
+/// A config for tests: temp data dir, port 0, the real CLI pointed at `mock`, no built-in tools
+/// (smaller requests), short timeouts so failures show quickly.
+pub fn test_config(mock: &MockApi, dir: &std::path::Path) -> Config {
+    let mut config = Config::default();
+    config.bind = "127.0.0.1:0".parse().expect("literal address");
+    config.data_dir = dir.to_path_buf();
+    config.claude.bin = claude_bin().expect("the claude CLI is installed by test support");
+    config.claude.env = cli_env(&mock.url()).into_iter().collect();
+    config.claude.builtin_tools = Some(String::new());
+    config.turn.idle_timeout = Duration::from_secs(60);
+    config.turn.timeout = Duration::from_secs(120);
+    config.shutdown_grace = Duration::from_secs(5);
+    config
+}
+
+impl TestDaemon {
+    /// Starts a daemon; `tweak` adjusts the test config first.
+    pub async fn start(mock: &MockApi, tweak: impl FnOnce(&mut Config)) -> TestDaemon {
+        crate::util::init_tracing();
+        let dir = std::sync::Arc::new(tempfile::tempdir().expect("temp dir"));
+        let mut config = test_config(mock, dir.path());
+        tweak(&mut config);
+        Self::start_with(config, dir).await
+    }
+
+    async fn start_with(config: Config, dir: std::sync::Arc<tempfile::TempDir>) -> TestDaemon {
+        let plugins = app::default_plugins(&config);
+        let running = app::start(config.clone(), plugins).await.expect("daemon starts");
+        let base = format!("http://{}", running.addr);
+        TestDaemon { running: Some(running), base, config, http: reqwest::Client::new(), _dir: dir }
+    }
+
+    /// Stops gracefully and starts again on the same data directory (and a new port).
+    pub async fn restart(mut self) -> TestDaemon {
+        if let Some(running) = self.running.take() {
+            running.stop().await;
+        }
+        let config = self.config.clone();
+        Self::start_with(config, self._dir.clone()).await
+    }
+
+    pub fn app(&self) -> &orchestrator::app::App {
+        &self.running.as_ref().expect("daemon is running").app
+    }
+
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.config.data_dir.clone()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(running) = self.running.take() {
+            running.stop().await;
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.http.get(format!("{}{path}", self.base)).send().await.expect("GET reaches the daemon");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response =
+            self.http.post(format!("{}{path}", self.base)).json(&body).send().await.expect("POST reaches the daemon");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// POSTs raw bytes with a JSON content type.
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("POST reaches the daemon");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn create_thread(&self) -> String {
+        let (status, body) = self.post("/api/threads", json!({})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["id"].as_str().expect("thread id").to_owned()
+    }
+
+    /// Sends a message and returns the whole response.
+    pub async fn send(&self, thread: &str, text: &str) -> (StatusCode, Value) {
+        self.post(&format!("/api/threads/{thread}/messages"), json!({"content": text})).await
+    }
+
+    /// Sends a message and returns the reply text; panics unless the turn succeeded.
+    pub async fn reply(&self, thread: &str, text: &str) -> String {
+        let (status, body) = self.send(thread, text).await;
+        assert_eq!(status, StatusCode::OK, "turn failed: {body}");
+        body["message"]["content"].as_str().expect("reply content").to_owned()
+    }
+
+    pub fn spawns(&self) -> u64 {
+        self.app().invoker().pool().stats().spawns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn live_pids(&self) -> Vec<u32> {
+        self.app().invoker().pool().live_pids()
+    }
+
+    /// The pid of the thread's live process.
+    pub fn pid_of(&self, thread: &str) -> Option<u32> {
+        self.app().invoker().pool().snapshot().into_iter().find(|p| p.thread_id.as_str() == thread).map(|p| p.pid)
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        // A test that panicked before `stop`: kill the children so none outlive the test.
+        if let Some(running) = self.running.take() {
+            for pid in running.app.invoker().pool().live_pids() {
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The warm pool: keyed by thread, reused across turns, bounded, and it never leaks a process.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::MockApi;
+use harness_tests::util::{eventually, process_exists};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_turns_on_one_thread_use_one_process_and_carry_history() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+
+    assert_eq!(daemon.reply(&thread, "first question").await, "echo: first question");
+    let pid = daemon.pid_of(&thread).expect("a live process after turn 1");
+    assert_eq!(daemon.reply(&thread, "second question").await, "echo: second question");
+
+    assert_eq!(daemon.spawns(), 1, "turn 2 must reuse turn 1's process");
+    assert_eq!(daemon.pid_of(&thread), Some(pid));
+    let requests = mock.message_requests();
+    let last = requests.last().expect("the mock saw requests");
+    assert!(last.all_text().contains("first question"), "turn 2 carries turn 1: {}", last.all_text());
+    assert!(last.all_text().contains("echo: first question"));
+    daemon.stop().await;
+    assert!(!process_exists(pid), "shutdown kills and reaps the process");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prewarm_then_first_message_spawns_nothing_new() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+
+    let (status, body) = daemon.post("/api/prewarm", json!({"threadId": thread})).await;
+    assert_eq!(status, 202, "{body}");
+    eventually(Duration::from_secs(30), "the prewarmed process is live", || daemon.pid_of(&thread).is_some()).await.unwrap();
+    let pid = daemon.pid_of(&thread).unwrap();
+    assert!(mock.message_requests().is_empty(), "prewarm sends no turn");
+
+    assert_eq!(daemon.reply(&thread, "hello after prewarm").await, "echo: hello after prewarm");
+    assert_eq!(daemon.spawns(), 1);
+    assert_eq!(daemon.pid_of(&thread), Some(pid), "the turn ran on the prewarmed process");
+    let stats = daemon.app().invoker().pool().stats();
+    assert_eq!(stats.prewarms.load(std::sync::atomic::Ordering::Relaxed), 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prewarm_racing_the_first_message_starts_one_process() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    let (prewarm, reply) =
+        tokio::join!(daemon.post("/api/prewarm", json!({"threadId": thread})), daemon.reply(&thread, "race"));
+    assert_eq!(prewarm.0, 202);
+    assert_eq!(reply, "echo: race");
+    // Give a stray second spawn the time it would need to show up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(daemon.spawns(), 1, "single-flight creation");
+    assert_eq!(daemon.live_pids().len(), 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_threads_get_two_processes() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let a = daemon.create_thread().await;
+    let b = daemon.create_thread().await;
+    let (ra, rb) = tokio::join!(daemon.reply(&a, "to a"), daemon.reply(&b, "to b"));
+    assert_eq!((ra.as_str(), rb.as_str()), ("echo: to a", "echo: to b"));
+    let (pa, pb) = (daemon.pid_of(&a).unwrap(), daemon.pid_of(&b).unwrap());
+    assert_ne!(pa, pb);
+    assert_eq!(daemon.spawns(), 2);
+    daemon.stop().await;
+    assert!(!process_exists(pa) && !process_exists(pb));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_cli_session_id_still_hits_the_warm_process() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "one").await;
+    // The CLI's session id is data, not a key: even if it changes, the thread's process is reused.
+    let id = plugin_contract::ThreadId::from_string(&thread);
+    let other = plugin_contract::CliSessionId::from_string(uuid::Uuid::new_v4().to_string());
+    daemon.app().store().set_cli_session(&id, Some(&other)).await.unwrap();
+    daemon.reply(&thread, "two").await;
+    assert_eq!(daemon.spawns(), 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_expiry_kills_the_process() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.pool.idle_ttl = Duration::from_secs(2)).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "short lived").await;
+    let pid = daemon.pid_of(&thread).unwrap();
+    eventually(Duration::from_secs(20), "the idle process is killed", || !process_exists(pid)).await.unwrap();
+    let stats = daemon.app().invoker().pool().stats();
+    assert!(stats.evicted_expired.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    // The thread still works: a new process resumes the session.
+    assert_eq!(daemon.reply(&thread, "after expiry").await, "echo: after expiry");
+    assert!(mock.message_requests().last().unwrap().all_text().contains("short lived"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_eviction_kills_the_least_recently_used_process() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 1).await;
+    let first = daemon.create_thread().await;
+    daemon.reply(&first, "first thread").await;
+    let first_pid = daemon.pid_of(&first).unwrap();
+    let second = daemon.create_thread().await;
+    daemon.reply(&second, "second thread").await;
+    assert!(!process_exists(first_pid), "the first process was pushed out and reaped");
+    assert_eq!(daemon.live_pids().len(), 1, "capacity 1 holds");
+    let stats = daemon.app().invoker().pool().stats();
+    assert_eq!(stats.evicted_capacity.load(std::sync::atomic::Ordering::Relaxed), 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_change_replaces_the_process() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "on the default model").await;
+    let old = daemon.pid_of(&thread).unwrap();
+    let (status, body) = daemon
+        .post(&format!("/api/threads/{thread}/messages"), json!({"content": "on another", "model": "claude-other-1"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!process_exists(old), "the old process is killed before the new one starts");
+    let new = daemon.pid_of(&thread).unwrap();
+    assert_ne!(old, new);
+    let last = mock.message_requests().last().unwrap().clone();
+    assert_eq!(last.model(), Some("claude-other-1"));
+    assert!(last.all_text().contains("on the default model"), "history survives the switch (resume)");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slash_commands_are_sent_as_text() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "remember me").await;
+    let (_, first) = daemon.get(&format!("/api/threads/{thread}")).await;
+    let session = first["cliSessionId"].clone();
+    assert_eq!(daemon.reply(&thread, "/clear").await, "echo: /clear", "the model got /clear as text");
+    let (_, after) = daemon.get(&format!("/api/threads/{thread}")).await;
+    assert_eq!(after["cliSessionId"], session, "the CLI session did not switch");
+    assert!(mock.message_requests().last().unwrap().all_text().contains("remember me"), "history kept");
+    daemon.stop().await;
+}
