@@ -23,11 +23,11 @@ pub struct TestDaemon {
 
 /// A config for tests: temp data dir, port 0, the real CLI pointed at `mock`, no built-in tools
 /// (smaller requests), short timeouts so failures show quickly.
-pub fn test_config(mock: &MockApi, dir: &std::path::Path) -> Config {
+pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::PathBuf) -> Config {
     let mut config = Config::default();
     config.bind = "127.0.0.1:0".parse().expect("literal address");
     config.data_dir = dir.to_path_buf();
-    config.claude.bin = claude_bin().expect("the claude CLI is installed by test support");
+    config.claude.bin = claude;
     config.claude.env = cli_env(&mock.url()).into_iter().collect();
     config.claude.builtin_tools = Some(String::new());
     config.turn.idle_timeout = Duration::from_secs(60);
@@ -41,7 +41,12 @@ impl TestDaemon {
     pub async fn start(mock: &MockApi, tweak: impl FnOnce(&mut Config)) -> TestDaemon {
         crate::util::init_tracing();
         let dir = std::sync::Arc::new(tempfile::tempdir().expect("temp dir"));
-        let mut config = test_config(mock, dir.path());
+        // The first call may run npm for a few seconds: keep it off the async workers.
+        let claude = tokio::task::spawn_blocking(claude_bin)
+            .await
+            .expect("installer task")
+            .expect("the claude CLI is installed by test support");
+        let mut config = test_config(mock, dir.path(), claude);
         tweak(&mut config);
         Self::start_with(config, dir).await
     }
