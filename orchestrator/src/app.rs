@@ -49,7 +49,10 @@ pub enum StartError {
     #[error("cannot prepare the CLI directories: {0}")]
     Dirs(std::io::Error),
     #[error("cannot bind {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// The plugins every daemon loads. The one place plugin crates are listed.
@@ -71,14 +74,23 @@ impl App {
             std::fs::create_dir_all(&config.data_dir).map_err(StartError::Dirs)?;
         }
         let store = Store::open(&config.db_path()).await?;
-        let recovered = store.interrupt_pending("the daemon stopped before this turn finished").await?;
+        let recovered = store
+            .interrupt_pending("the daemon stopped before this turn finished")
+            .await?;
         if recovered > 0 {
-            warn!(messages = recovered, "Marked messages left pending by an earlier run as interrupted.");
+            warn!(
+                messages = recovered,
+                "Marked messages left pending by an earlier run as interrupted."
+            );
         }
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let adapter = Arc::new(McpAdapter::new(registry, store.clone()));
-        let invoker = Arc::new(ClaudeCliInvoker::new(&config, adapter.clone()).map_err(StartError::Dirs)?);
-        let context_providers = plugins.iter().filter_map(|p| p.context_provider()).collect();
+        let invoker =
+            Arc::new(ClaudeCliInvoker::new(&config, adapter.clone()).map_err(StartError::Dirs)?);
+        let context_providers = plugins
+            .iter()
+            .filter_map(|p| p.context_provider())
+            .collect();
         let inner = Arc::new_cyclic(|weak: &Weak<AppState>| {
             adapter.bind(ToolServices {
                 store: Arc::new(store.clone()),
@@ -136,13 +148,24 @@ impl App {
     pub async fn shutdown(&self, grace: Duration) {
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
-        if tokio::time::timeout(grace, self.inner.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
             warn!(?grace, "Grace period over; killing what is left.");
         }
         self.inner.invoker.pool().shutdown().await;
-        match self.inner.store.interrupt_pending("the daemon shut down before this turn finished").await {
+        match self
+            .inner
+            .store
+            .interrupt_pending("the daemon shut down before this turn finished")
+            .await
+        {
             Ok(0) => {}
-            Ok(n) => warn!(messages = n, "Turns cut short by shutdown were marked interrupted."),
+            Ok(n) => warn!(
+                messages = n,
+                "Turns cut short by shutdown were marked interrupted."
+            ),
             Err(err) => warn!(error = %err, "Could not mark unfinished turns."),
         }
     }
@@ -156,11 +179,20 @@ struct AppDelegate {
 
 #[async_trait::async_trait]
 impl Delegate for AppDelegate {
-    async fn delegate(&self, parent: &ThreadId, prompt: String, model: Option<String>) -> Result<DelegateReply, String> {
+    async fn delegate(
+        &self,
+        parent: &ThreadId,
+        prompt: String,
+        model: Option<String>,
+    ) -> Result<DelegateReply, String> {
         let inner = self.app.upgrade().ok_or("the daemon is shutting down")?;
         let app = App { inner };
         // The depth limit is the delegation plugin's policy; this only runs the child.
-        let parent_thread = app.store().require_thread(parent).await.map_err(|e| e.to_string())?;
+        let parent_thread = app
+            .store()
+            .require_thread(parent)
+            .await
+            .map_err(|e| e.to_string())?;
         let child = app
             .store()
             .create_thread(NewThread {
@@ -183,7 +215,10 @@ impl Delegate for AppDelegate {
         )
         .await
         .map_err(|e| e.to_string())?;
-        Ok(DelegateReply { child_thread_id: child.id, text: reply.message.content })
+        Ok(DelegateReply {
+            child_thread_id: child.id,
+            text: reply.message.content,
+        })
     }
 }
 
@@ -210,8 +245,12 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
     let addr = config.bind;
     let grace = config.shutdown_grace;
     let app = App::build(config, plugins).await?;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind { addr, source })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
     info!(%addr, "Harness listening.");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = app.clone();
@@ -242,7 +281,12 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
         serving.store().close().await;
         info!("Stopped.");
     });
-    Ok(Running { addr, app, stop: Some(stop_tx), done })
+    Ok(Running {
+        addr,
+        app,
+        stop: Some(stop_tx),
+        done,
+    })
 }
 
 /// Runs until `signal` resolves, then shuts down gracefully.

@@ -159,7 +159,10 @@ impl Default for ClaudeConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self { idle_ttl: Duration::from_secs(8 * 60), max_capacity: 16 }
+        Self {
+            idle_ttl: Duration::from_secs(8 * 60),
+            max_capacity: 16,
+        }
     }
 }
 
@@ -199,10 +202,18 @@ pub struct Overrides {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("invalid config file {path}: {source}")]
-    Parse { path: PathBuf, source: toml::de::Error },
-    #[error("bind address {0} is not loopback: set an auth token (HARNESS_TOKEN or auth_token) first")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error(
+        "bind address {0} is not loopback: set an auth token (HARNESS_TOKEN or auth_token) first"
+    )]
     TokenRequired(SocketAddr),
     #[error("invalid setting: {0}")]
     Invalid(String),
@@ -213,10 +224,14 @@ impl Config {
     pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Config, ConfigError> {
         let mut config = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-                Self::from_toml(&text)
-                    .map_err(|source| ConfigError::Parse { path: path.to_owned(), source })?
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+                    path: path.to_owned(),
+                    source,
+                })?
             }
             None => Config::default(),
         };
@@ -256,25 +271,40 @@ impl Config {
             return Err(ConfigError::TokenRequired(self.bind));
         }
         if self.pool.max_capacity == 0 {
-            return Err(ConfigError::Invalid("pool.max_capacity must be at least 1".into()));
+            return Err(ConfigError::Invalid(
+                "pool.max_capacity must be at least 1".into(),
+            ));
         }
         if self.turn.queue_limit == 0 {
-            return Err(ConfigError::Invalid("turn.queue_limit must be at least 1".into()));
+            return Err(ConfigError::Invalid(
+                "turn.queue_limit must be at least 1".into(),
+            ));
         }
         Ok(())
     }
 
     /// The database location: `db`, or `<data_dir>/harness.db`.
     pub fn db_path(&self) -> String {
-        self.db.clone().unwrap_or_else(|| self.data_dir.join("harness.db").to_string_lossy().into_owned())
+        self.db.clone().unwrap_or_else(|| {
+            self.data_dir
+                .join("harness.db")
+                .to_string_lossy()
+                .into_owned()
+        })
     }
 
     pub fn claude_config_dir(&self) -> PathBuf {
-        self.claude.config_dir.clone().unwrap_or_else(|| self.data_dir.join("claude"))
+        self.claude
+            .config_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("claude"))
     }
 
     pub fn claude_workdir(&self) -> PathBuf {
-        self.claude.workdir.clone().unwrap_or_else(|| self.data_dir.join("work"))
+        self.claude
+            .workdir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("work"))
     }
 }
 
@@ -298,7 +328,9 @@ mod secs {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(d)?;
         if !(secs.is_finite() && secs >= 0.0) {
-            return Err(serde::de::Error::custom("a duration must be a non-negative number of seconds"));
+            return Err(serde::de::Error::custom(
+                "a duration must be a non-negative number of seconds",
+            ));
         }
         Ok(Duration::from_secs_f64(secs))
     }
@@ -344,7 +376,11 @@ mod tests {
         assert_eq!(c.claude.env.get("FOO").map(String::as_str), Some("bar"));
         // Untouched sections keep their defaults.
         assert_eq!(c.turn.queue_limit, 32);
-        c.apply(Overrides { db: Some(":memory:".into()), claude_bin: Some("/bin/c".into()), ..Default::default() });
+        c.apply(Overrides {
+            db: Some(":memory:".into()),
+            claude_bin: Some("/bin/c".into()),
+            ..Default::default()
+        });
         assert_eq!(c.db_path(), ":memory:");
         assert_eq!(c.claude.bin, PathBuf::from("/bin/c"));
     }
@@ -357,7 +393,10 @@ mod tests {
 
     #[test]
     fn non_loopback_bind_requires_a_token() {
-        let mut c = Config { bind: "0.0.0.0:7878".parse().unwrap(), ..Default::default() };
+        let mut c = Config {
+            bind: "0.0.0.0:7878".parse().unwrap(),
+            ..Default::default()
+        };
         assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));
         c.auth_token = Some(String::new());
         assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));

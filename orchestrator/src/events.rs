@@ -38,16 +38,24 @@ impl EventBus {
     pub fn start(store: Store) -> EventBus {
         let (tx, mut rx) = mpsc::unbounded_channel::<Emit>();
         let channels: Arc<Mutex<HashMap<ThreadId, broadcast::Sender<EventRow>>>> = Arc::default();
-        let bus = EventBus { tx, channels: channels.clone() };
+        let bus = EventBus {
+            tx,
+            channels: channels.clone(),
+        };
         tokio::spawn(async move {
             while let Some(emit) = rx.recv().await {
-                match store.append_event(&emit.thread, emit.message.as_ref(), emit.kind, &emit.data).await {
+                match store
+                    .append_event(&emit.thread, emit.message.as_ref(), emit.kind, &emit.data)
+                    .await
+                {
                     Ok(row) => {
                         if let Some(tx) = lock(&channels).get(&emit.thread) {
                             let _ = tx.send(row);
                         }
                     }
-                    Err(err) => warn!(thread_id = %emit.thread, kind = emit.kind, error = %err, "Could not store an event."),
+                    Err(err) => {
+                        warn!(thread_id = %emit.thread, kind = emit.kind, error = %err, "Could not store an event.")
+                    }
                 }
                 if let Some(done) = emit.done {
                     let _ = done.send(());
@@ -58,14 +66,38 @@ impl EventBus {
     }
 
     /// Queues an event; never blocks.
-    pub fn emit(&self, thread: &ThreadId, message: Option<&MessageId>, kind: &'static str, data: Value) {
-        let _ = self.tx.send(Emit { thread: thread.clone(), message: message.cloned(), kind, data, done: None });
+    pub fn emit(
+        &self,
+        thread: &ThreadId,
+        message: Option<&MessageId>,
+        kind: &'static str,
+        data: Value,
+    ) {
+        let _ = self.tx.send(Emit {
+            thread: thread.clone(),
+            message: message.cloned(),
+            kind,
+            data,
+            done: None,
+        });
     }
 
     /// Queues an event and waits until it is stored and published.
-    pub async fn emit_and_wait(&self, thread: &ThreadId, message: Option<&MessageId>, kind: &'static str, data: Value) {
+    pub async fn emit_and_wait(
+        &self,
+        thread: &ThreadId,
+        message: Option<&MessageId>,
+        kind: &'static str,
+        data: Value,
+    ) {
         let (done, wait) = oneshot::channel();
-        let emit = Emit { thread: thread.clone(), message: message.cloned(), kind, data, done: Some(done) };
+        let emit = Emit {
+            thread: thread.clone(),
+            message: message.cloned(),
+            kind,
+            data,
+            done: Some(done),
+        };
         if self.tx.send(emit).is_ok() {
             let _ = wait.await;
         }
@@ -75,7 +107,10 @@ impl EventBus {
     pub fn subscribe(&self, thread: &ThreadId) -> broadcast::Receiver<EventRow> {
         let mut channels = lock(&self.channels);
         channels.retain(|_, tx| tx.receiver_count() > 0);
-        channels.entry(thread.clone()).or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0).subscribe()
+        channels
+            .entry(thread.clone())
+            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+            .subscribe()
     }
 }
 

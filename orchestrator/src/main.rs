@@ -10,7 +10,11 @@ use serde_json::{json, Value};
 use orchestrator::config::{Config, LogFormat, Overrides};
 
 #[derive(Parser)]
-#[command(name = "harness", version, about = "Hold conversations with Claude Code through a warm process pool.")]
+#[command(
+    name = "harness",
+    version,
+    about = "Hold conversations with Claude Code through a warm process pool."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -76,20 +80,40 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve { bind, db, claude_bin, config, data_dir, token, log_format } => {
+            Command::Serve {
+                bind,
+                db,
+                claude_bin,
+                config,
+                data_dir,
+                token,
+                log_format,
+            } => {
                 let log_format = match log_format.as_deref() {
                     None => None,
                     Some("text") => Some(LogFormat::Text),
                     Some("json") => Some(LogFormat::Json),
                     Some(other) => bail!("--log-format must be text or json, not {other}"),
                 };
-                let overrides = Overrides { bind, db, claude_bin, data_dir, auth_token: token, log_format };
+                let overrides = Overrides {
+                    bind,
+                    db,
+                    claude_bin,
+                    data_dir,
+                    auth_token: token,
+                    log_format,
+                };
                 let config = Config::load(config.as_deref(), overrides)?;
                 init_tracing(config.log_format);
                 orchestrator::app::run(config, shutdown_signal()).await?;
                 Ok(())
             }
-            Command::Send { thread, model, client, text } => send(client, thread, model, text).await,
+            Command::Send {
+                thread,
+                model,
+                client,
+                text,
+            } => send(client, thread, model, text).await,
             Command::Threads { client } => {
                 let threads = request(&client, reqwest::Method::GET, "/api/threads", None).await?;
                 for t in threads["threads"].as_array().into_iter().flatten() {
@@ -109,7 +133,9 @@ fn main() -> anyhow::Result<()> {
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -118,7 +144,10 @@ fn init_tracing(format: LogFormat) {
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
         (Ok(mut int), Ok(mut term)) => {
             tokio::select! {
                 _ = int.recv() => {}
@@ -131,23 +160,51 @@ async fn shutdown_signal() {
     }
 }
 
-async fn send(client: ClientArgs, thread: Option<String>, model: Option<String>, text: String) -> anyhow::Result<()> {
+async fn send(
+    client: ClientArgs,
+    thread: Option<String>,
+    model: Option<String>,
+    text: String,
+) -> anyhow::Result<()> {
     let thread = match thread {
         Some(id) => id,
         None => {
-            let created = request(&client, reqwest::Method::POST, "/api/threads", Some(json!({}))).await?;
-            let id = created["id"].as_str().context("the daemon returned no thread id")?.to_owned();
+            let created = request(
+                &client,
+                reqwest::Method::POST,
+                "/api/threads",
+                Some(json!({})),
+            )
+            .await?;
+            let id = created["id"]
+                .as_str()
+                .context("the daemon returned no thread id")?
+                .to_owned();
             eprintln!("thread {id}");
             id
         }
     };
     let body = json!({"content": text, "model": model, "clientMessageId": uuid::Uuid::new_v4().to_string()});
-    let reply = request(&client, reqwest::Method::POST, &format!("/api/threads/{thread}/messages"), Some(body)).await?;
-    println!("{}", reply["message"]["content"].as_str().unwrap_or_default());
+    let reply = request(
+        &client,
+        reqwest::Method::POST,
+        &format!("/api/threads/{thread}/messages"),
+        Some(body),
+    )
+    .await?;
+    println!(
+        "{}",
+        reply["message"]["content"].as_str().unwrap_or_default()
+    );
     Ok(())
 }
 
-async fn request(client: &ClientArgs, method: reqwest::Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+async fn request(
+    client: &ClientArgs,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
     let url = format!("{}{}", client.url.trim_end_matches('/'), path);
     let mut req = reqwest::Client::new().request(method, &url);
     if let Some(token) = &client.token {
@@ -156,7 +213,10 @@ async fn request(client: &ClientArgs, method: reqwest::Method, path: &str, body:
     if let Some(body) = body {
         req = req.json(&body);
     }
-    let response = req.send().await.with_context(|| format!("cannot reach the daemon at {url}"))?;
+    let response = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the daemon at {url}"))?;
     let status = response.status();
     let value: Value = response.json().await.unwrap_or(Value::Null);
     if !status.is_success() {

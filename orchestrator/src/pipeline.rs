@@ -16,8 +16,8 @@ use serde_json::json;
 use tracing::{info, warn, Instrument};
 
 use plugin_contract::{
-    CliSessionId, ContextProvider, InvokeError, InvokeOptions, Invoker, SessionStart, StreamEvent, ThreadId,
-    ThreadStore, TurnContext, TurnPreparer,
+    CliSessionId, ContextProvider, InvokeError, InvokeOptions, Invoker, SessionStart, StreamEvent,
+    ThreadId, ThreadStore, TurnContext, TurnPreparer,
 };
 
 use crate::app::App;
@@ -55,10 +55,18 @@ pub enum PipelineError {
     QueueFull { thread: ThreadId, limit: usize },
     /// The turn ran and failed; the user message is kept with this status.
     #[error("{error}")]
-    Turn { message_id: MessageId, status: MessageStatus, error: InvokeError },
+    Turn {
+        message_id: MessageId,
+        status: MessageStatus,
+        error: InvokeError,
+    },
     /// A retried message whose first run failed.
     #[error("message {message_id} ended as {status:?}: {error}")]
-    PreviousFailure { message_id: MessageId, status: MessageStatus, error: String },
+    PreviousFailure {
+        message_id: MessageId,
+        status: MessageStatus,
+        error: String,
+    },
     #[error("the daemon is shutting down")]
     ShuttingDown,
     #[error(transparent)]
@@ -105,12 +113,18 @@ impl ThreadQueues {
             return None;
         }
         slot.queued.fetch_add(1, Ordering::SeqCst);
-        Some(QueueTicket { queues: self.clone(), thread: thread.clone(), slot })
+        Some(QueueTicket {
+            queues: self.clone(),
+            thread: thread.clone(),
+            slot,
+        })
     }
 
     /// Messages queued or running on the thread.
     pub fn depth(&self, thread: &ThreadId) -> usize {
-        lock(&self.slots).get(thread).map_or(0, |s| s.queued.load(std::sync::atomic::Ordering::SeqCst))
+        lock(&self.slots)
+            .get(thread)
+            .map_or(0, |s| s.queued.load(std::sync::atomic::Ordering::SeqCst))
     }
 }
 
@@ -147,7 +161,9 @@ pub struct Accepted {
 
 impl Accepted {
     pub async fn finish(self) -> Result<TurnReply, PipelineError> {
-        self.outcome.await.unwrap_or(Err(PipelineError::ShuttingDown))
+        self.outcome
+            .await
+            .unwrap_or(Err(PipelineError::ShuttingDown))
     }
 }
 
@@ -161,7 +177,10 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
     let ticket = app
         .queues()
         .enter(&thread.id, app.config().turn.queue_limit)
-        .ok_or_else(|| PipelineError::QueueFull { thread: thread.id.clone(), limit: app.config().turn.queue_limit })?;
+        .ok_or_else(|| PipelineError::QueueFull {
+            thread: thread.id.clone(),
+            limit: app.config().turn.queue_limit,
+        })?;
     let inserted = app
         .store()
         .insert_user_message(NewUserMessage {
@@ -182,9 +201,19 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
     if duplicate {
         drop(ticket);
         info!(thread_id = %thread.id, message_id = %message.id, "Duplicate clientMessageId; answering with the first run.");
-        app.tasks().spawn(async move { let _ = tx.send(wait_for_outcome(&app2, &message).await); }.instrument(span));
+        app.tasks().spawn(
+            async move {
+                let _ = tx.send(wait_for_outcome(&app2, &message).await);
+            }
+            .instrument(span),
+        );
     } else {
-        app2.events().emit(&thread.id, Some(&message.id), "message_received", json!({"messageId": message.id, "content": message.content}));
+        app2.events().emit(
+            &thread.id,
+            Some(&message.id),
+            "message_received",
+            json!({"messageId": message.id, "content": message.content}),
+        );
         app.tasks().spawn(
             async move {
                 let result = run_turn(&app2, &message, msg, ticket).await;
@@ -193,33 +222,56 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
             .instrument(span),
         );
     }
-    Ok(Accepted { message_id, thread_id: thread.id, duplicate, outcome: rx })
+    Ok(Accepted {
+        message_id,
+        thread_id: thread.id,
+        duplicate,
+        outcome: rx,
+    })
 }
 
 fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {
     if content.trim().is_empty() {
-        return Err(PipelineError::InvalidInput("content must not be empty".into()));
+        return Err(PipelineError::InvalidInput(
+            "content must not be empty".into(),
+        ));
     }
     let chars = content.chars().count();
     if chars > max_chars {
-        return Err(PipelineError::InvalidInput(format!("content is {chars} characters; the limit is {max_chars}")));
+        return Err(PipelineError::InvalidInput(format!(
+            "content is {chars} characters; the limit is {max_chars}"
+        )));
     }
-    if content.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+    if content
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
         return Err(PipelineError::InvalidInput(
-            "content contains control characters other than newline, carriage return and tab".into(),
+            "content contains control characters other than newline, carriage return and tab"
+                .into(),
         ));
     }
     Ok(())
 }
 
-async fn run_turn(app: &App, user: &Message, msg: NewMessage, ticket: QueueTicket) -> Result<TurnReply, PipelineError> {
+async fn run_turn(
+    app: &App,
+    user: &Message,
+    msg: NewMessage,
+    ticket: QueueTicket,
+) -> Result<TurnReply, PipelineError> {
     let _turn = ticket.wait_turn().await;
     let thread = app.store().require_thread(&user.thread_id).await?;
     let model = msg.model.clone().or(thread.model.clone());
     let events = app.events().clone();
     let thread_id = thread.id.clone();
     let message_id = user.id.clone();
-    events.emit(&thread_id, Some(&message_id), "turn_started", json!({"messageId": message_id}));
+    events.emit(
+        &thread_id,
+        Some(&message_id),
+        "turn_started",
+        json!({"messageId": message_id}),
+    );
     let sink_events = events.clone();
     let (sink_thread, sink_message) = (thread_id.clone(), message_id.clone());
     let mut options = InvokeOptions::new(thread_id.clone());
@@ -249,15 +301,30 @@ async fn run_turn(app: &App, user: &Message, msg: NewMessage, ticket: QueueTicke
         Ok(reply) => {
             let message = app
                 .store()
-                .complete_turn(&user.id, &reply.text, model.as_deref(), reply.session_id.as_ref())
+                .complete_turn(
+                    &user.id,
+                    &reply.text,
+                    model.as_deref(),
+                    reply.session_id.as_ref(),
+                )
                 .await?;
             info!(
                 thread_id = %thread_id, message_id = %user.id, start = ?reply.start, warm = reply.start.is_warm(),
                 ms = started.elapsed().as_millis() as u64, api_calls = reply.num_turns, outcome = "done",
                 "Turn finished."
             );
-            events.emit(&thread_id, Some(&user.id), "turn_finished", json!({"messageId": user.id, "reply": message}));
-            Ok(TurnReply { message, thread_id, session_id: reply.session_id, user_message_id: user.id.clone() })
+            events.emit(
+                &thread_id,
+                Some(&user.id),
+                "turn_finished",
+                json!({"messageId": user.id, "reply": message}),
+            );
+            Ok(TurnReply {
+                message,
+                thread_id,
+                session_id: reply.session_id,
+                user_message_id: user.id.clone(),
+            })
         }
         Err(error) => {
             let status = match error {
@@ -266,7 +333,9 @@ async fn run_turn(app: &App, user: &Message, msg: NewMessage, ticket: QueueTicke
                 _ if app.is_shutting_down() => MessageStatus::Interrupted,
                 _ => MessageStatus::Error,
             };
-            app.store().fail_turn(&user.id, status, &error.to_string(), None).await?;
+            app.store()
+                .fail_turn(&user.id, status, &error.to_string(), None)
+                .await?;
             warn!(
                 thread_id = %thread_id, message_id = %user.id, ms = started.elapsed().as_millis() as u64,
                 outcome = ?status, error = %error, "Turn failed."
@@ -277,7 +346,11 @@ async fn run_turn(app: &App, user: &Message, msg: NewMessage, ticket: QueueTicke
                 "turn_failed",
                 json!({"messageId": user.id, "status": status, "error": error.to_string()}),
             );
-            Err(PipelineError::Turn { message_id: user.id.clone(), status, error })
+            Err(PipelineError::Turn {
+                message_id: user.id.clone(),
+                status,
+                error,
+            })
         }
     }
 }
@@ -286,7 +359,11 @@ async fn run_turn(app: &App, user: &Message, msg: NewMessage, ticket: QueueTicke
 async fn wait_for_outcome(app: &App, first: &Message) -> Result<TurnReply, PipelineError> {
     let mut live = app.events().subscribe(&first.thread_id);
     loop {
-        let message = app.store().get_message(&first.id).await?.unwrap_or_else(|| first.clone());
+        let message = app
+            .store()
+            .get_message(&first.id)
+            .await?
+            .unwrap_or_else(|| first.clone());
         match message.status {
             MessageStatus::Done => {
                 let reply = app.store().reply_for(&message.id).await?;
@@ -315,7 +392,9 @@ async fn wait_for_outcome(app: &App, first: &Message) -> Result<TurnReply, Pipel
                 Ok(event) if event.kind == "turn_finished" || event.kind == "turn_failed" => break,
                 Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Err(PipelineError::ShuttingDown),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    return Err(PipelineError::ShuttingDown)
+                }
             }
         }
     }
@@ -331,13 +410,19 @@ struct ContextPreparer {
 #[async_trait::async_trait]
 impl TurnPreparer for ContextPreparer {
     async fn prepare(&self, start: SessionStart, prompt: &str) -> String {
-        let turn = TurnContext { thread_id: self.thread.clone(), start, store: self.store.clone() };
+        let turn = TurnContext {
+            thread_id: self.thread.clone(),
+            start,
+            store: self.store.clone(),
+        };
         let mut parts = Vec::new();
         for provider in &self.providers {
             match provider.context(&turn).await {
                 Ok(Some(text)) if !text.is_empty() => parts.push(text),
                 Ok(_) => {}
-                Err(err) => warn!(thread_id = %self.thread, error = %err, "A context provider failed; going on without it."),
+                Err(err) => {
+                    warn!(thread_id = %self.thread, error = %err, "A context provider failed; going on without it.")
+                }
             }
         }
         if parts.is_empty() {

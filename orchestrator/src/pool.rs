@@ -88,7 +88,12 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(launch: LaunchConfig, idle_ttl: Duration, capacity: u64, handler: Arc<dyn ControlHandler>) -> Pool {
+    pub fn new(
+        launch: LaunchConfig,
+        idle_ttl: Duration,
+        capacity: u64,
+        handler: Arc<dyn ControlHandler>,
+    ) -> Pool {
         let stats = Arc::new(PoolStats::default());
         let pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>> = Arc::default();
         let listener_stats = stats.clone();
@@ -98,19 +103,21 @@ impl Pool {
             .time_to_idle(idle_ttl)
             // Plain LRU: TinyLFU admission could refuse a process we just spawned.
             .eviction_policy(moka::policy::EvictionPolicy::lru())
-            .eviction_listener(move |thread: Arc<ThreadId>, process: Arc<CliProcess>, cause: RemovalCause| {
-                let cause = match cause {
-                    RemovalCause::Expired => EvictionCause::Expired,
-                    RemovalCause::Size => EvictionCause::Capacity,
-                    RemovalCause::Replaced => EvictionCause::Replaced,
-                    RemovalCause::Explicit => {
-                        lock(&listener_causes).remove(&*thread).unwrap_or(EvictionCause::Capacity)
-                    }
-                };
-                listener_stats.count_eviction(cause);
-                info!(thread_id = %thread, pid = process.pid(), ?cause, "Process evicted.");
-                process.retire();
-            })
+            .eviction_listener(
+                move |thread: Arc<ThreadId>, process: Arc<CliProcess>, cause: RemovalCause| {
+                    let cause = match cause {
+                        RemovalCause::Expired => EvictionCause::Expired,
+                        RemovalCause::Size => EvictionCause::Capacity,
+                        RemovalCause::Replaced => EvictionCause::Replaced,
+                        RemovalCause::Explicit => lock(&listener_causes)
+                            .remove(&*thread)
+                            .unwrap_or(EvictionCause::Capacity),
+                    };
+                    listener_stats.count_eviction(cause);
+                    info!(thread_id = %thread, pid = process.pid(), ?cause, "Process evicted.");
+                    process.retire();
+                },
+            )
             .build();
         Pool {
             cache,
@@ -137,19 +144,28 @@ impl Pool {
                     self.stats.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(process);
                 }
-                let cause = if process.options() != options { EvictionCause::Replaced } else { EvictionCause::Error };
+                let cause = if process.options() != options {
+                    EvictionCause::Replaced
+                } else {
+                    EvictionCause::Error
+                };
                 self.remove(thread, cause).await;
             }
             let spawned = self
                 .cache
-                .try_get_with(thread.clone(), self.spawn_for(thread.clone(), options.clone(), resume.cloned()))
+                .try_get_with(
+                    thread.clone(),
+                    self.spawn_for(thread.clone(), options.clone(), resume.cloned()),
+                )
                 .await
                 .map_err(|err| (*err).clone())?;
             if spawned.options() == options && !spawned.has_exited() {
                 return Ok(spawned);
             }
         }
-        Err(InvokeError::Cli("could not settle on a process for the thread (options kept changing)".into()))
+        Err(InvokeError::Cli(
+            "could not settle on a process for the thread (options kept changing)".into(),
+        ))
     }
 
     async fn spawn_for(
@@ -161,7 +177,9 @@ impl Pool {
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         self.reap_thread(&thread).await;
         let permit = self.acquire_slot().await;
-        let first = self.spawn_one(&thread, &options, resume.as_ref(), false, permit).await;
+        let first = self
+            .spawn_one(&thread, &options, resume.as_ref(), false, permit)
+            .await;
         match first {
             Ok(process) => Ok(process),
             Err(SpawnFailure::MissingSession(reason)) => {
@@ -187,9 +205,16 @@ impl Pool {
         permit: OwnedSemaphorePermit,
     ) -> Result<Arc<CliProcess>, SpawnFailure> {
         self.stats.spawns.fetch_add(1, Ordering::Relaxed);
-        let process =
-            CliProcess::spawn(&self.launch, thread.clone(), options.clone(), resume, resume_failed, self.handler.clone(), permit)
-                .await?;
+        let process = CliProcess::spawn(
+            &self.launch,
+            thread.clone(),
+            options.clone(),
+            resume,
+            resume_failed,
+            self.handler.clone(),
+            permit,
+        )
+        .await?;
         lock(&self.live).insert(process.pid(), process.clone());
         let live = self.live.clone();
         let watched = process.clone();
@@ -203,8 +228,11 @@ impl Pool {
     /// Kills every live process of `thread` (after its running turn, if any) and waits for each to
     /// be reaped.
     async fn reap_thread(&self, thread: &ThreadId) {
-        let old: Vec<Arc<CliProcess>> =
-            lock(&self.live).values().filter(|p| p.thread() == thread).cloned().collect();
+        let old: Vec<Arc<CliProcess>> = lock(&self.live)
+            .values()
+            .filter(|p| p.thread() == thread)
+            .cloned()
+            .collect();
         for process in old {
             process.retire();
             process.wait_exit().await;
@@ -304,7 +332,11 @@ impl Pool {
 
     /// Pids of live processes.
     pub fn live_pids(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = lock(&self.live).values().filter(|p| !p.has_exited()).map(|p| p.pid()).collect();
+        let mut pids: Vec<u32> = lock(&self.live)
+            .values()
+            .filter(|p| !p.has_exited())
+            .map(|p| p.pid())
+            .collect();
         pids.sort_unstable();
         pids
     }

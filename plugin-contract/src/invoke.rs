@@ -41,17 +41,34 @@ impl SessionStart {
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum StreamEvent {
     /// The process for the turn is ready and the prompt was written to it.
-    TurnStarted { start: SessionStart, pid: Option<u32> },
+    TurnStarted {
+        start: SessionStart,
+        pid: Option<u32>,
+    },
     /// A piece of the assistant's text, as the API streams it.
     TextDelta { text: String },
     /// A complete assistant text block.
     AssistantText { text: String },
     /// The model called a tool.
-    ToolCallStarted { tool_use_id: String, name: String, input: serde_json::Value },
+    ToolCallStarted {
+        tool_use_id: String,
+        name: String,
+        input: serde_json::Value,
+    },
     /// A tool result went back to the model.
-    ToolCallFinished { tool_use_id: String, is_error: bool, content: serde_json::Value },
+    ToolCallFinished {
+        tool_use_id: String,
+        is_error: bool,
+        content: serde_json::Value,
+    },
     /// The CLI is retrying a failed Messages API request.
-    ApiRetry { attempt: u64, max_retries: u64, retry_delay_ms: u64, error: String, status: Option<u64> },
+    ApiRetry {
+        attempt: u64,
+        max_retries: u64,
+        retry_delay_ms: u64,
+        error: String,
+        status: Option<u64>,
+    },
 }
 
 /// Receives [`StreamEvent`]s while a turn runs. Called from the invoker's reader; must not block.
@@ -155,7 +172,11 @@ pub enum InvokeError {
 #[async_trait::async_trait]
 pub trait Invoker: Send + Sync {
     /// Runs one turn for `options.thread_id`, reusing the thread's warm process when there is one.
-    async fn invoke(&self, prompt: &str, options: InvokeOptions) -> Result<InvokeOutcome, InvokeError>;
+    async fn invoke(
+        &self,
+        prompt: &str,
+        options: InvokeOptions,
+    ) -> Result<InvokeOutcome, InvokeError>;
 
     /// Starts the process for `thread_id` and waits until it is ready, without sending a turn.
     async fn prewarm(

@@ -61,11 +61,17 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: text.into(), structured: None }
+        Self {
+            text: text.into(),
+            structured: None,
+        }
     }
 
     pub fn structured(text: impl Into<String>, structured: Value) -> Self {
-        Self { text: text.into(), structured: Some(structured) }
+        Self {
+            text: text.into(),
+            structured: Some(structured),
+        }
     }
 }
 
@@ -97,7 +103,9 @@ pub struct ToolContext {
 
 impl fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToolContext").field("thread_id", &self.thread_id).finish_non_exhaustive()
+        f.debug_struct("ToolContext")
+            .field("thread_id", &self.thread_id)
+            .finish_non_exhaustive()
     }
 }
 

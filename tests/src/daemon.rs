@@ -24,15 +24,17 @@ pub struct TestDaemon {
 /// A config for tests: temp data dir, port 0, the real CLI pointed at `mock`, no built-in tools
 /// (smaller requests), short timeouts so failures show quickly.
 pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::PathBuf) -> Config {
-    let mut config = Config::default();
-    config.bind = "127.0.0.1:0".parse().expect("literal address");
-    config.data_dir = dir.to_path_buf();
+    let mut config = Config {
+        bind: "127.0.0.1:0".parse().expect("literal address"),
+        data_dir: dir.to_path_buf(),
+        shutdown_grace: Duration::from_secs(5),
+        ..Default::default()
+    };
     config.claude.bin = claude;
     config.claude.env = cli_env(&mock.url()).into_iter().collect();
     config.claude.builtin_tools = Some(String::new());
     config.turn.idle_timeout = Duration::from_secs(60);
     config.turn.timeout = Duration::from_secs(120);
-    config.shutdown_grace = Duration::from_secs(5);
     config
 }
 
@@ -53,9 +55,17 @@ impl TestDaemon {
 
     async fn start_with(config: Config, dir: std::sync::Arc<tempfile::TempDir>) -> TestDaemon {
         let plugins = app::default_plugins(&config);
-        let running = app::start(config.clone(), plugins).await.expect("daemon starts");
+        let running = app::start(config.clone(), plugins)
+            .await
+            .expect("daemon starts");
         let base = format!("http://{}", running.addr);
-        TestDaemon { running: Some(running), base, config, http: reqwest::Client::new(), _dir: dir }
+        TestDaemon {
+            running: Some(running),
+            base,
+            config,
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
     }
 
     /// Stops gracefully and starts again on the same data directory (and a new port).
@@ -82,20 +92,34 @@ impl TestDaemon {
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let response = self.http.get(format!("{}{path}", self.base)).send().await.expect("GET reaches the daemon");
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("GET reaches the daemon");
         let status = response.status();
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        let response =
-            self.http.post(format!("{}{path}", self.base)).json(&body).send().await.expect("POST reaches the daemon");
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST reaches the daemon");
         let status = response.status();
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
     /// POSTs raw bytes with a JSON content type.
-    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> (StatusCode, Value) {
         let response = self
             .http
             .post(format!("{}{path}", self.base))
@@ -116,18 +140,30 @@ impl TestDaemon {
 
     /// Sends a message and returns the whole response.
     pub async fn send(&self, thread: &str, text: &str) -> (StatusCode, Value) {
-        self.post(&format!("/api/threads/{thread}/messages"), json!({"content": text})).await
+        self.post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": text}),
+        )
+        .await
     }
 
     /// Sends a message and returns the reply text; panics unless the turn succeeded.
     pub async fn reply(&self, thread: &str, text: &str) -> String {
         let (status, body) = self.send(thread, text).await;
         assert_eq!(status, StatusCode::OK, "turn failed: {body}");
-        body["message"]["content"].as_str().expect("reply content").to_owned()
+        body["message"]["content"]
+            .as_str()
+            .expect("reply content")
+            .to_owned()
     }
 
     pub fn spawns(&self) -> u64 {
-        self.app().invoker().pool().stats().spawns.load(std::sync::atomic::Ordering::Relaxed)
+        self.app()
+            .invoker()
+            .pool()
+            .stats()
+            .spawns
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn live_pids(&self) -> Vec<u32> {
@@ -136,7 +172,13 @@ impl TestDaemon {
 
     /// The pid of the thread's live process.
     pub fn pid_of(&self, thread: &str) -> Option<u32> {
-        self.app().invoker().pool().snapshot().into_iter().find(|p| p.thread_id.as_str() == thread).map(|p| p.pid)
+        self.app()
+            .invoker()
+            .pool()
+            .snapshot()
+            .into_iter()
+            .find(|p| p.thread_id.as_str() == thread)
+            .map(|p| p.pid)
     }
 }
 
@@ -145,7 +187,10 @@ impl Drop for TestDaemon {
         // A test that panicked before `stop`: kill the children so none outlive the test.
         if let Some(running) = self.running.take() {
             for pid in running.app.invoker().pool().live_pids() {
-                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
         }
     }

@@ -25,7 +25,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), message_id: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            message_id: None,
+        }
     }
     pub fn not_found(what: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", what)
@@ -35,7 +40,11 @@ impl ApiError {
     }
     fn internal(err: &dyn std::fmt::Display) -> Self {
         error!(error = %err, "Internal error.");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
     }
 }
 
@@ -52,8 +61,14 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::ThreadNotFound(id) => ApiError::new(StatusCode::NOT_FOUND, "thread_not_found", format!("thread {id} not found")),
-            StoreError::MessageNotFound(id) => ApiError::not_found(format!("message {id} not found")),
+            StoreError::ThreadNotFound(id) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "thread_not_found",
+                format!("thread {id} not found"),
+            ),
+            StoreError::MessageNotFound(id) => {
+                ApiError::not_found(format!("message {id} not found"))
+            }
             other => ApiError::internal(&other),
         }
     }
@@ -66,7 +81,9 @@ pub fn invoke_status(err: &InvokeError) -> (StatusCode, &'static str) {
         InvokeError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready"),
         InvokeError::ProcessDied { .. } => (StatusCode::BAD_GATEWAY, "cli_died"),
         InvokeError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
-        InvokeError::IdleTimeout(_) | InvokeError::TurnTimeout(_) => (StatusCode::GATEWAY_TIMEOUT, "turn_timeout"),
+        InvokeError::IdleTimeout(_) | InvokeError::TurnTimeout(_) => {
+            (StatusCode::GATEWAY_TIMEOUT, "turn_timeout")
+        }
         InvokeError::Interrupted => (StatusCode::CONFLICT, "interrupted"),
         InvokeError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
     }
@@ -76,23 +93,42 @@ impl From<PipelineError> for ApiError {
     fn from(err: PipelineError) -> Self {
         match err {
             PipelineError::InvalidInput(msg) => ApiError::unprocessable(msg),
-            PipelineError::ThreadNotFound(id) => {
-                ApiError::new(StatusCode::NOT_FOUND, "thread_not_found", format!("thread {id} not found"))
+            PipelineError::ThreadNotFound(id) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "thread_not_found",
+                format!("thread {id} not found"),
+            ),
+            err @ PipelineError::QueueFull { .. } => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", err.to_string())
             }
-            err @ PipelineError::QueueFull { .. } => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", err.to_string()),
-            PipelineError::Turn { message_id, error, .. } => {
+            PipelineError::Turn {
+                message_id, error, ..
+            } => {
                 let (status, code) = invoke_status(&error);
-                ApiError { status, code, message: error.to_string(), message_id: Some(message_id) }
+                ApiError {
+                    status,
+                    code,
+                    message: error.to_string(),
+                    message_id: Some(message_id),
+                }
             }
-            PipelineError::PreviousFailure { message_id, status, error } => ApiError {
+            PipelineError::PreviousFailure {
+                message_id,
+                status,
+                error,
+            } => ApiError {
                 status: StatusCode::BAD_GATEWAY,
                 code: "turn_failed",
-                message: format!("this message was already processed and ended as {status:?}: {error}"),
+                message: format!(
+                    "this message was already processed and ended as {status:?}: {error}"
+                ),
                 message_id: Some(message_id),
             },
-            PipelineError::ShuttingDown => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the daemon is shutting down")
-            }
+            PipelineError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the daemon is shutting down",
+            ),
             PipelineError::Store(err) => err.into(),
         }
     }
@@ -103,8 +139,12 @@ impl From<JsonRejection> for ApiError {
         let (status, code) = match &rejection {
             JsonRejection::JsonSyntaxError(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
             JsonRejection::JsonDataError(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
-            JsonRejection::MissingJsonContentType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
-            other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            JsonRejection::MissingJsonContentType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+            }
             other => (other.status(), "invalid_body"),
         };
         ApiError::new(status, code, rejection.body_text())
@@ -113,13 +153,21 @@ impl From<JsonRejection> for ApiError {
 
 impl From<PathRejection> for ApiError {
     fn from(rejection: PathRejection) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", rejection.body_text())
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+            rejection.body_text(),
+        )
     }
 }
 
 impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", rejection.body_text())
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            rejection.body_text(),
+        )
     }
 }
 
@@ -127,9 +175,15 @@ impl From<QueryRejection> for ApiError {
 /// (with its line and column), 422 for a missing or mistyped field.
 pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|err| match err.classify() {
-        serde_json::error::Category::Data => {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", format!("invalid request body: {err}"))
-        }
-        _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("malformed JSON: {err}")),
+        serde_json::error::Category::Data => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            format!("invalid request body: {err}"),
+        ),
+        _ => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("malformed JSON: {err}"),
+        ),
     })
 }

@@ -62,7 +62,12 @@ async fn require_token(State(app): State<App>, request: Request, next: Next) -> 
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
-            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token").into_response();
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing or wrong bearer token",
+            )
+            .into_response();
         }
     }
     next.run(request).await

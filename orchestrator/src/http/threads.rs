@@ -31,13 +31,26 @@ pub struct CreateThread {
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
-pub async fn create(State(app): State<App>, body: axum::body::Bytes) -> Result<impl IntoResponse, ApiError> {
+pub async fn create(
+    State(app): State<App>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
     let body: CreateThread = if body.iter().all(u8::is_ascii_whitespace) {
-        CreateThread { title: None, model: None }
+        CreateThread {
+            title: None,
+            model: None,
+        }
     } else {
         super::error::parse_json(&body)?
     };
-    let thread = app.store().create_thread(NewThread { title: body.title, model: body.model, parent_id: None }).await?;
+    let thread = app
+        .store()
+        .create_thread(NewThread {
+            title: body.title,
+            model: body.model,
+            parent_id: None,
+        })
+        .await?;
     info!(thread_id = %thread.id, "Thread created.");
     Ok((StatusCode::CREATED, Json(thread)))
 }
@@ -46,7 +59,10 @@ pub async fn list(State(app): State<App>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({"threads": app.store().list_threads().await?})))
 }
 
-pub async fn get_one(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get_one(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let id = ThreadId::from_string(id);
     let thread = app.store().require_thread(&id).await?;
     let messages = app.store().list_messages(&id).await?;
@@ -110,24 +126,40 @@ pub struct Prewarm {
 }
 
 /// Starts the thread's process in the background; answers at once.
-pub async fn prewarm(State(app): State<App>, ApiJson(body): ApiJson<Prewarm>) -> Result<impl IntoResponse, ApiError> {
-    let thread = app.store().require_thread(&ThreadId::from_string(body.thread_id)).await?;
+pub async fn prewarm(
+    State(app): State<App>,
+    ApiJson(body): ApiJson<Prewarm>,
+) -> Result<impl IntoResponse, ApiError> {
+    let thread = app
+        .store()
+        .require_thread(&ThreadId::from_string(body.thread_id))
+        .await?;
     let model = body.model.or(thread.model.clone());
     let thread_id = thread.id.clone();
     let span = tracing::info_span!("prewarm", thread_id = %thread_id);
     let task_app = app.clone();
     app.tasks().spawn(
         async move {
-            if let Err(err) = task_app.invoker().prewarm(&thread.id, thread.cli_session_id.clone(), model).await {
+            if let Err(err) = task_app
+                .invoker()
+                .prewarm(&thread.id, thread.cli_session_id.clone(), model)
+                .await
+            {
                 warn!(error = %err, "Prewarm failed.");
             }
         }
         .instrument(span),
     );
-    Ok((StatusCode::ACCEPTED, Json(json!({"threadId": thread_id, "status": "warming"}))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"threadId": thread_id, "status": "warming"})),
+    ))
 }
 
-pub async fn interrupt(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn interrupt(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let id = ThreadId::from_string(id);
     app.store().require_thread(&id).await?;
     let interrupted = app.invoker().interrupt(&id).await.map_err(|err| {
@@ -153,7 +185,10 @@ pub async fn events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = ThreadId::from_string(id);
     app.store().require_thread(&id).await?;
-    let header_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let header_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
     let after = header_id.or(query.after).unwrap_or(0);
     let (tx, rx) = tokio::sync::mpsc::channel::<EventRow>(256);
     // Subscribe before reading the store, so nothing falls between the two.
@@ -190,7 +225,12 @@ pub async fn events(
 }
 
 /// Sends stored events after `last`; false when the client has gone.
-async fn replay(app: &App, thread: &ThreadId, last: &mut i64, tx: &tokio::sync::mpsc::Sender<EventRow>) -> bool {
+async fn replay(
+    app: &App,
+    thread: &ThreadId,
+    last: &mut i64,
+    tx: &tokio::sync::mpsc::Sender<EventRow>,
+) -> bool {
     loop {
         let rows = match app.store().events_after(thread, *last, 500).await {
             Ok(rows) => rows,

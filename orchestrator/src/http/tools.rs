@@ -33,17 +33,30 @@ pub async fn call(
         return Err(ApiError::not_found(format!("tool {name} not found")));
     }
     let thread = match body.thread_id {
-        Some(id) => Some(app.store().require_thread(&ThreadId::from_string(id)).await?.id),
+        Some(id) => Some(
+            app.store()
+                .require_thread(&ThreadId::from_string(id))
+                .await?
+                .id,
+        ),
         None => None,
     };
-    let outcome = app.adapter().call_tool(thread.as_ref(), &name, body.input, None).await;
+    let outcome = app
+        .adapter()
+        .call_tool(thread.as_ref(), &name, body.input, None)
+        .await;
     Ok(Json(outcome.result))
 }
 
-pub async fn thread_calls(State(app): State<App>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn thread_calls(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let id = ThreadId::from_string(id);
     app.store().require_thread(&id).await?;
-    Ok(Json(json!({"toolCalls": app.store().tool_calls(&id).await?})))
+    Ok(Json(
+        json!({"toolCalls": app.store().tool_calls(&id).await?}),
+    ))
 }
 
 pub async fn pool(State(app): State<App>) -> Json<Value> {

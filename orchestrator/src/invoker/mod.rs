@@ -31,17 +31,35 @@ pub struct ClaudeCliInvoker {
 
 impl ClaudeCliInvoker {
     /// Builds the invoker from the daemon's config. `handler` answers the CLI's MCP requests.
-    pub fn new(config: &Config, handler: Arc<dyn ControlHandler>) -> std::io::Result<ClaudeCliInvoker> {
+    pub fn new(
+        config: &Config,
+        handler: Arc<dyn ControlHandler>,
+    ) -> std::io::Result<ClaudeCliInvoker> {
         let config_dir = config.claude_config_dir();
         let workdir = config.claude_workdir();
         std::fs::create_dir_all(&config_dir)?;
         std::fs::create_dir_all(&workdir)?;
         let mut env: Vec<(String, String)> = vec![
-            ("CLAUDE_CODE_MAX_RETRIES".into(), config.claude.max_retries.to_string()),
-            ("ENABLE_TOOL_SEARCH".into(), config.claude.tool_search.to_string()),
-            ("MCP_TOOL_TIMEOUT".into(), mcp_timeout_ms(config).to_string()),
+            (
+                "CLAUDE_CODE_MAX_RETRIES".into(),
+                config.claude.max_retries.to_string(),
+            ),
+            (
+                "ENABLE_TOOL_SEARCH".into(),
+                config.claude.tool_search.to_string(),
+            ),
+            (
+                "MCP_TOOL_TIMEOUT".into(),
+                mcp_timeout_ms(config).to_string(),
+            ),
         ];
-        env.extend(config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(
+            config
+                .claude
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         let launch = LaunchConfig {
             bin: config.claude.bin.clone(),
             config_dir,
@@ -59,7 +77,12 @@ impl ClaudeCliInvoker {
             mcp_timeout_ms: mcp_timeout_ms(config),
         };
         Ok(ClaudeCliInvoker {
-            pool: Pool::new(launch, config.pool.idle_ttl, config.pool.max_capacity, handler),
+            pool: Pool::new(
+                launch,
+                config.pool.idle_ttl,
+                config.pool.max_capacity,
+                handler,
+            ),
             base,
             default_model: config.claude.default_model.clone(),
             idle_timeout: config.turn.idle_timeout,
@@ -72,7 +95,10 @@ impl ClaudeCliInvoker {
     }
 
     fn spawn_options(&self, model: Option<String>) -> SpawnOptions {
-        SpawnOptions { model: model.or_else(|| self.default_model.clone()), ..self.base.clone() }
+        SpawnOptions {
+            model: model.or_else(|| self.default_model.clone()),
+            ..self.base.clone()
+        }
     }
 
     /// Asks the thread's running turn to stop. Returns false when no turn is running.
@@ -96,14 +122,19 @@ fn mcp_timeout_ms(config: &Config) -> u64 {
 
 #[async_trait::async_trait]
 impl Invoker for ClaudeCliInvoker {
-    async fn invoke(&self, prompt: &str, options: InvokeOptions) -> Result<InvokeOutcome, InvokeError> {
+    async fn invoke(
+        &self,
+        prompt: &str,
+        options: InvokeOptions,
+    ) -> Result<InvokeOutcome, InvokeError> {
         let started = Instant::now();
         let timeout = options.timeout.unwrap_or(self.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         let spawn = self.spawn_options(options.model.clone());
         let process = tokio::time::timeout_at(
             deadline,
-            self.pool.checkout(&options.thread_id, &spawn, options.session_id.as_ref()),
+            self.pool
+                .checkout(&options.thread_id, &spawn, options.session_id.as_ref()),
         )
         .await
         .map_err(|_| InvokeError::TurnTimeout(timeout))??;
@@ -113,23 +144,41 @@ impl Invoker for ClaudeCliInvoker {
             None => prompt.to_owned(),
         };
         if let Some(sink) = &options.on_event {
-            sink(StreamEvent::TurnStarted { start, pid: Some(process.pid()) });
+            sink(StreamEvent::TurnStarted {
+                start,
+                pid: Some(process.pid()),
+            });
         }
         debug!(thread_id = %options.thread_id, pid = process.pid(), ?start, "Turn sent.");
-        let outcome = process.turn(&prompt, options.on_event.as_ref(), self.idle_timeout, deadline).await;
+        let outcome = process
+            .turn(
+                &prompt,
+                options.on_event.as_ref(),
+                self.idle_timeout,
+                deadline,
+            )
+            .await;
         match outcome {
             Ok(result) if !result.is_error => {
                 self.pool.touch(&options.thread_id).await;
                 Ok(InvokeOutcome {
                     text: result.text.unwrap_or_default(),
-                    session_id: result.session_id.map(CliSessionId::from_string).or_else(|| process.session_id()),
+                    session_id: result
+                        .session_id
+                        .map(CliSessionId::from_string)
+                        .or_else(|| process.session_id()),
                     start,
                     pid: Some(process.pid()),
                     num_turns: result.num_turns,
                     duration: started.elapsed(),
                 })
             }
-            Ok(result) if result.terminal_reason.as_deref().is_some_and(|r| r.starts_with("aborted")) => {
+            Ok(result)
+                if result
+                    .terminal_reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("aborted")) =>
+            {
                 // An interrupt: the process stays usable.
                 Err(InvokeError::Interrupted)
             }
@@ -155,6 +204,9 @@ impl Invoker for ClaudeCliInvoker {
     ) -> Result<(), InvokeError> {
         self.pool.note_prewarm();
         let spawn = self.spawn_options(model);
-        self.pool.checkout(thread_id, &spawn, session_id.as_ref()).await.map(|_| ())
+        self.pool
+            .checkout(thread_id, &spawn, session_id.as_ref())
+            .await
+            .map(|_| ())
     }
 }

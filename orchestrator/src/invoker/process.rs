@@ -131,12 +131,19 @@ impl CliProcess {
         set_parent_death_signal(&mut cmd);
         let bin = launch.bin.display().to_string();
         let mut child = cmd.spawn().map_err(|err| {
-            SpawnFailure::Other(InvokeError::Spawn { bin: bin.clone(), reason: err.to_string() })
+            SpawnFailure::Other(InvokeError::Spawn {
+                bin: bin.clone(),
+                reason: err.to_string(),
+            })
         })?;
         let pid = child.id().unwrap_or(0);
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err(SpawnFailure::Other(InvokeError::Spawn { bin, reason: "stdio pipes missing".into() }));
+            return Err(SpawnFailure::Other(InvokeError::Spawn {
+                bin,
+                reason: "stdio pipes missing".into(),
+            }));
         };
 
         let (writer_tx, writer_rx) = mpsc::unbounded_channel();
@@ -163,8 +170,14 @@ impl CliProcess {
             async move {
                 let status = child.wait().await;
                 let info = match status {
-                    Ok(status) => ExitInfo { status: status.to_string(), code: status.code() },
-                    Err(err) => ExitInfo { status: format!("wait failed: {err}"), code: None },
+                    Ok(status) => ExitInfo {
+                        status: status.to_string(),
+                        code: status.code(),
+                    },
+                    Err(err) => ExitInfo {
+                        status: format!("wait failed: {err}"),
+                        code: None,
+                    },
                 };
                 debug!(status = %info.status, "Process reaped.");
                 drop(permit);
@@ -202,7 +215,9 @@ impl CliProcess {
             }
             Err(_) => {
                 process.kill_and_reap().await;
-                Err(SpawnFailure::Other(InvokeError::NotReady(launch.ready_timeout)))
+                Err(SpawnFailure::Other(InvokeError::NotReady(
+                    launch.ready_timeout,
+                )))
             }
         }
     }
@@ -210,10 +225,24 @@ impl CliProcess {
     async fn wait_ready(&self) -> Result<(), SpawnFailure> {
         let init = self.request(json!({"subtype": "initialize", "hooks": null}));
         let mut exit = self.exit.clone();
-        tokio::select! {
-            reply = init => reply.map_err(|e| SpawnFailure::Other(InvokeError::Cli(format!("initialize failed: {e}"))))?,
+        let reply = tokio::select! {
+            reply = init => reply,
             _ = exited(&mut exit) => return Err(self.early_exit_failure()),
         };
+        if let Err(err) = reply {
+            // Usually stdout closed because the process is exiting (a failed `--resume` does that);
+            // its exit status and last words say why.
+            let mut exit = self.exit.clone();
+            if tokio::time::timeout(Duration::from_secs(2), exited(&mut exit))
+                .await
+                .is_ok()
+            {
+                return Err(self.early_exit_failure());
+            }
+            return Err(SpawnFailure::Other(InvokeError::Cli(format!(
+                "initialize failed: {err}"
+            ))));
+        }
         // The CLI runs the MCP handshake by itself right after; the first turn would wait for it.
         let mut ready = self.shared.mcp_ready.subscribe();
         let mut exit = self.exit.clone();
@@ -226,24 +255,40 @@ impl CliProcess {
     fn early_exit_failure(&self) -> SpawnFailure {
         let stray = lock(&self.shared.stray_result).clone();
         let tail = self.stderr_tail();
-        if stray.as_ref().is_some_and(TurnResult::is_missing_session) || tail.contains("No conversation found") {
-            let reason = stray.map(|r| r.error_reason()).unwrap_or_else(|| tail.clone());
+        if stray.as_ref().is_some_and(TurnResult::is_missing_session)
+            || tail.contains("No conversation found")
+        {
+            let reason = stray
+                .map(|r| r.error_reason())
+                .unwrap_or_else(|| tail.clone());
             return SpawnFailure::MissingSession(reason);
         }
-        SpawnFailure::Other(InvokeError::ProcessDied { status: self.exit_status(), stderr_tail: tail })
+        SpawnFailure::Other(InvokeError::ProcessDied {
+            status: self.exit_status(),
+            stderr_tail: tail,
+        })
     }
 
     /// Sends a control request and waits for the CLI's answer.
     pub async fn request(&self, request: Value) -> Result<Value, String> {
         let n = self.shared.next_request.fetch_add(1, Ordering::Relaxed);
-        let id = format!("req_{n}_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let id = format!(
+            "req_{n}_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
         let (tx, rx) = oneshot::channel();
         lock(&self.shared.pending).insert(id.clone(), tx);
-        if self.shared.writer.send(protocol::control_request(&id, request)).is_err() {
+        if self
+            .shared
+            .writer
+            .send(protocol::control_request(&id, request))
+            .is_err()
+        {
             lock(&self.shared.pending).remove(&id);
             return Err("stdin closed".into());
         }
-        rx.await.unwrap_or_else(|_| Err("process ended before answering".into()))
+        rx.await
+            .unwrap_or_else(|_| Err("process ended before answering".into()))
     }
 
     /// Runs one turn: writes the prompt, streams events, returns the `result`.
@@ -256,7 +301,9 @@ impl CliProcess {
     ) -> Result<TurnResult, InvokeError> {
         let _turn = self.turn_lock.lock().await;
         self.busy.store(true, Ordering::SeqCst);
-        let outcome = self.run_turn(prompt, on_event, idle_timeout, deadline).await;
+        let outcome = self
+            .run_turn(prompt, on_event, idle_timeout, deadline)
+            .await;
         *lock(&self.shared.turn) = None;
         self.turns.fetch_add(1, Ordering::Relaxed);
         *lock(&self.last_used) = Instant::now();
@@ -277,7 +324,13 @@ impl CliProcess {
         let (tx, mut rx) = mpsc::unbounded_channel();
         *lock(&self.shared.turn) = Some(tx);
         let uuid = uuid::Uuid::new_v4().to_string();
-        if self.shared.writer.send(protocol::user_turn(prompt, &uuid)).is_err() || self.has_exited() {
+        if self
+            .shared
+            .writer
+            .send(protocol::user_turn(prompt, &uuid))
+            .is_err()
+            || self.has_exited()
+        {
             return Err(self.died().await);
         }
         let mut exit = self.exit.clone();
@@ -323,13 +376,18 @@ impl CliProcess {
     async fn died(&self) -> InvokeError {
         let mut exit = self.exit.clone();
         let _ = tokio::time::timeout(Duration::from_secs(1), exit.wait_for(Option::is_some)).await;
-        InvokeError::ProcessDied { status: self.exit_status(), stderr_tail: self.stderr_tail() }
+        InvokeError::ProcessDied {
+            status: self.exit_status(),
+            stderr_tail: self.stderr_tail(),
+        }
     }
 
     /// Asks the CLI to stop the running turn. The turn then ends with an error `result` and the
     /// process stays usable.
     pub async fn interrupt(&self) -> Result<(), String> {
-        self.request(json!({"subtype": "interrupt"})).await.map(|_| ())
+        self.request(json!({"subtype": "interrupt"}))
+            .await
+            .map(|_| ())
     }
 
     /// Sends SIGKILL to the process group. Idempotent; the reaper task collects the exit status.
@@ -403,13 +461,23 @@ impl CliProcess {
         }
     }
     pub fn session_id(&self) -> Option<CliSessionId> {
-        lock(&self.shared.session_id).clone().map(CliSessionId::from_string)
+        lock(&self.shared.session_id)
+            .clone()
+            .map(CliSessionId::from_string)
     }
     pub fn exit_status(&self) -> String {
-        self.exit.borrow().as_ref().map(|e| e.status.clone()).unwrap_or_else(|| "still running".into())
+        self.exit
+            .borrow()
+            .as_ref()
+            .map(|e| e.status.clone())
+            .unwrap_or_else(|| "still running".into())
     }
     pub fn stderr_tail(&self) -> String {
-        lock(&self.shared.stderr_tail).iter().cloned().collect::<Vec<_>>().join("\n")
+        lock(&self.shared.stderr_tail)
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -437,7 +505,8 @@ fn set_parent_death_signal(cmd: &mut tokio::process::Command) {
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
         });
     }
 }
@@ -500,12 +569,19 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc<Shared>) {
 
 fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
     match message {
-        CliMessage::ControlResponse { request_id, outcome } => {
+        CliMessage::ControlResponse {
+            request_id,
+            outcome,
+        } => {
             if let Some(tx) = lock(&shared.pending).remove(&request_id) {
                 let _ = tx.send(outcome);
             }
         }
-        CliMessage::ControlRequest { request_id, subtype, request } => {
+        CliMessage::ControlRequest {
+            request_id,
+            subtype,
+            request,
+        } => {
             let shared = shared.clone();
             tokio::spawn(
                 async move {
@@ -544,14 +620,30 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
     }
 }
 
-async fn answer_control(shared: &Shared, request_id: &str, subtype: &str, request: Value) -> String {
+async fn answer_control(
+    shared: &Shared,
+    request_id: &str,
+    subtype: &str,
+    request: Value,
+) -> String {
     if subtype != "mcp_message" {
         warn!(subtype, "Unsupported control request from the CLI.");
-        return protocol::control_error(request_id, &format!("unsupported control request: {subtype}"));
+        return protocol::control_error(
+            request_id,
+            &format!("unsupported control request: {subtype}"),
+        );
     }
-    let server = request.get("server_name").and_then(Value::as_str).unwrap_or("").to_owned();
+    let server = request
+        .get("server_name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let message = request.get("message").cloned().unwrap_or(Value::Null);
-    let method = message.get("method").and_then(Value::as_str).unwrap_or("").to_owned();
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let is_call = method == "tools/call";
     if is_call {
         shared.tool_calls.fetch_add(1, Ordering::SeqCst);

@@ -107,9 +107,16 @@ pub fn control_error(request_id: &str, error: &str) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub enum CliMessage {
     /// The CLI asks us something (`mcp_message`, `can_use_tool`, `hook_callback`).
-    ControlRequest { request_id: String, subtype: String, request: Value },
+    ControlRequest {
+        request_id: String,
+        subtype: String,
+        request: Value,
+    },
     /// The CLI answers one of our control requests.
-    ControlResponse { request_id: String, outcome: Result<Value, String> },
+    ControlResponse {
+        request_id: String,
+        outcome: Result<Value, String>,
+    },
     /// The CLI abandoned one of its requests; it must not be answered.
     ControlCancel { request_id: String },
     /// The end of a turn.
@@ -151,7 +158,12 @@ impl TurnResult {
         if let Some(text) = self.text.as_deref().filter(|t| !t.is_empty()) {
             parts.push(text.to_owned());
         }
-        parts.extend(self.errors.iter().filter(|e| !e.starts_with("[ede_diagnostic]")).cloned());
+        parts.extend(
+            self.errors
+                .iter()
+                .filter(|e| !e.starts_with("[ede_diagnostic]"))
+                .cloned(),
+        );
         if parts.is_empty() {
             parts.push(match &self.terminal_reason {
                 Some(reason) => format!("{} ({reason})", self.subtype),
@@ -163,7 +175,9 @@ impl TurnResult {
 
     /// True when the CLI could not load the session it was asked to resume.
     pub fn is_missing_session(&self) -> bool {
-        self.errors.iter().any(|e| e.contains("No conversation found"))
+        self.errors
+            .iter()
+            .any(|e| e.contains("No conversation found"))
     }
 }
 
@@ -171,22 +185,33 @@ impl TurnResult {
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
     #[error("not a JSON object: {line:.200}")]
-    NotJson { line: String, source: serde_json::Error },
+    NotJson {
+        line: String,
+        source: serde_json::Error,
+    },
     #[error("line has no `type`: {line:.200}")]
     NoType { line: String },
 }
 
 /// Decodes one stdout line.
 pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
-    let value: Value = serde_json::from_str(line)
-        .map_err(|source| ProtocolError::NotJson { line: line.to_owned(), source })?;
+    let value: Value = serde_json::from_str(line).map_err(|source| ProtocolError::NotJson {
+        line: line.to_owned(),
+        source,
+    })?;
     let Some(kind) = value.get("type").and_then(Value::as_str) else {
-        return Err(ProtocolError::NoType { line: line.to_owned() });
+        return Err(ProtocolError::NoType {
+            line: line.to_owned(),
+        });
     };
     Ok(match kind {
         "control_request" => CliMessage::ControlRequest {
             request_id: str_field(&value, "request_id").unwrap_or_default(),
-            subtype: value.pointer("/request/subtype").and_then(Value::as_str).unwrap_or("").to_owned(),
+            subtype: value
+                .pointer("/request/subtype")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
             request: value.get("request").cloned().unwrap_or(Value::Null),
         },
         "control_response" => {
@@ -195,15 +220,22 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
             let outcome = if response.get("subtype").and_then(Value::as_str) == Some("success") {
                 Ok(response.get("response").cloned().unwrap_or(Value::Null))
             } else {
-                Err(str_field(&response, "error").unwrap_or_else(|| "unknown control error".to_owned()))
+                Err(str_field(&response, "error")
+                    .unwrap_or_else(|| "unknown control error".to_owned()))
             };
-            CliMessage::ControlResponse { request_id, outcome }
+            CliMessage::ControlResponse {
+                request_id,
+                outcome,
+            }
         }
-        "control_cancel_request" => {
-            CliMessage::ControlCancel { request_id: str_field(&value, "request_id").unwrap_or_default() }
-        }
+        "control_cancel_request" => CliMessage::ControlCancel {
+            request_id: str_field(&value, "request_id").unwrap_or_default(),
+        },
         "result" => CliMessage::Result(TurnResult {
-            is_error: value.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+            is_error: value
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
             subtype: str_field(&value, "subtype").unwrap_or_default(),
             text: str_field(&value, "result"),
             session_id: str_field(&value, "session_id"),
@@ -216,7 +248,9 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
             session_id: str_field(&value, "session_id"),
             events: turn_events(kind, &value),
         }),
-        other => CliMessage::Ignored { kind: other.to_owned() },
+        other => CliMessage::Ignored {
+            kind: other.to_owned(),
+        },
     })
 }
 
@@ -227,15 +261,20 @@ fn turn_events(kind: &str, value: &Value) -> Vec<StreamEvent> {
     match kind {
         "stream_event" if top_level => {
             let delta = value.pointer("/event/delta");
-            let is_text = delta.and_then(|d| d.get("type")).and_then(Value::as_str) == Some("text_delta");
+            let is_text =
+                delta.and_then(|d| d.get("type")).and_then(Value::as_str) == Some("text_delta");
             match delta.and_then(|d| d.get("text")).and_then(Value::as_str) {
-                Some(text) if is_text => vec![StreamEvent::TextDelta { text: text.to_owned() }],
+                Some(text) if is_text => vec![StreamEvent::TextDelta {
+                    text: text.to_owned(),
+                }],
                 _ => Vec::new(),
             }
         }
         "assistant" if top_level => content_blocks(value)
             .filter_map(|block| match block.get("type").and_then(Value::as_str)? {
-                "text" => Some(StreamEvent::AssistantText { text: str_field(block, "text")? }),
+                "text" => Some(StreamEvent::AssistantText {
+                    text: str_field(block, "text")?,
+                }),
                 "tool_use" => Some(StreamEvent::ToolCallStarted {
                     tool_use_id: str_field(block, "id")?,
                     name: str_field(block, "name")?,
@@ -245,21 +284,27 @@ fn turn_events(kind: &str, value: &Value) -> Vec<StreamEvent> {
             })
             .collect(),
         "user" if top_level => content_blocks(value)
-            .filter_map(|block| {
-                (block.get("type").and_then(Value::as_str)? == "tool_result").then(|| {
-                    StreamEvent::ToolCallFinished {
-                        tool_use_id: str_field(block, "tool_use_id").unwrap_or_default(),
-                        is_error: block.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                        content: block.get("content").cloned().unwrap_or(Value::Null),
-                    }
-                })
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .map(|block| StreamEvent::ToolCallFinished {
+                tool_use_id: str_field(block, "tool_use_id").unwrap_or_default(),
+                is_error: block
+                    .get("is_error")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                content: block.get("content").cloned().unwrap_or(Value::Null),
             })
             .collect(),
         "system" if value.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
             vec![StreamEvent::ApiRetry {
                 attempt: value.get("attempt").and_then(Value::as_u64).unwrap_or(0),
-                max_retries: value.get("max_retries").and_then(Value::as_u64).unwrap_or(0),
-                retry_delay_ms: value.get("retry_delay_ms").and_then(Value::as_u64).unwrap_or(0),
+                max_retries: value
+                    .get("max_retries")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+                retry_delay_ms: value
+                    .get("retry_delay_ms")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
                 error: str_field(value, "error").unwrap_or_default(),
                 status: value.get("error_status").and_then(Value::as_u64),
             }]
@@ -269,7 +314,11 @@ fn turn_events(kind: &str, value: &Value) -> Vec<StreamEvent> {
 }
 
 fn content_blocks(value: &Value) -> impl Iterator<Item = &Value> {
-    value.pointer("/message/content").and_then(Value::as_array).into_iter().flatten()
+    value
+        .pointer("/message/content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
 }
 
 fn str_field(value: &Value, key: &str) -> Option<String> {
@@ -279,7 +328,13 @@ fn str_field(value: &Value, key: &str) -> Option<String> {
 fn string_list(value: Option<&Value>) -> Vec<String> {
     value
         .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -305,8 +360,13 @@ mod tests {
         let config: Value = serde_json::from_str(&args[mcp + 1]).unwrap();
         assert_eq!(config["mcpServers"]["harness"]["type"], "sdk");
         assert_eq!(config["mcpServers"]["harness"]["timeout"], 120_000);
-        assert!(!args.iter().any(|a| a.starts_with("--resume")) || args.iter().filter(|a| a.starts_with("--resume")).count() == 1);
-        assert!(!cli_args(&options, None).iter().any(|a| a.starts_with("--resume")));
+        assert!(
+            !args.iter().any(|a| a.starts_with("--resume"))
+                || args.iter().filter(|a| a.starts_with("--resume")).count() == 1
+        );
+        assert!(!cli_args(&options, None)
+            .iter()
+            .any(|a| a.starts_with("--resume")));
     }
 
     #[test]
@@ -322,17 +382,33 @@ mod tests {
     #[test]
     fn decodes_control_traffic() {
         let req = decode(r#"{"type":"control_request","request_id":"abc","request":{"subtype":"mcp_message","server_name":"harness","message":{"jsonrpc":"2.0","id":0,"method":"initialize"}}}"#).unwrap();
-        assert!(matches!(req, CliMessage::ControlRequest { ref request_id, ref subtype, .. } if request_id == "abc" && subtype == "mcp_message"));
+        assert!(
+            matches!(req, CliMessage::ControlRequest { ref request_id, ref subtype, .. } if request_id == "abc" && subtype == "mcp_message")
+        );
         let ok = decode(r#"{"type":"control_response","response":{"subtype":"success","request_id":"req_1","response":{"pid":7}}}"#).unwrap();
-        assert_eq!(ok, CliMessage::ControlResponse { request_id: "req_1".into(), outcome: Ok(json!({"pid":7})) });
+        assert_eq!(
+            ok,
+            CliMessage::ControlResponse {
+                request_id: "req_1".into(),
+                outcome: Ok(json!({"pid":7}))
+            }
+        );
         let err = decode(r#"{"type":"control_response","response":{"subtype":"error","request_id":"req_2","error":"nope"}}"#).unwrap();
-        assert_eq!(err, CliMessage::ControlResponse { request_id: "req_2".into(), outcome: Err("nope".into()) });
+        assert_eq!(
+            err,
+            CliMessage::ControlResponse {
+                request_id: "req_2".into(),
+                outcome: Err("nope".into())
+            }
+        );
     }
 
     #[test]
     fn api_failure_reported_as_success_subtype_is_an_error() {
         let line = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 500 mock 500","session_id":"s1","num_turns":1,"terminal_reason":"api_error"}"#;
-        let CliMessage::Result(result) = decode(line).unwrap() else { panic!("not a result") };
+        let CliMessage::Result(result) = decode(line).unwrap() else {
+            panic!("not a result")
+        };
         assert!(result.is_error);
         assert_eq!(result.error_reason(), "API Error: 500 mock 500");
     }
@@ -340,40 +416,83 @@ mod tests {
     #[test]
     fn missing_session_is_recognised() {
         let line = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"x","errors":["No conversation found with session ID: x"]}"#;
-        let CliMessage::Result(result) = decode(line).unwrap() else { panic!("not a result") };
+        let CliMessage::Result(result) = decode(line).unwrap() else {
+            panic!("not a result")
+        };
         assert!(result.is_missing_session());
-        assert_eq!(result.error_reason(), "No conversation found with session ID: x");
+        assert_eq!(
+            result.error_reason(),
+            "No conversation found with session ID: x"
+        );
     }
 
     #[test]
     fn turn_lines_become_events() {
         let delta = r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}},"session_id":"s","parent_tool_use_id":null}"#;
-        let CliMessage::Turn(line) = decode(delta).unwrap() else { panic!() };
-        assert_eq!(line.events, vec![StreamEvent::TextDelta { text: "Hel".into() }]);
+        let CliMessage::Turn(line) = decode(delta).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            line.events,
+            vec![StreamEvent::TextDelta { text: "Hel".into() }]
+        );
         assert_eq!(line.session_id.as_deref(), Some("s"));
 
         let tool = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"toolu_1","name":"mcp__harness__time__current_time","input":{}}]},"parent_tool_use_id":null}"#;
-        let CliMessage::Turn(line) = decode(tool).unwrap() else { panic!() };
-        assert!(matches!(&line.events[0], StreamEvent::ToolCallStarted { name, .. } if name == "mcp__harness__time__current_time"));
+        let CliMessage::Turn(line) = decode(tool).unwrap() else {
+            panic!()
+        };
+        assert!(
+            matches!(&line.events[0], StreamEvent::ToolCallStarted { name, .. } if name == "mcp__harness__time__current_time")
+        );
 
         let result = r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"bad","is_error":true}]},"parent_tool_use_id":null}"#;
-        let CliMessage::Turn(line) = decode(result).unwrap() else { panic!() };
-        assert!(matches!(&line.events[0], StreamEvent::ToolCallFinished { is_error: true, .. }));
+        let CliMessage::Turn(line) = decode(result).unwrap() else {
+            panic!()
+        };
+        assert!(matches!(
+            &line.events[0],
+            StreamEvent::ToolCallFinished { is_error: true, .. }
+        ));
 
         let nested = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"inner"}]},"parent_tool_use_id":"toolu_9"}"#;
-        let CliMessage::Turn(line) = decode(nested).unwrap() else { panic!() };
-        assert!(line.events.is_empty(), "sub-agent text is not the thread's text");
+        let CliMessage::Turn(line) = decode(nested).unwrap() else {
+            panic!()
+        };
+        assert!(
+            line.events.is_empty(),
+            "sub-agent text is not the thread's text"
+        );
 
         let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":2,"retry_delay_ms":622,"error_status":529,"error":"overloaded"}"#;
-        let CliMessage::Turn(line) = decode(retry).unwrap() else { panic!() };
-        assert!(matches!(&line.events[0], StreamEvent::ApiRetry { attempt: 1, status: Some(529), .. }));
+        let CliMessage::Turn(line) = decode(retry).unwrap() else {
+            panic!()
+        };
+        assert!(matches!(
+            &line.events[0],
+            StreamEvent::ApiRetry {
+                attempt: 1,
+                status: Some(529),
+                ..
+            }
+        ));
     }
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for line in ["", "not json", "[1,2]", "{\"no_type\":1}", "{\"type\":5}", "\u{0}"] {
+        for line in [
+            "",
+            "not json",
+            "[1,2]",
+            "{\"no_type\":1}",
+            "{\"type\":5}",
+            "\u{0}",
+        ] {
             assert!(decode(line).is_err(), "{line:?} should not decode");
         }
-        assert!(matches!(decode(r#"{"type":"brand_new_kind"}"#).unwrap(), CliMessage::Ignored { .. }));
+        assert!(matches!(
+            decode(r#"{"type":"brand_new_kind"}"#).unwrap(),
+            CliMessage::Ignored { .. }
+        ));
     }
 }

@@ -36,7 +36,11 @@ pub struct McpAdapter {
 
 impl McpAdapter {
     pub fn new(registry: Arc<ToolRegistry>, store: Store) -> McpAdapter {
-        McpAdapter { registry, store, services: OnceLock::new() }
+        McpAdapter {
+            registry,
+            store,
+            services: OnceLock::new(),
+        }
     }
 
     pub fn bind(&self, services: ToolServices) {
@@ -93,8 +97,15 @@ impl McpAdapter {
         debug!(thread_id = %thread, method, "MCP request.");
         let result = match method {
             "initialize" => {
-                let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION);
-                let version = if KNOWN_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+                let asked = params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or(PROTOCOL_VERSION);
+                let version = if KNOWN_VERSIONS.contains(&asked) {
+                    asked
+                } else {
+                    PROTOCOL_VERSION
+                };
                 json!({
                     "protocolVersion": version,
                     "capabilities": {"tools": {"listChanged": false}},
@@ -104,13 +115,19 @@ impl McpAdapter {
             "ping" => json!({}),
             "tools/list" => json!({"tools": self.registry.list()}),
             "tools/call" => {
-                let name = params.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
                 let input = params.get("arguments").cloned().unwrap_or(Value::Null);
                 let tool_use_id = params
                     .pointer("/_meta/claudecode~1toolUseId")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                self.call_tool(Some(thread), &name, input, tool_use_id).await.result
+                self.call_tool(Some(thread), &name, input, tool_use_id)
+                    .await
+                    .result
             }
             m if m.starts_with("notifications/") => return json!({"jsonrpc": "2.0", "result": {}}),
             other => return rpc_error(id, -32601, &format!("method not found: {other}")),
@@ -127,7 +144,11 @@ fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {
 impl ControlHandler for McpAdapter {
     async fn mcp_message(&self, thread: &ThreadId, server: &str, message: Value) -> Value {
         if server != MCP_SERVER {
-            return rpc_error(message.get("id").cloned(), -32601, &format!("Server '{server}' not found"));
+            return rpc_error(
+                message.get("id").cloned(),
+                -32601,
+                &format!("Server '{server}' not found"),
+            );
         }
         self.handle(thread, message).await
     }

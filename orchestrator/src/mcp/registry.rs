@@ -63,7 +63,10 @@ pub struct ToolRegistry {
 impl ToolRegistry {
     /// Checks names and compiles every schema. Any problem is a start-up error that names the
     /// plugin, the tool and what is wrong.
-    pub fn load(plugins: &[Arc<dyn Plugin>], default_timeout: Duration) -> Result<ToolRegistry, SchemaError> {
+    pub fn load(
+        plugins: &[Arc<dyn Plugin>],
+        default_timeout: Duration,
+    ) -> Result<ToolRegistry, SchemaError> {
         let mut tools = BTreeMap::new();
         for plugin in plugins {
             for handler in plugin.tools() {
@@ -71,20 +74,34 @@ impl ToolRegistry {
                 let compiled = schema::compile_tool(plugin.name(), &spec)?;
                 tools.insert(
                     compiled.name.clone(),
-                    RegisteredTool { plugin: plugin.name().to_owned(), compiled, handler },
+                    RegisteredTool {
+                        plugin: plugin.name().to_owned(),
+                        compiled,
+                        handler,
+                    },
                 );
             }
         }
         let names: Vec<String> = plugins
             .iter()
-            .flat_map(|p| p.tools().into_iter().map(|t| schema::tool_name(p.name(), &t.spec().name)))
+            .flat_map(|p| {
+                p.tools()
+                    .into_iter()
+                    .map(|t| schema::tool_name(p.name(), &t.spec().name))
+            })
             .collect::<Result<_, _>>()?;
         schema::check_unique(names.iter().map(String::as_str))?;
-        Ok(ToolRegistry { tools, default_timeout })
+        Ok(ToolRegistry {
+            tools,
+            default_timeout,
+        })
     }
 
     pub fn empty() -> ToolRegistry {
-        ToolRegistry { tools: BTreeMap::new(), default_timeout: Duration::from_secs(120) }
+        ToolRegistry {
+            tools: BTreeMap::new(),
+            default_timeout: Duration::from_secs(120),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
@@ -118,7 +135,10 @@ impl ToolRegistry {
         let started = Instant::now();
         let Some(tool) = self.tools.get(name) else {
             let known: Vec<&str> = self.names().collect();
-            return CallOutcome::error(format!("unknown tool `{name}`; known tools: {}", known.join(", ")), started);
+            return CallOutcome::error(
+                format!("unknown tool `{name}`; known tools: {}", known.join(", ")),
+                started,
+            );
         };
         let input = if input.is_null() { json!({}) } else { input };
         let input = match tool.compiled.prepare_input(input) {
@@ -138,15 +158,23 @@ impl ToolRegistry {
             Ok(joined) => joined,
             Err(_) => {
                 task.abort();
-                return CallOutcome::error(format!("tool `{name}` did not finish within {limit:?} and was stopped"), started);
+                return CallOutcome::error(
+                    format!("tool `{name}` did not finish within {limit:?} and was stopped"),
+                    started,
+                );
             }
         };
         let output = match joined {
             Ok(Ok(output)) => output,
             Ok(Err(ToolError::InvalidInput(msg))) => {
-                return CallOutcome::error(format!("invalid input for tool `{name}`: {msg}"), started)
+                return CallOutcome::error(
+                    format!("invalid input for tool `{name}`: {msg}"),
+                    started,
+                )
             }
-            Ok(Err(ToolError::Failed(msg))) => return CallOutcome::error(format!("tool `{name}` failed: {msg}"), started),
+            Ok(Err(ToolError::Failed(msg))) => {
+                return CallOutcome::error(format!("tool `{name}` failed: {msg}"), started)
+            }
             Err(join) if join.is_panic() => {
                 let msg = panic_message(join.into_panic());
                 error!(tool = name, panic = %msg, "Tool panicked.");
@@ -158,7 +186,10 @@ impl ToolRegistry {
         if let Some(structured) = output.structured {
             if let Err(violations) = tool.compiled.check_output(&structured) {
                 let text = schema::render_violations(name, &violations);
-                error!(tool = name, "Tool output does not match its output schema: {text}");
+                error!(
+                    tool = name,
+                    "Tool output does not match its output schema: {text}"
+                );
                 return CallOutcome::error(
                     format!("tool `{name}` produced output that does not match its output schema:\n{text}"),
                     started,
@@ -166,10 +197,21 @@ impl ToolRegistry {
             }
             result["structuredContent"] = structured;
         } else if tool.compiled.output_schema.is_some() {
-            error!(tool = name, "Tool declares an output schema but returned no structured output.");
-            return CallOutcome::error(format!("tool `{name}` returned no structured output"), started);
+            error!(
+                tool = name,
+                "Tool declares an output schema but returned no structured output."
+            );
+            return CallOutcome::error(
+                format!("tool `{name}` returned no structured output"),
+                started,
+            );
         }
-        CallOutcome { result, is_error: false, duration: started.elapsed(), violations: None }
+        CallOutcome {
+            result,
+            is_error: false,
+            duration: started.elapsed(),
+            violations: None,
+        }
     }
 }
 

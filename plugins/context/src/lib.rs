@@ -68,15 +68,31 @@ mod tests {
 
     fn turn(start: SessionStart) -> TurnContext {
         let history = vec![
-            HistoryMessage { role: "user".into(), content: "my name is Ada".into() },
-            HistoryMessage { role: "assistant".into(), content: "hello Ada".into() },
+            HistoryMessage {
+                role: "user".into(),
+                content: "my name is Ada".into(),
+            },
+            HistoryMessage {
+                role: "assistant".into(),
+                content: "hello Ada".into(),
+            },
         ];
-        TurnContext { thread_id: ThreadId::from_string("t"), start, store: Arc::new(FixedHistory(history)) }
+        TurnContext {
+            thread_id: ThreadId::from_string("t"),
+            start,
+            store: Arc::new(FixedHistory(history)),
+        }
     }
 
     #[tokio::test]
     async fn fresh_session_gets_history_in_order() {
-        let text = HistoryContext.context(&turn(SessionStart::Fresh { resume_failed: true })).await.unwrap().unwrap();
+        let text = HistoryContext
+            .context(&turn(SessionStart::Fresh {
+                resume_failed: true,
+            }))
+            .await
+            .unwrap()
+            .unwrap();
         let ada = text.find("my name is Ada").unwrap();
         let hello = text.find("hello Ada").unwrap();
         assert!(ada < hello, "oldest first: {text}");
@@ -85,8 +101,20 @@ mod tests {
 
     #[tokio::test]
     async fn warm_and_resumed_sessions_get_nothing() {
-        assert_eq!(HistoryContext.context(&turn(SessionStart::Warm)).await.unwrap(), None);
-        assert_eq!(HistoryContext.context(&turn(SessionStart::Resumed)).await.unwrap(), None);
+        assert_eq!(
+            HistoryContext
+                .context(&turn(SessionStart::Warm))
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            HistoryContext
+                .context(&turn(SessionStart::Resumed))
+                .await
+                .unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use plugin_contract::{async_trait, Plugin, ThreadId, ThreadStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use plugin_contract::{
+    async_trait, Plugin, ThreadId, ThreadStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
 use serde_json::{json, Value};
 
 pub struct DelegationPlugin {
@@ -29,7 +31,10 @@ impl Plugin for DelegationPlugin {
     }
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        vec![Arc::new(Delegate { max_depth: self.max_depth, timeout: self.timeout })]
+        vec![Arc::new(Delegate {
+            max_depth: self.max_depth,
+            timeout: self.timeout,
+        })]
     }
 }
 
@@ -62,9 +67,18 @@ impl Tool for Delegate {
     }
 
     async fn call(&self, ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-        let prompt = input.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let model = input.get("model").and_then(Value::as_str).map(str::to_owned);
-        let depth = depth_of(ctx.store.as_ref(), &ctx.thread_id).await.map_err(ToolError::Failed)?;
+        let prompt = input
+            .get("prompt")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let model = input
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let depth = depth_of(ctx.store.as_ref(), &ctx.thread_id)
+            .await
+            .map_err(ToolError::Failed)?;
         if depth >= self.max_depth {
             return Err(ToolError::Failed(format!(
                 "delegation depth limit reached: this thread is {depth} level(s) below its root and the limit is {}; \
@@ -72,7 +86,11 @@ impl Tool for Delegate {
                 self.max_depth
             )));
         }
-        let reply = ctx.delegate.delegate(&ctx.thread_id, prompt, model).await.map_err(ToolError::Failed)?;
+        let reply = ctx
+            .delegate
+            .delegate(&ctx.thread_id, prompt, model)
+            .await
+            .map_err(ToolError::Failed)?;
         Ok(ToolOutput::text(reply.text))
     }
 }
@@ -80,13 +98,19 @@ impl Tool for Delegate {
 /// How many ancestors a thread has.
 async fn depth_of(store: &dyn ThreadStore, thread: &ThreadId) -> Result<u32, String> {
     let mut depth = 0;
-    let mut current = store.thread(thread).await?.ok_or_else(|| format!("thread {thread} not found"))?;
+    let mut current = store
+        .thread(thread)
+        .await?
+        .ok_or_else(|| format!("thread {thread} not found"))?;
     while let Some(parent) = current.parent_id.clone() {
         depth += 1;
         if depth > 64 {
             return Err("thread ancestry is too deep (a cycle?)".into());
         }
-        current = store.thread(&parent).await?.ok_or_else(|| format!("thread {parent} not found"))?;
+        current = store
+            .thread(&parent)
+            .await?
+            .ok_or_else(|| format!("thread {parent} not found"))?;
     }
     Ok(depth)
 }
@@ -97,7 +121,8 @@ mod tests {
     use std::sync::Mutex;
 
     use plugin_contract::{
-        CliSessionId, DelegateReply, HistoryMessage, InvokeError, InvokeOptions, InvokeOutcome, Invoker, ThreadInfo,
+        CliSessionId, DelegateReply, HistoryMessage, InvokeError, InvokeOptions, InvokeOutcome,
+        Invoker, ThreadInfo,
     };
 
     use super::*;
@@ -107,7 +132,11 @@ mod tests {
     #[async_trait]
     impl ThreadStore for Chain {
         async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadInfo>, String> {
-            let n: u32 = id.as_str().trim_start_matches('t').parse().map_err(|_| "bad id".to_string())?;
+            let n: u32 = id
+                .as_str()
+                .trim_start_matches('t')
+                .parse()
+                .map_err(|_| "bad id".to_string())?;
             Ok(Some(ThreadInfo {
                 id: id.clone(),
                 title: None,
@@ -124,9 +153,20 @@ mod tests {
     struct Recorder(Mutex<HashMap<String, String>>);
     #[async_trait]
     impl plugin_contract::Delegate for Recorder {
-        async fn delegate(&self, parent: &ThreadId, prompt: String, _: Option<String>) -> Result<DelegateReply, String> {
-            self.0.lock().unwrap().insert(parent.to_string(), prompt.clone());
-            Ok(DelegateReply { child_thread_id: ThreadId::from_string("child"), text: format!("did: {prompt}") })
+        async fn delegate(
+            &self,
+            parent: &ThreadId,
+            prompt: String,
+            _: Option<String>,
+        ) -> Result<DelegateReply, String> {
+            self.0
+                .lock()
+                .unwrap()
+                .insert(parent.to_string(), prompt.clone());
+            Ok(DelegateReply {
+                child_thread_id: ThreadId::from_string("child"),
+                text: format!("did: {prompt}"),
+            })
         }
     }
 
@@ -136,7 +176,12 @@ mod tests {
         async fn invoke(&self, _: &str, _: InvokeOptions) -> Result<InvokeOutcome, InvokeError> {
             Err(InvokeError::ShuttingDown)
         }
-        async fn prewarm(&self, _: &ThreadId, _: Option<CliSessionId>, _: Option<String>) -> Result<(), InvokeError> {
+        async fn prewarm(
+            &self,
+            _: &ThreadId,
+            _: Option<CliSessionId>,
+            _: Option<String>,
+        ) -> Result<(), InvokeError> {
             Ok(())
         }
     }
@@ -153,24 +198,45 @@ mod tests {
     #[tokio::test]
     async fn delegates_below_the_limit_and_returns_the_reply() {
         let recorder = Arc::new(Recorder::default());
-        let tool = Delegate { max_depth: 3, timeout: Duration::from_secs(1) };
-        let out = tool.call(ctx("t2", recorder.clone()), json!({"prompt": "sum 2+2"})).await.unwrap();
+        let tool = Delegate {
+            max_depth: 3,
+            timeout: Duration::from_secs(1),
+        };
+        let out = tool
+            .call(ctx("t2", recorder.clone()), json!({"prompt": "sum 2+2"}))
+            .await
+            .unwrap();
         assert_eq!(out.text, "did: sum 2+2");
-        assert_eq!(recorder.0.lock().unwrap().get("t2").map(String::as_str), Some("sum 2+2"));
+        assert_eq!(
+            recorder.0.lock().unwrap().get("t2").map(String::as_str),
+            Some("sum 2+2")
+        );
     }
 
     #[tokio::test]
     async fn refuses_at_the_depth_limit() {
         let recorder = Arc::new(Recorder::default());
-        let tool = Delegate { max_depth: 3, timeout: Duration::from_secs(1) };
-        let err = tool.call(ctx("t3", recorder.clone()), json!({"prompt": "x"})).await.unwrap_err();
+        let tool = Delegate {
+            max_depth: 3,
+            timeout: Duration::from_secs(1),
+        };
+        let err = tool
+            .call(ctx("t3", recorder.clone()), json!({"prompt": "x"}))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("depth limit"), "{err}");
-        assert!(recorder.0.lock().unwrap().is_empty(), "no child was started");
+        assert!(
+            recorder.0.lock().unwrap().is_empty(),
+            "no child was started"
+        );
     }
 
     #[test]
     fn tool_timeout_is_above_the_turn_timeout() {
-        let tool = Delegate { max_depth: 3, timeout: Duration::from_secs(60) };
+        let tool = Delegate {
+            max_depth: 3,
+            timeout: Duration::from_secs(60),
+        };
         assert!(tool.spec().timeout.unwrap() > Duration::from_secs(60));
     }
 }

@@ -44,7 +44,9 @@ impl Series {
     fn p95(&self) -> Duration {
         let s = self.sorted();
         let i = ((s.len() as f64) * 0.95).ceil() as usize;
-        s.get(i.saturating_sub(1).min(s.len().saturating_sub(1))).copied().unwrap_or_default()
+        s.get(i.saturating_sub(1).min(s.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
     }
 }
 
@@ -54,14 +56,26 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let samples: usize = std::env::var("BENCH_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
-    let tool_calls: usize = std::env::var("BENCH_TOOL_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let samples: usize = std::env::var("BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let tool_calls: usize = std::env::var("BENCH_TOOL_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
-    eprintln!("bench: {samples} samples per scenario, daemon at {}", daemon.base);
+    eprintln!(
+        "bench: {samples} samples per scenario, daemon at {}",
+        daemon.base
+    );
 
     // Cold: a new thread each time, so every turn spawns a process.
-    let mut cold = Series { name: "cold turn (spawn + turn)", samples: Vec::new() };
+    let mut cold = Series {
+        name: "cold turn (spawn + turn)",
+        samples: Vec::new(),
+    };
     for i in 0..samples {
         let thread = daemon.create_thread().await;
         let t = Instant::now();
@@ -70,7 +84,10 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // Warm: one thread, one unmeasured turn first.
-    let mut warm = Series { name: "warm turn (daemon)", samples: Vec::new() };
+    let mut warm = Series {
+        name: "warm turn (daemon)",
+        samples: Vec::new(),
+    };
     let thread = daemon.create_thread().await;
     daemon.reply(&thread, "warm-up").await;
     for i in 0..samples {
@@ -80,10 +97,15 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // Prewarmed: prewarm, wait until the process is ready, then the first turn.
-    let mut prewarmed = Series { name: "first turn after prewarm", samples: Vec::new() };
+    let mut prewarmed = Series {
+        name: "first turn after prewarm",
+        samples: Vec::new(),
+    };
     for i in 0..samples {
         let thread = daemon.create_thread().await;
-        let (status, body) = daemon.post("/api/prewarm", json!({"threadId": thread})).await;
+        let (status, body) = daemon
+            .post("/api/prewarm", json!({"threadId": thread}))
+            .await;
         if status != 202 {
             bail!("prewarm failed: {body}");
         }
@@ -107,7 +129,13 @@ async fn main() -> anyhow::Result<()> {
     let tool = adapter_round_trips(&daemon, tool_calls).await;
 
     daemon.stop().await;
-    let all = [cold.clone(), warm.clone(), prewarmed.clone(), raw.clone(), tool.clone()];
+    let all = [
+        cold.clone(),
+        warm.clone(),
+        prewarmed.clone(),
+        raw.clone(),
+        tool.clone(),
+    ];
     let mut table = String::new();
     writeln!(table, "| scenario | n | min ms | median ms | p95 ms |")?;
     writeln!(table, "|---|---|---|---|---|")?;
@@ -126,10 +154,23 @@ async fn main() -> anyhow::Result<()> {
     let warm_over_raw = ms(warm.median()) / ms(raw.median());
     let prewarm_over_warm = ms(prewarmed.median()) / ms(warm.median());
     let mut ratios = String::new();
-    writeln!(ratios, "- cold / warm (median): {cold_over_warm:.1}x (target >= 10x)")?;
-    writeln!(ratios, "- daemon warm / raw CLI warm (median): {warm_over_raw:.2}x (target <= 1.15x)")?;
-    writeln!(ratios, "- first turn after prewarm / warm (median): {prewarm_over_warm:.2}x")?;
-    writeln!(ratios, "- tool call round trip median: {:.3} ms (target < 1 ms)", ms(tool.median()))?;
+    writeln!(
+        ratios,
+        "- cold / warm (median): {cold_over_warm:.1}x (target >= 10x)"
+    )?;
+    writeln!(
+        ratios,
+        "- daemon warm / raw CLI warm (median): {warm_over_raw:.2}x (target <= 1.15x)"
+    )?;
+    writeln!(
+        ratios,
+        "- first turn after prewarm / warm (median): {prewarm_over_warm:.2}x"
+    )?;
+    writeln!(
+        ratios,
+        "- tool call round trip median: {:.3} ms (target < 1 ms)",
+        ms(tool.median())
+    )?;
     println!("{table}\n{ratios}");
 
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
@@ -146,9 +187,18 @@ async fn main() -> anyhow::Result<()> {
 
 /// Spawns the CLI with the daemon's argv, answers its MCP handshake with the daemon's tool list,
 /// and times warm turns written straight to stdin.
-async fn raw_cli_warm_turns(daemon: &TestDaemon, mock: &MockApi, tools: Value, samples: usize) -> anyhow::Result<Series> {
+async fn raw_cli_warm_turns(
+    daemon: &TestDaemon,
+    mock: &MockApi,
+    tools: Value,
+    samples: usize,
+) -> anyhow::Result<Series> {
     let bin = tokio::task::spawn_blocking(claude_bin).await??;
-    let options = SpawnOptions { builtin_tools: Some(String::new()), mcp_timeout_ms: 150_000, ..Default::default() };
+    let options = SpawnOptions {
+        builtin_tools: Some(String::new()),
+        mcp_timeout_ms: 150_000,
+        ..Default::default()
+    };
     let config_dir = daemon.data_dir().join("raw-claude");
     let workdir = daemon.data_dir().join("raw-work");
     std::fs::create_dir_all(&config_dir)?;
@@ -168,14 +218,27 @@ async fn raw_cli_warm_turns(daemon: &TestDaemon, mock: &MockApi, tools: Value, s
         .spawn()?;
     let mut stdin = child.stdin.take().context("stdin")?;
     let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-    stdin.write_all(format!("{}\n", protocol::control_request("req_1", json!({"subtype": "initialize"}))).as_bytes()).await?;
-    let mut series = Series { name: "warm turn (raw CLI floor)", samples: Vec::new() };
+    stdin
+        .write_all(
+            format!(
+                "{}\n",
+                protocol::control_request("req_1", json!({"subtype": "initialize"}))
+            )
+            .as_bytes(),
+        )
+        .await?;
+    let mut series = Series {
+        name: "warm turn (raw CLI floor)",
+        samples: Vec::new(),
+    };
     for i in 0..=samples {
         let line = protocol::user_turn(&format!("raw {i}"), &uuid::Uuid::new_v4().to_string());
         let t = Instant::now();
         stdin.write_all(format!("{line}\n").as_bytes()).await?;
         loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await??.context("CLI exited")?;
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await??
+                .context("CLI exited")?;
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
             match v["type"].as_str() {
                 Some("control_request") => {
@@ -185,7 +248,9 @@ async fn raw_cli_warm_turns(daemon: &TestDaemon, mock: &MockApi, tools: Value, s
                         Some("initialize") => json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
                             "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                             "serverInfo": {"name": "harness", "version": "0"}}}),
-                        Some("tools/list") => json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": tools}}),
+                        Some("tools/list") => {
+                            json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": tools}})
+                        }
                         _ => json!({"jsonrpc": "2.0", "result": {}}),
                     };
                     let out = protocol::control_success(id, json!({"mcp_response": reply}));
@@ -208,14 +273,20 @@ async fn raw_cli_warm_turns(daemon: &TestDaemon, mock: &MockApi, tools: Value, s
 async fn adapter_round_trips(daemon: &TestDaemon, calls: usize) -> Series {
     let adapter: Arc<dyn ControlHandler> = daemon.app().adapter().clone();
     let thread = ThreadId::from_string(daemon.create_thread().await);
-    let mut series = Series { name: "MCP tools/call round trip (adapter)", samples: Vec::with_capacity(calls) };
+    let mut series = Series {
+        name: "MCP tools/call round trip (adapter)",
+        samples: Vec::with_capacity(calls),
+    };
     for i in 0..calls {
         let message = json!({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
             "params": {"name": "time__current_time", "arguments": {}}});
         let t = Instant::now();
         let reply = adapter.mcp_message(&thread, "harness", message).await;
         series.samples.push(t.elapsed());
-        assert!(reply["result"]["isError"].is_null(), "tool call failed: {reply}");
+        assert!(
+            reply["result"]["isError"].is_null(),
+            "tool call failed: {reply}"
+        );
     }
     series
 }

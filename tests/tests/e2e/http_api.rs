@@ -10,16 +10,28 @@ async fn threads_can_be_created_listed_and_read() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     let (status, health) = daemon.get("/healthz").await;
-    assert_eq!((status.as_u16(), health["status"].as_str()), (200, Some("ok")));
+    assert_eq!(
+        (status.as_u16(), health["status"].as_str()),
+        (200, Some("ok"))
+    );
 
-    let (status, created) = daemon.post("/api/threads", json!({"title": "demo", "model": "claude-test-1"})).await;
+    let (status, created) = daemon
+        .post(
+            "/api/threads",
+            json!({"title": "demo", "model": "claude-test-1"}),
+        )
+        .await;
     assert_eq!(status, 201);
     let id = created["id"].as_str().unwrap();
     assert_eq!(created["title"], "demo");
     assert_eq!(created["model"], "claude-test-1");
 
     let (_, list) = daemon.get("/api/threads").await;
-    assert!(list["threads"].as_array().unwrap().iter().any(|t| t["id"] == id));
+    assert!(list["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["id"] == id));
 
     let (status, reply) = daemon.send(id, "hi").await;
     assert_eq!(status, 200, "{reply}");
@@ -27,13 +39,23 @@ async fn threads_can_be_created_listed_and_read() {
     assert_eq!(reply["message"]["role"], "assistant");
     assert_eq!(reply["message"]["status"], "done");
     assert!(reply["sessionId"].is_string());
-    assert_eq!(mock.message_requests().last().unwrap().model(), Some("claude-test-1"), "the thread's model is used");
+    assert_eq!(
+        mock.message_requests().last().unwrap().model(),
+        Some("claude-test-1"),
+        "the thread's model is used"
+    );
 
     let (_, thread) = daemon.get(&format!("/api/threads/{id}")).await;
     let messages = thread["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 2);
-    assert_eq!((messages[0]["role"].as_str(), messages[0]["status"].as_str()), (Some("user"), Some("done")));
-    assert_eq!(messages[1]["replyTo"], messages[0]["id"], "the reply is linked to its question");
+    assert_eq!(
+        (messages[0]["role"].as_str(), messages[0]["status"].as_str()),
+        (Some("user"), Some("done"))
+    );
+    assert_eq!(
+        messages[1]["replyTo"], messages[0]["id"],
+        "the reply is linked to its question"
+    );
     daemon.stop().await;
 }
 
@@ -51,26 +73,45 @@ async fn bad_requests_get_json_errors() {
     let (status, body) = daemon.post_raw(&path, "{\"content\": ").await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "invalid_json");
-    assert!(body["error"]["message"].as_str().unwrap().contains("column"), "names the position: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("column"),
+        "names the position: {body}"
+    );
 
     let (status, body) = daemon.post(&path, json!({"text": "wrong field"})).await;
     assert_eq!(status, 422, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("content"), "names the field: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("content"),
+        "names the field: {body}"
+    );
 
     let (status, body) = daemon.post(&path, json!({"content": "   "})).await;
     assert_eq!(status, 422, "{body}");
 
-    let (status, body) = daemon.post(&path, json!({"content": "x".repeat(10_000)})).await;
+    let (status, body) = daemon
+        .post(&path, json!({"content": "x".repeat(10_000)}))
+        .await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["code"], "body_too_large");
 
-    let (status, body) = daemon.post("/api/prewarm", json!({"threadId": "thr_nope"})).await;
+    let (status, body) = daemon
+        .post("/api/prewarm", json!({"threadId": "thr_nope"}))
+        .await;
     assert_eq!(status, 404, "{body}");
 
     let (status, body) = daemon.get("/api/nothing-here").await;
     assert_eq!(status, 404, "{body}");
     assert!(body["error"]["message"].is_string());
-    assert!(mock.message_requests().is_empty(), "no bad request reached the CLI");
+    assert!(
+        mock.message_requests().is_empty(),
+        "no bad request reached the CLI"
+    );
     daemon.stop().await;
 }
 
@@ -82,7 +123,13 @@ async fn a_missing_cli_is_a_503_with_the_reason_and_the_message_is_kept() {
     let (status, body) = daemon.send(&thread, "anyone there?").await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "cli_unavailable");
-    assert!(body["error"]["message"].as_str().unwrap().contains("/nonexistent/claude"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/claude"),
+        "{body}"
+    );
     let (_, thread_body) = daemon.get(&format!("/api/threads/{thread}")).await;
     let messages = thread_body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 1, "the user's message is kept");

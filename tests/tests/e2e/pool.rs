@@ -14,15 +14,25 @@ async fn two_turns_on_one_thread_use_one_process_and_carry_history() {
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     let thread = daemon.create_thread().await;
 
-    assert_eq!(daemon.reply(&thread, "first question").await, "echo: first question");
+    assert_eq!(
+        daemon.reply(&thread, "first question").await,
+        "echo: first question"
+    );
     let pid = daemon.pid_of(&thread).expect("a live process after turn 1");
-    assert_eq!(daemon.reply(&thread, "second question").await, "echo: second question");
+    assert_eq!(
+        daemon.reply(&thread, "second question").await,
+        "echo: second question"
+    );
 
     assert_eq!(daemon.spawns(), 1, "turn 2 must reuse turn 1's process");
     assert_eq!(daemon.pid_of(&thread), Some(pid));
     let requests = mock.message_requests();
     let last = requests.last().expect("the mock saw requests");
-    assert!(last.all_text().contains("first question"), "turn 2 carries turn 1: {}", last.all_text());
+    assert!(
+        last.all_text().contains("first question"),
+        "turn 2 carries turn 1: {}",
+        last.all_text()
+    );
     assert!(last.all_text().contains("echo: first question"));
     daemon.stop().await;
     assert!(!process_exists(pid), "shutdown kills and reaps the process");
@@ -34,15 +44,30 @@ async fn prewarm_then_first_message_spawns_nothing_new() {
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     let thread = daemon.create_thread().await;
 
-    let (status, body) = daemon.post("/api/prewarm", json!({"threadId": thread})).await;
+    let (status, body) = daemon
+        .post("/api/prewarm", json!({"threadId": thread}))
+        .await;
     assert_eq!(status, 202, "{body}");
-    eventually(Duration::from_secs(30), "the prewarmed process is live", || daemon.pid_of(&thread).is_some()).await.unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the prewarmed process is live",
+        || daemon.pid_of(&thread).is_some(),
+    )
+    .await
+    .unwrap();
     let pid = daemon.pid_of(&thread).unwrap();
     assert!(mock.message_requests().is_empty(), "prewarm sends no turn");
 
-    assert_eq!(daemon.reply(&thread, "hello after prewarm").await, "echo: hello after prewarm");
+    assert_eq!(
+        daemon.reply(&thread, "hello after prewarm").await,
+        "echo: hello after prewarm"
+    );
     assert_eq!(daemon.spawns(), 1);
-    assert_eq!(daemon.pid_of(&thread), Some(pid), "the turn ran on the prewarmed process");
+    assert_eq!(
+        daemon.pid_of(&thread),
+        Some(pid),
+        "the turn ran on the prewarmed process"
+    );
     let stats = daemon.app().invoker().pool().stats();
     assert_eq!(stats.prewarms.load(std::sync::atomic::Ordering::Relaxed), 1);
     daemon.stop().await;
@@ -53,8 +78,10 @@ async fn prewarm_racing_the_first_message_starts_one_process() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     let thread = daemon.create_thread().await;
-    let (prewarm, reply) =
-        tokio::join!(daemon.post("/api/prewarm", json!({"threadId": thread})), daemon.reply(&thread, "race"));
+    let (prewarm, reply) = tokio::join!(
+        daemon.post("/api/prewarm", json!({"threadId": thread})),
+        daemon.reply(&thread, "race")
+    );
     assert_eq!(prewarm.0, 202);
     assert_eq!(reply, "echo: race");
     // Give a stray second spawn the time it would need to show up.
@@ -88,7 +115,12 @@ async fn a_changed_cli_session_id_still_hits_the_warm_process() {
     // The CLI's session id is data, not a key: even if it changes, the thread's process is reused.
     let id = plugin_contract::ThreadId::from_string(&thread);
     let other = plugin_contract::CliSessionId::from_string(uuid::Uuid::new_v4().to_string());
-    daemon.app().store().set_cli_session(&id, Some(&other)).await.unwrap();
+    daemon
+        .app()
+        .store()
+        .set_cli_session(&id, Some(&other))
+        .await
+        .unwrap();
     daemon.reply(&thread, "two").await;
     assert_eq!(daemon.spawns(), 1);
     daemon.stop().await;
@@ -101,12 +133,31 @@ async fn idle_expiry_kills_the_process() {
     let thread = daemon.create_thread().await;
     daemon.reply(&thread, "short lived").await;
     let pid = daemon.pid_of(&thread).unwrap();
-    eventually(Duration::from_secs(20), "the idle process is killed", || !process_exists(pid)).await.unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the idle process is killed",
+        || !process_exists(pid),
+    )
+    .await
+    .unwrap();
     let stats = daemon.app().invoker().pool().stats();
-    assert!(stats.evicted_expired.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    assert!(
+        stats
+            .evicted_expired
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
     // The thread still works: a new process resumes the session.
-    assert_eq!(daemon.reply(&thread, "after expiry").await, "echo: after expiry");
-    assert!(mock.message_requests().last().unwrap().all_text().contains("short lived"));
+    assert_eq!(
+        daemon.reply(&thread, "after expiry").await,
+        "echo: after expiry"
+    );
+    assert!(mock
+        .message_requests()
+        .last()
+        .unwrap()
+        .all_text()
+        .contains("short lived"));
     daemon.stop().await;
 }
 
@@ -119,10 +170,18 @@ async fn capacity_eviction_kills_the_least_recently_used_process() {
     let first_pid = daemon.pid_of(&first).unwrap();
     let second = daemon.create_thread().await;
     daemon.reply(&second, "second thread").await;
-    assert!(!process_exists(first_pid), "the first process was pushed out and reaped");
+    assert!(
+        !process_exists(first_pid),
+        "the first process was pushed out and reaped"
+    );
     assert_eq!(daemon.live_pids().len(), 1, "capacity 1 holds");
     let stats = daemon.app().invoker().pool().stats();
-    assert_eq!(stats.evicted_capacity.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        stats
+            .evicted_capacity
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
     daemon.stop().await;
 }
 
@@ -134,15 +193,24 @@ async fn a_model_change_replaces_the_process() {
     daemon.reply(&thread, "on the default model").await;
     let old = daemon.pid_of(&thread).unwrap();
     let (status, body) = daemon
-        .post(&format!("/api/threads/{thread}/messages"), json!({"content": "on another", "model": "claude-other-1"}))
+        .post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": "on another", "model": "claude-other-1"}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
-    assert!(!process_exists(old), "the old process is killed before the new one starts");
+    assert!(
+        !process_exists(old),
+        "the old process is killed before the new one starts"
+    );
     let new = daemon.pid_of(&thread).unwrap();
     assert_ne!(old, new);
     let last = mock.message_requests().last().unwrap().clone();
     assert_eq!(last.model(), Some("claude-other-1"));
-    assert!(last.all_text().contains("on the default model"), "history survives the switch (resume)");
+    assert!(
+        last.all_text().contains("on the default model"),
+        "history survives the switch (resume)"
+    );
     daemon.stop().await;
 }
 
@@ -154,9 +222,23 @@ async fn slash_commands_are_sent_as_text() {
     daemon.reply(&thread, "remember me").await;
     let (_, first) = daemon.get(&format!("/api/threads/{thread}")).await;
     let session = first["cliSessionId"].clone();
-    assert_eq!(daemon.reply(&thread, "/clear").await, "echo: /clear", "the model got /clear as text");
+    assert_eq!(
+        daemon.reply(&thread, "/clear").await,
+        "echo: /clear",
+        "the model got /clear as text"
+    );
     let (_, after) = daemon.get(&format!("/api/threads/{thread}")).await;
-    assert_eq!(after["cliSessionId"], session, "the CLI session did not switch");
-    assert!(mock.message_requests().last().unwrap().all_text().contains("remember me"), "history kept");
+    assert_eq!(
+        after["cliSessionId"], session,
+        "the CLI session did not switch"
+    );
+    assert!(
+        mock.message_requests()
+            .last()
+            .unwrap()
+            .all_text()
+            .contains("remember me"),
+        "history kept"
+    );
     daemon.stop().await;
 }
