@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::events::EventBus;
 use crate::invoker::ClaudeCliInvoker;
 use crate::mcp::{McpAdapter, ToolRegistry, ToolServices};
+use crate::metrics::Metrics;
 use crate::pipeline::{self, NewMessage, ThreadQueues};
 use crate::store::{NewThread, Store};
 
@@ -33,6 +34,8 @@ struct AppState {
     context_providers: Vec<Arc<dyn ContextProvider>>,
     queues: Arc<ThreadQueues>,
     events: EventBus,
+    /// What `/metrics` shows; this daemon's own registry.
+    metrics: Metrics,
     /// Every turn runs in a tracked task, so shutdown can wait for them.
     tasks: TaskTracker,
     /// Cancelled when shutdown begins.
@@ -87,6 +90,7 @@ impl App {
         let adapter = Arc::new(McpAdapter::new(registry, store.clone()));
         let invoker =
             Arc::new(ClaudeCliInvoker::new(&config, adapter.clone()).map_err(StartError::Dirs)?);
+        let metrics = Metrics::new(invoker.pool(), adapter.metrics(), store.metrics());
         let context_providers = plugins
             .iter()
             .filter_map(|p| p.context_provider())
@@ -99,6 +103,7 @@ impl App {
             });
             AppState {
                 events: EventBus::start(store.clone()),
+                metrics,
                 config,
                 store,
                 invoker,
@@ -132,6 +137,9 @@ impl App {
     }
     pub fn events(&self) -> &EventBus {
         &self.inner.events
+    }
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
     pub fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks

@@ -7,6 +7,7 @@
 //! - [`pool`]: warm processes in a moka cache keyed by [`plugin_contract::ThreadId`].
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`pipeline`]: `handle_message`, the one path every message takes.
+//! - [`metrics`]: the Prometheus series behind `GET /metrics`, one registry per daemon.
 //! - [`http`]: the axum API; thin handlers over the pipeline and the store.
 
 pub mod app;
@@ -15,6 +16,7 @@ pub mod events;
 pub mod http;
 pub mod invoker;
 pub mod mcp;
+pub mod metrics;
 pub mod pipeline;
 pub mod pool;
 pub mod store;

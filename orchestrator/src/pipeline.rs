@@ -278,7 +278,10 @@ async fn run_turn(
     options.session_id = thread.cli_session_id.clone();
     options.model = model.clone();
     options.timeout = msg.timeout;
+    let tally = crate::metrics::TurnTally::default();
+    let sink_tally = tally.clone();
     options.on_event = Some(Arc::new(move |event: StreamEvent| {
+        sink_tally.observe(&event);
         let kind = match &event {
             StreamEvent::TurnStarted { .. } => "process_ready",
             StreamEvent::TextDelta { .. } => "text_delta",
@@ -308,10 +311,13 @@ async fn run_turn(
                     reply.session_id.as_ref(),
                 )
                 .await?;
+            app.metrics()
+                .turns()
+                .finished(Some(reply.start), "done", started.elapsed());
             info!(
                 thread_id = %thread_id, message_id = %user.id, start = ?reply.start, warm = reply.start.is_warm(),
-                ms = started.elapsed().as_millis() as u64, api_calls = reply.num_turns, outcome = "done",
-                "Turn finished."
+                ms = started.elapsed().as_millis() as u64, api_calls = reply.num_turns,
+                tool_calls = tally.tool_calls(), outcome = "done", "Turn finished."
             );
             events.emit(
                 &thread_id,
@@ -336,8 +342,12 @@ async fn run_turn(
             app.store()
                 .fail_turn(&user.id, status, &error.to_string(), None)
                 .await?;
+            app.metrics()
+                .turns()
+                .finished(tally.start(), status.as_str(), started.elapsed());
             warn!(
-                thread_id = %thread_id, message_id = %user.id, ms = started.elapsed().as_millis() as u64,
+                thread_id = %thread_id, message_id = %user.id, start = tally.start_label(),
+                ms = started.elapsed().as_millis() as u64, tool_calls = tally.tool_calls(),
                 outcome = ?status, error = %error, "Turn failed."
             );
             events.emit(

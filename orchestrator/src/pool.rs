@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use moka::future::Cache;
 use moka::notification::RemovalCause;
@@ -30,10 +30,13 @@ use plugin_contract::{CliSessionId, InvokeError, ThreadId};
 
 use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, SpawnFailure};
 use crate::invoker::protocol::SpawnOptions;
+use crate::metrics::PoolMetrics;
 
-/// Counters an operator can read (see `/api/pool`).
+/// Counters an operator can read (see `/api/pool` and `/metrics`).
 #[derive(Debug, Default)]
 pub struct PoolStats {
+    /// Processes alive now (a gauge): up when a spawn succeeds, down when the process is reaped.
+    pub live: AtomicU64,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub prewarms: AtomicU64,
@@ -72,6 +75,8 @@ pub struct ProcessInfo {
     /// Let go by the pool; killed after its running turn.
     pub retired: bool,
     pub session_id: Option<CliSessionId>,
+    /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
+    pub rss_bytes: Option<u64>,
 }
 
 type Live = Arc<Mutex<HashMap<u32, Arc<CliProcess>>>>;
@@ -85,6 +90,7 @@ pub struct Pool {
     launch: LaunchConfig,
     handler: Arc<dyn ControlHandler>,
     stats: Arc<PoolStats>,
+    metrics: PoolMetrics,
 }
 
 impl Pool {
@@ -127,6 +133,7 @@ impl Pool {
             launch,
             handler,
             stats,
+            metrics: PoolMetrics::default(),
         }
     }
 
@@ -205,6 +212,7 @@ impl Pool {
         permit: OwnedSemaphorePermit,
     ) -> Result<Arc<CliProcess>, SpawnFailure> {
         self.stats.spawns.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
         let process = CliProcess::spawn(
             &self.launch,
             thread.clone(),
@@ -215,12 +223,16 @@ impl Pool {
             permit,
         )
         .await?;
+        self.metrics.spawned(started.elapsed());
         lock(&self.live).insert(process.pid(), process.clone());
+        self.stats.live.fetch_add(1, Ordering::Relaxed);
         let live = self.live.clone();
+        let stats = self.stats.clone();
         let watched = process.clone();
         tokio::spawn(async move {
             watched.wait_exit().await;
             lock(&live).remove(&watched.pid());
+            stats.live.fetch_sub(1, Ordering::Relaxed);
         });
         Ok(process)
     }
@@ -304,6 +316,16 @@ impl Pool {
         &self.stats
     }
 
+    /// The counters, shared: `/metrics` reads them at scrape time.
+    pub fn stats_handle(&self) -> Arc<PoolStats> {
+        self.stats.clone()
+    }
+
+    /// The spawn-time histogram, registered by [`crate::metrics::Metrics`].
+    pub fn metrics(&self) -> &PoolMetrics {
+        &self.metrics
+    }
+
     /// Runs moka's pending maintenance, so idle processes expire on time even with no traffic.
     pub async fn run_maintenance(&self) {
         self.cache.run_pending_tasks().await;
@@ -311,8 +333,9 @@ impl Pool {
 
     /// Every live process, for the status API.
     pub fn snapshot(&self) -> Vec<ProcessInfo> {
-        let mut list: Vec<ProcessInfo> = lock(&self.live)
-            .values()
+        let live: Vec<Arc<CliProcess>> = lock(&self.live).values().cloned().collect();
+        let mut list: Vec<ProcessInfo> = live
+            .iter()
             .filter(|p| !p.has_exited())
             .map(|p| ProcessInfo {
                 thread_id: p.thread().clone(),
@@ -324,6 +347,7 @@ impl Pool {
                 busy: p.is_busy(),
                 retired: p.is_retired(),
                 session_id: p.session_id(),
+                rss_bytes: rss_bytes(p.pid()),
             })
             .collect();
         list.sort_by_key(|p| p.pid);
@@ -369,6 +393,37 @@ impl PoolStats {
     }
 }
 
+/// `VmRSS` of `pid` in bytes, from `/proc/<pid>/status` (Linux); `None` when the process is gone
+/// or the line is missing.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_vm_rss(&status)
+}
+
+fn parse_vm_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let mut fields = line["VmRSS:".len()..].split_whitespace();
+    let value: u64 = fields.next()?.parse().ok()?;
+    match fields.next() {
+        Some("kB") | None => Some(value * 1024),
+        Some(_) => None,
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vm_rss_is_read_in_bytes() {
+        let status = "Name:\tclaude\nVmPeak:\t  300 kB\nVmRSS:\t  223456 kB\nThreads:\t12\n";
+        assert_eq!(parse_vm_rss(status), Some(223_456 * 1024));
+        assert_eq!(parse_vm_rss("Name:\tkthreadd\n"), None);
+        assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
+        assert_eq!(rss_bytes(u32::MAX), None);
+    }
 }

@@ -2,6 +2,7 @@
 //! `router(app)` is a function, so tests can call it without a socket.
 
 mod error;
+mod metrics;
 mod threads;
 mod tools;
 
@@ -41,8 +42,13 @@ pub fn router(app: App) -> Router {
         .route("/tools", get(tools::list))
         .route("/tools/{name}/call", post(tools::call))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token));
+    // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
+    let metrics = Router::new()
+        .route("/metrics", get(metrics::render))
+        .route_layer(middleware::from_fn_with_state(app.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
+        .merge(metrics)
         .nest("/api", api)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(DefaultBodyLimit::max(app.config().max_body_bytes))

@@ -59,6 +59,8 @@ pub async fn thread_calls(
     ))
 }
 
+/// Each live process (thread, model, pid, age, idle time, turns served, RSS) and the pool's
+/// counters, the same ones `/metrics` shows.
 pub async fn pool(State(app): State<App>) -> Json<Value> {
     let pool = app.invoker().pool();
     let stats = pool.stats();
@@ -66,6 +68,7 @@ pub async fn pool(State(app): State<App>) -> Json<Value> {
     Json(json!({
         "processes": pool.snapshot(),
         "capacity": app.config().pool.max_capacity,
+        "live": n(&stats.live),
         "stats": {
             "hits": n(&stats.hits), "misses": n(&stats.misses), "prewarms": n(&stats.prewarms),
             "spawns": n(&stats.spawns), "resumeFallbacks": n(&stats.resume_fallbacks),

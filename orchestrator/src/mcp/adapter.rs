@@ -32,6 +32,7 @@ pub struct McpAdapter {
     registry: Arc<ToolRegistry>,
     store: Store,
     services: OnceLock<ToolServices>,
+    metrics: crate::metrics::ToolMetrics,
 }
 
 impl McpAdapter {
@@ -40,6 +41,7 @@ impl McpAdapter {
             registry,
             store,
             services: OnceLock::new(),
+            metrics: Default::default(),
         }
     }
 
@@ -49,6 +51,11 @@ impl McpAdapter {
 
     pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
+    }
+
+    /// Tool call counters and latency, registered in `/metrics`.
+    pub fn metrics(&self) -> &crate::metrics::ToolMetrics {
+        &self.metrics
     }
 
     /// Runs one tool for `thread` and records the call. Used by the CLI's `tools/call` and by
@@ -75,6 +82,8 @@ impl McpAdapter {
             delegate: services.delegate,
         };
         let outcome = self.registry.call(name, input.clone(), ctx).await;
+        let known = self.registry.get(name).is_some();
+        self.metrics.record(name, known, &outcome);
         let record = NewToolCall {
             thread_id: thread.cloned(),
             tool: name.to_owned(),

@@ -44,6 +44,7 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<EventRow, StoreError> {
+        let _timer = self.metrics.time("append_event");
         // Selecting FROM threads turns an unknown thread into "no row" rather than a foreign key
         // error we would have to recognise.
         let raw: Option<EventRaw> = sqlx::query_as(&format!(

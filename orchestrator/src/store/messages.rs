@@ -70,6 +70,7 @@ impl Store {
     /// inserted and the first message comes back as [`Inserted::Duplicate`]: a client retry must
     /// not run the turn twice. [`StoreError::ThreadNotFound`] for an unknown thread.
     pub async fn insert_user_message(&self, new: NewUserMessage) -> Result<Inserted, StoreError> {
+        let _timer = self.metrics.time("insert_user_message");
         let id = MessageId::generate();
         // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
         // foreign key), and the seq subquery runs under the statement's write lock.
@@ -132,6 +133,7 @@ impl Store {
         model: Option<&str>,
         session: Option<&CliSessionId>,
     ) -> Result<Message, StoreError> {
+        let _timer = self.metrics.time("complete_turn");
         // IMMEDIATE takes the write lock up front: a deferred transaction that reads first and
         // writes later can fail with SQLITE_BUSY_SNAPSHOT, which the busy timeout does not retry.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -189,6 +191,7 @@ impl Store {
         error: &str,
         session: Option<&CliSessionId>,
     ) -> Result<(), StoreError> {
+        let _timer = self.metrics.time("fail_turn");
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let now = now_text();
 
@@ -219,6 +222,7 @@ impl Store {
 
     /// The message, or `None` when we do not have it.
     pub async fn get_message(&self, id: &MessageId) -> Result<Option<Message>, StoreError> {
+        let _timer = self.metrics.time("get_message");
         let raw: Option<MessageRaw> = sqlx::query_as(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1"
         ))
@@ -256,6 +260,7 @@ impl Store {
     /// assistant reply that answered it. Pending, failed and interrupted turns are left out, so
     /// the turn being run never appears. An unknown thread has no history.
     pub async fn history(&self, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
+        let _timer = self.metrics.time("history");
         let exchanges: Vec<ExchangeRaw> = sqlx::query_as(
             "SELECT u.content AS user_content, a.content AS reply_content \
              FROM messages u \

@@ -73,6 +73,8 @@ pub enum StoreError {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// Latency of store calls, shared by every clone; registered in `/metrics`.
+    metrics: crate::metrics::StoreMetrics,
 }
 
 impl Store {
@@ -120,7 +122,15 @@ impl Store {
 
         MIGRATOR.run(&pool).await?;
         tracing::info!(path, "Opened the store.");
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            metrics: Default::default(),
+        })
+    }
+
+    /// The latency histograms of this store's calls.
+    pub fn metrics(&self) -> &crate::metrics::StoreMetrics {
+        &self.metrics
     }
 
     /// The underlying pool, for code (and tests) that need SQL this module does not offer.

@@ -43,6 +43,7 @@ impl Store {
     /// Creates a thread with a fresh [`ThreadId`]. A `parent_id` must name an existing thread
     /// ([`StoreError::ThreadNotFound`] otherwise).
     pub async fn create_thread(&self, new: NewThread) -> Result<Thread, StoreError> {
+        let _timer = self.metrics.time("create_thread");
         if let Some(parent) = &new.parent_id {
             // Threads are never deleted, so the parent cannot vanish before the insert.
             self.require_thread(parent).await?;
@@ -66,6 +67,7 @@ impl Store {
 
     /// The thread, or `None` when we never created it.
     pub async fn get_thread(&self, id: &ThreadId) -> Result<Option<Thread>, StoreError> {
+        let _timer = self.metrics.time("get_thread");
         let raw: Option<ThreadRaw> = sqlx::query_as(&format!(
             "SELECT {THREAD_COLUMNS} FROM threads WHERE id = ?1"
         ))
@@ -99,6 +101,7 @@ impl Store {
         id: &ThreadId,
         session: Option<&CliSessionId>,
     ) -> Result<(), StoreError> {
+        let _timer = self.metrics.time("set_cli_session");
         let done =
             sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
                 .bind(session.map(CliSessionId::as_str))

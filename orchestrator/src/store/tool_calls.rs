@@ -54,6 +54,7 @@ impl Store {
     /// Records a finished tool call and returns its id. [`StoreError::ThreadNotFound`] when
     /// `thread_id` names an unknown thread.
     pub async fn record_tool_call(&self, call: NewToolCall) -> Result<i64, StoreError> {
+        let _timer = self.metrics.time("record_tool_call");
         // SQLite integers are signed; a call longer than 292 million years is clamped.
         let duration_ms = i64::try_from(call.duration_ms).unwrap_or(i64::MAX);
         let inserted = sqlx::query_scalar(

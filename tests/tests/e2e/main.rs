@@ -2,5 +2,6 @@
 //! One test binary, a module per feature.
 
 mod http_api;
+mod metrics;
 mod pool;
 mod resume;

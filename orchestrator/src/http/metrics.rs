@@ -1,0 +1,25 @@
+//! `GET /metrics`: this daemon's Prometheus series as OpenMetrics text (see [`crate::metrics`]).
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use tracing::error;
+
+use super::ApiError;
+use crate::app::App;
+
+pub async fn render(State(app): State<App>) -> Response {
+    match app.metrics().render() {
+        Ok(body) => ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response(),
+        Err(err) => {
+            error!(error = %err, "Could not encode the metrics.");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "could not encode the metrics",
+            )
+            .into_response()
+        }
+    }
+}
