@@ -8,7 +8,8 @@ run *ARGS:
 test:
     cargo test --workspace
 
-# Benchmarks against the real CLI and the mock API; prints figures and writes target/bench/report.md.
+# Benchmarks against the real CLI and the mock API: prints figures, writes target/bench/report.md and
+# latency.png, and times the Python claude-agent-sdk (pip, into target/bench/venv) when python3 is there.
 bench:
     cargo run --release -p harness-tests --bin bench
 

@@ -1,0 +1,579 @@
+//! `just bench`: drives the daemon over HTTP against the real `claude` CLI and the mock Messages
+//! API, and reports min / median / p95 for cold, warm and prewarmed turns, a warm turn sent straight
+//! to a raw CLI process (the floor), an in-process MCP tool call round trip, concurrency scaling at
+//! 1, 4 and 16 threads, the RSS of warm processes and, when `python3` is there, the official Python
+//! `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
+//! printed beside absolute times.
+//!
+//! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
+//!
+//! Env: `BENCH_SAMPLES` (turn samples per scenario, default 20), `BENCH_TOOL_CALLS` (default 1000),
+//! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_SDK=0` skips the
+//! Python SDK, `BENCH_FONT` a TTF file for the chart's text.
+
+mod chart;
+mod sdk;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use harness_tests::cli::{claude_bin, cli_env};
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::MockApi;
+use orchestrator::invoker::process::ControlHandler;
+use orchestrator::invoker::protocol::{self, SpawnOptions};
+use plugin_contract::ThreadId;
+
+/// Timed samples of one scenario.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub name: String,
+    pub samples: Vec<Duration>,
+}
+
+impl Series {
+    fn new(name: impl Into<String>) -> Series {
+        Series {
+            name: name.into(),
+            samples: Vec::new(),
+        }
+    }
+    fn sorted(&self) -> Vec<Duration> {
+        let mut s = self.samples.clone();
+        s.sort();
+        s
+    }
+    pub fn min(&self) -> Duration {
+        self.sorted().first().copied().unwrap_or_default()
+    }
+    pub fn median(&self) -> Duration {
+        let s = self.sorted();
+        s.get(s.len() / 2).copied().unwrap_or_default()
+    }
+    pub fn p95(&self) -> Duration {
+        let s = self.sorted();
+        let i = ((s.len() as f64) * 0.95).ceil() as usize;
+        s.get(i.saturating_sub(1).min(s.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    }
+    pub fn max(&self) -> Duration {
+        self.sorted().last().copied().unwrap_or_default()
+    }
+}
+
+/// One concurrency level: `threads` threads, each sending turns back to back.
+#[derive(Clone, Debug)]
+pub struct Scaling {
+    pub threads: usize,
+    pub turns: usize,
+    pub wall: Duration,
+    pub latency: Series,
+}
+
+impl Scaling {
+    pub fn turns_per_sec(&self) -> f64 {
+        self.turns as f64 / self.wall.as_secs_f64()
+    }
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `target/bench` at the workspace root, where `just bench` promises its output.
+fn bench_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let samples = env_usize("BENCH_SAMPLES", 20).max(1);
+    let tool_calls = env_usize("BENCH_TOOL_CALLS", 1000).max(1);
+    let scaling_turns = env_usize("BENCH_SCALING_TURNS", 10).max(1);
+    let dir = bench_dir();
+    std::fs::create_dir_all(&dir)?;
+    let dir = dir.canonicalize()?;
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
+    eprintln!(
+        "bench: {samples} samples per scenario, daemon at {}",
+        daemon.base
+    );
+
+    // Cold: a new thread each time, so every turn spawns a process.
+    eprintln!("bench: cold turns");
+    let mut cold = Series::new("cold turn (spawn + turn)");
+    for i in 0..samples {
+        let thread = daemon.create_thread().await;
+        let t = Instant::now();
+        daemon.reply(&thread, &format!("cold {i}")).await;
+        cold.samples.push(t.elapsed());
+    }
+
+    // Warm: one thread, one unmeasured turn first.
+    eprintln!("bench: warm turns");
+    let mut warm = Series::new("warm turn (daemon)");
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "warm-up").await;
+    for i in 0..samples {
+        let t = Instant::now();
+        daemon.reply(&thread, &format!("warm {i}")).await;
+        warm.samples.push(t.elapsed());
+    }
+
+    // Prewarmed: prewarm, wait until the process is ready, then the first turn.
+    eprintln!("bench: prewarmed turns");
+    let mut prewarmed = Series::new("first turn after prewarm");
+    for i in 0..samples {
+        let thread = daemon.create_thread().await;
+        let (status, body) = daemon
+            .post("/api/prewarm", json!({"threadId": thread}))
+            .await;
+        if status != 202 {
+            bail!("prewarm failed: {body}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while daemon.pid_of(&thread).is_none() {
+            if Instant::now() > deadline {
+                bail!("prewarm did not finish");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let t = Instant::now();
+        daemon.reply(&thread, &format!("prewarmed {i}")).await;
+        prewarmed.samples.push(t.elapsed());
+    }
+
+    // The floor: our own minimal driver on a raw CLI process with the same argv and tools.
+    eprintln!("bench: raw CLI turns");
+    let (_, tools) = daemon.get("/api/tools").await;
+    let raw = raw_cli_warm_turns(&daemon, &mock, tools["tools"].clone(), samples).await?;
+
+    // In-process tool call round trip through the MCP adapter (control request in → reply out).
+    eprintln!("bench: {tool_calls} adapter round trips");
+    let tool = adapter_round_trips(&daemon, tool_calls).await;
+    let pool_line = pool_counters(&daemon).await?;
+    daemon.stop().await;
+
+    // Scaling on a daemon of its own, so the 40-odd idle processes above do not share the CPU.
+    let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
+    let mut scaling = Vec::new();
+    for threads in [1, 4, 16] {
+        eprintln!("bench: {threads} concurrent threads x {scaling_turns} turns");
+        scaling.push(concurrent_turns(&daemon, threads, scaling_turns).await?);
+    }
+    let rss = warm_rss(&daemon).await;
+    daemon.stop().await;
+
+    // The Python SDK, on the same CLI binary and the same mock.
+    let sdk = if std::env::var("BENCH_SDK").is_ok_and(|v| v == "0") {
+        sdk::Outcome::Skipped("BENCH_SDK=0".into())
+    } else {
+        eprintln!("bench: Python claude-agent-sdk");
+        sdk::measure(&dir, &mock, samples).await
+    };
+
+    let report = render_report(Report {
+        samples,
+        cold: &cold,
+        warm: &warm,
+        prewarmed: &prewarmed,
+        raw: &raw,
+        tool: &tool,
+        scaling: &scaling,
+        rss: &rss,
+        sdk: &sdk,
+        pool_line: &pool_line,
+    })?;
+
+    let mut distributions = vec![&cold, &prewarmed, &warm, &raw];
+    if let sdk::Outcome::Measured { fresh, warm, .. } = &sdk {
+        distributions.push(fresh);
+        distributions.push(warm);
+    }
+    let png = dir.join("latency.png");
+    let chart_note = match chart::draw(&png, &distributions, &scaling) {
+        Ok(()) => "![latency distributions and scaling](latency.png)\n".to_owned(),
+        Err(err) => {
+            eprintln!("bench: no chart: {err:#}");
+            format!("_No chart: {err:#}._\n")
+        }
+    };
+    let report = report.replace("{chart}", &chart_note);
+    println!("{report}");
+    std::fs::write(dir.join("report.md"), report)?;
+    eprintln!(
+        "wrote {} and {}",
+        dir.join("report.md").display(),
+        png.display()
+    );
+    Ok(())
+}
+
+struct Report<'a> {
+    samples: usize,
+    cold: &'a Series,
+    warm: &'a Series,
+    prewarmed: &'a Series,
+    raw: &'a Series,
+    tool: &'a Series,
+    scaling: &'a [Scaling],
+    rss: &'a [f64],
+    sdk: &'a sdk::Outcome,
+    pool_line: &'a str,
+}
+
+fn row(table: &mut String, s: &Series, base: Option<&Series>) -> std::fmt::Result {
+    let ratio = match base {
+        Some(b) if ms(b.median()) > 0.0 => format!("{:.2}x", ms(s.median()) / ms(b.median())),
+        _ => "-".into(),
+    };
+    writeln!(
+        table,
+        "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {ratio} |",
+        s.name,
+        s.samples.len(),
+        ms(s.min()),
+        ms(s.median()),
+        ms(s.p95()),
+        ms(s.max()),
+    )
+}
+
+fn render_report(r: Report<'_>) -> anyhow::Result<String> {
+    let mut out = String::new();
+    writeln!(
+        out,
+        "# Harness bench\n\nAll figures from one run of `just bench`: the real `claude` {} against the \
+         local mock Messages API, which answers in about 1 ms, so these are CLI and daemon overheads, \
+         not model latency. {} samples per turn scenario; times in ms, measured by an HTTP client \
+         on the same machine ({} cores).\n",
+        harness_tests::cli::CLI_VERSION,
+        r.samples,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    )?;
+
+    writeln!(out, "## Turn latency\n")?;
+    writeln!(
+        out,
+        "| scenario | n | min | median | p95 | max | median / warm |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|")?;
+    for s in [r.cold, r.prewarmed, r.warm, r.raw] {
+        row(&mut out, s, Some(r.warm))?;
+    }
+    writeln!(out)?;
+    let ratio = |a: &Series, b: &Series| ms(a.median()) / ms(b.median());
+    writeln!(
+        out,
+        "- cold / warm (median): **{:.1}x** ({:.1} ms vs {:.1} ms; target >= 10x)",
+        ratio(r.cold, r.warm),
+        ms(r.cold.median()),
+        ms(r.warm.median())
+    )?;
+    writeln!(
+        out,
+        "- daemon warm / raw CLI warm (median): **{:.2}x** ({:.1} ms vs {:.1} ms; target <= 1.15x)",
+        ratio(r.warm, r.raw),
+        ms(r.warm.median()),
+        ms(r.raw.median())
+    )?;
+    writeln!(
+        out,
+        "- first turn after prewarm / warm (median): **{:.2}x**; prewarm saves {:.0} ms of the cold \
+         turn's {:.0} ms ({:.0}%)",
+        ratio(r.prewarmed, r.warm),
+        ms(r.cold.median()) - ms(r.prewarmed.median()),
+        ms(r.cold.median()),
+        100.0 * (1.0 - ratio(r.prewarmed, r.cold)),
+    )?;
+    writeln!(
+        out,
+        "- MCP `tools/call` round trip through the adapter ({} calls): min {:.3} ms, median {:.3} ms, \
+         p95 {:.3} ms (target < 1 ms)",
+        r.tool.samples.len(),
+        ms(r.tool.min()),
+        ms(r.tool.median()),
+        ms(r.tool.p95())
+    )?;
+    writeln!(
+        out,
+        "- pool counters from `/metrics` after these runs: {}\n",
+        r.pool_line
+    )?;
+
+    writeln!(out, "{{chart}}")?;
+
+    writeln!(out, "## Concurrency scaling\n")?;
+    writeln!(
+        out,
+        "Each thread is warmed with one untimed turn, then every thread sends its turns back to back, \
+         all threads at once, on a fresh daemon.\n"
+    )?;
+    writeln!(
+        out,
+        "| threads | turns | wall s | turns/s | vs 1 thread | median ms | p95 ms | median vs 1 thread |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    if let Some(one) = r.scaling.first() {
+        for s in r.scaling {
+            writeln!(
+                out,
+                "| {} | {} | {:.2} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.2}x |",
+                s.threads,
+                s.turns,
+                s.wall.as_secs_f64(),
+                s.turns_per_sec(),
+                s.turns_per_sec() / one.turns_per_sec(),
+                ms(s.latency.median()),
+                ms(s.latency.p95()),
+                ms(s.latency.median()) / ms(one.latency.median()),
+            )?;
+        }
+    }
+    writeln!(out)?;
+
+    writeln!(out, "## Memory\n")?;
+    match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
+        (Some(min), Some(median), Some(max)) => writeln!(
+            out,
+            "RSS of the {} live processes on the scaling daemon after its runs, each warm (`VmRSS` via \
+             `/api/pool`): min \
+             {min:.1} MiB, median {median:.1} MiB, max {max:.1} MiB; about {:.1} warm threads per GiB.\n",
+            r.rss.len(),
+            1024.0 / median,
+        )?,
+        _ => writeln!(out, "No RSS figures: `/api/pool` listed no process.\n")?,
+    }
+
+    writeln!(out, "## Python `claude-agent-sdk`, same CLI, same mock\n")?;
+    match r.sdk {
+        sdk::Outcome::Skipped(why) => writeln!(out, "Not measured: {why}.\n")?,
+        sdk::Outcome::Measured {
+            version,
+            fresh,
+            warm,
+        } => {
+            writeln!(
+                out,
+                "`claude-agent-sdk` {version} from PyPI in `target/bench/venv`, run with `cli_path` set to \
+                 the same `claude` binary as Harness, the Claude Code system prompt, no built-in tools and \
+                 one in-process MCP server (as Harness). A fresh `query()` per message pays a spawn \
+                 each time; a `ClaudeSDKClient` keeps one process for several turns.\n"
+            )?;
+            writeln!(
+                out,
+                "| scenario | n | min | median | p95 | max | median / Harness warm |"
+            )?;
+            writeln!(out, "|---|---|---|---|---|---|---|")?;
+            for s in [fresh, warm, r.cold, r.warm] {
+                row(&mut out, s, Some(r.warm))?;
+            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "- Harness cold turn / SDK fresh `query()` (median): **{:.2}x** ({:.1} ms vs {:.1} ms)",
+                ratio(r.cold, fresh),
+                ms(r.cold.median()),
+                ms(fresh.median())
+            )?;
+            writeln!(
+                out,
+                "- Harness warm turn / SDK warm client turn (median): **{:.2}x** ({:.1} ms vs {:.1} ms)",
+                ratio(r.warm, warm),
+                ms(r.warm.median()),
+                ms(warm.median())
+            )?;
+            writeln!(
+                out,
+                "- SDK fresh `query()` / Harness warm turn (median): **{:.1}x**: what keeping the process \
+                 warm per thread saves a service that would call `query()` per message\n",
+                ratio(fresh, r.warm)
+            )?;
+        }
+    }
+    Ok(out)
+}
+
+/// Hits, misses, prewarms and spawns as `/metrics` shows them.
+async fn pool_counters(daemon: &TestDaemon) -> anyhow::Result<String> {
+    let text = reqwest::get(format!("{}/metrics", daemon.base))
+        .await?
+        .text()
+        .await?;
+    let value = |series: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ').map(str::to_owned))
+            .unwrap_or_else(|| "?".into())
+    };
+    Ok(format!(
+        "{} hits, {} misses, {} prewarms, {} spawns",
+        value("harness_pool_hits_total"),
+        value("harness_pool_misses_total"),
+        value("harness_pool_prewarms_total"),
+        value("harness_pool_spawns_total"),
+    ))
+}
+
+/// `threads` threads, each warmed with one untimed turn, then `turns` turns per thread back to
+/// back, every thread at once.
+async fn concurrent_turns(
+    daemon: &TestDaemon,
+    threads: usize,
+    turns: usize,
+) -> anyhow::Result<Scaling> {
+    let mut ids = Vec::new();
+    for _ in 0..threads {
+        ids.push(daemon.create_thread().await);
+    }
+    futures::future::join_all(ids.iter().map(|id| daemon.reply(id, "scaling warm-up"))).await;
+    let started = Instant::now();
+    let per_thread = futures::future::join_all(ids.iter().map(|id| async move {
+        let mut times = Vec::with_capacity(turns);
+        for i in 0..turns {
+            let t = Instant::now();
+            daemon.reply(id, &format!("scaling {i}")).await;
+            times.push(t.elapsed());
+        }
+        times
+    }))
+    .await;
+    let wall = started.elapsed();
+    let mut latency = Series::new(format!("{threads} threads"));
+    latency.samples = per_thread.into_iter().flatten().collect();
+    Ok(Scaling {
+        threads,
+        turns: latency.samples.len(),
+        wall,
+        latency,
+    })
+}
+
+/// RSS of every live process as `/api/pool` reports it, in MiB, smallest first.
+async fn warm_rss(daemon: &TestDaemon) -> Vec<f64> {
+    let (_, pool) = daemon.get("/api/pool").await;
+    let mut mib: Vec<f64> = pool["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["rssBytes"].as_u64())
+        .map(|bytes| bytes as f64 / (1024.0 * 1024.0))
+        .collect();
+    mib.sort_by(f64::total_cmp);
+    mib
+}
+
+/// Spawns the CLI with the daemon's argv, answers its MCP handshake with the daemon's tool list,
+/// and times warm turns written straight to stdin.
+async fn raw_cli_warm_turns(
+    daemon: &TestDaemon,
+    mock: &MockApi,
+    tools: Value,
+    samples: usize,
+) -> anyhow::Result<Series> {
+    let bin = tokio::task::spawn_blocking(claude_bin).await??;
+    let options = SpawnOptions {
+        builtin_tools: Some(String::new()),
+        mcp_timeout_ms: 150_000,
+        ..Default::default()
+    };
+    let config_dir = daemon.data_dir().join("raw-claude");
+    let workdir = daemon.data_dir().join("raw-work");
+    std::fs::create_dir_all(&config_dir)?;
+    std::fs::create_dir_all(&workdir)?;
+    let mut child = tokio::process::Command::new(bin)
+        .args(protocol::cli_args(&options, None))
+        .envs(cli_env(&mock.url()))
+        .env("CLAUDE_CONFIG_DIR", &config_dir)
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env("CLAUDE_CODE_MAX_RETRIES", "2")
+        .env_remove("CLAUDECODE")
+        .current_dir(&workdir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+    stdin
+        .write_all(
+            format!(
+                "{}\n",
+                protocol::control_request("req_1", json!({"subtype": "initialize"}))
+            )
+            .as_bytes(),
+        )
+        .await?;
+    let mut series = Series::new("warm turn (raw CLI floor)");
+    for i in 0..=samples {
+        let line = protocol::user_turn(&format!("raw {i}"), &uuid::Uuid::new_v4().to_string());
+        let t = Instant::now();
+        stdin.write_all(format!("{line}\n").as_bytes()).await?;
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+                .await??
+                .context("CLI exited")?;
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            match v["type"].as_str() {
+                Some("control_request") => {
+                    let id = v["request_id"].as_str().unwrap_or_default();
+                    let msg = &v["request"]["message"];
+                    let reply = match msg["method"].as_str() {
+                        Some("initialize") => json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                            "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                            "serverInfo": {"name": "harness", "version": "0"}}}),
+                        Some("tools/list") => {
+                            json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": tools}})
+                        }
+                        _ => json!({"jsonrpc": "2.0", "result": {}}),
+                    };
+                    let out = protocol::control_success(id, json!({"mcp_response": reply}));
+                    stdin.write_all(format!("{out}\n").as_bytes()).await?;
+                }
+                Some("result") => break,
+                _ => {}
+            }
+        }
+        // The first turn is the warm-up.
+        if i > 0 {
+            series.samples.push(t.elapsed());
+        }
+    }
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    Ok(series)
+}
+
+async fn adapter_round_trips(daemon: &TestDaemon, calls: usize) -> Series {
+    let adapter: Arc<dyn ControlHandler> = daemon.app().adapter().clone();
+    let thread = ThreadId::from_string(daemon.create_thread().await);
+    let mut series = Series::new("MCP tools/call round trip (adapter)");
+    for i in 0..calls {
+        let message = json!({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
+            "params": {"name": "time__current_time", "arguments": {}}});
+        let t = Instant::now();
+        let reply = adapter.mcp_message(&thread, "harness", message).await;
+        series.samples.push(t.elapsed());
+        assert!(
+            reply["result"]["isError"].is_null(),
+            "tool call failed: {reply}"
+        );
+    }
+    series
+}

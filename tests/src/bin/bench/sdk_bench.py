@@ -1,0 +1,104 @@
+"""Times the official Python claude-agent-sdk against the same claude CLI and mock as the Harness bench.
+
+Written to target/bench/ and run by `just bench` in a venv there. Reads one JSON object on argv[1]:
+{"cli": path, "cwd": dir, "env": {...}, "samples": n}. Prints one JSON object on stdout:
+{"sdk_version", "cli_version", "fresh_ms": [...], "warm_ms": [...]}.
+
+- fresh: a new `query()` per message (spawn, initialize, one turn, exit), timed to the ResultMessage.
+- warm: one `ClaudeSDKClient`, one untimed turn, then `samples` turns, each timed from `query()` to the
+  ResultMessage.
+
+Both run with what Harness runs with: the CLI's Claude Code system prompt, no built-in tools, one in-process
+MCP server `harness` with one tool, no settings files, partial messages on.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+import claude_agent_sdk
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    ResultMessage,
+    create_sdk_mcp_server,
+    query,
+    tool,
+)
+
+
+@tool("current_time", "Returns the current Unix time in seconds.", {})
+async def current_time(_args):
+    return {"content": [{"type": "text", "text": str(int(time.time()))}]}
+
+
+def options(config):
+    return ClaudeAgentOptions(
+        cli_path=config["cli"],
+        cwd=config["cwd"],
+        env=config["env"],
+        system_prompt={"type": "preset", "preset": "claude_code"},
+        tools=[],
+        setting_sources=[],
+        mcp_servers={"harness": create_sdk_mcp_server("harness", tools=[current_time])},
+        allowed_tools=["mcp__harness"],
+        include_partial_messages=True,
+    )
+
+
+async def fresh_queries(config, n):
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        result = None
+        async for message in query(prompt=f"sdk fresh {i}", options=options(config)):
+            if isinstance(message, ResultMessage):
+                result = message
+                elapsed = time.perf_counter() - start
+        if result is None or result.is_error:
+            raise RuntimeError(f"fresh query {i} failed: {result}")
+        times.append(elapsed * 1000)
+    return times
+
+
+async def warm_client(config, n):
+    times = []
+    async with ClaudeSDKClient(options=options(config)) as client:
+        for i in range(n + 1):
+            start = time.perf_counter()
+            await client.query(f"sdk warm {i}")
+            result = None
+            async for message in client.receive_response():
+                if isinstance(message, ResultMessage):
+                    result = message
+            elapsed = time.perf_counter() - start
+            if result is None or result.is_error:
+                raise RuntimeError(f"warm turn {i} failed: {result}")
+            if i > 0:
+                times.append(elapsed * 1000)
+    return times
+
+
+async def main():
+    config = json.loads(sys.argv[1])
+    n = int(config["samples"])
+    fresh = await fresh_queries(config, n)
+    warm = await warm_client(config, n)
+    try:
+        from claude_agent_sdk._cli_version import __cli_version__ as bundled_cli
+    except ImportError:
+        bundled_cli = None
+    print(
+        json.dumps(
+            {
+                "sdk_version": getattr(claude_agent_sdk, "__version__", None),
+                "bundled_cli_version": bundled_cli,
+                "fresh_ms": fresh,
+                "warm_ms": warm,
+            }
+        )
+    )
+
+
+asyncio.run(main())
