@@ -68,7 +68,9 @@ type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 fn distributions(area: &Area<'_>, series: &[&Series]) -> anyhow::Result<()> {
     let all = series.iter().flat_map(|s| s.samples.iter().map(|d| ms(*d)));
     let (lo, hi) = all.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (lo, hi) = ((lo / 1.4).max(0.01), (hi * 1.4).max(1.0));
+    // From a power of ten, so the axis's 1-2-5 labels start at the left edge.
+    let lo = 10f64.powf((lo / 1.2).max(0.01).log10().floor());
+    let hi = (hi * 1.4).max(lo * 10.0);
     let n = series.len() as i32;
     let names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
     let mut chart = ChartBuilder::on(area)

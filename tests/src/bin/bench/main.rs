@@ -108,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
     let dir = bench_dir();
     std::fs::create_dir_all(&dir)?;
     let dir = dir.canonicalize()?;
+    let load_before = load_average();
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
     eprintln!(
@@ -167,7 +168,7 @@ async fn main() -> anyhow::Result<()> {
     // In-process tool call round trip through the MCP adapter (control request in → reply out).
     eprintln!("bench: {tool_calls} adapter round trips");
     let tool = adapter_round_trips(&daemon, tool_calls).await;
-    let pool_line = pool_counters(&daemon).await?;
+    let daemon_view = from_metrics(&daemon).await?;
     daemon.stop().await;
 
     // Scaling on a daemon of its own, so the 40-odd idle processes above do not share the CPU.
@@ -188,8 +189,10 @@ async fn main() -> anyhow::Result<()> {
         sdk::measure(&dir, &mock, samples).await
     };
 
+    let load = format!("{load_before} at the start, {} at the end", load_average());
     let report = render_report(Report {
         samples,
+        load: &load,
         cold: &cold,
         warm: &warm,
         prewarmed: &prewarmed,
@@ -198,7 +201,7 @@ async fn main() -> anyhow::Result<()> {
         scaling: &scaling,
         rss: &rss,
         sdk: &sdk,
-        pool_line: &pool_line,
+        daemon_view: &daemon_view,
     })?;
 
     let mut distributions = vec![&cold, &prewarmed, &warm, &raw];
@@ -227,6 +230,7 @@ async fn main() -> anyhow::Result<()> {
 
 struct Report<'a> {
     samples: usize,
+    load: &'a str,
     cold: &'a Series,
     warm: &'a Series,
     prewarmed: &'a Series,
@@ -235,7 +239,7 @@ struct Report<'a> {
     scaling: &'a [Scaling],
     rss: &'a [f64],
     sdk: &'a sdk::Outcome,
-    pool_line: &'a str,
+    daemon_view: &'a str,
 }
 
 fn row(table: &mut String, s: &Series, base: Option<&Series>) -> std::fmt::Result {
@@ -262,10 +266,12 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
         "# Harness bench\n\nAll figures from one run of `just bench`: the real `claude` {} against the \
          local mock Messages API, which answers in about 1 ms, so these are CLI and daemon overheads, \
          not model latency. {} samples per turn scenario; times in ms, measured by an HTTP client \
-         on the same machine ({} cores).\n",
+         on the same machine ({} cores; 1-minute load average {}: anything else running shows up \
+         in these figures).\n",
         harness_tests::cli::CLI_VERSION,
         r.samples,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        r.load,
     )?;
 
     writeln!(out, "## Turn latency\n")?;
@@ -311,11 +317,7 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
         ms(r.tool.median()),
         ms(r.tool.p95())
     )?;
-    writeln!(
-        out,
-        "- pool counters from `/metrics` after these runs: {}\n",
-        r.pool_line
-    )?;
+    writeln!(out, "{}", r.daemon_view)?;
 
     writeln!(out, "{{chart}}")?;
 
@@ -410,24 +412,76 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Hits, misses, prewarms and spawns as `/metrics` shows them.
-async fn pool_counters(daemon: &TestDaemon) -> anyhow::Result<String> {
+/// The 1-minute load average from `/proc/loadavg`, or `?`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// What the first daemon's `/metrics` says after the latency runs: pool counters, its own view
+/// of turn time, and the mean time of each store call (from the histograms' sum and count).
+async fn from_metrics(daemon: &TestDaemon) -> anyhow::Result<String> {
     let text = reqwest::get(format!("{}/metrics", daemon.base))
         .await?
         .text()
         .await?;
-    let value = |series: &str| -> String {
+    let value = |series: &str| -> Option<f64> {
         text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ').map(str::to_owned))
-            .unwrap_or_else(|| "?".into())
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     };
-    Ok(format!(
-        "{} hits, {} misses, {} prewarms, {} spawns",
-        value("harness_pool_hits_total"),
-        value("harness_pool_misses_total"),
-        value("harness_pool_prewarms_total"),
-        value("harness_pool_spawns_total"),
-    ))
+    let count = |series: &str| value(series).map_or("?".into(), |v| format!("{v}"));
+    let mean_ms = |base: &str, labels: &str| -> Option<(f64, f64)> {
+        let sum = value(&format!("{base}_sum{labels}"))?;
+        let n = value(&format!("{base}_count{labels}"))?;
+        (n > 0.0).then(|| (n, sum / n * 1000.0))
+    };
+    let mut out = String::new();
+    writeln!(
+        out,
+        "- pool counters from `/metrics` after these runs: {} hits, {} misses, {} prewarms, {} spawns",
+        count("harness_pool_hits_total"),
+        count("harness_pool_misses_total"),
+        count("harness_pool_prewarms_total"),
+        count("harness_pool_spawns_total"),
+    )?;
+    let turn = |start: &str| {
+        mean_ms(
+            "harness_turn_duration_seconds",
+            &format!("{{start=\"{start}\"}}"),
+        )
+        .map_or("?".into(), |(n, ms)| {
+            format!("{ms:.1} ms mean over {n} turns")
+        })
+    };
+    writeln!(
+        out,
+        "- the daemon's own turn time (`harness_turn_duration_seconds`, no HTTP): warm {}; cold, first turns after prewarm included, {}",
+        turn("warm"),
+        turn("cold"),
+    )?;
+    let mut calls: Vec<(String, f64, f64)> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("harness_sqlite_query_duration_seconds_count{query=\"")?;
+            let query = rest.split('"').next()?.to_owned();
+            let labels = format!("{{query=\"{query}\"}}");
+            let (n, ms) = mean_ms("harness_sqlite_query_duration_seconds", &labels)?;
+            Some((query, n, ms))
+        })
+        .collect();
+    calls.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let calls: Vec<String> = calls
+        .iter()
+        .map(|(q, n, ms)| format!("`{q}` {ms:.2} ms ({n})"))
+        .collect();
+    writeln!(
+        out,
+        "- store calls, mean time (count), from `harness_sqlite_query_duration_seconds`: {}",
+        calls.join(", ")
+    )?;
+    Ok(out)
 }
 
 /// `threads` threads, each warmed with one untimed turn, then `turns` turns per thread back to
