@@ -48,10 +48,10 @@ pub enum StartError {
     Tools(#[from] crate::mcp::schema::SchemaError),
     #[error("cannot prepare the CLI directories: {0}")]
     Dirs(std::io::Error),
-    #[error("cannot bind {addr}: {source}")]
+    #[error("cannot bind {addr}: {error}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -247,10 +247,10 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
     let app = App::build(config, plugins).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| StartError::Bind { addr, source })?;
+        .map_err(|error| StartError::Bind { addr, error })?;
     let addr = listener
         .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+        .map_err(|error| StartError::Bind { addr, error })?;
     info!(%addr, "Harness listening.");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = app.clone();
