@@ -155,6 +155,8 @@ impl App {
             warn!(?grace, "Grace period over; killing what is left.");
         }
         self.inner.invoker.pool().shutdown().await;
+        // Turns whose process was just killed end at once; let them record how they ended.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait()).await;
         match self
             .inner
             .store
