@@ -136,6 +136,9 @@ impl McpAdapter {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }

@@ -4,3 +4,4 @@
 mod http_api;
 mod pool;
 mod resume;
+mod tools;
