@@ -12,6 +12,9 @@
 //! - Creation is single-flight: moka's `try_get_with` runs one spawn per key at a time.
 //! - A process is never killed mid-turn by the pool: one that is let go while busy is killed
 //!   right after its turn ([`CliProcess::retire`]).
+//! - Nested turns cannot deadlock on capacity: when every slot is held by a process that is
+//!   inside a tool call (a delegation waiting for its child, say), a spawn takes one of
+//!   `max_capacity` overflow slots instead of waiting for a slot that only it could free.
 //! - moka does not run eviction listeners when the cache is dropped, so [`Pool::shutdown`] kills
 //!   what is left itself.
 
@@ -76,11 +79,16 @@ pub struct ProcessInfo {
 
 type Live = Arc<Mutex<HashMap<u32, Arc<CliProcess>>>>;
 
+/// How often a spawn waiting for a slot checks for a nested-turn deadlock.
+const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
+
 pub struct Pool {
     cache: Cache<ThreadId, Arc<CliProcess>>,
     /// The cause to record for the next explicit invalidation of a key.
     pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>>,
     slots: Arc<Semaphore>,
+    /// Slots beyond capacity, only for turns that would otherwise deadlock (see the invariants).
+    overflow: Arc<Semaphore>,
     live: Live,
     launch: LaunchConfig,
     handler: Arc<dyn ControlHandler>,
@@ -123,6 +131,7 @@ impl Pool {
             cache,
             pending_causes,
             slots: Arc::new(Semaphore::new(capacity as usize)),
+            overflow: Arc::new(Semaphore::new(capacity as usize)),
             live: Live::default(),
             launch,
             handler,
@@ -176,17 +185,15 @@ impl Pool {
     ) -> Result<Arc<CliProcess>, InvokeError> {
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         self.reap_thread(&thread).await;
-        let permit = self.acquire_slot().await;
         let first = self
-            .spawn_one(&thread, &options, resume.as_ref(), false, permit)
+            .spawn_one(&thread, &options, resume.as_ref(), false)
             .await;
         match first {
             Ok(process) => Ok(process),
             Err(SpawnFailure::MissingSession(reason)) => {
                 warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
                 self.stats.resume_fallbacks.fetch_add(1, Ordering::Relaxed);
-                let permit = self.acquire_slot().await;
-                match self.spawn_one(&thread, &options, None, true, permit).await {
+                match self.spawn_one(&thread, &options, None, true).await {
                     Ok(process) => Ok(process),
                     Err(SpawnFailure::MissingSession(reason)) => Err(InvokeError::Cli(reason)),
                     Err(SpawnFailure::Other(err)) => Err(err),
@@ -202,8 +209,8 @@ impl Pool {
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
         resume_failed: bool,
-        permit: OwnedSemaphorePermit,
     ) -> Result<Arc<CliProcess>, SpawnFailure> {
+        let (permit, overflow) = self.acquire_slot().await;
         self.stats.spawns.fetch_add(1, Ordering::Relaxed);
         let process = CliProcess::spawn(
             &self.launch,
@@ -215,6 +222,9 @@ impl Pool {
             permit,
         )
         .await?;
+        if overflow {
+            process.retire_after_turn();
+        }
         lock(&self.live).insert(process.pid(), process.clone());
         let live = self.live.clone();
         let watched = process.clone();
@@ -240,11 +250,12 @@ impl Pool {
     }
 
     /// A pool slot: free, or freed by pushing out the least recently used idle process, or (when
-    /// every process is busy) the next one to be reaped.
-    async fn acquire_slot(&self) -> OwnedSemaphorePermit {
+    /// every process is busy) the next one to be reaped. `true` marks an overflow slot, whose
+    /// process lives for one turn.
+    async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
         loop {
             if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-                return permit;
+                return (permit, false);
             }
             let victim = self
                 .cache
@@ -258,13 +269,41 @@ impl Pool {
                     process.wait_exit().await;
                 }
                 None => {
-                    // Every slot is held by a busy or dying process; wait for one.
-                    if let Ok(permit) = self.slots.clone().acquire_owned().await {
-                        return permit;
+                    // Every slot is held by a busy or dying process; wait for one. If all of
+                    // them are waiting on tools, the turn asking may be the one they wait for.
+                    tokio::select! {
+                        permit = self.slots.clone().acquire_owned() => {
+                            if let Ok(permit) = permit {
+                                return (permit, false);
+                            }
+                        }
+                        _ = tokio::time::sleep(OVERFLOW_CHECK) => {
+                            if let Some(permit) = self.overflow_slot() {
+                                return (permit, true);
+                            }
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// An overflow slot, when every live process is inside a tool call.
+    fn overflow_slot(&self) -> Option<OwnedSemaphorePermit> {
+        let live: Vec<Arc<CliProcess>> = lock(&self.live)
+            .values()
+            .filter(|p| !p.has_exited())
+            .cloned()
+            .collect();
+        if live.is_empty() || !live.iter().all(|p| p.in_tool_call()) {
+            return None;
+        }
+        let permit = self.overflow.clone().try_acquire_owned().ok()?;
+        warn!(
+            live = live.len(),
+            "Every pool slot waits on a tool call; starting a process beyond capacity."
+        );
+        Some(permit)
     }
 
     async fn remove(&self, thread: &ThreadId, cause: EvictionCause) {

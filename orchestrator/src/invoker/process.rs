@@ -421,6 +421,11 @@ impl CliProcess {
         }
     }
 
+    /// Marks the process to be killed once its next turn ends (an over-capacity process).
+    pub fn retire_after_turn(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -435,6 +440,10 @@ impl CliProcess {
     }
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::SeqCst)
+    }
+    /// True while the process waits on one of our tools (which may be waiting on another turn).
+    pub fn in_tool_call(&self) -> bool {
+        self.shared.tool_calls.load(Ordering::SeqCst) > 0
     }
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
