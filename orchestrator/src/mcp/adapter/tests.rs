@@ -526,3 +526,45 @@ async fn a_call_before_the_services_are_bound_is_an_error_result() {
     assert!(outcome.is_error);
     assert_eq!(outcome.text(), "tools are not ready yet");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_cancelled_stops_the_running_call() {
+    let f = fixture().await;
+    let slow = {
+        let adapter = f.adapter.clone();
+        let thread = f.thread.clone();
+        tokio::spawn(async move {
+            adapter
+                .mcp_message(
+                    &thread,
+                    MCP_SERVER,
+                    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                           "params": {"name": "kit__gate", "arguments": {}}}),
+                )
+                .await
+        })
+    };
+    // Cancel until the call has registered and answered (the notification may race the call).
+    let reply = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            f.rpc(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 7, "reason": "AbortError: remote-cancel"}}),
+            )
+            .await;
+            if slow.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        reply.is_ok(),
+        "the gated call ended without its gate opening"
+    );
+    let slow = slow.await.expect("no panic");
+    assert_eq!(slow["id"], 7);
+    assert_eq!(slow["result"]["isError"], true);
+    assert_eq!(text_of(&slow["result"]), "tool `kit__gate` was cancelled");
+}
