@@ -1,6 +1,9 @@
 //! End-to-end tests: the daemon on 127.0.0.1:0, the real `claude` CLI, the mock Messages API.
 //! One test binary, a module per feature.
 
+mod events;
 mod http_api;
+mod ordering;
 mod pool;
 mod resume;
+mod support;
