@@ -105,8 +105,7 @@ impl ClaudeCliInvoker {
     pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, InvokeError> {
         match self.pool.peek(thread).await {
             Some(process) if process.is_busy() => {
-                process.interrupt().await.map_err(InvokeError::Cli)?;
-                Ok(true)
+                process.interrupt().await.map_err(InvokeError::Cli)
             }
             _ => Ok(false),
         }
@@ -180,6 +179,7 @@ impl Invoker for ClaudeCliInvoker {
                     .is_some_and(|r| r.starts_with("aborted")) =>
             {
                 // An interrupt: the process stays usable.
+                self.pool.touch(&options.thread_id).await;
                 Err(InvokeError::Interrupted)
             }
             Ok(result) => {
@@ -189,6 +189,11 @@ impl Invoker for ClaudeCliInvoker {
                 Err(InvokeError::Cli(reason))
             }
             Err(err) => {
+                // The process only knows its deadline; the user set (and should read) the total.
+                let err = match err {
+                    InvokeError::TurnTimeout(_) => InvokeError::TurnTimeout(timeout),
+                    other => other,
+                };
                 warn!(thread_id = %options.thread_id, pid = process.pid(), error = %err, "Turn failed; evicting the process.");
                 self.pool.discard(&process, EvictionCause::Error).await;
                 Err(err)

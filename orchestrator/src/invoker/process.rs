@@ -34,6 +34,18 @@ const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 const STDERR_TAIL_LINES: usize = 20;
 /// How long the CLI gets to perform its MCP handshake after the `initialize` reply.
 const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
+/// How long an interrupt waits for the CLI to start a turn it has only queued so far.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
+
+/// Where the process's turn is, as far as an interrupt cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TurnPhase {
+    Idle,
+    /// The user line is written but the CLI has not started the turn (no `system/init` yet). The
+    /// CLI's `interrupt` stops only a running turn: a queued one would still run.
+    Queued,
+    Running,
+}
 
 /// Answers the CLI's control requests for our in-process MCP server.
 #[async_trait::async_trait]
@@ -83,6 +95,7 @@ struct Shared {
     mcp_ready: watch::Sender<bool>,
     /// Tool calls in flight; the idle timeout does not run while a tool works.
     tool_calls: AtomicUsize,
+    phase: watch::Sender<TurnPhase>,
     handler: Arc<dyn ControlHandler>,
     cancel: CancellationToken,
     next_request: AtomicU64,
@@ -158,6 +171,7 @@ impl CliProcess {
             stray_result: Mutex::default(),
             mcp_ready: watch::channel(false).0,
             tool_calls: AtomicUsize::new(0),
+            phase: watch::channel(TurnPhase::Idle).0,
             handler,
             cancel: CancellationToken::new(),
             next_request: AtomicU64::new(1),
@@ -305,6 +319,7 @@ impl CliProcess {
             .run_turn(prompt, on_event, idle_timeout, deadline)
             .await;
         *lock(&self.shared.turn) = None;
+        self.shared.phase.send_replace(TurnPhase::Idle);
         self.turns.fetch_add(1, Ordering::Relaxed);
         *lock(&self.last_used) = Instant::now();
         self.busy.store(false, Ordering::SeqCst);
@@ -323,6 +338,7 @@ impl CliProcess {
     ) -> Result<TurnResult, InvokeError> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         *lock(&self.shared.turn) = Some(tx);
+        self.shared.phase.send_replace(TurnPhase::Queued);
         let uuid = uuid::Uuid::new_v4().to_string();
         if self
             .shared
@@ -365,7 +381,8 @@ impl CliProcess {
                     return Err(InvokeError::IdleTimeout(idle_timeout));
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    return Err(InvokeError::TurnTimeout(deadline.saturating_duration_since(tokio::time::Instant::now())));
+                    // Only the caller knows the turn's total (it started the clock); it fills it in.
+                    return Err(InvokeError::TurnTimeout(Duration::ZERO));
                 }
             }
         }
@@ -383,11 +400,30 @@ impl CliProcess {
     }
 
     /// Asks the CLI to stop the running turn. The turn then ends with an error `result` and the
-    /// process stays usable.
-    pub async fn interrupt(&self) -> Result<(), String> {
+    /// process stays usable. Returns false when no turn was running.
+    ///
+    /// A turn written to stdin but not yet started by the CLI is first waited for: the CLI answers
+    /// an interrupt then with `still_queued: [<our turn>]` and runs the turn anyway.
+    pub async fn interrupt(&self) -> Result<bool, String> {
+        let mut phase = self.shared.phase.subscribe();
+        let mut exit = self.exit.clone();
+        let waited = tokio::select! {
+            seen = tokio::time::timeout(INTERRUPT_WAIT, phase.wait_for(|p| *p != TurnPhase::Queued)) => {
+                match seen {
+                    Ok(Ok(phase)) => *phase,
+                    Ok(Err(_)) => return Err("the process has gone".into()),
+                    // Still queued: ask anyway.
+                    Err(_) => TurnPhase::Queued,
+                }
+            }
+            _ = exited(&mut exit) => return Err("the process has exited".into()),
+        };
+        if waited == TurnPhase::Idle {
+            return Ok(false);
+        }
         self.request(json!({"subtype": "interrupt"}))
             .await
-            .map(|_| ())
+            .map(|_| true)
     }
 
     /// Sends SIGKILL to the process group. Idempotent; the reaper task collects the exit status.
@@ -605,6 +641,15 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
         }
         CliMessage::Turn(line) => {
+            if line.starts_turn {
+                shared.phase.send_if_modified(|phase| {
+                    let queued = *phase == TurnPhase::Queued;
+                    if queued {
+                        *phase = TurnPhase::Running;
+                    }
+                    queued
+                });
+            }
             if let Some(id) = &line.session_id {
                 let mut current = lock(&shared.session_id);
                 if current.as_deref() != Some(id) {

@@ -132,6 +132,8 @@ pub enum CliMessage {
 pub struct TurnLine {
     /// The session id the line carries, when it carries one.
     pub session_id: Option<String>,
+    /// `system/init`: the CLI has started the turn (it is no longer queued inside the CLI).
+    pub starts_turn: bool,
     /// Events for clients; empty for lines that only matter for bookkeeping.
     pub events: Vec<StreamEvent>,
 }
@@ -246,6 +248,8 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
         }),
         "system" | "assistant" | "user" | "stream_event" => CliMessage::Turn(TurnLine {
             session_id: str_field(&value, "session_id"),
+            starts_turn: kind == "system"
+                && str_field(&value, "subtype").as_deref() == Some("init"),
             events: turn_events(kind, &value),
         }),
         other => CliMessage::Ignored {

@@ -2,6 +2,7 @@
 //! One test binary, a module per feature.
 
 mod events;
+mod faults;
 mod http_api;
 mod ordering;
 mod pool;
