@@ -23,12 +23,12 @@ use std::time::Duration;
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, InvokeError, ThreadId};
 
-use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, SpawnFailure};
+use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, Lease, SpawnFailure};
 use crate::invoker::protocol::SpawnOptions;
 
 /// Counters an operator can read (see `/api/pool`).
@@ -81,6 +81,9 @@ pub struct Pool {
     /// The cause to record for the next explicit invalidation of a key.
     pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>>,
     slots: Arc<Semaphore>,
+    /// Woken when a process may have become idle (a turn ended, a prewarm finished), so a spawn
+    /// waiting for a slot looks again for an idle process to push out.
+    idle: Notify,
     live: Live,
     launch: LaunchConfig,
     handler: Arc<dyn ControlHandler>,
@@ -123,6 +126,7 @@ impl Pool {
             cache,
             pending_causes,
             slots: Arc::new(Semaphore::new(capacity as usize)),
+            idle: Notify::new(),
             live: Live::default(),
             launch,
             handler,
@@ -131,18 +135,20 @@ impl Pool {
     }
 
     /// The thread's warm process if its options match, else a new one (resuming `resume` when
-    /// given). Returns the process and whether this call found it warm.
+    /// given), leased: the pool does not push it out until the lease is dropped.
     pub async fn checkout(
         &self,
         thread: &ThreadId,
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
-    ) -> Result<Arc<CliProcess>, InvokeError> {
+    ) -> Result<Lease, InvokeError> {
         for _ in 0..3 {
             if let Some(process) = self.cache.get(thread).await {
                 if !process.has_exited() && !process.is_retired() && process.options() == options {
-                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(process);
+                    if let Some(lease) = process.lease() {
+                        self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(lease);
+                    }
                 }
                 let cause = if process.options() != options {
                     EvictionCause::Replaced
@@ -159,8 +165,11 @@ impl Pool {
                 )
                 .await
                 .map_err(|err| (*err).clone())?;
-            if spawned.options() == options && !spawned.has_exited() {
-                return Ok(spawned);
+            if spawned.options() == options {
+                // `None`: pushed out by a spawn waiting for a slot before we got to it; again.
+                if let Some(lease) = spawned.lease() {
+                    return Ok(lease);
+                }
             }
         }
         Err(InvokeError::Cli(
@@ -243,6 +252,10 @@ impl Pool {
     /// every process is busy) the next one to be reaped.
     async fn acquire_slot(&self) -> OwnedSemaphorePermit {
         loop {
+            // Registered before looking, so a process going idle after the look still wakes us.
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
             if let Ok(permit) = self.slots.clone().try_acquire_owned() {
                 return permit;
             }
@@ -258,9 +271,15 @@ impl Pool {
                     process.wait_exit().await;
                 }
                 None => {
-                    // Every slot is held by a busy or dying process; wait for one.
-                    if let Ok(permit) = self.slots.clone().acquire_owned().await {
-                        return permit;
+                    // Every slot is held by a busy or dying process: wait for one to be reaped, or
+                    // for one to finish its turn and become a candidate.
+                    tokio::select! {
+                        permit = self.slots.clone().acquire_owned() => {
+                            if let Ok(permit) = permit {
+                                return permit;
+                            }
+                        }
+                        _ = idle => {}
                     }
                 }
             }
@@ -286,9 +305,11 @@ impl Pool {
         process.kill_and_reap().await;
     }
 
-    /// Resets the thread's idle timer after a turn.
+    /// Resets the thread's idle timer after a turn; the process is now a candidate for a spawn
+    /// that waits for a slot.
     pub async fn touch(&self, thread: &ThreadId) {
         let _ = self.cache.get(thread).await;
+        self.idle.notify_waiters();
     }
 
     /// The thread's warm process, if any, without starting one.

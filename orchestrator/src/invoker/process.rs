@@ -110,6 +110,9 @@ pub struct CliProcess {
     exit: watch::Receiver<Option<ExitInfo>>,
     turn_lock: tokio::sync::Mutex<()>,
     busy: AtomicBool,
+    /// [`Lease`]s held: checkouts whose turn has not finished. The pool must not push out a
+    /// process between checkout and turn, so a leased process counts as busy.
+    leases: AtomicUsize,
     /// Set when the pool let go of this process while a turn was running: kill after the turn.
     retired: AtomicBool,
     turns: AtomicU64,
@@ -212,6 +215,7 @@ impl CliProcess {
             exit: exit_rx,
             turn_lock: tokio::sync::Mutex::new(()),
             busy: AtomicBool::new(false),
+            leases: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
             turns: AtomicU64::new(0),
             spawned_at: started,
@@ -323,9 +327,7 @@ impl CliProcess {
         self.turns.fetch_add(1, Ordering::Relaxed);
         *lock(&self.last_used) = Instant::now();
         self.busy.store(false, Ordering::SeqCst);
-        if self.retired.load(Ordering::SeqCst) {
-            self.kill();
-        }
+        self.kill_if_retired_and_unused();
         outcome
     }
 
@@ -452,7 +454,25 @@ impl CliProcess {
     /// Lets go of the process: killed now if idle, or right after its running turn.
     pub fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
-        if !self.busy.load(Ordering::SeqCst) {
+        self.kill_if_retired_and_unused();
+    }
+
+    /// Claims the process for a turn, or `None` when the pool has already let go of it (or it
+    /// exited). While the lease lives the process counts as busy; a process retired meanwhile is
+    /// killed when the last lease goes.
+    pub fn lease(self: &Arc<Self>) -> Option<Lease> {
+        // Increment, then look: `retire` stores, then looks. With SeqCst at least one of the two
+        // sees the other, so a process is never killed under a live lease.
+        self.leases.fetch_add(1, Ordering::SeqCst);
+        let lease = Lease(self.clone());
+        if self.is_retired() || self.has_exited() {
+            return None;
+        }
+        Some(lease)
+    }
+
+    fn kill_if_retired_and_unused(&self) {
+        if self.retired.load(Ordering::SeqCst) && !self.is_busy() {
             self.kill();
         }
     }
@@ -469,8 +489,9 @@ impl CliProcess {
     pub fn has_exited(&self) -> bool {
         self.exit.borrow().is_some()
     }
+    /// Running a turn, or leased for one.
     pub fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::SeqCst)
+        self.busy.load(Ordering::SeqCst) || self.leases.load(Ordering::SeqCst) > 0
     }
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
@@ -514,6 +535,29 @@ impl CliProcess {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// A process claimed for one turn (see [`CliProcess::lease`]); derefs to the process.
+pub struct Lease(Arc<CliProcess>);
+
+impl Lease {
+    pub fn process(&self) -> &Arc<CliProcess> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = CliProcess;
+    fn deref(&self) -> &CliProcess {
+        &self.0
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.leases.fetch_sub(1, Ordering::SeqCst);
+        self.0.kill_if_retired_and_unused();
     }
 }
 

@@ -4,6 +4,7 @@
 mod events;
 mod faults;
 mod http_api;
+mod load;
 mod ordering;
 mod pool;
 mod resume;
