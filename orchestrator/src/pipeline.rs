@@ -341,6 +341,20 @@ async fn execute_turn(
     user: &Message,
     msg: NewMessage,
 ) -> Result<TurnReply, PipelineError> {
+    if app.is_shutting_down() {
+        // Shutdown began while this message waited in line: the grace period is for turns that
+        // are running, and a turn started now would only be killed (or outlive the pool).
+        let error = InvokeError::ShuttingDown;
+        let status = MessageStatus::Interrupted;
+        app.store()
+            .fail_turn(&user.id, status, &error.to_string(), None)
+            .await?;
+        return Err(PipelineError::Turn {
+            message_id: user.id.clone(),
+            status,
+            error,
+        });
+    }
     let thread = app.store().require_thread(&user.thread_id).await?;
     let model = msg.model.clone().or(thread.model.clone());
     let events = app.events().clone();
@@ -401,18 +415,24 @@ async fn execute_turn(
             })
         }
         Err(error) => {
-            let status = match error {
-                InvokeError::Interrupted | InvokeError::ShuttingDown => MessageStatus::Interrupted,
-                // Killed by shutdown: the user did nothing wrong and may send it again.
-                _ if app.is_shutting_down() => MessageStatus::Interrupted,
-                _ => MessageStatus::Error,
+            let cause = error.to_string();
+            let (status, error) = match error {
+                InvokeError::Interrupted | InvokeError::ShuttingDown => {
+                    (MessageStatus::Interrupted, error)
+                }
+                // Killed by shutdown (the process death is only how): the user did nothing wrong
+                // and may send it again.
+                _ if app.is_shutting_down() => {
+                    (MessageStatus::Interrupted, InvokeError::ShuttingDown)
+                }
+                other => (MessageStatus::Error, other),
             };
             app.store()
                 .fail_turn(&user.id, status, &error.to_string(), None)
                 .await?;
             warn!(
                 thread_id = %thread_id, message_id = %user.id, ms = started.elapsed().as_millis() as u64,
-                outcome = ?status, error = %error, "Turn failed."
+                outcome = ?status, error = %cause, "Turn failed."
             );
             Err(PipelineError::Turn {
                 message_id: user.id.clone(),

@@ -219,3 +219,25 @@ async fn the_event_stream_of_an_unknown_thread_is_a_404() {
     assert_eq!(body["error"]["code"], "thread_not_found");
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_gets_keep_alives_and_stays_open() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    let mut sse = SseClient::connect(&daemon.base, &thread, None).await;
+    // The daemon sends a keep-alive comment every 15 s on an idle stream.
+    sse.next_comment(Duration::from_secs(20))
+        .await
+        .expect("a keep-alive comment");
+    let message_id = post_no_wait(&daemon, &thread, "after a quiet spell").await;
+    let events = sse
+        .until(Duration::from_secs(20), support::is_terminal)
+        .await
+        .expect("events still arrive on the same connection");
+    assert!(events
+        .iter()
+        .all(|e| e.data["messageId"] == message_id.as_str()));
+    assert_eq!(text_of(&events), "echo: after a quiet spell");
+    daemon.stop().await;
+}

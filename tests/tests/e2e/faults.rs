@@ -540,7 +540,56 @@ async fn an_interrupt_sent_before_the_cli_started_the_turn_is_not_lost() {
     let stored = support::user_message(&daemon, &thread, "STOP-AT-ONCE").await;
     assert_eq!(stored["status"], "interrupted", "{stored}");
     assert_eq!(daemon.pid_of(&thread), Some(pid));
+    // Stopped before its API request went out, the slow reply is still scripted; and the CLI
+    // sends the interrupted text again with the next one.
+    mock.reset();
     let reply = daemon.reply(&thread, "still there?").await;
     assert!(reply.ends_with("still there?"), "{reply}");
+    stop_and_check_no_orphans(daemon).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_the_running_turn_and_starts_no_queued_one() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.shutdown_grace = Duration::from_secs(1)).await;
+    let (thread, pid) = thread_with_history(&daemon).await;
+    mock.once_when_prompt_contains("HANG-AT-SHUTDOWN", Reply::Hang);
+    let path = format!("/api/threads/{thread}/messages?wait=false");
+    for text in ["HANG-AT-SHUTDOWN", "QUEUED-AT-SHUTDOWN"] {
+        let (status, body) = daemon.post(&path, json!({"content": text})).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    mock.wait_for_requests(2, Duration::from_secs(20))
+        .await
+        .unwrap();
+    let old = daemon.app().clone();
+
+    let daemon = daemon.restart().await;
+    assert!(
+        !process_exists(pid),
+        "the running turn's process was killed"
+    );
+    let spawns = old
+        .invoker()
+        .pool()
+        .stats()
+        .spawns
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(spawns, 1, "no process was started for the queued message");
+    let cut = support::user_message(&daemon, &thread, "HANG-AT-SHUTDOWN").await;
+    assert_eq!(cut["status"], "interrupted", "{cut}");
+    assert_eq!(
+        cut["error"], "the daemon is shutting down",
+        "the turn recorded its own end (not the final sweep's \"before this turn finished\")"
+    );
+    let queued = support::user_message(&daemon, &thread, "QUEUED-AT-SHUTDOWN").await;
+    assert_eq!(queued["status"], "interrupted", "{queued}");
+    assert_eq!(queued["error"], "the daemon is shutting down");
+    assert!(mock
+        .message_requests()
+        .iter()
+        .all(|r| !r.last_user_text().contains("QUEUED-AT-SHUTDOWN")));
+    let reply = daemon.reply(&thread, "after the restart").await;
+    assert!(reply.ends_with("after the restart"), "{reply}");
     stop_and_check_no_orphans(daemon).await;
 }

@@ -29,6 +29,8 @@ type Body = Pin<Box<dyn Stream<Item = reqwest::Result<axum::body::Bytes>> + Send
 pub struct SseClient {
     body: Body,
     buffer: String,
+    /// Events read while waiting for a comment, handed out first by [`Self::next`].
+    pending: std::collections::VecDeque<SseEvent>,
     /// Comment lines seen (keep-alives).
     pub comments: usize,
 }
@@ -64,6 +66,7 @@ impl SseClient {
         SseClient {
             body: Box::pin(response.bytes_stream()),
             buffer: String::new(),
+            pending: Default::default(),
             comments: 0,
         }
     }
@@ -97,15 +100,40 @@ impl SseClient {
         }
     }
 
+    /// Reads until a comment (a keep-alive) arrives; events read meanwhile are kept for
+    /// [`Self::next`].
+    pub async fn next_comment(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let seen = self.comments;
+        tokio::time::timeout(timeout, async {
+            while self.comments == seen {
+                if let Some(event) = self.next_block().await? {
+                    self.pending.push_back(event);
+                }
+            }
+            anyhow::Ok(())
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("no comment within {timeout:?}"))?
+    }
+
     async fn next_event(&mut self) -> anyhow::Result<SseEvent> {
+        if let Some(event) = self.pending.pop_front() {
+            return Ok(event);
+        }
+        loop {
+            if let Some(event) = self.next_block().await? {
+                return Ok(event);
+            }
+        }
+    }
+
+    /// The next block: an event, or `None` for a comment.
+    async fn next_block(&mut self) -> anyhow::Result<Option<SseEvent>> {
         loop {
             // A complete event is a block of lines ended by an empty line.
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
-                if let Some(event) = self.parse_block(&block)? {
-                    return Ok(event);
-                }
-                continue;
+                return self.parse_block(&block);
             }
             match self.body.next().await {
                 Some(chunk) => {
