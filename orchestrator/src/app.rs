@@ -155,8 +155,14 @@ impl App {
             warn!(?grace, "Grace period over; killing what is left.");
         }
         self.inner.invoker.pool().shutdown().await;
-        // Turns whose process was just killed end at once; let them record how they ended.
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait()).await;
+        // The turns cut short end at once now; let them record how (and queued ones that they
+        // never started) before what is left is marked and the store closes.
+        if tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!("Some turns did not record their end after their processes were killed.");
+        }
         match self
             .inner
             .store

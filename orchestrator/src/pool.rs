@@ -26,12 +26,12 @@ use std::time::Duration;
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, InvokeError, ThreadId};
 
-use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, SpawnFailure};
+use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, Lease, SpawnFailure};
 use crate::invoker::protocol::SpawnOptions;
 
 /// Counters an operator can read (see `/api/pool`).
@@ -89,6 +89,9 @@ pub struct Pool {
     slots: Arc<Semaphore>,
     /// Slots beyond capacity, only for turns that would otherwise deadlock (see the invariants).
     overflow: Arc<Semaphore>,
+    /// Woken when a process may have become idle (a turn ended, a prewarm finished), so a spawn
+    /// waiting for a slot looks again for an idle process to push out.
+    idle: Notify,
     live: Live,
     launch: LaunchConfig,
     handler: Arc<dyn ControlHandler>,
@@ -132,6 +135,7 @@ impl Pool {
             pending_causes,
             slots: Arc::new(Semaphore::new(capacity as usize)),
             overflow: Arc::new(Semaphore::new(capacity as usize)),
+            idle: Notify::new(),
             live: Live::default(),
             launch,
             handler,
@@ -140,18 +144,20 @@ impl Pool {
     }
 
     /// The thread's warm process if its options match, else a new one (resuming `resume` when
-    /// given). Returns the process and whether this call found it warm.
+    /// given), leased: the pool does not push it out until the lease is dropped.
     pub async fn checkout(
         &self,
         thread: &ThreadId,
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
-    ) -> Result<Arc<CliProcess>, InvokeError> {
+    ) -> Result<Lease, InvokeError> {
         for _ in 0..3 {
             if let Some(process) = self.cache.get(thread).await {
                 if !process.has_exited() && !process.is_retired() && process.options() == options {
-                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(process);
+                    if let Some(lease) = process.lease() {
+                        self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(lease);
+                    }
                 }
                 let cause = if process.options() != options {
                     EvictionCause::Replaced
@@ -168,8 +174,11 @@ impl Pool {
                 )
                 .await
                 .map_err(|err| (*err).clone())?;
-            if spawned.options() == options && !spawned.has_exited() {
-                return Ok(spawned);
+            if spawned.options() == options {
+                // `None`: pushed out by a spawn waiting for a slot before we got to it; again.
+                if let Some(lease) = spawned.lease() {
+                    return Ok(lease);
+                }
             }
         }
         Err(InvokeError::Cli(
@@ -254,6 +263,10 @@ impl Pool {
     /// process lives for one turn.
     async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
         loop {
+            // Registered before looking, so a process going idle after the look still wakes us.
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
             if let Ok(permit) = self.slots.clone().try_acquire_owned() {
                 return (permit, false);
             }
@@ -269,14 +282,16 @@ impl Pool {
                     process.wait_exit().await;
                 }
                 None => {
-                    // Every slot is held by a busy or dying process; wait for one. If all of
-                    // them are waiting on tools, the turn asking may be the one they wait for.
+                    // Every slot is held by a busy or dying process: wait for one to be reaped,
+                    // or for one to finish its turn and become a candidate. If all of them are
+                    // waiting on tools, the turn asking may be the one they wait for.
                     tokio::select! {
                         permit = self.slots.clone().acquire_owned() => {
                             if let Ok(permit) = permit {
                                 return (permit, false);
                             }
                         }
+                        _ = idle => {}
                         _ = tokio::time::sleep(OVERFLOW_CHECK) => {
                             if let Some(permit) = self.overflow_slot() {
                                 return (permit, true);
@@ -325,9 +340,11 @@ impl Pool {
         process.kill_and_reap().await;
     }
 
-    /// Resets the thread's idle timer after a turn.
+    /// Resets the thread's idle timer after a turn; the process is now a candidate for a spawn
+    /// that waits for a slot.
     pub async fn touch(&self, thread: &ThreadId) {
         let _ = self.cache.get(thread).await;
+        self.idle.notify_waiters();
     }
 
     /// The thread's warm process, if any, without starting one.
