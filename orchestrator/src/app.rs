@@ -51,10 +51,10 @@ pub enum StartError {
     Tools(#[from] crate::mcp::schema::SchemaError),
     #[error("cannot prepare the CLI directories: {0}")]
     Dirs(std::io::Error),
-    #[error("cannot bind {addr}: {source}")]
+    #[error("cannot bind {addr}: {error}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -163,6 +163,14 @@ impl App {
             warn!(?grace, "Grace period over; killing what is left.");
         }
         self.inner.invoker.pool().shutdown().await;
+        // The turns cut short end at once now; let them record how (and queued ones that they
+        // never started) before what is left is marked and the store closes.
+        if tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!("Some turns did not record their end after their processes were killed.");
+        }
         match self
             .inner
             .store
@@ -255,10 +263,10 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
     let app = App::build(config, plugins).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| StartError::Bind { addr, source })?;
+        .map_err(|error| StartError::Bind { addr, error })?;
     let addr = listener
         .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+        .map_err(|error| StartError::Bind { addr, error })?;
     info!(%addr, "Harness listening.");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = app.clone();

@@ -201,15 +201,15 @@ pub struct Overrides {
 /// A configuration that cannot be used. Shown to the operator at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("invalid config file {path}: {source}")]
+    #[error("invalid config file {path}: {error}")]
     Parse {
         path: PathBuf,
-        source: toml::de::Error,
+        error: toml::de::Error,
     },
     #[error(
         "bind address {0} is not loopback: set an auth token (HARNESS_TOKEN or auth_token) first"
@@ -224,13 +224,13 @@ impl Config {
     pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Config, ConfigError> {
         let mut config = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
                     path: path.to_owned(),
-                    source,
+                    error,
                 })?;
-                Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+                Self::from_toml(&text).map_err(|error| ConfigError::Parse {
                     path: path.to_owned(),
-                    source,
+                    error,
                 })?
             }
             None => Config::default(),

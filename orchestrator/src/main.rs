@@ -75,7 +75,18 @@ struct ClientArgs {
     token: Option<String>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            // `{:#}` prints the whole context chain on one line, without a backtrace.
+            eprintln!("harness: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {

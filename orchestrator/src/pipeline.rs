@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::json;
+use tokio::sync::oneshot;
 use tracing::{info, warn, Instrument};
 
 use plugin_contract::{
@@ -82,7 +83,13 @@ impl From<StoreError> for PipelineError {
     }
 }
 
-/// Per-thread FIFO: one turn at a time per thread, a bounded number waiting.
+/// Per-thread FIFO: one turn at a time per thread, a bounded number waiting, turns in the order
+/// their messages were stored.
+///
+/// The order is fixed when a message is stored, not when its task first runs: each ticket joins
+/// the line (takes the completion signal of the one ahead) under the same per-thread lock as the
+/// insert that gives the message its `seq`. Tasks spawned one after another may start in any
+/// order, so a fair lock taken inside the task would not be enough.
 #[derive(Default)]
 pub struct ThreadQueues {
     slots: Mutex<HashMap<ThreadId, Arc<ThreadSlot>>>,
@@ -90,16 +97,22 @@ pub struct ThreadQueues {
 
 #[derive(Default)]
 struct ThreadSlot {
-    /// tokio's mutex is fair: waiters get it in the order they asked.
-    turn: tokio::sync::Mutex<()>,
+    /// Held while a message is stored and joins the line.
+    accept: tokio::sync::Mutex<()>,
+    /// Resolves (sent or dropped) when the last ticket in line is done.
+    tail: Mutex<Option<oneshot::Receiver<()>>>,
     queued: std::sync::atomic::AtomicUsize,
 }
 
-/// A place in a thread's queue; leaving it (drop) frees the place.
+/// A place in a thread's queue; leaving it (drop) frees the place and lets the next one run.
 pub struct QueueTicket {
     queues: Arc<ThreadQueues>,
     thread: ThreadId,
     slot: Arc<ThreadSlot>,
+    /// Resolves when the ticket ahead in line is done; `None` once awaited or when first.
+    ahead: Option<oneshot::Receiver<()>>,
+    /// Dropped when this ticket is done, which wakes the one behind.
+    done: Option<oneshot::Sender<()>>,
 }
 
 impl ThreadQueues {
@@ -117,6 +130,8 @@ impl ThreadQueues {
             queues: self.clone(),
             thread: thread.clone(),
             slot,
+            ahead: None,
+            done: None,
         })
     }
 
@@ -129,14 +144,34 @@ impl ThreadQueues {
 }
 
 impl QueueTicket {
-    async fn wait_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.slot.turn.lock().await
+    /// Takes the last place in line. Called once, while holding the slot's `accept` lock.
+    fn join_line(&mut self) {
+        let (done, next) = oneshot::channel();
+        self.ahead = lock(&self.slot.tail).replace(next);
+        self.done = Some(done);
+    }
+
+    /// Waits until every ticket ahead is done.
+    async fn wait_turn(&mut self) {
+        if let Some(ahead) = self.ahead.take() {
+            // Sent or dropped, either way the one ahead is done.
+            let _ = ahead.await;
+        }
     }
 }
 
 impl Drop for QueueTicket {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering;
+        // Left the line before its turn came: the one behind must still wait for the one ahead.
+        if let (Some(ahead), Some(done)) = (self.ahead.take(), self.done.take()) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = ahead.await;
+                    drop(done);
+                });
+            }
+        }
         let mut slots = lock(&self.queues.slots);
         if self.slot.queued.fetch_sub(1, Ordering::SeqCst) == 1 {
             slots.remove(&self.thread);
@@ -174,22 +209,30 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
     }
     validate_content(&msg.content, app.config().max_message_chars)?;
     let thread = app.store().require_thread(&msg.thread_id).await?;
-    let ticket = app
+    let mut ticket = app
         .queues()
         .enter(&thread.id, app.config().turn.queue_limit)
         .ok_or_else(|| PipelineError::QueueFull {
             thread: thread.id.clone(),
             limit: app.config().turn.queue_limit,
         })?;
-    let inserted = app
-        .store()
-        .insert_user_message(NewUserMessage {
-            thread_id: thread.id.clone(),
-            content: msg.content.clone(),
-            client_message_id: msg.client_message_id.clone(),
-            model: msg.model.clone(),
-        })
-        .await?;
+    let inserted = {
+        let slot = ticket.slot.clone();
+        let _in_order = slot.accept.lock().await;
+        let inserted = app
+            .store()
+            .insert_user_message(NewUserMessage {
+                thread_id: thread.id.clone(),
+                content: msg.content.clone(),
+                client_message_id: msg.client_message_id.clone(),
+                model: msg.model.clone(),
+            })
+            .await?;
+        if matches!(inserted, Inserted::New(_)) {
+            ticket.join_line();
+        }
+        inserted
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (message, duplicate) = match inserted {
         Inserted::New(message) => (message, false),
@@ -254,13 +297,64 @@ fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError
     Ok(())
 }
 
+/// Runs the message's turn once the ones ahead of it are done, and ends it on the event stream:
+/// `turn_finished` or `turn_failed`, stored before the caller hears the outcome.
 async fn run_turn(
     app: &App,
     user: &Message,
     msg: NewMessage,
-    ticket: QueueTicket,
+    mut ticket: QueueTicket,
 ) -> Result<TurnReply, PipelineError> {
-    let _turn = ticket.wait_turn().await;
+    ticket.wait_turn().await;
+    let terminal = TerminalEvent::new(app, user);
+    let result = execute_turn(app, user, msg).await;
+    match &result {
+        Ok(reply) => {
+            terminal
+                .finished(json!({"messageId": user.id, "reply": reply.message}))
+                .await
+        }
+        Err(PipelineError::Turn { status, error, .. }) => {
+            terminal.failed(*status, error.to_string()).await
+        }
+        Err(other) => {
+            // Not the CLI (the store, the thread): the turn is over all the same, and the message
+            // must not stay `pending`.
+            let error = other.to_string();
+            if let Err(err) = app
+                .store()
+                .fail_turn(&user.id, MessageStatus::Error, &error, None)
+                .await
+            {
+                warn!(message_id = %user.id, error = %err, "Could not mark the failed turn.");
+            }
+            terminal.failed(MessageStatus::Error, error).await
+        }
+    }
+    // Only now may the next message of the thread start.
+    drop(ticket);
+    result
+}
+
+async fn execute_turn(
+    app: &App,
+    user: &Message,
+    msg: NewMessage,
+) -> Result<TurnReply, PipelineError> {
+    if app.is_shutting_down() {
+        // Shutdown began while this message waited in line: the grace period is for turns that
+        // are running, and a turn started now would only be killed (or outlive the pool).
+        let error = InvokeError::ShuttingDown;
+        let status = MessageStatus::Interrupted;
+        app.store()
+            .fail_turn(&user.id, status, &error.to_string(), None)
+            .await?;
+        return Err(PipelineError::Turn {
+            message_id: user.id.clone(),
+            status,
+            error,
+        });
+    }
     let thread = app.store().require_thread(&user.thread_id).await?;
     let model = msg.model.clone().or(thread.model.clone());
     let events = app.events().clone();
@@ -319,12 +413,6 @@ async fn run_turn(
                 ms = started.elapsed().as_millis() as u64, api_calls = reply.num_turns,
                 tool_calls = tally.tool_calls(), outcome = "done", "Turn finished."
             );
-            events.emit(
-                &thread_id,
-                Some(&user.id),
-                "turn_finished",
-                json!({"messageId": user.id, "reply": message}),
-            );
             Ok(TurnReply {
                 message,
                 thread_id,
@@ -333,11 +421,17 @@ async fn run_turn(
             })
         }
         Err(error) => {
-            let status = match error {
-                InvokeError::Interrupted | InvokeError::ShuttingDown => MessageStatus::Interrupted,
-                // Killed by shutdown: the user did nothing wrong and may send it again.
-                _ if app.is_shutting_down() => MessageStatus::Interrupted,
-                _ => MessageStatus::Error,
+            let cause = error.to_string();
+            let (status, error) = match error {
+                InvokeError::Interrupted | InvokeError::ShuttingDown => {
+                    (MessageStatus::Interrupted, error)
+                }
+                // Killed by shutdown (the process death is only how): the user did nothing wrong
+                // and may send it again.
+                _ if app.is_shutting_down() => {
+                    (MessageStatus::Interrupted, InvokeError::ShuttingDown)
+                }
+                other => (MessageStatus::Error, other),
             };
             app.store()
                 .fail_turn(&user.id, status, &error.to_string(), None)
@@ -348,19 +442,76 @@ async fn run_turn(
             warn!(
                 thread_id = %thread_id, message_id = %user.id, start = tally.start_label(),
                 ms = started.elapsed().as_millis() as u64, tool_calls = tally.tool_calls(),
-                outcome = ?status, error = %error, "Turn failed."
-            );
-            events.emit(
-                &thread_id,
-                Some(&user.id),
-                "turn_failed",
-                json!({"messageId": user.id, "status": status, "error": error.to_string()}),
+                outcome = ?status, error = %cause, "Turn failed."
             );
             Err(PipelineError::Turn {
                 message_id: user.id.clone(),
                 status,
                 error,
             })
+        }
+    }
+}
+
+/// The end of a turn on the thread's event stream. Sent exactly once: by [`Self::finished`] or
+/// [`Self::failed`], or on drop (the task running the turn panicked or was cancelled), so no
+/// client of the stream waits forever for a turn that is over.
+struct TerminalEvent {
+    app: App,
+    thread: ThreadId,
+    message: MessageId,
+    sent: bool,
+}
+
+impl TerminalEvent {
+    fn new(app: &App, user: &Message) -> Self {
+        Self {
+            app: app.clone(),
+            thread: user.thread_id.clone(),
+            message: user.id.clone(),
+            sent: false,
+        }
+    }
+
+    async fn finished(mut self, data: serde_json::Value) {
+        self.sent = true;
+        self.app
+            .events()
+            .emit_and_wait(&self.thread, Some(&self.message), "turn_finished", data)
+            .await;
+    }
+
+    async fn failed(mut self, status: MessageStatus, error: String) {
+        self.sent = true;
+        let data = json!({"messageId": self.message, "status": status, "error": error});
+        self.app
+            .events()
+            .emit_and_wait(&self.thread, Some(&self.message), "turn_failed", data)
+            .await;
+    }
+}
+
+impl Drop for TerminalEvent {
+    fn drop(&mut self) {
+        if self.sent {
+            return;
+        }
+        let error = "the turn ended unexpectedly";
+        warn!(thread_id = %self.thread, message_id = %self.message, "A turn ended without an outcome.");
+        self.app.events().emit(
+            &self.thread,
+            Some(&self.message),
+            "turn_failed",
+            json!({"messageId": self.message, "status": MessageStatus::Error, "error": error}),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (app, message) = (self.app.clone(), self.message.clone());
+            runtime.spawn(async move {
+                let _ = app
+                    .store()
+                    .fail_turn(&message, MessageStatus::Error, error, None)
+                    .await;
+            });
         }
     }
 }

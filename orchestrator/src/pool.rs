@@ -12,6 +12,9 @@
 //! - Creation is single-flight: moka's `try_get_with` runs one spawn per key at a time.
 //! - A process is never killed mid-turn by the pool: one that is let go while busy is killed
 //!   right after its turn ([`CliProcess::retire`]).
+//! - Nested turns cannot deadlock on capacity: when every slot is held by a process that is
+//!   inside a tool call (a delegation waiting for its child, say), a spawn takes one of
+//!   `max_capacity` overflow slots instead of waiting for a slot that only it could free.
 //! - moka does not run eviction listeners when the cache is dropped, so [`Pool::shutdown`] kills
 //!   what is left itself.
 
@@ -23,12 +26,12 @@ use std::time::{Duration, Instant};
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, InvokeError, ThreadId};
 
-use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, SpawnFailure};
+use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, Lease, SpawnFailure};
 use crate::invoker::protocol::SpawnOptions;
 use crate::metrics::PoolMetrics;
 
@@ -81,11 +84,19 @@ pub struct ProcessInfo {
 
 type Live = Arc<Mutex<HashMap<u32, Arc<CliProcess>>>>;
 
+/// How often a spawn waiting for a slot checks for a nested-turn deadlock.
+const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
+
 pub struct Pool {
     cache: Cache<ThreadId, Arc<CliProcess>>,
     /// The cause to record for the next explicit invalidation of a key.
     pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>>,
     slots: Arc<Semaphore>,
+    /// Slots beyond capacity, only for turns that would otherwise deadlock (see the invariants).
+    overflow: Arc<Semaphore>,
+    /// Woken when a process may have become idle (a turn ended, a prewarm finished), so a spawn
+    /// waiting for a slot looks again for an idle process to push out.
+    idle: Notify,
     live: Live,
     launch: LaunchConfig,
     handler: Arc<dyn ControlHandler>,
@@ -129,6 +140,8 @@ impl Pool {
             cache,
             pending_causes,
             slots: Arc::new(Semaphore::new(capacity as usize)),
+            overflow: Arc::new(Semaphore::new(capacity as usize)),
+            idle: Notify::new(),
             live: Live::default(),
             launch,
             handler,
@@ -138,18 +151,20 @@ impl Pool {
     }
 
     /// The thread's warm process if its options match, else a new one (resuming `resume` when
-    /// given). Returns the process and whether this call found it warm.
+    /// given), leased: the pool does not push it out until the lease is dropped.
     pub async fn checkout(
         &self,
         thread: &ThreadId,
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
-    ) -> Result<Arc<CliProcess>, InvokeError> {
+    ) -> Result<Lease, InvokeError> {
         for _ in 0..3 {
             if let Some(process) = self.cache.get(thread).await {
                 if !process.has_exited() && !process.is_retired() && process.options() == options {
-                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(process);
+                    if let Some(lease) = process.lease() {
+                        self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok(lease);
+                    }
                 }
                 let cause = if process.options() != options {
                     EvictionCause::Replaced
@@ -166,8 +181,11 @@ impl Pool {
                 )
                 .await
                 .map_err(|err| (*err).clone())?;
-            if spawned.options() == options && !spawned.has_exited() {
-                return Ok(spawned);
+            if spawned.options() == options {
+                // `None`: pushed out by a spawn waiting for a slot before we got to it; again.
+                if let Some(lease) = spawned.lease() {
+                    return Ok(lease);
+                }
             }
         }
         Err(InvokeError::Cli(
@@ -183,17 +201,15 @@ impl Pool {
     ) -> Result<Arc<CliProcess>, InvokeError> {
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         self.reap_thread(&thread).await;
-        let permit = self.acquire_slot().await;
         let first = self
-            .spawn_one(&thread, &options, resume.as_ref(), false, permit)
+            .spawn_one(&thread, &options, resume.as_ref(), false)
             .await;
         match first {
             Ok(process) => Ok(process),
             Err(SpawnFailure::MissingSession(reason)) => {
                 warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
                 self.stats.resume_fallbacks.fetch_add(1, Ordering::Relaxed);
-                let permit = self.acquire_slot().await;
-                match self.spawn_one(&thread, &options, None, true, permit).await {
+                match self.spawn_one(&thread, &options, None, true).await {
                     Ok(process) => Ok(process),
                     Err(SpawnFailure::MissingSession(reason)) => Err(InvokeError::Cli(reason)),
                     Err(SpawnFailure::Other(err)) => Err(err),
@@ -209,8 +225,8 @@ impl Pool {
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
         resume_failed: bool,
-        permit: OwnedSemaphorePermit,
     ) -> Result<Arc<CliProcess>, SpawnFailure> {
+        let (permit, overflow) = self.acquire_slot().await;
         self.stats.spawns.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let process = CliProcess::spawn(
@@ -224,6 +240,9 @@ impl Pool {
         )
         .await?;
         self.metrics.spawned(started.elapsed());
+        if overflow {
+            process.retire_after_turn();
+        }
         lock(&self.live).insert(process.pid(), process.clone());
         self.stats.live.fetch_add(1, Ordering::Relaxed);
         let live = self.live.clone();
@@ -252,11 +271,16 @@ impl Pool {
     }
 
     /// A pool slot: free, or freed by pushing out the least recently used idle process, or (when
-    /// every process is busy) the next one to be reaped.
-    async fn acquire_slot(&self) -> OwnedSemaphorePermit {
+    /// every process is busy) the next one to be reaped. `true` marks an overflow slot, whose
+    /// process lives for one turn.
+    async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
         loop {
+            // Registered before looking, so a process going idle after the look still wakes us.
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
             if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-                return permit;
+                return (permit, false);
             }
             let victim = self
                 .cache
@@ -270,13 +294,43 @@ impl Pool {
                     process.wait_exit().await;
                 }
                 None => {
-                    // Every slot is held by a busy or dying process; wait for one.
-                    if let Ok(permit) = self.slots.clone().acquire_owned().await {
-                        return permit;
+                    // Every slot is held by a busy or dying process: wait for one to be reaped,
+                    // or for one to finish its turn and become a candidate. If all of them are
+                    // waiting on tools, the turn asking may be the one they wait for.
+                    tokio::select! {
+                        permit = self.slots.clone().acquire_owned() => {
+                            if let Ok(permit) = permit {
+                                return (permit, false);
+                            }
+                        }
+                        _ = idle => {}
+                        _ = tokio::time::sleep(OVERFLOW_CHECK) => {
+                            if let Some(permit) = self.overflow_slot() {
+                                return (permit, true);
+                            }
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// An overflow slot, when every live process is inside a tool call.
+    fn overflow_slot(&self) -> Option<OwnedSemaphorePermit> {
+        let live: Vec<Arc<CliProcess>> = lock(&self.live)
+            .values()
+            .filter(|p| !p.has_exited())
+            .cloned()
+            .collect();
+        if live.is_empty() || !live.iter().all(|p| p.in_tool_call()) {
+            return None;
+        }
+        let permit = self.overflow.clone().try_acquire_owned().ok()?;
+        warn!(
+            live = live.len(),
+            "Every pool slot waits on a tool call; starting a process beyond capacity."
+        );
+        Some(permit)
     }
 
     async fn remove(&self, thread: &ThreadId, cause: EvictionCause) {
@@ -298,9 +352,11 @@ impl Pool {
         process.kill_and_reap().await;
     }
 
-    /// Resets the thread's idle timer after a turn.
+    /// Resets the thread's idle timer after a turn; the process is now a candidate for a spawn
+    /// that waits for a slot.
     pub async fn touch(&self, thread: &ThreadId) {
         let _ = self.cache.get(thread).await;
+        self.idle.notify_waiters();
     }
 
     /// The thread's warm process, if any, without starting one.

@@ -1,6 +1,7 @@
 //! A real daemon for end-to-end tests: `orchestrator::app::start` on 127.0.0.1:0 with a temp data
 //! directory, the real `claude` CLI, and the mock Messages API.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -8,6 +9,7 @@ use serde_json::{json, Value};
 
 use orchestrator::app::{self, Running};
 use orchestrator::config::Config;
+use plugin_contract::Plugin;
 
 use crate::cli::{claude_bin, cli_env};
 use crate::mock::MockApi;
@@ -16,9 +18,11 @@ pub struct TestDaemon {
     running: Option<Running>,
     pub base: String,
     pub config: Config,
+    /// Plugins loaded next to [`app::default_plugins`]; kept for [`TestDaemon::restart`].
+    extra_plugins: Vec<Arc<dyn Plugin>>,
     http: reqwest::Client,
     /// Keeps the data directory alive for restarts; removed on drop.
-    _dir: std::sync::Arc<tempfile::TempDir>,
+    _dir: Arc<tempfile::TempDir>,
 }
 
 /// A config for tests: temp data dir, port 0, the real CLI pointed at `mock`, no built-in tools
@@ -41,8 +45,18 @@ pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::Pat
 impl TestDaemon {
     /// Starts a daemon; `tweak` adjusts the test config first.
     pub async fn start(mock: &MockApi, tweak: impl FnOnce(&mut Config)) -> TestDaemon {
+        Self::start_with_plugins(mock, Vec::new(), tweak).await
+    }
+
+    /// Starts a daemon that loads `extra` plugins after the default ones (the probe plugin, say);
+    /// `tweak` adjusts the test config first.
+    pub async fn start_with_plugins(
+        mock: &MockApi,
+        extra: Vec<Arc<dyn Plugin>>,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestDaemon {
         crate::util::init_tracing();
-        let dir = std::sync::Arc::new(tempfile::tempdir().expect("temp dir"));
+        let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
         // The first call may run npm for a few seconds: keep it off the async workers.
         let claude = tokio::task::spawn_blocking(claude_bin)
             .await
@@ -50,11 +64,16 @@ impl TestDaemon {
             .expect("the claude CLI is installed by test support");
         let mut config = test_config(mock, dir.path(), claude);
         tweak(&mut config);
-        Self::start_with(config, dir).await
+        Self::start_with(config, extra, dir).await
     }
 
-    async fn start_with(config: Config, dir: std::sync::Arc<tempfile::TempDir>) -> TestDaemon {
-        let plugins = app::default_plugins(&config);
+    async fn start_with(
+        config: Config,
+        extra_plugins: Vec<Arc<dyn Plugin>>,
+        dir: Arc<tempfile::TempDir>,
+    ) -> TestDaemon {
+        let mut plugins = app::default_plugins(&config);
+        plugins.extend(extra_plugins.iter().cloned());
         let running = app::start(config.clone(), plugins)
             .await
             .expect("daemon starts");
@@ -63,6 +82,7 @@ impl TestDaemon {
             running: Some(running),
             base,
             config,
+            extra_plugins,
             http: reqwest::Client::new(),
             _dir: dir,
         }
@@ -74,7 +94,8 @@ impl TestDaemon {
             running.stop().await;
         }
         let config = self.config.clone();
-        Self::start_with(config, self._dir.clone()).await
+        let extra = std::mem::take(&mut self.extra_plugins);
+        Self::start_with(config, extra, self._dir.clone()).await
     }
 
     pub fn app(&self) -> &orchestrator::app::App {

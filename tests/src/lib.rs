@@ -4,10 +4,12 @@
 //! - [`mock`]: the scriptable mock of the Anthropic Messages API, the only fake in the loop.
 //! - [`util`]: bounded polling (`eventually`), process inspection, tracing for tests.
 //! - [`daemon`]: the real daemon on `127.0.0.1:0`, its CLI pointed at the mock.
+//! - [`probe`]: a plugin whose tools exercise validation, defaults, timeouts, panics and output checks.
 //!
 //! Errors are `anyhow` here (STYLE 2.5: test support); nothing waits without a timeout (STYLE 2.12).
 
 pub mod cli;
 pub mod daemon;
 pub mod mock;
+pub mod probe;
 pub mod util;

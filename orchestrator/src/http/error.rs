@@ -2,7 +2,7 @@
 //! `{"error": {"code", "message"}}`. Internal errors are logged in full and shown as
 //! "internal error".
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -172,18 +172,22 @@ impl From<QueryRejection> for ApiError {
 }
 
 /// Parses a JSON body read as bytes, with the same errors as [`super::ApiJson`]: 400 for bad JSON
-/// (with its line and column), 422 for a missing or mistyped field.
+/// (with its line and column), 422 for a missing or mistyped field (named by its path).
 pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|err| match err.classify() {
-        serde_json::error::Category::Data => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_body",
-            format!("invalid request body: {err}"),
-        ),
-        _ => ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            format!("malformed JSON: {err}"),
-        ),
-    })
+    // axum's own parser: its errors carry the field's path (serde_path_to_error).
+    axum::Json::<T>::from_bytes(bytes)
+        .map(|axum::Json(value)| value)
+        .map_err(ApiError::from)
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(rejection: BytesRejection) -> Self {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "body_too_large"
+        } else {
+            "invalid_body"
+        };
+        ApiError::new(status, code, rejection.body_text())
+    }
 }

@@ -105,8 +105,7 @@ impl ClaudeCliInvoker {
     pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, InvokeError> {
         match self.pool.peek(thread).await {
             Some(process) if process.is_busy() => {
-                process.interrupt().await.map_err(InvokeError::Cli)?;
-                Ok(true)
+                process.interrupt().await.map_err(InvokeError::Cli)
             }
             _ => Ok(false),
         }
@@ -158,17 +157,21 @@ impl Invoker for ClaudeCliInvoker {
                 deadline,
             )
             .await;
+        let pid = process.pid();
         match outcome {
             Ok(result) if !result.is_error => {
+                let session_id = result
+                    .session_id
+                    .map(CliSessionId::from_string)
+                    .or_else(|| process.session_id());
+                // Let go of the process before announcing it idle to spawns waiting for a slot.
+                drop(process);
                 self.pool.touch(&options.thread_id).await;
                 Ok(InvokeOutcome {
                     text: result.text.unwrap_or_default(),
-                    session_id: result
-                        .session_id
-                        .map(CliSessionId::from_string)
-                        .or_else(|| process.session_id()),
+                    session_id,
                     start,
-                    pid: Some(process.pid()),
+                    pid: Some(pid),
                     num_turns: result.num_turns,
                     duration: started.elapsed(),
                 })
@@ -180,17 +183,28 @@ impl Invoker for ClaudeCliInvoker {
                     .is_some_and(|r| r.starts_with("aborted")) =>
             {
                 // An interrupt: the process stays usable.
+                drop(process);
+                self.pool.touch(&options.thread_id).await;
                 Err(InvokeError::Interrupted)
             }
             Ok(result) => {
                 let reason = result.error_reason();
                 warn!(thread_id = %options.thread_id, pid = process.pid(), %reason, "Turn failed; evicting the process.");
-                self.pool.discard(&process, EvictionCause::Error).await;
+                self.pool
+                    .discard(process.process(), EvictionCause::Error)
+                    .await;
                 Err(InvokeError::Cli(reason))
             }
             Err(err) => {
+                // The process only knows its deadline; the user set (and should read) the total.
+                let err = match err {
+                    InvokeError::TurnTimeout(_) => InvokeError::TurnTimeout(timeout),
+                    other => other,
+                };
                 warn!(thread_id = %options.thread_id, pid = process.pid(), error = %err, "Turn failed; evicting the process.");
-                self.pool.discard(&process, EvictionCause::Error).await;
+                self.pool
+                    .discard(process.process(), EvictionCause::Error)
+                    .await;
                 Err(err)
             }
         }
@@ -204,9 +218,11 @@ impl Invoker for ClaudeCliInvoker {
     ) -> Result<(), InvokeError> {
         self.pool.note_prewarm();
         let spawn = self.spawn_options(model);
+        // The lease ends here: the process waits idle for the thread's first message.
         self.pool
             .checkout(thread_id, &spawn, session_id.as_ref())
-            .await
-            .map(|_| ())
+            .await?;
+        self.pool.touch(thread_id).await;
+        Ok(())
     }
 }

@@ -34,6 +34,18 @@ const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 const STDERR_TAIL_LINES: usize = 20;
 /// How long the CLI gets to perform its MCP handshake after the `initialize` reply.
 const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
+/// How long an interrupt waits for the CLI to start a turn it has only queued so far.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
+
+/// Where the process's turn is, as far as an interrupt cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TurnPhase {
+    Idle,
+    /// The user line is written but the CLI has not started the turn (no `system/init` yet). The
+    /// CLI's `interrupt` stops only a running turn: a queued one would still run.
+    Queued,
+    Running,
+}
 
 /// Answers the CLI's control requests for our in-process MCP server.
 #[async_trait::async_trait]
@@ -83,6 +95,7 @@ struct Shared {
     mcp_ready: watch::Sender<bool>,
     /// Tool calls in flight; the idle timeout does not run while a tool works.
     tool_calls: AtomicUsize,
+    phase: watch::Sender<TurnPhase>,
     handler: Arc<dyn ControlHandler>,
     cancel: CancellationToken,
     next_request: AtomicU64,
@@ -97,8 +110,13 @@ pub struct CliProcess {
     exit: watch::Receiver<Option<ExitInfo>>,
     turn_lock: tokio::sync::Mutex<()>,
     busy: AtomicBool,
+    /// [`Lease`]s held: checkouts whose turn has not finished. The pool must not push out a
+    /// process between checkout and turn, so a leased process counts as busy.
+    leases: AtomicUsize,
     /// Set when the pool let go of this process while a turn was running: kill after the turn.
     retired: AtomicBool,
+    /// Started beyond the pool's capacity: let go as soon as its first lease ends.
+    one_turn: AtomicBool,
     turns: AtomicU64,
     spawned_at: Instant,
     last_used: Mutex<Instant>,
@@ -158,6 +176,7 @@ impl CliProcess {
             stray_result: Mutex::default(),
             mcp_ready: watch::channel(false).0,
             tool_calls: AtomicUsize::new(0),
+            phase: watch::channel(TurnPhase::Idle).0,
             handler,
             cancel: CancellationToken::new(),
             next_request: AtomicU64::new(1),
@@ -198,7 +217,9 @@ impl CliProcess {
             exit: exit_rx,
             turn_lock: tokio::sync::Mutex::new(()),
             busy: AtomicBool::new(false),
+            leases: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
+            one_turn: AtomicBool::new(false),
             turns: AtomicU64::new(0),
             spawned_at: started,
             last_used: Mutex::new(started),
@@ -305,12 +326,11 @@ impl CliProcess {
             .run_turn(prompt, on_event, idle_timeout, deadline)
             .await;
         *lock(&self.shared.turn) = None;
+        self.shared.phase.send_replace(TurnPhase::Idle);
         self.turns.fetch_add(1, Ordering::Relaxed);
         *lock(&self.last_used) = Instant::now();
         self.busy.store(false, Ordering::SeqCst);
-        if self.retired.load(Ordering::SeqCst) {
-            self.kill();
-        }
+        self.kill_if_retired_and_unused();
         outcome
     }
 
@@ -323,6 +343,7 @@ impl CliProcess {
     ) -> Result<TurnResult, InvokeError> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         *lock(&self.shared.turn) = Some(tx);
+        self.shared.phase.send_replace(TurnPhase::Queued);
         let uuid = uuid::Uuid::new_v4().to_string();
         if self
             .shared
@@ -365,7 +386,8 @@ impl CliProcess {
                     return Err(InvokeError::IdleTimeout(idle_timeout));
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    return Err(InvokeError::TurnTimeout(deadline.saturating_duration_since(tokio::time::Instant::now())));
+                    // Only the caller knows the turn's total (it started the clock); it fills it in.
+                    return Err(InvokeError::TurnTimeout(Duration::ZERO));
                 }
             }
         }
@@ -383,11 +405,30 @@ impl CliProcess {
     }
 
     /// Asks the CLI to stop the running turn. The turn then ends with an error `result` and the
-    /// process stays usable.
-    pub async fn interrupt(&self) -> Result<(), String> {
+    /// process stays usable. Returns false when no turn was running.
+    ///
+    /// A turn written to stdin but not yet started by the CLI is first waited for: the CLI answers
+    /// an interrupt then with `still_queued: [<our turn>]` and runs the turn anyway.
+    pub async fn interrupt(&self) -> Result<bool, String> {
+        let mut phase = self.shared.phase.subscribe();
+        let mut exit = self.exit.clone();
+        let waited = tokio::select! {
+            seen = tokio::time::timeout(INTERRUPT_WAIT, phase.wait_for(|p| *p != TurnPhase::Queued)) => {
+                match seen {
+                    Ok(Ok(phase)) => *phase,
+                    Ok(Err(_)) => return Err("the process has gone".into()),
+                    // Still queued: ask anyway.
+                    Err(_) => TurnPhase::Queued,
+                }
+            }
+            _ = exited(&mut exit) => return Err("the process has exited".into()),
+        };
+        if waited == TurnPhase::Idle {
+            return Ok(false);
+        }
         self.request(json!({"subtype": "interrupt"}))
             .await
-            .map(|_| ())
+            .map(|_| true)
     }
 
     /// Sends SIGKILL to the process group. Idempotent; the reaper task collects the exit status.
@@ -416,9 +457,32 @@ impl CliProcess {
     /// Lets go of the process: killed now if idle, or right after its running turn.
     pub fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
-        if !self.busy.load(Ordering::SeqCst) {
+        self.kill_if_retired_and_unused();
+    }
+
+    /// Claims the process for a turn, or `None` when the pool has already let go of it (or it
+    /// exited). While the lease lives the process counts as busy; a process retired meanwhile is
+    /// killed when the last lease goes.
+    pub fn lease(self: &Arc<Self>) -> Option<Lease> {
+        // Increment, then look: `retire` stores, then looks. With SeqCst at least one of the two
+        // sees the other, so a process is never killed under a live lease.
+        self.leases.fetch_add(1, Ordering::SeqCst);
+        let lease = Lease(self.clone());
+        if self.is_retired() || self.has_exited() {
+            return None;
+        }
+        Some(lease)
+    }
+
+    fn kill_if_retired_and_unused(&self) {
+        if self.retired.load(Ordering::SeqCst) && !self.is_busy() {
             self.kill();
         }
+    }
+
+    /// Marks the process to be let go once its first lease ends (an over-capacity process).
+    pub fn retire_after_turn(&self) {
+        self.one_turn.store(true, Ordering::SeqCst);
     }
 
     pub fn pid(&self) -> u32 {
@@ -433,8 +497,13 @@ impl CliProcess {
     pub fn has_exited(&self) -> bool {
         self.exit.borrow().is_some()
     }
+    /// Running a turn, or leased for one.
     pub fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::SeqCst)
+        self.busy.load(Ordering::SeqCst) || self.leases.load(Ordering::SeqCst) > 0
+    }
+    /// True while the process waits on one of our tools (which may be waiting on another turn).
+    pub fn in_tool_call(&self) -> bool {
+        self.shared.tool_calls.load(Ordering::SeqCst) > 0
     }
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
@@ -478,6 +547,32 @@ impl CliProcess {
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
+    }
+}
+
+/// A process claimed for one turn (see [`CliProcess::lease`]); derefs to the process.
+pub struct Lease(Arc<CliProcess>);
+
+impl Lease {
+    pub fn process(&self) -> &Arc<CliProcess> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = CliProcess;
+    fn deref(&self) -> &CliProcess {
+        &self.0
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.leases.fetch_sub(1, Ordering::SeqCst);
+        if self.0.one_turn.load(Ordering::SeqCst) {
+            self.0.retire();
+        }
+        self.0.kill_if_retired_and_unused();
     }
 }
 
@@ -605,6 +700,15 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
         }
         CliMessage::Turn(line) => {
+            if line.starts_turn {
+                shared.phase.send_if_modified(|phase| {
+                    let queued = *phase == TurnPhase::Queued;
+                    if queued {
+                        *phase = TurnPhase::Running;
+                    }
+                    queued
+                });
+            }
             if let Some(id) = &line.session_id {
                 let mut current = lock(&shared.session_id);
                 if current.as_deref() != Some(id) {

@@ -132,6 +132,8 @@ pub enum CliMessage {
 pub struct TurnLine {
     /// The session id the line carries, when it carries one.
     pub session_id: Option<String>,
+    /// `system/init`: the CLI has started the turn (it is no longer queued inside the CLI).
+    pub starts_turn: bool,
     /// Events for clients; empty for lines that only matter for bookkeeping.
     pub events: Vec<StreamEvent>,
 }
@@ -246,6 +248,8 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
         }),
         "system" | "assistant" | "user" | "stream_event" => CliMessage::Turn(TurnLine {
             session_id: str_field(&value, "session_id"),
+            starts_turn: kind == "system"
+                && str_field(&value, "subtype").as_deref() == Some("init"),
             events: turn_events(kind, &value),
         }),
         other => CliMessage::Ignored {
@@ -476,6 +480,115 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+        use serde_json::{Map, Value};
+
+        use super::super::decode;
+
+        /// The line types and field names the decoder looks at, so generated lines reach past the
+        /// first `match` into every branch.
+        const KINDS: &[&str] = &[
+            "control_request",
+            "control_response",
+            "control_cancel_request",
+            "result",
+            "system",
+            "assistant",
+            "user",
+            "stream_event",
+        ];
+        const FIELDS: &[&str] = &[
+            "type",
+            "subtype",
+            "request_id",
+            "request",
+            "response",
+            "error",
+            "message",
+            "content",
+            "event",
+            "delta",
+            "text",
+            "id",
+            "name",
+            "input",
+            "tool_use_id",
+            "is_error",
+            "parent_tool_use_id",
+            "session_id",
+            "result",
+            "errors",
+            "num_turns",
+            "terminal_reason",
+            "user_message_uuids",
+            "attempt",
+            "max_retries",
+            "retry_delay_ms",
+            "error_status",
+        ];
+
+        fn any_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                any::<f64>().prop_map(Value::from),
+                ".{0,12}".prop_map(Value::String),
+                prop::sample::select(KINDS).prop_map(Value::from),
+                prop::sample::select(
+                    &[
+                        "init",
+                        "api_retry",
+                        "success",
+                        "text_delta",
+                        "tool_use",
+                        "tool_result",
+                        "text",
+                        "mcp_message"
+                    ][..]
+                )
+                .prop_map(Value::from),
+            ];
+            leaf.prop_recursive(5, 96, 8, |inner| {
+                let key = prop_oneof![
+                    prop::sample::select(FIELDS).prop_map(str::to_owned),
+                    ".{0,8}",
+                ];
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::vec((key, inner), 0..8).prop_map(|fields| Value::Object(
+                        fields.into_iter().collect::<Map<_, _>>()
+                    )),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn decode_never_panics_on_any_string(line in ".*") {
+                let _ = decode(&line);
+            }
+
+            #[test]
+            fn decode_never_panics_on_any_json(value in any_json()) {
+                let _ = decode(&value.to_string());
+            }
+
+            #[test]
+            fn any_object_with_a_type_decodes(
+                kind in prop::sample::select(KINDS),
+                fields in prop::collection::vec((prop::sample::select(FIELDS), any_json()), 0..10),
+            ) {
+                let mut object: Map<String, Value> =
+                    fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                object.insert("type".into(), Value::from(kind));
+                prop_assert!(decode(&Value::Object(object).to_string()).is_ok());
+            }
+        }
     }
 
     #[test]

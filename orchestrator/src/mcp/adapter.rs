@@ -3,9 +3,11 @@
 //! which runs the tool (in its own task, see [`ToolRegistry::call`]); the process reader never
 //! waits on it.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use plugin_contract::{Delegate, Invoker, ThreadId, ThreadStore, ToolContext};
@@ -32,6 +34,8 @@ pub struct McpAdapter {
     registry: Arc<ToolRegistry>,
     store: Store,
     services: OnceLock<ToolServices>,
+    /// Running `tools/call`s by (thread, JSON-RPC id), so `notifications/cancelled` can stop them.
+    running: Mutex<HashMap<(ThreadId, String), CancellationToken>>,
     metrics: crate::metrics::ToolMetrics,
 }
 
@@ -41,6 +45,7 @@ impl McpAdapter {
             registry,
             store,
             services: OnceLock::new(),
+            running: Mutex::default(),
             metrics: Default::default(),
         }
     }
@@ -134,15 +139,46 @@ impl McpAdapter {
                     .pointer("/_meta/claudecode~1toolUseId")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                self.call_tool(Some(thread), &name, input, tool_use_id)
-                    .await
-                    .result
+                let key = (
+                    thread.clone(),
+                    id.clone().unwrap_or(Value::Null).to_string(),
+                );
+                let cancel = CancellationToken::new();
+                lock(&self.running).insert(key.clone(), cancel.clone());
+                let outcome = tokio::select! {
+                    outcome = self.call_tool(Some(thread), &name, input, tool_use_id) => outcome.result,
+                    _ = cancel.cancelled() => {
+                        debug!(thread_id = %thread, tool = %name, "Tool call cancelled by the CLI.");
+                        json!({"content": [{"type": "text", "text": format!("tool `{name}` was cancelled")}], "isError": true})
+                    }
+                };
+                lock(&self.running).remove(&key);
+                outcome
+            }
+            "notifications/cancelled" => {
+                // The CLI gave up on a call (interrupt, its own timeout): stop the tool.
+                let request = params
+                    .get("requestId")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+                    .to_string();
+                if let Some(cancel) = lock(&self.running).remove(&(thread.clone(), request)) {
+                    cancel.cancel();
+                }
+                return json!({"jsonrpc": "2.0", "result": {}});
             }
             m if m.starts_with("notifications/") => return json!({"jsonrpc": "2.0", "result": {}}),
             other => return rpc_error(id, -32601, &format!("method not found: {other}")),
         };
         json!({"jsonrpc": "2.0", "id": id, "result": result})
     }
+}
+
+#[cfg(test)]
+mod tests;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {

@@ -153,11 +153,11 @@ impl ToolRegistry {
         };
         let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
         let handler = tool.handler.clone();
-        let mut task = tokio::spawn(async move { handler.call(ctx, input).await });
-        let joined = match tokio::time::timeout(limit, &mut task).await {
+        // Aborted if this call is dropped (the CLI cancelled it) or times out.
+        let mut task = AbortOnDrop(tokio::spawn(async move { handler.call(ctx, input).await }));
+        let joined = match tokio::time::timeout(limit, &mut task.0).await {
             Ok(joined) => joined,
             Err(_) => {
-                task.abort();
                 return CallOutcome::error(
                     format!("tool `{name}` did not finish within {limit:?} and was stopped"),
                     started,
@@ -212,6 +212,15 @@ impl ToolRegistry {
             duration: started.elapsed(),
             violations: None,
         }
+    }
+}
+
+/// Aborts the tool's task when the call that awaits it goes away.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -76,6 +76,12 @@ impl Tool for Delegate {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        if ctx.thread_id.as_str().is_empty() {
+            return Err(ToolError::InvalidInput(
+                "delegation needs a calling thread; when calling the tool over HTTP, pass threadId"
+                    .into(),
+            ));
+        }
         let depth = depth_of(ctx.store.as_ref(), &ctx.thread_id)
             .await
             .map_err(ToolError::Failed)?;
@@ -229,6 +235,21 @@ mod tests {
             recorder.0.lock().unwrap().is_empty(),
             "no child was started"
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_without_a_thread_says_so() {
+        let recorder = Arc::new(Recorder::default());
+        let tool = Delegate {
+            max_depth: 3,
+            timeout: Duration::from_secs(1),
+        };
+        let err = tool
+            .call(ctx("", recorder.clone()), json!({"prompt": "x"}))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("pass threadId"), "{err}");
+        assert!(recorder.0.lock().unwrap().is_empty());
     }
 
     #[test]

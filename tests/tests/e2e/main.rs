@@ -1,7 +1,13 @@
 //! End-to-end tests: the daemon on 127.0.0.1:0, the real `claude` CLI, the mock Messages API.
 //! One test binary, a module per feature.
 
+mod events;
+mod faults;
 mod http_api;
+mod load;
 mod metrics;
+mod ordering;
 mod pool;
 mod resume;
+mod support;
+mod tools;

@@ -1,0 +1,570 @@
+//! The adapter on its own: JSON-RPC in, JSON-RPC out, with small test plugins, an in-memory store
+//! and test doubles for the invoker and delegation. No CLI here.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use plugin_contract::{
+    CliSessionId, Delegate, DelegateReply, InvokeError, InvokeOptions, InvokeOutcome, Invoker,
+    Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+
+use super::*;
+use crate::store::NewThread;
+
+// ---------------------------------------------------------------------------------------------
+// Test plugins and doubles
+
+/// `kit__echo`: `{word: string, times: integer = 2}` → `{"said": word × times, "thread": …}`.
+/// Counts its calls so tests can see a refused input never reached it.
+struct Echo {
+    calls: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "echo".into(),
+            description: "Repeats a word.".into(),
+            input_schema: json!({
+                "word": {"type": "string", "description": "The word."},
+                "times": {"type": "integer", "minimum": 1, "default": 2}
+            }),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": {"said": {"type": "string"}, "thread": {"type": "string"}},
+                "required": ["said", "thread"]
+            })),
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let word = input["word"].as_str().unwrap_or_default();
+        let times = input["times"].as_u64().unwrap_or(0) as usize;
+        let said = vec![word; times].join(" ");
+        Ok(ToolOutput::structured(
+            said.clone(),
+            json!({"said": said, "thread": ctx.thread_id.as_str()}),
+        ))
+    }
+}
+
+/// `kit__gate`: waits until the test opens the gate.
+struct Gate {
+    open: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl Tool for Gate {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "gate".into(),
+            description: "Waits for the test.".into(),
+            input_schema: json!({}),
+            output_schema: None,
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
+        self.open.notified().await;
+        Ok(ToolOutput::text("gate opened"))
+    }
+}
+
+/// `kit__stuck`: never finishes; its own timeout is short.
+struct Stuck;
+
+#[async_trait::async_trait]
+impl Tool for Stuck {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "stuck".into(),
+            description: "Never finishes.".into(),
+            input_schema: json!({}),
+            output_schema: None,
+            timeout: Some(Duration::from_millis(50)),
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
+        std::future::pending::<()>().await;
+        Ok(ToolOutput::text("unreachable"))
+    }
+}
+
+/// `kit__boom`: panics.
+struct Boom;
+
+#[async_trait::async_trait]
+impl Tool for Boom {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "boom".into(),
+            description: "Panics.".into(),
+            input_schema: json!({}),
+            output_schema: None,
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
+        panic!("boom went the tool");
+    }
+}
+
+struct Kit {
+    echo_calls: Arc<AtomicUsize>,
+    gate: Arc<Notify>,
+}
+
+impl Plugin for Kit {
+    fn name(&self) -> &str {
+        "kit"
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        vec![
+            Arc::new(Echo {
+                calls: self.echo_calls.clone(),
+            }),
+            Arc::new(Gate {
+                open: self.gate.clone(),
+            }),
+            Arc::new(Stuck),
+            Arc::new(Boom),
+        ]
+    }
+}
+
+struct NoInvoker;
+
+#[async_trait::async_trait]
+impl Invoker for NoInvoker {
+    async fn invoke(&self, _: &str, _: InvokeOptions) -> Result<InvokeOutcome, InvokeError> {
+        Err(InvokeError::Cli("the adapter tests invoke nothing".into()))
+    }
+    async fn prewarm(
+        &self,
+        _: &ThreadId,
+        _: Option<CliSessionId>,
+        _: Option<String>,
+    ) -> Result<(), InvokeError> {
+        Err(InvokeError::Cli("the adapter tests prewarm nothing".into()))
+    }
+}
+
+struct NoDelegate;
+
+#[async_trait::async_trait]
+impl Delegate for NoDelegate {
+    async fn delegate(
+        &self,
+        _: &ThreadId,
+        _: String,
+        _: Option<String>,
+    ) -> Result<DelegateReply, String> {
+        Err("the adapter tests delegate nothing".into())
+    }
+}
+
+struct Fixture {
+    adapter: Arc<McpAdapter>,
+    store: Store,
+    thread: ThreadId,
+    echo_calls: Arc<AtomicUsize>,
+    gate: Arc<Notify>,
+}
+
+async fn fixture() -> Fixture {
+    let echo_calls = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Notify::new());
+    let plugins: Vec<Arc<dyn Plugin>> = vec![Arc::new(Kit {
+        echo_calls: echo_calls.clone(),
+        gate: gate.clone(),
+    })];
+    let registry = ToolRegistry::load(&plugins, Duration::from_secs(5)).expect("kit loads");
+    let store = Store::open(":memory:").await.expect("in-memory store");
+    let thread = store
+        .create_thread(NewThread::default())
+        .await
+        .expect("a thread")
+        .id;
+    let adapter = Arc::new(McpAdapter::new(Arc::new(registry), store.clone()));
+    adapter.bind(ToolServices {
+        store: Arc::new(store.clone()),
+        invoker: Arc::new(NoInvoker),
+        delegate: Arc::new(NoDelegate),
+    });
+    Fixture {
+        adapter,
+        store,
+        thread,
+        echo_calls,
+        gate,
+    }
+}
+
+impl Fixture {
+    /// One JSON-RPC message to the `harness` server, as the CLI's process sends it.
+    async fn rpc(&self, message: Value) -> Value {
+        self.adapter
+            .mcp_message(&self.thread, MCP_SERVER, message)
+            .await
+    }
+
+    /// A `tools/call` with id 7; returns the whole JSON-RPC reply.
+    async fn call(&self, name: &str, arguments: Value) -> Value {
+        self.rpc(json!({
+            "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments,
+                       "_meta": {"claudecode/toolUseId": "toolu_test_1", "progressToken": 7}}
+        }))
+        .await
+    }
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The handshake and the small methods
+
+#[tokio::test]
+async fn initialize_echoes_a_known_version_and_falls_back_otherwise() {
+    let f = fixture().await;
+    for (asked, answered) in [
+        (Some("2025-11-25"), "2025-11-25"),
+        (Some("2024-11-05"), "2024-11-05"),
+        (Some("1999-01-01"), PROTOCOL_VERSION),
+        (None, PROTOCOL_VERSION),
+    ] {
+        let mut params = json!({"capabilities": {}, "clientInfo": {"name": "claude-code"}});
+        if let Some(asked) = asked {
+            params["protocolVersion"] = json!(asked);
+        }
+        let reply = f
+            .rpc(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}))
+            .await;
+        assert_eq!(
+            reply,
+            json!({"jsonrpc": "2.0", "id": 0, "result": {
+                "protocolVersion": answered,
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": {"name": "harness", "version": env!("CARGO_PKG_VERSION")}
+            }}),
+            "asked {asked:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn notifications_get_an_empty_result_without_id() {
+    let f = fixture().await;
+    for method in ["notifications/initialized", "notifications/cancelled"] {
+        let reply = f
+            .rpc(json!({"jsonrpc": "2.0", "method": method, "params": {"requestId": 2}}))
+            .await;
+        assert_eq!(reply, json!({"jsonrpc": "2.0", "result": {}}), "{method}");
+    }
+}
+
+#[tokio::test]
+async fn ping_and_unknown_methods() {
+    let f = fixture().await;
+    let reply = f
+        .rpc(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+        .await;
+    assert_eq!(reply, json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+
+    let reply = f
+        .rpc(json!({"jsonrpc": "2.0", "id": 4, "method": "resources/list"}))
+        .await;
+    assert_eq!(
+        reply,
+        json!({"jsonrpc": "2.0", "id": 4, "error": {
+            "code": -32601, "message": "method not found: resources/list"
+        }})
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_server_is_method_not_found() {
+    let f = fixture().await;
+    let reply = f
+        .adapter
+        .mcp_message(
+            &f.thread,
+            "elsewhere",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
+        )
+        .await;
+    assert_eq!(
+        reply,
+        json!({"jsonrpc": "2.0", "id": 0, "error": {
+            "code": -32601, "message": "Server 'elsewhere' not found"
+        }})
+    );
+}
+
+#[tokio::test]
+async fn tools_list_has_names_descriptions_and_schemas() {
+    let f = fixture().await;
+    let reply = f
+        .rpc(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(reply["id"], 1);
+    let tools = reply["result"]["tools"].as_array().expect("a tool list");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["kit__boom", "kit__echo", "kit__gate", "kit__stuck"]);
+    for tool in tools {
+        assert!(tool["description"].is_string(), "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+    }
+    let echo = &tools[1];
+    assert_eq!(echo["description"], "Repeats a word.");
+    assert_eq!(
+        echo["inputSchema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "word": {"type": "string", "description": "The word."},
+                "times": {"type": "integer", "minimum": 1, "default": 2}
+            },
+            "required": ["word"]
+        })
+    );
+    assert_eq!(
+        echo["outputSchema"]["required"],
+        json!(["said", "thread"]),
+        "{echo}"
+    );
+    assert!(
+        tools[2].get("outputSchema").is_none(),
+        "only declared output schemas are advertised"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// tools/call
+
+#[tokio::test]
+async fn a_call_fills_defaults_runs_for_the_thread_and_is_recorded() {
+    let f = fixture().await;
+    let reply = f.call("kit__echo", json!({"word": "hi"})).await;
+    assert_eq!(reply["jsonrpc"], "2.0");
+    assert_eq!(reply["id"], 7, "the reply carries the request's id");
+    let result = &reply["result"];
+    assert_eq!(result.get("isError"), None, "{result}");
+    assert_eq!(
+        result["structuredContent"],
+        json!({"said": "hi hi", "thread": f.thread.as_str()})
+    );
+    assert_eq!(text_of(result), "hi hi");
+
+    let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
+    assert_eq!(calls.len(), 1);
+    let call = &calls[0];
+    assert_eq!(call.tool, "kit__echo");
+    assert_eq!(call.thread_id.as_ref(), Some(&f.thread));
+    assert_eq!(call.tool_use_id.as_deref(), Some("toolu_test_1"));
+    assert_eq!(call.input, json!({"word": "hi"}));
+    assert_eq!(call.result.as_ref(), Some(result));
+    assert!(!call.is_error);
+}
+
+#[tokio::test]
+async fn violations_are_an_error_result_listing_every_pointer() {
+    let f = fixture().await;
+    let reply = f.call("kit__echo", json!({"times": 0})).await;
+    assert_eq!(reply["id"], 7);
+    let result = &reply["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        text_of(result),
+        "Invalid input for tool `kit__echo`:\n\
+         - at (root): \"word\" is a required property\n\
+         - at /times: 0 is less than the minimum of 1"
+    );
+    let reply = f
+        .call("kit__echo", json!({"word": ["a"], "times": "2"}))
+        .await;
+    assert_eq!(
+        text_of(&reply["result"]),
+        "Invalid input for tool `kit__echo`:\n\
+         - at /times: \"2\" is not of type \"integer\"\n\
+         - at /word: [\"a\"] is not of type \"string\""
+    );
+    assert_eq!(
+        f.echo_calls.load(Ordering::SeqCst),
+        0,
+        "a refused input never reaches the tool"
+    );
+    let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c.is_error));
+}
+
+#[tokio::test]
+async fn missing_arguments_count_as_an_empty_object() {
+    let f = fixture().await;
+    let reply = f
+        .rpc(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "kit__echo"}}))
+        .await;
+    assert_eq!(reply["id"], 9);
+    assert_eq!(
+        text_of(&reply["result"]),
+        "Invalid input for tool `kit__echo`:\n- at (root): \"word\" is a required property",
+        "`{{}}` with its defaults, not `null`"
+    );
+}
+
+#[tokio::test]
+async fn unknown_tools_panics_and_timeouts_are_error_results() {
+    let f = fixture().await;
+    let reply = f.call("kit__nope", json!({})).await;
+    assert_eq!(reply["result"]["isError"], true);
+    assert_eq!(
+        text_of(&reply["result"]),
+        "unknown tool `kit__nope`; known tools: kit__boom, kit__echo, kit__gate, kit__stuck"
+    );
+
+    let reply = f.call("kit__boom", json!({})).await;
+    assert_eq!(reply["result"]["isError"], true);
+    assert_eq!(
+        text_of(&reply["result"]),
+        "tool `kit__boom` panicked: boom went the tool"
+    );
+
+    let reply = f.call("kit__stuck", json!({})).await;
+    assert_eq!(reply["result"]["isError"], true);
+    assert_eq!(
+        text_of(&reply["result"]),
+        "tool `kit__stuck` did not finish within 50ms and was stopped"
+    );
+
+    // The adapter still answers.
+    let reply = f.call("kit__echo", json!({"word": "ok", "times": 1})).await;
+    assert_eq!(text_of(&reply["result"]), "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_call_does_not_block_another() {
+    let f = fixture().await;
+    let slow = {
+        let adapter = f.adapter.clone();
+        let thread = f.thread.clone();
+        tokio::spawn(async move {
+            adapter
+                .mcp_message(
+                    &thread,
+                    MCP_SERVER,
+                    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": "kit__gate", "arguments": {}}}),
+                )
+                .await
+        })
+    };
+    // While the gate is shut, another call and a ping go through.
+    let fast = tokio::time::timeout(
+        Duration::from_secs(5),
+        f.call("kit__echo", json!({"word": "quick", "times": 1})),
+    )
+    .await
+    .expect("the fast call is not held up by the slow one");
+    assert_eq!(text_of(&fast["result"]), "quick");
+    let ping = tokio::time::timeout(
+        Duration::from_secs(5),
+        f.rpc(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"})),
+    )
+    .await
+    .expect("a ping is not held up either");
+    assert_eq!(ping["result"], json!({}));
+    assert!(!slow.is_finished(), "the slow call is still waiting");
+
+    f.gate.notify_one();
+    let slow = tokio::time::timeout(Duration::from_secs(5), slow)
+        .await
+        .expect("the slow call finishes once opened")
+        .expect("no panic");
+    assert_eq!(slow["id"], 2);
+    assert_eq!(text_of(&slow["result"]), "gate opened");
+    let tools: Vec<String> = f
+        .store
+        .tool_calls(&f.thread)
+        .await
+        .expect("recorded calls")
+        .into_iter()
+        .map(|c| c.tool)
+        .collect();
+    assert_eq!(
+        tools,
+        ["kit__echo", "kit__gate"],
+        "recorded as they finished"
+    );
+}
+
+#[tokio::test]
+async fn a_call_before_the_services_are_bound_is_an_error_result() {
+    let store = Store::open(":memory:").await.expect("in-memory store");
+    let adapter = McpAdapter::new(Arc::new(ToolRegistry::empty()), store);
+    let outcome = adapter.call_tool(None, "kit__echo", json!({}), None).await;
+    assert!(outcome.is_error);
+    assert_eq!(outcome.text(), "tools are not ready yet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_cancelled_stops_the_running_call() {
+    let f = fixture().await;
+    let slow = {
+        let adapter = f.adapter.clone();
+        let thread = f.thread.clone();
+        tokio::spawn(async move {
+            adapter
+                .mcp_message(
+                    &thread,
+                    MCP_SERVER,
+                    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                           "params": {"name": "kit__gate", "arguments": {}}}),
+                )
+                .await
+        })
+    };
+    // Cancel until the call has registered and answered (the notification may race the call).
+    let reply = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            f.rpc(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 7, "reason": "AbortError: remote-cancel"}}),
+            )
+            .await;
+            if slow.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        reply.is_ok(),
+        "the gated call ended without its gate opening"
+    );
+    let slow = slow.await.expect("no panic");
+    assert_eq!(slow["id"], 7);
+    assert_eq!(slow["result"]["isError"], true);
+    assert_eq!(text_of(&slow["result"]), "tool `kit__gate` was cancelled");
+}

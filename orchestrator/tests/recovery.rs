@@ -1,0 +1,323 @@
+//! Crash recovery with the real `harness` binary (a child process of the test, so it can be
+//! SIGKILLed), the real `claude` CLI and the mock Messages API from `harness-tests`.
+//!
+//! - SIGKILL mid-turn: the CLI child dies with the daemon (parent-death signal), the SQLite file
+//!   passes `PRAGMA integrity_check`, and after a restart on the same database the turn is
+//!   `interrupted` with a reason, nothing is lost, and the thread goes on with its history.
+//! - SIGTERM mid-turn: the daemon waits out the grace period, kills the CLI, marks the turn
+//!   `interrupted`, and exits 0; no CLI process remains.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+
+use harness_tests::cli::{claude_bin, cli_env, stray_cli_env};
+use harness_tests::mock::{MockApi, Reply};
+use harness_tests::util::{eventually, eventually_async, process_exists};
+use orchestrator::store::Store;
+
+/// The `harness` binary as a child process.
+struct Harness {
+    child: tokio::process::Child,
+    base: String,
+    http: reqwest::Client,
+    log: PathBuf,
+}
+
+impl Harness {
+    /// Starts `harness serve` on a free port with its data in `dir`, the CLI pointed at `mock`.
+    async fn start(dir: &Path, mock: &MockApi, grace_secs: u64) -> Harness {
+        let claude = tokio::task::spawn_blocking(claude_bin)
+            .await
+            .expect("installer task")
+            .expect("the claude CLI is installed by test support");
+        // The port is free now; the daemon binds it a moment later.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let env: toml::Table = cli_env(&mock.url())
+            .into_iter()
+            .map(|(k, v)| (k, toml::Value::String(v)))
+            .collect();
+        let config = format!(
+            "shutdown_grace = {grace_secs}\n\n[claude]\nbuiltin_tools = \"\"\nenv = {}\n",
+            toml::Value::Table(env)
+        );
+        let config_path = dir.join("harness.toml");
+        std::fs::write(&config_path, config).expect("write the config");
+        let log = dir.join(format!("harness-{port}.log"));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"));
+        command
+            .arg("serve")
+            .arg(format!("--bind=127.0.0.1:{port}"))
+            .arg(format!("--db={}", dir.join("harness.db").display()))
+            .arg(format!("--data-dir={}", dir.display()))
+            .arg(format!("--claude-bin={}", claude.display()))
+            .arg(format!("--config={}", config_path.display()))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .kill_on_drop(true);
+        for key in stray_cli_env() {
+            command.env_remove(key);
+        }
+        for (key, _) in std::env::vars() {
+            if key.starts_with("HARNESS_") {
+                command.env_remove(key);
+            }
+        }
+        let child = command.spawn().expect("harness starts");
+        let harness = Harness {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+            log,
+        };
+        let ready = eventually_async(Duration::from_secs(30), "the daemon answers", || async {
+            harness
+                .http
+                .get(format!("{}/healthz", harness.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        if let Err(err) = ready {
+            panic!("{err}\n{}", harness.log_text());
+        }
+        harness
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("the daemon is running")
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("GET reaches the daemon");
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().await.expect("a JSON body")
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST reaches the daemon");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn messages(&self, thread: &str) -> Vec<Value> {
+        self.get(&format!("/api/threads/{thread}")).await["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn cli_pids(&self) -> Vec<u32> {
+        self.get("/api/pool").await["processes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["pid"].as_u64())
+            .map(|pid| pid as u32)
+            .collect()
+    }
+
+    fn signal(&self, signal: Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), signal)
+            .expect("signal the daemon");
+    }
+
+    /// Waits for the daemon to exit and returns its status.
+    async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        match tokio::time::timeout(timeout, self.child.wait()).await {
+            Ok(status) => status.expect("wait for the daemon"),
+            Err(_) => panic!(
+                "the daemon did not exit within {timeout:?}\n{}",
+                self.log_text()
+            ),
+        }
+    }
+}
+
+/// A thread with one finished exchange and a second message whose API request hangs; returns the
+/// thread id, the hanging message's id and the CLI's pid.
+async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String, String, u32) {
+    let (status, thread) = daemon.post("/api/threads", json!({})).await;
+    assert_eq!(status, 201, "{thread}");
+    let thread = thread["id"].as_str().expect("thread id").to_owned();
+    let path = format!("/api/threads/{thread}/messages");
+    let (status, reply) = daemon
+        .post(&path, json!({"content": "remember the word quince"}))
+        .await;
+    assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
+    assert_eq!(
+        reply["message"]["content"],
+        "echo: remember the word quince"
+    );
+
+    mock.once_when_prompt_contains("HANG-DURING-CRASH", Reply::Hang);
+    let (status, accepted) = daemon
+        .post(
+            &format!("{path}?wait=false"),
+            json!({"content": "HANG-DURING-CRASH"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    let hanging = accepted["messageId"]
+        .as_str()
+        .expect("messageId")
+        .to_owned();
+    mock.wait_for_requests(2, Duration::from_secs(30))
+        .await
+        .expect("the hanging request reached the API");
+    let pids = daemon.cli_pids().await;
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    (thread, hanging, pids[0])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_mid_turn_recovers_on_restart() {
+    let mock = MockApi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut daemon = Harness::start(dir.path(), &mock, 5).await;
+    let (thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
+
+    daemon.signal(Signal::SIGKILL);
+    let status = daemon.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    eventually(
+        Duration::from_secs(5),
+        "the CLI dies with its daemon",
+        || !process_exists(cli),
+    )
+    .await
+    .unwrap();
+
+    // The file survived the kill: intact, and the turn is still `pending` in it.
+    let db = dir.path().join("harness.db");
+    let store = Store::open(&db.to_string_lossy())
+        .await
+        .expect("the database opens");
+    assert!(
+        store.integrity_ok().await.unwrap(),
+        "PRAGMA integrity_check"
+    );
+    let id = orchestrator::store::MessageId::from_string(&hanging);
+    let left = store.get_message(&id).await.unwrap().expect("kept");
+    assert_eq!(left.status.as_str(), "pending");
+    store.close().await;
+
+    let mut daemon = Harness::start(dir.path(), &mock, 5).await;
+    let messages = daemon.messages(&thread).await;
+    let summary: Vec<(String, String)> = messages
+        .iter()
+        .map(|m| {
+            (
+                m["content"].as_str().unwrap_or_default().to_owned(),
+                m["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("remember the word quince".into(), "done".into()),
+            ("echo: remember the word quince".into(), "done".into()),
+            ("HANG-DURING-CRASH".into(), "interrupted".into()),
+        ],
+        "nothing lost"
+    );
+    assert_eq!(
+        messages[2]["error"], "the daemon stopped before this turn finished",
+        "the reason is stored"
+    );
+
+    let (status, reply) = daemon
+        .post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": "what was the word?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
+    let text = reply["message"]["content"].as_str().unwrap_or_default();
+    assert!(text.ends_with("what was the word?"), "{text}");
+    let last = mock.message_requests().last().cloned().expect("a request");
+    assert!(
+        last.all_text().contains("remember the word quince"),
+        "the thread continues with its history: {}",
+        last.all_text()
+    );
+
+    // An orderly stop of an idle daemon: exit 0, no CLI left.
+    let clis = daemon.cli_pids().await;
+    assert_eq!(clis.len(), 1);
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+    assert!(!process_exists(clis[0]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_turn_exits_0_within_the_grace_period_and_leaves_no_cli() {
+    let mock = MockApi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let grace = 2;
+    let mut daemon = Harness::start(dir.path(), &mock, grace).await;
+    let (thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
+
+    let asked = Instant::now();
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(grace + 10)).await;
+    let took = asked.elapsed();
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+    assert!(
+        took >= Duration::from_secs(grace) && took < Duration::from_secs(grace + 5),
+        "stopped after {took:?} with a {grace} s grace period"
+    );
+    assert!(!process_exists(cli), "the CLI was killed");
+
+    let store = Store::open(&dir.path().join("harness.db").to_string_lossy())
+        .await
+        .expect("the database opens");
+    assert!(store.integrity_ok().await.unwrap());
+    let id = orchestrator::store::MessageId::from_string(&hanging);
+    let cut = store.get_message(&id).await.unwrap().expect("kept");
+    assert_eq!(cut.status.as_str(), "interrupted");
+    assert!(
+        cut.error.as_deref().unwrap_or_default().contains("shut"),
+        "{:?}",
+        cut.error
+    );
+    assert_eq!(
+        store
+            .list_messages(&plugin_contract::ThreadId::from_string(&thread))
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    store.close().await;
+}
