@@ -15,6 +15,7 @@ use tracing::warn;
 use plugin_contract::ThreadId;
 
 use crate::store::{EventRow, MessageId, Store};
+use crate::sync::lock;
 
 /// Live capacity per thread; a subscriber that falls this far behind re-reads from the store.
 const CHANNEL_CAPACITY: usize = 1024;
@@ -112,8 +113,4 @@ impl EventBus {
             .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
             .subscribe()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

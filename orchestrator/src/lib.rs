@@ -20,3 +20,4 @@ pub mod metrics;
 pub mod pipeline;
 pub mod pool;
 pub mod store;
+mod sync;

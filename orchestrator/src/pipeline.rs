@@ -23,6 +23,7 @@ use plugin_contract::{
 
 use crate::app::App;
 use crate::store::{Inserted, Message, MessageId, MessageStatus, NewUserMessage, StoreError};
+use crate::sync::lock;
 
 /// A message to process.
 #[derive(Clone, Debug)]
@@ -592,8 +593,4 @@ impl TurnPreparer for ContextPreparer {
         parts.push(prompt.to_owned());
         parts.join("\n\n")
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

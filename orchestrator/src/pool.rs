@@ -34,6 +34,7 @@ use plugin_contract::{CliSessionId, InvokeError, ThreadId};
 use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, Lease, SpawnFailure};
 use crate::invoker::protocol::SpawnOptions;
 use crate::metrics::PoolMetrics;
+use crate::sync::lock;
 
 /// Counters an operator can read (see `/api/pool` and `/metrics`).
 #[derive(Debug, Default)]
@@ -464,10 +465,6 @@ fn parse_vm_rss(status: &str) -> Option<u64> {
         Some("kB") | None => Some(value * 1024),
         Some(_) => None,
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ use tracing::{debug, info, trace, warn, Instrument};
 use plugin_contract::{CliSessionId, EventSink, InvokeError, SessionStart, ThreadId};
 
 use super::protocol::{self, CliMessage, SpawnOptions, TurnResult};
+use crate::sync::lock;
 
 /// Longest stdout line we accept (a `tools/list` reply or a long answer can be large).
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -587,11 +588,6 @@ impl Drop for CliProcess {
 /// across the caller's next await.
 async fn exited(exit: &mut watch::Receiver<Option<ExitInfo>>) {
     let _ = exit.wait_for(Option::is_some).await;
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere while holding it; the data is still usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Kill children if the daemon dies without cleaning up (SIGKILL, crash).

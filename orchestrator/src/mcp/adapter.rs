@@ -16,6 +16,7 @@ use super::registry::{CallOutcome, ToolRegistry};
 use crate::invoker::process::ControlHandler;
 use crate::invoker::protocol::MCP_SERVER;
 use crate::store::{NewToolCall, Store};
+use crate::sync::lock;
 
 /// The protocol version we speak when the CLI asks for one we do not know.
 const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -176,10 +177,6 @@ impl McpAdapter {
 
 #[cfg(test)]
 mod tests;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
