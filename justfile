@@ -13,6 +13,10 @@ test:
 bench:
     cargo run --release -p harness-tests --bin bench
 
+# 20 threads x 5 messages at once through HTTP; prints turns/s, latency and CLI RSS.
+load:
+    cargo run --release -p harness-tests --bin load
+
 # Format and lint; what CI expects.
 lint:
     cargo fmt --all
