@@ -67,30 +67,23 @@ impl ToolRegistry {
         plugins: &[Arc<dyn Plugin>],
         default_timeout: Duration,
     ) -> Result<ToolRegistry, SchemaError> {
-        let mut tools = BTreeMap::new();
+        let mut loaded = Vec::new();
         for plugin in plugins {
             for handler in plugin.tools() {
-                let spec = handler.spec();
-                let compiled = schema::compile_tool(plugin.name(), &spec)?;
-                tools.insert(
-                    compiled.name.clone(),
-                    RegisteredTool {
-                        plugin: plugin.name().to_owned(),
-                        compiled,
-                        handler,
-                    },
-                );
+                // `compile_tool` checks the name too; uniqueness needs them all.
+                let compiled = schema::compile_tool(plugin.name(), &handler.spec())?;
+                loaded.push(RegisteredTool {
+                    plugin: plugin.name().to_owned(),
+                    compiled,
+                    handler,
+                });
             }
         }
-        let names: Vec<String> = plugins
-            .iter()
-            .flat_map(|p| {
-                p.tools()
-                    .into_iter()
-                    .map(|t| schema::tool_name(p.name(), &t.spec().name))
-            })
-            .collect::<Result<_, _>>()?;
-        schema::check_unique(names.iter().map(String::as_str))?;
+        schema::check_unique(loaded.iter().map(|t| t.compiled.name.as_str()))?;
+        let tools = loaded
+            .into_iter()
+            .map(|t| (t.compiled.name.clone(), t))
+            .collect();
         Ok(ToolRegistry {
             tools,
             default_timeout,
@@ -231,5 +224,27 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "unknown panic".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_tools_with_one_name_stop_the_load() {
+        let time: Arc<dyn Plugin> = Arc::new(harness_plugin_time::TimePlugin);
+        let err = ToolRegistry::load(&[time.clone(), time], Duration::from_secs(1))
+            .err()
+            .expect("a duplicate name is refused");
+        assert!(err.to_string().contains("time__current_time"), "{err}");
+    }
+
+    #[test]
+    fn each_tool_is_listed_once_under_its_full_name() {
+        let time: Arc<dyn Plugin> = Arc::new(harness_plugin_time::TimePlugin);
+        let registry = ToolRegistry::load(&[time], Duration::from_secs(1)).unwrap();
+        assert_eq!(registry.names().collect::<Vec<_>>(), ["time__current_time"]);
+        assert_eq!(registry.list().len(), 1);
     }
 }
