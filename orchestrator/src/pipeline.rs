@@ -135,13 +135,6 @@ impl ThreadQueues {
             done: None,
         })
     }
-
-    /// Messages queued or running on the thread.
-    pub fn depth(&self, thread: &ThreadId) -> usize {
-        lock(&self.slots)
-            .get(thread)
-            .map_or(0, |s| s.queued.load(std::sync::atomic::Ordering::SeqCst))
-    }
 }
 
 impl QueueTicket {
