@@ -134,6 +134,10 @@ pub trait ThreadStore: Send + Sync {
     /// The thread's finished exchanges in order, oldest first: user messages and the assistant
     /// replies that answered them. The message of the turn being run is not included.
     async fn history(&self, id: &ThreadId) -> Result<Vec<HistoryMessage>, String>;
+
+    /// How many ancestors the thread has through `parent_id` (a root thread has 0). Delegation
+    /// uses it for its depth limit.
+    async fn depth(&self, id: &ThreadId) -> Result<u32, String>;
 }
 
 /// The reply of a delegated child thread.

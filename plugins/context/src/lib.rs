@@ -64,6 +64,9 @@ mod tests {
         async fn history(&self, _: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
             Ok(self.0.clone())
         }
+        async fn depth(&self, _: &ThreadId) -> Result<u32, String> {
+            Ok(0)
+        }
     }
 
     fn turn(start: SessionStart) -> TurnContext {

@@ -8,9 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use plugin_contract::{
-    async_trait, Plugin, ThreadId, ThreadStore, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-};
+use plugin_contract::{async_trait, Plugin, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{json, Value};
 
 pub struct DelegationPlugin {
@@ -82,7 +80,9 @@ impl Tool for Delegate {
                     .into(),
             ));
         }
-        let depth = depth_of(ctx.store.as_ref(), &ctx.thread_id)
+        let depth = ctx
+            .store
+            .depth(&ctx.thread_id)
             .await
             .map_err(ToolError::Failed)?;
         if depth >= self.max_depth {
@@ -101,26 +101,6 @@ impl Tool for Delegate {
     }
 }
 
-/// How many ancestors a thread has.
-async fn depth_of(store: &dyn ThreadStore, thread: &ThreadId) -> Result<u32, String> {
-    let mut depth = 0;
-    let mut current = store
-        .thread(thread)
-        .await?
-        .ok_or_else(|| format!("thread {thread} not found"))?;
-    while let Some(parent) = current.parent_id.clone() {
-        depth += 1;
-        if depth > 64 {
-            return Err("thread ancestry is too deep (a cycle?)".into());
-        }
-        current = store
-            .thread(&parent)
-            .await?
-            .ok_or_else(|| format!("thread {parent} not found"))?;
-    }
-    Ok(depth)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -128,7 +108,7 @@ mod tests {
 
     use plugin_contract::{
         CliSessionId, DelegateReply, HistoryMessage, InvokeError, InvokeOptions, InvokeOutcome,
-        Invoker, ThreadInfo,
+        Invoker, ThreadId, ThreadInfo, ThreadStore,
     };
 
     use super::*;
@@ -152,6 +132,13 @@ mod tests {
         }
         async fn history(&self, _: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
             Ok(Vec::new())
+        }
+        async fn depth(&self, id: &ThreadId) -> Result<u32, String> {
+            // tN is N levels below t0.
+            id.as_str()
+                .trim_start_matches('t')
+                .parse()
+                .map_err(|_| "bad id".to_string())
         }
     }
 

@@ -126,6 +126,9 @@ mod tests {
         async fn history(&self, _id: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
             Err("current_time must not read history".to_owned())
         }
+        async fn depth(&self, _id: &ThreadId) -> Result<u32, String> {
+            Err("current_time must not read threads".to_owned())
+        }
     }
 
     #[plugin_contract::async_trait]
