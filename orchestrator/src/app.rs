@@ -73,8 +73,19 @@ pub fn default_plugins(config: &Config) -> Vec<Arc<dyn Plugin>> {
 impl App {
     /// Opens the store (running migrations), recovers interrupted turns, loads the plugins.
     pub async fn build(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<App, StartError> {
-        if config.db_path() != ":memory:" {
-            std::fs::create_dir_all(&config.data_dir).map_err(StartError::Dirs)?;
+        crate::private_fs::create_dir(&config.data_dir).map_err(StartError::Dirs)?;
+        let db_path = config.db_path();
+        if db_path != ":memory:" {
+            // Before SQLite creates it: its journal files take the database file's mode.
+            for suffix in ["", "-wal", "-shm"] {
+                let path = std::path::PathBuf::from(format!("{db_path}{suffix}"));
+                if suffix.is_empty() || path.exists() {
+                    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(parent).map_err(StartError::Dirs)?;
+                    }
+                    crate::private_fs::create_file(&path).map_err(StartError::Dirs)?;
+                }
+            }
         }
         let store = Store::open(&config.db_path()).await?;
         let recovered = store
@@ -282,12 +293,10 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
                 }
             }
         });
-        let server = axum::serve(listener, crate::http::router(serving.clone()))
-            .with_graceful_shutdown(async move { token.cancelled().await });
+        let router = crate::http::router(serving.clone());
+        let http = serving.config().http.clone();
         let server = tokio::spawn(async move {
-            if let Err(err) = server.await {
-                warn!(error = %err, "HTTP server stopped with an error.");
-            }
+            crate::http::serve::serve(listener, router, &http, token).await;
         });
         let _ = stop_rx.await;
         info!("Shutting down.");
@@ -305,10 +314,40 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
     })
 }
 
-/// Runs until `signal` resolves, then shuts down gracefully.
-pub async fn run(config: Config, signal: impl Future<Output = ()>) -> Result<(), StartError> {
+/// How [`run`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Running turns had the grace period to finish.
+    Gracefully,
+    /// `force` resolved during the grace period: every child was killed at once.
+    Forced,
+}
+
+/// Runs until `shutdown` resolves, then shuts down gracefully, unless `force` resolves first
+/// (a second signal): then every child is killed at once and what was running is marked
+/// interrupted, to be retried.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+    force: impl Future<Output = ()>,
+) -> Result<Stopped, StartError> {
     let running = start(config.clone(), default_plugins(&config)).await?;
-    signal.await;
-    running.stop().await;
-    Ok(())
+    shutdown.await;
+    let app = running.app.clone();
+    tokio::select! {
+        _ = running.stop() => Ok(Stopped::Gracefully),
+        _ = force => {
+            warn!("Second signal: stopping now, without the grace period.");
+            app.inner.shutdown.cancel();
+            app.invoker().pool().shutdown().await;
+            if let Err(err) = app
+                .store()
+                .interrupt_pending("the daemon was stopped before this turn finished")
+                .await
+            {
+                warn!(error = %err, "Could not mark unfinished turns.");
+            }
+            Ok(Stopped::Forced)
+        }
+    }
 }

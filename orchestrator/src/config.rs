@@ -21,8 +21,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// SQLite database file; `:memory:` for tests. Default `<data_dir>/harness.db`.
     pub db: Option<String>,
-    /// Bearer token the API requires when set (env `HARNESS_TOKEN`).
+    /// Bearer token the API requires when set (env `HARNESS_TOKEN`). Never taken from a command
+    /// line flag, where `ps` would show it.
     pub auth_token: Option<String>,
+    /// A file holding the bearer token (flag `--token-file`, env `HARNESS_TOKEN_FILE`); read at
+    /// start-up, surrounding white space trimmed. Wins over `auth_token`.
+    pub auth_token_file: Option<PathBuf>,
     /// `text` or `json` log lines.
     pub log_format: LogFormat,
     /// Largest accepted request body, in bytes (413 beyond).
@@ -32,12 +36,32 @@ pub struct Config {
     /// How long running turns may take to finish after SIGINT/SIGTERM before children are killed.
     #[serde(with = "secs")]
     pub shutdown_grace: Duration,
+    pub http: HttpConfig,
     pub claude: ClaudeConfig,
     pub pool: PoolConfig,
     pub turn: TurnConfig,
     pub tools: ToolsConfig,
 }
 
+/// Who may talk to the listener, and how long a connection may hold it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// `Host` names accepted beside the bound address (and `localhost` on a loopback or
+    /// wildcard bind), so that a DNS-rebinding page cannot reach the daemon under a name of its
+    /// own. Case-insensitive, port ignored; `"*"` accepts any.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://app.example.com`) allowed to call the API across origins; they
+    /// also get CORS headers. Any other `Origin` is refused (403). `"*"` allows any.
+    pub allowed_origins: Vec<String>,
+    /// How long a client has to send a request's head, counted from the connection's start or
+    /// the end of the previous response (so it also closes idle keep-alive connections), and
+    /// again its body.
+    #[serde(with = "secs")]
+    pub read_timeout: Duration,
+    /// Most connections open at once; beyond it the listener stops accepting until one closes.
+    pub max_connections: usize,
+}
 /// How `claude` children are started.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -67,8 +91,16 @@ pub struct ClaudeConfig {
     /// `ENABLE_TOOL_SEARCH`: false (the default) puts our tool schemas inline in every request
     /// instead of deferring them behind the CLI's ToolSearch tool.
     pub tool_search: bool,
-    /// Extra environment for children (the daemon's own environment is passed through).
+    /// Extra environment for children, on top of the variables `pass_env` lets through.
     pub env: BTreeMap<String, String>,
+    /// Variables of the daemon's own environment that children inherit: names, or prefixes
+    /// ending in `*`. Nothing else reaches the CLI or the tools it runs (not `HARNESS_TOKEN`, not
+    /// unrelated secrets).
+    pub pass_env: Vec<String>,
+    /// The CLI's auto-memory (notes the model writes for itself and reads back in later
+    /// sessions). Off by default: a note one thread writes must not steer another. When on, each
+    /// thread still has its own memory folder, since each has its own working directory.
+    pub auto_memory: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -80,6 +112,10 @@ pub struct PoolConfig {
     /// Most live `claude` processes at once; a new one first pushes out the least recently used
     /// idle one, or waits for one to finish its turn.
     pub max_capacity: u64,
+    /// A prewarm pushes out only processes idle at least this long; when the pool is full of
+    /// processes used more recently, the prewarm is skipped (a guess must not evict real work).
+    #[serde(with = "secs")]
+    pub prewarm_evicts_after: Duration,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -96,6 +132,9 @@ pub struct TurnConfig {
     pub ready_timeout: Duration,
     /// Most messages waiting behind a running turn on one thread (429 beyond).
     pub queue_limit: usize,
+    /// Most tool calls in one turn; the turn is stopped past it (a looping model). The CLI also
+    /// gets `--max-turns` one above it, so a loop of built-in tools stops too.
+    pub max_tool_calls: u32,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -126,10 +165,12 @@ impl Default for Config {
             data_dir: default_data_dir(),
             db: None,
             auth_token: None,
+            auth_token_file: None,
             log_format: LogFormat::Text,
             max_body_bytes: 1024 * 1024,
             max_message_chars: 200_000,
             shutdown_grace: Duration::from_secs(30),
+            http: HttpConfig::default(),
             claude: ClaudeConfig::default(),
             pool: PoolConfig::default(),
             turn: TurnConfig::default(),
@@ -153,6 +194,49 @@ impl Default for ClaudeConfig {
             max_retries: 2,
             tool_search: false,
             env: BTreeMap::new(),
+            pass_env: DEFAULT_PASS_ENV.iter().map(|v| (*v).to_owned()).collect(),
+            auto_memory: false,
+        }
+    }
+}
+
+/// What children inherit from the daemon's environment by default: what the CLI needs to run
+/// (paths, locale, time zone, proxies and CA bundles) and its credentials (`ANTHROPIC_*`,
+/// `CLAUDE_CODE_*`).
+pub const DEFAULT_PASS_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "ANTHROPIC_*",
+    "CLAUDE_CODE_*",
+];
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }
@@ -162,6 +246,7 @@ impl Default for PoolConfig {
         Self {
             idle_ttl: Duration::from_secs(8 * 60),
             max_capacity: 16,
+            prewarm_evicts_after: Duration::from_secs(120),
         }
     }
 }
@@ -173,6 +258,7 @@ impl Default for TurnConfig {
             timeout: Duration::from_secs(30 * 60),
             ready_timeout: Duration::from_secs(30),
             queue_limit: 32,
+            max_tool_calls: 200,
         }
     }
 }
@@ -195,6 +281,7 @@ pub struct Overrides {
     pub claude_bin: Option<PathBuf>,
     pub data_dir: Option<PathBuf>,
     pub auth_token: Option<String>,
+    pub auth_token_file: Option<PathBuf>,
     pub log_format: Option<LogFormat>,
 }
 
@@ -217,6 +304,11 @@ pub enum ConfigError {
     TokenRequired(SocketAddr),
     #[error("invalid setting: {0}")]
     Invalid(String),
+    #[error("cannot read the token file {path}: {error}")]
+    TokenFile {
+        path: PathBuf,
+        error: std::io::Error,
+    },
 }
 
 impl Config {
@@ -236,8 +328,39 @@ impl Config {
             None => Config::default(),
         };
         config.apply(overrides);
+        config.read_token_file()?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Replaces `auth_token` with the contents of `auth_token_file`, when one is named.
+    pub fn read_token_file(&mut self) -> Result<(), ConfigError> {
+        let Some(path) = &self.auth_token_file else {
+            return Ok(());
+        };
+        let token_error = |error| ConfigError::TokenFile {
+            path: path.clone(),
+            error,
+        };
+        let text = std::fs::read_to_string(path).map_err(token_error)?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(token_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the file is empty",
+            )));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if let Ok(meta) = std::fs::metadata(path) {
+                if meta.permissions().mode() & 0o077 != 0 {
+                    tracing::warn!(path = %path.display(), "The token file is readable by other users; chmod 600 it.");
+                }
+            }
+        }
+        self.auth_token = Some(token.to_owned());
+        Ok(())
     }
 
     pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
@@ -260,6 +383,9 @@ impl Config {
         if let Some(v) = o.auth_token {
             self.auth_token = Some(v);
         }
+        if let Some(v) = o.auth_token_file {
+            self.auth_token_file = Some(v);
+        }
         if let Some(v) = o.log_format {
             self.log_format = v;
         }
@@ -273,6 +399,16 @@ impl Config {
         if self.pool.max_capacity == 0 {
             return Err(ConfigError::Invalid(
                 "pool.max_capacity must be at least 1".into(),
+            ));
+        }
+        if self.http.max_connections == 0 {
+            return Err(ConfigError::Invalid(
+                "http.max_connections must be at least 1".into(),
+            ));
+        }
+        if self.turn.max_tool_calls == 0 {
+            return Err(ConfigError::Invalid(
+                "turn.max_tool_calls must be at least 1".into(),
             ));
         }
         if self.turn.queue_limit == 0 {
@@ -402,6 +538,33 @@ mod tests {
         assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));
         c.auth_token = Some("s3cret".into());
         assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn the_token_comes_from_a_file_trimmed_and_an_empty_or_missing_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  s3cret-from-file\n").unwrap();
+        let mut c = Config {
+            auth_token: Some("from-env".into()),
+            auth_token_file: Some(path.clone()),
+            ..Default::default()
+        };
+        c.read_token_file().unwrap();
+        assert_eq!(
+            c.auth_token.as_deref(),
+            Some("s3cret-from-file"),
+            "the file wins"
+        );
+
+        std::fs::write(&path, "\n").unwrap();
+        let err = c.read_token_file().unwrap_err();
+        assert!(err.to_string().contains("empty"), "{err}");
+        c.auth_token_file = Some(dir.path().join("missing"));
+        assert!(matches!(
+            c.read_token_file(),
+            Err(ConfigError::TokenFile { .. })
+        ));
     }
 
     #[test]

@@ -19,5 +19,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod pool;
+mod private_fs;
 pub mod store;
 mod sync;

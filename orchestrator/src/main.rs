@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
+use orchestrator::app::Stopped;
 use orchestrator::config::{Config, LogFormat, Overrides};
 
 #[derive(Parser)]
@@ -39,9 +40,11 @@ enum Command {
         /// Data directory [default: $XDG_DATA_HOME/harness or ~/.local/share/harness].
         #[arg(long, env = "HARNESS_DATA_DIR")]
         data_dir: Option<PathBuf>,
-        /// Bearer token the API requires (required when binding beyond loopback).
-        #[arg(long, env = "HARNESS_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        /// A file holding the bearer token the API requires (required when binding beyond
+        /// loopback). The token may also come from the HARNESS_TOKEN variable; there is no flag
+        /// for the token itself, since `ps` shows every flag.
+        #[arg(long, env = "HARNESS_TOKEN_FILE")]
+        token_file: Option<PathBuf>,
         /// Log lines as `text` or `json`.
         #[arg(long, env = "HARNESS_LOG_FORMAT")]
         log_format: Option<String>,
@@ -71,8 +74,29 @@ struct ClientArgs {
     /// The daemon's URL.
     #[arg(long, env = "HARNESS_URL", default_value = "http://127.0.0.1:7878")]
     url: String,
-    #[arg(long, env = "HARNESS_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    /// A file holding the daemon's bearer token (else the HARNESS_TOKEN variable is used).
+    #[arg(long, env = "HARNESS_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    fn token(&self) -> anyhow::Result<Option<String>> {
+        match &self.token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the token file {}", path.display()))?;
+                Ok(Some(text.trim().to_owned()))
+            }
+            None => Ok(token_from_env()),
+        }
+    }
+}
+
+/// `HARNESS_TOKEN`, when set and not empty.
+fn token_from_env() -> Option<String> {
+    std::env::var("HARNESS_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
 }
 
 fn main() -> std::process::ExitCode {
@@ -97,7 +121,7 @@ fn real_main() -> anyhow::Result<()> {
                 claude_bin,
                 config,
                 data_dir,
-                token,
+                token_file,
                 log_format,
             } => {
                 let log_format = match log_format.as_deref() {
@@ -111,13 +135,25 @@ fn real_main() -> anyhow::Result<()> {
                     db,
                     claude_bin,
                     data_dir,
-                    auth_token: token,
+                    auth_token: token_from_env(),
+                    auth_token_file: token_file,
                     log_format,
                 };
                 let config = Config::load(config.as_deref(), overrides)?;
                 init_tracing(config.log_format);
-                orchestrator::app::run(config, shutdown_signal()).await?;
-                Ok(())
+                let signals = count_signals()?;
+                let nth = |n: u32| {
+                    let mut signals = signals.clone();
+                    async move {
+                        let _ = signals.wait_for(|count| *count >= n).await;
+                    }
+                };
+                match orchestrator::app::run(config, nth(1), nth(2)).await? {
+                    Stopped::Gracefully => Ok(()),
+                    Stopped::Forced => {
+                        bail!("stopped by a second signal, without the grace period")
+                    }
+                }
             }
             Command::Send {
                 thread,
@@ -153,22 +189,22 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-async fn shutdown_signal() {
+/// Counts SIGINT and SIGTERM: the first asks for a graceful stop, the second cuts it short.
+fn count_signals() -> anyhow::Result<tokio::sync::watch::Receiver<u32>> {
     use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        loop {
             tokio::select! {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
+            tx.send_modify(|count| *count += 1);
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    });
+    Ok(rx)
 }
 
 async fn send(
@@ -218,7 +254,7 @@ async fn request(
 ) -> anyhow::Result<Value> {
     let url = format!("{}{}", client.url.trim_end_matches('/'), path);
     let mut req = reqwest::Client::new().request(method, &url);
-    if let Some(token) = &client.token {
+    if let Some(token) = client.token()? {
         req = req.bearer_auth(token);
     }
     if let Some(body) = body {
@@ -235,4 +271,23 @@ async fn request(
         bail!("{status}: {message}");
     }
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn the_token_itself_is_never_a_flag() {
+        // `ps` shows every flag: the token comes from a file or the environment.
+        for args in [
+            ["harness", "serve", "--token", "s3cret"],
+            ["harness", "threads", "--token", "s3cret"],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+        assert!(Cli::try_parse_from(["harness", "serve", "--token-file", "/run/t"]).is_ok());
+    }
 }

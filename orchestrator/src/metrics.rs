@@ -14,6 +14,7 @@
 //! | `harness_pool_hits_total` | counter | | a turn or prewarm found the thread's warm process |
 //! | `harness_pool_misses_total` | counter | | a turn or prewarm had to start a process |
 //! | `harness_pool_prewarms_total` | counter | | prewarm requests |
+//! | `harness_pool_prewarms_skipped_total` | counter | | prewarms that started nothing: every slot held a process used within `pool.prewarm_evicts_after` |
 //! | `harness_pool_spawns_total` | counter | | `claude` processes started (a failed `--resume` starts two) |
 //! | `harness_pool_resume_fallbacks_total` | counter | | `--resume` failed; a fresh session got the history |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (model change), `shutdown` | processes let go |
@@ -239,7 +240,7 @@ impl prometheus_client::collector::Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let stats = &self.stats;
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 5] = [
+        let counters: [(&str, &str, u64); 6] = [
             (
                 "pool_hits",
                 "Turns and prewarms that found the thread's warm process",
@@ -251,6 +252,11 @@ impl prometheus_client::collector::Collector for PoolCollector {
                 n(&stats.misses),
             ),
             ("pool_prewarms", "Prewarm requests", n(&stats.prewarms)),
+            (
+                "pool_prewarms_skipped",
+                "Prewarms that started nothing: every slot held a process used recently",
+                n(&stats.prewarms_skipped),
+            ),
             ("pool_spawns", "claude processes started", n(&stats.spawns)),
             (
                 "pool_resume_fallbacks",

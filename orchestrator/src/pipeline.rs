@@ -55,6 +55,12 @@ pub enum PipelineError {
     ThreadNotFound(ThreadId),
     #[error("thread {thread} already has {limit} messages waiting; retry later")]
     QueueFull { thread: ThreadId, limit: usize },
+    /// A `clientMessageId` sent again with other content (or model) than the first time.
+    #[error("clientMessageId {client_message_id:?} was already used for message {message_id} with other content; use a new id for a new message")]
+    ClientIdConflict {
+        client_message_id: String,
+        message_id: MessageId,
+    },
     /// The turn ran and failed; the user message is kept with this status.
     #[error("{error}")]
     Turn {
@@ -210,7 +216,7 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
             thread: thread.id.clone(),
             limit: app.config().turn.queue_limit,
         })?;
-    let inserted = {
+    let admitted = {
         let slot = ticket.slot.clone();
         let _in_order = slot.accept.lock().await;
         let inserted = app
@@ -222,15 +228,38 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
                 model: msg.model.clone(),
             })
             .await?;
-        if matches!(inserted, Inserted::New(_)) {
+        let admitted = match inserted {
+            Inserted::New(message) => Admitted::Run(message),
+            Inserted::Duplicate(first) => {
+                if first.content != msg.content || first.model != msg.model {
+                    return Err(PipelineError::ClientIdConflict {
+                        client_message_id: msg.client_message_id.unwrap_or_default(),
+                        message_id: first.id,
+                    });
+                }
+                // A retry of a message a crash, a shutdown or an interrupt cut short runs it.
+                let retried = match first.status {
+                    MessageStatus::Interrupted => app.store().retry_interrupted(&first.id).await?,
+                    _ => None,
+                };
+                match retried {
+                    Some(message) => {
+                        info!(thread_id = %thread.id, message_id = %message.id, "Retry of an interrupted message; running it again.");
+                        Admitted::Run(message)
+                    }
+                    None => Admitted::Wait(first),
+                }
+            }
+        };
+        if matches!(admitted, Admitted::Run(_)) {
             ticket.join_line();
         }
-        inserted
+        admitted
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let (message, duplicate) = match inserted {
-        Inserted::New(message) => (message, false),
-        Inserted::Duplicate(message) => (message, true),
+    let (message, duplicate) = match admitted {
+        Admitted::Run(message) => (message, false),
+        Admitted::Wait(message) => (message, true),
     };
     let app2 = app.clone();
     let span = tracing::info_span!("message", thread_id = %thread.id, message_id = %message.id);
@@ -265,6 +294,14 @@ pub async fn accept_message(app: &App, msg: NewMessage) -> Result<Accepted, Pipe
         duplicate,
         outcome: rx,
     })
+}
+
+/// What a stored message does next.
+enum Admitted {
+    /// Its turn runs (a new message, or the retry of an interrupted one).
+    Run(Message),
+    /// A repeat of a message that ran or runs: answer with that run's outcome.
+    Wait(Message),
 }
 
 fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {

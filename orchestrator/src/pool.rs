@@ -44,6 +44,9 @@ pub struct PoolStats {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub prewarms: AtomicU64,
+    /// Prewarms that started nothing: the pool was full of processes used too recently to push
+    /// out for a guess.
+    pub prewarms_skipped: AtomicU64,
     pub spawns: AtomicU64,
     pub resume_fallbacks: AtomicU64,
     pub evicted_expired: AtomicU64,
@@ -158,6 +161,7 @@ impl Pool {
         thread: &ThreadId,
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
+        mut slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Lease, InvokeError> {
         for _ in 0..3 {
             if let Some(process) = self.cache.get(thread).await {
@@ -178,7 +182,12 @@ impl Pool {
                 .cache
                 .try_get_with(
                     thread.clone(),
-                    self.spawn_for(thread.clone(), options.clone(), resume.cloned()),
+                    self.spawn_for(
+                        thread.clone(),
+                        options.clone(),
+                        resume.cloned(),
+                        slot.take(),
+                    ),
                 )
                 .await
                 .map_err(|err| (*err).clone())?;
@@ -199,18 +208,19 @@ impl Pool {
         thread: ThreadId,
         options: SpawnOptions,
         resume: Option<CliSessionId>,
+        slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Arc<CliProcess>, InvokeError> {
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         self.reap_thread(&thread).await;
         let first = self
-            .spawn_one(&thread, &options, resume.as_ref(), false)
+            .spawn_one(&thread, &options, resume.as_ref(), false, slot)
             .await;
         match first {
             Ok(process) => Ok(process),
             Err(SpawnFailure::MissingSession(reason)) => {
                 warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
                 self.stats.resume_fallbacks.fetch_add(1, Ordering::Relaxed);
-                match self.spawn_one(&thread, &options, None, true).await {
+                match self.spawn_one(&thread, &options, None, true, None).await {
                     Ok(process) => Ok(process),
                     Err(SpawnFailure::MissingSession(reason)) => Err(InvokeError::Cli(reason)),
                     Err(SpawnFailure::Other(err)) => Err(err),
@@ -226,8 +236,12 @@ impl Pool {
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
         resume_failed: bool,
+        slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Arc<CliProcess>, SpawnFailure> {
-        let (permit, overflow) = self.acquire_slot().await;
+        let (permit, overflow) = match slot {
+            Some(permit) => (permit, false),
+            None => self.acquire_slot().await,
+        };
         self.stats.spawns.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let process = CliProcess::spawn(
@@ -316,6 +330,26 @@ impl Pool {
         }
     }
 
+    /// A slot for a prewarm, which is a guess: free, or freed by pushing out the process idle
+    /// longest if it has been idle at least `evicts_after`. `None` when every slot holds a
+    /// process used more recently (or busy): the prewarm is then skipped, never waiting.
+    pub async fn prewarm_slot(&self, evicts_after: Duration) -> Option<OwnedSemaphorePermit> {
+        for _ in 0..3 {
+            if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+                return Some(permit);
+            }
+            let victim = self
+                .cache
+                .iter()
+                .filter(|(_, p)| !p.is_busy() && p.idle_for() >= evicts_after)
+                .max_by_key(|(_, p)| p.idle_for())
+                .map(|(thread, process)| ((*thread).clone(), process))?;
+            self.remove(&victim.0, EvictionCause::Capacity).await;
+            victim.1.wait_exit().await;
+        }
+        None
+    }
+
     /// An overflow slot, when every live process is inside a tool call.
     fn overflow_slot(&self) -> Option<OwnedSemaphorePermit> {
         let live: Vec<Arc<CliProcess>> = lock(&self.live)
@@ -367,6 +401,10 @@ impl Pool {
 
     pub fn note_prewarm(&self) {
         self.stats.prewarms.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn note_prewarm_skipped(&self) {
+        self.stats.prewarms_skipped.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> &PoolStats {

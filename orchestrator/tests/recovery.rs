@@ -30,6 +30,17 @@ struct Harness {
 impl Harness {
     /// Starts `harness serve` on a free port with its data in `dir`, the CLI pointed at `mock`.
     async fn start(dir: &Path, mock: &MockApi, grace_secs: u64) -> Harness {
+        Self::start_with_env(dir, mock, grace_secs, &[]).await
+    }
+
+    /// [`Harness::start`] with `env` added to the daemon's environment. A `HARNESS_TOKEN` there
+    /// is sent as the bearer token on every request.
+    async fn start_with_env(
+        dir: &Path,
+        mock: &MockApi,
+        grace_secs: u64,
+        extra_env: &[(&str, &str)],
+    ) -> Harness {
         let claude = tokio::task::spawn_blocking(claude_bin)
             .await
             .expect("installer task")
@@ -72,11 +83,20 @@ impl Harness {
                 command.env_remove(key);
             }
         }
+        command.envs(extra_env.iter().copied());
         let child = command.spawn().expect("harness starts");
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some((_, token)) = extra_env.iter().find(|(k, _)| *k == "HARNESS_TOKEN") {
+            let value = format!("Bearer {token}").parse().expect("a header value");
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let harness = Harness {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .expect("an HTTP client"),
             log,
         };
         let ready = eventually_async(Duration::from_secs(30), "the daemon answers", || async {
@@ -179,7 +199,7 @@ async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String
     let (status, accepted) = daemon
         .post(
             &format!("{path}?wait=false"),
-            json!({"content": "HANG-DURING-CRASH"}),
+            json!({"content": "HANG-DURING-CRASH", "clientMessageId": "hang-1"}),
         )
         .await;
     assert_eq!(status, 202, "{accepted}");
@@ -255,6 +275,21 @@ async fn a_daemon_killed_mid_turn_recovers_on_restart() {
         "the reason is stored"
     );
 
+    // The client retries under the same id: the interrupted message runs now.
+    let (status, retried) = daemon
+        .post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": "HANG-DURING-CRASH", "clientMessageId": "hang-1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{retried}\n{}", daemon.log_text());
+    assert_eq!(
+        retried["userMessageId"],
+        hanging.as_str(),
+        "the same message"
+    );
+    assert_eq!(retried["message"]["content"], "echo: HANG-DURING-CRASH");
+
     let (status, reply) = daemon
         .post(
             &format!("/api/threads/{thread}/messages"),
@@ -264,6 +299,7 @@ async fn a_daemon_killed_mid_turn_recovers_on_restart() {
     assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
     let text = reply["message"]["content"].as_str().unwrap_or_default();
     assert!(text.ends_with("what was the word?"), "{text}");
+    assert_eq!(daemon.messages(&thread).await.len(), 6, "each message once");
     let last = mock.message_requests().last().cloned().expect("a request");
     assert!(
         last.all_text().contains("remember the word quince"),
@@ -320,4 +356,112 @@ async fn sigterm_mid_turn_exits_0_within_the_grace_period_and_leaves_no_cli() {
         3
     );
     store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_stops_at_once_without_waiting_out_the_grace_period() {
+    let mock = MockApi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A grace period no test would wait for.
+    let mut daemon = Harness::start(dir.path(), &mock, 3600).await;
+    let (_thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
+
+    daemon.signal(Signal::SIGTERM);
+    eventually(
+        Duration::from_secs(30),
+        "the daemon begins its graceful stop",
+        || daemon.log_text().contains("Shutting down."),
+    )
+    .await
+    .unwrap();
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(60)).await;
+    assert_eq!(status.code(), Some(1), "{}", daemon.log_text());
+    assert!(
+        daemon.log_text().contains("Second signal"),
+        "{}",
+        daemon.log_text()
+    );
+    assert!(!process_exists(cli), "the CLI was killed");
+    let store = Store::open(&dir.path().join("harness.db").to_string_lossy())
+        .await
+        .expect("the database opens");
+    let id = orchestrator::store::MessageId::from_string(&hanging);
+    let cut = store.get_message(&id).await.unwrap().expect("kept");
+    assert_eq!(
+        cut.status.as_str(),
+        "interrupted",
+        "nothing lost, retryable"
+    );
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_and_unrelated_secrets_never_reach_a_cli_child() {
+    let mock = MockApi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token = "t0ken-from-the-environment";
+    let mut daemon = Harness::start_with_env(
+        dir.path(),
+        &mock,
+        5,
+        &[
+            ("HARNESS_TOKEN", token),
+            ("DATABASE_PASSWORD", "hunter2"),
+            ("LC_ALL", "C.UTF-8"),
+        ],
+    )
+    .await;
+
+    // The token from the environment guards the API, whatever the scheme's case.
+    let url = format!("{}/api/threads", daemon.base);
+    let plain = reqwest::Client::new();
+    assert_eq!(plain.get(&url).send().await.unwrap().status(), 401);
+    let lower = plain
+        .get(&url)
+        .header("authorization", format!("bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), 200);
+
+    let (status, thread) = daemon.post("/api/threads", json!({})).await;
+    assert_eq!(status, 201, "{thread}");
+    let thread = thread["id"].as_str().expect("thread id").to_owned();
+    let (status, reply) = daemon
+        .post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": "hello"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
+    let pids = daemon.cli_pids().await;
+    assert_eq!(pids.len(), 1);
+    let environ =
+        std::fs::read(format!("/proc/{}/environ", pids[0])).expect("the CLI's environment");
+    let names: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|entry| std::str::from_utf8(entry).ok())
+        .filter_map(|entry| entry.split('=').next())
+        .map(str::to_owned)
+        .collect();
+    for secret in ["HARNESS_TOKEN", "DATABASE_PASSWORD", "RUST_LOG"] {
+        assert!(
+            !names.iter().any(|n| n == secret),
+            "{secret} reached the CLI: {names:?}"
+        );
+    }
+    for needed in ["PATH", "LC_ALL", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR"] {
+        assert!(
+            names.iter().any(|n| n == needed),
+            "{needed} is missing: {names:?}"
+        );
+    }
+    assert!(
+        !names.iter().any(|n| n.starts_with("HARNESS_")),
+        "{names:?}"
+    );
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
 }

@@ -163,6 +163,10 @@ pub enum InvokeError {
     /// The turn was interrupted on request.
     #[error("the turn was interrupted")]
     Interrupted,
+    /// The model asked for more tool calls in one turn than `turn.max_tool_calls` allows; the
+    /// turn was stopped. The API answers 502.
+    #[error("the turn was stopped after more than {0} tool calls (turn.max_tool_calls)")]
+    ToolCallLimit(u32),
     /// The daemon is shutting down.
     #[error("the daemon is shutting down")]
     ShuttingDown,

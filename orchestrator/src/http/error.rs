@@ -81,6 +81,7 @@ pub fn invoke_status(err: &InvokeError) -> (StatusCode, &'static str) {
         InvokeError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready"),
         InvokeError::ProcessDied { .. } => (StatusCode::BAD_GATEWAY, "cli_died"),
         InvokeError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
+        InvokeError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
         InvokeError::IdleTimeout(_) | InvokeError::TurnTimeout(_) => {
             (StatusCode::GATEWAY_TIMEOUT, "turn_timeout")
         }
@@ -98,6 +99,12 @@ impl From<PipelineError> for ApiError {
                 "thread_not_found",
                 format!("thread {id} not found"),
             ),
+            PipelineError::ClientIdConflict { ref message_id, .. } => ApiError {
+                status: StatusCode::CONFLICT,
+                code: "client_message_id_conflict",
+                message_id: Some(message_id.clone()),
+                message: err.to_string(),
+            },
             err @ PipelineError::QueueFull { .. } => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", err.to_string())
             }

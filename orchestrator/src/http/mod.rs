@@ -2,17 +2,22 @@
 //! `router(app)` is a function, so tests can call it without a socket.
 
 mod error;
+mod guard;
 mod metrics;
+pub mod serve;
 mod threads;
 mod tools;
 
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use subtle::ConstantTimeEq;
 
 use crate::app::App;
 pub use error::ApiError;
@@ -28,6 +33,16 @@ impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
         Json(self.0).into_response()
     }
 }
+
+/// `Path` whose rejections (an undecodable segment such as `%FF`) are our JSON 400.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);
+
+/// `Query` whose rejections (`?wait=maybe`) are our JSON 400.
+#[derive(FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
 
 pub fn router(app: App) -> Router {
     let api = Router::new()
@@ -46,13 +61,42 @@ pub fn router(app: App) -> Router {
     let metrics = Router::new()
         .route("/metrics", get(metrics::render))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token));
+    let guard = Arc::new(guard::Guard::new(app.config(), app.config().bind));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(metrics)
         .nest("/api", api)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method",
+            )
+        })
         .layer(DefaultBodyLimit::max(app.config().max_body_bytes))
+        .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
+        .layer(cors(&guard))
         .with_state(app)
+}
+
+/// CORS headers for the origins `http.allowed_origins` lists (the guard refuses the others).
+fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
+    use axum::http::{header, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let origins = if guard.any_origin() {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(guard.cors_origins())
+    };
+    CorsLayer::new()
+        .allow_origin(origins)
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::HeaderName::from_static("last-event-id"),
+        ])
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -66,8 +110,8 @@ async fn require_token(State(app): State<App>, request: Request, next: Next) -> 
             .headers()
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.as_bytes())) {
+            .and_then(bearer_credentials);
+        if !presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(token.as_bytes()))) {
             return ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
@@ -79,6 +123,23 @@ async fn require_token(State(app): State<App>, request: Request, next: Next) -> 
     next.run(request).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The credentials of an `Authorization: Bearer …` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(super::bearer_credentials("Bearer abc"), Some("abc"));
+        assert_eq!(super::bearer_credentials("bearer abc"), Some("abc"));
+        assert_eq!(super::bearer_credentials("BEARER  abc "), Some("abc"));
+        assert_eq!(super::bearer_credentials("Basic abc"), None);
+        assert_eq!(super::bearer_credentials("Bearer"), None);
+    }
 }

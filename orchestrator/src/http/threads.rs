@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
@@ -18,7 +18,7 @@ use tracing::{info, warn, Instrument};
 
 use plugin_contract::{Invoker, ThreadId};
 
-use super::{ApiError, ApiJson};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::app::App;
 use crate::pipeline::{self, NewMessage};
 use crate::store::{EventRow, NewThread};
@@ -63,7 +63,7 @@ pub async fn list(State(app): State<App>) -> Result<Json<Value>, ApiError> {
 
 pub async fn get_one(
     State(app): State<App>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = ThreadId::from_string(id);
     let thread = app.store().require_thread(&id).await?;
@@ -89,8 +89,8 @@ pub struct PostQuery {
 
 pub async fn post_message(
     State(app): State<App>,
-    Path(id): Path<String>,
-    Query(query): Query<PostQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<PostQuery>,
     ApiJson(body): ApiJson<PostMessage>,
 ) -> Result<axum::response::Response, ApiError> {
     let msg = NewMessage {
@@ -160,7 +160,7 @@ pub async fn prewarm(
 
 pub async fn interrupt(
     State(app): State<App>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = ThreadId::from_string(id);
     app.store().require_thread(&id).await?;
@@ -181,8 +181,8 @@ pub struct EventsQuery {
 /// streams live ones; keep-alive comments hold idle connections open.
 pub async fn events(
     State(app): State<App>,
-    Path(id): Path<String>,
-    Query(query): Query<EventsQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = ThreadId::from_string(id);
@@ -317,6 +317,7 @@ mod tests {
             let request = Request::builder()
                 .method(method)
                 .uri(uri)
+                .header("host", "127.0.0.1:7878")
                 .header("content-type", "application/json")
                 .body(Body::from(body))
                 .unwrap();

@@ -1,13 +1,13 @@
 //! Tools (list, call), a thread's recorded tool calls, and the pool status.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use plugin_contract::ThreadId;
 
-use super::{ApiError, ApiJson};
+use super::{ApiError, ApiJson, ApiPath};
 use crate::app::App;
 
 pub async fn list(State(app): State<App>) -> Json<Value> {
@@ -26,7 +26,7 @@ pub struct CallTool {
 /// answers with the same result shape the model gets.
 pub async fn call(
     State(app): State<App>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<CallTool>,
 ) -> Result<Json<Value>, ApiError> {
     if app.adapter().registry().get(&name).is_none() {
@@ -50,7 +50,7 @@ pub async fn call(
 
 pub async fn thread_calls(
     State(app): State<App>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = ThreadId::from_string(id);
     app.store().require_thread(&id).await?;
@@ -70,7 +70,7 @@ pub async fn pool(State(app): State<App>) -> Json<Value> {
         "capacity": app.config().pool.max_capacity,
         "live": n(&stats.live),
         "stats": {
-            "hits": n(&stats.hits), "misses": n(&stats.misses), "prewarms": n(&stats.prewarms),
+            "hits": n(&stats.hits), "misses": n(&stats.misses), "prewarms": n(&stats.prewarms), "prewarmsSkipped": n(&stats.prewarms_skipped),
             "spawns": n(&stats.spawns), "resumeFallbacks": n(&stats.resume_fallbacks),
             "evictions": {
                 "expired": n(&stats.evicted_expired), "capacity": n(&stats.evicted_capacity),

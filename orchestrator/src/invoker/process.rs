@@ -24,7 +24,7 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, trace, warn, Instrument};
 
-use plugin_contract::{CliSessionId, EventSink, InvokeError, SessionStart, ThreadId};
+use plugin_contract::{CliSessionId, EventSink, InvokeError, SessionStart, StreamEvent, ThreadId};
 
 use super::protocol::{self, CliMessage, SpawnOptions, TurnResult};
 use crate::sync::lock;
@@ -61,10 +61,29 @@ pub trait ControlHandler: Send + Sync {
 pub struct LaunchConfig {
     pub bin: PathBuf,
     pub config_dir: PathBuf,
-    pub workdir: PathBuf,
-    /// Set in each child's environment on top of the daemon's own.
+    /// Parent of the threads' working directories: each thread runs in a folder of its own
+    /// ([`thread_workdir`]), so each is its own CLI project with its own transcripts and memory.
+    pub threads_dir: PathBuf,
+    /// The child's whole environment: the daemon's own is not inherited.
     pub env: Vec<(String, String)>,
     pub ready_timeout: Duration,
+}
+
+/// The working directory of `thread`'s processes: `<threads_dir>/<thread id>`, with anything but
+/// ASCII letters, digits, `-` and `_` replaced, so an id can never name another folder.
+pub fn thread_workdir(threads_dir: &std::path::Path, thread: &ThreadId) -> PathBuf {
+    let name: String = thread
+        .as_str()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    threads_dir.join(name)
 }
 
 /// How a process ended.
@@ -136,19 +155,26 @@ impl CliProcess {
         permit: OwnedSemaphorePermit,
     ) -> Result<Arc<CliProcess>, SpawnFailure> {
         let started = Instant::now();
+        let workdir = thread_workdir(&launch.threads_dir, &thread);
+        let bin = launch.bin.display().to_string();
+        crate::private_fs::create_dir(&workdir).map_err(|err| {
+            SpawnFailure::Other(InvokeError::Spawn {
+                bin: bin.clone(),
+                reason: format!("cannot create {}: {err}", workdir.display()),
+            })
+        })?;
         let mut cmd = tokio::process::Command::new(&launch.bin);
         cmd.args(protocol::cli_args(&options, resume))
-            .current_dir(&launch.workdir)
-            .env_remove("CLAUDECODE")
-            .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
+            .current_dir(&workdir)
+            .env_clear()
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
         set_parent_death_signal(&mut cmd);
-        let bin = launch.bin.display().to_string();
         let mut child = cmd.spawn().map_err(|err| {
             SpawnFailure::Other(InvokeError::Spawn {
                 bin: bin.clone(),
@@ -320,11 +346,12 @@ impl CliProcess {
         on_event: Option<&EventSink>,
         idle_timeout: Duration,
         deadline: tokio::time::Instant,
+        max_tool_calls: u32,
     ) -> Result<TurnResult, InvokeError> {
         let _turn = self.turn_lock.lock().await;
         self.busy.store(true, Ordering::SeqCst);
         let outcome = self
-            .run_turn(prompt, on_event, idle_timeout, deadline)
+            .run_turn(prompt, on_event, idle_timeout, deadline, max_tool_calls)
             .await;
         *lock(&self.shared.turn) = None;
         self.shared.phase.send_replace(TurnPhase::Idle);
@@ -341,6 +368,7 @@ impl CliProcess {
         on_event: Option<&EventSink>,
         idle_timeout: Duration,
         deadline: tokio::time::Instant,
+        max_tool_calls: u32,
     ) -> Result<TurnResult, InvokeError> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         *lock(&self.shared.turn) = Some(tx);
@@ -357,6 +385,8 @@ impl CliProcess {
         }
         let mut exit = self.exit.clone();
         let mut last_output = tokio::time::Instant::now();
+        let mut tool_calls: u32 = 0;
+        let mut over_limit = false;
         loop {
             let idle_at = last_output + idle_timeout;
             tokio::select! {
@@ -368,9 +398,27 @@ impl CliProcess {
                             if !result.user_message_uuids.is_empty() && !result.user_message_uuids.contains(&uuid) {
                                 warn!(expected = %uuid, got = ?result.user_message_uuids, "Result names another message.");
                             }
+                            if over_limit {
+                                return Err(InvokeError::ToolCallLimit(max_tool_calls));
+                            }
                             return Ok(result);
                         }
                         CliMessage::Turn(line) => {
+                            tool_calls += line
+                                .events
+                                .iter()
+                                .filter(|e| matches!(e, StreamEvent::ToolCallStarted { .. }))
+                                .count() as u32;
+                            if tool_calls > max_tool_calls && !over_limit {
+                                over_limit = true;
+                                warn!(tool_calls, limit = max_tool_calls, "Too many tool calls in one turn; stopping it.");
+                                // The answer is not awaited: the turn's `result` is what counts.
+                                let id = format!("req_limit_{}", uuid::Uuid::new_v4().simple());
+                                let _ = self.shared.writer.send(protocol::control_request(
+                                    &id,
+                                    json!({"subtype": "interrupt"}),
+                                ));
+                            }
                             if let Some(sink) = on_event {
                                 line.events.into_iter().for_each(|event| sink(event));
                             }

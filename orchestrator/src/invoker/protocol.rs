@@ -22,6 +22,10 @@ pub struct SpawnOptions {
     pub permission_mode: Option<String>,
     /// Per-call timeout the CLI applies to our MCP server, in ms (the adapter enforces its own too).
     pub mcp_timeout_ms: u64,
+    /// `--max-turns`: the CLI's own bound on API round trips in one turn.
+    pub max_turns: Option<u32>,
+    /// `--settings`: a JSON object of settings for the session.
+    pub settings: Option<String>,
 }
 
 /// The argv (after the binary) for one process.
@@ -45,6 +49,12 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&CliSessionId>) -> Vec<St
     let mut allowed = vec![format!("mcp__{MCP_SERVER}")];
     allowed.extend(options.allowed_tools.iter().cloned());
     args.extend(["--allowedTools".to_owned(), allowed.join(",")]);
+    if let Some(settings) = &options.settings {
+        args.push(format!("--settings={settings}"));
+    }
+    if let Some(max) = options.max_turns {
+        args.push(format!("--max-turns={max}"));
+    }
     // Equals form throughout: `--resume` takes an optional value, so a separate value starting with
     // `-` would be read as another flag.
     if let Some(model) = &options.model {

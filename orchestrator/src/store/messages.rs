@@ -291,6 +291,23 @@ impl Store {
     /// Crash recovery at start-up, before any turn runs: every user message still `pending` (its
     /// turn died with the previous daemon) becomes `interrupted` with `reason` as its error.
     /// Returns how many.
+    /// Puts an `interrupted` user message back to `pending`, so a client's retry runs it. Returns
+    /// the message when this call did it; `None` when it was not `interrupted` (any more): of two
+    /// concurrent retries, exactly one gets it.
+    pub async fn retry_interrupted(&self, id: &MessageId) -> Result<Option<Message>, StoreError> {
+        let _timer = self.metrics.time("retry_interrupted");
+        let raw: Option<MessageRaw> = sqlx::query_as(&format!(
+            "UPDATE messages SET status = 'pending', error = NULL, updated_at = ?1 \
+             WHERE id = ?2 AND role = 'user' AND status = 'interrupted' \
+             RETURNING {MESSAGE_COLUMNS}"
+        ))
+        .bind(now_text())
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        raw.map(Message::try_from).transpose()
+    }
+
     pub async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2 \
@@ -321,6 +338,43 @@ mod tests {
 
     async fn thread(store: &Store) -> ThreadId {
         store.create_thread(NewThread::default()).await.unwrap().id
+    }
+
+    #[tokio::test]
+    async fn only_one_retry_puts_an_interrupted_message_back_to_pending() {
+        let store = memory_store().await;
+        let thread = thread(&store).await;
+        let Inserted::New(message) = store
+            .insert_user_message(NewUserMessage {
+                thread_id: thread,
+                content: "cut short".into(),
+                client_message_id: Some("c".into()),
+                model: None,
+            })
+            .await
+            .unwrap()
+        else {
+            panic!("a new message")
+        };
+        assert!(
+            store
+                .retry_interrupted(&message.id)
+                .await
+                .unwrap()
+                .is_none(),
+            "a pending message is not retried"
+        );
+        store.interrupt_pending("crash").await.unwrap();
+        let retried = store.retry_interrupted(&message.id).await.unwrap();
+        let retried = retried.expect("the first retry gets it");
+        assert_eq!(retried.status, MessageStatus::Pending);
+        assert_eq!(retried.error, None);
+        assert_eq!(retried.seq, message.seq, "it keeps its place");
+        assert!(store
+            .retry_interrupted(&message.id)
+            .await
+            .unwrap()
+            .is_none());
     }
 
     fn user(thread: &ThreadId, content: &str, client: Option<&str>) -> NewUserMessage {

@@ -262,8 +262,13 @@ async fn api_error_fails_with_the_cli_reason(status: u16) {
     assert_eq!(code, 502, "{body}");
     assert_eq!(body["error"]["code"], "cli_error");
     let text = body["error"]["message"].as_str().unwrap_or_default();
-    let reason = format!("API Error: {status}");
-    assert!(text.contains(&reason), "{text}");
+    // The CLI words it `API Error: 529 …`, or `API Error: Repeated 529 Overloaded errors …`
+    // outside a sandbox: both say the status.
+    let reason = "API Error";
+    assert!(
+        text.contains(reason) && text.contains(&status.to_string()),
+        "{text}"
+    );
 
     let tries = mock
         .message_requests()
@@ -299,10 +304,10 @@ async fn api_error_fails_with_the_cli_reason(status: u16) {
     assert!(failed.data["error"]
         .as_str()
         .unwrap_or_default()
-        .contains(&reason));
+        .contains(reason));
 
     mock.reset();
-    assert_recovers(&daemon, &mock, &thread, &needle, "error", &reason, pid).await;
+    assert_recovers(&daemon, &mock, &thread, &needle, "error", reason, pid).await;
     stop_and_check_no_orphans(daemon).await;
 }
 

@@ -9,5 +9,6 @@ mod metrics;
 mod ordering;
 mod pool;
 mod resume;
+mod security;
 mod support;
 mod tools;
