@@ -1,12 +1,12 @@
-//! Settings: defaults, overridden by a TOML file, overridden by env vars and flags (the flags and
-//! env vars are parsed by `main.rs` with clap and applied through [`Overrides`]).
+//! Settings: defaults, overridden by a TOML file, overridden by env vars and flags. The flags and
+//! their env vars are one clap struct, [`ServeArgs`], merged over the file by [`Config::load`].
 //!
 //! Every field has a default so that `harness serve` works with no file at all. The README's
 //! configuration table mirrors this file.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -150,7 +150,7 @@ pub struct ToolsConfig {
     pub delegation_timeout: Duration,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     #[default]
@@ -273,15 +273,31 @@ impl Default for ToolsConfig {
     }
 }
 
-/// Values from flags and env vars; each `Some` wins over the file.
-#[derive(Clone, Debug, Default)]
-pub struct Overrides {
+/// The flags of `harness serve`, each with its env var; each one given wins over the file. The
+/// token itself has no flag (`ps` shows flags): it comes from `HARNESS_TOKEN` or a token file.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML config file.
+    #[arg(long, env = "HARNESS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address for the HTTP API [default: 127.0.0.1:7878].
+    #[arg(long, env = "HARNESS_BIND")]
     pub bind: Option<SocketAddr>,
+    /// SQLite database file [default: <data-dir>/harness.db].
+    #[arg(long, env = "HARNESS_DB")]
     pub db: Option<String>,
+    /// The claude CLI binary [default: claude on PATH].
+    #[arg(long, env = "HARNESS_CLAUDE_BIN")]
     pub claude_bin: Option<PathBuf>,
+    /// Data directory [default: $XDG_DATA_HOME/harness or ~/.local/share/harness].
+    #[arg(long, env = "HARNESS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    pub auth_token: Option<String>,
-    pub auth_token_file: Option<PathBuf>,
+    /// A file holding the bearer token the API requires (required when binding beyond
+    /// loopback). The token may also come from the HARNESS_TOKEN variable.
+    #[arg(long, env = "HARNESS_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Log lines as `text` or `json`.
+    #[arg(long, env = "HARNESS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
 }
 
@@ -312,9 +328,18 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Defaults, then the file (if any), then the overrides; then checks the result.
-    pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Config, ConfigError> {
-        let mut config = match file {
+    /// Defaults, then the file (if any), then `HARNESS_TOKEN`, then the flags; then the token
+    /// file; then checks the result.
+    pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
+        let token = std::env::var("HARNESS_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        Self::load_with(args, token)
+    }
+
+    /// [`Config::load`] with the token variable's value passed in.
+    pub fn load_with(args: &ServeArgs, env_token: Option<String>) -> Result<Config, ConfigError> {
+        let mut config = match args.config.as_deref() {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
                     path: path.to_owned(),
@@ -327,7 +352,10 @@ impl Config {
             }
             None => Config::default(),
         };
-        config.apply(overrides);
+        if env_token.is_some() {
+            config.auth_token = env_token;
+        }
+        config.apply(args);
         config.read_token_file()?;
         config.validate()?;
         Ok(config)
@@ -367,26 +395,25 @@ impl Config {
         toml::from_str(text)
     }
 
-    pub fn apply(&mut self, o: Overrides) {
-        if let Some(v) = o.bind {
+    /// The flags that were given, over whatever is set.
+    pub fn apply(&mut self, args: &ServeArgs) {
+        let args = args.clone();
+        if let Some(v) = args.bind {
             self.bind = v;
         }
-        if let Some(v) = o.db {
+        if let Some(v) = args.db {
             self.db = Some(v);
         }
-        if let Some(v) = o.claude_bin {
+        if let Some(v) = args.claude_bin {
             self.claude.bin = v;
         }
-        if let Some(v) = o.data_dir {
+        if let Some(v) = args.data_dir {
             self.data_dir = v;
         }
-        if let Some(v) = o.auth_token {
-            self.auth_token = Some(v);
-        }
-        if let Some(v) = o.auth_token_file {
+        if let Some(v) = args.token_file {
             self.auth_token_file = Some(v);
         }
-        if let Some(v) = o.log_format {
+        if let Some(v) = args.log_format {
             self.log_format = v;
         }
     }
@@ -512,7 +539,7 @@ mod tests {
         assert_eq!(c.claude.env.get("FOO").map(String::as_str), Some("bar"));
         // Untouched sections keep their defaults.
         assert_eq!(c.turn.queue_limit, 32);
-        c.apply(Overrides {
+        c.apply(&ServeArgs {
             db: Some(":memory:".into()),
             claude_bin: Some("/bin/c".into()),
             ..Default::default()
@@ -565,6 +592,31 @@ mod tests {
             c.read_token_file(),
             Err(ConfigError::TokenFile { .. })
         ));
+    }
+
+    #[test]
+    fn the_file_then_the_token_variable_then_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("harness.toml");
+        std::fs::write(
+            &path,
+            "bind = \"127.0.0.1:9000\"\nauth_token = \"from-file\"\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            bind: Some("127.0.0.1:9001".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = Config::load_with(&args, None).unwrap();
+        assert_eq!(c.bind.port(), 9001, "the flag wins over the file");
+        assert_eq!(c.auth_token.as_deref(), Some("from-file"));
+        let c = Config::load_with(&args, Some("from-env".into())).unwrap();
+        assert_eq!(
+            c.auth_token.as_deref(),
+            Some("from-env"),
+            "the variable wins"
+        );
     }
 
     #[test]

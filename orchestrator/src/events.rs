@@ -1,5 +1,6 @@
-//! Turn events: persisted in order (their SQLite id is the SSE event id), then published to live
-//! subscribers of the thread.
+//! Turn events: their kinds ([`EventKind`], whose names are the documented SSE event names), and
+//! the bus that persists them in order (their SQLite id is the SSE event id) and then publishes
+//! them to live subscribers of the thread.
 //!
 //! Invariant: one writer task appends every event, so ids follow the order events were emitted
 //! in, across all threads; a subscriber that reads the store up to id N and then the live channel
@@ -8,8 +9,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::task::TaskTracker;
 use tracing::warn;
 
 use plugin_contract::ThreadId;
@@ -20,10 +23,86 @@ use crate::sync::lock;
 /// Live capacity per thread; a subscriber that falls this far behind re-reads from the store.
 const CHANNEL_CAPACITY: usize = 1024;
 
+/// Every kind of event a thread's stream carries. The serialized names are the SSE `event:`
+/// names the README lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A message was stored and queued: `{messageId, content}`.
+    MessageReceived,
+    /// The message's turn began (before any process is found or started): `{messageId}`.
+    TurnStarted,
+    /// A process took the turn: `{start, pid}`; `start.kind` is `warm`, `resumed` or `fresh`.
+    ProcessReady,
+    /// A piece of the reply as the API streams it: `{text}`.
+    TextDelta,
+    /// A complete text block of the reply: `{text}`.
+    AssistantText,
+    /// The model called a tool: `{tool_use_id, name, input}`.
+    ToolCallStarted,
+    /// A tool result went back to the model: `{tool_use_id, is_error, content}`.
+    ToolCallFinished,
+    /// The CLI is retrying a failed API request: `{attempt, max_retries, retry_delay_ms, error, status}`.
+    ApiRetry,
+    /// The turn ended with a reply: `{messageId, reply}`. Exactly one of this and `turn_failed`
+    /// ends every turn.
+    TurnFinished,
+    /// The turn ended without a reply: `{messageId, status, error}`.
+    TurnFailed,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 10] = [
+        EventKind::MessageReceived,
+        EventKind::TurnStarted,
+        EventKind::ProcessReady,
+        EventKind::TextDelta,
+        EventKind::AssistantText,
+        EventKind::ToolCallStarted,
+        EventKind::ToolCallFinished,
+        EventKind::ApiRetry,
+        EventKind::TurnFinished,
+        EventKind::TurnFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::MessageReceived => "message_received",
+            EventKind::TurnStarted => "turn_started",
+            EventKind::ProcessReady => "process_ready",
+            EventKind::TextDelta => "text_delta",
+            EventKind::AssistantText => "assistant_text",
+            EventKind::ToolCallStarted => "tool_call_started",
+            EventKind::ToolCallFinished => "tool_call_finished",
+            EventKind::ApiRetry => "api_retry",
+            EventKind::TurnFinished => "turn_finished",
+            EventKind::TurnFailed => "turn_failed",
+        }
+    }
+
+    /// True for the two kinds that end a turn.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, EventKind::TurnFinished | EventKind::TurnFailed)
+    }
+}
+
+impl From<&claude_cli::TurnEvent> for EventKind {
+    fn from(event: &claude_cli::TurnEvent) -> Self {
+        use claude_cli::TurnEvent;
+        match event {
+            TurnEvent::TextDelta { .. } => EventKind::TextDelta,
+            TurnEvent::AssistantText { .. } => EventKind::AssistantText,
+            TurnEvent::ToolCallStarted { .. } => EventKind::ToolCallStarted,
+            TurnEvent::ToolCallFinished { .. } => EventKind::ToolCallFinished,
+            TurnEvent::ApiRetry { .. } => EventKind::ApiRetry,
+        }
+    }
+}
+
 struct Emit {
     thread: ThreadId,
     message: Option<MessageId>,
-    kind: &'static str,
+    kind: EventKind,
     data: Value,
     done: Option<oneshot::Sender<()>>,
 }
@@ -35,18 +114,20 @@ pub struct EventBus {
 }
 
 impl EventBus {
-    /// Starts the writer task.
-    pub fn start(store: Store) -> EventBus {
+    /// Starts the writer task on `tasks`; it ends once every clone of the bus is dropped and the
+    /// queue is written out.
+    pub fn start(store: Store, tasks: &TaskTracker) -> EventBus {
         let (tx, mut rx) = mpsc::unbounded_channel::<Emit>();
         let channels: Arc<Mutex<HashMap<ThreadId, broadcast::Sender<EventRow>>>> = Arc::default();
         let bus = EventBus {
             tx,
             channels: channels.clone(),
         };
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             while let Some(emit) = rx.recv().await {
+                let kind = emit.kind.as_str();
                 match store
-                    .append_event(&emit.thread, emit.message.as_ref(), emit.kind, &emit.data)
+                    .append_event(&emit.thread, emit.message.as_ref(), kind, &emit.data)
                     .await
                 {
                     Ok(row) => {
@@ -55,7 +136,7 @@ impl EventBus {
                         }
                     }
                     Err(err) => {
-                        warn!(thread_id = %emit.thread, kind = emit.kind, error = %err, "Could not store an event.")
+                        warn!(thread_id = %emit.thread, kind, error = %err, "Could not store an event.")
                     }
                 }
                 if let Some(done) = emit.done {
@@ -71,7 +152,7 @@ impl EventBus {
         &self,
         thread: &ThreadId,
         message: Option<&MessageId>,
-        kind: &'static str,
+        kind: EventKind,
         data: Value,
     ) {
         let _ = self.tx.send(Emit {
@@ -88,7 +169,7 @@ impl EventBus {
         &self,
         thread: &ThreadId,
         message: Option<&MessageId>,
-        kind: &'static str,
+        kind: EventKind,
         data: Value,
     ) {
         let (done, wait) = oneshot::channel();
@@ -112,5 +193,29 @@ impl EventBus {
             .entry(thread.clone())
             .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
             .subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialized_names_are_the_documented_ones() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("the README");
+        let events_row = readme
+            .lines()
+            .find(|l| l.starts_with("| `GET /api/threads/{id}/events`"))
+            .expect("the README's API table lists the event stream");
+        for kind in EventKind::ALL {
+            let name = serde_json::to_value(kind).unwrap();
+            assert_eq!(name, kind.as_str(), "{kind:?}");
+            assert!(
+                events_row.contains(&format!("`{}`", kind.as_str())),
+                "the README's event list lacks {}",
+                kind.as_str()
+            );
+        }
     }
 }

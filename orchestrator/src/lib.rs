@@ -1,24 +1,28 @@
 //! Harness: a daemon that holds conversations ("threads") with the `claude` CLI.
 //!
-//! Module map (see ARCHITECTURE.md for the path of one message):
-//! - [`config`]: settings from file, env and flags, with defaults.
-//! - [`store`]: all SQL; threads, messages, events, tool calls.
-//! - [`invoker`]: the `claude` CLI: stream-json protocol (no IO) and the child process (IO).
-//! - [`pool`]: warm processes in a moka cache keyed by [`plugin_contract::ThreadId`].
+//! Module map, top to bottom (see ARCHITECTURE.md for the path of one message); each module
+//! imports only modules below it:
+//! - [`server`]: builds every part in dependency order; start, run, shutdown.
+//! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
+//! - [`pipeline`]: the one path every message takes: queue, idempotency, context, turn.
+//! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
+//! - [`launch`]: how children start: folders, environment, options.
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
-//! - [`pipeline`]: `handle_message`, the one path every message takes.
-//! - [`metrics`]: the Prometheus series behind `GET /metrics`, one registry per daemon.
-//! - [`http`]: the axum API; thin handlers over the pipeline and the store.
+//! - [`events`]: event kinds and the bus that stores then publishes them.
+//! - [`store`]: all SQL; threads, messages, events, tool calls.
+//! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
+//! - [`config`], [`turn_error`], `private_fs`, `sync`: leaves.
 
-pub mod app;
 pub mod config;
 pub mod events;
 pub mod http;
-pub mod invoker;
+pub mod launch;
 pub mod mcp;
 pub mod metrics;
 pub mod pipeline;
 pub mod pool;
 mod private_fs;
+pub mod server;
 pub mod store;
 mod sync;
+pub mod turn_error;

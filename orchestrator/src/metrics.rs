@@ -2,10 +2,11 @@
 //!
 //! Built on `prometheus-client` (the Prometheus project's Rust client). Each daemon owns its own
 //! [`Metrics`]; nothing here is global, so several daemons in one process (the tests) never see
-//! each other's numbers. The parts that count are owned by what they count and registered here:
-//! [`PoolMetrics`] by the pool, [`ToolMetrics`] by the MCP adapter, [`StoreMetrics`] by the store,
-//! [`TurnMetrics`] by the app (the pipeline records into it). The pool's counters are read from
-//! [`PoolStats`] at scrape time, so `/metrics` and `/api/pool` can never disagree.
+//! each other's numbers. This module knows nothing of what it measures: the parts are plain
+//! series with methods that take labels, owned and updated by what they count and registered
+//! here: [`PoolMetrics`] by the pool, [`ToolMetrics`] by the MCP server, [`StoreMetrics`] by the
+//! store, [`TurnMetrics`] by the pipeline. `/api/pool` reads the same counters
+//! ([`PoolMetrics::counts`]), so it and `/metrics` never disagree.
 //!
 //! The body is OpenMetrics text (what Prometheus asks for first); counters end in `_total`.
 //!
@@ -37,22 +38,15 @@
 //! the series without bound.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-
-use plugin_contract::{SessionStart, StreamEvent};
-
-use crate::mcp::CallOutcome;
-use crate::pool::{Pool, PoolStats};
+use serde::Serialize;
 
 /// The content type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -60,53 +54,22 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// Every series of one daemon.
 pub struct Metrics {
     registry: Registry,
-    turns: TurnMetrics,
 }
 
 impl Metrics {
-    /// Registers the parts owned elsewhere next to the turn metrics owned here.
-    pub fn new(pool: &Pool, tools: &ToolMetrics, store: &StoreMetrics) -> Metrics {
+    /// Registers the parts, each owned by what it counts.
+    pub fn new(
+        pool: &PoolMetrics,
+        tools: &ToolMetrics,
+        store: &StoreMetrics,
+        turns: &TurnMetrics,
+    ) -> Metrics {
         let mut registry = Registry::with_prefix("harness");
-        registry.register_collector(Box::new(PoolCollector {
-            stats: pool.stats_handle(),
-        }));
-        registry.register(
-            "process_spawn_seconds",
-            "Time from spawning a claude process to it being ready for a turn",
-            pool.metrics().spawn_seconds.clone(),
-        );
-        let turns = TurnMetrics::default();
-        registry.register(
-            "turn_duration_seconds",
-            "Turn latency; start=warm: the process had served the thread before, cold: first turn on its process",
-            turns.duration.clone(),
-        );
-        registry.register("turns", "Finished turns by outcome", turns.outcomes.clone());
-        registry.register(
-            "tool_calls",
-            "Tool calls by tool and outcome",
-            tools.calls.clone(),
-        );
-        registry.register(
-            "tool_call_duration_seconds",
-            "Tool call latency, from validation to result",
-            tools.duration.clone(),
-        );
-        registry.register(
-            "tool_schema_failures",
-            "Tool inputs rejected by the tool's input schema",
-            tools.schema_failures.clone(),
-        );
-        registry.register(
-            "sqlite_query_duration_seconds",
-            "Latency of store calls, by store method",
-            store.duration.clone(),
-        );
-        Metrics { registry, turns }
-    }
-
-    pub fn turns(&self) -> &TurnMetrics {
-        &self.turns
+        pool.register(&mut registry);
+        turns.register(&mut registry);
+        tools.register(&mut registry);
+        store.register(&mut registry);
+        Metrics { registry }
     }
 
     /// The OpenMetrics text exposition, `# EOF` included.
@@ -123,7 +86,7 @@ impl fmt::Debug for Metrics {
     }
 }
 
-/// Turn latency by warm/cold and turn outcomes.
+/// Owned by the pipeline: turn latency by warm/cold and turn outcomes.
 #[derive(Clone, Debug)]
 pub struct TurnMetrics {
     duration: Family<StartLabel, Histogram, fn() -> Histogram>,
@@ -150,72 +113,82 @@ impl Default for TurnMetrics {
 }
 
 impl TurnMetrics {
-    /// Records one finished turn. `start` is `None` when no process got the turn (its spawn
-    /// failed), which counts as cold. `outcome` is the user message's final status.
-    pub fn finished(&self, start: Option<SessionStart>, outcome: &'static str, took: Duration) {
-        let start = if start.is_some_and(SessionStart::is_warm) {
-            "warm"
-        } else {
-            "cold"
-        };
+    /// Records one finished turn. `warm`: its process had served the thread before (a turn whose
+    /// spawn failed is cold). `outcome` is the user message's final status.
+    pub fn finished(&self, warm: bool, outcome: &'static str, took: Duration) {
+        let start = if warm { "warm" } else { "cold" };
         self.duration
             .get_or_create(&StartLabel { start })
             .observe(took.as_secs_f64());
         self.outcomes.get_or_create(&OutcomeLabel { outcome }).inc();
     }
-}
 
-/// What one turn's event stream showed, for its summary line and metrics. Cheap to clone; the
-/// event sink holds one clone, the pipeline another.
-#[derive(Clone, Debug, Default)]
-pub struct TurnTally {
-    tool_calls: Arc<AtomicU64>,
-    start: Arc<Mutex<Option<SessionStart>>>,
-}
-
-impl TurnTally {
-    /// Call with every event of the turn.
-    pub fn observe(&self, event: &StreamEvent) {
-        match event {
-            StreamEvent::ToolCallStarted { .. } => {
-                self.tool_calls.fetch_add(1, Ordering::Relaxed);
-            }
-            StreamEvent::TurnStarted { start, .. } => {
-                *self.start.lock().unwrap_or_else(|e| e.into_inner()) = Some(*start);
-            }
-            _ => {}
-        }
-    }
-
-    /// Tool calls the model started in this turn.
-    pub fn tool_calls(&self) -> u64 {
-        self.tool_calls.load(Ordering::Relaxed)
-    }
-
-    /// How the turn's process started; `None` until a process took the turn.
-    pub fn start(&self) -> Option<SessionStart> {
-        *self.start.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `warm` or `cold`, for log lines; `cold` when no process took the turn.
-    pub fn start_label(&self) -> &'static str {
-        if self.start().is_some_and(SessionStart::is_warm) {
-            "warm"
-        } else {
-            "cold"
-        }
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "turn_duration_seconds",
+            "Turn latency; start=warm: the process had served the thread before, cold: first turn on its process",
+            self.duration.clone(),
+        );
+        registry.register("turns", "Finished turns by outcome", self.outcomes.clone());
     }
 }
 
-/// Owned by the pool: the spawn-time histogram. Counters live in [`PoolStats`].
+/// Owned by the pool: its counters, the live gauge and the spawn-time histogram.
 #[derive(Clone, Debug)]
 pub struct PoolMetrics {
+    hits: Counter,
+    misses: Counter,
+    prewarms: Counter,
+    prewarms_skipped: Counter,
+    spawns: Counter,
+    resume_fallbacks: Counter,
+    evictions: Family<CauseLabel, Counter>,
+    live: Gauge,
     spawn_seconds: Histogram,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: &'static str,
+}
+
+/// The pool's counters at one moment, for `/api/pool`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolCounts {
+    pub live: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub prewarms: u64,
+    pub prewarms_skipped: u64,
+    pub spawns: u64,
+    pub resume_fallbacks: u64,
+    pub evicted_expired: u64,
+    pub evicted_capacity: u64,
+    pub evicted_error: u64,
+    pub evicted_replaced: u64,
+    pub evicted_shutdown: u64,
+}
+
+/// The eviction causes, as labelled.
+pub const EVICTION_CAUSES: [&str; 5] = ["expired", "capacity", "error", "replaced", "shutdown"];
+
 impl Default for PoolMetrics {
     fn default() -> Self {
+        let evictions = Family::<CauseLabel, Counter>::default();
+        for cause in EVICTION_CAUSES {
+            // Present at zero from the start, so a dashboard sees every cause.
+            let _ = evictions.get_or_create(&CauseLabel { cause });
+        }
         PoolMetrics {
+            hits: Counter::default(),
+            misses: Counter::default(),
+            prewarms: Counter::default(),
+            prewarms_skipped: Counter::default(),
+            spawns: Counter::default(),
+            resume_fallbacks: Counter::default(),
+            evictions,
+            live: Gauge::default(),
             spawn_seconds: Histogram::new([
                 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0,
             ]),
@@ -224,78 +197,106 @@ impl Default for PoolMetrics {
 }
 
 impl PoolMetrics {
-    /// A process became ready `took` after it was spawned.
-    pub fn spawned(&self, took: Duration) {
-        self.spawn_seconds.observe(took.as_secs_f64());
+    /// A turn or prewarm found the thread's warm process.
+    pub fn hit(&self) {
+        self.hits.inc();
     }
-}
+    /// A turn or prewarm had to start a process.
+    pub fn miss(&self) {
+        self.misses.inc();
+    }
+    pub fn prewarm(&self) {
+        self.prewarms.inc();
+    }
+    pub fn prewarm_skipped(&self) {
+        self.prewarms_skipped.inc();
+    }
+    /// A process was started (a failed `--resume` starts two).
+    pub fn spawn(&self) {
+        self.spawns.inc();
+    }
+    pub fn resume_fallback(&self) {
+        self.resume_fallbacks.inc();
+    }
+    /// A process became ready `took` after it was spawned; it counts as live until
+    /// [`Self::reaped`].
+    pub fn ready(&self, took: Duration) {
+        self.spawn_seconds.observe(took.as_secs_f64());
+        self.live.inc();
+    }
+    pub fn reaped(&self) {
+        self.live.dec();
+    }
+    /// A process was let go; `cause` is one of [`EVICTION_CAUSES`].
+    pub fn evicted(&self, cause: &'static str) {
+        self.evictions.get_or_create(&CauseLabel { cause }).inc();
+    }
 
-/// Reads [`PoolStats`] at scrape time.
-#[derive(Debug)]
-struct PoolCollector {
-    stats: Arc<PoolStats>,
-}
+    pub fn counts(&self) -> PoolCounts {
+        let evicted = |cause| self.evictions.get_or_create(&CauseLabel { cause }).get();
+        PoolCounts {
+            live: u64::try_from(self.live.get()).unwrap_or(0),
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+            prewarms: self.prewarms.get(),
+            prewarms_skipped: self.prewarms_skipped.get(),
+            spawns: self.spawns.get(),
+            resume_fallbacks: self.resume_fallbacks.get(),
+            evicted_expired: evicted("expired"),
+            evicted_capacity: evicted("capacity"),
+            evicted_error: evicted("error"),
+            evicted_replaced: evicted("replaced"),
+            evicted_shutdown: evicted("shutdown"),
+        }
+    }
 
-impl prometheus_client::collector::Collector for PoolCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let stats = &self.stats;
-        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let counters: [(&str, &str, u64); 6] = [
+    fn register(&self, registry: &mut Registry) {
+        let counters = [
             (
                 "pool_hits",
                 "Turns and prewarms that found the thread's warm process",
-                n(&stats.hits),
+                &self.hits,
             ),
             (
                 "pool_misses",
                 "Turns and prewarms that had to start a process",
-                n(&stats.misses),
+                &self.misses,
             ),
-            ("pool_prewarms", "Prewarm requests", n(&stats.prewarms)),
+            ("pool_prewarms", "Prewarm requests", &self.prewarms),
             (
                 "pool_prewarms_skipped",
                 "Prewarms that started nothing: every slot held a process used recently",
-                n(&stats.prewarms_skipped),
+                &self.prewarms_skipped,
             ),
-            ("pool_spawns", "claude processes started", n(&stats.spawns)),
+            ("pool_spawns", "claude processes started", &self.spawns),
             (
                 "pool_resume_fallbacks",
                 "Spawns whose --resume failed and that started a fresh session instead",
-                n(&stats.resume_fallbacks),
+                &self.resume_fallbacks,
             ),
         ];
-        for (name, help, value) in counters {
-            let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            ConstCounter::new(value).encode(metric)?;
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
         }
-        let mut evictions = encoder.encode_descriptor(
+        registry.register(
             "pool_evictions",
             "Processes let go by the pool, by cause (replaced = model change)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (cause, counter) in [
-            ("expired", &stats.evicted_expired),
-            ("capacity", &stats.evicted_capacity),
-            ("error", &stats.evicted_error),
-            ("replaced", &stats.evicted_replaced),
-            ("shutdown", &stats.evicted_shutdown),
-        ] {
-            let labels = [("cause", cause)];
-            ConstCounter::new(n(counter)).encode(evictions.encode_family(&labels)?)?;
-        }
-        let live = encoder.encode_descriptor(
+            self.evictions.clone(),
+        );
+        registry.register(
             "pool_live_processes",
             "claude processes alive now",
-            None,
-            MetricType::Gauge,
-        )?;
-        ConstGauge::new(i64::try_from(n(&stats.live)).unwrap_or(i64::MAX)).encode(live)?;
-        Ok(())
+            self.live.clone(),
+        );
+        registry.register(
+            "process_spawn_seconds",
+            "Time from spawning a claude process to it being ready for a turn",
+            self.spawn_seconds.clone(),
+        );
     }
 }
 
-/// Owned by the MCP adapter: every tool call, from the model or the HTTP API.
+/// Owned by the MCP server: every tool call, from the model or the HTTP API.
 #[derive(Clone, Debug)]
 pub struct ToolMetrics {
     calls: Family<ToolOutcomeLabels, Counter>,
@@ -314,6 +315,15 @@ struct ToolOutcomeLabels {
     outcome: &'static str,
 }
 
+/// How a tool call ended, as labelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolOutcome {
+    Ok,
+    Error,
+    /// The input failed the tool's schema (also counted in `tool_schema_failures`).
+    InvalidInput,
+}
+
 impl Default for ToolMetrics {
     fn default() -> Self {
         ToolMetrics {
@@ -325,30 +335,50 @@ impl Default for ToolMetrics {
 }
 
 impl ToolMetrics {
-    /// Records one call of `tool` (`known` = a registered name; others count as `unknown`).
-    pub fn record(&self, tool: &str, known: bool, outcome: &CallOutcome) {
-        let tool = if known { tool } else { "unknown" }.to_owned();
-        let result = if outcome.violations.is_some() {
-            "invalid_input"
-        } else if outcome.is_error {
-            "error"
-        } else {
-            "ok"
+    /// Records one call. `tool` is a registered name or `unknown`, so a model inventing names
+    /// cannot grow the series without bound.
+    pub fn record(&self, tool: &str, outcome: ToolOutcome, took: Duration) {
+        let label = match outcome {
+            ToolOutcome::Ok => "ok",
+            ToolOutcome::Error => "error",
+            ToolOutcome::InvalidInput => "invalid_input",
         };
         self.calls
             .get_or_create(&ToolOutcomeLabels {
-                tool: tool.clone(),
-                outcome: result,
+                tool: tool.to_owned(),
+                outcome: label,
             })
             .inc();
-        if outcome.violations.is_some() {
+        if outcome == ToolOutcome::InvalidInput {
             self.schema_failures
-                .get_or_create(&ToolLabel { tool: tool.clone() })
+                .get_or_create(&ToolLabel {
+                    tool: tool.to_owned(),
+                })
                 .inc();
         }
         self.duration
-            .get_or_create(&ToolLabel { tool })
-            .observe(outcome.duration.as_secs_f64());
+            .get_or_create(&ToolLabel {
+                tool: tool.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "tool_calls",
+            "Tool calls by tool and outcome",
+            self.calls.clone(),
+        );
+        registry.register(
+            "tool_call_duration_seconds",
+            "Tool call latency, from validation to result",
+            self.duration.clone(),
+        );
+        registry.register(
+            "tool_schema_failures",
+            "Tool inputs rejected by the tool's input schema",
+            self.schema_failures.clone(),
+        );
     }
 }
 
@@ -379,6 +409,14 @@ impl StoreMetrics {
             histogram: self.duration.get_or_create_owned(&QueryLabel { query }),
             started: Instant::now(),
         }
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "sqlite_query_duration_seconds",
+            "Latency of store calls, by store method",
+            self.duration.clone(),
+        );
     }
 }
 
@@ -418,46 +456,29 @@ fn sqlite_histogram() -> Histogram {
 mod tests {
     use super::*;
 
-    fn registry_with(tools: &ToolMetrics, store: &StoreMetrics, turns: &TurnMetrics) -> Registry {
-        let mut registry = Registry::with_prefix("harness");
-        registry.register("tool_calls", "t", tools.calls.clone());
-        registry.register("tool_schema_failures", "t", tools.schema_failures.clone());
-        registry.register("sqlite_query_duration_seconds", "t", store.duration.clone());
-        registry.register("turns", "t", turns.outcomes.clone());
-        registry.register("turn_duration_seconds", "t", turns.duration.clone());
-        registry.register_collector(Box::new(PoolCollector {
-            stats: Arc::new(PoolStats::default()),
-        }));
-        registry
-    }
-
-    fn render(registry: &Registry) -> String {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
-        out
-    }
-
-    fn outcome(is_error: bool, invalid: bool) -> CallOutcome {
-        CallOutcome {
-            result: serde_json::json!({}),
-            is_error,
-            duration: Duration::from_millis(2),
-            violations: invalid.then(Vec::new),
-        }
+    fn render(
+        pool: &PoolMetrics,
+        tools: &ToolMetrics,
+        store: &StoreMetrics,
+        turns: &TurnMetrics,
+    ) -> String {
+        Metrics::new(pool, tools, store, turns).render().unwrap()
     }
 
     #[test]
-    fn tool_calls_are_counted_by_tool_and_outcome_and_unknown_names_are_folded() {
-        let (tools, store, turns) = (
-            ToolMetrics::default(),
-            StoreMetrics::default(),
-            TurnMetrics::default(),
+    fn tool_calls_are_counted_by_tool_and_outcome() {
+        let tools = ToolMetrics::default();
+        let took = Duration::from_millis(2);
+        tools.record("time__current_time", ToolOutcome::Ok, took);
+        tools.record("time__current_time", ToolOutcome::InvalidInput, took);
+        tools.record("unknown", ToolOutcome::Error, took);
+        tools.record("unknown", ToolOutcome::Error, took);
+        let text = render(
+            &PoolMetrics::default(),
+            &tools,
+            &StoreMetrics::default(),
+            &TurnMetrics::default(),
         );
-        tools.record("time__current_time", true, &outcome(false, false));
-        tools.record("time__current_time", true, &outcome(true, true));
-        tools.record("made_up", false, &outcome(true, false));
-        tools.record("also_made_up", false, &outcome(true, false));
-        let text = render(&registry_with(&tools, &store, &turns));
         for line in [
             r#"harness_tool_calls_total{tool="time__current_time",outcome="ok"} 1"#,
             r#"harness_tool_calls_total{tool="time__current_time",outcome="invalid_input"} 1"#,
@@ -466,27 +487,24 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
-        assert!(!text.contains("made_up"), "{text}");
     }
 
     #[test]
-    fn turns_store_timers_and_pool_collector_render() {
-        let (tools, store, turns) = (
+    fn turns_store_timers_and_pool_counters_render() {
+        let (pool, tools, store, turns) = (
+            PoolMetrics::default(),
             ToolMetrics::default(),
             StoreMetrics::default(),
             TurnMetrics::default(),
         );
-        turns.finished(Some(SessionStart::Warm), "done", Duration::from_millis(30));
-        turns.finished(
-            Some(SessionStart::Fresh {
-                resume_failed: false,
-            }),
-            "error",
-            Duration::from_millis(600),
-        );
-        turns.finished(None, "error", Duration::from_millis(5));
+        turns.finished(true, "done", Duration::from_millis(30));
+        turns.finished(false, "error", Duration::from_millis(600));
+        turns.finished(false, "error", Duration::from_millis(5));
         drop(store.time("get_thread"));
-        let text = render(&registry_with(&tools, &store, &turns));
+        pool.hit();
+        pool.ready(Duration::from_millis(400));
+        pool.evicted("capacity");
+        let text = render(&pool, &tools, &store, &turns);
         for line in [
             r#"harness_turns_total{outcome="done"} 1"#,
             r#"harness_turns_total{outcome="error"} 2"#,
@@ -494,30 +512,20 @@ mod tests {
             r#"harness_turn_duration_seconds_count{start="cold"} 2"#,
             r#"harness_turn_duration_seconds_bucket{le="0.05",start="warm"} 1"#,
             r#"harness_sqlite_query_duration_seconds_count{query="get_thread"} 1"#,
-            "harness_pool_hits_total 0",
+            "harness_pool_hits_total 1",
+            "harness_pool_misses_total 0",
+            r#"harness_pool_evictions_total{cause="capacity"} 1"#,
             r#"harness_pool_evictions_total{cause="error"} 0"#,
-            "harness_pool_live_processes 0",
+            "harness_pool_live_processes 1",
+            "harness_process_spawn_seconds_count 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
-    }
-
-    #[test]
-    fn tally_counts_tool_calls_and_remembers_the_start() {
-        let tally = TurnTally::default();
-        assert_eq!((tally.tool_calls(), tally.start_label()), (0, "cold"));
-        tally.observe(&StreamEvent::TurnStarted {
-            start: SessionStart::Warm,
-            pid: Some(1),
-        });
-        for id in ["a", "b"] {
-            tally.clone().observe(&StreamEvent::ToolCallStarted {
-                tool_use_id: id.into(),
-                name: "t".into(),
-                input: serde_json::json!({}),
-            });
-        }
-        assert_eq!((tally.tool_calls(), tally.start_label()), (2, "warm"));
+        let counts = pool.counts();
+        assert_eq!(
+            (counts.hits, counts.live, counts.evicted_capacity),
+            (1, 1, 1)
+        );
     }
 }

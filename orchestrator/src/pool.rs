@@ -1,8 +1,15 @@
-//! Warm `claude` processes, one per thread, in a moka cache keyed by [`ThreadId`].
+//! Warm `claude` processes, one per thread, in a moka cache keyed by [`ThreadId`]. The pool alone
+//! owns a process's life: [`Pool::checkout`] → [`Lease`] → [`Lease::finish`]. The lease says how
+//! the session started ([`SessionStart`]), runs the turn ([`Lease::start_turn`]), and its
+//! outcome decides whether the process stays warm.
+//!
+//! Each process's control requests are served here: the MCP handshake and `tools/list` are
+//! answered by the [`McpAdapter`] at once; a `tools/call` goes to the running turn as a
+//! [`TurnItem::ToolCall`], whose owner runs it with the turn's context and answers.
 //!
 //! Invariants:
 //! - The key is our stable thread id, never the CLI's session id (which can change); prewarm and
-//!   invoke go through the same [`Pool::checkout`] with the same key.
+//!   turns go through the same [`Pool::checkout`] with the same key.
 //! - At most one live process per thread: before a process is spawned for a thread, every older
 //!   process of that thread is killed and reaped (the CLI has no session lock, and two processes
 //!   on one session silently fork its history).
@@ -10,53 +17,46 @@
 //!   its process has been reaped. When all slots are taken, the least recently used idle process
 //!   is pushed out; if none is idle, the spawn waits.
 //! - Creation is single-flight: moka's `try_get_with` runs one spawn per key at a time.
-//! - A process is never killed mid-turn by the pool: one that is let go while busy is killed
-//!   right after its turn ([`CliProcess::retire`]).
-//! - Nested turns cannot deadlock on capacity: when every slot is held by a process that is
-//!   inside a tool call (a delegation waiting for its child, say), a spawn takes one of
+//! - A process is never killed mid-turn by the pool: one that is let go while leased is killed
+//!   when its lease ends.
+//! - Nested turns cannot deadlock on capacity: when every slot is held by a process waiting on
+//!   the host (a tool call: a delegation waiting for its child, say), a spawn takes one of
 //!   `max_capacity` overflow slots instead of waiting for a slot that only it could free.
 //! - moka does not run eviction listeners when the cache is dropped, so [`Pool::shutdown`] kills
 //!   what is left itself.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use claude_cli::{
+    CliProcess, HostRequest, HostRequests, SpawnError, SpawnOptions, Step, TurnEvent, TurnEvents,
+    TurnResult,
+};
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use serde::Serialize;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use tracing::{info, warn};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn, Instrument};
 
-use plugin_contract::{CliSessionId, InvokeError, ThreadId};
+use plugin_contract::{CliSessionId, SessionStart, ThreadId};
 
-use crate::invoker::process::{CliProcess, ControlHandler, LaunchConfig, Lease, SpawnFailure};
-use crate::invoker::protocol::SpawnOptions;
-use crate::metrics::PoolMetrics;
+use crate::launch::Launcher;
+use crate::mcp::{McpAdapter, Route, ToolCall};
+use crate::metrics::{PoolCounts, PoolMetrics};
 use crate::sync::lock;
+use crate::turn_error::TurnError;
 
-/// Counters an operator can read (see `/api/pool` and `/metrics`).
-#[derive(Debug, Default)]
-pub struct PoolStats {
-    /// Processes alive now (a gauge): up when a spawn succeeds, down when the process is reaped.
-    pub live: AtomicU64,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub prewarms: AtomicU64,
-    /// Prewarms that started nothing: the pool was full of processes used too recently to push
-    /// out for a guess.
-    pub prewarms_skipped: AtomicU64,
-    pub spawns: AtomicU64,
-    pub resume_fallbacks: AtomicU64,
-    pub evicted_expired: AtomicU64,
-    pub evicted_capacity: AtomicU64,
-    pub evicted_error: AtomicU64,
-    pub evicted_replaced: AtomicU64,
-    pub evicted_shutdown: AtomicU64,
-}
+/// How long the CLI gets to finish its MCP handshake after the `initialize` reply; the first turn
+/// would wait for it otherwise.
+const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
+/// How often a spawn waiting for a slot checks for a nested-turn deadlock.
+const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
 
-/// Why a process left the pool.
+/// Why a process left the pool, as counted in `harness_pool_evictions_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EvictionCause {
@@ -66,6 +66,18 @@ pub enum EvictionCause {
     /// Replaced by a process with other spawn options (a model change).
     Replaced,
     Shutdown,
+}
+
+impl EvictionCause {
+    fn label(self) -> &'static str {
+        match self {
+            EvictionCause::Expired => "expired",
+            EvictionCause::Capacity => "capacity",
+            EvictionCause::Error => "error",
+            EvictionCause::Replaced => "replaced",
+            EvictionCause::Shutdown => "shutdown",
+        }
+    }
 }
 
 /// One live process, for `/api/pool`.
@@ -79,20 +91,29 @@ pub struct ProcessInfo {
     pub idle_ms: u64,
     pub turns_served: u64,
     pub busy: bool,
-    /// Let go by the pool; killed after its running turn.
+    /// Let go by the pool; killed when its lease ends.
     pub retired: bool,
     pub session_id: Option<CliSessionId>,
     /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
     pub rss_bytes: Option<u64>,
 }
 
-type Live = Arc<Mutex<HashMap<u32, Arc<CliProcess>>>>;
+/// What the pool needs to start processes.
+pub struct PoolSettings {
+    pub idle_ttl: Duration,
+    pub capacity: u64,
+    /// A prewarm pushes out only processes idle at least this long.
+    pub prewarm_evicts_after: Duration,
+}
 
-/// How often a spawn waiting for a slot checks for a nested-turn deadlock.
-const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
-
+/// The pool. Cheap to clone: clones share one pool.
+#[derive(Clone)]
 pub struct Pool {
-    cache: Cache<ThreadId, Arc<CliProcess>>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cache: Cache<ThreadId, Arc<Entry>>,
     /// The cause to record for the next explicit invalidation of a key.
     pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>>,
     slots: Arc<Semaphore>,
@@ -101,31 +122,101 @@ pub struct Pool {
     /// Woken when a process may have become idle (a turn ended, a prewarm finished), so a spawn
     /// waiting for a slot looks again for an idle process to push out.
     idle: Notify,
-    live: Live,
-    launch: LaunchConfig,
-    handler: Arc<dyn ControlHandler>,
-    stats: Arc<PoolStats>,
+    live: Mutex<HashMap<u32, Arc<Entry>>>,
+    launcher: Launcher,
+    mcp: Arc<McpAdapter>,
     metrics: PoolMetrics,
+    prewarm_evicts_after: Duration,
+    /// Every task of every process (its IO, its control requests, its reaper).
+    tasks: TaskTracker,
+}
+
+/// A process as the pool sees it: the CLI process and the pool's bookkeeping around it.
+struct Entry {
+    process: Arc<CliProcess>,
+    thread: ThreadId,
+    options: SpawnOptions,
+    start: SessionStart,
+    /// Checkouts whose lease has not ended. A leased process counts as busy: the pool must not
+    /// push it out between checkout and turn.
+    leases: AtomicUsize,
+    /// Let go by the pool while leased: killed when the last lease ends.
+    retired: AtomicBool,
+    /// Started beyond the pool's capacity: let go as soon as its first lease ends.
+    one_turn: AtomicBool,
+    turns: AtomicU64,
+    last_used: Mutex<Instant>,
+    /// Where the process's tool calls go while a turn runs.
+    calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
+}
+
+impl Entry {
+    fn is_busy(&self) -> bool {
+        self.leases.load(Ordering::SeqCst) > 0 || self.process.in_turn()
+    }
+
+    fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+
+    fn idle_for(&self) -> Duration {
+        if self.is_busy() {
+            Duration::ZERO
+        } else {
+            lock(&self.last_used).elapsed()
+        }
+    }
+
+    fn session_start(&self) -> SessionStart {
+        if self.turns.load(Ordering::Relaxed) > 0 {
+            SessionStart::Warm
+        } else {
+            self.start
+        }
+    }
+
+    /// Lets go of the process: killed now if unleased, or when its last lease ends.
+    fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        self.kill_if_retired_and_unused();
+    }
+
+    fn kill_if_retired_and_unused(&self) {
+        if self.is_retired() && self.leases.load(Ordering::SeqCst) == 0 {
+            self.process.kill();
+        }
+    }
+
+    /// Takes a lease, or `None` when the pool already let go of the process (or it exited).
+    fn lease(self: &Arc<Self>, pool: &Pool) -> Option<Lease> {
+        // Increment, then look: `retire` stores, then looks. With SeqCst at least one of the two
+        // sees the other, so a process is never killed under a live lease.
+        self.leases.fetch_add(1, Ordering::SeqCst);
+        let lease = Lease {
+            entry: self.clone(),
+            pool: pool.clone(),
+            finished: false,
+        };
+        if self.is_retired() || self.process.has_exited() {
+            return None;
+        }
+        Some(lease)
+    }
 }
 
 impl Pool {
-    pub fn new(
-        launch: LaunchConfig,
-        idle_ttl: Duration,
-        capacity: u64,
-        handler: Arc<dyn ControlHandler>,
-    ) -> Pool {
-        let stats = Arc::new(PoolStats::default());
+    pub fn new(settings: PoolSettings, launcher: Launcher, mcp: Arc<McpAdapter>) -> Pool {
+        let metrics = PoolMetrics::default();
         let pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>> = Arc::default();
-        let listener_stats = stats.clone();
+        let listener_metrics = metrics.clone();
         let listener_causes = pending_causes.clone();
         let cache = Cache::builder()
-            .max_capacity(capacity)
-            .time_to_idle(idle_ttl)
+            .max_capacity(settings.capacity)
+            .time_to_idle(settings.idle_ttl)
             // Plain LRU: TinyLFU admission could refuse a process we just spawned.
             .eviction_policy(moka::policy::EvictionPolicy::lru())
             .eviction_listener(
-                move |thread: Arc<ThreadId>, process: Arc<CliProcess>, cause: RemovalCause| {
+                move |thread: Arc<ThreadId>, entry: Arc<Entry>, cause: RemovalCause| {
                     let cause = match cause {
                         RemovalCause::Expired => EvictionCause::Expired,
                         RemovalCause::Size => EvictionCause::Capacity,
@@ -134,51 +225,70 @@ impl Pool {
                             .remove(&*thread)
                             .unwrap_or(EvictionCause::Capacity),
                     };
-                    listener_stats.count_eviction(cause);
-                    info!(thread_id = %thread, pid = process.pid(), ?cause, "Process evicted.");
-                    process.retire();
+                    listener_metrics.evicted(cause.label());
+                    info!(thread_id = %thread, pid = entry.process.pid(), ?cause, "Process evicted.");
+                    entry.retire();
                 },
             )
             .build();
+        let capacity = usize::try_from(settings.capacity).unwrap_or(usize::MAX);
         Pool {
-            cache,
-            pending_causes,
-            slots: Arc::new(Semaphore::new(capacity as usize)),
-            overflow: Arc::new(Semaphore::new(capacity as usize)),
-            idle: Notify::new(),
-            live: Live::default(),
-            launch,
-            handler,
-            stats,
-            metrics: PoolMetrics::default(),
+            inner: Arc::new(Inner {
+                cache,
+                pending_causes,
+                slots: Arc::new(Semaphore::new(capacity)),
+                overflow: Arc::new(Semaphore::new(capacity)),
+                idle: Notify::new(),
+                live: Mutex::default(),
+                launcher,
+                mcp,
+                metrics,
+                prewarm_evicts_after: settings.prewarm_evicts_after,
+                tasks: TaskTracker::new(),
+            }),
         }
     }
 
+    /// The options of a process for `model` (the default model when `None`).
+    pub fn options(&self, model: Option<String>) -> SpawnOptions {
+        self.inner.launcher.options(model)
+    }
+
     /// The thread's warm process if its options match, else a new one (resuming `resume` when
-    /// given), leased: the pool does not push it out until the lease is dropped.
+    /// given), leased: the pool does not push it out until the lease ends.
     pub async fn checkout(
         &self,
         thread: &ThreadId,
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
+    ) -> Result<Lease, TurnError> {
+        self.checkout_with(thread, options, resume, None).await
+    }
+
+    async fn checkout_with(
+        &self,
+        thread: &ThreadId,
+        options: &SpawnOptions,
+        resume: Option<&CliSessionId>,
         mut slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Lease, InvokeError> {
+    ) -> Result<Lease, TurnError> {
+        let inner = &self.inner;
         for _ in 0..3 {
-            if let Some(process) = self.cache.get(thread).await {
-                if !process.has_exited() && !process.is_retired() && process.options() == options {
-                    if let Some(lease) = process.lease() {
-                        self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            if let Some(entry) = inner.cache.get(thread).await {
+                if !entry.process.has_exited() && !entry.is_retired() && &entry.options == options {
+                    if let Some(lease) = entry.lease(self) {
+                        inner.metrics.hit();
                         return Ok(lease);
                     }
                 }
-                let cause = if process.options() != options {
+                let cause = if &entry.options != options {
                     EvictionCause::Replaced
                 } else {
                     EvictionCause::Error
                 };
                 self.remove(thread, cause).await;
             }
-            let spawned = self
+            let spawned = inner
                 .cache
                 .try_get_with(
                     thread.clone(),
@@ -191,16 +301,48 @@ impl Pool {
                 )
                 .await
                 .map_err(|err| (*err).clone())?;
-            if spawned.options() == options {
+            if &spawned.options == options {
                 // `None`: pushed out by a spawn waiting for a slot before we got to it; again.
-                if let Some(lease) = spawned.lease() {
+                if let Some(lease) = spawned.lease(self) {
                     return Ok(lease);
                 }
             }
         }
-        Err(InvokeError::Cli(
+        Err(TurnError::Cli(
             "could not settle on a process for the thread (options kept changing)".into(),
         ))
+    }
+
+    /// Starts the thread's process ahead of its first message, unless it is warm already. A
+    /// prewarm is a guess: it pushes out only processes idle at least
+    /// `pool.prewarm_evicts_after`, and is skipped (`Ok(false)`) when there are none.
+    pub async fn prewarm(
+        &self,
+        thread: &ThreadId,
+        options: &SpawnOptions,
+        resume: Option<&CliSessionId>,
+    ) -> Result<bool, TurnError> {
+        self.inner.metrics.prewarm();
+        let warm =
+            self.inner.cache.get(thread).await.is_some_and(|e| {
+                !e.process.has_exited() && !e.is_retired() && &e.options == options
+            });
+        let slot = if warm {
+            None
+        } else {
+            match self.prewarm_slot().await {
+                Some(slot) => Some(slot),
+                None => {
+                    self.inner.metrics.prewarm_skipped();
+                    info!(thread_id = %thread, "Prewarm skipped: every pool slot holds a process used recently.");
+                    return Ok(false);
+                }
+            }
+        };
+        // The lease ends here: the process waits idle for the thread's first message.
+        let lease = self.checkout_with(thread, options, resume, slot).await?;
+        lease.finish(Finish::Keep).await;
+        Ok(true)
     }
 
     async fn spawn_for(
@@ -209,24 +351,24 @@ impl Pool {
         options: SpawnOptions,
         resume: Option<CliSessionId>,
         slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Arc<CliProcess>, InvokeError> {
-        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+    ) -> Result<Arc<Entry>, TurnError> {
+        self.inner.metrics.miss();
         self.reap_thread(&thread).await;
-        let first = self
+        match self
             .spawn_one(&thread, &options, resume.as_ref(), false, slot)
-            .await;
-        match first {
-            Ok(process) => Ok(process),
-            Err(SpawnFailure::MissingSession(reason)) => {
+            .await
+        {
+            Ok(entry) => Ok(entry),
+            Err(SpawnError::MissingSession(reason)) => {
                 warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
-                self.stats.resume_fallbacks.fetch_add(1, Ordering::Relaxed);
+                self.inner.metrics.resume_fallback();
                 match self.spawn_one(&thread, &options, None, true, None).await {
-                    Ok(process) => Ok(process),
-                    Err(SpawnFailure::MissingSession(reason)) => Err(InvokeError::Cli(reason)),
-                    Err(SpawnFailure::Other(err)) => Err(err),
+                    Ok(entry) => Ok(entry),
+                    Err(SpawnError::MissingSession(reason)) => Err(TurnError::Cli(reason)),
+                    Err(SpawnError::Failed(err)) => Err(err.into()),
                 }
             }
-            Err(SpawnFailure::Other(err)) => Err(err),
+            Err(SpawnError::Failed(err)) => Err(err.into()),
         }
     }
 
@@ -237,51 +379,88 @@ impl Pool {
         resume: Option<&CliSessionId>,
         resume_failed: bool,
         slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Arc<CliProcess>, SpawnFailure> {
+    ) -> Result<Arc<Entry>, SpawnError> {
+        let inner = &self.inner;
         let (permit, overflow) = match slot {
             Some(permit) => (permit, false),
             None => self.acquire_slot().await,
         };
-        self.stats.spawns.fetch_add(1, Ordering::Relaxed);
+        inner.metrics.spawn();
         let started = Instant::now();
-        let process = CliProcess::spawn(
-            &self.launch,
-            thread.clone(),
-            options.clone(),
-            resume,
-            resume_failed,
-            self.handler.clone(),
-            permit,
-        )
-        .await?;
-        self.metrics.spawned(started.elapsed());
-        if overflow {
-            process.retire_after_turn();
+        let launch = inner.launcher.launch(thread).map_err(|err| {
+            SpawnError::Failed(claude_cli::CliError::Spawn {
+                bin: inner.launcher.bin().display().to_string(),
+                reason: format!("cannot create the thread's folder: {err}"),
+            })
+        })?;
+        let resume_id = resume.map(CliSessionId::as_str);
+        let (process, requests) =
+            CliProcess::spawn(&launch, options, resume_id, &inner.tasks).await?;
+        let start = match resume {
+            Some(_) => SessionStart::Resumed,
+            None => SessionStart::Fresh { resume_failed },
+        };
+        let calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>> = Arc::default();
+        let (ready_tx, mut ready) = watch::channel(false);
+        let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
+        inner.tasks.spawn(
+            serve_host_requests(
+                thread.clone(),
+                requests,
+                inner.mcp.clone(),
+                calls.clone(),
+                ready_tx,
+            )
+            .instrument(span),
+        );
+        // The CLI runs its MCP handshake right after `initialize`; a first turn would wait for it.
+        tokio::select! {
+            _ = tokio::time::timeout(MCP_HANDSHAKE_WAIT, ready.wait_for(|r| *r)) => {}
+            _ = process.wait_exit() => {
+                return Err(SpawnError::Failed(claude_cli::CliError::ProcessDied {
+                    status: process.exit_status(),
+                    stderr_tail: process.stderr_tail(),
+                }));
+            }
         }
-        lock(&self.live).insert(process.pid(), process.clone());
-        self.stats.live.fetch_add(1, Ordering::Relaxed);
-        let live = self.live.clone();
-        let stats = self.stats.clone();
-        let watched = process.clone();
-        tokio::spawn(async move {
-            watched.wait_exit().await;
-            lock(&live).remove(&watched.pid());
-            stats.live.fetch_sub(1, Ordering::Relaxed);
+        inner.metrics.ready(started.elapsed());
+        info!(thread_id = %thread, pid = process.pid(), ms = started.elapsed().as_millis() as u64, resumed = resume.is_some(), "Process ready.");
+        let entry = Arc::new(Entry {
+            process,
+            thread: thread.clone(),
+            options: options.clone(),
+            start,
+            leases: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+            one_turn: AtomicBool::new(overflow),
+            turns: AtomicU64::new(0),
+            last_used: Mutex::new(Instant::now()),
+            calls,
         });
-        Ok(process)
+        lock(&inner.live).insert(entry.process.pid(), entry.clone());
+        let pool = self.clone();
+        let watched = entry.clone();
+        inner.tasks.spawn(async move {
+            watched.process.wait_exit().await;
+            lock(&pool.inner.live).remove(&watched.process.pid());
+            pool.inner.metrics.reaped();
+            // The slot is free only once the process is gone.
+            drop(permit);
+        });
+        Ok(entry)
     }
 
-    /// Kills every live process of `thread` (after its running turn, if any) and waits for each to
-    /// be reaped.
+    /// Kills every live process of `thread` (after its lease, if any) and waits for each to be
+    /// reaped.
     async fn reap_thread(&self, thread: &ThreadId) {
-        let old: Vec<Arc<CliProcess>> = lock(&self.live)
+        let old: Vec<Arc<Entry>> = lock(&self.inner.live)
             .values()
-            .filter(|p| p.thread() == thread)
+            .filter(|e| &e.thread == thread)
             .cloned()
             .collect();
-        for process in old {
-            process.retire();
-            process.wait_exit().await;
+        for entry in old {
+            entry.retire();
+            entry.process.wait_exit().await;
         }
     }
 
@@ -289,31 +468,26 @@ impl Pool {
     /// every process is busy) the next one to be reaped. `true` marks an overflow slot, whose
     /// process lives for one turn.
     async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
+        let inner = &self.inner;
         loop {
             // Registered before looking, so a process going idle after the look still wakes us.
-            let idle = self.idle.notified();
+            let idle = inner.idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            if let Ok(permit) = inner.slots.clone().try_acquire_owned() {
                 return (permit, false);
             }
-            let victim = self
-                .cache
-                .iter()
-                .filter(|(_, p)| !p.is_busy())
-                .max_by_key(|(_, p)| p.idle_for())
-                .map(|(thread, process)| ((*thread).clone(), process));
-            match victim {
-                Some((thread, process)) => {
+            match self.longest_idle(Duration::ZERO) {
+                Some((thread, entry)) => {
                     self.remove(&thread, EvictionCause::Capacity).await;
-                    process.wait_exit().await;
+                    entry.process.wait_exit().await;
                 }
                 None => {
                     // Every slot is held by a busy or dying process: wait for one to be reaped,
-                    // or for one to finish its turn and become a candidate. If all of them are
-                    // waiting on tools, the turn asking may be the one they wait for.
+                    // or for one to finish its turn and become a candidate. If all of them wait
+                    // on the host, the turn asking may be the one they wait for.
                     tokio::select! {
-                        permit = self.slots.clone().acquire_owned() => {
+                        permit = inner.slots.clone().acquire_owned() => {
                             if let Ok(permit) = permit {
                                 return (permit, false);
                             }
@@ -330,37 +504,41 @@ impl Pool {
         }
     }
 
-    /// A slot for a prewarm, which is a guess: free, or freed by pushing out the process idle
-    /// longest if it has been idle at least `evicts_after`. `None` when every slot holds a
-    /// process used more recently (or busy): the prewarm is then skipped, never waiting.
-    pub async fn prewarm_slot(&self, evicts_after: Duration) -> Option<OwnedSemaphorePermit> {
+    /// The cached process idle longest, if it has been idle at least `at_least`.
+    fn longest_idle(&self, at_least: Duration) -> Option<(ThreadId, Arc<Entry>)> {
+        self.inner
+            .cache
+            .iter()
+            .filter(|(_, e)| !e.is_busy() && e.idle_for() >= at_least)
+            .max_by_key(|(_, e)| e.idle_for())
+            .map(|(thread, entry)| ((*thread).clone(), entry))
+    }
+
+    /// A slot for a prewarm: free, or freed by pushing out the process idle longest if it has
+    /// been idle at least `prewarm_evicts_after`; `None` otherwise, never waiting.
+    async fn prewarm_slot(&self) -> Option<OwnedSemaphorePermit> {
         for _ in 0..3 {
-            if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+            if let Ok(permit) = self.inner.slots.clone().try_acquire_owned() {
                 return Some(permit);
             }
-            let victim = self
-                .cache
-                .iter()
-                .filter(|(_, p)| !p.is_busy() && p.idle_for() >= evicts_after)
-                .max_by_key(|(_, p)| p.idle_for())
-                .map(|(thread, process)| ((*thread).clone(), process))?;
-            self.remove(&victim.0, EvictionCause::Capacity).await;
-            victim.1.wait_exit().await;
+            let (thread, entry) = self.longest_idle(self.inner.prewarm_evicts_after)?;
+            self.remove(&thread, EvictionCause::Capacity).await;
+            entry.process.wait_exit().await;
         }
         None
     }
 
-    /// An overflow slot, when every live process is inside a tool call.
+    /// An overflow slot, when every live process waits on the host (a tool call).
     fn overflow_slot(&self) -> Option<OwnedSemaphorePermit> {
-        let live: Vec<Arc<CliProcess>> = lock(&self.live)
+        let live: Vec<Arc<Entry>> = lock(&self.inner.live)
             .values()
-            .filter(|p| !p.has_exited())
+            .filter(|e| !e.process.has_exited())
             .cloned()
             .collect();
-        if live.is_empty() || !live.iter().all(|p| p.in_tool_call()) {
+        if live.is_empty() || !live.iter().all(|e| e.process.waiting_on_host()) {
             return None;
         }
-        let permit = self.overflow.clone().try_acquire_owned().ok()?;
+        let permit = self.inner.overflow.clone().try_acquire_owned().ok()?;
         warn!(
             live = live.len(),
             "Every pool slot waits on a tool call; starting a process beyond capacity."
@@ -369,80 +547,53 @@ impl Pool {
     }
 
     async fn remove(&self, thread: &ThreadId, cause: EvictionCause) {
-        lock(&self.pending_causes).insert(thread.clone(), cause);
-        self.cache.invalidate(thread).await;
-        lock(&self.pending_causes).remove(thread);
+        lock(&self.inner.pending_causes).insert(thread.clone(), cause);
+        self.inner.cache.invalidate(thread).await;
+        lock(&self.inner.pending_causes).remove(thread);
     }
 
-    /// Evicts and kills the thread's process after a failed turn, and waits until it is reaped, so
-    /// the next turn starts clean (and resumes the session).
-    pub async fn discard(&self, process: &Arc<CliProcess>, cause: EvictionCause) {
-        let thread = process.thread().clone();
-        if let Some(current) = self.cache.get(&thread).await {
-            if Arc::ptr_eq(&current, process) {
-                self.remove(&thread, cause).await;
+    /// Asks the thread's running turn to stop. `Ok(false)` when no turn is running.
+    pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, TurnError> {
+        match self.inner.cache.get(thread).await {
+            Some(entry) if entry.is_busy() => {
+                entry.process.interrupt().await.map_err(TurnError::Cli)
             }
+            _ => Ok(false),
         }
-        process.retire();
-        process.kill_and_reap().await;
     }
 
-    /// Resets the thread's idle timer after a turn; the process is now a candidate for a spawn
-    /// that waits for a slot.
-    pub async fn touch(&self, thread: &ThreadId) {
-        let _ = self.cache.get(thread).await;
-        self.idle.notify_waiters();
+    /// The counters, for `/api/pool`.
+    pub fn counts(&self) -> PoolCounts {
+        self.inner.metrics.counts()
     }
 
-    /// The thread's warm process, if any, without starting one.
-    pub async fn peek(&self, thread: &ThreadId) -> Option<Arc<CliProcess>> {
-        self.cache.get(thread).await
-    }
-
-    pub fn note_prewarm(&self) {
-        self.stats.prewarms.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn note_prewarm_skipped(&self) {
-        self.stats.prewarms_skipped.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn stats(&self) -> &PoolStats {
-        &self.stats
-    }
-
-    /// The counters, shared: `/metrics` reads them at scrape time.
-    pub fn stats_handle(&self) -> Arc<PoolStats> {
-        self.stats.clone()
-    }
-
-    /// The spawn-time histogram, registered by [`crate::metrics::Metrics`].
+    /// The pool's series, registered in `/metrics`.
     pub fn metrics(&self) -> &PoolMetrics {
-        &self.metrics
+        &self.inner.metrics
     }
 
     /// Runs moka's pending maintenance, so idle processes expire on time even with no traffic.
     pub async fn run_maintenance(&self) {
-        self.cache.run_pending_tasks().await;
+        self.inner.cache.run_pending_tasks().await;
     }
 
     /// Every live process, for the status API.
     pub fn snapshot(&self) -> Vec<ProcessInfo> {
-        let live: Vec<Arc<CliProcess>> = lock(&self.live).values().cloned().collect();
+        let live: Vec<Arc<Entry>> = lock(&self.inner.live).values().cloned().collect();
         let mut list: Vec<ProcessInfo> = live
             .iter()
-            .filter(|p| !p.has_exited())
-            .map(|p| ProcessInfo {
-                thread_id: p.thread().clone(),
-                model: p.options().model.clone(),
-                pid: p.pid(),
-                age_ms: p.age().as_millis() as u64,
-                idle_ms: p.idle_for().as_millis() as u64,
-                turns_served: p.turns_served(),
-                busy: p.is_busy(),
-                retired: p.is_retired(),
-                session_id: p.session_id(),
-                rss_bytes: rss_bytes(p.pid()),
+            .filter(|e| !e.process.has_exited())
+            .map(|e| ProcessInfo {
+                thread_id: e.thread.clone(),
+                model: e.options.model.clone(),
+                pid: e.process.pid(),
+                age_ms: millis(e.process.age()),
+                idle_ms: millis(e.idle_for()),
+                turns_served: e.turns.load(Ordering::Relaxed),
+                busy: e.is_busy(),
+                retired: e.is_retired(),
+                session_id: e.process.session_id().map(CliSessionId::from_string),
+                rss_bytes: rss_bytes(e.process.pid()),
             })
             .collect();
         list.sort_by_key(|p| p.pid);
@@ -451,41 +602,265 @@ impl Pool {
 
     /// Pids of live processes.
     pub fn live_pids(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = lock(&self.live)
+        let mut pids: Vec<u32> = lock(&self.inner.live)
             .values()
-            .filter(|p| !p.has_exited())
-            .map(|p| p.pid())
+            .filter(|e| !e.process.has_exited())
+            .map(|e| e.process.pid())
             .collect();
         pids.sort_unstable();
         pids
     }
 
-    /// Kills every process, busy or not, and waits until all are reaped.
+    /// Kills every process, leased or not, and waits until all are reaped and their tasks ended.
     pub async fn shutdown(&self) {
-        let all: Vec<Arc<CliProcess>> = lock(&self.live).values().cloned().collect();
-        for process in &all {
-            self.stats.count_eviction(EvictionCause::Shutdown);
-            process.retire();
-            process.kill();
+        let all: Vec<Arc<Entry>> = lock(&self.inner.live).values().cloned().collect();
+        for entry in &all {
+            self.inner.metrics.evicted(EvictionCause::Shutdown.label());
+            entry.retired.store(true, Ordering::SeqCst);
+            entry.process.kill();
         }
-        for process in &all {
-            process.wait_exit().await;
+        for entry in &all {
+            entry.process.wait_exit().await;
+        }
+        self.inner.tasks.close();
+        if tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!("Some process tasks did not end after their processes were killed.");
         }
         info!(killed = all.len(), "All CLI processes stopped.");
     }
 }
 
-impl PoolStats {
-    fn count_eviction(&self, cause: EvictionCause) {
-        let counter = match cause {
-            EvictionCause::Expired => &self.evicted_expired,
-            EvictionCause::Capacity => &self.evicted_capacity,
-            EvictionCause::Error => &self.evicted_error,
-            EvictionCause::Replaced => &self.evicted_replaced,
-            EvictionCause::Shutdown => &self.evicted_shutdown,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+/// How a lease ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// The process is fine: it stays warm for the thread's next turn.
+    Keep,
+    /// The turn failed in a way that leaves the process suspect: it is killed and reaped before
+    /// this returns, so the next turn starts clean (and resumes the session).
+    Discard,
+}
+
+/// A process checked out for one turn. End it with [`Lease::finish`]; a lease dropped without
+/// it lets the process go (the turn's state is unknown).
+pub struct Lease {
+    entry: Arc<Entry>,
+    pool: Pool,
+    finished: bool,
+}
+
+impl Lease {
+    /// How the session of this turn started: warm once the process has served a turn.
+    pub fn session_start(&self) -> SessionStart {
+        self.entry.session_start()
     }
+
+    pub fn pid(&self) -> u32 {
+        self.entry.process.pid()
+    }
+
+    /// The CLI session id the process reports.
+    pub fn session_id(&self) -> Option<CliSessionId> {
+        self.entry
+            .process
+            .session_id()
+            .map(CliSessionId::from_string)
+    }
+
+    /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.
+    pub async fn start_turn(&self, prompt: &str) -> Result<LeasedTurn<'_>, TurnError> {
+        let (tx, calls) = mpsc::unbounded_channel();
+        *lock(&self.entry.calls) = Some(tx);
+        match self.entry.process.turn(prompt).await {
+            Ok(events) => Ok(LeasedTurn {
+                events,
+                calls,
+                entry: &self.entry,
+            }),
+            Err(err) => {
+                *lock(&self.entry.calls) = None;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Sends the CLI an interrupt for the running turn without waiting for its answer (the
+    /// turn's `result` says how it ended).
+    pub fn interrupt_now(&self) {
+        let process = self.entry.process.clone();
+        self.pool.inner.tasks.spawn(async move {
+            let _ = process.interrupt().await;
+        });
+    }
+
+    /// Ends the lease.
+    pub async fn finish(mut self, finish: Finish) {
+        self.finished = true;
+        let entry = self.entry.clone();
+        self.release();
+        match finish {
+            Finish::Keep => {
+                // Touch: resets the thread's idle timer; the process is now a candidate for a
+                // spawn that waits for a slot.
+                let _ = self.pool.inner.cache.get(&entry.thread).await;
+                self.pool.inner.idle.notify_waiters();
+            }
+            Finish::Discard => {
+                if let Some(current) = self.pool.inner.cache.get(&entry.thread).await {
+                    if Arc::ptr_eq(&current, &entry) {
+                        self.pool.remove(&entry.thread, EvictionCause::Error).await;
+                    }
+                }
+                entry.retire();
+                entry.process.kill_and_reap().await;
+            }
+        }
+    }
+
+    fn release(&self) {
+        let entry = &self.entry;
+        entry.leases.fetch_sub(1, Ordering::SeqCst);
+        if entry.one_turn.load(Ordering::SeqCst) {
+            entry.retire();
+        }
+        entry.kill_if_retired_and_unused();
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.entry.retired.store(true, Ordering::SeqCst);
+            self.release();
+        }
+    }
+}
+
+/// One running turn on a leased process.
+pub struct LeasedTurn<'a> {
+    events: TurnEvents,
+    calls: mpsc::UnboundedReceiver<PendingCall>,
+    entry: &'a Arc<Entry>,
+}
+
+/// What a running turn produced next.
+#[derive(Debug)]
+pub enum TurnItem {
+    Event(TurnEvent),
+    /// The CLI wrote something with nothing to report: it is alive.
+    Alive,
+    /// The model called one of our tools: run it and answer ([`CallReply::send`]).
+    ToolCall(PendingCall),
+    /// The turn's `result`: the turn is over.
+    Done(TurnResult),
+}
+
+impl LeasedTurn<'_> {
+    /// The next item; an error when the process went away mid-turn.
+    pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
+        tokio::select! {
+            biased;
+            Some(call) = self.calls.recv() => Ok(TurnItem::ToolCall(call)),
+            step = self.events.next() => match step? {
+                Step::Event(event) => Ok(TurnItem::Event(event)),
+                Step::Alive => Ok(TurnItem::Alive),
+                Step::Done(result) => Ok(TurnItem::Done(result)),
+            },
+        }
+    }
+
+    /// True while the CLI waits on us (a tool call runs): its silence is ours then.
+    pub fn waiting_on_host(&self) -> bool {
+        self.entry.process.waiting_on_host()
+    }
+}
+
+impl Drop for LeasedTurn<'_> {
+    fn drop(&mut self) {
+        *lock(&self.entry.calls) = None;
+        self.entry.turns.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.entry.last_used) = Instant::now();
+    }
+}
+
+/// A `tools/call` of the running turn: the call, and where its answer goes.
+#[derive(Debug)]
+pub struct PendingCall {
+    call: ToolCall,
+    request: HostRequest,
+}
+
+impl PendingCall {
+    pub fn into_parts(self) -> (ToolCall, CallReply) {
+        (self.call, CallReply(self.request))
+    }
+}
+
+/// Where a tool call's JSON-RPC reply goes; dropped unsent, the CLI gets an error.
+#[derive(Debug)]
+pub struct CallReply(HostRequest);
+
+impl CallReply {
+    pub fn send(self, reply: Value) {
+        self.0.respond(Ok(json!({ "mcp_response": reply })));
+    }
+}
+
+/// Serves one process's control requests until it exits: MCP messages the adapter can answer
+/// at once are answered here; tool calls go to the running turn.
+async fn serve_host_requests(
+    thread: ThreadId,
+    mut requests: HostRequests,
+    mcp: Arc<McpAdapter>,
+    calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
+    ready: watch::Sender<bool>,
+) {
+    while let Some(request) = requests.recv().await {
+        if request.subtype != "mcp_message" {
+            warn!(subtype = %request.subtype, "Unsupported control request from the CLI.");
+            let reason = format!("unsupported control request: {}", request.subtype);
+            request.respond(Err(reason));
+            continue;
+        }
+        let server = request
+            .request
+            .get("server_name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let message = request
+            .request
+            .get("message")
+            .cloned()
+            .unwrap_or(Value::Null);
+        match mcp.route(&thread, &server, message) {
+            Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
+            Route::Listed(reply) => {
+                request.respond(Ok(json!({ "mcp_response": reply })));
+                let _ = ready.send(true);
+            }
+            Route::Call(call) => {
+                let pending = PendingCall { call, request };
+                let inbox = lock(&calls).clone();
+                let refused = match inbox {
+                    Some(inbox) => inbox.send(pending).err().map(|e| e.0),
+                    None => Some(pending),
+                };
+                if let Some(pending) = refused {
+                    let reply = json!({"jsonrpc": "2.0", "error": {
+                        "code": -32603, "message": "no turn is running on this process",
+                    }});
+                    pending.into_parts().1.send(reply);
+                }
+            }
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `VmRSS` of `pid` in bytes, from `/proc/<pid>/status` (Linux); `None` when the process is gone

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Invoker, SessionStart, ThreadId};
+use crate::{SessionStart, ThreadId};
 
 /// A plugin: a named bundle of tools and, optionally, a context hook.
 pub trait Plugin: Send + Sync {
@@ -90,13 +90,11 @@ pub enum ToolError {
 /// What the daemon hands to a running tool.
 #[derive(Clone)]
 pub struct ToolContext {
-    /// The thread whose process called the tool. A process belongs to one thread, so this is
-    /// always known.
-    pub thread_id: ThreadId,
+    /// The thread whose process called the tool; `None` for a call from the HTTP API that named
+    /// no thread. A tool that only makes sense inside a thread refuses to run without one.
+    pub thread_id: Option<ThreadId>,
     /// Read access to threads and their messages.
     pub store: Arc<dyn ThreadStore>,
-    /// The daemon's invoker.
-    pub invoker: Arc<dyn Invoker>,
     /// Runs a child thread through the daemon's message pipeline.
     pub delegate: Arc<dyn Delegate>,
 }

@@ -1,4 +1,4 @@
-//! A real daemon for end-to-end tests: `orchestrator::app::start` on 127.0.0.1:0 with a temp data
+//! A real daemon for end-to-end tests: `orchestrator::server::start` on 127.0.0.1:0 with a temp data
 //! directory, the real `claude` CLI, and the mock Messages API.
 
 use std::sync::Arc;
@@ -7,8 +7,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use orchestrator::app::{self, Running};
 use orchestrator::config::Config;
+use orchestrator::metrics::PoolCounts;
+use orchestrator::server::{self, Daemon, Running};
 use plugin_contract::Plugin;
 
 use crate::cli::{claude_bin, cli_env};
@@ -18,7 +19,7 @@ pub struct TestDaemon {
     running: Option<Running>,
     pub base: String,
     pub config: Config,
-    /// Plugins loaded next to [`app::default_plugins`]; kept for [`TestDaemon::restart`].
+    /// Plugins loaded next to [`harness::plugins`]; kept for [`TestDaemon::restart`].
     extra_plugins: Vec<Arc<dyn Plugin>>,
     http: reqwest::Client,
     /// Keeps the data directory alive for restarts; removed on drop.
@@ -72,9 +73,9 @@ impl TestDaemon {
         extra_plugins: Vec<Arc<dyn Plugin>>,
         dir: Arc<tempfile::TempDir>,
     ) -> TestDaemon {
-        let mut plugins = app::default_plugins(&config);
+        let mut plugins = harness::plugins(&config);
         plugins.extend(extra_plugins.iter().cloned());
-        let running = app::start(config.clone(), plugins)
+        let running = server::start(config.clone(), plugins)
             .await
             .expect("daemon starts");
         let base = format!("http://{}", running.addr);
@@ -98,8 +99,14 @@ impl TestDaemon {
         Self::start_with(config, extra, self._dir.clone()).await
     }
 
-    pub fn app(&self) -> &orchestrator::app::App {
-        &self.running.as_ref().expect("daemon is running").app
+    /// The running daemon's parts.
+    pub fn daemon(&self) -> &Daemon {
+        &self.running.as_ref().expect("daemon is running").daemon
+    }
+
+    /// The pool's counters now.
+    pub fn counts(&self) -> PoolCounts {
+        self.daemon().pool.counts()
     }
 
     pub fn data_dir(&self) -> std::path::PathBuf {
@@ -179,23 +186,17 @@ impl TestDaemon {
     }
 
     pub fn spawns(&self) -> u64 {
-        self.app()
-            .invoker()
-            .pool()
-            .stats()
-            .spawns
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.counts().spawns
     }
 
     pub fn live_pids(&self) -> Vec<u32> {
-        self.app().invoker().pool().live_pids()
+        self.daemon().pool.live_pids()
     }
 
     /// The pid of the thread's live process.
     pub fn pid_of(&self, thread: &str) -> Option<u32> {
-        self.app()
-            .invoker()
-            .pool()
+        self.daemon()
+            .pool
             .snapshot()
             .into_iter()
             .find(|p| p.thread_id.as_str() == thread)
@@ -207,7 +208,7 @@ impl Drop for TestDaemon {
     fn drop(&mut self) {
         // A test that panicked before `stop`: kill the children so none outlive the test.
         if let Some(running) = self.running.take() {
-            for pid in running.app.invoker().pool().live_pids() {
+            for pid in running.daemon.pool.live_pids() {
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::Pid::from_raw(pid as i32),
                     nix::sys::signal::Signal::SIGKILL,

@@ -201,7 +201,11 @@ impl Tool for WhoAmI {
     }
 
     async fn call(&self, ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
-        let thread = ctx.thread_id.as_str().to_owned();
+        let thread = ctx
+            .thread_id
+            .as_ref()
+            .map(|t| t.as_str().to_owned())
+            .unwrap_or_default();
         Ok(ToolOutput::structured(
             format!("thread {thread}"),
             json!({"thread": thread}),

@@ -9,10 +9,9 @@ use axum::Json;
 use serde_json::json;
 use tracing::error;
 
-use plugin_contract::InvokeError;
-
 use crate::pipeline::PipelineError;
 use crate::store::{MessageId, StoreError};
+use crate::turn_error::TurnError;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -75,18 +74,18 @@ impl From<StoreError> for ApiError {
 }
 
 /// How a failed turn is reported: the CLI missing → 503; the CLI failing → 502; too slow → 504.
-pub fn invoke_status(err: &InvokeError) -> (StatusCode, &'static str) {
+pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
     match err {
-        InvokeError::Spawn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "cli_unavailable"),
-        InvokeError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready"),
-        InvokeError::ProcessDied { .. } => (StatusCode::BAD_GATEWAY, "cli_died"),
-        InvokeError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
-        InvokeError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
-        InvokeError::IdleTimeout(_) | InvokeError::TurnTimeout(_) => {
+        TurnError::Spawn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "cli_unavailable"),
+        TurnError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready"),
+        TurnError::ProcessDied { .. } => (StatusCode::BAD_GATEWAY, "cli_died"),
+        TurnError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
+        TurnError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
+        TurnError::IdleTimeout(_) | TurnError::TurnTimeout(_) => {
             (StatusCode::GATEWAY_TIMEOUT, "turn_timeout")
         }
-        InvokeError::Interrupted => (StatusCode::CONFLICT, "interrupted"),
-        InvokeError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        TurnError::Interrupted => (StatusCode::CONFLICT, "interrupted"),
+        TurnError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
     }
 }
 
@@ -111,7 +110,7 @@ impl From<PipelineError> for ApiError {
             PipelineError::Turn {
                 message_id, error, ..
             } => {
-                let (status, code) = invoke_status(&error);
+                let (status, code) = turn_status(&error);
                 ApiError {
                     status,
                     code,

@@ -6,11 +6,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use tracing::error;
 
-use super::ApiError;
-use crate::app::App;
+use super::{ApiError, ApiState};
 
-pub async fn render(State(app): State<App>) -> Response {
-    match app.metrics().render() {
+pub async fn render(State(state): State<ApiState>) -> Response {
+    match state.metrics.render() {
         Ok(body) => ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response(),
         Err(err) => {
             error!(error = %err, "Could not encode the metrics.");

@@ -1,5 +1,5 @@
-//! The HTTP API. Handlers are thin: extract, call the pipeline or the store, map the result.
-//! `router(app)` is a function, so tests can call it without a socket.
+//! The HTTP API. Handlers are thin: extract, call the pipeline or the store, map the result into
+//! a typed response. `router(state)` is a function, so tests can call it without a socket.
 
 mod error;
 mod guard;
@@ -16,11 +16,26 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::json;
 use subtle::ConstantTimeEq;
 
-use crate::app::App;
+use crate::config::Config;
+use crate::mcp::McpAdapter;
+use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
+use crate::pool::Pool;
+use crate::store::Store;
 pub use error::ApiError;
+
+/// The parts the handlers use. Cheap to clone.
+#[derive(Clone)]
+pub struct ApiState {
+    pub pipeline: Pipeline,
+    pub store: Store,
+    pub pool: Pool,
+    pub mcp: Arc<McpAdapter>,
+    pub metrics: Arc<Metrics>,
+    pub config: Arc<Config>,
+}
 
 /// `Json` whose rejections are our JSON errors (400 bad JSON with its position, 422 a missing or
 /// mistyped field named by serde, 413 too large).
@@ -44,7 +59,7 @@ pub struct ApiPath<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
-pub fn router(app: App) -> Router {
+pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/threads", post(threads::create).get(threads::list))
         .route("/threads/{id}", get(threads::get_one))
@@ -56,12 +71,12 @@ pub fn router(app: App) -> Router {
         .route("/pool", get(tools::pool))
         .route("/tools", get(tools::list))
         .route("/tools/{name}/call", post(tools::call))
-        .route_layer(middleware::from_fn_with_state(app.clone(), require_token));
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
     let metrics = Router::new()
         .route("/metrics", get(metrics::render))
-        .route_layer(middleware::from_fn_with_state(app.clone(), require_token));
-    let guard = Arc::new(guard::Guard::new(app.config(), app.config().bind));
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let guard = Arc::new(guard::Guard::new(&state.config, state.config.bind));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(metrics)
@@ -74,10 +89,10 @@ pub fn router(app: App) -> Router {
                 "this endpoint does not take that method",
             )
         })
-        .layer(DefaultBodyLimit::max(app.config().max_body_bytes))
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
         .layer(cors(&guard))
-        .with_state(app)
+        .with_state(state)
 }
 
 /// CORS headers for the origins `http.allowed_origins` lists (the guard refuses the others).
@@ -99,13 +114,19 @@ fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
         ])
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+/// `GET /healthz`.
+#[derive(Debug, serde::Serialize)]
+pub struct Health {
+    pub status: &'static str,
+}
+
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
 }
 
 /// When a token is configured, every `/api` request must carry `Authorization: Bearer <token>`.
-async fn require_token(State(app): State<App>, request: Request, next: Next) -> Response {
-    if let Some(token) = app.config().auth_token.as_deref().filter(|t| !t.is_empty()) {
+async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    if let Some(token) = state.config.auth_token.as_deref().filter(|t| !t.is_empty()) {
         let presented = request
             .headers()
             .get(axum::http::header::AUTHORIZATION)

@@ -9,19 +9,18 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::Json;
 use futures::Stream;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
-use tracing::{info, warn, Instrument};
+use tracing::{info, warn};
 
-use plugin_contract::{Invoker, ThreadId};
+use plugin_contract::ThreadId;
 
-use super::{ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::app::App;
-use crate::pipeline::{self, NewMessage};
-use crate::store::{EventRow, NewThread};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
+use crate::pipeline::{NewMessage, TurnReply};
+use crate::store::{EventRow, Message, MessageId, NewThread, Thread};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -32,7 +31,7 @@ pub struct CreateThread {
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
 pub async fn create(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     // Our JSON error for a body over the limit, not axum's plain-text one.
@@ -45,8 +44,8 @@ pub async fn create(
     } else {
         super::error::parse_json(&body)?
     };
-    let thread = app
-        .store()
+    let thread = state
+        .store
         .create_thread(NewThread {
             title: body.title,
             model: body.model,
@@ -57,20 +56,34 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(thread)))
 }
 
-pub async fn list(State(app): State<App>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({"threads": app.store().list_threads().await?})))
+/// `GET /api/threads`: newest first.
+#[derive(Debug, Serialize)]
+pub struct ThreadList {
+    pub threads: Vec<Thread>,
+}
+
+pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, ApiError> {
+    Ok(Json(ThreadList {
+        threads: state.store.list_threads().await?,
+    }))
+}
+
+/// `GET /api/threads/{id}`: the thread with its messages, oldest first.
+#[derive(Debug, Serialize)]
+pub struct ThreadWithMessages {
+    #[serde(flatten)]
+    pub thread: Thread,
+    pub messages: Vec<Message>,
 }
 
 pub async fn get_one(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadWithMessages>, ApiError> {
     let id = ThreadId::from_string(id);
-    let thread = app.store().require_thread(&id).await?;
-    let messages = app.store().list_messages(&id).await?;
-    let mut body = serde_json::to_value(thread).unwrap_or_default();
-    body["messages"] = json!(messages);
-    Ok(Json(body))
+    let thread = state.store.require_thread(&id).await?;
+    let messages = state.store.list_messages(&id).await?;
+    Ok(Json(ThreadWithMessages { thread, messages }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,8 +100,19 @@ pub struct PostQuery {
     wait: Option<bool>,
 }
 
+/// `202` to `POST …/messages?wait=false`: the message is stored; its reply comes as events.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageAccepted {
+    pub message_id: MessageId,
+    pub thread_id: ThreadId,
+    /// A repeat of a `clientMessageId` already seen.
+    pub duplicate: bool,
+    pub status: &'static str,
+}
+
 pub async fn post_message(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<PostQuery>,
     ApiJson(body): ApiJson<PostMessage>,
@@ -100,24 +124,18 @@ pub async fn post_message(
         model: body.model,
         timeout: None,
     };
-    let accepted = pipeline::accept_message(&app, msg).await?;
+    let accepted = state.pipeline.accept_message(msg).await?;
     if query.wait == Some(false) {
-        let body = json!({
-            "messageId": accepted.message_id,
-            "threadId": accepted.thread_id,
-            "duplicate": accepted.duplicate,
-            "status": "accepted",
-        });
+        let body = MessageAccepted {
+            message_id: accepted.message_id.clone(),
+            thread_id: accepted.thread_id.clone(),
+            duplicate: accepted.duplicate,
+            status: "accepted",
+        };
         return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
     }
-    let reply = accepted.finish().await?;
-    Ok(Json(json!({
-        "message": reply.message,
-        "threadId": reply.thread_id,
-        "sessionId": reply.session_id,
-        "userMessageId": reply.user_message_id,
-    }))
-    .into_response())
+    let reply: TurnReply = accepted.finish().await?;
+    Ok(Json(reply).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,48 +145,49 @@ pub struct Prewarm {
     model: Option<String>,
 }
 
+/// `202` to `POST /api/prewarm`: the process starts in the background.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Warming {
+    pub thread_id: ThreadId,
+    pub status: &'static str,
+}
+
 /// Starts the thread's process in the background; answers at once.
 pub async fn prewarm(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     ApiJson(body): ApiJson<Prewarm>,
-) -> Result<impl IntoResponse, ApiError> {
-    let thread = app
-        .store()
-        .require_thread(&ThreadId::from_string(body.thread_id))
-        .await?;
-    let model = body.model.or(thread.model.clone());
-    let thread_id = thread.id.clone();
-    let span = tracing::info_span!("prewarm", thread_id = %thread_id);
-    let task_app = app.clone();
-    app.tasks().spawn(
-        async move {
-            if let Err(err) = task_app
-                .invoker()
-                .prewarm(&thread.id, thread.cli_session_id.clone(), model)
-                .await
-            {
-                warn!(error = %err, "Prewarm failed.");
-            }
-        }
-        .instrument(span),
-    );
+) -> Result<(StatusCode, Json<Warming>), ApiError> {
+    let thread_id = ThreadId::from_string(body.thread_id);
+    state.pipeline.prewarm(&thread_id, body.model).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"threadId": thread_id, "status": "warming"})),
+        Json(Warming {
+            thread_id,
+            status: "warming",
+        }),
     ))
 }
 
+/// `POST /api/threads/{id}/interrupt`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupted {
+    pub thread_id: ThreadId,
+    /// False when no turn was running.
+    pub interrupted: bool,
+}
+
 pub async fn interrupt(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Interrupted>, ApiError> {
     let id = ThreadId::from_string(id);
-    app.store().require_thread(&id).await?;
-    let interrupted = app.invoker().interrupt(&id).await.map_err(|err| {
-        let (status, code) = super::error::invoke_status(&err);
-        ApiError::new(status, code, err.to_string())
-    })?;
-    Ok(Json(json!({"threadId": id, "interrupted": interrupted})))
+    let interrupted = state.pipeline.interrupt(&id).await?;
+    Ok(Json(Interrupted {
+        thread_id: id,
+        interrupted,
+    }))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,13 +199,13 @@ pub struct EventsQuery {
 /// Server-Sent Events of the thread's turns. Replays stored events after `Last-Event-ID`, then
 /// streams live ones; keep-alive comments hold idle connections open.
 pub async fn events(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = ThreadId::from_string(id);
-    app.store().require_thread(&id).await?;
+    state.store.require_thread(&id).await?;
     let header_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -194,11 +213,13 @@ pub async fn events(
     let after = header_id.or(query.after).unwrap_or(0);
     let (tx, rx) = tokio::sync::mpsc::channel::<EventRow>(256);
     // Subscribe before reading the store, so nothing falls between the two.
-    let mut live = app.events().subscribe(&id);
-    let stop = app.shutdown_token().clone();
+    let mut live = state.pipeline.subscribe(&id);
+    let stop = state.pipeline.stopping().clone();
+    let store = state.store.clone();
+    // Ends with the client, with the daemon's shutdown, or when the bus closes.
     tokio::spawn(async move {
         let mut last = after;
-        if !replay(&app, &id, &mut last, &tx).await {
+        if !replay(&store, &id, &mut last, &tx).await {
             return;
         }
         loop {
@@ -210,7 +231,7 @@ pub async fn events(
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => {
-                        if !replay(&app, &id, &mut last, &tx).await { return; }
+                        if !replay(&store, &id, &mut last, &tx).await { return; }
                     }
                     Err(RecvError::Closed) => return,
                 },
@@ -228,13 +249,13 @@ pub async fn events(
 
 /// Sends stored events after `last`; false when the client has gone.
 async fn replay(
-    app: &App,
+    store: &crate::store::Store,
     thread: &ThreadId,
     last: &mut i64,
     tx: &tokio::sync::mpsc::Sender<EventRow>,
 ) -> bool {
     loop {
-        let rows = match app.store().events_after(thread, *last, 500).await {
+        let rows = match store.events_after(thread, *last, 500).await {
             Ok(rows) => rows,
             Err(err) => {
                 warn!(thread_id = %thread, error = %err, "Could not read stored events.");
@@ -265,15 +286,15 @@ mod tests {
     use serde_json::{json, Map, Value};
     use tower::ServiceExt;
 
-    use crate::app::{self, App};
     use crate::config::Config;
+    use crate::server::Daemon;
     use crate::store::NewThread;
 
     struct Fixture {
         runtime: tokio::runtime::Runtime,
         router: axum::Router,
         thread: String,
-        _app: App,
+        _daemon: Daemon,
         _dir: tempfile::TempDir,
     }
 
@@ -296,18 +317,19 @@ mod tests {
         };
         config.claude.bin = "/nonexistent/claude".into();
         config.turn.queue_limit = 1_000_000;
-        let plugins = app::default_plugins(&config);
-        let app = runtime.block_on(App::build(config, plugins)).unwrap();
+        let plugins: Vec<std::sync::Arc<dyn plugin_contract::Plugin>> =
+            vec![std::sync::Arc::new(harness_plugin_time::TimePlugin)];
+        let daemon = runtime.block_on(Daemon::build(config, plugins)).unwrap();
         let thread = runtime
-            .block_on(app.store().create_thread(NewThread::default()))
+            .block_on(daemon.store.create_thread(NewThread::default()))
             .unwrap()
             .id
             .to_string();
         Fixture {
-            router: super::super::router(app.clone()),
+            router: super::super::router(daemon.api_state()),
             runtime,
             thread,
-            _app: app,
+            _daemon: daemon,
             _dir: dir,
         }
     }

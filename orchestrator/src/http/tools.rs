@@ -2,16 +2,26 @@
 
 use axum::extract::State;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use plugin_contract::ThreadId;
 
-use super::{ApiError, ApiJson, ApiPath};
-use crate::app::App;
+use super::{ApiError, ApiJson, ApiPath, ApiState};
+use crate::metrics::PoolCounts;
+use crate::pool::ProcessInfo;
+use crate::store::ToolCallRow;
 
-pub async fn list(State(app): State<App>) -> Json<Value> {
-    Json(json!({"tools": app.adapter().registry().list()}))
+/// `GET /api/tools`: every tool as `tools/list` shows it to the model.
+#[derive(Debug, Serialize)]
+pub struct ToolList {
+    pub tools: Vec<rmcp::model::Tool>,
+}
+
+pub async fn list(State(state): State<ApiState>) -> Json<ToolList> {
+    Json(ToolList {
+        tools: state.mcp.registry().list(),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -23,60 +33,99 @@ pub struct CallTool {
 }
 
 /// Runs one tool through the same validation and handler path the model's calls take, and
-/// answers with the same result shape the model gets.
+/// answers with the same result the model gets (`CallToolResult`).
 pub async fn call(
-    State(app): State<App>,
+    State(state): State<ApiState>,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<CallTool>,
-) -> Result<Json<Value>, ApiError> {
-    if app.adapter().registry().get(&name).is_none() {
+) -> Result<Json<rmcp::model::CallToolResult>, ApiError> {
+    if state.mcp.registry().get(&name).is_none() {
         return Err(ApiError::not_found(format!("tool {name} not found")));
     }
     let thread = match body.thread_id {
         Some(id) => Some(
-            app.store()
+            state
+                .store
                 .require_thread(&ThreadId::from_string(id))
                 .await?
                 .id,
         ),
         None => None,
     };
-    let outcome = app
-        .adapter()
-        .call_tool(thread.as_ref(), &name, body.input, None)
-        .await;
+    let ctx = state.pipeline.tool_context(thread);
+    let outcome = state.mcp.call_tool(ctx, &name, body.input, None).await;
     Ok(Json(outcome.result))
 }
 
-pub async fn thread_calls(
-    State(app): State<App>,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
-    let id = ThreadId::from_string(id);
-    app.store().require_thread(&id).await?;
-    Ok(Json(
-        json!({"toolCalls": app.store().tool_calls(&id).await?}),
-    ))
+/// `GET /api/threads/{id}/tool-calls`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallList {
+    pub tool_calls: Vec<ToolCallRow>,
 }
 
-/// Each live process (thread, model, pid, age, idle time, turns served, RSS) and the pool's
-/// counters, the same ones `/metrics` shows.
-pub async fn pool(State(app): State<App>) -> Json<Value> {
-    let pool = app.invoker().pool();
-    let stats = pool.stats();
-    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    Json(json!({
-        "processes": pool.snapshot(),
-        "capacity": app.config().pool.max_capacity,
-        "live": n(&stats.live),
-        "stats": {
-            "hits": n(&stats.hits), "misses": n(&stats.misses), "prewarms": n(&stats.prewarms), "prewarmsSkipped": n(&stats.prewarms_skipped),
-            "spawns": n(&stats.spawns), "resumeFallbacks": n(&stats.resume_fallbacks),
-            "evictions": {
-                "expired": n(&stats.evicted_expired), "capacity": n(&stats.evicted_capacity),
-                "error": n(&stats.evicted_error), "replaced": n(&stats.evicted_replaced),
-                "shutdown": n(&stats.evicted_shutdown),
+pub async fn thread_calls(
+    State(state): State<ApiState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<ToolCallList>, ApiError> {
+    let id = ThreadId::from_string(id);
+    state.store.require_thread(&id).await?;
+    Ok(Json(ToolCallList {
+        tool_calls: state.store.tool_calls(&id).await?,
+    }))
+}
+
+/// `GET /api/pool`: each live process and the pool's counters, the same ones `/metrics` shows.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    pub processes: Vec<ProcessInfo>,
+    pub capacity: u64,
+    pub live: u64,
+    pub stats: PoolStats,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub prewarms: u64,
+    pub prewarms_skipped: u64,
+    pub spawns: u64,
+    pub resume_fallbacks: u64,
+    pub evictions: Evictions,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Evictions {
+    pub expired: u64,
+    pub capacity: u64,
+    pub error: u64,
+    pub replaced: u64,
+    pub shutdown: u64,
+}
+
+pub async fn pool(State(state): State<ApiState>) -> Json<PoolStatus> {
+    let c: PoolCounts = state.pool.counts();
+    Json(PoolStatus {
+        processes: state.pool.snapshot(),
+        capacity: state.config.pool.max_capacity,
+        live: c.live,
+        stats: PoolStats {
+            hits: c.hits,
+            misses: c.misses,
+            prewarms: c.prewarms,
+            prewarms_skipped: c.prewarms_skipped,
+            spawns: c.spawns,
+            resume_fallbacks: c.resume_fallbacks,
+            evictions: Evictions {
+                expired: c.evicted_expired,
+                capacity: c.evicted_capacity,
+                error: c.evicted_error,
+                replaced: c.evicted_replaced,
+                shutdown: c.evicted_shutdown,
             },
         },
-    }))
+    })
 }

@@ -1,43 +1,78 @@
-//! JSON-RPC for the in-process MCP server `harness`, carried in the CLI's `mcp_message` control
-//! requests (see §6 of the protocol notes). Each request is answered at once except `tools/call`,
-//! which runs the tool (in its own task, see [`ToolRegistry::call`]); the process reader never
-//! waits on it.
+//! The in-process MCP server `harness`, spoken over the CLI's `mcp_message` control requests
+//! (§6 of the protocol notes), in `rmcp`'s model types.
+//!
+//! [`McpAdapter::route`] decides what a message needs without running anything: the handshake,
+//! `tools/list`, `ping` and notifications are answered at once; a `tools/call` comes back as a
+//! [`ToolCall`] for whoever runs the turn, which calls [`McpAdapter::call`] with the turn's
+//! [`ToolContext`]. So this module needs nothing from the pool or the pipeline: data flows down,
+//! and the call comes back up as a value.
+//!
+//! Every call, from the model or the HTTP API, goes through [`McpAdapter::call_tool`]: the same
+//! validation, the same record in the store, the same metrics.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, EmptyResult, ErrorCode, ErrorData,
+    Implementation, InitializeResult, ListToolsResult, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerCapabilities, ServerJsonRpcMessage, ServerResult, ToolsCapability,
+};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use plugin_contract::{Delegate, Invoker, ThreadId, ThreadStore, ToolContext};
+use plugin_contract::{ThreadId, ToolContext};
 
 use super::registry::{CallOutcome, ToolRegistry};
-use crate::invoker::process::ControlHandler;
-use crate::invoker::protocol::MCP_SERVER;
+use crate::metrics::{ToolMetrics, ToolOutcome};
 use crate::store::{NewToolCall, Store};
 use crate::sync::lock;
 
-/// The protocol version we speak when the CLI asks for one we do not know.
-const PROTOCOL_VERSION: &str = "2025-06-18";
-const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The name of our in-process MCP server, as the CLI knows it.
+pub const SERVER_NAME: &str = "harness";
 
-/// What tool handlers get besides the thread id. Bound after the app is built, because the
-/// invoker (which needs this adapter) is itself one of the services.
-#[derive(Clone)]
-pub struct ToolServices {
-    pub store: Arc<dyn ThreadStore>,
-    pub invoker: Arc<dyn Invoker>,
-    pub delegate: Arc<dyn Delegate>,
+/// The version we answer with when the CLI asks for one we do not know.
+const FALLBACK_VERSION: ProtocolVersion = ProtocolVersion::V_2025_06_18;
+const KNOWN_VERSIONS: [ProtocolVersion; 4] = [
+    ProtocolVersion::V_2024_11_05,
+    ProtocolVersion::V_2025_03_26,
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+];
+
+/// The requests this server answers.
+const SERVED: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
+
+/// What a message from the CLI needs.
+#[derive(Debug)]
+pub enum Route {
+    /// The JSON-RPC reply, at once.
+    Reply(Value),
+    /// The reply to `tools/list`: after it, the CLI's handshake is done and the process is ready
+    /// for a fast first turn.
+    Listed(Value),
+    /// A tool to run for the turn (see [`McpAdapter::call`]).
+    Call(ToolCall),
+}
+
+/// A `tools/call` from a thread's process, waiting to be run.
+#[derive(Debug)]
+pub struct ToolCall {
+    pub thread: ThreadId,
+    pub name: String,
+    id: RequestId,
+    arguments: Value,
+    tool_use_id: Option<String>,
 }
 
 pub struct McpAdapter {
     registry: Arc<ToolRegistry>,
     store: Store,
-    services: OnceLock<ToolServices>,
     /// Running `tools/call`s by (thread, JSON-RPC id), so `notifications/cancelled` can stop them.
     running: Mutex<HashMap<(ThreadId, String), CancellationToken>>,
-    metrics: crate::metrics::ToolMetrics,
+    metrics: ToolMetrics,
 }
 
 impl McpAdapter {
@@ -45,14 +80,9 @@ impl McpAdapter {
         McpAdapter {
             registry,
             store,
-            services: OnceLock::new(),
             running: Mutex::default(),
-            metrics: Default::default(),
+            metrics: ToolMetrics::default(),
         }
-    }
-
-    pub fn bind(&self, services: ToolServices) {
-        let _ = self.services.set(services);
     }
 
     pub fn registry(&self) -> &Arc<ToolRegistry> {
@@ -60,138 +90,194 @@ impl McpAdapter {
     }
 
     /// Tool call counters and latency, registered in `/metrics`.
-    pub fn metrics(&self) -> &crate::metrics::ToolMetrics {
+    pub fn metrics(&self) -> &ToolMetrics {
         &self.metrics
     }
 
-    /// Runs one tool for `thread` and records the call. Used by the CLI's `tools/call` and by
+    /// What one JSON-RPC message for `server` from `thread`'s process needs.
+    pub fn route(&self, thread: &ThreadId, server: &str, message: Value) -> Route {
+        let raw_id = message.get("id").cloned();
+        if server != SERVER_NAME {
+            return Route::Reply(rpc_error(
+                raw_id,
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("Server '{server}' not found"),
+            ));
+        }
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        debug!(thread_id = %thread, method, "MCP message.");
+        let parsed: ClientJsonRpcMessage = match serde_json::from_value(message) {
+            Ok(parsed) => parsed,
+            Err(err) => {
+                return Route::Reply(rpc_error(
+                    raw_id,
+                    ErrorCode::INVALID_REQUEST,
+                    format!("invalid {method} request: {err}"),
+                ))
+            }
+        };
+        match parsed {
+            ClientJsonRpcMessage::Request(request) => {
+                let id = request.id;
+                match request.request {
+                    ClientRequest::InitializeRequest(init) => {
+                        let asked = init.params.protocol_version;
+                        let version = if KNOWN_VERSIONS.contains(&asked) {
+                            asked
+                        } else {
+                            FALLBACK_VERSION
+                        };
+                        let mut capabilities = ServerCapabilities::default();
+                        let mut tools = ToolsCapability::default();
+                        tools.list_changed = Some(false);
+                        capabilities.tools = Some(tools);
+                        let result = InitializeResult::new(capabilities)
+                            .with_protocol_version(version)
+                            .with_server_info(Implementation::new(
+                                SERVER_NAME,
+                                env!("CARGO_PKG_VERSION"),
+                            ));
+                        Route::Reply(rpc_result(ServerResult::InitializeResult(result), id))
+                    }
+                    ClientRequest::PingRequest(_) => {
+                        Route::Reply(rpc_result(ServerResult::EmptyResult(EmptyResult {}), id))
+                    }
+                    ClientRequest::ListToolsRequest(_) => {
+                        let result = ListToolsResult::with_all_items(self.registry.list());
+                        Route::Listed(rpc_result(ServerResult::ListToolsResult(result), id))
+                    }
+                    ClientRequest::CallToolRequest(call) => {
+                        // rmcp keeps a request's `_meta` in its extensions.
+                        let tool_use_id = call
+                            .extensions
+                            .get::<RequestMetaObject>()
+                            .and_then(|meta| meta.0 .0.get("claudecode/toolUseId"))
+                            .and_then(Value::as_str)
+                            .map(str::to_owned);
+                        let params = call.params;
+                        Route::Call(ToolCall {
+                            thread: thread.clone(),
+                            name: params.name.into_owned(),
+                            id,
+                            arguments: params.arguments.map(Value::Object).unwrap_or(Value::Null),
+                            tool_use_id,
+                        })
+                    }
+                    // A method we serve whose params did not parse lands here as a custom one.
+                    _ if SERVED.contains(&method.as_str()) => Route::Reply(rpc_error(
+                        Some(id_value(&id)),
+                        ErrorCode::INVALID_PARAMS,
+                        format!("invalid params for {method}"),
+                    )),
+                    _ => Route::Reply(rpc_error(
+                        Some(id_value(&id)),
+                        ErrorCode::METHOD_NOT_FOUND,
+                        format!("method not found: {method}"),
+                    )),
+                }
+            }
+            ClientJsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    notification.notification
+                {
+                    // The CLI gave up on a call (interrupt, its own timeout): stop the tool.
+                    if let Some(request) = cancelled.params.request_id {
+                        let key = (thread.clone(), id_value(&request).to_string());
+                        if let Some(cancel) = lock(&self.running).remove(&key) {
+                            cancel.cancel();
+                        }
+                    }
+                }
+                Route::Reply(json!({"jsonrpc": "2.0", "result": {}}))
+            }
+            // Responses and errors from the CLI answer nothing we asked.
+            ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_) => {
+                Route::Reply(json!({"jsonrpc": "2.0", "result": {}}))
+            }
+        }
+    }
+
+    /// Runs a routed `tools/call` with the turn's context; returns the JSON-RPC reply. A
+    /// `notifications/cancelled` for it stops the tool.
+    pub async fn call(&self, call: ToolCall, ctx: ToolContext) -> Value {
+        let key = (call.thread.clone(), id_value(&call.id).to_string());
+        let cancel = CancellationToken::new();
+        lock(&self.running).insert(key.clone(), cancel.clone());
+        let name = call.name.clone();
+        let result = tokio::select! {
+            outcome = self.call_tool(ctx, &call.name, call.arguments, call.tool_use_id) => outcome.result,
+            _ = cancel.cancelled() => {
+                debug!(thread_id = %call.thread, tool = %name, "Tool call cancelled by the CLI.");
+                CallOutcome::error_result(format!("tool `{name}` was cancelled"))
+            }
+        };
+        lock(&self.running).remove(&key);
+        rpc_result(ServerResult::CallToolResult(result), call.id)
+    }
+
+    /// Runs one tool and records the call. Used by the CLI's `tools/call` and by
     /// `POST /api/tools/{name}/call`, so both see the same validation and result.
     pub async fn call_tool(
         &self,
-        thread: Option<&ThreadId>,
+        ctx: ToolContext,
         name: &str,
         input: Value,
         tool_use_id: Option<String>,
     ) -> CallOutcome {
-        let Some(services) = self.services.get().cloned() else {
-            return CallOutcome {
-                result: json!({"content": [{"type": "text", "text": "tools are not ready yet"}], "isError": true}),
-                is_error: true,
-                duration: Default::default(),
-                violations: None,
-            };
-        };
-        let ctx = ToolContext {
-            thread_id: thread.cloned().unwrap_or_else(|| ThreadId::from_string("")),
-            store: services.store,
-            invoker: services.invoker,
-            delegate: services.delegate,
-        };
+        let thread = ctx.thread_id.clone();
         let outcome = self.registry.call(name, input.clone(), ctx).await;
-        let known = self.registry.get(name).is_some();
-        self.metrics.record(name, known, &outcome);
+        let label = if self.registry.get(name).is_some() {
+            name
+        } else {
+            "unknown"
+        };
+        let kind = if outcome.violations.is_some() {
+            ToolOutcome::InvalidInput
+        } else if outcome.is_error() {
+            ToolOutcome::Error
+        } else {
+            ToolOutcome::Ok
+        };
+        self.metrics.record(label, kind, outcome.duration);
         let record = NewToolCall {
-            thread_id: thread.cloned(),
+            thread_id: thread,
             tool: name.to_owned(),
             tool_use_id,
             input,
-            result: Some(outcome.result.clone()),
-            is_error: outcome.is_error,
-            duration_ms: outcome.duration.as_millis() as u64,
+            result: Some(outcome.to_json()),
+            is_error: outcome.is_error(),
+            duration_ms: duration_ms(outcome.duration),
         };
         if let Err(err) = self.store.record_tool_call(record).await {
             warn!(tool = name, error = %err, "Could not record a tool call.");
         }
         outcome
     }
+}
 
-    async fn handle(&self, thread: &ThreadId, message: Value) -> Value {
-        let id = message.get("id").cloned();
-        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        debug!(thread_id = %thread, method, "MCP request.");
-        let result = match method {
-            "initialize" => {
-                let asked = params
-                    .get("protocolVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or(PROTOCOL_VERSION);
-                let version = if KNOWN_VERSIONS.contains(&asked) {
-                    asked
-                } else {
-                    PROTOCOL_VERSION
-                };
-                json!({
-                    "protocolVersion": version,
-                    "capabilities": {"tools": {"listChanged": false}},
-                    "serverInfo": {"name": MCP_SERVER, "version": env!("CARGO_PKG_VERSION")},
-                })
-            }
-            "ping" => json!({}),
-            "tools/list" => json!({"tools": self.registry.list()}),
-            "tools/call" => {
-                let name = params
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                let input = params.get("arguments").cloned().unwrap_or(Value::Null);
-                let tool_use_id = params
-                    .pointer("/_meta/claudecode~1toolUseId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let key = (
-                    thread.clone(),
-                    id.clone().unwrap_or(Value::Null).to_string(),
-                );
-                let cancel = CancellationToken::new();
-                lock(&self.running).insert(key.clone(), cancel.clone());
-                let outcome = tokio::select! {
-                    outcome = self.call_tool(Some(thread), &name, input, tool_use_id) => outcome.result,
-                    _ = cancel.cancelled() => {
-                        debug!(thread_id = %thread, tool = %name, "Tool call cancelled by the CLI.");
-                        json!({"content": [{"type": "text", "text": format!("tool `{name}` was cancelled")}], "isError": true})
-                    }
-                };
-                lock(&self.running).remove(&key);
-                outcome
-            }
-            "notifications/cancelled" => {
-                // The CLI gave up on a call (interrupt, its own timeout): stop the tool.
-                let request = params
-                    .get("requestId")
-                    .cloned()
-                    .unwrap_or(Value::Null)
-                    .to_string();
-                if let Some(cancel) = lock(&self.running).remove(&(thread.clone(), request)) {
-                    cancel.cancel();
-                }
-                return json!({"jsonrpc": "2.0", "result": {}});
-            }
-            m if m.starts_with("notifications/") => return json!({"jsonrpc": "2.0", "result": {}}),
-            other => return rpc_error(id, -32601, &format!("method not found: {other}")),
-        };
-        json!({"jsonrpc": "2.0", "id": id, "result": result})
-    }
+fn duration_ms(took: Duration) -> u64 {
+    u64::try_from(took.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A JSON-RPC result. The CLI speaks a protocol version older than 2026-07-28, which has no
+/// `resultType`: left out.
+fn rpc_result(mut result: ServerResult, id: RequestId) -> Value {
+    result.strip_result_type_for_legacy_peer();
+    serde_json::to_value(ServerJsonRpcMessage::response(result, id)).unwrap_or(Value::Null)
+}
+
+fn rpc_error(id: Option<Value>, code: ErrorCode, message: String) -> Value {
+    let error = ErrorData::new(code, message, None);
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+fn id_value(id: &RequestId) -> Value {
+    serde_json::to_value(id).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
 mod tests;
-
-fn rpc_error(id: Option<Value>, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-#[async_trait::async_trait]
-impl ControlHandler for McpAdapter {
-    async fn mcp_message(&self, thread: &ThreadId, server: &str, message: Value) -> Value {
-        if server != MCP_SERVER {
-            return rpc_error(
-                message.get("id").cloned(),
-                -32601,
-                &format!("Server '{server}' not found"),
-            );
-        }
-        self.handle(thread, message).await
-    }
-}

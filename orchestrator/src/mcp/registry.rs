@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{json, Value};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{error, warn};
 
 use plugin_contract::{Plugin, Tool, ToolContext, ToolError};
@@ -22,12 +24,10 @@ pub struct RegisteredTool {
     handler: Arc<dyn Tool>,
 }
 
-/// What a tool call produced, in the MCP `CallToolResult` shape the model gets.
+/// What a tool call produced: the MCP `CallToolResult` the model gets.
 #[derive(Clone, Debug)]
 pub struct CallOutcome {
-    /// `{content: [{type: "text", text}], structuredContent?, isError?}`
-    pub result: Value,
-    pub is_error: bool,
+    pub result: CallToolResult,
     pub duration: Duration,
     /// Present when the input failed validation.
     pub violations: Option<Vec<schema::Violation>>,
@@ -36,22 +36,36 @@ pub struct CallOutcome {
 impl CallOutcome {
     fn error(text: String, started: Instant) -> Self {
         CallOutcome {
-            result: json!({"content": [{"type": "text", "text": text}], "isError": true}),
-            is_error: true,
+            result: Self::error_result(text),
             duration: started.elapsed(),
             violations: None,
         }
     }
 
+    /// `{content: [{type: "text", text}], isError: true}`.
+    pub fn error_result(text: String) -> CallToolResult {
+        let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+        result.result_type = None;
+        result
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.result.is_error == Some(true)
+    }
+
     /// The result's text content, joined.
     pub fn text(&self) -> String {
-        self.result["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.get("text").and_then(Value::as_str))
+        self.result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// The result as JSON, exactly as the model gets it.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(&self.result).unwrap_or(Value::Null)
     }
 }
 
@@ -106,18 +120,18 @@ impl ToolRegistry {
     }
 
     /// The `tools/list` entries: API-safe input schemas, output schemas when declared.
-    pub fn list(&self) -> Vec<Value> {
+    pub fn list(&self) -> Vec<rmcp::model::Tool> {
+        let object = |schema: &Value| Arc::new(schema.as_object().cloned().unwrap_or_default());
         self.tools
             .values()
             .map(|t| {
-                let mut entry = Map::new();
-                entry.insert("name".into(), json!(t.compiled.name));
-                entry.insert("description".into(), json!(t.compiled.description));
-                entry.insert("inputSchema".into(), t.compiled.advertised_schema.clone());
-                if let Some(output) = &t.compiled.output_schema {
-                    entry.insert("outputSchema".into(), output.clone());
-                }
-                Value::Object(entry)
+                let mut tool = rmcp::model::Tool::new(
+                    t.compiled.name.clone(),
+                    t.compiled.description.clone(),
+                    object(&t.compiled.advertised_schema),
+                );
+                tool.output_schema = t.compiled.output_schema.as_ref().map(object);
+                tool
             })
             .collect()
     }
@@ -138,7 +152,7 @@ impl ToolRegistry {
             Ok(input) => input,
             Err(violations) => {
                 let text = schema::render_violations(name, &violations);
-                warn!(thread_id = %ctx.thread_id, tool = name, violations = violations.len(), "Tool input rejected: {text}");
+                warn!(thread_id = ?ctx.thread_id, tool = name, violations = violations.len(), "Tool input rejected: {text}");
                 let mut outcome = CallOutcome::error(text, started);
                 outcome.violations = Some(violations);
                 return outcome;
@@ -147,8 +161,9 @@ impl ToolRegistry {
         let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
         let handler = tool.handler.clone();
         // Aborted if this call is dropped (the CLI cancelled it) or times out.
-        let mut task = AbortOnDrop(tokio::spawn(async move { handler.call(ctx, input).await }));
-        let joined = match tokio::time::timeout(limit, &mut task.0).await {
+        let mut task =
+            AbortOnDropHandle::new(tokio::spawn(async move { handler.call(ctx, input).await }));
+        let joined = match tokio::time::timeout(limit, &mut task).await {
             Ok(joined) => joined,
             Err(_) => {
                 return CallOutcome::error(
@@ -175,7 +190,9 @@ impl ToolRegistry {
             }
             Err(_) => return CallOutcome::error(format!("tool `{name}` was cancelled"), started),
         };
-        let mut result = json!({"content": [{"type": "text", "text": output.text}]});
+        let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
+        result.result_type = None;
+        result.is_error = None;
         if let Some(structured) = output.structured {
             if let Err(violations) = tool.compiled.check_output(&structured) {
                 let text = schema::render_violations(name, &violations);
@@ -188,7 +205,7 @@ impl ToolRegistry {
                     started,
                 );
             }
-            result["structuredContent"] = structured;
+            result.structured_content = Some(structured);
         } else if tool.compiled.output_schema.is_some() {
             error!(
                 tool = name,
@@ -201,19 +218,9 @@ impl ToolRegistry {
         }
         CallOutcome {
             result,
-            is_error: false,
             duration: started.elapsed(),
             violations: None,
         }
-    }
-}
-
-/// Aborts the tool's task when the call that awaits it goes away.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

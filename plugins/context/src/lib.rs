@@ -50,40 +50,20 @@ pub fn render(history: &[HistoryMessage]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use plugin_contract::{SessionStart, ThreadId, ThreadInfo, ThreadStore};
+    use plugin_contract::testing::StubStore;
+    use plugin_contract::{SessionStart, ThreadId};
 
     use super::*;
 
-    struct FixedHistory(Vec<HistoryMessage>);
-
-    #[async_trait]
-    impl ThreadStore for FixedHistory {
-        async fn thread(&self, _: &ThreadId) -> Result<Option<ThreadInfo>, String> {
-            Ok(None)
-        }
-        async fn history(&self, _: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
-            Ok(self.0.clone())
-        }
-        async fn depth(&self, _: &ThreadId) -> Result<u32, String> {
-            Ok(0)
-        }
-    }
-
     fn turn(start: SessionStart) -> TurnContext {
-        let history = vec![
-            HistoryMessage {
-                role: "user".into(),
-                content: "my name is Ada".into(),
-            },
-            HistoryMessage {
-                role: "assistant".into(),
-                content: "hello Ada".into(),
-            },
-        ];
+        let store = StubStore::default().with_history(
+            "t",
+            &[("user", "my name is Ada"), ("assistant", "hello Ada")],
+        );
         TurnContext {
             thread_id: ThreadId::from_string("t"),
             start,
-            store: Arc::new(FixedHistory(history)),
+            store: Arc::new(store),
         }
     }
 

@@ -74,17 +74,13 @@ impl Tool for Delegate {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        if ctx.thread_id.as_str().is_empty() {
+        let Some(thread) = &ctx.thread_id else {
             return Err(ToolError::InvalidInput(
                 "delegation needs a calling thread; when calling the tool over HTTP, pass threadId"
                     .into(),
             ));
-        }
-        let depth = ctx
-            .store
-            .depth(&ctx.thread_id)
-            .await
-            .map_err(ToolError::Failed)?;
+        };
+        let depth = ctx.store.depth(thread).await.map_err(ToolError::Failed)?;
         if depth >= self.max_depth {
             return Err(ToolError::Failed(format!(
                 "delegation depth limit reached: this thread is {depth} level(s) below its root and the limit is {}; \
@@ -94,7 +90,7 @@ impl Tool for Delegate {
         }
         let reply = ctx
             .delegate
-            .delegate(&ctx.thread_id, prompt, model)
+            .delegate(thread, prompt, model)
             .await
             .map_err(ToolError::Failed)?;
         Ok(ToolOutput::text(reply.text))
@@ -103,140 +99,68 @@ impl Tool for Delegate {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    use plugin_contract::{
-        CliSessionId, DelegateReply, HistoryMessage, InvokeError, InvokeOptions, InvokeOutcome,
-        Invoker, ThreadId, ThreadInfo, ThreadStore,
-    };
+    use plugin_contract::testing::{tool_context, StubDelegate, StubStore};
+    use plugin_contract::ThreadId;
 
     use super::*;
 
-    /// Threads t0 ← t1 ← t2 ← t3 (each the parent of the next).
-    struct Chain;
-    #[async_trait]
-    impl ThreadStore for Chain {
-        async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadInfo>, String> {
-            let n: u32 = id
-                .as_str()
-                .trim_start_matches('t')
-                .parse()
-                .map_err(|_| "bad id".to_string())?;
-            Ok(Some(ThreadInfo {
-                id: id.clone(),
-                title: None,
-                model: None,
-                parent_id: (n > 0).then(|| ThreadId::from_string(format!("t{}", n - 1))),
-            }))
-        }
-        async fn history(&self, _: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
-            Ok(Vec::new())
-        }
-        async fn depth(&self, id: &ThreadId) -> Result<u32, String> {
-            // tN is N levels below t0.
-            id.as_str()
-                .trim_start_matches('t')
-                .parse()
-                .map_err(|_| "bad id".to_string())
-        }
+    /// Threads t0 ← t1 ← t2 ← t3 (each the parent of the next): tN is N levels below t0.
+    fn chain() -> StubStore {
+        (1..=3).fold(StubStore::default().with_thread("t0", None), |store, n| {
+            store.with_thread(&format!("t{n}"), Some(&format!("t{}", n - 1)))
+        })
     }
 
-    #[derive(Default)]
-    struct Recorder(Mutex<HashMap<String, String>>);
-    #[async_trait]
-    impl plugin_contract::Delegate for Recorder {
-        async fn delegate(
-            &self,
-            parent: &ThreadId,
-            prompt: String,
-            _: Option<String>,
-        ) -> Result<DelegateReply, String> {
-            self.0
-                .lock()
-                .unwrap()
-                .insert(parent.to_string(), prompt.clone());
-            Ok(DelegateReply {
-                child_thread_id: ThreadId::from_string("child"),
-                text: format!("did: {prompt}"),
-            })
-        }
-    }
-
-    struct NoInvoker;
-    #[async_trait]
-    impl Invoker for NoInvoker {
-        async fn invoke(&self, _: &str, _: InvokeOptions) -> Result<InvokeOutcome, InvokeError> {
-            Err(InvokeError::ShuttingDown)
-        }
-        async fn prewarm(
-            &self,
-            _: &ThreadId,
-            _: Option<CliSessionId>,
-            _: Option<String>,
-        ) -> Result<(), InvokeError> {
-            Ok(())
-        }
-    }
-
-    fn ctx(thread: &str, recorder: Arc<Recorder>) -> ToolContext {
-        ToolContext {
-            thread_id: ThreadId::from_string(thread),
-            store: Arc::new(Chain),
-            invoker: Arc::new(NoInvoker),
-            delegate: recorder,
+    fn tool() -> Delegate {
+        Delegate {
+            max_depth: 3,
+            timeout: Duration::from_secs(1),
         }
     }
 
     #[tokio::test]
     async fn delegates_below_the_limit_and_returns_the_reply() {
-        let recorder = Arc::new(Recorder::default());
-        let tool = Delegate {
-            max_depth: 3,
-            timeout: Duration::from_secs(1),
-        };
-        let out = tool
-            .call(ctx("t2", recorder.clone()), json!({"prompt": "sum 2+2"}))
+        let delegate = Arc::new(StubDelegate::default());
+        let out = tool()
+            .call(
+                tool_context(Some("t2"), chain(), delegate.clone()),
+                json!({"prompt": "sum 2+2"}),
+            )
             .await
             .unwrap();
         assert_eq!(out.text, "did: sum 2+2");
         assert_eq!(
-            recorder.0.lock().unwrap().get("t2").map(String::as_str),
-            Some("sum 2+2")
+            delegate.calls(),
+            [(ThreadId::from_string("t2"), "sum 2+2".to_owned())]
         );
     }
 
     #[tokio::test]
     async fn refuses_at_the_depth_limit() {
-        let recorder = Arc::new(Recorder::default());
-        let tool = Delegate {
-            max_depth: 3,
-            timeout: Duration::from_secs(1),
-        };
-        let err = tool
-            .call(ctx("t3", recorder.clone()), json!({"prompt": "x"}))
+        let delegate = Arc::new(StubDelegate::default());
+        let err = tool()
+            .call(
+                tool_context(Some("t3"), chain(), delegate.clone()),
+                json!({"prompt": "x"}),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains("depth limit"), "{err}");
-        assert!(
-            recorder.0.lock().unwrap().is_empty(),
-            "no child was started"
-        );
+        assert!(delegate.calls().is_empty(), "no child was started");
     }
 
     #[tokio::test]
     async fn a_call_without_a_thread_says_so() {
-        let recorder = Arc::new(Recorder::default());
-        let tool = Delegate {
-            max_depth: 3,
-            timeout: Duration::from_secs(1),
-        };
-        let err = tool
-            .call(ctx("", recorder.clone()), json!({"prompt": "x"}))
+        let delegate = Arc::new(StubDelegate::default());
+        let err = tool()
+            .call(
+                tool_context(None, chain(), delegate.clone()),
+                json!({"prompt": "x"}),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains("pass threadId"), "{err}");
-        assert!(recorder.0.lock().unwrap().is_empty());
+        assert!(delegate.calls().is_empty());
     }
 
     #[test]

@@ -107,68 +107,15 @@ fn render(now: DateTime<Utc>, tz: Tz) -> ToolOutput {
 mod tests {
     use super::*;
 
-    use plugin_contract::{
-        CliSessionId, Delegate, DelegateReply, HistoryMessage, InvokeError, InvokeOptions,
-        InvokeOutcome, Invoker, ThreadId, ThreadInfo, ThreadStore,
-    };
+    use plugin_contract::testing::{tool_context, StubDelegate, StubStore};
 
-    /// Test doubles for the capabilities in [`ToolContext`]; `current_time` uses none of them, so
-    /// each one fails loudly if it is ever called.
-    struct NoStore;
-    struct NoInvoker;
-    struct NoDelegate;
-
-    #[plugin_contract::async_trait]
-    impl ThreadStore for NoStore {
-        async fn thread(&self, _id: &ThreadId) -> Result<Option<ThreadInfo>, String> {
-            Err("current_time must not read threads".to_owned())
-        }
-        async fn history(&self, _id: &ThreadId) -> Result<Vec<HistoryMessage>, String> {
-            Err("current_time must not read history".to_owned())
-        }
-        async fn depth(&self, _id: &ThreadId) -> Result<u32, String> {
-            Err("current_time must not read threads".to_owned())
-        }
-    }
-
-    #[plugin_contract::async_trait]
-    impl Invoker for NoInvoker {
-        async fn invoke(
-            &self,
-            _prompt: &str,
-            _options: InvokeOptions,
-        ) -> Result<InvokeOutcome, InvokeError> {
-            Err(InvokeError::Cli("current_time must not invoke".to_owned()))
-        }
-        async fn prewarm(
-            &self,
-            _thread_id: &ThreadId,
-            _session_id: Option<CliSessionId>,
-            _model: Option<String>,
-        ) -> Result<(), InvokeError> {
-            Err(InvokeError::Cli("current_time must not prewarm".to_owned()))
-        }
-    }
-
-    #[plugin_contract::async_trait]
-    impl Delegate for NoDelegate {
-        async fn delegate(
-            &self,
-            _parent: &ThreadId,
-            _prompt: String,
-            _model: Option<String>,
-        ) -> Result<DelegateReply, String> {
-            Err("current_time must not delegate".to_owned())
-        }
-    }
-
+    /// `current_time` uses no capability: an empty store and a delegate it must not call.
     fn ctx() -> ToolContext {
-        ToolContext {
-            thread_id: ThreadId::from_string("thr_test"),
-            store: Arc::new(NoStore),
-            invoker: Arc::new(NoInvoker),
-            delegate: Arc::new(NoDelegate),
-        }
+        tool_context(
+            Some("thr_test"),
+            StubStore::default(),
+            Arc::new(StubDelegate::default()),
+        )
     }
 
     async fn call(input: Value) -> Result<ToolOutput, ToolError> {

@@ -567,19 +567,14 @@ async fn shutdown_cuts_the_running_turn_and_starts_no_queued_one() {
     mock.wait_for_requests(2, Duration::from_secs(20))
         .await
         .unwrap();
-    let old = daemon.app().clone();
+    let old = daemon.daemon().pool.clone();
 
     let daemon = daemon.restart().await;
     assert!(
         !process_exists(pid),
         "the running turn's process was killed"
     );
-    let spawns = old
-        .invoker()
-        .pool()
-        .stats()
-        .spawns
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let spawns = old.counts().spawns;
     assert_eq!(spawns, 1, "no process was started for the queued message");
     let cut = support::user_message(&daemon, &thread, "HANG-AT-SHUTDOWN").await;
     assert_eq!(cut["status"], "interrupted", "{cut}");

@@ -68,8 +68,7 @@ async fn prewarm_then_first_message_spawns_nothing_new() {
         Some(pid),
         "the turn ran on the prewarmed process"
     );
-    let stats = daemon.app().invoker().pool().stats();
-    assert_eq!(stats.prewarms.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(daemon.counts().prewarms, 1);
     daemon.stop().await;
 }
 
@@ -116,8 +115,8 @@ async fn a_changed_cli_session_id_still_hits_the_warm_process() {
     let id = plugin_contract::ThreadId::from_string(&thread);
     let other = plugin_contract::CliSessionId::from_string(uuid::Uuid::new_v4().to_string());
     daemon
-        .app()
-        .store()
+        .daemon()
+        .store
         .set_cli_session(&id, Some(&other))
         .await
         .unwrap();
@@ -140,13 +139,7 @@ async fn idle_expiry_kills_the_process() {
     )
     .await
     .unwrap();
-    let stats = daemon.app().invoker().pool().stats();
-    assert!(
-        stats
-            .evicted_expired
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1
-    );
+    assert!(daemon.counts().evicted_expired >= 1);
     // The thread still works: a new process resumes the session.
     assert_eq!(
         daemon.reply(&thread, "after expiry").await,
@@ -175,13 +168,7 @@ async fn capacity_eviction_kills_the_least_recently_used_process() {
         "the first process was pushed out and reaped"
     );
     assert_eq!(daemon.live_pids().len(), 1, "capacity 1 holds");
-    let stats = daemon.app().invoker().pool().stats();
-    assert_eq!(
-        stats
-            .evicted_capacity
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
+    assert_eq!(daemon.counts().evicted_capacity, 1);
     daemon.stop().await;
 }
 

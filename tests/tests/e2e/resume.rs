@@ -42,14 +42,7 @@ async fn a_restarted_daemon_resumes_the_thread() {
         session.as_str(),
         "claude 2.1.330 keeps the id on resume"
     );
-    let fallbacks = daemon
-        .app()
-        .invoker()
-        .pool()
-        .stats()
-        .resume_fallbacks
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(fallbacks, 0);
+    assert_eq!(daemon.counts().resume_fallbacks, 0);
     daemon.stop().await;
 }
 
@@ -64,8 +57,8 @@ async fn a_stale_session_falls_back_to_injected_history() {
     let id = ThreadId::from_string(&thread);
     let stale = CliSessionId::from_string(uuid::Uuid::new_v4().to_string());
     daemon
-        .app()
-        .store()
+        .daemon()
+        .store
         .set_cli_session(&id, Some(&stale))
         .await
         .unwrap();
@@ -83,14 +76,7 @@ async fn a_stale_session_falls_back_to_injected_history() {
         text.contains("<conversation_history>") && text.contains("my name is Ada"),
         "{text}"
     );
-    let fallbacks = daemon
-        .app()
-        .invoker()
-        .pool()
-        .stats()
-        .resume_fallbacks
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(fallbacks, 1);
+    assert_eq!(daemon.counts().resume_fallbacks, 1);
     let (_, after) = daemon.get(&format!("/api/threads/{thread}")).await;
     assert_ne!(
         after["cliSessionId"],

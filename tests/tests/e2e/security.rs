@@ -593,12 +593,8 @@ async fn prewarms_do_not_push_out_processes_that_just_served_a_turn() {
             .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
-    let stats = daemon.app().invoker().pool().stats();
     eventually(Duration::from_secs(30), "the prewarms were skipped", || {
-        stats
-            .prewarms_skipped
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == 4
+        daemon.counts().prewarms_skipped == 4
     })
     .await
     .unwrap();

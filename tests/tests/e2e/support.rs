@@ -190,8 +190,8 @@ pub fn is_terminal_kind(kind: &str) -> bool {
 /// The thread's stored events, oldest first.
 pub async fn stored_events(daemon: &TestDaemon, thread: &str) -> Vec<EventRow> {
     daemon
-        .app()
-        .store()
+        .daemon()
+        .store
         .events_after(&ThreadId::from_string(thread), 0, 10_000)
         .await
         .expect("events readable")

@@ -985,9 +985,9 @@ async fn an_invalid_plugin_schema_stops_start_up() {
     let mock = MockApi::start().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = test_config(&mock, dir.path(), "/nonexistent/claude".into());
-    let mut plugins = orchestrator::app::default_plugins(&config);
+    let mut plugins = harness::plugins(&config);
     plugins.push(Arc::new(BadSchemaPlugin));
-    let err = match orchestrator::app::start(config, plugins).await {
+    let err = match orchestrator::server::start(config, plugins).await {
         Ok(running) => {
             running.stop().await;
             panic!("a daemon with an invalid tool schema started");
@@ -1029,7 +1029,7 @@ async fn an_invalid_plugin_schema_stops_start_up() {
         }
     }
     let config = test_config(&mock, dir.path(), "/nonexistent/claude".into());
-    let err = match orchestrator::app::start(config, vec![Arc::new(RefusedPlugin)]).await {
+    let err = match orchestrator::server::start(config, vec![Arc::new(RefusedPlugin)]).await {
         Ok(running) => {
             running.stop().await;
             panic!("a daemon with a top-level oneOf started");

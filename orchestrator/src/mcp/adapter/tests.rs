@@ -1,5 +1,5 @@
 //! The adapter on its own: JSON-RPC in, JSON-RPC out, with small test plugins, an in-memory store
-//! and test doubles for the invoker and delegation. No CLI here.
+//! and the contract's stub delegate. No CLI here.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,10 +8,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use plugin_contract::{
-    CliSessionId, Delegate, DelegateReply, InvokeError, InvokeOptions, InvokeOutcome, Invoker,
-    Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
-};
+use plugin_contract::testing::StubDelegate;
+use plugin_contract::{Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 use super::*;
 use crate::store::NewThread;
@@ -51,7 +49,7 @@ impl Tool for Echo {
         let said = vec![word; times].join(" ");
         Ok(ToolOutput::structured(
             said.clone(),
-            json!({"said": said, "thread": ctx.thread_id.as_str()}),
+            json!({"said": said, "thread": ctx.thread_id.as_ref().map(ThreadId::as_str)}),
         ))
     }
 }
@@ -144,37 +142,6 @@ impl Plugin for Kit {
     }
 }
 
-struct NoInvoker;
-
-#[async_trait::async_trait]
-impl Invoker for NoInvoker {
-    async fn invoke(&self, _: &str, _: InvokeOptions) -> Result<InvokeOutcome, InvokeError> {
-        Err(InvokeError::Cli("the adapter tests invoke nothing".into()))
-    }
-    async fn prewarm(
-        &self,
-        _: &ThreadId,
-        _: Option<CliSessionId>,
-        _: Option<String>,
-    ) -> Result<(), InvokeError> {
-        Err(InvokeError::Cli("the adapter tests prewarm nothing".into()))
-    }
-}
-
-struct NoDelegate;
-
-#[async_trait::async_trait]
-impl Delegate for NoDelegate {
-    async fn delegate(
-        &self,
-        _: &ThreadId,
-        _: String,
-        _: Option<String>,
-    ) -> Result<DelegateReply, String> {
-        Err("the adapter tests delegate nothing".into())
-    }
-}
-
 struct Fixture {
     adapter: Arc<McpAdapter>,
     store: Store,
@@ -198,11 +165,6 @@ async fn fixture() -> Fixture {
         .expect("a thread")
         .id;
     let adapter = Arc::new(McpAdapter::new(Arc::new(registry), store.clone()));
-    adapter.bind(ToolServices {
-        store: Arc::new(store.clone()),
-        invoker: Arc::new(NoInvoker),
-        delegate: Arc::new(NoDelegate),
-    });
     Fixture {
         adapter,
         store,
@@ -212,12 +174,39 @@ async fn fixture() -> Fixture {
     }
 }
 
+/// One JSON-RPC message to `server` from `thread`'s process, as the pool serves it: routed, and
+/// a tool call run with the thread's context.
+async fn send(
+    adapter: &McpAdapter,
+    store: &Store,
+    thread: &ThreadId,
+    server: &str,
+    message: Value,
+) -> Value {
+    match adapter.route(thread, server, message) {
+        Route::Reply(reply) | Route::Listed(reply) => reply,
+        Route::Call(call) => {
+            let ctx = ToolContext {
+                thread_id: Some(thread.clone()),
+                store: Arc::new(store.clone()),
+                delegate: Arc::new(StubDelegate::default()),
+            };
+            adapter.call(call, ctx).await
+        }
+    }
+}
+
 impl Fixture {
     /// One JSON-RPC message to the `harness` server, as the CLI's process sends it.
     async fn rpc(&self, message: Value) -> Value {
-        self.adapter
-            .mcp_message(&self.thread, MCP_SERVER, message)
-            .await
+        send(
+            &self.adapter,
+            &self.store,
+            &self.thread,
+            SERVER_NAME,
+            message,
+        )
+        .await
     }
 
     /// A `tools/call` with id 7; returns the whole JSON-RPC reply.
@@ -250,10 +239,9 @@ async fn initialize_echoes_a_known_version_and_falls_back_otherwise() {
     for (asked, answered) in [
         (Some("2025-11-25"), "2025-11-25"),
         (Some("2024-11-05"), "2024-11-05"),
-        (Some("1999-01-01"), PROTOCOL_VERSION),
-        (None, PROTOCOL_VERSION),
+        (Some("1999-01-01"), "2025-06-18"),
     ] {
-        let mut params = json!({"capabilities": {}, "clientInfo": {"name": "claude-code"}});
+        let mut params = json!({"capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2.1.330"}});
         if let Some(asked) = asked {
             params["protocolVersion"] = json!(asked);
         }
@@ -305,14 +293,14 @@ async fn ping_and_unknown_methods() {
 #[tokio::test]
 async fn an_unknown_server_is_method_not_found() {
     let f = fixture().await;
-    let reply = f
-        .adapter
-        .mcp_message(
-            &f.thread,
-            "elsewhere",
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
-        )
-        .await;
+    let reply = send(
+        &f.adapter,
+        &f.store,
+        &f.thread,
+        "elsewhere",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
+    )
+    .await;
     assert_eq!(
         reply,
         json!({"jsonrpc": "2.0", "id": 0, "error": {
@@ -466,17 +454,11 @@ async fn unknown_tools_panics_and_timeouts_are_error_results() {
 async fn a_slow_call_does_not_block_another() {
     let f = fixture().await;
     let slow = {
-        let adapter = f.adapter.clone();
-        let thread = f.thread.clone();
+        let (adapter, store, thread) = (f.adapter.clone(), f.store.clone(), f.thread.clone());
         tokio::spawn(async move {
-            adapter
-                .mcp_message(
-                    &thread,
-                    MCP_SERVER,
-                    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                           "params": {"name": "kit__gate", "arguments": {}}}),
-                )
-                .await
+            let message = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                 "params": {"name": "kit__gate", "arguments": {}}});
+            send(&adapter, &store, &thread, SERVER_NAME, message).await
         })
     };
     // While the gate is shut, another call and a ping go through.
@@ -519,29 +501,33 @@ async fn a_slow_call_does_not_block_another() {
 }
 
 #[tokio::test]
-async fn a_call_before_the_services_are_bound_is_an_error_result() {
-    let store = Store::open(":memory:").await.expect("in-memory store");
-    let adapter = McpAdapter::new(Arc::new(ToolRegistry::empty()), store);
-    let outcome = adapter.call_tool(None, "kit__echo", json!({}), None).await;
-    assert!(outcome.is_error);
-    assert_eq!(outcome.text(), "tools are not ready yet");
+async fn a_malformed_request_is_a_json_rpc_error_not_a_panic() {
+    let f = fixture().await;
+    let reply = f
+        .rpc(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": 5}}))
+        .await;
+    assert_eq!(reply["id"], 5);
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(reply["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("tools/call"));
+    let reply = f.rpc(json!({"id": 6, "method": 7})).await;
+    assert_eq!(
+        reply["error"]["code"], -32600,
+        "not JSON-RPC at all: {reply}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_cancelled_stops_the_running_call() {
     let f = fixture().await;
     let slow = {
-        let adapter = f.adapter.clone();
-        let thread = f.thread.clone();
+        let (adapter, store, thread) = (f.adapter.clone(), f.store.clone(), f.thread.clone());
         tokio::spawn(async move {
-            adapter
-                .mcp_message(
-                    &thread,
-                    MCP_SERVER,
-                    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                           "params": {"name": "kit__gate", "arguments": {}}}),
-                )
-                .await
+            let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                 "params": {"name": "kit__gate", "arguments": {}}});
+            send(&adapter, &store, &thread, SERVER_NAME, message).await
         })
     };
     // Cancel until the call has registered and answered (the notification may race the call).

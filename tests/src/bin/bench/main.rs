@@ -17,18 +17,18 @@ mod sdk;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use claude_cli::protocol;
+use claude_cli::{SdkMcpServer, SpawnOptions};
 use harness_tests::cli::{claude_bin, cli_env};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
-use orchestrator::invoker::process::ControlHandler;
-use orchestrator::invoker::protocol::{self, SpawnOptions};
+use orchestrator::mcp::{Route, SERVER_NAME};
 use plugin_contract::ThreadId;
 
 /// Timed samples of one scenario.
@@ -543,7 +543,11 @@ async fn raw_cli_warm_turns(
     let bin = tokio::task::spawn_blocking(claude_bin).await??;
     let options = SpawnOptions {
         builtin_tools: Some(String::new()),
-        mcp_timeout_ms: 150_000,
+        allowed_tools: vec![format!("mcp__{SERVER_NAME}")],
+        sdk_mcp_servers: vec![SdkMcpServer {
+            name: SERVER_NAME.to_owned(),
+            timeout_ms: 150_000,
+        }],
         ..Default::default()
     };
     let config_dir = daemon.data_dir().join("raw-claude");
@@ -569,7 +573,7 @@ async fn raw_cli_warm_turns(
         .write_all(
             format!(
                 "{}\n",
-                protocol::control_request("req_1", json!({"subtype": "initialize"}))
+                protocol::control_request("req_1", &json!({"subtype": "initialize"}))
             )
             .as_bytes(),
         )
@@ -597,7 +601,7 @@ async fn raw_cli_warm_turns(
                         }
                         _ => json!({"jsonrpc": "2.0", "result": {}}),
                     };
-                    let out = protocol::control_success(id, json!({"mcp_response": reply}));
+                    let out = protocol::control_response(id, &Ok(json!({"mcp_response": reply})));
                     stdin.write_all(format!("{out}\n").as_bytes()).await?;
                 }
                 Some("result") => break,
@@ -615,14 +619,20 @@ async fn raw_cli_warm_turns(
 }
 
 async fn adapter_round_trips(daemon: &TestDaemon, calls: usize) -> Series {
-    let adapter: Arc<dyn ControlHandler> = daemon.app().adapter().clone();
+    let parts = daemon.daemon();
     let thread = ThreadId::from_string(daemon.create_thread().await);
     let mut series = Series::new("MCP tools/call round trip (adapter)");
     for i in 0..calls {
         let message = json!({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
             "params": {"name": "time__current_time", "arguments": {}}});
         let t = Instant::now();
-        let reply = adapter.mcp_message(&thread, "harness", message).await;
+        let reply = match parts.mcp.route(&thread, SERVER_NAME, message) {
+            Route::Call(call) => {
+                let ctx = parts.pipeline.tool_context(Some(thread.clone()));
+                parts.mcp.call(call, ctx).await
+            }
+            Route::Reply(reply) | Route::Listed(reply) => reply,
+        };
         series.samples.push(t.elapsed());
         assert!(
             reply["result"]["isError"].is_null(),

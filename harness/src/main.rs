@@ -1,14 +1,13 @@
 //! `harness`: the daemon (`serve`) and a small client for a running daemon (`send`, `threads`).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
-use orchestrator::app::Stopped;
-use orchestrator::config::{Config, LogFormat, Overrides};
+use orchestrator::config::{Config, LogFormat, ServeArgs};
+use orchestrator::server::Stopped;
 
 #[derive(Parser)]
 #[command(
@@ -24,31 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the daemon.
-    Serve {
-        /// Address for the HTTP API [default: 127.0.0.1:7878].
-        #[arg(long, env = "HARNESS_BIND")]
-        bind: Option<SocketAddr>,
-        /// SQLite database file [default: <data-dir>/harness.db].
-        #[arg(long, env = "HARNESS_DB")]
-        db: Option<String>,
-        /// The claude CLI binary [default: claude on PATH].
-        #[arg(long, env = "HARNESS_CLAUDE_BIN")]
-        claude_bin: Option<PathBuf>,
-        /// TOML config file.
-        #[arg(long, env = "HARNESS_CONFIG")]
-        config: Option<PathBuf>,
-        /// Data directory [default: $XDG_DATA_HOME/harness or ~/.local/share/harness].
-        #[arg(long, env = "HARNESS_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        /// A file holding the bearer token the API requires (required when binding beyond
-        /// loopback). The token may also come from the HARNESS_TOKEN variable; there is no flag
-        /// for the token itself, since `ps` shows every flag.
-        #[arg(long, env = "HARNESS_TOKEN_FILE")]
-        token_file: Option<PathBuf>,
-        /// Log lines as `text` or `json`.
-        #[arg(long, env = "HARNESS_LOG_FORMAT")]
-        log_format: Option<String>,
-    },
+    Serve(ServeArgs),
     /// Send a message to a running daemon and print the reply.
     Send {
         /// The thread; a new one is created (and its id printed) when absent.
@@ -115,31 +90,8 @@ fn real_main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve {
-                bind,
-                db,
-                claude_bin,
-                config,
-                data_dir,
-                token_file,
-                log_format,
-            } => {
-                let log_format = match log_format.as_deref() {
-                    None => None,
-                    Some("text") => Some(LogFormat::Text),
-                    Some("json") => Some(LogFormat::Json),
-                    Some(other) => bail!("--log-format must be text or json, not {other}"),
-                };
-                let overrides = Overrides {
-                    bind,
-                    db,
-                    claude_bin,
-                    data_dir,
-                    auth_token: token_from_env(),
-                    auth_token_file: token_file,
-                    log_format,
-                };
-                let config = Config::load(config.as_deref(), overrides)?;
+            Command::Serve(args) => {
+                let config = Config::load(&args)?;
                 init_tracing(config.log_format);
                 let signals = count_signals()?;
                 let nth = |n: u32| {
@@ -148,7 +100,8 @@ fn real_main() -> anyhow::Result<()> {
                         let _ = signals.wait_for(|count| *count >= n).await;
                     }
                 };
-                match orchestrator::app::run(config, nth(1), nth(2)).await? {
+                let plugins = harness::plugins(&config);
+                match orchestrator::server::run(config, plugins, nth(1), nth(2)).await? {
                     Stopped::Gracefully => Ok(()),
                     Stopped::Forced => {
                         bail!("stopped by a second signal, without the grace period")

@@ -1,0 +1,39 @@
+//! The `claude` CLI as a library.
+//!
+//! - [`protocol`]: the stream-json protocol: the command line, what we write to stdin, and the
+//!   typed decoding of what the CLI writes to stdout. No IO, so every case is a string test.
+//! - [`CliProcess`]: one child process: spawn and `initialize`, one turn at a time as a stream of
+//!   [`TurnEvent`]s, our control requests (interrupt), kill and reap.
+//!
+//! The CLI's own control requests (an MCP message for an in-process server, later a permission
+//! request) arrive as [`HostRequest`]s on a channel, each carrying its reply handle: whoever owns
+//! the process decides. While one is unanswered the process counts as waiting on the host
+//! ([`CliProcess::waiting_on_host`]), so silence then is ours, not the CLI's.
+//!
+//! **Boundary:** nothing here knows threads, MCP method names or storage.
+//! Reference: `shared/protocol/claude-cli-protocol.md` (verified against claude 2.1.330).
+
+mod process;
+pub mod protocol;
+
+pub use process::{CliProcess, HostRequest, HostRequests, Launch, SpawnError, Step, TurnEvents};
+pub use protocol::{SdkMcpServer, SpawnOptions, TurnEvent, TurnResult};
+
+use std::time::Duration;
+
+/// Why a process or one of its turns failed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum CliError {
+    /// The binary could not be started (missing, not executable).
+    #[error("could not start the claude CLI ({bin}): {reason}")]
+    Spawn { bin: String, reason: String },
+    /// The process exited or closed stdout before it answered.
+    #[error("the claude CLI exited mid-turn ({status}); stderr: {stderr_tail}")]
+    ProcessDied { status: String, stderr_tail: String },
+    /// The CLI did not answer `initialize` in time.
+    #[error("the claude CLI did not become ready within {0:?}")]
+    NotReady(Duration),
+    /// The CLI refused one of our control requests.
+    #[error("the claude CLI refused the request: {0}")]
+    Refused(String),
+}

@@ -1,0 +1,707 @@
+//! One `claude` child process: spawn and `initialize`, the reader/writer/stderr/reaper tasks,
+//! turns as streams of events, our control requests, kill and reap.
+//!
+//! Invariants:
+//! - Exactly one task writes stdin (lines from an mpsc queue), so lines never interleave; every
+//!   line is built by [`protocol`] with a JSON encoder.
+//! - One task reads stdout and never blocks on the host: the CLI's control requests go out on a
+//!   channel ([`HostRequests`]) with their reply handles, so the CLI's own MCP handshake is
+//!   served while we await our `initialize`.
+//! - One turn at a time: a second turn is written only after the first one's `result`.
+//! - The child is its own process group leader; [`CliProcess::kill`] signals the whole group and
+//!   the reaper task `wait()`s for it, so nothing is left as an orphan or a zombie.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, trace, warn, Instrument};
+
+use crate::protocol::{self, CliMessage, SpawnOptions, TurnEvent, TurnResult};
+use crate::CliError;
+
+/// Longest stdout line we accept (a `tools/list` reply or a long answer can be large).
+const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// How much of stderr we keep for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+/// How long an interrupt waits for the CLI to start a turn it has only queued so far.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
+
+/// Where and how to start one process.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub bin: PathBuf,
+    /// `CLAUDE_CONFIG_DIR`: transcripts and settings.
+    pub config_dir: PathBuf,
+    /// The working directory: the CLI's "project".
+    pub workdir: PathBuf,
+    /// The child's whole environment: the host's own is not inherited.
+    pub env: Vec<(String, String)>,
+    /// Bound on spawn → `initialize` answered.
+    pub ready_timeout: Duration,
+}
+
+/// Why a process could not be started.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// `--resume` named a session the CLI does not have.
+    MissingSession(String),
+    Failed(CliError),
+}
+
+/// A control request from the CLI, waiting for the host's answer. Answer it with
+/// [`HostRequest::respond`]; dropped unanswered, it answers an error, so the CLI never waits for
+/// ever. While it lives, the process counts as waiting on the host.
+pub struct HostRequest {
+    pub request_id: String,
+    /// `mcp_message`, `can_use_tool`, `hook_callback`, …
+    pub subtype: String,
+    /// The whole `request` object.
+    pub request: Value,
+    reply: Option<Reply>,
+}
+
+struct Reply {
+    writer: mpsc::UnboundedSender<String>,
+    waiting: Arc<AtomicUsize>,
+}
+
+impl HostRequest {
+    pub fn respond(mut self, outcome: Result<Value, String>) {
+        if let Some(reply) = self.reply.take() {
+            let _ = reply
+                .writer
+                .send(protocol::control_response(&self.request_id, &outcome));
+            reply.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for HostRequest {
+    fn drop(&mut self) {
+        if let Some(reply) = self.reply.take() {
+            let outcome = Err(format!("the host did not answer {}", self.subtype));
+            let _ = reply
+                .writer
+                .send(protocol::control_response(&self.request_id, &outcome));
+            reply.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl std::fmt::Debug for HostRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostRequest")
+            .field("request_id", &self.request_id)
+            .field("subtype", &self.subtype)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The CLI's control requests of one process, in arrival order.
+pub type HostRequests = mpsc::UnboundedReceiver<HostRequest>;
+
+/// Where the process's turn is, as far as an interrupt cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TurnPhase {
+    Idle,
+    /// The user line is written but the CLI has not started the turn (no `system/init` yet). The
+    /// CLI's `interrupt` stops only a running turn: a queued one would still run.
+    Queued,
+    Running,
+}
+
+/// How a process ended.
+#[derive(Clone, Debug)]
+struct ExitInfo {
+    status: String,
+}
+
+/// What the reader task shares with the process handle.
+struct Shared {
+    writer: mpsc::UnboundedSender<String>,
+    host: mpsc::UnboundedSender<HostRequest>,
+    /// Our control requests waiting for the CLI's answer.
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>,
+    /// The running turn's inbox, if a turn is running.
+    turn: Mutex<Option<mpsc::UnboundedSender<TurnLine>>>,
+    session_id: Mutex<Option<String>>,
+    stderr_tail: Mutex<VecDeque<String>>,
+    /// A `result` that arrived with no turn running (a failed `--resume` writes one, then exits).
+    stray_result: Mutex<Option<TurnResult>>,
+    /// The CLI's control requests not answered yet.
+    waiting_on_host: Arc<AtomicUsize>,
+    phase: watch::Sender<TurnPhase>,
+    next_request: AtomicU64,
+}
+
+/// What the reader hands the running turn.
+enum TurnLine {
+    Events(Vec<TurnEvent>),
+    Result(TurnResult),
+}
+
+/// A live `claude` process.
+pub struct CliProcess {
+    pid: u32,
+    shared: Arc<Shared>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    turn_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Stops the writer and the stderr drain when the process is let go.
+    cancel: CancellationToken,
+    spawned_at: Instant,
+}
+
+impl CliProcess {
+    /// Spawns a process (resuming `resume` when given) and waits until it answered `initialize`.
+    /// The CLI's control requests, from its MCP handshake on, arrive on the returned channel:
+    /// start serving it at once. Every task of the process is spawned on `tasks`.
+    pub async fn spawn(
+        launch: &Launch,
+        options: &SpawnOptions,
+        resume: Option<&str>,
+        tasks: &TaskTracker,
+    ) -> Result<(Arc<CliProcess>, HostRequests), SpawnError> {
+        let started = Instant::now();
+        let bin = launch.bin.display().to_string();
+        let mut cmd = tokio::process::Command::new(&launch.bin);
+        cmd.args(protocol::cli_args(options, resume))
+            .current_dir(&launch.workdir)
+            .env_clear()
+            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        set_parent_death_signal(&mut cmd);
+        let mut child = cmd.spawn().map_err(|err| {
+            SpawnError::Failed(CliError::Spawn {
+                bin: bin.clone(),
+                reason: err.to_string(),
+            })
+        })?;
+        let pid = child.id().unwrap_or(0);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(SpawnError::Failed(CliError::Spawn {
+                bin,
+                reason: "stdio pipes missing".into(),
+            }));
+        };
+
+        let (writer_tx, writer_rx) = mpsc::unbounded_channel();
+        let (host_tx, host_rx) = mpsc::unbounded_channel();
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            writer: writer_tx,
+            host: host_tx,
+            pending: Mutex::default(),
+            turn: Mutex::default(),
+            session_id: Mutex::new(resume.map(str::to_owned)),
+            stderr_tail: Mutex::default(),
+            stray_result: Mutex::default(),
+            waiting_on_host: Arc::default(),
+            phase: watch::channel(TurnPhase::Idle).0,
+            next_request: AtomicU64::new(1),
+        });
+        let cancel = CancellationToken::new();
+        let span = tracing::info_span!("cli", pid);
+        tasks.spawn(write_stdin(stdin, writer_rx, cancel.clone()).instrument(span.clone()));
+        tasks.spawn(read_stdout(stdout, shared.clone()).instrument(span.clone()));
+        tasks.spawn(drain_stderr(stderr, shared.clone(), cancel.clone()).instrument(span.clone()));
+        tasks.spawn(
+            async move {
+                let status = match child.wait().await {
+                    Ok(status) => status.to_string(),
+                    Err(err) => format!("wait failed: {err}"),
+                };
+                debug!(%status, "Process reaped.");
+                let _ = exit_tx.send(Some(ExitInfo { status }));
+            }
+            .instrument(span),
+        );
+
+        let process = Arc::new(CliProcess {
+            pid,
+            shared,
+            exit: exit_rx,
+            turn_lock: Arc::default(),
+            cancel,
+            spawned_at: started,
+        });
+        match tokio::time::timeout(launch.ready_timeout, process.initialize()).await {
+            Ok(Ok(())) => {
+                info!(
+                    pid,
+                    ms = started.elapsed().as_millis() as u64,
+                    resumed = resume.is_some(),
+                    "Process started."
+                );
+                Ok((process, host_rx))
+            }
+            Ok(Err(failure)) => {
+                process.kill_and_reap().await;
+                Err(failure)
+            }
+            Err(_) => {
+                process.kill_and_reap().await;
+                Err(SpawnError::Failed(CliError::NotReady(launch.ready_timeout)))
+            }
+        }
+    }
+
+    async fn initialize(&self) -> Result<(), SpawnError> {
+        let init = self.request(json!({"subtype": "initialize", "hooks": null}));
+        let mut exit = self.exit.clone();
+        let reply = tokio::select! {
+            reply = init => reply,
+            _ = exited(&mut exit) => return Err(self.early_exit_failure()),
+        };
+        if let Err(err) = reply {
+            // Usually stdout closed because the process is exiting (a failed `--resume` does that);
+            // its exit status and last words say why.
+            let mut exit = self.exit.clone();
+            if tokio::time::timeout(Duration::from_secs(2), exited(&mut exit))
+                .await
+                .is_ok()
+            {
+                return Err(self.early_exit_failure());
+            }
+            return Err(SpawnError::Failed(CliError::Refused(format!(
+                "initialize failed: {err}"
+            ))));
+        }
+        Ok(())
+    }
+
+    fn early_exit_failure(&self) -> SpawnError {
+        let stray = lock(&self.shared.stray_result).clone();
+        let tail = self.stderr_tail();
+        if stray.as_ref().is_some_and(TurnResult::is_missing_session)
+            || tail.contains("No conversation found")
+        {
+            let reason = stray
+                .map(|r| r.error_reason())
+                .unwrap_or_else(|| tail.clone());
+            return SpawnError::MissingSession(reason);
+        }
+        SpawnError::Failed(self.died_now())
+    }
+
+    /// Sends a control request and waits for the CLI's answer.
+    pub async fn request(&self, request: Value) -> Result<Value, String> {
+        let n = self.shared.next_request.fetch_add(1, Ordering::Relaxed);
+        let id = format!(
+            "req_{n}_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let (tx, rx) = oneshot::channel();
+        lock(&self.shared.pending).insert(id.clone(), tx);
+        if self
+            .shared
+            .writer
+            .send(protocol::control_request(&id, &request))
+            .is_err()
+        {
+            lock(&self.shared.pending).remove(&id);
+            return Err("stdin closed".into());
+        }
+        rx.await
+            .unwrap_or_else(|_| Err("process ended before answering".into()))
+    }
+
+    /// Writes `prompt` as a turn and returns its events. The turn holds the process until the
+    /// returned stream is dropped; a second call waits for it.
+    pub async fn turn(&self, prompt: &str) -> Result<TurnEvents, CliError> {
+        let guard = self.turn_lock.clone().lock_owned().await;
+        let (tx, rx) = mpsc::unbounded_channel();
+        *lock(&self.shared.turn) = Some(tx);
+        self.shared.phase.send_replace(TurnPhase::Queued);
+        let uuid = uuid::Uuid::new_v4().to_string();
+        let events = TurnEvents {
+            rx,
+            buffered: VecDeque::new(),
+            shared: self.shared.clone(),
+            exit: self.exit.clone(),
+            uuid,
+            _guard: guard,
+        };
+        if self
+            .shared
+            .writer
+            .send(protocol::user_turn(prompt, &events.uuid))
+            .is_err()
+            || self.has_exited()
+        {
+            return Err(self.died().await);
+        }
+        Ok(events)
+    }
+
+    /// Asks the CLI to stop the running turn. The turn then ends with an error `result` and the
+    /// process stays usable. Returns false when no turn was running.
+    ///
+    /// A turn written to stdin but not yet started by the CLI is first waited for: the CLI answers
+    /// an interrupt then with `still_queued: [<our turn>]` and runs the turn anyway.
+    pub async fn interrupt(&self) -> Result<bool, String> {
+        let mut phase = self.shared.phase.subscribe();
+        let mut exit = self.exit.clone();
+        let waited = tokio::select! {
+            seen = tokio::time::timeout(INTERRUPT_WAIT, phase.wait_for(|p| *p != TurnPhase::Queued)) => {
+                match seen {
+                    Ok(Ok(phase)) => *phase,
+                    Ok(Err(_)) => return Err("the process has gone".into()),
+                    // Still queued: ask anyway.
+                    Err(_) => TurnPhase::Queued,
+                }
+            }
+            _ = exited(&mut exit) => return Err("the process has exited".into()),
+        };
+        if waited == TurnPhase::Idle {
+            return Ok(false);
+        }
+        self.request(json!({"subtype": "interrupt"}))
+            .await
+            .map(|_| true)
+    }
+
+    /// True while a turn is written and has not ended.
+    pub fn in_turn(&self) -> bool {
+        *self.shared.phase.borrow() != TurnPhase::Idle
+    }
+
+    /// True while one of the CLI's control requests waits for the host's answer: the CLI is
+    /// silent because it waits for us.
+    pub fn waiting_on_host(&self) -> bool {
+        self.shared.waiting_on_host.load(Ordering::SeqCst) > 0
+    }
+
+    /// Sends SIGKILL to the process group. Idempotent; the reaper task collects the exit status.
+    pub fn kill(&self) {
+        self.cancel.cancel();
+        if self.has_exited() || self.pid == 0 {
+            return;
+        }
+        let pgid = nix::unistd::Pid::from_raw(self.pid as i32);
+        if let Err(err) = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL) {
+            debug!(pid = self.pid, %err, "killpg failed; the process is probably gone already.");
+        }
+    }
+
+    /// Kills the process group and waits until the process has been reaped.
+    pub async fn kill_and_reap(&self) {
+        self.kill();
+        self.wait_exit().await;
+    }
+
+    pub async fn wait_exit(&self) {
+        let mut exit = self.exit.clone();
+        exited(&mut exit).await;
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+    pub fn has_exited(&self) -> bool {
+        self.exit.borrow().is_some()
+    }
+    pub fn age(&self) -> Duration {
+        self.spawned_at.elapsed()
+    }
+    /// The CLI session id, as last reported (the resumed one until the CLI says otherwise).
+    pub fn session_id(&self) -> Option<String> {
+        lock(&self.shared.session_id).clone()
+    }
+    pub fn exit_status(&self) -> String {
+        self.exit
+            .borrow()
+            .as_ref()
+            .map(|e| e.status.clone())
+            .unwrap_or_else(|| "still running".into())
+    }
+    pub fn stderr_tail(&self) -> String {
+        lock(&self.shared.stderr_tail)
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The error for a process that went away: waits up to a second for the exit status so the
+    /// message can say how it ended.
+    async fn died(&self) -> CliError {
+        let mut exit = self.exit.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(1), exited(&mut exit)).await;
+        self.died_now()
+    }
+
+    fn died_now(&self) -> CliError {
+        CliError::ProcessDied {
+            status: self.exit_status(),
+            stderr_tail: self.stderr_tail(),
+        }
+    }
+}
+
+impl Drop for CliProcess {
+    fn drop(&mut self) {
+        // The last handle is gone: nothing can use the process any more.
+        self.kill();
+    }
+}
+
+/// The events of one turn, ending with its `result` ([`TurnEvents::next`] gives
+/// `Ok(Step::Done)`). Dropping it lets the next turn start.
+pub struct TurnEvents {
+    rx: mpsc::UnboundedReceiver<TurnLine>,
+    buffered: VecDeque<TurnEvent>,
+    shared: Arc<Shared>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    uuid: String,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// One step of a turn.
+#[derive(Debug)]
+pub enum Step {
+    Event(TurnEvent),
+    /// The CLI wrote a line that carries nothing to report: it is alive.
+    Alive,
+    Done(TurnResult),
+}
+
+impl TurnEvents {
+    /// The turn's next event, or its result. An error when the process went away mid-turn.
+    pub async fn next(&mut self) -> Result<Step, CliError> {
+        loop {
+            if let Some(event) = self.buffered.pop_front() {
+                return Ok(Step::Event(event));
+            }
+            let mut exit = self.exit.clone();
+            let line = tokio::select! {
+                line = self.rx.recv() => line,
+                _ = exited(&mut exit) => None,
+            };
+            match line {
+                Some(TurnLine::Events(events)) if events.is_empty() => return Ok(Step::Alive),
+                Some(TurnLine::Events(events)) => self.buffered.extend(events),
+                Some(TurnLine::Result(result)) => {
+                    if !result.user_message_uuids.is_empty()
+                        && !result.user_message_uuids.contains(&self.uuid)
+                    {
+                        warn!(expected = %self.uuid, got = ?result.user_message_uuids, "Result names another message.");
+                    }
+                    return Ok(Step::Done(result));
+                }
+                None => return Err(self.died().await),
+            }
+        }
+    }
+
+    async fn died(&self) -> CliError {
+        let mut exit = self.exit.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(1), exited(&mut exit)).await;
+        CliError::ProcessDied {
+            status: self
+                .exit
+                .borrow()
+                .as_ref()
+                .map(|e| e.status.clone())
+                .unwrap_or_else(|| "still running".into()),
+            stderr_tail: lock(&self.shared.stderr_tail)
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+impl Drop for TurnEvents {
+    fn drop(&mut self) {
+        *lock(&self.shared.turn) = None;
+        self.shared.phase.send_replace(TurnPhase::Idle);
+    }
+}
+
+/// A poison-tolerant lock for short sections: a panic elsewhere must not wedge the process.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Resolves once the reaper has recorded the exit. Returns nothing, so no watch guard is held
+/// across the caller's next await.
+async fn exited(exit: &mut watch::Receiver<Option<ExitInfo>>) {
+    let _ = exit.wait_for(Option::is_some).await;
+}
+
+/// Kill children if the host dies without cleaning up (SIGKILL, crash).
+fn set_parent_death_signal(cmd: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+async fn write_stdin(
+    mut stdin: tokio::process::ChildStdin,
+    mut lines: mpsc::UnboundedReceiver<String>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            _ = cancel.cancelled() => None,
+        };
+        let Some(mut line) = line else { break };
+        trace!(line = %line, "stdin");
+        line.push('\n');
+        if let Err(err) = async {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.flush().await
+        }
+        .await
+        {
+            debug!(%err, "stdin closed.");
+            break;
+        }
+    }
+}
+
+async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc<Shared>) {
+    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(line) => line,
+            Err(tokio_util::codec::LinesCodecError::MaxLineLengthExceeded) => {
+                warn!(max = MAX_LINE_BYTES, "Skipped an oversized stdout line.");
+                continue;
+            }
+            Err(err) => {
+                warn!(%err, "stdout read failed.");
+                break;
+            }
+        };
+        trace!(line = %line, "stdout");
+        if !line.trim_start().starts_with('{') {
+            if !line.trim().is_empty() {
+                debug!(line = %line, "Skipped a non-JSON stdout line.");
+            }
+            continue;
+        }
+        match protocol::decode(&line) {
+            Ok(message) => dispatch(&shared, message),
+            Err(err) => warn!(%err, "Skipped an undecodable stdout line."),
+        }
+    }
+    // EOF: wake everyone waiting on this process.
+    *lock(&shared.turn) = None;
+    lock(&shared.pending).clear();
+}
+
+fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
+    match message {
+        CliMessage::ControlResponse {
+            request_id,
+            outcome,
+        } => {
+            if let Some(tx) = lock(&shared.pending).remove(&request_id) {
+                let _ = tx.send(outcome);
+            }
+        }
+        CliMessage::ControlRequest {
+            request_id,
+            subtype,
+            request,
+        } => {
+            shared.waiting_on_host.fetch_add(1, Ordering::SeqCst);
+            let request = HostRequest {
+                request_id,
+                subtype,
+                request,
+                reply: Some(Reply {
+                    writer: shared.writer.clone(),
+                    waiting: shared.waiting_on_host.clone(),
+                }),
+            };
+            // Nobody serving (the host let go): dropping it answers an error.
+            let _ = shared.host.send(request);
+        }
+        CliMessage::ControlCancel { request_id } => debug!(%request_id, "CLI cancelled a request."),
+        CliMessage::Result(result) => {
+            if let Some(id) = &result.session_id {
+                *lock(&shared.session_id) = Some(id.clone());
+            }
+            let turn = lock(&shared.turn).clone();
+            match turn {
+                Some(tx) => {
+                    let _ = tx.send(TurnLine::Result(result));
+                }
+                None => *lock(&shared.stray_result) = Some(result),
+            }
+        }
+        CliMessage::Progress(line) => {
+            if line.starts_turn {
+                shared.phase.send_if_modified(|phase| {
+                    let queued = *phase == TurnPhase::Queued;
+                    if queued {
+                        *phase = TurnPhase::Running;
+                    }
+                    queued
+                });
+            }
+            if let Some(id) = &line.session_id {
+                let mut current = lock(&shared.session_id);
+                if current.as_deref() != Some(id) {
+                    debug!(session_id = %id, "CLI reported a session id.");
+                    *current = Some(id.clone());
+                }
+            }
+            // Even a line with no events says the CLI is alive (a long thinking phase is silent
+            // otherwise).
+            if let Some(tx) = lock(&shared.turn).as_ref() {
+                let _ = tx.send(TurnLine::Events(line.events));
+            }
+        }
+        CliMessage::Ignored => {}
+    }
+}
+
+async fn drain_stderr(
+    stderr: tokio::process::ChildStderr,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) {
+    let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(64 * 1024));
+    loop {
+        let line = tokio::select! {
+            line = lines.next() => line,
+            _ = cancel.cancelled() => None,
+        };
+        let Some(line) = line else { break };
+        let Ok(line) = line else { continue };
+        debug!(line = %line, "stderr");
+        let mut tail = lock(&shared.stderr_tail);
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+}

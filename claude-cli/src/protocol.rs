@@ -1,0 +1,544 @@
+//! The CLI's stream-json protocol: the command line, what we write to stdin, and what the CLI
+//! writes to stdout, decoded into typed lines. No pipes here, so every case is a string test.
+//!
+//! Stdout lines are decoded by serde into tagged enums. Decoding is lenient about fields and
+//! strict about shape: a line that is not a JSON object with a string `type` is an error (the
+//! reader logs and skips it), an unknown `type` is [`CliMessage::Ignored`], and a known line whose
+//! field has an unexpected type reads that field as absent, so one odd field never costs a turn
+//! its `result`.
+
+use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// An in-process MCP server the host serves over the control channel (`"type": "sdk"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SdkMcpServer {
+    pub name: String,
+    /// The CLI's own per-call limit on the server's tools, in ms.
+    pub timeout_ms: u64,
+}
+
+/// What makes two processes interchangeable: a change to any of these needs another process.
+/// Where the process works and which session it resumes are not part of it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SpawnOptions {
+    pub model: Option<String>,
+    pub system_prompt: Option<String>,
+    pub append_system_prompt: Option<String>,
+    /// `--tools`: `None` keeps the CLI's built-in set, `""` removes every built-in tool.
+    pub builtin_tools: Option<String>,
+    /// `--allowedTools`: tools (and patterns) that run without asking.
+    pub allowed_tools: Vec<String>,
+    pub permission_mode: Option<String>,
+    pub sdk_mcp_servers: Vec<SdkMcpServer>,
+    /// `--max-turns`: the CLI's own bound on API round trips in one turn.
+    pub max_turns: Option<u32>,
+    /// `--settings`: a JSON object of settings for the session.
+    pub settings: Option<String>,
+}
+
+/// The argv (after the binary) for one process; `resume` is the CLI session to load.
+pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--input-format",
+        "stream-json",
+        "--include-partial-messages",
+        // Only our settings: user/project settings files could change tools or hooks under us.
+        "--setting-sources=",
+    ]
+    .map(String::from)
+    .to_vec();
+    if !options.sdk_mcp_servers.is_empty() {
+        let servers: serde_json::Map<String, Value> = options
+            .sdk_mcp_servers
+            .iter()
+            .map(|s| {
+                let server = json!({
+                    "type": "sdk", "name": s.name, "alwaysLoad": true, "timeout": s.timeout_ms,
+                });
+                (s.name.clone(), server)
+            })
+            .collect();
+        args.extend([
+            "--mcp-config".to_owned(),
+            json!({ "mcpServers": servers }).to_string(),
+        ]);
+    }
+    if !options.allowed_tools.is_empty() {
+        args.extend(["--allowedTools".to_owned(), options.allowed_tools.join(",")]);
+    }
+    // Equals form throughout: `--resume` takes an optional value, so a separate value starting with
+    // `-` would be read as another flag.
+    let flags = [
+        ("--model", &options.model),
+        ("--system-prompt", &options.system_prompt),
+        ("--append-system-prompt", &options.append_system_prompt),
+        ("--tools", &options.builtin_tools),
+        ("--permission-mode", &options.permission_mode),
+        ("--settings", &options.settings),
+    ];
+    for (flag, value) in flags {
+        if let Some(value) = value {
+            args.push(format!("{flag}={value}"));
+        }
+    }
+    if let Some(max) = options.max_turns {
+        args.push(format!("--max-turns={max}"));
+    }
+    if let Some(session) = resume {
+        args.push(format!("--resume={session}"));
+    }
+    args
+}
+
+/// A user turn. `client_composed` makes the CLI take the text verbatim, so `/clear` and other
+/// slash commands are never run (one would switch the session id mid-process).
+pub fn user_turn(content: &str, uuid: &str) -> String {
+    json!({
+        "type": "user",
+        "session_id": "",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": null,
+        "client_composed": true,
+        "uuid": uuid,
+    })
+    .to_string()
+}
+
+/// A control request from us to the CLI.
+pub fn control_request(request_id: &str, request: &Value) -> String {
+    json!({"type": "control_request", "request_id": request_id, "request": request}).to_string()
+}
+
+/// The answer to one of the CLI's control requests: success with a response, or an error.
+pub fn control_response(request_id: &str, outcome: &Result<Value, String>) -> String {
+    let response = match outcome {
+        Ok(response) => {
+            json!({"subtype": "success", "request_id": request_id, "response": response})
+        }
+        Err(error) => json!({"subtype": "error", "request_id": request_id, "error": error}),
+    };
+    json!({"type": "control_response", "response": response}).to_string()
+}
+
+/// One stdout line, sorted by what the host does with it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CliMessage {
+    /// The CLI asks the host something (`mcp_message`, `can_use_tool`, `hook_callback`).
+    ControlRequest {
+        request_id: String,
+        subtype: String,
+        request: Value,
+    },
+    /// The CLI answers one of our control requests.
+    ControlResponse {
+        request_id: String,
+        outcome: Result<Value, String>,
+    },
+    /// The CLI abandoned one of its requests; it must not be answered.
+    ControlCancel { request_id: String },
+    /// The end of a turn.
+    Result(TurnResult),
+    /// Turn progress: `system`, `assistant`, `user`, `stream_event`.
+    Progress(Progress),
+    /// A line of a type the host does not use (new types appear often).
+    Ignored,
+}
+
+/// A progress line, reduced to what the host reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    /// The session id the line carries, when it carries one.
+    pub session_id: Option<String>,
+    /// `system/init`: the CLI has started the turn (it is no longer queued inside the CLI).
+    pub starts_turn: bool,
+    /// Events for clients; empty for lines that only matter for bookkeeping.
+    pub events: Vec<TurnEvent>,
+}
+
+/// Something that happened during a turn, in the order the CLI reported it. Lines from inside
+/// sub-agents (a non-null `parent_tool_use_id`) are not the turn's own text and give no events.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum TurnEvent {
+    /// A piece of the assistant's text, as the API streams it.
+    TextDelta { text: String },
+    /// A complete assistant text block.
+    AssistantText { text: String },
+    /// The model called a tool.
+    ToolCallStarted {
+        tool_use_id: String,
+        name: String,
+        input: Value,
+    },
+    /// A tool result went back to the model.
+    ToolCallFinished {
+        tool_use_id: String,
+        is_error: bool,
+        content: Value,
+    },
+    /// The CLI is retrying a failed Messages API request.
+    ApiRetry {
+        attempt: u64,
+        max_retries: u64,
+        retry_delay_ms: u64,
+        error: String,
+        status: Option<u64>,
+    },
+}
+
+/// The `result` line: exactly one per turn.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct TurnResult {
+    /// The CLI reports API failures as `subtype: "success"` with `is_error: true`: only this flag
+    /// says whether the turn worked.
+    #[serde(default, deserialize_with = "lenient")]
+    pub is_error: bool,
+    #[serde(default, deserialize_with = "lenient")]
+    pub subtype: String,
+    #[serde(default, rename = "result", deserialize_with = "lenient")]
+    pub text: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub session_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient_list")]
+    pub errors: Vec<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub num_turns: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    pub terminal_reason: Option<String>,
+    #[serde(default, deserialize_with = "lenient_list")]
+    pub user_message_uuids: Vec<String>,
+}
+
+impl TurnResult {
+    /// A reason fit for an error message: the result text, the CLI's errors, or the subtype.
+    pub fn error_reason(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(text) = self.text.as_deref().filter(|t| !t.is_empty()) {
+            parts.push(text.to_owned());
+        }
+        parts.extend(
+            self.errors
+                .iter()
+                .filter(|e| !e.starts_with("[ede_diagnostic]"))
+                .cloned(),
+        );
+        if parts.is_empty() {
+            parts.push(match &self.terminal_reason {
+                Some(reason) => format!("{} ({reason})", self.subtype),
+                None => self.subtype.clone(),
+            });
+        }
+        parts.join("; ")
+    }
+
+    /// True when the CLI could not load the session it was asked to resume.
+    pub fn is_missing_session(&self) -> bool {
+        self.errors
+            .iter()
+            .any(|e| e.contains("No conversation found"))
+    }
+
+    /// True when an interrupt ended the turn (the process stays usable).
+    pub fn was_interrupted(&self) -> bool {
+        self.terminal_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("aborted"))
+    }
+}
+
+/// Why a stdout line could not be used. The reader logs it and goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("not a JSON object with a string `type`: {line:.200} ({source})")]
+    BadLine {
+        line: String,
+        source: serde_json::Error,
+    },
+}
+
+/// Decodes one stdout line.
+pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
+    let decoded: Line = serde_json::from_str(line).map_err(|source| ProtocolError::BadLine {
+        line: line.to_owned(),
+        source,
+    })?;
+    Ok(match decoded {
+        Line::ControlRequest(r) => CliMessage::ControlRequest {
+            request_id: r.request_id,
+            subtype: r
+                .request
+                .get("subtype")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            request: r.request,
+        },
+        Line::ControlResponse(r) => {
+            let body = r.response;
+            let outcome = if body.subtype == "success" {
+                Ok(body.response)
+            } else {
+                Err(body
+                    .error
+                    .unwrap_or_else(|| "unknown control error".to_owned()))
+            };
+            CliMessage::ControlResponse {
+                request_id: body.request_id,
+                outcome,
+            }
+        }
+        Line::ControlCancelRequest(r) => CliMessage::ControlCancel {
+            request_id: r.request_id,
+        },
+        Line::Result(result) => CliMessage::Result(result),
+        Line::System(line) => CliMessage::Progress(Progress {
+            starts_turn: line.subtype == "init",
+            events: match line.subtype.as_str() {
+                "api_retry" => vec![TurnEvent::ApiRetry {
+                    attempt: line.attempt,
+                    max_retries: line.max_retries,
+                    retry_delay_ms: line.retry_delay_ms,
+                    error: line.error,
+                    status: line.error_status,
+                }],
+                _ => Vec::new(),
+            },
+            session_id: line.session_id,
+        }),
+        Line::Assistant(line) => {
+            let top_level = line.is_top_level();
+            CliMessage::Progress(Progress {
+                events: line
+                    .message
+                    .content
+                    .into_iter()
+                    .filter(|_| top_level)
+                    .filter_map(|block| match block {
+                        Block::Text { text } => Some(TurnEvent::AssistantText { text }),
+                        Block::ToolUse { id, name, input } => Some(TurnEvent::ToolCallStarted {
+                            tool_use_id: id,
+                            name,
+                            input,
+                        }),
+                        _ => None,
+                    })
+                    .collect(),
+                session_id: line.session_id,
+                starts_turn: false,
+            })
+        }
+        Line::User(line) => {
+            let top_level = line.is_top_level();
+            CliMessage::Progress(Progress {
+                events: line
+                    .message
+                    .content
+                    .into_iter()
+                    .filter(|_| top_level)
+                    .filter_map(|block| match block {
+                        Block::ToolResult {
+                            tool_use_id,
+                            is_error,
+                            content,
+                        } => Some(TurnEvent::ToolCallFinished {
+                            tool_use_id,
+                            is_error,
+                            content,
+                        }),
+                        _ => None,
+                    })
+                    .collect(),
+                session_id: line.session_id,
+                starts_turn: false,
+            })
+        }
+        Line::StreamEvent(line) => {
+            let top_level = matches!(line.parent_tool_use_id, None | Some(Value::Null));
+            let text = match line.event.and_then(|e| e.delta) {
+                Some(Delta::TextDelta { text }) if top_level => Some(text),
+                _ => None,
+            };
+            CliMessage::Progress(Progress {
+                events: text
+                    .map(|text| TurnEvent::TextDelta { text })
+                    .into_iter()
+                    .collect(),
+                session_id: line.session_id,
+                starts_turn: false,
+            })
+        }
+        Line::Other => CliMessage::Ignored,
+    })
+}
+
+/// A stdout line as the CLI writes it.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Line {
+    ControlRequest(ControlRequestLine),
+    ControlResponse(ControlResponseLine),
+    ControlCancelRequest(ControlCancelLine),
+    Result(TurnResult),
+    System(SystemLine),
+    Assistant(MessageLine),
+    User(MessageLine),
+    StreamEvent(StreamEventLine),
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct ControlRequestLine {
+    #[serde(default, deserialize_with = "lenient")]
+    request_id: String,
+    #[serde(default)]
+    request: Value,
+}
+
+#[derive(Deserialize)]
+struct ControlResponseLine {
+    #[serde(default, deserialize_with = "lenient")]
+    response: ControlResponseBody,
+}
+
+#[derive(Default, Deserialize)]
+struct ControlResponseBody {
+    #[serde(default, deserialize_with = "lenient")]
+    subtype: String,
+    #[serde(default, deserialize_with = "lenient")]
+    request_id: String,
+    #[serde(default)]
+    response: Value,
+    #[serde(default, deserialize_with = "lenient")]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ControlCancelLine {
+    #[serde(default, deserialize_with = "lenient")]
+    request_id: String,
+}
+
+#[derive(Deserialize)]
+struct SystemLine {
+    #[serde(default, deserialize_with = "lenient")]
+    subtype: String,
+    #[serde(default, deserialize_with = "lenient")]
+    session_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    attempt: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    max_retries: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    retry_delay_ms: u64,
+    #[serde(default, deserialize_with = "lenient")]
+    error: String,
+    #[serde(default, deserialize_with = "lenient")]
+    error_status: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct MessageLine {
+    #[serde(default, deserialize_with = "lenient")]
+    message: MessageBody,
+    #[serde(default, deserialize_with = "lenient")]
+    session_id: Option<String>,
+    #[serde(default)]
+    parent_tool_use_id: Option<Value>,
+}
+
+impl MessageLine {
+    fn is_top_level(&self) -> bool {
+        matches!(self.parent_tool_use_id, None | Some(Value::Null))
+    }
+}
+
+#[derive(Default, Deserialize)]
+struct MessageBody {
+    /// A string for plain user text; blocks otherwise. A block that does not parse is skipped.
+    #[serde(default, deserialize_with = "lenient_list")]
+    content: Vec<Block>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolResult {
+        #[serde(default, deserialize_with = "lenient")]
+        tool_use_id: String,
+        #[serde(default, deserialize_with = "lenient")]
+        is_error: bool,
+        #[serde(default)]
+        content: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct StreamEventLine {
+    #[serde(default, deserialize_with = "lenient")]
+    event: Option<ApiEvent>,
+    #[serde(default, deserialize_with = "lenient")]
+    session_id: Option<String>,
+    #[serde(default)]
+    parent_tool_use_id: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ApiEvent {
+    #[serde(default, deserialize_with = "lenient")]
+    delta: Option<Delta>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Delta {
+    TextDelta {
+        text: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// A field of an unexpected type reads as its default.
+fn lenient<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned + Default,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
+}
+
+/// A list whose items of an unexpected shape are skipped; anything but an array is empty.
+fn lenient_list<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Ok(match Value::deserialize(deserializer)? {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|item| serde_json::from_value(item).ok())
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,282 @@
+//! The protocol as strings: argv, stdin lines, stdout decoding (with property tests).
+
+use super::*;
+
+#[test]
+fn args_use_equals_form_and_declare_the_sdk_server() {
+    let options = SpawnOptions {
+        model: Some("claude-x".into()),
+        allowed_tools: vec!["mcp__harness".into(), "Read".into()],
+        sdk_mcp_servers: vec![SdkMcpServer {
+            name: "harness".into(),
+            timeout_ms: 120_000,
+        }],
+        max_turns: Some(7),
+        settings: Some(r#"{"a": 1}"#.into()),
+        ..Default::default()
+    };
+    let args = cli_args(&options, Some("-looks-like-a-flag"));
+    assert!(args.contains(&"--max-turns=7".to_owned()));
+    assert!(args.contains(&r#"--settings={"a": 1}"#.to_owned()));
+    assert!(args.contains(&"--model=claude-x".to_owned()));
+    assert!(args.contains(&"--resume=-looks-like-a-flag".to_owned()));
+    let allowed = args.iter().position(|a| a == "--allowedTools").unwrap();
+    assert_eq!(args[allowed + 1], "mcp__harness,Read");
+    let mcp = args.iter().position(|a| a == "--mcp-config").unwrap();
+    let config: Value = serde_json::from_str(&args[mcp + 1]).unwrap();
+    assert_eq!(config["mcpServers"]["harness"]["type"], "sdk");
+    assert_eq!(config["mcpServers"]["harness"]["timeout"], 120_000);
+    assert!(
+        !args.iter().any(|a| a.starts_with("--resume"))
+            || args.iter().filter(|a| a.starts_with("--resume")).count() == 1
+    );
+    assert!(!cli_args(&options, None)
+        .iter()
+        .any(|a| a.starts_with("--resume")));
+}
+
+#[test]
+fn user_turn_is_client_composed_and_escapes_everything() {
+    let line = user_turn("/clear \"quoted\"\nnext line", "u-1");
+    assert!(!line.contains('\n'), "one line on the wire");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["client_composed"], true);
+    assert_eq!(v["message"]["content"], "/clear \"quoted\"\nnext line");
+    assert_eq!(v["uuid"], "u-1");
+}
+
+#[test]
+fn control_responses_answer_success_or_error() {
+    let ok: Value = serde_json::from_str(&control_response("r1", &Ok(json!({"x": 1})))).unwrap();
+    assert_eq!(ok["response"]["subtype"], "success");
+    assert_eq!(ok["response"]["request_id"], "r1");
+    assert_eq!(ok["response"]["response"]["x"], 1);
+    let err: Value = serde_json::from_str(&control_response("r2", &Err("no".into()))).unwrap();
+    assert_eq!(err["response"]["subtype"], "error");
+    assert_eq!(err["response"]["error"], "no");
+}
+
+#[test]
+fn decodes_control_traffic() {
+    let req = decode(r#"{"type":"control_request","request_id":"abc","request":{"subtype":"mcp_message","server_name":"harness","message":{"jsonrpc":"2.0","id":0,"method":"initialize"}}}"#).unwrap();
+    assert!(
+        matches!(req, CliMessage::ControlRequest { ref request_id, ref subtype, .. } if request_id == "abc" && subtype == "mcp_message")
+    );
+    let ok = decode(r#"{"type":"control_response","response":{"subtype":"success","request_id":"req_1","response":{"pid":7}}}"#).unwrap();
+    assert_eq!(
+        ok,
+        CliMessage::ControlResponse {
+            request_id: "req_1".into(),
+            outcome: Ok(json!({"pid":7}))
+        }
+    );
+    let err = decode(r#"{"type":"control_response","response":{"subtype":"error","request_id":"req_2","error":"nope"}}"#).unwrap();
+    assert_eq!(
+        err,
+        CliMessage::ControlResponse {
+            request_id: "req_2".into(),
+            outcome: Err("nope".into())
+        }
+    );
+}
+
+#[test]
+fn api_failure_reported_as_success_subtype_is_an_error() {
+    let line = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 500 mock 500","session_id":"s1","num_turns":1,"terminal_reason":"api_error"}"#;
+    let CliMessage::Result(result) = decode(line).unwrap() else {
+        panic!("not a result")
+    };
+    assert!(result.is_error);
+    assert_eq!(result.error_reason(), "API Error: 500 mock 500");
+}
+
+#[test]
+fn missing_session_is_recognised() {
+    let line = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":0,"session_id":"x","errors":["No conversation found with session ID: x"]}"#;
+    let CliMessage::Result(result) = decode(line).unwrap() else {
+        panic!("not a result")
+    };
+    assert!(result.is_missing_session());
+    assert_eq!(
+        result.error_reason(),
+        "No conversation found with session ID: x"
+    );
+}
+
+#[test]
+fn turn_lines_become_events() {
+    let delta = r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}},"session_id":"s","parent_tool_use_id":null}"#;
+    let CliMessage::Progress(line) = decode(delta).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        line.events,
+        vec![TurnEvent::TextDelta { text: "Hel".into() }]
+    );
+    assert_eq!(line.session_id.as_deref(), Some("s"));
+
+    let tool = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"toolu_1","name":"mcp__harness__time__current_time","input":{}}]},"parent_tool_use_id":null}"#;
+    let CliMessage::Progress(line) = decode(tool).unwrap() else {
+        panic!()
+    };
+    assert!(
+        matches!(&line.events[0], TurnEvent::ToolCallStarted { name, .. } if name == "mcp__harness__time__current_time")
+    );
+
+    let result = r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"bad","is_error":true}]},"parent_tool_use_id":null}"#;
+    let CliMessage::Progress(line) = decode(result).unwrap() else {
+        panic!()
+    };
+    assert!(matches!(
+        &line.events[0],
+        TurnEvent::ToolCallFinished { is_error: true, .. }
+    ));
+
+    let nested = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"inner"}]},"parent_tool_use_id":"toolu_9"}"#;
+    let CliMessage::Progress(line) = decode(nested).unwrap() else {
+        panic!()
+    };
+    assert!(
+        line.events.is_empty(),
+        "sub-agent text is not the thread's text"
+    );
+
+    let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":2,"retry_delay_ms":622,"error_status":529,"error":"overloaded"}"#;
+    let CliMessage::Progress(line) = decode(retry).unwrap() else {
+        panic!()
+    };
+    assert!(matches!(
+        &line.events[0],
+        TurnEvent::ApiRetry {
+            attempt: 1,
+            status: Some(529),
+            ..
+        }
+    ));
+}
+
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    use super::super::decode;
+
+    /// The line types and field names the decoder looks at, so generated lines reach past the
+    /// first `match` into every branch.
+    const KINDS: &[&str] = &[
+        "control_request",
+        "control_response",
+        "control_cancel_request",
+        "result",
+        "system",
+        "assistant",
+        "user",
+        "stream_event",
+    ];
+    const FIELDS: &[&str] = &[
+        "type",
+        "subtype",
+        "request_id",
+        "request",
+        "response",
+        "error",
+        "message",
+        "content",
+        "event",
+        "delta",
+        "text",
+        "id",
+        "name",
+        "input",
+        "tool_use_id",
+        "is_error",
+        "parent_tool_use_id",
+        "session_id",
+        "result",
+        "errors",
+        "num_turns",
+        "terminal_reason",
+        "user_message_uuids",
+        "attempt",
+        "max_retries",
+        "retry_delay_ms",
+        "error_status",
+    ];
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::String),
+            prop::sample::select(KINDS).prop_map(Value::from),
+            prop::sample::select(
+                &[
+                    "init",
+                    "api_retry",
+                    "success",
+                    "text_delta",
+                    "tool_use",
+                    "tool_result",
+                    "text",
+                    "mcp_message"
+                ][..]
+            )
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(5, 96, 8, |inner| {
+            let key = prop_oneof![
+                prop::sample::select(FIELDS).prop_map(str::to_owned),
+                ".{0,8}",
+            ];
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((key, inner), 0..8)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect::<Map<_, _>>())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics_on_any_string(line in ".*") {
+            let _ = decode(&line);
+        }
+
+        #[test]
+        fn decode_never_panics_on_any_json(value in any_json()) {
+            let _ = decode(&value.to_string());
+        }
+
+        #[test]
+        fn any_object_with_a_type_decodes(
+            kind in prop::sample::select(KINDS),
+            fields in prop::collection::vec((prop::sample::select(FIELDS), any_json()), 0..10),
+        ) {
+            let mut object: Map<String, Value> =
+                fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            object.insert("type".into(), Value::from(kind));
+            prop_assert!(decode(&Value::Object(object).to_string()).is_ok());
+        }
+    }
+}
+
+#[test]
+fn garbage_is_an_error_not_a_panic() {
+    for line in [
+        "",
+        "not json",
+        "[1,2]",
+        "{\"no_type\":1}",
+        "{\"type\":5}",
+        "\u{0}",
+    ] {
+        assert!(decode(line).is_err(), "{line:?} should not decode");
+    }
+    assert!(matches!(
+        decode(r#"{"type":"brand_new_kind"}"#).unwrap(),
+        CliMessage::Ignored
+    ));
+}

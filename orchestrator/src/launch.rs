@@ -1,0 +1,222 @@
+//! How the daemon starts `claude` children: where each works, what it sees of the environment,
+//! and its command-line options, all derived from [`Config`] once.
+//!
+//! **Invariant (isolation, SECURITY.md):** a thread's process works in a folder of its own
+//! (`<claude.workdir>/<thread id>`, mode 0700), so each thread is its own CLI project with its own
+//! transcripts and memory; auto-memory is off unless configured; deny rules keep the file tools
+//! out of the CLI config dir; the environment is an allow-list.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use claude_cli::{Launch, SdkMcpServer, SpawnOptions};
+use plugin_contract::ThreadId;
+
+use crate::config::Config;
+use crate::mcp::SERVER_NAME;
+
+/// Everything needed to start a process for any thread.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    bin: PathBuf,
+    config_dir: PathBuf,
+    threads_dir: PathBuf,
+    env: Vec<(String, String)>,
+    ready_timeout: Duration,
+    base: SpawnOptions,
+    default_model: Option<String>,
+}
+
+impl Launcher {
+    /// Prepares the CLI's directories (mode 0700) and the options every child shares.
+    pub fn new(config: &Config) -> std::io::Result<Launcher> {
+        let config_dir = config.claude_config_dir();
+        let threads_dir = config.claude_workdir();
+        crate::private_fs::create_dir(&config_dir)?;
+        crate::private_fs::create_dir(&threads_dir)?;
+        let mut allowed_tools = vec![format!("mcp__{SERVER_NAME}")];
+        allowed_tools.extend(config.claude.allowed_tools.iter().cloned());
+        let base = SpawnOptions {
+            model: None,
+            system_prompt: config.claude.system_prompt.clone(),
+            append_system_prompt: config.claude.append_system_prompt.clone(),
+            builtin_tools: config.claude.builtin_tools.clone(),
+            allowed_tools,
+            permission_mode: config.claude.permission_mode.clone(),
+            sdk_mcp_servers: vec![SdkMcpServer {
+                name: SERVER_NAME.to_owned(),
+                timeout_ms: mcp_timeout_ms(config),
+            }],
+            max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
+            settings: Some(session_settings(config, &config_dir).to_string()),
+        };
+        Ok(Launcher {
+            bin: config.claude.bin.clone(),
+            env: child_env(config, std::env::vars_os()),
+            config_dir,
+            threads_dir,
+            ready_timeout: config.turn.ready_timeout,
+            base,
+            default_model: config.claude.default_model.clone(),
+        })
+    }
+
+    /// The options of a process for `model` (the default model when `None`).
+    pub fn options(&self, model: Option<String>) -> SpawnOptions {
+        SpawnOptions {
+            model: model.or_else(|| self.default_model.clone()),
+            ..self.base.clone()
+        }
+    }
+
+    /// Where and how `thread`'s process starts; creates its folder.
+    pub fn launch(&self, thread: &ThreadId) -> std::io::Result<Launch> {
+        let workdir = thread_workdir(&self.threads_dir, thread);
+        crate::private_fs::create_dir(&workdir)?;
+        Ok(Launch {
+            bin: self.bin.clone(),
+            config_dir: self.config_dir.clone(),
+            workdir,
+            env: self.env.clone(),
+            ready_timeout: self.ready_timeout,
+        })
+    }
+
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+}
+
+/// The working directory of `thread`'s processes: `<threads_dir>/<thread id>`, with anything but
+/// ASCII letters, digits, `-` and `_` replaced, so an id can never name another folder.
+pub fn thread_workdir(threads_dir: &Path, thread: &ThreadId) -> PathBuf {
+    let name: String = thread
+        .as_str()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    threads_dir.join(name)
+}
+
+/// A child's whole environment: the variables of the daemon's own that `claude.pass_env` names,
+/// then the CLI settings the daemon controls, then `claude.env`.
+pub fn child_env(
+    config: &Config,
+    daemon_env: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, String)> {
+    let passes = |name: &str| {
+        config
+            .claude
+            .pass_env
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == pattern,
+            })
+    };
+    let mut env: Vec<(String, String)> = daemon_env
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| passes(k) && k != "CLAUDECODE")
+        .collect();
+    env.extend([
+        (
+            "CLAUDE_CODE_MAX_RETRIES".to_owned(),
+            config.claude.max_retries.to_string(),
+        ),
+        (
+            "ENABLE_TOOL_SEARCH".to_owned(),
+            config.claude.tool_search.to_string(),
+        ),
+        (
+            "MCP_TOOL_TIMEOUT".to_owned(),
+            mcp_timeout_ms(config).to_string(),
+        ),
+    ]);
+    if !config.claude.auto_memory {
+        env.push(("CLAUDE_CODE_DISABLE_AUTO_MEMORY".to_owned(), "1".to_owned()));
+    }
+    env.extend(
+        config
+            .claude
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    env
+}
+
+/// The `--settings` of every child: auto-memory as configured, and deny rules that keep every
+/// thread's file tools out of the CLI's config dir, where all threads' transcripts (and, when
+/// on, memories) live. Deny rules win over allow rules and over every permission mode. They go
+/// in the settings JSON rather than `--disallowedTools`, whose list a space or comma in the
+/// path would split.
+fn session_settings(config: &Config, config_dir: &Path) -> serde_json::Value {
+    let dir = config_dir.to_string_lossy();
+    let dir = dir.trim_end_matches('/');
+    let deny: Vec<String> = ["Read", "Edit", "Write", "Glob", "Grep", "NotebookEdit"]
+        .iter()
+        .map(|tool| format!("{tool}(/{dir}/**)"))
+        .collect();
+    serde_json::json!({
+        "autoMemoryEnabled": config.claude.auto_memory,
+        "permissions": {"deny": deny},
+    })
+}
+
+/// The CLI's own per-call limit on our MCP server sits above ours (the adapter answers first with
+/// a clear error), and above delegation's longer limit.
+fn mcp_timeout_ms(config: &Config) -> u64 {
+    let longest = config.tools.timeout.max(config.tools.delegation_timeout);
+    (longest + Duration::from_secs(30)).as_millis() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+
+    #[test]
+    fn children_get_the_allow_list_and_the_configured_env_only() {
+        let mut config = Config::default();
+        config.claude.env.insert("EXTRA".into(), "1".into());
+        let daemon_env = [
+            ("PATH", "/bin"),
+            ("LC_ALL", "C"),
+            ("ANTHROPIC_API_KEY", "k"),
+            ("HARNESS_TOKEN", "secret"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("CLAUDECODE", "1"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = child_env(&config, daemon_env.into_iter());
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        for kept in [
+            "PATH",
+            "LC_ALL",
+            "ANTHROPIC_API_KEY",
+            "EXTRA",
+            "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
+        ] {
+            assert!(names.contains(&kept), "{kept}: {names:?}");
+        }
+        for dropped in ["HARNESS_TOKEN", "AWS_SECRET_ACCESS_KEY", "CLAUDECODE"] {
+            assert!(!names.contains(&dropped), "{dropped}: {names:?}");
+        }
+    }
+
+    #[test]
+    fn thread_folders_cannot_escape_the_threads_dir() {
+        let dir = Path::new("/data/threads");
+        let odd = ThreadId::from_string("../../etc");
+        assert_eq!(thread_workdir(dir, &odd), dir.join("______etc"));
+        let normal = ThreadId::from_string("thr_0123abc");
+        assert_eq!(thread_workdir(dir, &normal), dir.join("thr_0123abc"));
+    }
+}

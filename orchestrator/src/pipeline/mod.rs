@@ -1,0 +1,410 @@
+//! The one path every message takes, from the HTTP API and from delegation:
+//!
+//! persist the user message (`pending`) → wait for the thread's turn (FIFO, one turn at a time
+//! per thread, threads in parallel) → check out the thread's process → add context → run the
+//! turn → persist the reply and the CLI session id → emit events.
+//!
+//! - [`queue`]: the per-thread FIFO.
+//! - [`idempotency`]: a repeated `clientMessageId` (answer with the first run, retry an
+//!   interrupted one, refuse other content).
+//! - [`context`]: the context providers, once the session start is known.
+//! - [`turn`]: one turn on a leased process, its timeouts and limits, its events and its end.
+//!
+//! Invariants: the user's message is committed before the CLI sees it; a `clientMessageId` that
+//! was seen before never runs a second turn, unless its first run was interrupted; every turn
+//! ends in `done`, `error` or `interrupted`, with exactly one `turn_finished` or `turn_failed`.
+//! Delegation is the pipeline calling itself: [`Pipeline`] implements [`Delegate`].
+
+mod context;
+mod idempotency;
+mod queue;
+mod turn;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, Instrument};
+
+use plugin_contract::{
+    CliSessionId, ContextProvider, Delegate, DelegateReply, ThreadId, ToolContext,
+};
+
+use crate::events::{EventBus, EventKind};
+use crate::mcp::McpAdapter;
+use crate::metrics::TurnMetrics;
+use crate::pool::Pool;
+use crate::store::{Message, MessageId, MessageStatus, NewThread, Store, StoreError};
+use crate::turn_error::TurnError;
+use idempotency::Admitted;
+use queue::ThreadQueues;
+
+/// A message to process.
+#[derive(Clone, Debug)]
+pub struct NewMessage {
+    pub thread_id: ThreadId,
+    pub content: String,
+    pub client_message_id: Option<String>,
+    pub model: Option<String>,
+    /// Bound on the turn; `None` = the daemon's default.
+    pub timeout: Option<Duration>,
+}
+
+/// The reply to a message.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnReply {
+    pub message: Message,
+    pub thread_id: ThreadId,
+    pub session_id: Option<CliSessionId>,
+    pub user_message_id: MessageId,
+}
+
+/// Why a message got no reply. Each variant maps to one HTTP status in `http::error`.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error("thread {0} not found")]
+    ThreadNotFound(ThreadId),
+    #[error("thread {thread} already has {limit} messages waiting; retry later")]
+    QueueFull { thread: ThreadId, limit: usize },
+    /// A `clientMessageId` sent again with other content (or model) than the first time.
+    #[error("clientMessageId {client_message_id:?} was already used for message {message_id} with other content; use a new id for a new message")]
+    ClientIdConflict {
+        client_message_id: String,
+        message_id: MessageId,
+    },
+    /// The turn ran and failed; the user message is kept with this status.
+    #[error("{error}")]
+    Turn {
+        message_id: MessageId,
+        status: MessageStatus,
+        error: TurnError,
+    },
+    /// A retried message whose first run failed.
+    #[error("message {message_id} ended as {status:?}: {error}")]
+    PreviousFailure {
+        message_id: MessageId,
+        status: MessageStatus,
+        error: String,
+    },
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for PipelineError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::ThreadNotFound(id) => PipelineError::ThreadNotFound(id),
+            other => PipelineError::Store(other),
+        }
+    }
+}
+
+/// What the pipeline's turns are bound by.
+#[derive(Clone, Debug)]
+pub struct PipelineSettings {
+    pub max_message_chars: usize,
+    pub queue_limit: usize,
+    pub idle_timeout: Duration,
+    pub turn_timeout: Duration,
+    pub max_tool_calls: u32,
+    pub delegation_timeout: Duration,
+}
+
+/// The parts the pipeline uses, and nothing else.
+pub struct PipelineParts {
+    pub store: Store,
+    pub pool: Pool,
+    pub mcp: Arc<McpAdapter>,
+    pub events: EventBus,
+    pub context: Vec<Arc<dyn ContextProvider>>,
+    pub settings: PipelineSettings,
+}
+
+/// The pipeline. Cheap to clone: clones share one.
+#[derive(Clone)]
+pub struct Pipeline {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    pool: Pool,
+    mcp: Arc<McpAdapter>,
+    events: EventBus,
+    context: Vec<Arc<dyn ContextProvider>>,
+    settings: PipelineSettings,
+    queues: Arc<ThreadQueues>,
+    turns: TurnMetrics,
+    /// Every turn runs in a tracked task, so shutdown can wait for them.
+    tasks: TaskTracker,
+    /// Cancelled when shutdown begins: no turn starts after it.
+    stopping: CancellationToken,
+}
+
+/// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
+pub struct Accepted {
+    pub message_id: MessageId,
+    pub thread_id: ThreadId,
+    pub duplicate: bool,
+    outcome: tokio::sync::oneshot::Receiver<Result<TurnReply, PipelineError>>,
+}
+
+impl Accepted {
+    pub async fn finish(self) -> Result<TurnReply, PipelineError> {
+        self.outcome
+            .await
+            .unwrap_or(Err(PipelineError::ShuttingDown))
+    }
+}
+
+impl Pipeline {
+    pub fn new(parts: PipelineParts) -> Pipeline {
+        Pipeline {
+            inner: Arc::new(Inner {
+                store: parts.store,
+                pool: parts.pool,
+                mcp: parts.mcp,
+                events: parts.events,
+                context: parts.context,
+                settings: parts.settings,
+                queues: Arc::default(),
+                turns: TurnMetrics::default(),
+                tasks: TaskTracker::new(),
+                stopping: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Turn latency and outcomes, registered in `/metrics`.
+    pub fn metrics(&self) -> &TurnMetrics {
+        &self.inner.turns
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.stopping.is_cancelled()
+    }
+
+    /// Cancelled when shutdown begins.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.inner.stopping
+    }
+
+    /// Live events of a thread from now on (the stored ones are in the store).
+    pub fn subscribe(
+        &self,
+        thread: &ThreadId,
+    ) -> tokio::sync::broadcast::Receiver<crate::store::EventRow> {
+        self.inner.events.subscribe(thread)
+    }
+
+    /// Processes one message. The turn runs in a task of its own, so a client that goes away
+    /// does not cancel it half-way; the returned future only waits for it.
+    pub async fn handle_message(&self, msg: NewMessage) -> Result<TurnReply, PipelineError> {
+        self.accept_message(msg).await?.finish().await
+    }
+
+    /// Stores the message and starts its turn in the background; returns once the message is
+    /// safe.
+    pub async fn accept_message(&self, msg: NewMessage) -> Result<Accepted, PipelineError> {
+        if self.is_shutting_down() {
+            return Err(PipelineError::ShuttingDown);
+        }
+        validate_content(&msg.content, self.inner.settings.max_message_chars)?;
+        let thread = self.inner.store.require_thread(&msg.thread_id).await?;
+        let limit = self.inner.settings.queue_limit;
+        let ticket =
+            self.inner
+                .queues
+                .enter(&thread.id, limit)
+                .ok_or_else(|| PipelineError::QueueFull {
+                    thread: thread.id.clone(),
+                    limit,
+                })?;
+        let (admitted, ticket) = idempotency::admit(&self.inner.store, &msg, ticket).await?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let span = tracing::info_span!("message", thread_id = %thread.id, message_id = %admitted.message().id);
+        let message_id = admitted.message().id.clone();
+        let duplicate = matches!(admitted, Admitted::Wait(_));
+        let pipeline = self.clone();
+        match admitted {
+            Admitted::Wait(first) => {
+                drop(ticket);
+                info!(thread_id = %thread.id, message_id = %first.id, "Repeated clientMessageId; answering with the first run.");
+                self.inner.tasks.spawn(
+                    async move {
+                        let _ = tx.send(
+                            idempotency::wait_for_outcome(
+                                &pipeline.inner.store,
+                                &pipeline.inner.events,
+                                &first,
+                            )
+                            .await,
+                        );
+                    }
+                    .instrument(span),
+                );
+            }
+            Admitted::Run(message) => {
+                self.inner.events.emit(
+                    &thread.id,
+                    Some(&message.id),
+                    EventKind::MessageReceived,
+                    json!({"messageId": message.id, "content": message.content}),
+                );
+                self.inner.tasks.spawn(
+                    async move {
+                        let result = pipeline.run_in_turn(&message, msg, ticket).await;
+                        let _ = tx.send(result);
+                    }
+                    .instrument(span),
+                );
+            }
+        }
+        Ok(Accepted {
+            message_id,
+            thread_id: thread.id,
+            duplicate,
+            outcome: rx,
+        })
+    }
+
+    /// Starts the thread's process ahead of its first message (see [`Pool::prewarm`]).
+    pub async fn prewarm(
+        &self,
+        thread: &ThreadId,
+        model: Option<String>,
+    ) -> Result<(), PipelineError> {
+        let thread = self.inner.store.require_thread(thread).await?;
+        let options = self.inner.pool.options(model.or(thread.model));
+        let pool = self.inner.pool.clone();
+        let span = tracing::info_span!("prewarm", thread_id = %thread.id);
+        self.inner.tasks.spawn(
+            async move {
+                if let Err(err) = pool
+                    .prewarm(&thread.id, &options, thread.cli_session_id.as_ref())
+                    .await
+                {
+                    tracing::warn!(error = %err, "Prewarm failed.");
+                }
+            }
+            .instrument(span),
+        );
+        Ok(())
+    }
+
+    /// Asks the thread's running turn to stop; false when none is running.
+    pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, PipelineError> {
+        self.inner.store.require_thread(thread).await?;
+        self.inner
+            .pool
+            .interrupt(thread)
+            .await
+            .map_err(|error| PipelineError::Turn {
+                message_id: MessageId::from_string(""),
+                status: MessageStatus::Error,
+                error,
+            })
+    }
+
+    /// What a tool gets when it runs for `thread` (none for a call from the HTTP API without one).
+    pub fn tool_context(&self, thread: Option<ThreadId>) -> ToolContext {
+        ToolContext {
+            thread_id: thread,
+            store: Arc::new(self.inner.store.clone()),
+            delegate: Arc::new(self.clone()),
+        }
+    }
+
+    /// Begins shutdown: no queued turn starts any more; waits up to `grace` for the running ones.
+    /// Returns false when the grace period ran out.
+    pub async fn stop(&self, grace: Duration) -> bool {
+        self.inner.stopping.cancel();
+        self.inner.tasks.close();
+        tokio::time::timeout(grace, self.inner.tasks.wait())
+            .await
+            .is_ok()
+    }
+
+    /// Waits (up to `bound`) for the turns cut short by killed processes to record their end.
+    pub async fn wait_turns(&self, bound: Duration) -> bool {
+        tokio::time::timeout(bound, self.inner.tasks.wait())
+            .await
+            .is_ok()
+    }
+}
+
+/// Delegation: a child thread whose one turn runs through this same pipeline.
+#[async_trait::async_trait]
+impl Delegate for Pipeline {
+    async fn delegate(
+        &self,
+        parent: &ThreadId,
+        prompt: String,
+        model: Option<String>,
+    ) -> Result<DelegateReply, String> {
+        if self.is_shutting_down() {
+            return Err("the daemon is shutting down".into());
+        }
+        // The depth limit is the delegation plugin's policy; this only runs the child.
+        let store = &self.inner.store;
+        let parent_thread = store
+            .require_thread(parent)
+            .await
+            .map_err(|e| e.to_string())?;
+        let child = store
+            .create_thread(NewThread {
+                title: Some(format!("delegated from {parent}")),
+                model: model.clone().or(parent_thread.model),
+                parent_id: Some(parent.clone()),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        info!(parent = %parent, child = %child.id, "Delegating to a child thread.");
+        let reply = self
+            .handle_message(NewMessage {
+                thread_id: child.id.clone(),
+                content: prompt,
+                client_message_id: None,
+                model: None,
+                timeout: Some(self.inner.settings.delegation_timeout),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(DelegateReply {
+            child_thread_id: child.id,
+            text: reply.message.content,
+        })
+    }
+}
+
+fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {
+    if content.trim().is_empty() {
+        return Err(PipelineError::InvalidInput(
+            "content must not be empty".into(),
+        ));
+    }
+    let chars = content.chars().count();
+    if chars > max_chars {
+        return Err(PipelineError::InvalidInput(format!(
+            "content is {chars} characters; the limit is {max_chars}"
+        )));
+    }
+    if content
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(PipelineError::InvalidInput(
+            "content contains control characters other than newline, carriage return and tab"
+                .into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! One turn: wait for the thread's place in line, check out its process, add context, run the
+//! turn (idle and total timeouts, the tool-call cap, tool calls run with the turn's context),
+//! store the outcome, and end the turn on the event stream exactly once.
+
+use std::time::{Duration, Instant};
+
+use claude_cli::{TurnEvent, TurnResult};
+use serde_json::json;
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use plugin_contract::SessionStart;
+
+use super::queue::QueueTicket;
+use super::{context, NewMessage, Pipeline, PipelineError, TurnReply};
+use crate::events::EventKind;
+use crate::pool::{Finish, Lease, TurnItem};
+use crate::store::{Message, MessageId, MessageStatus};
+use crate::turn_error::TurnError;
+
+impl Pipeline {
+    /// Runs the message's turn once the ones ahead of it are done, and ends it on the event
+    /// stream: `turn_finished` or `turn_failed`, stored before the caller hears the outcome.
+    pub(super) async fn run_in_turn(
+        &self,
+        user: &Message,
+        msg: NewMessage,
+        mut ticket: QueueTicket,
+    ) -> Result<TurnReply, PipelineError> {
+        ticket.wait_turn().await;
+        let terminal = TerminalEvent::new(self, user);
+        let result = self.execute(user, msg).await;
+        match &result {
+            Ok(reply) => {
+                terminal
+                    .finished(json!({"messageId": user.id, "reply": reply.message}))
+                    .await
+            }
+            Err(PipelineError::Turn { status, error, .. }) => {
+                terminal.failed(*status, error.to_string()).await
+            }
+            Err(other) => {
+                // Not the CLI (the store, the thread): the turn is over all the same, and the
+                // message must not stay `pending`.
+                let error = other.to_string();
+                if let Err(err) = self
+                    .inner
+                    .store
+                    .fail_turn(&user.id, MessageStatus::Error, &error, None)
+                    .await
+                {
+                    warn!(message_id = %user.id, error = %err, "Could not mark the failed turn.");
+                }
+                terminal.failed(MessageStatus::Error, error).await
+            }
+        }
+        // Only now may the next message of the thread start.
+        drop(ticket);
+        result
+    }
+
+    async fn execute(&self, user: &Message, msg: NewMessage) -> Result<TurnReply, PipelineError> {
+        let inner = &self.inner;
+        if self.is_shutting_down() {
+            // Shutdown began while this message waited in line: the grace period is for turns
+            // that are running, and a turn started now would only be killed.
+            let error = TurnError::ShuttingDown;
+            let status = MessageStatus::Interrupted;
+            inner
+                .store
+                .fail_turn(&user.id, status, &error.to_string(), None)
+                .await?;
+            return Err(PipelineError::Turn {
+                message_id: user.id.clone(),
+                status,
+                error,
+            });
+        }
+        let thread = inner.store.require_thread(&user.thread_id).await?;
+        let model = msg.model.clone().or(thread.model.clone());
+        inner.events.emit(
+            &thread.id,
+            Some(&user.id),
+            EventKind::TurnStarted,
+            json!({"messageId": user.id}),
+        );
+        let started = Instant::now();
+        let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut tally = TurnTally::default();
+        let outcome = self
+            .checkout_and_run(
+                user,
+                &msg,
+                model.clone(),
+                thread.cli_session_id.as_ref(),
+                deadline,
+                timeout,
+                &mut tally,
+            )
+            .await;
+        match outcome {
+            Ok(done) => {
+                let message = inner
+                    .store
+                    .complete_turn(
+                        &user.id,
+                        &done.text,
+                        model.as_deref(),
+                        done.session_id.as_ref(),
+                    )
+                    .await?;
+                inner
+                    .turns
+                    .finished(tally.is_warm(), "done", started.elapsed());
+                info!(
+                    thread_id = %thread.id, message_id = %user.id, start = ?tally.start, warm = tally.is_warm(),
+                    ms = started.elapsed().as_millis() as u64, api_calls = done.num_turns,
+                    tool_calls = tally.tool_calls, outcome = "done", "Turn finished."
+                );
+                Ok(TurnReply {
+                    message,
+                    thread_id: thread.id,
+                    session_id: done.session_id,
+                    user_message_id: user.id.clone(),
+                })
+            }
+            Err(error) => {
+                let cause = error.to_string();
+                let (status, error) = match error {
+                    TurnError::Interrupted | TurnError::ShuttingDown => {
+                        (MessageStatus::Interrupted, error)
+                    }
+                    // Killed by shutdown (the process death is only how): the user did nothing
+                    // wrong and may send it again.
+                    _ if self.is_shutting_down() => {
+                        (MessageStatus::Interrupted, TurnError::ShuttingDown)
+                    }
+                    other => (MessageStatus::Error, other),
+                };
+                inner
+                    .store
+                    .fail_turn(&user.id, status, &error.to_string(), None)
+                    .await?;
+                inner
+                    .turns
+                    .finished(tally.is_warm(), status.as_str(), started.elapsed());
+                warn!(
+                    thread_id = %thread.id, message_id = %user.id, start = tally.label(),
+                    ms = started.elapsed().as_millis() as u64, tool_calls = tally.tool_calls,
+                    outcome = ?status, error = %cause, "Turn failed."
+                );
+                Err(PipelineError::Turn {
+                    message_id: user.id.clone(),
+                    status,
+                    error,
+                })
+            }
+        }
+    }
+
+    /// Checks out the thread's process, prepares the prompt now that the session start is known,
+    /// runs the turn, and ends the lease according to how the turn went.
+    #[allow(clippy::too_many_arguments)]
+    async fn checkout_and_run(
+        &self,
+        user: &Message,
+        msg: &NewMessage,
+        model: Option<String>,
+        resume: Option<&plugin_contract::CliSessionId>,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+        tally: &mut TurnTally,
+    ) -> Result<Done, TurnError> {
+        let inner = &self.inner;
+        let options = inner.pool.options(model);
+        let lease = tokio::time::timeout_at(
+            deadline,
+            inner.pool.checkout(&user.thread_id, &options, resume),
+        )
+        .await
+        .map_err(|_| TurnError::TurnTimeout(timeout))??;
+        let start = lease.session_start();
+        tally.start = Some(start);
+        let prompt = context::prepare_prompt(
+            &inner.context,
+            std::sync::Arc::new(inner.store.clone()),
+            &user.thread_id,
+            start,
+            &msg.content,
+        )
+        .await;
+        inner.events.emit(
+            &user.thread_id,
+            Some(&user.id),
+            EventKind::ProcessReady,
+            json!({"type": "process_ready", "start": start, "pid": lease.pid()}),
+        );
+        debug!(thread_id = %user.thread_id, pid = lease.pid(), ?start, "Turn sent.");
+        let outcome = self
+            .run_on_lease(&lease, user, &prompt, deadline, tally)
+            .await;
+        match outcome {
+            Ok(result) if !result.is_error => {
+                let session_id = result
+                    .session_id
+                    .clone()
+                    .map(plugin_contract::CliSessionId::from_string)
+                    .or_else(|| lease.session_id());
+                lease.finish(Finish::Keep).await;
+                Ok(Done {
+                    text: result.text.unwrap_or_default(),
+                    session_id,
+                    num_turns: result.num_turns,
+                })
+            }
+            Ok(result) if result.was_interrupted() => {
+                // An interrupt: the process stays usable.
+                lease.finish(Finish::Keep).await;
+                Err(TurnError::Interrupted)
+            }
+            Ok(result) => {
+                let reason = result.error_reason();
+                warn!(thread_id = %user.thread_id, pid = lease.pid(), %reason, "Turn failed; evicting the process.");
+                lease.finish(Finish::Discard).await;
+                Err(TurnError::Cli(reason))
+            }
+            Err(err @ TurnError::ToolCallLimit(_)) => {
+                // Stopped by an interrupt: the process stays usable.
+                lease.finish(Finish::Keep).await;
+                Err(err)
+            }
+            Err(err) => {
+                // The turn only knows its deadline; the user set (and should read) the total.
+                let err = match err {
+                    TurnError::TurnTimeout(_) => TurnError::TurnTimeout(timeout),
+                    other => other,
+                };
+                warn!(thread_id = %user.thread_id, pid = lease.pid(), error = %err, "Turn failed; evicting the process.");
+                lease.finish(Finish::Discard).await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Streams one turn until its `result`: events to the thread's stream, tool calls run with
+    /// the turn's context. Idle time counts only while the CLI is not waiting on us.
+    async fn run_on_lease(
+        &self,
+        lease: &Lease,
+        user: &Message,
+        prompt: &str,
+        deadline: tokio::time::Instant,
+        tally: &mut TurnTally,
+    ) -> Result<TurnResult, TurnError> {
+        let inner = &self.inner;
+        let idle = inner.settings.idle_timeout;
+        let max_tool_calls = inner.settings.max_tool_calls;
+        let mut turn = lease.start_turn(prompt).await?;
+        // Tool calls of this turn; the ones still running when it ends are stopped.
+        let mut tools = JoinSet::new();
+        let mut last_output = tokio::time::Instant::now();
+        let mut over_limit = false;
+        loop {
+            tokio::select! {
+                item = turn.next() => {
+                    last_output = tokio::time::Instant::now();
+                    match item? {
+                        TurnItem::Event(event) => {
+                            if tally.observe(&event) > u64::from(max_tool_calls) && !over_limit {
+                                over_limit = true;
+                                warn!(tool_calls = tally.tool_calls, limit = max_tool_calls, "Too many tool calls in one turn; stopping it.");
+                                lease.interrupt_now();
+                            }
+                            let kind = EventKind::from(&event);
+                            let data = serde_json::to_value(&event).unwrap_or_default();
+                            inner.events.emit(&user.thread_id, Some(&user.id), kind, data);
+                        }
+                        TurnItem::Alive => {}
+                        TurnItem::ToolCall(pending) => {
+                            let mcp = inner.mcp.clone();
+                            let ctx = self.tool_context(Some(user.thread_id.clone()));
+                            let (call, reply) = pending.into_parts();
+                            tools.spawn(async move { reply.send(mcp.call(call, ctx).await) });
+                        }
+                        TurnItem::Done(result) => {
+                            if over_limit {
+                                return Err(TurnError::ToolCallLimit(max_tool_calls));
+                            }
+                            return Ok(result);
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(last_output + idle) => {
+                    if turn.waiting_on_host() {
+                        last_output = tokio::time::Instant::now();
+                        continue;
+                    }
+                    return Err(TurnError::IdleTimeout(idle));
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    // Only the caller knows the turn's total (it started the clock).
+                    return Err(TurnError::TurnTimeout(Duration::ZERO));
+                }
+            }
+        }
+    }
+}
+
+/// A successful turn.
+struct Done {
+    text: String,
+    session_id: Option<plugin_contract::CliSessionId>,
+    num_turns: u64,
+}
+
+/// What one turn showed, for its summary line and metrics.
+#[derive(Debug, Default)]
+struct TurnTally {
+    tool_calls: u64,
+    /// How the turn's process started; `None` until a process took the turn.
+    start: Option<SessionStart>,
+}
+
+impl TurnTally {
+    /// Counts the event; returns the tool calls so far.
+    fn observe(&mut self, event: &TurnEvent) -> u64 {
+        if matches!(event, TurnEvent::ToolCallStarted { .. }) {
+            self.tool_calls += 1;
+        }
+        self.tool_calls
+    }
+
+    fn is_warm(&self) -> bool {
+        self.start.is_some_and(SessionStart::is_warm)
+    }
+
+    /// `warm` or `cold`, for log lines; `cold` when no process took the turn.
+    fn label(&self) -> &'static str {
+        if self.is_warm() {
+            "warm"
+        } else {
+            "cold"
+        }
+    }
+}
+
+/// The end of a turn on the thread's event stream. Sent exactly once: by [`Self::finished`] or
+/// [`Self::failed`], or on drop (the task running the turn panicked or was cancelled), so no
+/// client of the stream waits forever for a turn that is over.
+struct TerminalEvent {
+    pipeline: Pipeline,
+    thread: plugin_contract::ThreadId,
+    message: MessageId,
+    sent: bool,
+}
+
+impl TerminalEvent {
+    fn new(pipeline: &Pipeline, user: &Message) -> Self {
+        Self {
+            pipeline: pipeline.clone(),
+            thread: user.thread_id.clone(),
+            message: user.id.clone(),
+            sent: false,
+        }
+    }
+
+    async fn finished(mut self, data: serde_json::Value) {
+        self.sent = true;
+        self.pipeline
+            .inner
+            .events
+            .emit_and_wait(
+                &self.thread,
+                Some(&self.message),
+                EventKind::TurnFinished,
+                data,
+            )
+            .await;
+    }
+
+    async fn failed(mut self, status: MessageStatus, error: String) {
+        self.sent = true;
+        let data = json!({"messageId": self.message, "status": status, "error": error});
+        self.pipeline
+            .inner
+            .events
+            .emit_and_wait(
+                &self.thread,
+                Some(&self.message),
+                EventKind::TurnFailed,
+                data,
+            )
+            .await;
+    }
+}
+
+impl Drop for TerminalEvent {
+    fn drop(&mut self) {
+        if self.sent {
+            return;
+        }
+        let error = "the turn ended unexpectedly";
+        warn!(thread_id = %self.thread, message_id = %self.message, "A turn ended without an outcome.");
+        self.pipeline.inner.events.emit(
+            &self.thread,
+            Some(&self.message),
+            EventKind::TurnFailed,
+            json!({"messageId": self.message, "status": MessageStatus::Error, "error": error}),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (store, message) = (self.pipeline.inner.store.clone(), self.message.clone());
+            runtime.spawn(async move {
+                let _ = store
+                    .fail_turn(&message, MessageStatus::Error, error, None)
+                    .await;
+            });
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The one place the daemon is put together, in dependency order, and its lifecycle: [`start`]
+//! builds and serves, [`Running::stop`] shuts down within the grace period, [`run`] does both
+//! around a shutdown signal.
+//!
+//! Build order: store (migrations, crash recovery) → event bus → tools and the MCP adapter →
+//! launcher and pool → pipeline → metrics → HTTP router and listener. Each part gets the parts
+//! it uses and nothing else; nothing is wired after construction.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use plugin_contract::Plugin;
+
+use crate::config::Config;
+use crate::events::EventBus;
+use crate::http::ApiState;
+use crate::launch::Launcher;
+use crate::mcp::{McpAdapter, ToolRegistry};
+use crate::metrics::Metrics;
+use crate::pipeline::{Pipeline, PipelineParts, PipelineSettings};
+use crate::pool::{Pool, PoolSettings};
+use crate::store::Store;
+
+/// A start-up failure, shown to the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the database: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("plugin tools are invalid: {0}")]
+    Tools(#[from] crate::mcp::schema::SchemaError),
+    #[error("cannot prepare the data directories: {0}")]
+    Dirs(std::io::Error),
+    #[error("cannot bind {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// The daemon's parts, built. Cheap to clone.
+#[derive(Clone)]
+pub struct Daemon {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub pool: Pool,
+    pub pipeline: Pipeline,
+    pub mcp: Arc<McpAdapter>,
+    pub metrics: Arc<Metrics>,
+    /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
+    background: TaskTracker,
+}
+
+impl Daemon {
+    /// Opens the store (running migrations), recovers interrupted turns, loads the plugins, and
+    /// builds every part in dependency order.
+    pub async fn build(
+        config: Config,
+        plugins: Vec<Arc<dyn Plugin>>,
+    ) -> Result<Daemon, StartError> {
+        crate::private_fs::create_dir(&config.data_dir).map_err(StartError::Dirs)?;
+        let db_path = config.db_path();
+        if db_path != ":memory:" {
+            // Before SQLite creates it: its journal files take the database file's mode.
+            for suffix in ["", "-wal", "-shm"] {
+                let path = std::path::PathBuf::from(format!("{db_path}{suffix}"));
+                if suffix.is_empty() || path.exists() {
+                    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(parent).map_err(StartError::Dirs)?;
+                    }
+                    crate::private_fs::create_file(&path).map_err(StartError::Dirs)?;
+                }
+            }
+        }
+        let store = Store::open(&db_path).await?;
+        let recovered = store
+            .interrupt_pending("the daemon stopped before this turn finished")
+            .await?;
+        if recovered > 0 {
+            warn!(
+                messages = recovered,
+                "Marked messages left pending by an earlier run as interrupted."
+            );
+        }
+        let background = TaskTracker::new();
+        let events = EventBus::start(store.clone(), &background);
+        let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
+        let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
+        let launcher = Launcher::new(&config).map_err(StartError::Dirs)?;
+        let pool = Pool::new(
+            PoolSettings {
+                idle_ttl: config.pool.idle_ttl,
+                capacity: config.pool.max_capacity,
+                prewarm_evicts_after: config.pool.prewarm_evicts_after,
+            },
+            launcher,
+            mcp.clone(),
+        );
+        let pipeline = Pipeline::new(PipelineParts {
+            store: store.clone(),
+            pool: pool.clone(),
+            mcp: mcp.clone(),
+            events,
+            context: plugins
+                .iter()
+                .filter_map(|p| p.context_provider())
+                .collect(),
+            settings: PipelineSettings {
+                max_message_chars: config.max_message_chars,
+                queue_limit: config.turn.queue_limit,
+                idle_timeout: config.turn.idle_timeout,
+                turn_timeout: config.turn.timeout,
+                max_tool_calls: config.turn.max_tool_calls,
+                delegation_timeout: config.tools.delegation_timeout,
+            },
+        });
+        let metrics = Arc::new(Metrics::new(
+            pool.metrics(),
+            mcp.metrics(),
+            store.metrics(),
+            pipeline.metrics(),
+        ));
+        Ok(Daemon {
+            config: Arc::new(config),
+            store,
+            pool,
+            pipeline,
+            mcp,
+            metrics,
+            background,
+        })
+    }
+
+    /// What the HTTP handlers use.
+    pub fn api_state(&self) -> ApiState {
+        ApiState {
+            pipeline: self.pipeline.clone(),
+            store: self.store.clone(),
+            pool: self.pool.clone(),
+            mcp: self.mcp.clone(),
+            metrics: self.metrics.clone(),
+            config: self.config.clone(),
+        }
+    }
+
+    /// Stops taking turns, lets running ones finish within the grace period, then kills every
+    /// child process and marks what did not finish as interrupted.
+    pub async fn shutdown(&self, grace: Duration) {
+        if !self.pipeline.stop(grace).await {
+            warn!(?grace, "Grace period over; killing what is left.");
+        }
+        self.pool.shutdown().await;
+        // The turns cut short end at once now; let them record how (and queued ones that they
+        // never started) before what is left is marked and the store closes.
+        if !self.pipeline.wait_turns(Duration::from_secs(2)).await {
+            warn!("Some turns did not record their end after their processes were killed.");
+        }
+        self.mark_interrupted("the daemon shut down before this turn finished")
+            .await;
+    }
+
+    /// Kills every child at once, without a grace period (a second signal).
+    pub async fn kill_now(&self) {
+        self.pipeline.stopping().cancel();
+        self.pool.shutdown().await;
+        self.mark_interrupted("the daemon was stopped before this turn finished")
+            .await;
+    }
+
+    async fn mark_interrupted(&self, reason: &str) {
+        match self.store.interrupt_pending(reason).await {
+            Ok(0) => {}
+            Ok(n) => warn!(
+                messages = n,
+                "Turns cut short by shutdown were marked interrupted."
+            ),
+            Err(err) => warn!(error = %err, "Could not mark unfinished turns."),
+        }
+    }
+}
+
+/// A daemon serving HTTP.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub daemon: Daemon,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Graceful shutdown; returns when every child is gone.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.done).await;
+    }
+}
+
+/// Builds the daemon, binds, and serves until [`Running::stop`].
+pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Running, StartError> {
+    let addr = config.bind;
+    let grace = config.shutdown_grace;
+    let daemon = Daemon::build(config, plugins).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|error| StartError::Bind { addr, error })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|error| StartError::Bind { addr, error })?;
+    info!(%addr, "Harness listening.");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = daemon.clone();
+    let done = tokio::spawn(async move {
+        let stopping: CancellationToken = serving.pipeline.stopping().clone();
+        let pool = serving.pool.clone();
+        let maintenance_stop = stopping.clone();
+        serving.background.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => pool.run_maintenance().await,
+                    _ = maintenance_stop.cancelled() => break,
+                }
+            }
+        });
+        let router = crate::http::router(serving.api_state());
+        let http = serving.config.http.clone();
+        let server = tokio::spawn(async move {
+            crate::http::serve::serve(listener, router, &http, stopping).await;
+        });
+        let _ = stop_rx.await;
+        info!("Shutting down.");
+        serving.shutdown(grace).await;
+        // Connections still open after the grace period (a stuck SSE client) do not hold us.
+        let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        serving.store.close().await;
+        info!("Stopped.");
+    });
+    Ok(Running {
+        addr,
+        daemon,
+        stop: Some(stop_tx),
+        done,
+    })
+}
+
+/// How [`run`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Running turns had the grace period to finish.
+    Gracefully,
+    /// `force` resolved during the grace period: every child was killed at once.
+    Forced,
+}
+
+/// Runs until `shutdown` resolves, then shuts down gracefully, unless `force` resolves first
+/// (a second signal): then every child is killed at once and what was running is marked
+/// interrupted, to be retried.
+pub async fn run(
+    config: Config,
+    plugins: Vec<Arc<dyn Plugin>>,
+    shutdown: impl Future<Output = ()>,
+    force: impl Future<Output = ()>,
+) -> Result<Stopped, StartError> {
+    let running = start(config, plugins).await?;
+    shutdown.await;
+    let daemon = running.daemon.clone();
+    tokio::select! {
+        _ = running.stop() => Ok(Stopped::Gracefully),
+        _ = force => {
+            warn!("Second signal: stopping now, without the grace period.");
+            daemon.kill_now().await;
+            Ok(Stopped::Forced)
+        }
+    }
+}

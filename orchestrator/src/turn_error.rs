@@ -1,0 +1,56 @@
+//! [`TurnError`]: why a turn got no reply. Each variant maps to one HTTP status in
+//! `http::error`.
+
+use std::time::Duration;
+
+use claude_cli::CliError;
+
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The CLI binary could not be started (missing, not executable). The API answers 503.
+    #[error("could not start the claude CLI ({bin}): {reason}")]
+    Spawn { bin: String, reason: String },
+    /// The process exited or closed stdout before the turn ended. The API answers 502.
+    #[error("the claude CLI exited mid-turn ({status}); stderr: {stderr_tail}")]
+    ProcessDied { status: String, stderr_tail: String },
+    /// The CLI did not become ready in time. The API answers 503.
+    #[error("the claude CLI did not become ready within {0:?}")]
+    NotReady(Duration),
+    /// No output from the CLI for too long. The API answers 504.
+    #[error("the claude CLI sent nothing for {0:?}; the turn was abandoned")]
+    IdleTimeout(Duration),
+    /// The whole turn took too long. The API answers 504.
+    #[error("the turn did not finish within {0:?}")]
+    TurnTimeout(Duration),
+    /// The CLI ended the turn with an error (API failure, max turns, …). The text is the CLI's.
+    /// The API answers 502.
+    #[error("the claude CLI reported an error: {0}")]
+    Cli(String),
+    /// The model asked for more tool calls in one turn than `turn.max_tool_calls` allows; the
+    /// turn was stopped. The API answers 502.
+    #[error("the turn was stopped after more than {0} tool calls (turn.max_tool_calls)")]
+    ToolCallLimit(u32),
+    /// The turn was interrupted on request. The API answers 409.
+    #[error("the turn was interrupted")]
+    Interrupted,
+    /// The daemon is shutting down. The API answers 503.
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+}
+
+impl From<CliError> for TurnError {
+    fn from(err: CliError) -> Self {
+        match err {
+            CliError::Spawn { bin, reason } => TurnError::Spawn { bin, reason },
+            CliError::ProcessDied {
+                status,
+                stderr_tail,
+            } => TurnError::ProcessDied {
+                status,
+                stderr_tail,
+            },
+            CliError::NotReady(after) => TurnError::NotReady(after),
+            CliError::Refused(reason) => TurnError::Cli(reason),
+        }
+    }
+}
