@@ -2,7 +2,7 @@
 
 # Run the daemon (release build).
 run *ARGS:
-    cargo run --release -p orchestrator --bin harness -- serve {{ARGS}}
+    cargo run --release -p harness -- serve {{ARGS}}
 
 # Every test: units, the real claude CLI against the mock Messages API, end to end.
 test:

@@ -28,7 +28,7 @@
 //! | `harness_tool_schema_failures_total` | counter | `tool` | inputs rejected by the tool's schema |
 //! | `harness_sqlite_query_duration_seconds` | histogram | `query`: the store method | one store call, pool wait included |
 //!
-//! `start="warm"` is [`SessionStart::Warm`]: the process had already served the thread, so the CLI
+//! `start="warm"`: the lease reported a warm session: the process had already served the thread, so the CLI
 //! holds its history. Every other turn is `cold`: the first on its process (a fresh or resumed
 //! session), including the first turn after a prewarm, which skips the spawn but still pays the
 //! CLI's first-turn cost; `harness_pool_hits_total` tells prewarm hits apart. A turn whose spawn

@@ -17,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use subtle::ConstantTimeEq;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 
 use crate::config::Config;
 use crate::mcp::McpAdapter;
@@ -92,7 +94,21 @@ pub fn router(state: ApiState) -> Router {
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
         .layer(cors(&guard))
+        // Outermost first: every request gets an `x-request-id` (the client's, or a new UUID),
+        // carried by its `request` span and echoed on the answer.
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::debug_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
 }
 
 /// CORS headers for the origins `http.allowed_origins` lists (the guard refuses the others).

@@ -479,6 +479,30 @@ mod tests {
     }
 
     #[test]
+    fn every_answer_carries_a_request_id_and_a_given_one_is_echoed() {
+        let fixture = fixture();
+        let call = |id: Option<&str>| {
+            let mut request = Request::builder()
+                .uri("/healthz")
+                .header("host", "127.0.0.1:7878");
+            if let Some(id) = id {
+                request = request.header("x-request-id", id);
+            }
+            let request = request.body(Body::empty()).unwrap();
+            fixture.runtime.block_on(async {
+                let response = fixture.router.clone().oneshot(request).await.unwrap();
+                response
+                    .headers()
+                    .get("x-request-id")
+                    .map(|v| v.to_str().unwrap().to_owned())
+            })
+        };
+        assert_eq!(call(Some("req-42")).as_deref(), Some("req-42"));
+        let made = call(None).expect("a request id is made");
+        assert_eq!(made.len(), 36, "a UUID: {made}");
+    }
+
+    #[test]
     fn limits_and_content_rules() {
         let fixture = fixture();
         let uri = fixture.messages_uri();
