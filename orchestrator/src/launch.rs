@@ -152,14 +152,17 @@ pub fn child_env(
 }
 
 /// The `--settings` of every child: auto-memory as configured, and deny rules that keep every
-/// thread's file tools out of the CLI's config dir, where all threads' transcripts (and, when
-/// on, memories) live. Deny rules win over allow rules and over every permission mode. They go
-/// in the settings JSON rather than `--disallowedTools`, whose list a space or comma in the
-/// path would split.
+/// thread's file tools out of the CLI's config dir, where all threads' transcripts, memories,
+/// agent memory and task files live. In the CLI, a `Read(…)` path rule also governs Glob and Grep,
+/// and an `Edit(…)` rule Write and NotebookEdit; deny rules are checked before every automatic
+/// allowance (the current project's memory folder, which the CLI lets the model write even with
+/// auto-memory off) and win over every allow rule and permission mode. `//` makes the path
+/// absolute. They go in the settings JSON rather than `--disallowedTools`, whose list a space
+/// or comma in the path would split.
 fn session_settings(config: &Config, config_dir: &Path) -> serde_json::Value {
     let dir = config_dir.to_string_lossy();
     let dir = dir.trim_end_matches('/');
-    let deny: Vec<String> = ["Read", "Edit", "Write", "Glob", "Grep", "NotebookEdit"]
+    let deny: Vec<String> = ["Read", "Edit"]
         .iter()
         .map(|tool| format!("{tool}(/{dir}/**)"))
         .collect();

@@ -118,6 +118,10 @@ impl From<PipelineError> for ApiError {
                     message_id: Some(message_id),
                 }
             }
+            PipelineError::Process(error) => {
+                let (status, code) = turn_status(&error);
+                ApiError::new(status, code, error.to_string())
+            }
             PipelineError::PreviousFailure {
                 message_id,
                 status,

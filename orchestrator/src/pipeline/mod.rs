@@ -85,6 +85,9 @@ pub enum PipelineError {
         status: MessageStatus,
         error: TurnError,
     },
+    /// A request to the thread's process (an interrupt) failed.
+    #[error("{0}")]
+    Process(TurnError),
     /// A retried message whose first run failed.
     #[error("message {message_id} ended as {status:?}: {error}")]
     PreviousFailure {
@@ -167,6 +170,7 @@ impl Accepted {
 
 impl Pipeline {
     pub fn new(parts: PipelineParts) -> Pipeline {
+        let tasks = TaskTracker::new();
         Pipeline {
             inner: Arc::new(Inner {
                 store: parts.store,
@@ -175,9 +179,9 @@ impl Pipeline {
                 events: parts.events,
                 context: parts.context,
                 settings: parts.settings,
-                queues: Arc::default(),
+                queues: Arc::new(ThreadQueues::new(tasks.clone())),
                 turns: TurnMetrics::default(),
-                tasks: TaskTracker::new(),
+                tasks,
                 stopping: CancellationToken::new(),
             }),
         }
@@ -307,11 +311,7 @@ impl Pipeline {
             .pool
             .interrupt(thread)
             .await
-            .map_err(|error| PipelineError::Turn {
-                message_id: MessageId::from_string(""),
-                status: MessageStatus::Error,
-                error,
-            })
+            .map_err(PipelineError::Process)
     }
 
     /// What a tool gets when it runs for `thread` (none for a call from the HTTP API without one).

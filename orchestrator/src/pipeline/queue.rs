@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+use tokio_util::task::TaskTracker;
 
 use plugin_contract::ThreadId;
 
@@ -17,9 +18,10 @@ use crate::sync::lock;
 /// the line (takes the completion signal of the one ahead) under the same per-thread lock as the
 /// insert that gives the message its `seq`. Tasks spawned one after another may start in any
 /// order, so a fair lock taken inside the task would not be enough.
-#[derive(Default)]
 pub struct ThreadQueues {
     slots: Mutex<HashMap<ThreadId, Arc<ThreadSlot>>>,
+    /// The pipeline's turns: a hand-over left by a ticket that quit the line is one of them.
+    tasks: TaskTracker,
 }
 
 #[derive(Default)]
@@ -43,6 +45,13 @@ pub struct QueueTicket {
 }
 
 impl ThreadQueues {
+    pub fn new(tasks: TaskTracker) -> ThreadQueues {
+        ThreadQueues {
+            slots: Mutex::default(),
+            tasks,
+        }
+    }
+
     /// Takes a place in the thread's queue, or refuses when `limit` messages are already there.
     pub fn enter(self: &Arc<Self>, thread: &ThreadId, limit: usize) -> Option<QueueTicket> {
         use std::sync::atomic::Ordering;
@@ -91,8 +100,8 @@ impl Drop for QueueTicket {
         use std::sync::atomic::Ordering;
         // Left the line before its turn came: the one behind must still wait for the one ahead.
         if let (Some(ahead), Some(done)) = (self.ahead.take(), self.done.take()) {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                self.queues.tasks.spawn(async move {
                     let _ = ahead.await;
                     drop(done);
                 });

@@ -408,9 +408,9 @@ impl Drop for TerminalEvent {
             EventKind::TurnFailed,
             json!({"messageId": self.message, "status": MessageStatus::Error, "error": error}),
         );
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        if tokio::runtime::Handle::try_current().is_ok() {
             let (store, message) = (self.pipeline.inner.store.clone(), self.message.clone());
-            runtime.spawn(async move {
+            self.pipeline.inner.tasks.spawn(async move {
                 let _ = store
                     .fail_turn(&message, MessageStatus::Error, error, None)
                     .await;
