@@ -7,14 +7,17 @@
 //! - SIGTERM mid-turn: the daemon waits out the grace period, kills the CLI, marks the turn
 //!   `interrupted`, and exits 0; no CLI process remains.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
 use harness_tests::cli::{claude_bin, cli_env, stray_cli_env};
+use harness_tests::client::ApiClient;
 use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, eventually_async, process_exists};
 use orchestrator::store::Store;
@@ -22,13 +25,14 @@ use orchestrator::store::Store;
 /// The `harness` binary as a child process.
 struct Harness {
     child: tokio::process::Child,
-    base: String,
-    http: reqwest::Client,
+    /// Talks to the daemon at the address it logged, with its token when it has one.
+    client: ApiClient,
+    /// The daemon's stderr: JSON log lines.
     log: PathBuf,
 }
 
 impl Harness {
-    /// Starts `harness serve` on a free port with its data in `dir`, the CLI pointed at `mock`.
+    /// Starts `harness serve` on port 0 with its data in `dir`, the CLI pointed at `mock`.
     async fn start(dir: &Path, mock: &MockApi, grace_secs: u64) -> Harness {
         Self::start_with_env(dir, mock, grace_secs, &[]).await
     }
@@ -45,11 +49,6 @@ impl Harness {
             .await
             .expect("installer task")
             .expect("the claude CLI is installed by test support");
-        // The port is free now; the daemon binds it a moment later.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let env: toml::Table = cli_env(&mock.url())
             .into_iter()
             .map(|(k, v)| (k, toml::Value::String(v)))
@@ -60,16 +59,23 @@ impl Harness {
         );
         let config_path = dir.join("harness.toml");
         std::fs::write(&config_path, config).expect("write the config");
-        let log = dir.join(format!("harness-{port}.log"));
+        // One log per start: a restart on the same directory writes a new one.
+        static STARTS: AtomicUsize = AtomicUsize::new(0);
+        let log = dir.join(format!(
+            "harness-{}.log",
+            STARTS.fetch_add(1, Ordering::SeqCst)
+        ));
         let log_file = std::fs::File::create(&log).expect("log file");
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"));
         command
             .arg("serve")
-            .arg(format!("--bind=127.0.0.1:{port}"))
+            // Port 0: the daemon binds whatever is free and logs the address.
+            .arg("--bind=127.0.0.1:0")
             .arg(format!("--db={}", dir.join("harness.db").display()))
             .arg(format!("--data-dir={}", dir.display()))
             .arg(format!("--claude-bin={}", claude.display()))
             .arg(format!("--config={}", config_path.display()))
+            .arg("--log-format=json")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -84,28 +90,39 @@ impl Harness {
             }
         }
         command.envs(extra_env.iter().copied());
-        let child = command.spawn().expect("harness starts");
-        let mut headers = reqwest::header::HeaderMap::new();
-        if let Some((_, token)) = extra_env.iter().find(|(k, _)| *k == "HARNESS_TOKEN") {
-            let value = format!("Bearer {token}").parse().expect("a header value");
-            headers.insert(reqwest::header::AUTHORIZATION, value);
-        }
-        let harness = Harness {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::builder()
-                .default_headers(headers)
-                .build()
-                .expect("an HTTP client"),
-            log,
+        let mut child = command.spawn().expect("harness starts");
+        let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+        // The address it bound, from its log; or its exit status, if it exited before that.
+        let (mut addr, mut exited) = (None, None);
+        let logged = eventually(
+            Duration::from_secs(30),
+            "the daemon logs the address it listens on",
+            || {
+                addr = listening_addr(&log_text());
+                if addr.is_none() {
+                    exited = child.try_wait().ok().flatten();
+                }
+                addr.is_some() || exited.is_some()
+            },
+        )
+        .await;
+        let addr = match (logged, addr) {
+            (Ok(()), Some(addr)) => addr,
+            (Ok(()), None) => panic!("the daemon exited ({exited:?})\n{}", log_text()),
+            (Err(err), _) => panic!("{err}\n{}", log_text()),
         };
+        let base = format!("http://{addr}");
+        let client = match extra_env.iter().find(|(k, _)| *k == "HARNESS_TOKEN") {
+            Some((_, token)) => ApiClient::with_bearer_token(base, token),
+            None => ApiClient::new(base),
+        };
+        let harness = Harness { child, client, log };
         let ready = eventually_async(Duration::from_secs(30), "the daemon answers", || async {
             harness
-                .http
-                .get(format!("{}/healthz", harness.base))
-                .send()
+                .client
+                .try_get("/healthz")
                 .await
-                .is_ok_and(|r| r.status() == 200)
+                .is_ok_and(|(status, _)| status == 200)
         })
         .await;
         if let Err(err) = ready {
@@ -122,38 +139,23 @@ impl Harness {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn get(&self, path: &str) -> Value {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("GET reaches the daemon");
-        assert_eq!(response.status(), 200, "GET {path}");
-        response.json().await.expect("a JSON body")
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("POST reaches the daemon");
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+    /// `GET path`, which must answer 200 with a JSON body.
+    async fn get_ok(&self, path: &str) -> Value {
+        let (status, body) = self.client.get(path).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        assert!(!body.is_null(), "GET {path}: not a JSON body");
+        body
     }
 
     async fn messages(&self, thread: &str) -> Vec<Value> {
-        self.get(&format!("/api/threads/{thread}")).await["messages"]
+        self.get_ok(&format!("/api/threads/{thread}")).await["messages"]
             .as_array()
             .cloned()
             .unwrap_or_default()
     }
 
     async fn cli_pids(&self) -> Vec<u32> {
-        self.get("/api/pool").await["processes"]
+        self.get_ok("/api/pool").await["processes"]
             .as_array()
             .into_iter()
             .flatten()
@@ -179,14 +181,21 @@ impl Harness {
     }
 }
 
+/// The address in the daemon's `Harness listening.` log line, once it is there.
+fn listening_addr(log: &str) -> Option<SocketAddr> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["fields"]["message"] == "Harness listening.")
+        .and_then(|line| line["fields"]["addr"].as_str()?.parse().ok())
+}
+
 /// A thread with one finished exchange and a second message whose API request hangs; returns the
 /// thread id, the hanging message's id and the CLI's pid.
 async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String, String, u32) {
-    let (status, thread) = daemon.post("/api/threads", json!({})).await;
-    assert_eq!(status, 201, "{thread}");
-    let thread = thread["id"].as_str().expect("thread id").to_owned();
+    let thread = daemon.client.create_thread().await;
     let path = format!("/api/threads/{thread}/messages");
     let (status, reply) = daemon
+        .client
         .post(&path, json!({"content": "remember the word quince"}))
         .await;
     assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
@@ -197,6 +206,7 @@ async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String
 
     mock.once_when_prompt_contains("HANG-DURING-CRASH", Reply::Hang);
     let (status, accepted) = daemon
+        .client
         .post(
             &format!("{path}?wait=false"),
             json!({"content": "HANG-DURING-CRASH", "clientMessageId": "hang-1"}),
@@ -277,6 +287,7 @@ async fn a_daemon_killed_mid_turn_recovers_on_restart() {
 
     // The client retries under the same id: the interrupted message runs now.
     let (status, retried) = daemon
+        .client
         .post(
             &format!("/api/threads/{thread}/messages"),
             json!({"content": "HANG-DURING-CRASH", "clientMessageId": "hang-1"}),
@@ -290,12 +301,7 @@ async fn a_daemon_killed_mid_turn_recovers_on_restart() {
     );
     assert_eq!(retried["message"]["content"], "echo: HANG-DURING-CRASH");
 
-    let (status, reply) = daemon
-        .post(
-            &format!("/api/threads/{thread}/messages"),
-            json!({"content": "what was the word?"}),
-        )
-        .await;
+    let (status, reply) = daemon.client.send(&thread, "what was the word?").await;
     assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
     let text = reply["message"]["content"].as_str().unwrap_or_default();
     assert!(text.ends_with("what was the word?"), "{text}");
@@ -326,12 +332,13 @@ async fn sigterm_mid_turn_exits_0_within_the_grace_period_and_leaves_no_cli() {
 
     let asked = Instant::now();
     daemon.signal(Signal::SIGTERM);
+    // A bound for a hung daemon, not a speed check: the exit code and the log say how it ended.
     let status = daemon.wait_exit(Duration::from_secs(grace + 10)).await;
     let took = asked.elapsed();
     assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
     assert!(
-        took >= Duration::from_secs(grace) && took < Duration::from_secs(grace + 5),
-        "stopped after {took:?} with a {grace} s grace period"
+        took >= Duration::from_secs(grace),
+        "stopped after {took:?}, before its {grace} s grace period was out"
     );
     assert!(!process_exists(cli), "the CLI was killed");
 
@@ -414,7 +421,7 @@ async fn the_token_and_unrelated_secrets_never_reach_a_cli_child() {
     .await;
 
     // The token from the environment guards the API, whatever the scheme's case.
-    let url = format!("{}/api/threads", daemon.base);
+    let url = format!("{}/api/threads", daemon.client.base());
     let plain = reqwest::Client::new();
     assert_eq!(plain.get(&url).send().await.unwrap().status(), 401);
     let lower = plain
@@ -425,15 +432,8 @@ async fn the_token_and_unrelated_secrets_never_reach_a_cli_child() {
         .unwrap();
     assert_eq!(lower.status(), 200);
 
-    let (status, thread) = daemon.post("/api/threads", json!({})).await;
-    assert_eq!(status, 201, "{thread}");
-    let thread = thread["id"].as_str().expect("thread id").to_owned();
-    let (status, reply) = daemon
-        .post(
-            &format!("/api/threads/{thread}/messages"),
-            json!({"content": "hello"}),
-        )
-        .await;
+    let thread = daemon.client.create_thread().await;
+    let (status, reply) = daemon.client.send(&thread, "hello").await;
     assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
     let pids = daemon.cli_pids().await;
     assert_eq!(pids.len(), 1);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use orchestrator::config::Config;
 use orchestrator::metrics::PoolCounts;
@@ -13,6 +13,7 @@ use orchestrator::server::{self, Daemon, Running};
 use plugin_contract::Plugin;
 
 use crate::cli::{claude_bin, cli_env};
+use crate::client::ApiClient;
 use crate::mock::MockApi;
 
 pub struct TestDaemon {
@@ -21,7 +22,9 @@ pub struct TestDaemon {
     pub config: Config,
     /// Plugins loaded next to [`harness::plugins`]; kept for [`TestDaemon::restart`].
     extra_plugins: Vec<Arc<dyn Plugin>>,
-    http: reqwest::Client,
+    /// Talks to this daemon; the request methods below are its, kept here so tests say
+    /// `daemon.reply(…)`.
+    client: ApiClient,
     /// Keeps the data directory alive for restarts; removed on drop.
     _dir: Arc<tempfile::TempDir>,
 }
@@ -81,10 +84,10 @@ impl TestDaemon {
         let base = format!("http://{}", running.addr);
         TestDaemon {
             running: Some(running),
+            client: ApiClient::new(base.clone()),
             base,
             config,
             extra_plugins,
-            http: reqwest::Client::new(),
             _dir: dir,
         }
     }
@@ -119,70 +122,43 @@ impl TestDaemon {
         }
     }
 
+    /// The HTTP client for this daemon (a new one after [`TestDaemon::restart`]: a new port).
+    pub fn client(&self) -> &ApiClient {
+        &self.client
+    }
+
+    /// [`ApiClient::get`].
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("GET reaches the daemon");
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        self.client.get(path).await
     }
 
+    /// [`ApiClient::post`].
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("POST reaches the daemon");
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        self.client.post(path, body).await
     }
 
-    /// POSTs raw bytes with a JSON content type.
+    /// [`ApiClient::post_raw`]: raw bytes with a JSON content type.
     pub async fn post_raw(
         &self,
         path: &str,
         body: impl Into<reqwest::Body>,
     ) -> (StatusCode, Value) {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .expect("POST reaches the daemon");
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        self.client.post_raw(path, body).await
     }
 
+    /// [`ApiClient::create_thread`].
     pub async fn create_thread(&self) -> String {
-        let (status, body) = self.post("/api/threads", json!({})).await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-        body["id"].as_str().expect("thread id").to_owned()
+        self.client.create_thread().await
     }
 
-    /// Sends a message and returns the whole response.
+    /// [`ApiClient::send`]: sends a message and returns the whole response.
     pub async fn send(&self, thread: &str, text: &str) -> (StatusCode, Value) {
-        self.post(
-            &format!("/api/threads/{thread}/messages"),
-            json!({"content": text}),
-        )
-        .await
+        self.client.send(thread, text).await
     }
 
-    /// Sends a message and returns the reply text; panics unless the turn succeeded.
+    /// [`ApiClient::reply`]: the reply text; panics unless the turn succeeded.
     pub async fn reply(&self, thread: &str, text: &str) -> String {
-        let (status, body) = self.send(thread, text).await;
-        assert_eq!(status, StatusCode::OK, "turn failed: {body}");
-        body["message"]["content"]
-            .as_str()
-            .expect("reply content")
-            .to_owned()
+        self.client.reply(thread, text).await
     }
 
     pub fn spawns(&self) -> u64 {

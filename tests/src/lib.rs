@@ -3,13 +3,17 @@
 //! - [`cli`]: finds or installs the pinned CLI under `target/claude-cli/`, and the environment that points it at the mock.
 //! - [`mock`]: the scriptable mock of the Anthropic Messages API, the only fake in the loop.
 //! - [`util`]: bounded polling (`eventually`), process inspection, tracing for tests.
+//! - [`client`]: the HTTP client for a daemon (in-process or the `harness` binary): `(status, JSON)` per call.
 //! - [`daemon`]: the real daemon on `127.0.0.1:0`, its CLI pointed at the mock.
-//! - [`probe`]: a plugin whose tools exercise validation, defaults, timeouts, panics and output checks.
+//! - [`probe`]: the `harness-plugin-probe` crate, whose tools exercise validation, defaults, timeouts, panics and
+//!   output checks (shared with the MCP adapter's unit tests).
 //!
 //! Errors are `anyhow` here (STYLE 2.5: test support); nothing waits without a timeout (STYLE 2.12).
 
 pub mod cli;
+pub mod client;
 pub mod daemon;
 pub mod mock;
-pub mod probe;
 pub mod util;
+
+pub use harness_plugin_probe as probe;

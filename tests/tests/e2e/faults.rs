@@ -94,10 +94,7 @@ async fn a_hanging_api_hits_the_idle_timeout() {
     assert_eq!(body["error"]["code"], "turn_timeout");
     let text = body["error"]["message"].as_str().unwrap_or_default();
     assert!(text.contains("sent nothing for 3s"), "{text}");
-    assert!(
-        took >= Duration::from_secs(3) && took < Duration::from_secs(15),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_secs(3), "{took:?}");
     assert_recovers(
         &daemon,
         &mock,
@@ -164,10 +161,7 @@ async fn a_turn_that_keeps_talking_hits_the_total_timeout() {
     assert_eq!(status, 504, "{body}");
     let text = body["error"]["message"].as_str().unwrap_or_default();
     assert!(text.contains("did not finish within 4s"), "{text}");
-    assert!(
-        took >= Duration::from_secs(4) && took < Duration::from_secs(10),
-        "{took:?}"
-    );
+    assert!(took >= Duration::from_secs(4), "{took:?}");
     assert!(
         support::stored_events(&daemon, &thread)
             .await
@@ -224,11 +218,9 @@ async fn a_cli_killed_mid_turn_fails_the_turn_at_once() {
         Instant::now()
     };
     let (((status, body), answered), killed) = tokio::join!(send, kill);
-    let took = answered.duration_since(killed);
-    assert!(
-        took < Duration::from_secs(2),
-        "the turn failed {took:?} after the kill"
-    );
+    // The answer came after the kill, and says the CLI died: the turn did not wait for a
+    // timeout (idle 60 s, total 120 s here), which would answer 504 `turn_timeout`.
+    assert!(answered >= killed, "the turn ended before the kill");
     assert_eq!(status, 502, "{body}");
     assert_eq!(body["error"]["code"], "cli_died");
     let text = body["error"]["message"].as_str().unwrap_or_default();

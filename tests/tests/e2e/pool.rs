@@ -83,11 +83,22 @@ async fn prewarm_racing_the_first_message_starts_one_process() {
     );
     assert_eq!(prewarm.0, 202);
     assert_eq!(reply, "echo: race");
-    // Give a stray second spawn the time it would need to show up.
-    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(daemon.spawns(), 1, "single-flight creation");
     assert_eq!(daemon.live_pids().len(), 1);
-    daemon.stop().await;
+    // The prewarm runs on in the background after its 202, and a stray second spawn would come
+    // from it. Nothing observable says "this prewarm is done" (a prewarm that waited on the
+    // turn's spawn counts neither a hit nor a miss), but a graceful stop waits for every
+    // background task, the prewarm's included: once it returns, the counts are final.
+    let pool = daemon.daemon().pool.clone();
+    tokio::time::timeout(Duration::from_secs(30), daemon.stop())
+        .await
+        .expect("the daemon stops");
+    let counts = pool.counts();
+    assert_eq!(counts.prewarms, 1, "the prewarm ran");
+    assert_eq!(
+        counts.spawns, 1,
+        "single-flight creation, the prewarm done too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,15 @@
 //! Helpers shared by the fault, event, ordering and load tests: a Server-Sent Events client for
 //! `GET /api/threads/{id}/events`, and lookups of stored messages and events.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use harness_tests::daemon::TestDaemon;
 use orchestrator::store::EventRow;
@@ -23,16 +26,22 @@ pub struct SseEvent {
     pub data: Value,
 }
 
-type Body = Pin<Box<dyn Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>;
+type Events = Pin<Box<dyn Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Send>>;
 
 /// A reader of a thread's event stream. Dropping it closes the connection.
+///
+/// `eventsource-stream` parses the stream. It drops comments, so the keep-alives (comment lines)
+/// are counted on the raw bytes before they reach the parser: on the same connection, so a test
+/// can wait for a keep-alive and then read events that come after it.
 pub struct SseClient {
-    body: Body,
-    buffer: String,
+    events: Events,
     /// Events read while waiting for a comment, handed out first by [`Self::next`].
-    pending: std::collections::VecDeque<SseEvent>,
-    /// Comment lines seen (keep-alives).
-    pub comments: usize,
+    pending: VecDeque<SseEvent>,
+    /// How many comment lines (keep-alives) the raw stream has carried so far.
+    comments: watch::Receiver<usize>,
+    /// The id of the last event: the parser hands an event without an `id:` field the previous
+    /// one's id, so a repeat means the field was missing.
+    last_id: Option<i64>,
 }
 
 impl SseClient {
@@ -63,19 +72,34 @@ impl SseClient {
             content_type.starts_with("text/event-stream"),
             "{content_type}"
         );
+        let (seen, comments) = watch::channel(0);
+        let mut counter = CommentCounter::new(seen);
+        let events = response
+            .bytes_stream()
+            .inspect(move |chunk| {
+                if let Ok(bytes) = chunk {
+                    counter.feed(bytes);
+                }
+            })
+            .eventsource();
         SseClient {
-            body: Box::pin(response.bytes_stream()),
-            buffer: String::new(),
-            pending: Default::default(),
-            comments: 0,
+            events: Box::pin(events),
+            pending: VecDeque::new(),
+            comments,
+            last_id: None,
         }
     }
 
     /// The next event; fails after `timeout` or when the stream ends.
     pub async fn next(&mut self, timeout: Duration) -> anyhow::Result<SseEvent> {
-        tokio::time::timeout(timeout, self.next_event())
-            .await
-            .map_err(|_| anyhow::anyhow!("no event within {timeout:?}"))?
+        tokio::time::timeout(timeout, async {
+            match self.pending.pop_front() {
+                Some(event) => Ok(event),
+                None => self.read_event().await,
+            }
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("no event within {timeout:?}"))?
     }
 
     /// Every event up to and including the first one `stop` accepts.
@@ -103,78 +127,92 @@ impl SseClient {
     /// Reads until a comment (a keep-alive) arrives; events read meanwhile are kept for
     /// [`Self::next`].
     pub async fn next_comment(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        let seen = self.comments;
+        let mut comments = self.comments.clone();
+        let seen = *comments.borrow_and_update();
         tokio::time::timeout(timeout, async {
-            while self.comments == seen {
-                if let Some(event) = self.next_block().await? {
-                    self.pending.push_back(event);
+            loop {
+                // Reading drives the raw stream, which counts the comments it carries.
+                tokio::select! {
+                    counted = comments.wait_for(|n| *n > seen) => {
+                        counted.context("the event stream ended")?;
+                        return anyhow::Ok(());
+                    }
+                    event = self.read_event() => self.pending.push_back(event?),
                 }
             }
-            anyhow::Ok(())
         })
         .await
         .map_err(|_| anyhow::anyhow!("no comment within {timeout:?}"))?
     }
 
-    async fn next_event(&mut self) -> anyhow::Result<SseEvent> {
-        if let Some(event) = self.pending.pop_front() {
-            return Ok(event);
+    /// The next event from the parser.
+    async fn read_event(&mut self) -> anyhow::Result<SseEvent> {
+        let event = self
+            .events
+            .next()
+            .await
+            .context("the event stream ended")?
+            .context("reading the event stream")?;
+        let id = event
+            .id
+            .parse::<i64>()
+            .with_context(|| format!("numeric id: {event:?}"))?;
+        if self.last_id == Some(id) {
+            bail!("an event without an id: {event:?}");
         }
-        loop {
-            if let Some(event) = self.next_block().await? {
-                return Ok(event);
-            }
-        }
-    }
-
-    /// The next block: an event, or `None` for a comment.
-    async fn next_block(&mut self) -> anyhow::Result<Option<SseEvent>> {
-        loop {
-            // A complete event is a block of lines ended by an empty line.
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                return self.parse_block(&block);
-            }
-            match self.body.next().await {
-                Some(chunk) => {
-                    let chunk = chunk.context("reading the event stream")?;
-                    self.buffer
-                        .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
-                }
-                None => bail!("the event stream ended"),
-            }
-        }
-    }
-
-    fn parse_block(&mut self, block: &str) -> anyhow::Result<Option<SseEvent>> {
-        let (mut id, mut kind, mut data) = (None, None, Vec::new());
-        for line in block.lines() {
-            if line.starts_with(':') {
-                self.comments += 1;
-                continue;
-            }
-            let (field, value) = line.split_once(':').unwrap_or((line, ""));
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match field {
-                "id" => id = Some(value.parse::<i64>().context("numeric id")?),
-                "event" => kind = Some(value.to_owned()),
-                "data" => data.push(value.to_owned()),
-                _ => {}
-            }
-        }
-        let Some(id) = id else {
-            if data.is_empty() {
-                return Ok(None);
-            }
-            bail!("an event without an id: {block:?}");
-        };
-        let data: Value = serde_json::from_str(&data.join("\n")).context("event data is JSON")?;
-        Ok(Some(SseEvent {
+        self.last_id = Some(id);
+        let data: Value = serde_json::from_str(&event.data).context("event data is JSON")?;
+        Ok(SseEvent {
             id,
-            kind: kind.unwrap_or_else(|| "message".into()),
+            kind: event.event,
             data,
-        }))
+        })
     }
+}
+
+/// Counts the lines that start with `:` (SSE comments) in a byte stream cut anywhere; a line
+/// ends at CR, LF or CRLF.
+struct CommentCounter {
+    at_line_start: bool,
+    seen: watch::Sender<usize>,
+}
+
+impl CommentCounter {
+    fn new(seen: watch::Sender<usize>) -> CommentCounter {
+        CommentCounter {
+            at_line_start: true,
+            seen,
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        let mut found = 0;
+        for &byte in bytes {
+            if self.at_line_start && byte == b':' {
+                found += 1;
+            }
+            self.at_line_start = byte == b'\n' || byte == b'\r';
+        }
+        if found > 0 {
+            self.seen.send_modify(|n| *n += found);
+        }
+    }
+}
+
+#[test]
+fn comment_lines_are_counted_across_chunks_and_line_ends() {
+    let (seen, comments) = watch::channel(0);
+    let mut counter = CommentCounter::new(seen);
+    // A keep-alive, an event whose data holds colons, a comment split over two chunks, CRLF.
+    for chunk in [
+        ":\n\nid: 1\nevent: x\ndata: {\"a\":\":b\"}\n\n",
+        "\r\n",
+        ":",
+        " ping\r\n\r\n:\r:\n",
+    ] {
+        counter.feed(chunk.as_bytes());
+    }
+    assert_eq!(*comments.borrow(), 4);
 }
 
 /// True for the events that end a turn.

@@ -19,7 +19,7 @@ const TIME_TOOL: &str = "mcp__harness__time__current_time";
 const DELEGATE_TOOL: &str = "mcp__harness__delegation__delegate";
 
 async fn probe_daemon(mock: &MockApi) -> TestDaemon {
-    TestDaemon::start_with_plugins(mock, vec![Arc::new(ProbePlugin)], |_| {}).await
+    TestDaemon::start_with_plugins(mock, vec![Arc::new(ProbePlugin::default())], |_| {}).await
 }
 
 /// `POST /api/tools/{tool}/call` that must answer 200; returns the result (the MCP shape).
@@ -314,7 +314,8 @@ async fn call_turns_failures_into_error_results_and_bad_requests_into_http_error
         "tool `probe__explode` panicked: probe exploded on purpose"
     );
 
-    // A timeout names the tool and the limit, and comes at the limit, not when the tool ends.
+    // A timeout names the tool and the limit, and comes no sooner than the limit. That it
+    // came instead of the tool's own answer (after `SLOW_SLEEP`) the error itself shows.
     let started = Instant::now();
     let result = call(&daemon, "probe__slow", json!({"input": {}})).await;
     let took = started.elapsed();
@@ -323,10 +324,7 @@ async fn call_turns_failures_into_error_results_and_bad_requests_into_http_error
         text_of(&result),
         format!("tool `probe__slow` did not finish within {SLOW_TIMEOUT:?} and was stopped")
     );
-    assert!(
-        took >= SLOW_TIMEOUT && took < Duration::from_secs(10),
-        "{took:?}"
-    );
+    assert!(took >= SLOW_TIMEOUT, "{took:?}");
 
     // A tool error (unknown timezone) is an error result too.
     let result = call(
@@ -411,8 +409,10 @@ async fn the_tool_list_shows_normalized_schemas() {
         [
             "delegation__delegate",
             "probe__explode",
+            "probe__gate",
             "probe__miscount",
             "probe__order",
+            "probe__repeat",
             "probe__ship",
             "probe__slow",
             "probe__tally",
@@ -549,10 +549,7 @@ async fn calls_are_recorded_per_thread() {
     assert_eq!(calls[1]["input"], json!({"item": {"sku": "x", "qty": 1}}));
     assert!(text_of(&calls[1]["result"]).contains("/item/sku"), "{body}");
     let slow_ms = calls[2]["durationMs"].as_u64().expect("a duration");
-    assert!(
-        slow_ms >= SLOW_TIMEOUT.as_millis() as u64 && slow_ms < 10_000,
-        "{slow_ms}"
-    );
+    assert!(slow_ms >= SLOW_TIMEOUT.as_millis() as u64, "{slow_ms}");
     assert!(text_of(&calls[2]["result"]).contains("did not finish within"));
 
     let (_, body) = daemon
@@ -915,20 +912,15 @@ async fn delegation_with_no_free_pool_slot_borrows_an_overflow_slot() {
         Reply::tool_use(DELEGATE_TOOL, json!({"prompt": "child task FULL"})),
     );
     let parent = daemon.create_thread().await;
-    let started = Instant::now();
     let (status, body) = daemon.send(&parent, "delegate with a full pool").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     // The parent's busy process holds the only slot and waits on the child: the child gets an
-    // overflow slot instead of waiting for a slot only it could free.
+    // overflow slot instead of waiting for a slot only it could free. A child that waited would
+    // have run into the delegation timeout, an error result, not the child's reply.
     let results = request_with_tool_result(&mock).tool_results();
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(!results[0].is_error, "{results:?}");
     assert_eq!(results[0].text, "echo: child task FULL");
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "no wait for a timeout: {:?}",
-        started.elapsed()
-    );
     assert_eq!(daemon.spawns(), 2);
     assert_eq!(body["message"]["status"], "done");
     // The over-capacity child process lives for its one turn only.

@@ -1,163 +1,46 @@
-//! The adapter on its own: JSON-RPC in, JSON-RPC out, with small test plugins, an in-memory store
-//! and the contract's stub delegate. No CLI here.
+//! The adapter on its own: JSON-RPC in, JSON-RPC out, with the shared probe plugin, an in-memory
+//! store and the contract's stub delegate. No CLI here.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::Notify;
 
+use harness_plugin_probe::{ProbePlugin, SLOW_TIMEOUT};
 use plugin_contract::testing::StubDelegate;
-use plugin_contract::{Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use plugin_contract::{Plugin, ThreadId, ToolContext};
 
 use super::*;
 use crate::store::NewThread;
 
 // ---------------------------------------------------------------------------------------------
-// Test plugins and doubles
+// The fixture: the shared probe plugin (`harness-plugin-probe`), an in-memory store, one thread
 
-/// `kit__echo`: `{word: string, times: integer = 2}` → `{"said": word × times, "thread": …}`.
-/// Counts its calls so tests can see a refused input never reached it.
-struct Echo {
-    calls: Arc<AtomicUsize>,
-}
-
-#[async_trait::async_trait]
-impl Tool for Echo {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Repeats a word.".into(),
-            input_schema: json!({
-                "word": {"type": "string", "description": "The word."},
-                "times": {"type": "integer", "minimum": 1, "default": 2}
-            }),
-            output_schema: Some(json!({
-                "type": "object",
-                "properties": {"said": {"type": "string"}, "thread": {"type": "string"}},
-                "required": ["said", "thread"]
-            })),
-            timeout: None,
-        }
-    }
-
-    async fn call(&self, ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let word = input["word"].as_str().unwrap_or_default();
-        let times = input["times"].as_u64().unwrap_or(0) as usize;
-        let said = vec![word; times].join(" ");
-        Ok(ToolOutput::structured(
-            said.clone(),
-            json!({"said": said, "thread": ctx.thread_id.as_ref().map(ThreadId::as_str)}),
-        ))
-    }
-}
-
-/// `kit__gate`: waits until the test opens the gate.
-struct Gate {
-    open: Arc<Notify>,
-}
-
-#[async_trait::async_trait]
-impl Tool for Gate {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "gate".into(),
-            description: "Waits for the test.".into(),
-            input_schema: json!({}),
-            output_schema: None,
-            timeout: None,
-        }
-    }
-
-    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
-        self.open.notified().await;
-        Ok(ToolOutput::text("gate opened"))
-    }
-}
-
-/// `kit__stuck`: never finishes; its own timeout is short.
-struct Stuck;
-
-#[async_trait::async_trait]
-impl Tool for Stuck {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "stuck".into(),
-            description: "Never finishes.".into(),
-            input_schema: json!({}),
-            output_schema: None,
-            timeout: Some(Duration::from_millis(50)),
-        }
-    }
-
-    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
-        std::future::pending::<()>().await;
-        Ok(ToolOutput::text("unreachable"))
-    }
-}
-
-/// `kit__boom`: panics.
-struct Boom;
-
-#[async_trait::async_trait]
-impl Tool for Boom {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "boom".into(),
-            description: "Panics.".into(),
-            input_schema: json!({}),
-            output_schema: None,
-            timeout: None,
-        }
-    }
-
-    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
-        panic!("boom went the tool");
-    }
-}
-
-struct Kit {
-    echo_calls: Arc<AtomicUsize>,
-    gate: Arc<Notify>,
-}
-
-impl Plugin for Kit {
-    fn name(&self) -> &str {
-        "kit"
-    }
-
-    fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        vec![
-            Arc::new(Echo {
-                calls: self.echo_calls.clone(),
-            }),
-            Arc::new(Gate {
-                open: self.gate.clone(),
-            }),
-            Arc::new(Stuck),
-            Arc::new(Boom),
-        ]
-    }
-}
+/// Every probe tool, by name, as the adapter lists them.
+const PROBE_TOOLS: [&str; 9] = [
+    "probe__explode",
+    "probe__gate",
+    "probe__miscount",
+    "probe__order",
+    "probe__repeat",
+    "probe__ship",
+    "probe__slow",
+    "probe__tally",
+    "probe__whoami",
+];
 
 struct Fixture {
     adapter: Arc<McpAdapter>,
     store: Store,
     thread: ThreadId,
-    echo_calls: Arc<AtomicUsize>,
-    gate: Arc<Notify>,
+    /// The test's handle on the loaded plugin: its call count and its gate.
+    probe: ProbePlugin,
 }
 
 async fn fixture() -> Fixture {
-    let echo_calls = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Notify::new());
-    let plugins: Vec<Arc<dyn Plugin>> = vec![Arc::new(Kit {
-        echo_calls: echo_calls.clone(),
-        gate: gate.clone(),
-    })];
-    let registry = ToolRegistry::load(&plugins, Duration::from_secs(5)).expect("kit loads");
+    let probe = ProbePlugin::default();
+    let plugins: Vec<Arc<dyn Plugin>> = vec![Arc::new(probe.clone())];
+    let registry = ToolRegistry::load(&plugins, Duration::from_secs(5)).expect("probe loads");
     let store = Store::open(":memory:").await.expect("in-memory store");
     let thread = store
         .create_thread(NewThread::default())
@@ -169,8 +52,7 @@ async fn fixture() -> Fixture {
         adapter,
         store,
         thread,
-        echo_calls,
-        gate,
+        probe,
     }
 }
 
@@ -318,15 +200,21 @@ async fn tools_list_has_names_descriptions_and_schemas() {
     assert_eq!(reply["id"], 1);
     let tools = reply["result"]["tools"].as_array().expect("a tool list");
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["kit__boom", "kit__echo", "kit__gate", "kit__stuck"]);
+    assert_eq!(names, PROBE_TOOLS);
     for tool in tools {
         assert!(tool["description"].is_string(), "{tool}");
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
-    let echo = &tools[1];
-    assert_eq!(echo["description"], "Repeats a word.");
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is listed: {reply}"))
+    };
+    let repeat = tool("probe__repeat");
+    assert_eq!(repeat["description"], "Repeats a word.");
     assert_eq!(
-        echo["inputSchema"],
+        repeat["inputSchema"],
         json!({
             "type": "object",
             "properties": {
@@ -337,12 +225,12 @@ async fn tools_list_has_names_descriptions_and_schemas() {
         })
     );
     assert_eq!(
-        echo["outputSchema"]["required"],
+        repeat["outputSchema"]["required"],
         json!(["said", "thread"]),
-        "{echo}"
+        "{repeat}"
     );
     assert!(
-        tools[2].get("outputSchema").is_none(),
+        tool("probe__gate").get("outputSchema").is_none(),
         "only declared output schemas are advertised"
     );
 }
@@ -353,7 +241,7 @@ async fn tools_list_has_names_descriptions_and_schemas() {
 #[tokio::test]
 async fn a_call_fills_defaults_runs_for_the_thread_and_is_recorded() {
     let f = fixture().await;
-    let reply = f.call("kit__echo", json!({"word": "hi"})).await;
+    let reply = f.call("probe__repeat", json!({"word": "hi"})).await;
     assert_eq!(reply["jsonrpc"], "2.0");
     assert_eq!(reply["id"], 7, "the reply carries the request's id");
     let result = &reply["result"];
@@ -367,7 +255,7 @@ async fn a_call_fills_defaults_runs_for_the_thread_and_is_recorded() {
     let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
     assert_eq!(calls.len(), 1);
     let call = &calls[0];
-    assert_eq!(call.tool, "kit__echo");
+    assert_eq!(call.tool, "probe__repeat");
     assert_eq!(call.thread_id.as_ref(), Some(&f.thread));
     assert_eq!(call.tool_use_id.as_deref(), Some("toolu_test_1"));
     assert_eq!(call.input, json!({"word": "hi"}));
@@ -378,30 +266,26 @@ async fn a_call_fills_defaults_runs_for_the_thread_and_is_recorded() {
 #[tokio::test]
 async fn violations_are_an_error_result_listing_every_pointer() {
     let f = fixture().await;
-    let reply = f.call("kit__echo", json!({"times": 0})).await;
+    let reply = f.call("probe__repeat", json!({"times": 0})).await;
     assert_eq!(reply["id"], 7);
     let result = &reply["result"];
     assert_eq!(result["isError"], true, "{result}");
     assert_eq!(
         text_of(result),
-        "Invalid input for tool `kit__echo`:\n\
+        "Invalid input for tool `probe__repeat`:\n\
          - at (root): \"word\" is a required property\n\
          - at /times: 0 is less than the minimum of 1"
     );
     let reply = f
-        .call("kit__echo", json!({"word": ["a"], "times": "2"}))
+        .call("probe__repeat", json!({"word": ["a"], "times": "2"}))
         .await;
     assert_eq!(
         text_of(&reply["result"]),
-        "Invalid input for tool `kit__echo`:\n\
+        "Invalid input for tool `probe__repeat`:\n\
          - at /times: \"2\" is not of type \"integer\"\n\
          - at /word: [\"a\"] is not of type \"string\""
     );
-    assert_eq!(
-        f.echo_calls.load(Ordering::SeqCst),
-        0,
-        "a refused input never reaches the tool"
-    );
+    assert_eq!(f.probe.calls(), 0, "a refused input never reaches the tool");
     let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
     assert_eq!(calls.len(), 2);
     assert!(calls.iter().all(|c| c.is_error));
@@ -411,12 +295,12 @@ async fn violations_are_an_error_result_listing_every_pointer() {
 async fn missing_arguments_count_as_an_empty_object() {
     let f = fixture().await;
     let reply = f
-        .rpc(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "kit__echo"}}))
+        .rpc(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "probe__repeat"}}))
         .await;
     assert_eq!(reply["id"], 9);
     assert_eq!(
         text_of(&reply["result"]),
-        "Invalid input for tool `kit__echo`:\n- at (root): \"word\" is a required property",
+        "Invalid input for tool `probe__repeat`:\n- at (root): \"word\" is a required property",
         "`{{}}` with its defaults, not `null`"
     );
 }
@@ -424,29 +308,34 @@ async fn missing_arguments_count_as_an_empty_object() {
 #[tokio::test]
 async fn unknown_tools_panics_and_timeouts_are_error_results() {
     let f = fixture().await;
-    let reply = f.call("kit__nope", json!({})).await;
+    let reply = f.call("probe__nope", json!({})).await;
     assert_eq!(reply["result"]["isError"], true);
     assert_eq!(
         text_of(&reply["result"]),
-        "unknown tool `kit__nope`; known tools: kit__boom, kit__echo, kit__gate, kit__stuck"
+        format!(
+            "unknown tool `probe__nope`; known tools: {}",
+            PROBE_TOOLS.join(", ")
+        )
     );
 
-    let reply = f.call("kit__boom", json!({})).await;
+    let reply = f.call("probe__explode", json!({})).await;
     assert_eq!(reply["result"]["isError"], true);
     assert_eq!(
         text_of(&reply["result"]),
-        "tool `kit__boom` panicked: boom went the tool"
+        "tool `probe__explode` panicked: probe exploded on purpose"
     );
 
-    let reply = f.call("kit__stuck", json!({})).await;
+    let reply = f.call("probe__slow", json!({})).await;
     assert_eq!(reply["result"]["isError"], true);
     assert_eq!(
         text_of(&reply["result"]),
-        "tool `kit__stuck` did not finish within 50ms and was stopped"
+        format!("tool `probe__slow` did not finish within {SLOW_TIMEOUT:?} and was stopped")
     );
 
     // The adapter still answers.
-    let reply = f.call("kit__echo", json!({"word": "ok", "times": 1})).await;
+    let reply = f
+        .call("probe__repeat", json!({"word": "ok", "times": 1}))
+        .await;
     assert_eq!(text_of(&reply["result"]), "ok");
 }
 
@@ -457,14 +346,14 @@ async fn a_slow_call_does_not_block_another() {
         let (adapter, store, thread) = (f.adapter.clone(), f.store.clone(), f.thread.clone());
         tokio::spawn(async move {
             let message = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                 "params": {"name": "kit__gate", "arguments": {}}});
+                                 "params": {"name": "probe__gate", "arguments": {}}});
             send(&adapter, &store, &thread, SERVER_NAME, message).await
         })
     };
     // While the gate is shut, another call and a ping go through.
     let fast = tokio::time::timeout(
         Duration::from_secs(5),
-        f.call("kit__echo", json!({"word": "quick", "times": 1})),
+        f.call("probe__repeat", json!({"word": "quick", "times": 1})),
     )
     .await
     .expect("the fast call is not held up by the slow one");
@@ -478,7 +367,7 @@ async fn a_slow_call_does_not_block_another() {
     assert_eq!(ping["result"], json!({}));
     assert!(!slow.is_finished(), "the slow call is still waiting");
 
-    f.gate.notify_one();
+    f.probe.open_gate();
     let slow = tokio::time::timeout(Duration::from_secs(5), slow)
         .await
         .expect("the slow call finishes once opened")
@@ -495,7 +384,7 @@ async fn a_slow_call_does_not_block_another() {
         .collect();
     assert_eq!(
         tools,
-        ["kit__echo", "kit__gate"],
+        ["probe__repeat", "probe__gate"],
         "recorded as they finished"
     );
 }
@@ -526,7 +415,7 @@ async fn notifications_cancelled_stops_the_running_call() {
         let (adapter, store, thread) = (f.adapter.clone(), f.store.clone(), f.thread.clone());
         tokio::spawn(async move {
             let message = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                                 "params": {"name": "kit__gate", "arguments": {}}});
+                                 "params": {"name": "probe__gate", "arguments": {}}});
             send(&adapter, &store, &thread, SERVER_NAME, message).await
         })
     };
@@ -552,5 +441,5 @@ async fn notifications_cancelled_stops_the_running_call() {
     let slow = slow.await.expect("no panic");
     assert_eq!(slow["id"], 7);
     assert_eq!(slow["result"]["isError"], true);
-    assert_eq!(text_of(&slow["result"]), "tool `kit__gate` was cancelled");
+    assert_eq!(text_of(&slow["result"]), "tool `probe__gate` was cancelled");
 }

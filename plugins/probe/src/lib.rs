@@ -1,14 +1,22 @@
-//! `probe`: a plugin whose tools exist to exercise the daemon's tool path in tests: schema
-//! validation and defaults (nested objects, arrays, enums, `$ref`/`$defs`, the shorthand form),
-//! the per-tool timeout, a panicking handler and structured output that breaks its own schema.
+//! `probe`: a test-only plugin whose tools exercise the daemon's tool path: schema validation and
+//! defaults (nested objects, arrays, enums, `$ref`/`$defs`, the shorthand form), the per-tool
+//! timeout, a panicking handler, structured output that breaks its own schema, the thread a call
+//! runs for, and a call that waits until the test lets it finish.
 //!
-//! The tools that take input answer with `{"received": <input>}` as structured output, so a test
-//! sees exactly what reached the handler after validation and defaults.
+//! One set of test tools for the MCP adapter's unit tests (in `orchestrator`) and the end-to-end
+//! tests (`harness-tests`); the daemon itself never loads it.
+//!
+//! `probe__order`, `probe__ship` and `probe__tally` answer with `{"received": <input>}` as
+//! structured output, so a test sees exactly what reached the handler after validation and
+//! defaults. [`ProbePlugin::calls`] counts the calls that reached any handler, so a test can see
+//! that a refused input never did.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 
 use plugin_contract::{async_trait, Plugin, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
@@ -17,10 +25,27 @@ pub const SLOW_TIMEOUT: Duration = Duration::from_millis(300);
 /// How long `probe__slow` sleeps: far beyond [`SLOW_TIMEOUT`].
 pub const SLOW_SLEEP: Duration = Duration::from_secs(30);
 
-/// The probe plugin: register it next to the default plugins with
-/// [`crate::daemon::TestDaemon::start_with_plugins`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProbePlugin;
+/// The probe plugin. Clones share the call count and the gate, so a test keeps one clone and
+/// hands another to the daemon (`Arc::new(probe.clone())`).
+#[derive(Clone, Debug, Default)]
+pub struct ProbePlugin {
+    /// Calls that reached a handler, counted before the handler runs.
+    calls: Arc<AtomicUsize>,
+    /// What `probe__gate` waits on; opened by [`ProbePlugin::open_gate`].
+    gate: Arc<Notify>,
+}
+
+impl ProbePlugin {
+    /// How many calls reached one of this plugin's handlers (a refused input never does).
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Lets the waiting `probe__gate` call finish, or the next one if none waits yet.
+    pub fn open_gate(&self) {
+        self.gate.notify_one();
+    }
+}
 
 impl Plugin for ProbePlugin {
     fn name(&self) -> &str {
@@ -28,17 +53,48 @@ impl Plugin for ProbePlugin {
     }
 
     fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        vec![
-            Arc::new(Echo { spec: order_spec() }),
-            Arc::new(Echo { spec: ref_spec() }),
-            Arc::new(Echo {
+        let tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(Received { spec: order_spec() }),
+            Arc::new(Received { spec: ref_spec() }),
+            Arc::new(Received {
                 spec: shorthand_spec(),
             }),
+            Arc::new(Repeat),
             Arc::new(Slow),
-            Arc::new(Panics),
-            Arc::new(BadOutput),
+            Arc::new(Explode),
+            Arc::new(Miscount),
             Arc::new(WhoAmI),
-        ]
+            Arc::new(Gate {
+                open: self.gate.clone(),
+            }),
+        ];
+        tools
+            .into_iter()
+            .map(|tool| {
+                Arc::new(Counted {
+                    calls: self.calls.clone(),
+                    tool,
+                }) as Arc<dyn Tool>
+            })
+            .collect()
+    }
+}
+
+/// Counts a call, then runs the tool.
+struct Counted {
+    calls: Arc<AtomicUsize>,
+    tool: Arc<dyn Tool>,
+}
+
+#[async_trait]
+impl Tool for Counted {
+    fn spec(&self) -> ToolSpec {
+        self.tool.spec()
+    }
+
+    async fn call(&self, ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.tool.call(ctx, input).await
     }
 }
 
@@ -120,12 +176,12 @@ fn shorthand_spec() -> ToolSpec {
 }
 
 /// Answers with the input it received.
-struct Echo {
+struct Received {
     spec: ToolSpec,
 }
 
 #[async_trait]
-impl Tool for Echo {
+impl Tool for Received {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
     }
@@ -134,6 +190,41 @@ impl Tool for Echo {
         Ok(ToolOutput::structured(
             format!("received {input}"),
             json!({"received": input}),
+        ))
+    }
+}
+
+/// `probe__repeat`: `{word: string, times: integer ≥ 1 = 2}` (shorthand, with a minimum) →
+/// `{"said": word × times, "thread": …}`, with a declared output schema.
+struct Repeat;
+
+#[async_trait]
+impl Tool for Repeat {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "repeat".into(),
+            description: "Repeats a word.".into(),
+            input_schema: json!({
+                "word": {"type": "string", "description": "The word."},
+                "times": {"type": "integer", "minimum": 1, "default": 2}
+            }),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": {"said": {"type": "string"}, "thread": {"type": "string"}},
+                "required": ["said", "thread"]
+            })),
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let word = input["word"].as_str().unwrap_or_default();
+        let times = input["times"].as_u64().unwrap_or(0) as usize;
+        let said = vec![word; times].join(" ");
+        let thread = ctx.thread_id.as_ref().map(|t| t.as_str().to_owned());
+        Ok(ToolOutput::structured(
+            said.clone(),
+            json!({"said": said, "thread": thread}),
         ))
     }
 }
@@ -160,10 +251,10 @@ impl Tool for Slow {
 }
 
 /// `probe__explode`: panics.
-struct Panics;
+struct Explode;
 
 #[async_trait]
-impl Tool for Panics {
+impl Tool for Explode {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "explode".into(),
@@ -214,10 +305,10 @@ impl Tool for WhoAmI {
 }
 
 /// `probe__miscount`: declares `{count: integer}` as output and returns a string count.
-struct BadOutput;
+struct Miscount;
 
 #[async_trait]
-impl Tool for BadOutput {
+impl Tool for Miscount {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "miscount".into(),
@@ -234,5 +325,29 @@ impl Tool for BadOutput {
 
     async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::structured("many", json!({"count": "many"})))
+    }
+}
+
+/// `probe__gate`: waits until the test calls [`ProbePlugin::open_gate`]; a call the test holds
+/// open to show that it blocks nothing else, or to cancel it.
+struct Gate {
+    open: Arc<Notify>,
+}
+
+#[async_trait]
+impl Tool for Gate {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "gate".into(),
+            description: "Waits for the test.".into(),
+            input_schema: json!({}),
+            output_schema: None,
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
+        self.open.notified().await;
+        Ok(ToolOutput::text("gate opened"))
     }
 }
