@@ -22,6 +22,11 @@ lint:
     cargo fmt --all
     cargo clippy --workspace --all-targets -- -D warnings
 
+# Regenerate .sqlx/, the query data that lets a build without DATABASE_URL check the SQL; run after
+# changing a query or a migration, and commit it. Needs python3 and cargo only.
+sqlx-prepare *ARGS:
+    tests/sqlx-prepare.sh {{ARGS}}
+
 # The daemon against the real CLI and the local mock API, no account needed.
 demo:
     cargo run --release -p harness-tests --bin demo

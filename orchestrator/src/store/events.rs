@@ -2,37 +2,34 @@
 //! replays them from a client's `Last-Event-ID` with [`Store::events_after`]. Event ids come from
 //! one AUTOINCREMENT sequence, so they only grow, across threads and restarts.
 
+use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
 
-use super::{now_text, parse_json, parse_time, EventRow, MessageId, Store, StoreError};
+use super::{now_text, EventRow, MessageId, Store, StoreError};
 
-/// An `events` row as SQLite returns it.
-#[derive(sqlx::FromRow)]
-struct EventRaw {
+/// An `events` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no sqlx,
+/// so it is wrapped here.
+struct EventRecord {
     id: i64,
     thread_id: String,
-    message_id: Option<String>,
+    message_id: Option<MessageId>,
     kind: String,
-    data: String,
-    created_at: String,
+    data: serde_json::Value,
+    created_at: DateTime<Utc>,
 }
 
-impl TryFrom<EventRaw> for EventRow {
-    type Error = StoreError;
-
-    fn try_from(raw: EventRaw) -> Result<Self, StoreError> {
-        Ok(EventRow {
-            data: parse_json("events.data", &raw.data)?,
-            created_at: parse_time("events.created_at", &raw.created_at)?,
-            id: raw.id,
-            thread_id: ThreadId::from_string(raw.thread_id),
-            message_id: raw.message_id.map(MessageId::from_string),
-            kind: raw.kind,
-        })
+impl From<EventRecord> for EventRow {
+    fn from(row: EventRecord) -> Self {
+        EventRow {
+            id: row.id,
+            thread_id: ThreadId::from_string(row.thread_id),
+            message_id: row.message_id,
+            kind: row.kind,
+            data: row.data,
+            created_at: row.created_at,
+        }
     }
 }
-
-const EVENT_COLUMNS: &str = "id, thread_id, message_id, kind, data, created_at";
 
 impl Store {
     /// Appends an event to the thread's log and returns it with its id.
@@ -45,22 +42,27 @@ impl Store {
         data: &serde_json::Value,
     ) -> Result<EventRow, StoreError> {
         let _timer = self.metrics.time("append_event");
+        let now = now_text();
+        let thread_id = thread.as_str();
         // Selecting FROM threads turns an unknown thread into "no row" rather than a foreign key
         // error we would have to recognise.
-        let raw: Option<EventRaw> = sqlx::query_as(&format!(
-            "INSERT INTO events (thread_id, message_id, kind, data, created_at) \
-             SELECT t.id, ?1, ?2, ?3, ?4 FROM threads t WHERE t.id = ?5 \
-             RETURNING {EVENT_COLUMNS}"
-        ))
-        .bind(message.map(MessageId::as_str))
-        .bind(kind)
-        .bind(data.to_string())
-        .bind(now_text())
-        .bind(thread.as_str())
+        let row = sqlx::query_as!(
+            EventRecord,
+            r#"INSERT INTO events (thread_id, message_id, kind, data, created_at)
+               SELECT t.id, ?1, ?2, ?3, ?4 FROM threads t WHERE t.id = ?5
+               RETURNING id AS "id!", thread_id, message_id AS "message_id: MessageId", kind,
+                         data AS "data: serde_json::Value",
+                         created_at AS "created_at: DateTime<Utc>""#,
+            message,
+            kind,
+            data,
+            now,
+            thread_id,
+        )
         .fetch_optional(&self.pool)
         .await?;
-        raw.ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))?
-            .try_into()
+        row.map(EventRow::from)
+            .ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))
     }
 
     /// The thread's events with an id greater than `after`, oldest first, at most `limit` of them.
@@ -71,16 +73,21 @@ impl Store {
         after: i64,
         limit: u32,
     ) -> Result<Vec<EventRow>, StoreError> {
-        let raws: Vec<EventRaw> = sqlx::query_as(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE thread_id = ?1 AND id > ?2 \
-             ORDER BY id LIMIT ?3"
-        ))
-        .bind(thread.as_str())
-        .bind(after)
-        .bind(i64::from(limit))
+        let thread = thread.as_str();
+        let rows = sqlx::query_as!(
+            EventRecord,
+            r#"SELECT id AS "id!", thread_id, message_id AS "message_id: MessageId", kind,
+                      data AS "data: serde_json::Value",
+                      created_at AS "created_at: DateTime<Utc>"
+               FROM events WHERE thread_id = ?1 AND id > ?2
+               ORDER BY id LIMIT ?3"#,
+            thread,
+            after,
+            limit,
+        )
         .fetch_all(&self.pool)
         .await?;
-        raws.into_iter().map(EventRow::try_from).collect()
+        Ok(rows.into_iter().map(EventRow::from).collect())
     }
 }
 
@@ -200,12 +207,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn events_are_stored_as_compact_json_and_fixed_width_times() {
+        let store = memory_store().await;
+        let t = store.create_thread(NewThread::default()).await.unwrap().id;
+        let data = json!({"text": "a b", "n": [1, 2.5, null]});
+        let e = store.append_event(&t, None, "x", &data).await.unwrap();
+        let stored = sqlx::query!("SELECT data, created_at FROM events WHERE id = ?1", e.id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(stored.data, data.to_string());
+        assert_eq!(
+            stored.created_at,
+            e.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        );
+        assert!(stored.created_at.ends_with('Z'));
+    }
+
+    #[tokio::test]
     async fn bad_event_json_is_corrupt() {
         let store = memory_store().await;
         let t = store.create_thread(NewThread::default()).await.unwrap().id;
         let e = store.append_event(&t, None, "x", &json!({})).await.unwrap();
-        sqlx::query("UPDATE events SET data = '{not json' WHERE id = ?1")
-            .bind(e.id)
+        sqlx::query!("UPDATE events SET data = '{not json' WHERE id = ?1", e.id)
             .execute(store.pool())
             .await
             .unwrap();

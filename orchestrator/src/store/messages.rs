@@ -6,61 +6,48 @@
 //! `seq` is computed inside the INSERT that writes the row, so concurrent writers on one thread
 //! never collide: SQLite runs each write statement under the database's single write lock.
 
+use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
 
 use super::{
-    is_unique_violation, now_text, parse_time, Inserted, Message, MessageId, MessageStatus,
-    NewUserMessage, Role, Store, StoreError,
+    is_unique_violation, now_text, Inserted, Message, MessageId, MessageStatus, NewUserMessage,
+    Role, Store, StoreError,
 };
 
-/// A `messages` row as SQLite returns it.
-#[derive(sqlx::FromRow)]
-struct MessageRaw {
-    id: String,
+/// A `messages` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no sqlx,
+/// so it is wrapped here.
+struct MessageRecord {
+    id: MessageId,
     thread_id: String,
     seq: i64,
-    role: String,
+    role: Role,
     content: String,
-    status: String,
+    status: MessageStatus,
     error: Option<String>,
     client_message_id: Option<String>,
-    reply_to: Option<String>,
+    reply_to: Option<MessageId>,
     model: Option<String>,
-    created_at: String,
-    updated_at: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
 }
 
-impl TryFrom<MessageRaw> for Message {
-    type Error = StoreError;
-
-    fn try_from(raw: MessageRaw) -> Result<Self, StoreError> {
-        let corrupt =
-            |e: super::ParseEnumError| StoreError::Corrupt(format!("message {}: {e}", raw.id));
-        Ok(Message {
-            role: raw.role.parse().map_err(corrupt)?,
-            status: raw.status.parse().map_err(corrupt)?,
-            created_at: parse_time("messages.created_at", &raw.created_at)?,
-            updated_at: parse_time("messages.updated_at", &raw.updated_at)?,
-            thread_id: ThreadId::from_string(raw.thread_id),
-            seq: raw.seq,
-            content: raw.content,
-            error: raw.error,
-            client_message_id: raw.client_message_id,
-            reply_to: raw.reply_to.map(MessageId::from_string),
-            model: raw.model,
-            id: MessageId::from_string(raw.id),
-        })
+impl From<MessageRecord> for Message {
+    fn from(row: MessageRecord) -> Self {
+        Message {
+            id: row.id,
+            thread_id: ThreadId::from_string(row.thread_id),
+            seq: row.seq,
+            role: row.role,
+            content: row.content,
+            status: row.status,
+            error: row.error,
+            client_message_id: row.client_message_id,
+            reply_to: row.reply_to,
+            model: row.model,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
     }
-}
-
-const MESSAGE_COLUMNS: &str = "id, thread_id, seq, role, content, status, error, \
-                               client_message_id, reply_to, model, created_at, updated_at";
-
-/// One finished exchange as [`Store::history`] reads it.
-#[derive(sqlx::FromRow)]
-struct ExchangeRaw {
-    user_content: String,
-    reply_content: String,
 }
 
 impl Store {
@@ -72,28 +59,35 @@ impl Store {
     pub async fn insert_user_message(&self, new: NewUserMessage) -> Result<Inserted, StoreError> {
         let _timer = self.metrics.time("insert_user_message");
         let id = MessageId::generate();
+        let now = now_text();
+        let thread_id = new.thread_id.as_str();
         // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
         // foreign key), and the seq subquery runs under the statement's write lock.
-        let inserted: Result<Option<MessageRaw>, sqlx::Error> = sqlx::query_as(&format!(
-            "INSERT INTO messages (id, thread_id, seq, role, content, status, error, \
-                                   client_message_id, reply_to, model, created_at, updated_at) \
-             SELECT ?1, t.id, \
-                    (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = t.id), \
-                    'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?5, ?5 \
-             FROM threads t WHERE t.id = ?6 \
-             RETURNING {MESSAGE_COLUMNS}"
-        ))
-        .bind(id.as_str())
-        .bind(&new.content)
-        .bind(&new.client_message_id)
-        .bind(&new.model)
-        .bind(now_text())
-        .bind(new.thread_id.as_str())
+        let inserted = sqlx::query_as!(
+            MessageRecord,
+            r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                     client_message_id, reply_to, model, created_at, updated_at)
+               SELECT ?1, t.id,
+                      (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = t.id),
+                      'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?5, ?5
+               FROM threads t WHERE t.id = ?6
+               RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                         status AS "status: MessageStatus", error, client_message_id,
+                         reply_to AS "reply_to: MessageId", model,
+                         created_at AS "created_at: DateTime<Utc>",
+                         updated_at AS "updated_at: DateTime<Utc>""#,
+            id,
+            new.content,
+            new.client_message_id,
+            new.model,
+            now,
+            thread_id,
+        )
         .fetch_optional(&self.pool)
         .await;
 
         match inserted {
-            Ok(Some(raw)) => Ok(Inserted::New(raw.try_into()?)),
+            Ok(Some(row)) => Ok(Inserted::New(row.into())),
             Ok(None) => Err(StoreError::ThreadNotFound(new.thread_id)),
             Err(err) if is_unique_violation(&err) => {
                 // Only `messages_client_id` can refuse a user message (the id is fresh and
@@ -101,12 +95,17 @@ impl Store {
                 let Some(client_id) = &new.client_message_id else {
                     return Err(err.into());
                 };
-                let first: MessageRaw = sqlx::query_as(&format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM messages \
-                     WHERE thread_id = ?1 AND client_message_id = ?2"
-                ))
-                .bind(new.thread_id.as_str())
-                .bind(client_id)
+                let first = sqlx::query_as!(
+                    MessageRecord,
+                    r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                              status AS "status: MessageStatus", error, client_message_id,
+                              reply_to AS "reply_to: MessageId", model,
+                              created_at AS "created_at: DateTime<Utc>",
+                              updated_at AS "updated_at: DateTime<Utc>"
+                       FROM messages WHERE thread_id = ?1 AND client_message_id = ?2"#,
+                    thread_id,
+                    client_id,
+                )
                 .fetch_one(&self.pool)
                 .await?;
                 tracing::debug!(
@@ -115,7 +114,7 @@ impl Store {
                     client_message_id = %client_id,
                     "Client resent a message; returning the first one."
                 );
-                Ok(Inserted::Duplicate(first.try_into()?))
+                Ok(Inserted::Duplicate(first.into()))
             }
             Err(err) => Err(err.into()),
         }
@@ -139,44 +138,52 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let now = now_text();
 
-        let thread_id: String = sqlx::query_scalar(
-            "UPDATE messages SET status = 'done', error = NULL, updated_at = ?1 \
+        let thread_id = sqlx::query_scalar!(
+            "UPDATE messages SET status = 'done', error = NULL, updated_at = ?1
              WHERE id = ?2 AND role = 'user' RETURNING thread_id",
+            now,
+            user_message,
         )
-        .bind(&now)
-        .bind(user_message.as_str())
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
 
-        let reply: MessageRaw = sqlx::query_as(&format!(
-            "INSERT INTO messages (id, thread_id, seq, role, content, status, error, \
-                                   client_message_id, reply_to, model, created_at, updated_at) \
-             VALUES (?1, ?2, \
-                     (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2), \
-                     'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?6, ?6) \
-             RETURNING {MESSAGE_COLUMNS}"
-        ))
-        .bind(MessageId::generate().as_str())
-        .bind(&thread_id)
-        .bind(reply_text)
-        .bind(user_message.as_str())
-        .bind(model)
-        .bind(&now)
+        let reply_id = MessageId::generate();
+        let reply = sqlx::query_as!(
+            MessageRecord,
+            r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                     client_message_id, reply_to, model, created_at, updated_at)
+               VALUES (?1, ?2,
+                       (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2),
+                       'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?6, ?6)
+               RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                         status AS "status: MessageStatus", error, client_message_id,
+                         reply_to AS "reply_to: MessageId", model,
+                         created_at AS "created_at: DateTime<Utc>",
+                         updated_at AS "updated_at: DateTime<Utc>""#,
+            reply_id,
+            thread_id,
+            reply_text,
+            user_message,
+            model,
+            now,
+        )
         .fetch_one(&mut *tx)
         .await?;
 
-        if let Some(session) = session {
-            sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
-                .bind(session.as_str())
-                .bind(&now)
-                .bind(&thread_id)
-                .execute(&mut *tx)
-                .await?;
+        if let Some(session) = session.map(CliSessionId::as_str) {
+            sqlx::query!(
+                "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
+                session,
+                now,
+                thread_id,
+            )
+            .execute(&mut *tx)
+            .await?;
         }
 
         tx.commit().await?;
-        reply.try_into()
+        Ok(reply.into())
     }
 
     /// Ends a turn that produced no reply: sets the user message's status (meant for
@@ -195,25 +202,27 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let now = now_text();
 
-        let thread_id: String = sqlx::query_scalar(
-            "UPDATE messages SET status = ?1, error = ?2, updated_at = ?3 \
+        let thread_id = sqlx::query_scalar!(
+            "UPDATE messages SET status = ?1, error = ?2, updated_at = ?3
              WHERE id = ?4 AND role = 'user' RETURNING thread_id",
+            status,
+            error,
+            now,
+            user_message,
         )
-        .bind(status.as_str())
-        .bind(error)
-        .bind(&now)
-        .bind(user_message.as_str())
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
 
-        if let Some(session) = session {
-            sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
-                .bind(session.as_str())
-                .bind(&now)
-                .bind(&thread_id)
-                .execute(&mut *tx)
-                .await?;
+        if let Some(session) = session.map(CliSessionId::as_str) {
+            sqlx::query!(
+                "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
+                session,
+                now,
+                thread_id,
+            )
+            .execute(&mut *tx)
+            .await?;
         }
 
         tx.commit().await?;
@@ -223,37 +232,56 @@ impl Store {
     /// The message, or `None` when we do not have it.
     pub async fn get_message(&self, id: &MessageId) -> Result<Option<Message>, StoreError> {
         let _timer = self.metrics.time("get_message");
-        let raw: Option<MessageRaw> = sqlx::query_as(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1"
-        ))
-        .bind(id.as_str())
+        let row = sqlx::query_as!(
+            MessageRecord,
+            r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                      status AS "status: MessageStatus", error, client_message_id,
+                      reply_to AS "reply_to: MessageId", model,
+                      created_at AS "created_at: DateTime<Utc>",
+                      updated_at AS "updated_at: DateTime<Utc>"
+               FROM messages WHERE id = ?1"#,
+            id,
+        )
         .fetch_optional(&self.pool)
         .await?;
-        raw.map(Message::try_from).transpose()
+        Ok(row.map(Message::from))
     }
 
     /// Every message of the thread in `seq` order, whatever its status. An unknown thread has no
     /// messages.
     pub async fn list_messages(&self, thread: &ThreadId) -> Result<Vec<Message>, StoreError> {
-        let raws: Vec<MessageRaw> = sqlx::query_as(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?1 ORDER BY seq, rowid"
-        ))
-        .bind(thread.as_str())
+        let thread = thread.as_str();
+        let rows = sqlx::query_as!(
+            MessageRecord,
+            r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                      status AS "status: MessageStatus", error, client_message_id,
+                      reply_to AS "reply_to: MessageId", model,
+                      created_at AS "created_at: DateTime<Utc>",
+                      updated_at AS "updated_at: DateTime<Utc>"
+               FROM messages WHERE thread_id = ?1 ORDER BY seq, rowid"#,
+            thread,
+        )
         .fetch_all(&self.pool)
         .await?;
-        raws.into_iter().map(Message::try_from).collect()
+        Ok(rows.into_iter().map(Message::from).collect())
     }
 
     /// The assistant message answering `user_message`, or `None` while there is none (the turn is
     /// running or failed). A duplicate `client_message_id` uses it to return the first reply.
     pub async fn reply_for(&self, user_message: &MessageId) -> Result<Option<Message>, StoreError> {
-        let raw: Option<MessageRaw> = sqlx::query_as(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE reply_to = ?1 AND role = 'assistant'"
-        ))
-        .bind(user_message.as_str())
+        let row = sqlx::query_as!(
+            MessageRecord,
+            r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                      status AS "status: MessageStatus", error, client_message_id,
+                      reply_to AS "reply_to: MessageId", model,
+                      created_at AS "created_at: DateTime<Utc>",
+                      updated_at AS "updated_at: DateTime<Utc>"
+               FROM messages WHERE reply_to = ?1 AND role = 'assistant'"#,
+            user_message,
+        )
         .fetch_optional(&self.pool)
         .await?;
-        raw.map(Message::try_from).transpose()
+        Ok(row.map(Message::from))
     }
 
     /// The thread's finished exchanges, oldest first: each `done` user message followed by the
@@ -261,14 +289,15 @@ impl Store {
     /// the turn being run never appears. An unknown thread has no history.
     pub async fn history(&self, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
         let _timer = self.metrics.time("history");
-        let exchanges: Vec<ExchangeRaw> = sqlx::query_as(
-            "SELECT u.content AS user_content, a.content AS reply_content \
-             FROM messages u \
-             JOIN messages a ON a.reply_to = u.id AND a.role = 'assistant' AND a.status = 'done' \
-             WHERE u.thread_id = ?1 AND u.role = 'user' AND u.status = 'done' \
+        let thread = thread.as_str();
+        let exchanges = sqlx::query!(
+            "SELECT u.content AS user_content, a.content AS reply_content
+             FROM messages u
+             JOIN messages a ON a.reply_to = u.id AND a.role = 'assistant' AND a.status = 'done'
+             WHERE u.thread_id = ?1 AND u.role = 'user' AND u.status = 'done'
              ORDER BY u.seq, u.rowid",
+            thread,
         )
-        .bind(thread.as_str())
         .fetch_all(&self.pool)
         .await?;
         Ok(exchanges
@@ -288,33 +317,40 @@ impl Store {
             .collect())
     }
 
-    /// Crash recovery at start-up, before any turn runs: every user message still `pending` (its
-    /// turn died with the previous daemon) becomes `interrupted` with `reason` as its error.
-    /// Returns how many.
     /// Puts an `interrupted` user message back to `pending`, so a client's retry runs it. Returns
     /// the message when this call did it; `None` when it was not `interrupted` (any more): of two
     /// concurrent retries, exactly one gets it.
     pub async fn retry_interrupted(&self, id: &MessageId) -> Result<Option<Message>, StoreError> {
         let _timer = self.metrics.time("retry_interrupted");
-        let raw: Option<MessageRaw> = sqlx::query_as(&format!(
-            "UPDATE messages SET status = 'pending', error = NULL, updated_at = ?1 \
-             WHERE id = ?2 AND role = 'user' AND status = 'interrupted' \
-             RETURNING {MESSAGE_COLUMNS}"
-        ))
-        .bind(now_text())
-        .bind(id.as_str())
+        let now = now_text();
+        let row = sqlx::query_as!(
+            MessageRecord,
+            r#"UPDATE messages SET status = 'pending', error = NULL, updated_at = ?1
+               WHERE id = ?2 AND role = 'user' AND status = 'interrupted'
+               RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
+                         status AS "status: MessageStatus", error, client_message_id,
+                         reply_to AS "reply_to: MessageId", model,
+                         created_at AS "created_at: DateTime<Utc>",
+                         updated_at AS "updated_at: DateTime<Utc>""#,
+            now,
+            id,
+        )
         .fetch_optional(&self.pool)
         .await?;
-        raw.map(Message::try_from).transpose()
+        Ok(row.map(Message::from))
     }
 
+    /// Crash recovery at start-up, before any turn runs: every user message still `pending` (its
+    /// turn died with the previous daemon) becomes `interrupted` with `reason` as its error.
+    /// Returns how many.
     pub async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2 \
+        let now = now_text();
+        let done = sqlx::query!(
+            "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
              WHERE status = 'pending' AND role = 'user'",
+            reason,
+            now,
         )
-        .bind(reason)
-        .bind(now_text())
         .execute(&self.pool)
         .await?;
         let count = done.rows_affected();
@@ -398,7 +434,7 @@ mod tests {
     }
 
     async fn count_messages(store: &Store) -> i64 {
-        sqlx::query_scalar("SELECT COUNT(*) FROM messages")
+        sqlx::query_scalar!(r#"SELECT COUNT(*) AS "count!: i64" FROM messages"#)
             .fetch_one(store.pool())
             .await
             .unwrap()
@@ -788,12 +824,11 @@ mod tests {
         let t = thread(&store).await;
         let m = send(&store, &t, "q").await;
         // The CHECK constraint stops this in normal use; bypass it as a damaged file would.
-        sqlx::query("PRAGMA ignore_check_constraints = ON")
+        sqlx::query!("PRAGMA ignore_check_constraints = ON")
             .execute(store.pool())
             .await
             .unwrap();
-        sqlx::query("UPDATE messages SET status = 'weird' WHERE id = ?1")
-            .bind(m.id.as_str())
+        sqlx::query!("UPDATE messages SET status = 'weird' WHERE id = ?1", m.id)
             .execute(store.pool())
             .await
             .unwrap();

@@ -1,43 +1,40 @@
 //! Threads: creating, looking up and listing them, the CLI session each one resumes, and how deep a
 //! delegated child sits. Messages of a thread are in `messages.rs`.
 
+use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
 
-use super::{now_text, parse_time, NewThread, Store, StoreError, Thread};
+use super::{now_text, NewThread, Store, StoreError, Thread};
 
 /// Guards the depth walk against a parent cycle. Creation makes cycles impossible (a parent must
 /// exist before its child gets a fresh id), but a hand-edited database should not hang the daemon.
 const MAX_DEPTH_WALK: i64 = 10_000;
 
-/// A `threads` row as SQLite returns it.
-#[derive(sqlx::FromRow)]
-struct ThreadRaw {
+/// A `threads` row as sqlx decodes it. The contract's ids are still text: `plugin-contract` has no
+/// sqlx, so they are wrapped here.
+struct ThreadRecord {
     id: String,
     title: Option<String>,
     model: Option<String>,
     cli_session_id: Option<String>,
     parent_id: Option<String>,
-    created_at: String,
-    updated_at: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
 }
 
-impl TryFrom<ThreadRaw> for Thread {
-    type Error = StoreError;
-
-    fn try_from(raw: ThreadRaw) -> Result<Self, StoreError> {
-        Ok(Thread {
-            created_at: parse_time("threads.created_at", &raw.created_at)?,
-            updated_at: parse_time("threads.updated_at", &raw.updated_at)?,
-            id: ThreadId::from_string(raw.id),
-            title: raw.title,
-            model: raw.model,
-            cli_session_id: raw.cli_session_id.map(CliSessionId::from_string),
-            parent_id: raw.parent_id.map(ThreadId::from_string),
-        })
+impl From<ThreadRecord> for Thread {
+    fn from(row: ThreadRecord) -> Self {
+        Thread {
+            id: ThreadId::from_string(row.id),
+            title: row.title,
+            model: row.model,
+            cli_session_id: row.cli_session_id.map(CliSessionId::from_string),
+            parent_id: row.parent_id.map(ThreadId::from_string),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
     }
 }
-
-const THREAD_COLUMNS: &str = "id, title, model, cli_session_id, parent_id, created_at, updated_at";
 
 impl Store {
     /// Creates a thread with a fresh [`ThreadId`]. A `parent_id` must name an existing thread
@@ -49,32 +46,43 @@ impl Store {
             self.require_thread(parent).await?;
         }
         let id = ThreadId::generate();
+        let id_text = id.as_str();
+        let parent = new.parent_id.as_ref().map(ThreadId::as_str);
         let now = now_text();
-        let raw: ThreadRaw = sqlx::query_as(&format!(
-            "INSERT INTO threads (id, title, model, cli_session_id, parent_id, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?5) RETURNING {THREAD_COLUMNS}"
-        ))
-        .bind(id.as_str())
-        .bind(&new.title)
-        .bind(&new.model)
-        .bind(new.parent_id.as_ref().map(ThreadId::as_str))
-        .bind(&now)
+        let row = sqlx::query_as!(
+            ThreadRecord,
+            r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, created_at, updated_at)
+               VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?5)
+               RETURNING id, title, model, cli_session_id, parent_id,
+                         created_at AS "created_at: DateTime<Utc>",
+                         updated_at AS "updated_at: DateTime<Utc>""#,
+            id_text,
+            new.title,
+            new.model,
+            parent,
+            now,
+        )
         .fetch_one(&self.pool)
         .await?;
         tracing::debug!(thread_id = %id, parent_id = ?new.parent_id, "Created a thread.");
-        raw.try_into()
+        Ok(row.into())
     }
 
     /// The thread, or `None` when we never created it.
     pub async fn get_thread(&self, id: &ThreadId) -> Result<Option<Thread>, StoreError> {
         let _timer = self.metrics.time("get_thread");
-        let raw: Option<ThreadRaw> = sqlx::query_as(&format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE id = ?1"
-        ))
-        .bind(id.as_str())
+        let id_text = id.as_str();
+        let row = sqlx::query_as!(
+            ThreadRecord,
+            r#"SELECT id, title, model, cli_session_id, parent_id,
+                      created_at AS "created_at: DateTime<Utc>",
+                      updated_at AS "updated_at: DateTime<Utc>"
+               FROM threads WHERE id = ?1"#,
+            id_text,
+        )
         .fetch_optional(&self.pool)
         .await?;
-        raw.map(Thread::try_from).transpose()
+        Ok(row.map(Thread::from))
     }
 
     /// The thread, or [`StoreError::ThreadNotFound`].
@@ -86,12 +94,16 @@ impl Store {
 
     /// Every thread, newest first (creation order; ties broken by insertion order).
     pub async fn list_threads(&self) -> Result<Vec<Thread>, StoreError> {
-        let raws: Vec<ThreadRaw> = sqlx::query_as(&format!(
-            "SELECT {THREAD_COLUMNS} FROM threads ORDER BY created_at DESC, rowid DESC"
-        ))
+        let rows = sqlx::query_as!(
+            ThreadRecord,
+            r#"SELECT id, title, model, cli_session_id, parent_id,
+                      created_at AS "created_at: DateTime<Utc>",
+                      updated_at AS "updated_at: DateTime<Utc>"
+               FROM threads ORDER BY created_at DESC, rowid DESC"#,
+        )
         .fetch_all(&self.pool)
         .await?;
-        raws.into_iter().map(Thread::try_from).collect()
+        Ok(rows.into_iter().map(Thread::from).collect())
     }
 
     /// Records the CLI session the thread should `--resume` next (or forgets it with `None`, after
@@ -102,13 +114,17 @@ impl Store {
         session: Option<&CliSessionId>,
     ) -> Result<(), StoreError> {
         let _timer = self.metrics.time("set_cli_session");
-        let done =
-            sqlx::query("UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3")
-                .bind(session.map(CliSessionId::as_str))
-                .bind(now_text())
-                .bind(id.as_str())
-                .execute(&self.pool)
-                .await?;
+        let session = session.map(CliSessionId::as_str);
+        let now = now_text();
+        let id_text = id.as_str();
+        let done = sqlx::query!(
+            "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
+            session,
+            now,
+            id_text,
+        )
+        .execute(&self.pool)
+        .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::ThreadNotFound(id.clone()));
         }
@@ -119,18 +135,20 @@ impl Store {
     /// child. Delegation uses it to bound nesting. [`StoreError::ThreadNotFound`] for an unknown
     /// thread.
     pub async fn thread_depth(&self, id: &ThreadId) -> Result<u32, StoreError> {
-        let depth: Option<i64> = sqlx::query_scalar(
-            "WITH RECURSIVE chain(id, parent_id, depth) AS ( \
-                 SELECT id, parent_id, 0 FROM threads WHERE id = ?1 \
-                 UNION ALL \
-                 SELECT t.id, t.parent_id, chain.depth + 1 \
-                 FROM threads t JOIN chain ON t.id = chain.parent_id \
-                 WHERE chain.depth < ?2 \
-             ) \
-             SELECT MAX(depth) FROM chain",
+        // MAX over no rows (an unknown thread) is NULL.
+        let id_text = id.as_str();
+        let depth = sqlx::query_scalar!(
+            r#"WITH RECURSIVE chain(id, parent_id, depth) AS (
+                   SELECT id, parent_id, 0 FROM threads WHERE id = ?1
+                   UNION ALL
+                   SELECT t.id, t.parent_id, chain.depth + 1
+                   FROM threads t JOIN chain ON t.id = chain.parent_id
+                   WHERE chain.depth < ?2
+               )
+               SELECT MAX(depth) AS "depth?: i64" FROM chain"#,
+            id_text,
+            MAX_DEPTH_WALK,
         )
-        .bind(id.as_str())
-        .bind(MAX_DEPTH_WALK)
         .fetch_one(&self.pool)
         .await?;
         let depth = depth.ok_or_else(|| StoreError::ThreadNotFound(id.clone()))?;
@@ -192,11 +210,14 @@ mod tests {
         let a = store.create_thread(NewThread::default()).await.unwrap();
         let b = store.create_thread(NewThread::default()).await.unwrap();
         // Pretend `a` was created after `b`.
-        sqlx::query("UPDATE threads SET created_at = '2999-01-01T00:00:00.000000Z' WHERE id = ?1")
-            .bind(a.id.as_str())
-            .execute(store.pool())
-            .await
-            .unwrap();
+        let a_id = a.id.as_str();
+        sqlx::query!(
+            "UPDATE threads SET created_at = '2999-01-01T00:00:00.000000Z' WHERE id = ?1",
+            a_id
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
         let listed: Vec<ThreadId> = store
             .list_threads()
             .await
@@ -304,8 +325,8 @@ mod tests {
     async fn bad_timestamp_is_corrupt_not_a_panic() {
         let store = memory_store().await;
         let thread = store.create_thread(NewThread::default()).await.unwrap();
-        sqlx::query("UPDATE threads SET updated_at = 'soon' WHERE id = ?1")
-            .bind(thread.id.as_str())
+        let id = thread.id.as_str();
+        sqlx::query!("UPDATE threads SET updated_at = 'soon' WHERE id = ?1", id)
             .execute(store.pool())
             .await
             .unwrap();

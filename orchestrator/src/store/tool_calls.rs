@@ -1,52 +1,38 @@
 //! A record of every tool call the in-process MCP server served: what was asked, what went back,
 //! how long it took. Written once per call after it finished; read for inspection and tests.
 
+use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
 
-use super::{
-    is_foreign_key_violation, now_text, parse_json, parse_time, NewToolCall, Store, StoreError,
-    ToolCallRow,
-};
+use super::{is_foreign_key_violation, now_text, NewToolCall, Store, StoreError, ToolCallRow};
 
-/// A `tool_calls` row as SQLite returns it.
-#[derive(sqlx::FromRow)]
-struct ToolCallRaw {
+/// A `tool_calls` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no
+/// sqlx, so it is wrapped here.
+struct ToolCallRecord {
     id: i64,
     thread_id: Option<String>,
     tool: String,
     tool_use_id: Option<String>,
-    input: String,
-    result: Option<String>,
+    input: serde_json::Value,
+    result: Option<serde_json::Value>,
     is_error: bool,
-    duration_ms: i64,
-    created_at: String,
+    duration_ms: u64,
+    created_at: DateTime<Utc>,
 }
 
-impl TryFrom<ToolCallRaw> for ToolCallRow {
-    type Error = StoreError;
-
-    fn try_from(raw: ToolCallRaw) -> Result<Self, StoreError> {
-        let duration_ms = u64::try_from(raw.duration_ms).map_err(|_| {
-            StoreError::Corrupt(format!(
-                "tool call {} has duration {} ms",
-                raw.id, raw.duration_ms
-            ))
-        })?;
-        Ok(ToolCallRow {
-            input: parse_json("tool_calls.input", &raw.input)?,
-            result: raw
-                .result
-                .as_deref()
-                .map(|r| parse_json("tool_calls.result", r))
-                .transpose()?,
-            created_at: parse_time("tool_calls.created_at", &raw.created_at)?,
-            duration_ms,
-            id: raw.id,
-            thread_id: raw.thread_id.map(ThreadId::from_string),
-            tool: raw.tool,
-            tool_use_id: raw.tool_use_id,
-            is_error: raw.is_error,
-        })
+impl From<ToolCallRecord> for ToolCallRow {
+    fn from(row: ToolCallRecord) -> Self {
+        ToolCallRow {
+            id: row.id,
+            thread_id: row.thread_id.map(ThreadId::from_string),
+            tool: row.tool,
+            tool_use_id: row.tool_use_id,
+            input: row.input,
+            result: row.result,
+            is_error: row.is_error,
+            duration_ms: row.duration_ms,
+            created_at: row.created_at,
+        }
     }
 }
 
@@ -57,19 +43,21 @@ impl Store {
         let _timer = self.metrics.time("record_tool_call");
         // SQLite integers are signed; a call longer than 292 million years is clamped.
         let duration_ms = i64::try_from(call.duration_ms).unwrap_or(i64::MAX);
-        let inserted = sqlx::query_scalar(
-            "INSERT INTO tool_calls \
-                 (thread_id, tool, tool_use_id, input, result, is_error, duration_ms, created_at) \
+        let thread_id = call.thread_id.as_ref().map(ThreadId::as_str);
+        let now = now_text();
+        let inserted = sqlx::query_scalar!(
+            "INSERT INTO tool_calls
+                 (thread_id, tool, tool_use_id, input, result, is_error, duration_ms, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+            thread_id,
+            call.tool,
+            call.tool_use_id,
+            call.input,
+            call.result,
+            call.is_error,
+            duration_ms,
+            now,
         )
-        .bind(call.thread_id.as_ref().map(ThreadId::as_str))
-        .bind(&call.tool)
-        .bind(&call.tool_use_id)
-        .bind(call.input.to_string())
-        .bind(call.result.as_ref().map(|r| r.to_string()))
-        .bind(call.is_error)
-        .bind(duration_ms)
-        .bind(now_text())
         .fetch_one(&self.pool)
         .await;
         match (inserted, call.thread_id) {
@@ -83,15 +71,21 @@ impl Store {
 
     /// The thread's tool calls, oldest first (ascending id).
     pub async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
-        let raws: Vec<ToolCallRaw> = sqlx::query_as(
-            "SELECT id, thread_id, tool, tool_use_id, input, result, is_error, duration_ms, \
-                    created_at \
-             FROM tool_calls WHERE thread_id = ?1 ORDER BY id",
+        let thread = thread.as_str();
+        let rows = sqlx::query_as!(
+            ToolCallRecord,
+            r#"SELECT id AS "id!", thread_id, tool, tool_use_id,
+                      input AS "input: serde_json::Value",
+                      result AS "result: serde_json::Value",
+                      is_error AS "is_error: bool",
+                      duration_ms AS "duration_ms: u64",
+                      created_at AS "created_at: DateTime<Utc>"
+               FROM tool_calls WHERE thread_id = ?1 ORDER BY id"#,
+            thread,
         )
-        .bind(thread.as_str())
         .fetch_all(&self.pool)
         .await?;
-        raws.into_iter().map(ToolCallRow::try_from).collect()
+        Ok(rows.into_iter().map(ToolCallRow::from).collect())
     }
 }
 
@@ -168,11 +162,12 @@ mod tests {
         assert_eq!(json["isError"], false);
         assert_eq!(json["durationMs"], 17);
 
-        let no_thread: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM tool_calls WHERE thread_id IS NULL")
-                .fetch_one(store.pool())
-                .await
-                .unwrap();
+        let no_thread: i64 = sqlx::query_scalar!(
+            r#"SELECT COUNT(*) AS "count!: i64" FROM tool_calls WHERE thread_id IS NULL"#
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
         assert_eq!(no_thread, 1);
     }
 
