@@ -310,53 +310,27 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
             },
             session_id: line.session_id,
         }),
-        Line::Assistant(line) => {
-            let top_level = line.is_top_level();
-            CliMessage::Progress(Progress {
-                events: line
-                    .message
-                    .content
-                    .into_iter()
-                    .filter(|_| top_level)
-                    .filter_map(|block| match block {
-                        Block::Text { text } => Some(TurnEvent::AssistantText { text }),
-                        Block::ToolUse { id, name, input } => Some(TurnEvent::ToolCallStarted {
-                            tool_use_id: id,
-                            name,
-                            input,
-                        }),
-                        _ => None,
-                    })
-                    .collect(),
-                session_id: line.session_id,
-                starts_turn: false,
-            })
-        }
-        Line::User(line) => {
-            let top_level = line.is_top_level();
-            CliMessage::Progress(Progress {
-                events: line
-                    .message
-                    .content
-                    .into_iter()
-                    .filter(|_| top_level)
-                    .filter_map(|block| match block {
-                        Block::ToolResult {
-                            tool_use_id,
-                            is_error,
-                            content,
-                        } => Some(TurnEvent::ToolCallFinished {
-                            tool_use_id,
-                            is_error,
-                            content,
-                        }),
-                        _ => None,
-                    })
-                    .collect(),
-                session_id: line.session_id,
-                starts_turn: false,
-            })
-        }
+        Line::Assistant(line) => line.progress(|block| match block {
+            Block::Text { text } => Some(TurnEvent::AssistantText { text }),
+            Block::ToolUse { id, name, input } => Some(TurnEvent::ToolCallStarted {
+                tool_use_id: id,
+                name,
+                input,
+            }),
+            _ => None,
+        }),
+        Line::User(line) => line.progress(|block| match block {
+            Block::ToolResult {
+                tool_use_id,
+                is_error,
+                content,
+            } => Some(TurnEvent::ToolCallFinished {
+                tool_use_id,
+                is_error,
+                content,
+            }),
+            _ => None,
+        }),
         Line::StreamEvent(line) => {
             let top_level = matches!(line.parent_tool_use_id, None | Some(Value::Null));
             let text = match line.event.and_then(|e| e.delta) {
@@ -453,8 +427,19 @@ struct MessageLine {
 }
 
 impl MessageLine {
-    fn is_top_level(&self) -> bool {
-        matches!(self.parent_tool_use_id, None | Some(Value::Null))
+    /// The line's events: `event` of each content block, for the turn's own lines only.
+    fn progress(self, event: impl Fn(Block) -> Option<TurnEvent>) -> CliMessage {
+        let top_level = matches!(self.parent_tool_use_id, None | Some(Value::Null));
+        let events = if top_level {
+            self.message.content.into_iter().filter_map(event).collect()
+        } else {
+            Vec::new()
+        };
+        CliMessage::Progress(Progress {
+            events,
+            session_id: self.session_id,
+            starts_turn: false,
+        })
     }
 }
 

@@ -7,15 +7,10 @@ use claude_cli::CliError;
 
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum TurnError {
-    /// The CLI binary could not be started (missing, not executable). The API answers 503.
-    #[error("could not start the claude CLI ({bin}): {reason}")]
-    Spawn { bin: String, reason: String },
-    /// The process exited or closed stdout before the turn ended. The API answers 502.
-    #[error("the claude CLI exited mid-turn ({status}); stderr: {stderr_tail}")]
-    ProcessDied { status: String, stderr_tail: String },
-    /// The CLI did not become ready in time. The API answers 503.
-    #[error("the claude CLI did not become ready within {0:?}")]
-    NotReady(Duration),
+    /// The process could not be started, did not become ready, died mid-turn or refused a
+    /// request: the API answers 503 (not started, not ready) or 502.
+    #[error(transparent)]
+    Process(#[from] CliError),
     /// No output from the CLI for too long. The API answers 504.
     #[error("the claude CLI sent nothing for {0:?}; the turn was abandoned")]
     IdleTimeout(Duration),
@@ -36,21 +31,4 @@ pub enum TurnError {
     /// The daemon is shutting down. The API answers 503.
     #[error("the daemon is shutting down")]
     ShuttingDown,
-}
-
-impl From<CliError> for TurnError {
-    fn from(err: CliError) -> Self {
-        match err {
-            CliError::Spawn { bin, reason } => TurnError::Spawn { bin, reason },
-            CliError::ProcessDied {
-                status,
-                stderr_tail,
-            } => TurnError::ProcessDied {
-                status,
-                stderr_tail,
-            },
-            CliError::NotReady(after) => TurnError::NotReady(after),
-            CliError::Refused(reason) => TurnError::Cli(reason),
-        }
-    }
 }

@@ -12,6 +12,7 @@ use tracing::error;
 use crate::pipeline::PipelineError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
+use claude_cli::CliError;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -76,9 +77,14 @@ impl From<StoreError> for ApiError {
 /// How a failed turn is reported: the CLI missing → 503; the CLI failing → 502; too slow → 504.
 pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
     match err {
-        TurnError::Spawn { .. } => (StatusCode::SERVICE_UNAVAILABLE, "cli_unavailable"),
-        TurnError::NotReady(_) => (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready"),
-        TurnError::ProcessDied { .. } => (StatusCode::BAD_GATEWAY, "cli_died"),
+        TurnError::Process(CliError::Spawn { .. }) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "cli_unavailable")
+        }
+        TurnError::Process(CliError::NotReady(_)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "cli_not_ready")
+        }
+        TurnError::Process(CliError::ProcessDied { .. }) => (StatusCode::BAD_GATEWAY, "cli_died"),
+        TurnError::Process(CliError::Refused(_)) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
         TurnError::IdleTimeout(_) | TurnError::TurnTimeout(_) => {

@@ -365,32 +365,21 @@ impl TerminalEvent {
         }
     }
 
-    async fn finished(mut self, data: serde_json::Value) {
-        self.sent = true;
-        self.pipeline
-            .inner
-            .events
-            .emit_and_wait(
-                &self.thread,
-                Some(&self.message),
-                EventKind::TurnFinished,
-                data,
-            )
-            .await;
+    async fn finished(self, data: serde_json::Value) {
+        self.end(EventKind::TurnFinished, data).await;
     }
 
-    async fn failed(mut self, status: MessageStatus, error: String) {
-        self.sent = true;
+    async fn failed(self, status: MessageStatus, error: String) {
         let data = json!({"messageId": self.message, "status": status, "error": error});
+        self.end(EventKind::TurnFailed, data).await;
+    }
+
+    async fn end(mut self, kind: EventKind, data: serde_json::Value) {
+        self.sent = true;
         self.pipeline
             .inner
             .events
-            .emit_and_wait(
-                &self.thread,
-                Some(&self.message),
-                EventKind::TurnFailed,
-                data,
-            )
+            .emit_and_wait(&self.thread, Some(&self.message), kind, data)
             .await;
     }
 }
