@@ -18,7 +18,8 @@
 //! | `harness_pool_prewarms_skipped_total` | counter | | prewarms that started nothing: every slot held a process used within `pool.prewarm_evicts_after` |
 //! | `harness_pool_spawns_total` | counter | | `claude` processes started (a failed `--resume` starts two) |
 //! | `harness_pool_resume_fallbacks_total` | counter | | `--resume` failed; a fresh session got the history |
-//! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (model change), `shutdown` | processes let go |
+//! | `harness_pool_model_switches_total` | counter | | a warm process switched model in place (`set_model`) instead of being replaced |
+//! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
 //! | `harness_process_spawn_seconds` | histogram | | spawn → ready (initialize answered, MCP handshake done) |
 //! | `harness_turn_duration_seconds` | histogram | `start`: `warm`, `cold` (see below) | a turn, from the thread's turn to the stored outcome |
@@ -142,6 +143,7 @@ pub struct PoolMetrics {
     prewarms_skipped: Counter,
     spawns: Counter,
     resume_fallbacks: Counter,
+    model_switches: Counter,
     evictions: Family<CauseLabel, Counter>,
     live: Gauge,
     spawn_seconds: Histogram,
@@ -163,6 +165,7 @@ pub struct PoolCounts {
     pub prewarms_skipped: u64,
     pub spawns: u64,
     pub resume_fallbacks: u64,
+    pub model_switches: u64,
     pub evicted_expired: u64,
     pub evicted_capacity: u64,
     pub evicted_error: u64,
@@ -187,6 +190,7 @@ impl Default for PoolMetrics {
             prewarms_skipped: Counter::default(),
             spawns: Counter::default(),
             resume_fallbacks: Counter::default(),
+            model_switches: Counter::default(),
             evictions,
             live: Gauge::default(),
             spawn_seconds: Histogram::new([
@@ -218,6 +222,10 @@ impl PoolMetrics {
     pub fn resume_fallback(&self) {
         self.resume_fallbacks.inc();
     }
+    /// A warm process changed its model in place instead of being replaced.
+    pub fn model_switched(&self) {
+        self.model_switches.inc();
+    }
     /// A process became ready `took` after it was spawned; it counts as live until
     /// [`Self::reaped`].
     pub fn ready(&self, took: Duration) {
@@ -242,6 +250,7 @@ impl PoolMetrics {
             prewarms_skipped: self.prewarms_skipped.get(),
             spawns: self.spawns.get(),
             resume_fallbacks: self.resume_fallbacks.get(),
+            model_switches: self.model_switches.get(),
             evicted_expired: evicted("expired"),
             evicted_capacity: evicted("capacity"),
             evicted_error: evicted("error"),
@@ -273,6 +282,11 @@ impl PoolMetrics {
                 "pool_resume_fallbacks",
                 "Spawns whose --resume failed and that started a fresh session instead",
                 &self.resume_fallbacks,
+            ),
+            (
+                "pool_model_switches",
+                "Warm processes switched to another model in place (set_model)",
+                &self.model_switches,
             ),
         ];
         for (name, help, counter) in counters {

@@ -135,7 +135,10 @@ struct Inner {
 struct Entry {
     process: Arc<CliProcess>,
     thread: ThreadId,
+    /// The options the process was started with; its model may have changed since.
     options: SpawnOptions,
+    /// The model the process uses now (`set_model` changes it in place).
+    model: Mutex<Option<String>>,
     start: SessionStart,
     /// Checkouts whose lease has not ended. A leased process counts as busy: the pool must not
     /// push it out between checkout and turn.
@@ -151,6 +154,21 @@ struct Entry {
 }
 
 impl Entry {
+    /// Whether a turn asking for `options` can run on this process as it is.
+    fn fits(&self, options: &SpawnOptions) -> Fit {
+        let same_start = SpawnOptions {
+            model: options.model.clone(),
+            ..self.options.clone()
+        } == *options;
+        if !same_start {
+            Fit::No
+        } else if *lock(&self.model) == options.model {
+            Fit::Yes
+        } else {
+            Fit::OtherModel
+        }
+    }
+
     fn is_busy(&self) -> bool {
         self.leases.load(Ordering::SeqCst) > 0 || self.process.in_turn()
     }
@@ -275,16 +293,32 @@ impl Pool {
         let inner = &self.inner;
         for _ in 0..3 {
             if let Some(entry) = inner.cache.get(thread).await {
-                if !entry.process.has_exited() && !entry.is_retired() && &entry.options == options {
+                let alive = !entry.process.has_exited() && !entry.is_retired();
+                let fit = entry.fits(options);
+                if alive && fit != Fit::No {
                     if let Some(lease) = entry.lease(self) {
-                        inner.metrics.hit();
-                        return Ok(lease);
+                        if fit == Fit::Yes {
+                            inner.metrics.hit();
+                            return Ok(lease);
+                        }
+                        match lease.switch_model(options.model.clone()).await {
+                            Ok(()) => {
+                                inner.metrics.hit();
+                                inner.metrics.model_switched();
+                                return Ok(lease);
+                            }
+                            Err(reason) => {
+                                warn!(thread_id = %thread, model = ?options.model, %reason, "The CLI refused the model switch; starting a process for the model.");
+                                // Dropped unfinished: the process is let go.
+                                drop(lease);
+                            }
+                        }
                     }
                 }
-                let cause = if &entry.options != options {
-                    EvictionCause::Replaced
-                } else {
+                let cause = if fit == Fit::Yes {
                     EvictionCause::Error
+                } else {
+                    EvictionCause::Replaced
                 };
                 self.remove(thread, cause).await;
             }
@@ -301,7 +335,7 @@ impl Pool {
                 )
                 .await
                 .map_err(|err| (*err).clone())?;
-            if &spawned.options == options {
+            if spawned.fits(options) == Fit::Yes {
                 // `None`: pushed out by a spawn waiting for a slot before we got to it; again.
                 if let Some(lease) = spawned.lease(self) {
                     return Ok(lease);
@@ -323,10 +357,9 @@ impl Pool {
         resume: Option<&CliSessionId>,
     ) -> Result<bool, TurnError> {
         self.inner.metrics.prewarm();
-        let warm =
-            self.inner.cache.get(thread).await.is_some_and(|e| {
-                !e.process.has_exited() && !e.is_retired() && &e.options == options
-            });
+        let warm = self.inner.cache.get(thread).await.is_some_and(|e| {
+            !e.process.has_exited() && !e.is_retired() && e.fits(options) == Fit::Yes
+        });
         let slot = if warm {
             None
         } else {
@@ -429,6 +462,7 @@ impl Pool {
             process,
             thread: thread.clone(),
             options: options.clone(),
+            model: Mutex::new(options.model.clone()),
             start,
             leases: AtomicUsize::new(0),
             retired: AtomicBool::new(false),
@@ -585,7 +619,7 @@ impl Pool {
             .filter(|e| !e.process.has_exited())
             .map(|e| ProcessInfo {
                 thread_id: e.thread.clone(),
-                model: e.options.model.clone(),
+                model: lock(&e.model).clone(),
                 pid: e.process.pid(),
                 age_ms: millis(e.process.age()),
                 idle_ms: millis(e.idle_for()),
@@ -633,6 +667,15 @@ impl Pool {
     }
 }
 
+/// How a process fits a turn's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fit {
+    Yes,
+    /// Everything but the model: `set_model` can switch it in place.
+    OtherModel,
+    No,
+}
+
 /// How a lease ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finish {
@@ -667,6 +710,20 @@ impl Lease {
             .process
             .session_id()
             .map(CliSessionId::from_string)
+    }
+
+    /// Switches the process to `model` in place (the CLI's `set_model`; it may send the model a
+    /// one-token probe first). `Err` with the CLI's reason when it refuses.
+    async fn switch_model(&self, model: Option<String>) -> Result<(), String> {
+        let reply = self
+            .entry
+            .process
+            .request(json!({"subtype": "set_model", "model": model}))
+            .await?;
+        let now = reply.get("model").cloned().unwrap_or(Value::Null);
+        info!(thread_id = %self.entry.thread, model = ?model, %now, "Model switched in place.");
+        *lock(&self.entry.model) = model;
+        Ok(())
     }
 
     /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.

@@ -94,6 +94,7 @@ pub struct PoolStats {
     pub prewarms_skipped: u64,
     pub spawns: u64,
     pub resume_fallbacks: u64,
+    pub model_switches: u64,
     pub evictions: Evictions,
 }
 
@@ -119,6 +120,7 @@ pub async fn pool(State(state): State<ApiState>) -> Json<PoolStatus> {
             prewarms_skipped: c.prewarms_skipped,
             spawns: c.spawns,
             resume_fallbacks: c.resume_fallbacks,
+            model_switches: c.model_switches,
             evictions: Evictions {
                 expired: c.evicted_expired,
                 capacity: c.evicted_capacity,

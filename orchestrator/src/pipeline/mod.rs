@@ -150,6 +150,8 @@ struct Inner {
     tasks: TaskTracker,
     /// Cancelled when shutdown begins: no turn starts after it.
     stopping: CancellationToken,
+    /// Turns waiting for their process, by thread: an interrupt cancels the wait.
+    starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -183,6 +185,7 @@ impl Pipeline {
                 turns: TurnMetrics::default(),
                 tasks,
                 stopping: CancellationToken::new(),
+                starting: Default::default(),
             }),
         }
     }
@@ -304,9 +307,15 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Asks the thread's running turn to stop; false when none is running.
+    /// Asks the thread's running turn to stop; false when none is running. A turn still waiting
+    /// for its process (a cold start, a full pool) stops there; one already on its process gets
+    /// the CLI's interrupt.
     pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, PipelineError> {
         self.inner.store.require_thread(thread).await?;
+        if let Some(starting) = crate::sync::lock(&self.inner.starting).get(thread) {
+            starting.cancel();
+            return Ok(true);
+        }
         self.inner
             .pool
             .interrupt(thread)

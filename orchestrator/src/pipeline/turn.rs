@@ -174,12 +174,22 @@ impl Pipeline {
     ) -> Result<Done, TurnError> {
         let inner = &self.inner;
         let options = inner.pool.options(model);
-        let lease = tokio::time::timeout_at(
-            deadline,
-            inner.pool.checkout(&user.thread_id, &options, resume),
-        )
-        .await
-        .map_err(|_| TurnError::TurnTimeout(timeout))??;
+        let starting = Starting::new(self, &user.thread_id);
+        let lease = tokio::select! {
+            lease = tokio::time::timeout_at(
+                deadline,
+                inner.pool.checkout(&user.thread_id, &options, resume),
+            ) => lease.map_err(|_| TurnError::TurnTimeout(timeout))??,
+            // Interrupted while its process starts: a half-started process is killed with
+            // the dropped checkout.
+            _ = starting.token.cancelled() => return Err(TurnError::Interrupted),
+        };
+        if starting.token.is_cancelled() {
+            // The interrupt came as the process became ready: it stays warm, the turn stops.
+            lease.finish(Finish::Keep).await;
+            return Err(TurnError::Interrupted);
+        }
+        drop(starting);
         let start = lease.session_start();
         tally.start = Some(start);
         let prompt = context::prepare_prompt(
@@ -304,6 +314,31 @@ impl Pipeline {
                 }
             }
         }
+    }
+}
+
+/// A turn waiting for its process, registered so that an interrupt can cancel the wait.
+struct Starting<'a> {
+    pipeline: &'a Pipeline,
+    thread: plugin_contract::ThreadId,
+    token: tokio_util::sync::CancellationToken,
+}
+
+impl<'a> Starting<'a> {
+    fn new(pipeline: &'a Pipeline, thread: &plugin_contract::ThreadId) -> Self {
+        let token = tokio_util::sync::CancellationToken::new();
+        crate::sync::lock(&pipeline.inner.starting).insert(thread.clone(), token.clone());
+        Starting {
+            pipeline,
+            thread: thread.clone(),
+            token,
+        }
+    }
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        crate::sync::lock(&self.pipeline.inner.starting).remove(&self.thread);
     }
 }
 

@@ -585,3 +585,80 @@ async fn shutdown_cuts_the_running_turn_and_starts_no_queued_one() {
     assert!(reply.ends_with("after the restart"), "{reply}");
     stop_and_check_no_orphans(daemon).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_during_a_cold_start_stops_the_turn() {
+    let mock = MockApi::start().await;
+    // A CLI that takes three seconds to start: the interrupt lands while it starts.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let real = tokio::task::spawn_blocking(harness_tests::cli::claude_bin)
+        .await
+        .expect("installer task")
+        .expect("the claude CLI is installed by test support");
+    let slow = dir.path().join("slow-claude");
+    let pid_file = dir.path().join("slow-claude.pid");
+    std::fs::write(
+        &slow,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nsleep 3\nexec '{}' \"$@\"\n",
+            pid_file.display(),
+            real.display()
+        ),
+    )
+    .expect("write the wrapper");
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod the wrapper");
+    let daemon = TestDaemon::start(&mock, |c| c.claude.bin = slow.clone()).await;
+    let thread = daemon.create_thread().await;
+    let mut events = SseClient::connect(&daemon.base, &thread, None).await;
+    let (status, accepted) = daemon
+        .post(
+            &format!("/api/threads/{thread}/messages?wait=false"),
+            json!({"content": "never reaches the model"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    events
+        .until(Duration::from_secs(30), |e| e.kind == "turn_started")
+        .await
+        .expect("the turn started");
+    harness_tests::util::eventually(Duration::from_secs(30), "the CLI is starting", || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
+    })
+    .await
+    .unwrap();
+    let (status, body) = daemon
+        .post(&format!("/api/threads/{thread}/interrupt"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["interrupted"], true, "{body}");
+    let end = events
+        .until(Duration::from_secs(30), |e| {
+            support::is_terminal_kind(&e.kind)
+        })
+        .await
+        .expect("the turn ended")
+        .pop()
+        .expect("the terminal event");
+    assert_eq!(end.kind, "turn_failed", "{end:?}");
+    assert_eq!(end.data["data"]["status"], "interrupted", "{end:?}");
+    let message = support::user_message(&daemon, &thread, "never reaches the model").await;
+    assert_eq!(message["status"], "interrupted", "{message}");
+    assert!(
+        mock.message_requests().is_empty(),
+        "nothing reached the API"
+    );
+    // The half-started process (the wrapper, or the CLI it execs into under the same pid) was
+    // killed with the cancelled start.
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("the wrapper wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    harness_tests::util::eventually(Duration::from_secs(10), "the starting CLI is gone", || {
+        !process_exists(pid)
+    })
+    .await
+    .unwrap();
+    stop_and_check_no_orphans(daemon).await;
+}

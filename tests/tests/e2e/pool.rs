@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use harness_tests::daemon::TestDaemon;
-use harness_tests::mock::MockApi;
+use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, process_exists};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,16 +184,51 @@ async fn capacity_eviction_kills_the_least_recently_used_process() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_model_change_replaces_the_process() {
+async fn a_model_change_switches_the_warm_process_in_place() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "on the default model").await;
+    let pid = daemon.pid_of(&thread).unwrap();
+    let (status, body) = daemon
+        .post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": "on another", "model": "claude-other-1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(daemon.pid_of(&thread), Some(pid), "the same process");
+    assert_eq!(daemon.spawns(), 1);
+    assert_eq!(daemon.counts().model_switches, 1);
+    let turn = mock
+        .message_requests()
+        .into_iter()
+        .rfind(|r| r.last_user_text().contains("on another"))
+        .expect("the turn reached the API");
+    assert_eq!(turn.model(), Some("claude-other-1"));
+    assert!(
+        turn.all_text().contains("on the default model"),
+        "the session goes on: {}",
+        turn.all_text()
+    );
+    let (_, pool) = daemon.get("/api/pool").await;
+    assert_eq!(pool["processes"][0]["model"], "claude-other-1", "{pool}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_the_cli_refuses_to_switch_to_gets_a_new_process() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     let thread = daemon.create_thread().await;
     daemon.reply(&thread, "on the default model").await;
     let old = daemon.pid_of(&thread).unwrap();
+    // `set_model` first sends the new model a one-token "Hi"; a 404 makes the CLI refuse.
+    mock.once_when_prompt_contains("Hi", Reply::error(404));
     let (status, body) = daemon
         .post(
             &format!("/api/threads/{thread}/messages"),
-            json!({"content": "on another", "model": "claude-other-1"}),
+            json!({"content": "on a refused model", "model": "claude-refused-404"}),
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -203,8 +238,10 @@ async fn a_model_change_replaces_the_process() {
     );
     let new = daemon.pid_of(&thread).unwrap();
     assert_ne!(old, new);
+    assert_eq!(daemon.counts().model_switches, 0);
+    assert_eq!(daemon.counts().evicted_replaced, 1);
     let last = mock.message_requests().last().unwrap().clone();
-    assert_eq!(last.model(), Some("claude-other-1"));
+    assert_eq!(last.model(), Some("claude-refused-404"));
     assert!(
         last.all_text().contains("on the default model"),
         "history survives the switch (resume)"
