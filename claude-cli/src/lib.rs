@@ -16,7 +16,9 @@
 mod process;
 pub mod protocol;
 
-pub use process::{CliProcess, HostRequest, HostRequests, Launch, SpawnError, Step, TurnEvents};
+pub use process::{
+    CliProcess, HostRequest, HostRequests, Launch, SpawnError, Started, Step, TurnEvents,
+};
 pub use protocol::{SdkMcpServer, SpawnOptions, TurnEvent, TurnResult};
 
 use std::time::Duration;

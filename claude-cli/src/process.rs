@@ -49,6 +49,16 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Bound on spawn → `initialize` answered.
     pub ready_timeout: Duration,
+    /// In-process MCP servers, declared in `initialize`.
+    pub sdk_mcp_servers: Vec<protocol::SdkMcpServer>,
+}
+
+/// A started process: the handle, its control requests, and its answer to `initialize`.
+pub struct Started {
+    pub process: Arc<CliProcess>,
+    pub requests: HostRequests,
+    /// The CLI's `initialize` response (`sdk_mcp_manifests_parked`, `pid`, `models`, …).
+    pub initialize: Value,
 }
 
 /// Why a process could not be started.
@@ -171,7 +181,7 @@ impl CliProcess {
         options: &SpawnOptions,
         resume: Option<&str>,
         tasks: &TaskTracker,
-    ) -> Result<(Arc<CliProcess>, HostRequests), SpawnError> {
+    ) -> Result<Started, SpawnError> {
         let started = Instant::now();
         let bin = launch.bin.display().to_string();
         let mut cmd = tokio::process::Command::new(&launch.bin);
@@ -242,15 +252,20 @@ impl CliProcess {
             cancel,
             spawned_at: started,
         });
-        match tokio::time::timeout(launch.ready_timeout, process.initialize()).await {
-            Ok(Ok(())) => {
+        let initialize = protocol::initialize_request(&launch.sdk_mcp_servers);
+        match tokio::time::timeout(launch.ready_timeout, process.initialize(initialize)).await {
+            Ok(Ok(initialize)) => {
                 info!(
                     pid,
                     ms = started.elapsed().as_millis() as u64,
                     resumed = resume.is_some(),
                     "Process started."
                 );
-                Ok((process, host_rx))
+                Ok(Started {
+                    process,
+                    requests: host_rx,
+                    initialize,
+                })
             }
             Ok(Err(failure)) => {
                 process.kill_and_reap().await;
@@ -263,28 +278,30 @@ impl CliProcess {
         }
     }
 
-    async fn initialize(&self) -> Result<(), SpawnError> {
-        let init = self.request(json!({"subtype": "initialize", "hooks": null}));
+    async fn initialize(&self, request: Value) -> Result<Value, SpawnError> {
+        let init = self.request(request);
         let mut exit = self.exit.clone();
         let reply = tokio::select! {
             reply = init => reply,
             _ = exited(&mut exit) => return Err(self.early_exit_failure()),
         };
-        if let Err(err) = reply {
-            // Usually stdout closed because the process is exiting (a failed `--resume` does that);
-            // its exit status and last words say why.
-            let mut exit = self.exit.clone();
-            if tokio::time::timeout(Duration::from_secs(2), exited(&mut exit))
-                .await
-                .is_ok()
-            {
-                return Err(self.early_exit_failure());
-            }
-            return Err(SpawnError::Failed(CliError::Refused(format!(
-                "initialize failed: {err}"
-            ))));
+        match reply {
+            Ok(reply) => Ok(reply),
+            Err(err) => Err(self.initialize_failed(err).await),
         }
-        Ok(())
+    }
+
+    /// Why `initialize` got no answer. Usually stdout closed because the process is exiting (a
+    /// failed `--resume` does that): its exit status and last words say why.
+    async fn initialize_failed(&self, err: String) -> SpawnError {
+        let mut exit = self.exit.clone();
+        if tokio::time::timeout(Duration::from_secs(2), exited(&mut exit))
+            .await
+            .is_ok()
+        {
+            return self.early_exit_failure();
+        }
+        SpawnError::Failed(CliError::Refused(format!("initialize failed: {err}")))
     }
 
     fn early_exit_failure(&self) -> SpawnError {

@@ -11,12 +11,16 @@ use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// An in-process MCP server the host serves over the control channel (`"type": "sdk"`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An in-process MCP server the host serves over the control channel, declared in
+/// `initialize` (`sdkMcpServers`; part 1 §6.1 of the protocol notes).
+#[derive(Clone, Debug, PartialEq)]
 pub struct SdkMcpServer {
     pub name: String,
     /// The CLI's own per-call limit on the server's tools, in ms.
     pub timeout_ms: u64,
+    /// The server's handshake (`{initializeResult, toolsListResult}`), so the CLI answers its
+    /// MCP client's `initialize` and first `tools/list` itself (`sdkMcpServerManifests`).
+    pub manifest: Option<Value>,
 }
 
 /// What makes two processes interchangeable: a change to any of these needs another process.
@@ -31,7 +35,6 @@ pub struct SpawnOptions {
     /// `--allowedTools`: tools (and patterns) that run without asking.
     pub allowed_tools: Vec<String>,
     pub permission_mode: Option<String>,
-    pub sdk_mcp_servers: Vec<SdkMcpServer>,
     /// `--max-turns`: the CLI's own bound on API round trips in one turn.
     pub max_turns: Option<u32>,
     /// `--settings`: a JSON object of settings for the session.
@@ -52,22 +55,6 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
-    if !options.sdk_mcp_servers.is_empty() {
-        let servers: serde_json::Map<String, Value> = options
-            .sdk_mcp_servers
-            .iter()
-            .map(|s| {
-                let server = json!({
-                    "type": "sdk", "name": s.name, "alwaysLoad": true, "timeout": s.timeout_ms,
-                });
-                (s.name.clone(), server)
-            })
-            .collect();
-        args.extend([
-            "--mcp-config".to_owned(),
-            json!({ "mcpServers": servers }).to_string(),
-        ]);
-    }
     if !options.allowed_tools.is_empty() {
         args.extend(["--allowedTools".to_owned(), options.allowed_tools.join(",")]);
     }
@@ -93,6 +80,30 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
         args.push(format!("--resume={session}"));
     }
     args
+}
+
+/// Our `initialize` request, declaring `servers` as in-process MCP servers with their settings
+/// and, where given, their manifests.
+pub fn initialize_request(servers: &[SdkMcpServer]) -> Value {
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    let configs: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|s| (s.name.clone(), json!({ "timeout": s.timeout_ms })))
+        .collect();
+    let manifests: serde_json::Map<String, Value> = servers
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.manifest.clone()?)))
+        .collect();
+    let mut request = json!({
+        "subtype": "initialize",
+        "hooks": null,
+        "sdkMcpServers": names,
+        "sdkMcpServerConfigs": configs,
+    });
+    if !manifests.is_empty() {
+        request["sdkMcpServerManifests"] = Value::Object(manifests);
+    }
+    request
 }
 
 /// A user turn. `client_composed` makes the CLI take the text verbatim, so `/clear` and other

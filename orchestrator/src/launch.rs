@@ -23,13 +23,16 @@ pub struct Launcher {
     threads_dir: PathBuf,
     env: Vec<(String, String)>,
     ready_timeout: Duration,
+    /// Our in-process MCP server, declared in every `initialize` with its manifest.
+    mcp_server: SdkMcpServer,
     base: SpawnOptions,
     default_model: Option<String>,
 }
 
 impl Launcher {
     /// Prepares the CLI's directories (mode 0700) and the options every child shares.
-    pub fn new(config: &Config) -> std::io::Result<Launcher> {
+    /// `manifest` is our MCP server's handshake ([`crate::mcp::McpAdapter::manifest`]).
+    pub fn new(config: &Config, manifest: serde_json::Value) -> std::io::Result<Launcher> {
         let config_dir = config.claude_config_dir();
         let threads_dir = config.claude_workdir();
         crate::private_fs::create_dir(&config_dir)?;
@@ -43,10 +46,6 @@ impl Launcher {
             builtin_tools: config.claude.builtin_tools.clone(),
             allowed_tools,
             permission_mode: config.claude.permission_mode.clone(),
-            sdk_mcp_servers: vec![SdkMcpServer {
-                name: SERVER_NAME.to_owned(),
-                timeout_ms: mcp_timeout_ms(config),
-            }],
             max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
             settings: Some(session_settings(config, &config_dir).to_string()),
         };
@@ -56,6 +55,11 @@ impl Launcher {
             config_dir,
             threads_dir,
             ready_timeout: config.turn.ready_timeout,
+            mcp_server: SdkMcpServer {
+                name: SERVER_NAME.to_owned(),
+                timeout_ms: mcp_timeout_ms(config),
+                manifest: Some(manifest),
+            },
             base,
             default_model: config.claude.default_model.clone(),
         })
@@ -79,6 +83,7 @@ impl Launcher {
             workdir,
             env: self.env.clone(),
             ready_timeout: self.ready_timeout,
+            sdk_mcp_servers: vec![self.mcp_server.clone()],
         })
     }
 

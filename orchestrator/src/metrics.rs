@@ -24,6 +24,7 @@
 //! | `harness_process_spawn_seconds` | histogram | | spawn → ready (initialize answered, MCP handshake done) |
 //! | `harness_turn_duration_seconds` | histogram | `start`: `warm`, `cold` (see below) | a turn, from the thread's turn to the stored outcome |
 //! | `harness_turns_total` | counter | `outcome`: `done`, `error`, `interrupted` | finished turns |
+//! | `harness_mcp_requests_total` | counter | `method`: `initialize`, `tools/list`, `tools/call`, `ping` | MCP requests from the CLI's processes over the control channel (the handshake is absent when the CLI took our manifest) |
 //! | `harness_tool_calls_total` | counter | `tool`, `outcome`: `ok`, `error`, `invalid_input` | tool calls (model and HTTP) |
 //! | `harness_tool_call_duration_seconds` | histogram | `tool` | one tool call, validation to result |
 //! | `harness_tool_schema_failures_total` | counter | `tool` | inputs rejected by the tool's schema |
@@ -313,9 +314,16 @@ impl PoolMetrics {
 /// Owned by the MCP server: every tool call, from the model or the HTTP API.
 #[derive(Clone, Debug)]
 pub struct ToolMetrics {
+    /// MCP requests from the CLI's processes, by method.
+    requests: Family<MethodLabel, Counter>,
     calls: Family<ToolOutcomeLabels, Counter>,
     duration: Family<ToolLabel, Histogram, fn() -> Histogram>,
     schema_failures: Family<ToolLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabel {
+    method: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -341,6 +349,7 @@ pub enum ToolOutcome {
 impl Default for ToolMetrics {
     fn default() -> Self {
         ToolMetrics {
+            requests: Family::default(),
             calls: Family::default(),
             duration: Family::new_with_constructor(tool_histogram),
             schema_failures: Family::default(),
@@ -349,6 +358,11 @@ impl Default for ToolMetrics {
 }
 
 impl ToolMetrics {
+    /// Counts one MCP request from a process (`initialize`, `tools/list`, `tools/call`, `ping`).
+    pub fn request(&self, method: &'static str) {
+        self.requests.get_or_create(&MethodLabel { method }).inc();
+    }
+
     /// Records one call. `tool` is a registered name or `unknown`, so a model inventing names
     /// cannot grow the series without bound.
     pub fn record(&self, tool: &str, outcome: ToolOutcome, took: Duration) {
@@ -378,6 +392,11 @@ impl ToolMetrics {
     }
 
     fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "mcp_requests",
+            "MCP requests from the CLI processes over the control channel, by method",
+            self.requests.clone(),
+        );
         registry.register(
             "tool_calls",
             "Tool calls by tool and outcome",

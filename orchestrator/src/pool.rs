@@ -40,12 +40,12 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn, Instrument};
+use tracing::{debug, info, warn, Instrument};
 
 use plugin_contract::{CliSessionId, SessionStart, ThreadId};
 
 use crate::launch::Launcher;
-use crate::mcp::{McpAdapter, Route, ToolCall};
+use crate::mcp::{McpAdapter, Route, ToolCall, SERVER_NAME};
 use crate::metrics::{PoolCounts, PoolMetrics};
 use crate::sync::lock;
 use crate::turn_error::TurnError;
@@ -427,8 +427,12 @@ impl Pool {
             })
         })?;
         let resume_id = resume.map(CliSessionId::as_str);
-        let (process, requests) =
-            CliProcess::spawn(&launch, options, resume_id, &inner.tasks).await?;
+        let started_process = CliProcess::spawn(&launch, options, resume_id, &inner.tasks).await?;
+        let (process, requests) = (started_process.process, started_process.requests);
+        // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
+        let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
+            .as_str()
+            .map(str::to_owned);
         let start = match resume {
             Some(_) => SessionStart::Resumed,
             None => SessionStart::Fresh { resume_failed },
@@ -446,9 +450,16 @@ impl Pool {
             )
             .instrument(span),
         );
-        // The CLI runs its MCP handshake right after `initialize`; a first turn would wait for it.
+        // Without a parked manifest the CLI runs its MCP handshake right after `initialize`; a
+        // first turn would wait for it.
+        let handshake = async {
+            if parked.as_deref() != Some("parked") {
+                debug!(thread_id = %thread, manifest = ?parked, "The CLI did not take our MCP manifest; waiting for its handshake.");
+                let _ = tokio::time::timeout(MCP_HANDSHAKE_WAIT, ready.wait_for(|r| *r)).await;
+            }
+        };
         tokio::select! {
-            _ = tokio::time::timeout(MCP_HANDSHAKE_WAIT, ready.wait_for(|r| *r)) => {}
+            _ = handshake => {}
             _ = process.wait_exit() => {
                 return Err(SpawnError::Failed(claude_cli::CliError::ProcessDied {
                     status: process.exit_status(),

@@ -91,7 +91,7 @@ impl Daemon {
         let events = EventBus::start(store.clone(), &background);
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
-        let launcher = Launcher::new(&config).map_err(StartError::Dirs)?;
+        let launcher = Launcher::new(&config, mcp.manifest()).map_err(StartError::Dirs)?;
         let pool = Pool::new(
             PoolSettings {
                 idle_ttl: config.pool.idle_ttl,

@@ -7,10 +7,6 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
     let options = SpawnOptions {
         model: Some("claude-x".into()),
         allowed_tools: vec!["mcp__harness".into(), "Read".into()],
-        sdk_mcp_servers: vec![SdkMcpServer {
-            name: "harness".into(),
-            timeout_ms: 120_000,
-        }],
         max_turns: Some(7),
         settings: Some(r#"{"a": 1}"#.into()),
         ..Default::default()
@@ -22,10 +18,10 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
     assert!(args.contains(&"--resume=-looks-like-a-flag".to_owned()));
     let allowed = args.iter().position(|a| a == "--allowedTools").unwrap();
     assert_eq!(args[allowed + 1], "mcp__harness,Read");
-    let mcp = args.iter().position(|a| a == "--mcp-config").unwrap();
-    let config: Value = serde_json::from_str(&args[mcp + 1]).unwrap();
-    assert_eq!(config["mcpServers"]["harness"]["type"], "sdk");
-    assert_eq!(config["mcpServers"]["harness"]["timeout"], 120_000);
+    assert!(
+        !args.iter().any(|a| a == "--mcp-config"),
+        "in-process servers are declared in initialize"
+    );
     assert!(
         !args.iter().any(|a| a.starts_with("--resume"))
             || args.iter().filter(|a| a.starts_with("--resume")).count() == 1
@@ -43,6 +39,36 @@ fn user_turn_is_client_composed_and_escapes_everything() {
     assert_eq!(v["client_composed"], true);
     assert_eq!(v["message"]["content"], "/clear \"quoted\"\nnext line");
     assert_eq!(v["uuid"], "u-1");
+}
+
+#[test]
+fn initialize_declares_the_servers_with_their_settings_and_manifests() {
+    let manifest = json!({"initializeResult": {"protocolVersion": "2025-11-25"}, "toolsListResult": {"tools": []}});
+    let request = initialize_request(&[
+        SdkMcpServer {
+            name: "harness".into(),
+            timeout_ms: 120_000,
+            manifest: Some(manifest.clone()),
+        },
+        SdkMcpServer {
+            name: "other".into(),
+            timeout_ms: 5,
+            manifest: None,
+        },
+    ]);
+    assert_eq!(request["subtype"], "initialize");
+    assert_eq!(request["sdkMcpServers"], json!(["harness", "other"]));
+    assert_eq!(
+        request["sdkMcpServerConfigs"]["harness"]["timeout"],
+        120_000
+    );
+    assert_eq!(
+        request["sdkMcpServerManifests"],
+        json!({ "harness": manifest })
+    );
+    assert!(initialize_request(&[])
+        .get("sdkMcpServerManifests")
+        .is_none());
 }
 
 #[test]

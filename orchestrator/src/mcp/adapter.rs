@@ -94,6 +94,17 @@ impl McpAdapter {
         &self.metrics
     }
 
+    /// Our handshake as the CLI would get it, for `initialize`'s `sdkMcpServerManifests`: with
+    /// it the CLI answers its own MCP `initialize` and first `tools/list`, so no round trip over
+    /// the control channel stands before a first turn. Its protocol version is the one the CLI
+    /// asks for (2025-11-25); another one would make the CLI ignore the manifest.
+    pub fn manifest(&self) -> Value {
+        json!({
+            "initializeResult": initialize_result(ProtocolVersion::V_2025_11_25),
+            "toolsListResult": {"tools": self.registry.list()},
+        })
+    }
+
     /// What one JSON-RPC message for `server` from `thread`'s process needs.
     pub fn route(&self, thread: &ThreadId, server: &str, message: Value) -> Route {
         let raw_id = message.get("id").cloned();
@@ -125,32 +136,27 @@ impl McpAdapter {
                 let id = request.id;
                 match request.request {
                     ClientRequest::InitializeRequest(init) => {
+                        self.metrics.request("initialize");
                         let asked = init.params.protocol_version;
                         let version = if KNOWN_VERSIONS.contains(&asked) {
                             asked
                         } else {
                             FALLBACK_VERSION
                         };
-                        let mut capabilities = ServerCapabilities::default();
-                        let mut tools = ToolsCapability::default();
-                        tools.list_changed = Some(false);
-                        capabilities.tools = Some(tools);
-                        let result = InitializeResult::new(capabilities)
-                            .with_protocol_version(version)
-                            .with_server_info(Implementation::new(
-                                SERVER_NAME,
-                                env!("CARGO_PKG_VERSION"),
-                            ));
+                        let result = initialize_result(version);
                         Route::Reply(rpc_result(ServerResult::InitializeResult(result), id))
                     }
                     ClientRequest::PingRequest(_) => {
+                        self.metrics.request("ping");
                         Route::Reply(rpc_result(ServerResult::EmptyResult(EmptyResult {}), id))
                     }
                     ClientRequest::ListToolsRequest(_) => {
+                        self.metrics.request("tools/list");
                         let result = ListToolsResult::with_all_items(self.registry.list());
                         Route::Listed(rpc_result(ServerResult::ListToolsResult(result), id))
                     }
                     ClientRequest::CallToolRequest(call) => {
+                        self.metrics.request("tools/call");
                         // rmcp keeps a request's `_meta` in its extensions.
                         let tool_use_id = call
                             .extensions
@@ -257,6 +263,17 @@ impl McpAdapter {
         }
         outcome
     }
+}
+
+/// Our answer to `initialize`.
+fn initialize_result(version: ProtocolVersion) -> InitializeResult {
+    let mut capabilities = ServerCapabilities::default();
+    let mut tools = ToolsCapability::default();
+    tools.list_changed = Some(false);
+    capabilities.tools = Some(tools);
+    InitializeResult::new(capabilities)
+        .with_protocol_version(version)
+        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
 }
 
 fn duration_ms(took: Duration) -> u64 {

@@ -256,3 +256,44 @@ async fn tool_calls_and_schema_failures_are_counted_by_tool() {
     assert_eq!(must(&scrape(&daemon).await, ok_calls), 2.0);
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_takes_our_mcp_manifest_so_no_handshake_precedes_a_first_turn() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    mock.once_when_prompt_contains(
+        "first turn with a tool",
+        Reply::tool_use("mcp__harness__time__current_time", json!({})),
+    );
+    let reply = daemon.reply(&thread, "first turn with a tool").await;
+    assert!(
+        reply.starts_with("tool said:"),
+        "the tool still works: {reply}"
+    );
+    let first = mock.message_requests().first().cloned().expect("a request");
+    assert!(
+        first
+            .tool_names()
+            .iter()
+            .any(|t| t == "mcp__harness__time__current_time"),
+        "the model was offered our tools: {:?}",
+        first.tool_names()
+    );
+    let text = scrape(&daemon).await;
+    let calls = r#"harness_mcp_requests_total{method="tools/call"}"#;
+    assert_eq!(
+        must(&text, calls),
+        1.0,
+        "tool calls still go over the channel"
+    );
+    for handshake in ["initialize", "tools/list"] {
+        let series = format!(r#"harness_mcp_requests_total{{method="{handshake}"}}"#);
+        assert_eq!(
+            value(&text, &series),
+            None,
+            "the CLI asked {handshake} over the control channel:\n{text}"
+        );
+    }
+    daemon.stop().await;
+}

@@ -544,12 +544,14 @@ async fn raw_cli_warm_turns(
     let options = SpawnOptions {
         builtin_tools: Some(String::new()),
         allowed_tools: vec![format!("mcp__{SERVER_NAME}")],
-        sdk_mcp_servers: vec![SdkMcpServer {
-            name: SERVER_NAME.to_owned(),
-            timeout_ms: 150_000,
-        }],
         ..Default::default()
     };
+    // The same declaration as the daemon's, without a manifest: the floor answers the handshake.
+    let initialize = protocol::initialize_request(&[SdkMcpServer {
+        name: SERVER_NAME.to_owned(),
+        timeout_ms: 150_000,
+        manifest: None,
+    }]);
     let config_dir = daemon.data_dir().join("raw-claude");
     let workdir = daemon.data_dir().join("raw-work");
     std::fs::create_dir_all(&config_dir)?;
@@ -570,13 +572,7 @@ async fn raw_cli_warm_turns(
     let mut stdin = child.stdin.take().context("stdin")?;
     let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
     stdin
-        .write_all(
-            format!(
-                "{}\n",
-                protocol::control_request("req_1", &json!({"subtype": "initialize"}))
-            )
-            .as_bytes(),
-        )
+        .write_all(format!("{}\n", protocol::control_request("req_1", &initialize)).as_bytes())
         .await?;
     let mut series = Series::new("warm turn (raw CLI floor)");
     for i in 0..=samples {
