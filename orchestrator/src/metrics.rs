@@ -155,7 +155,7 @@ struct CauseLabel {
     cause: &'static str,
 }
 
-/// The pool's counters at one moment, for `/api/pool`.
+/// The pool's counters at one moment, for `/api/pool` (its `stats`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
@@ -167,11 +167,17 @@ pub struct PoolCounts {
     pub spawns: u64,
     pub resume_fallbacks: u64,
     pub model_switches: u64,
-    pub evicted_expired: u64,
-    pub evicted_capacity: u64,
-    pub evicted_error: u64,
-    pub evicted_replaced: u64,
-    pub evicted_shutdown: u64,
+    pub evictions: EvictionCounts,
+}
+
+/// Processes let go, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EvictionCounts {
+    pub expired: u64,
+    pub capacity: u64,
+    pub error: u64,
+    pub replaced: u64,
+    pub shutdown: u64,
 }
 
 /// The eviction causes, as labelled.
@@ -252,11 +258,13 @@ impl PoolMetrics {
             spawns: self.spawns.get(),
             resume_fallbacks: self.resume_fallbacks.get(),
             model_switches: self.model_switches.get(),
-            evicted_expired: evicted("expired"),
-            evicted_capacity: evicted("capacity"),
-            evicted_error: evicted("error"),
-            evicted_replaced: evicted("replaced"),
-            evicted_shutdown: evicted("shutdown"),
+            evictions: EvictionCounts {
+                expired: evicted("expired"),
+                capacity: evicted("capacity"),
+                error: evicted("error"),
+                replaced: evicted("replaced"),
+                shutdown: evicted("shutdown"),
+            },
         }
     }
 
@@ -557,7 +565,7 @@ mod tests {
         assert!(text.ends_with("# EOF\n"));
         let counts = pool.counts();
         assert_eq!(
-            (counts.hits, counts.live, counts.evicted_capacity),
+            (counts.hits, counts.live, counts.evictions.capacity),
             (1, 1, 1)
         );
     }

@@ -82,52 +82,15 @@ pub struct PoolStatus {
     pub processes: Vec<ProcessInfo>,
     pub capacity: u64,
     pub live: u64,
-    pub stats: PoolStats,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolStats {
-    pub hits: u64,
-    pub misses: u64,
-    pub prewarms: u64,
-    pub prewarms_skipped: u64,
-    pub spawns: u64,
-    pub resume_fallbacks: u64,
-    pub model_switches: u64,
-    pub evictions: Evictions,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Evictions {
-    pub expired: u64,
-    pub capacity: u64,
-    pub error: u64,
-    pub replaced: u64,
-    pub shutdown: u64,
+    pub stats: PoolCounts,
 }
 
 pub async fn pool(State(state): State<ApiState>) -> Json<PoolStatus> {
-    let c: PoolCounts = state.pool.counts();
+    let stats = state.pool.counts();
     Json(PoolStatus {
         processes: state.pool.snapshot(),
         capacity: state.config.pool.max_capacity,
-        live: c.live,
-        stats: PoolStats {
-            hits: c.hits,
-            misses: c.misses,
-            prewarms: c.prewarms,
-            prewarms_skipped: c.prewarms_skipped,
-            spawns: c.spawns,
-            resume_fallbacks: c.resume_fallbacks,
-            model_switches: c.model_switches,
-            evictions: Evictions {
-                expired: c.evicted_expired,
-                capacity: c.evicted_capacity,
-                error: c.evicted_error,
-                replaced: c.evicted_replaced,
-                shutdown: c.evicted_shutdown,
-            },
-        },
+        live: stats.live,
+        stats,
     })
 }

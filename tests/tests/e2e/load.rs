@@ -90,7 +90,7 @@ async fn more_threads_than_slots_stay_correct_ordered_and_bounded() {
             assert_eq!(pair[1]["replyTo"], pair[0]["id"]);
         }
     }
-    let evictions = daemon.counts().evicted_capacity;
+    let evictions = daemon.counts().evictions.capacity;
     assert!(
         evictions >= (THREADS as u64 - CAPACITY),
         "{evictions} capacity evictions"

@@ -150,7 +150,7 @@ async fn idle_expiry_kills_the_process() {
     )
     .await
     .unwrap();
-    assert!(daemon.counts().evicted_expired >= 1);
+    assert!(daemon.counts().evictions.expired >= 1);
     // The thread still works: a new process resumes the session.
     assert_eq!(
         daemon.reply(&thread, "after expiry").await,
@@ -179,7 +179,7 @@ async fn capacity_eviction_kills_the_least_recently_used_process() {
         "the first process was pushed out and reaped"
     );
     assert_eq!(daemon.live_pids().len(), 1, "capacity 1 holds");
-    assert_eq!(daemon.counts().evicted_capacity, 1);
+    assert_eq!(daemon.counts().evictions.capacity, 1);
     daemon.stop().await;
 }
 
@@ -239,7 +239,7 @@ async fn a_model_the_cli_refuses_to_switch_to_gets_a_new_process() {
     let new = daemon.pid_of(&thread).unwrap();
     assert_ne!(old, new);
     assert_eq!(daemon.counts().model_switches, 0);
-    assert_eq!(daemon.counts().evicted_replaced, 1);
+    assert_eq!(daemon.counts().evictions.replaced, 1);
     let last = mock.message_requests().last().unwrap().clone();
     assert_eq!(last.model(), Some("claude-refused-404"));
     assert!(
