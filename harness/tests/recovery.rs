@@ -54,7 +54,7 @@ impl Harness {
             .map(|(k, v)| (k, toml::Value::String(v)))
             .collect();
         let config = format!(
-            "shutdown_grace = {grace_secs}\n\n[claude]\nbuiltin_tools = \"\"\nenv = {}\n",
+            "shutdown_grace = {grace_secs}\n\n[pool]\nspares = 0\n\n[claude]\nbuiltin_tools = \"\"\nenv = {}\n",
             toml::Value::Table(env)
         );
         let config_path = dir.join("harness.toml");

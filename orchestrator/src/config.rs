@@ -116,6 +116,10 @@ pub struct PoolConfig {
     /// processes used more recently, the prewarm is skipped (a guess must not evict real work).
     #[serde(with = "secs")]
     pub prewarm_evicts_after: Duration,
+    /// Processes kept started and parked (`--await-claim`), bound to no thread: the first turn
+    /// of a new thread claims one instead of spawning. They count against `max_capacity` and
+    /// take about 170 MiB each while parked; 0 turns them off.
+    pub spares: usize,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -247,6 +251,7 @@ impl Default for PoolConfig {
             idle_ttl: Duration::from_secs(8 * 60),
             max_capacity: 16,
             prewarm_evicts_after: Duration::from_secs(120),
+            spares: 1,
         }
     }
 }

@@ -19,6 +19,9 @@
 //! | `harness_pool_spawns_total` | counter | | `claude` processes started (a failed `--resume` starts two) |
 //! | `harness_pool_resume_fallbacks_total` | counter | | `--resume` failed; a fresh session got the history |
 //! | `harness_pool_model_switches_total` | counter | | a warm process switched model in place (`set_model`) instead of being replaced |
+//! | `harness_pool_spares_parked` | gauge | | spare processes started and waiting for a thread |
+//! | `harness_pool_spares_claimed_total` | counter | | first turns that took a spare instead of spawning |
+//! | `harness_pool_spare_claim_failures_total` | counter | `reason`: the CLI's token (`project_settings_not_claimable`, `cwd_not_found`, …, `other`) | claims the CLI refused; the turn spawned instead |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
 //! | `harness_process_spawn_seconds` | histogram | | spawn → ready (initialize answered, MCP handshake done) |
@@ -145,10 +148,36 @@ pub struct PoolMetrics {
     spawns: Counter,
     resume_fallbacks: Counter,
     model_switches: Counter,
+    spares_parked: Gauge,
+    spares_claimed: Counter,
+    claim_failures: Family<ReasonLabel, Counter>,
     evictions: Family<CauseLabel, Counter>,
     live: Gauge,
     spawn_seconds: Histogram,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// The CLI's reasons for refusing a claim (its documented tokens); any other counts as `other`.
+const CLAIM_REASONS: [&str; 14] = [
+    "not_a_spare",
+    "invalid_request",
+    "cwd_not_found",
+    "cwd_not_a_directory",
+    "env_key_not_claimable",
+    "permission_mode_not_claimable",
+    "project_settings_not_claimable",
+    "already_claimed",
+    "busy",
+    "turn_started",
+    "settings_not_applied",
+    "claim_failed",
+    "set_model_refused",
+    "process_died",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
@@ -167,6 +196,12 @@ pub struct PoolCounts {
     pub spawns: u64,
     pub resume_fallbacks: u64,
     pub model_switches: u64,
+    /// Spares started and waiting for a thread now.
+    pub spares_parked: u64,
+    /// First turns that took a spare instead of spawning.
+    pub spares_claimed: u64,
+    /// Claims the CLI refused (the turn then started its own process).
+    pub spare_claim_failures: u64,
     pub evictions: EvictionCounts,
 }
 
@@ -198,6 +233,9 @@ impl Default for PoolMetrics {
             spawns: Counter::default(),
             resume_fallbacks: Counter::default(),
             model_switches: Counter::default(),
+            spares_parked: Gauge::default(),
+            spares_claimed: Counter::default(),
+            claim_failures: Family::default(),
             evictions,
             live: Gauge::default(),
             spawn_seconds: Histogram::new([
@@ -233,6 +271,29 @@ impl PoolMetrics {
     pub fn model_switched(&self) {
         self.model_switches.inc();
     }
+    /// A spare is parked; it stops counting when claimed ([`Self::spare_claimed`]) or gone
+    /// ([`Self::spare_gone`]).
+    pub fn spare_parked(&self) {
+        self.spares_parked.inc();
+    }
+    pub fn spare_claimed(&self) {
+        self.spares_parked.dec();
+        self.spares_claimed.inc();
+    }
+    pub fn spare_gone(&self) {
+        self.spares_parked.dec();
+    }
+    /// A claim was refused; `reason` is the CLI's token (the text before its first `:`).
+    pub fn claim_failed(&self, reason: &str) {
+        let reason = CLAIM_REASONS
+            .iter()
+            .find(|known| **known == reason)
+            .copied()
+            .unwrap_or("other");
+        self.claim_failures
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
+    }
     /// A process became ready `took` after it was spawned; it counts as live until
     /// [`Self::reaped`].
     pub fn ready(&self, took: Duration) {
@@ -258,6 +319,16 @@ impl PoolMetrics {
             spawns: self.spawns.get(),
             resume_fallbacks: self.resume_fallbacks.get(),
             model_switches: self.model_switches.get(),
+            spares_parked: u64::try_from(self.spares_parked.get()).unwrap_or(0),
+            spares_claimed: self.spares_claimed.get(),
+            spare_claim_failures: {
+                let failures = &self.claim_failures;
+                CLAIM_REASONS
+                    .iter()
+                    .chain(["other"].iter())
+                    .map(|reason| failures.get_or_create(&ReasonLabel { reason }).get())
+                    .sum()
+            },
             evictions: EvictionCounts {
                 expired: evicted("expired"),
                 capacity: evicted("capacity"),
@@ -301,6 +372,21 @@ impl PoolMetrics {
         for (name, help, counter) in counters {
             registry.register(name, help, counter.clone());
         }
+        registry.register(
+            "pool_spares_parked",
+            "Spare processes started and waiting for a thread",
+            self.spares_parked.clone(),
+        );
+        registry.register(
+            "pool_spares_claimed",
+            "First turns that took a parked spare instead of spawning",
+            self.spares_claimed.clone(),
+        );
+        registry.register(
+            "pool_spare_claim_failures",
+            "Claims of a spare the CLI refused, by its reason; the turn then spawned",
+            self.claim_failures.clone(),
+        );
         registry.register(
             "pool_evictions",
             "Processes let go by the pool, by cause (replaced = model change)",

@@ -55,6 +55,8 @@ use crate::turn_error::TurnError;
 const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
 /// How often a spawn waiting for a slot checks for a nested-turn deadlock.
 const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
+/// How long after a failure to start a spare the next try waits.
+const SPARE_RETRY: Duration = Duration::from_secs(30);
 
 /// Why a process left the pool, as counted in `harness_pool_evictions_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -93,6 +95,8 @@ pub struct ProcessInfo {
     pub busy: bool,
     /// Let go by the pool; killed when its lease ends.
     pub retired: bool,
+    /// A parked spare, bound to no thread yet (its `threadId` is a placeholder).
+    pub spare: bool,
     pub session_id: Option<CliSessionId>,
     /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
     pub rss_bytes: Option<u64>,
@@ -104,6 +108,8 @@ pub struct PoolSettings {
     pub capacity: u64,
     /// A prewarm pushes out only processes idle at least this long.
     pub prewarm_evicts_after: Duration,
+    /// Spares to keep parked.
+    pub spares: usize,
 }
 
 /// The pool. Cheap to clone: clones share one pool.
@@ -127,6 +133,14 @@ struct Inner {
     mcp: Arc<McpAdapter>,
     metrics: PoolMetrics,
     prewarm_evicts_after: Duration,
+    /// Parked spares, oldest first.
+    spares: Mutex<Vec<Arc<Entry>>>,
+    spare_target: usize,
+    spares_starting: AtomicUsize,
+    /// No spare is started before this (after a failure to start one).
+    spare_retry_at: Mutex<Instant>,
+    /// Set by shutdown: no spare is parked after it.
+    stopping: AtomicBool,
     /// Every task of every process (its IO, its control requests, its reaper).
     tasks: TaskTracker,
 }
@@ -135,6 +149,9 @@ struct Inner {
 struct Entry {
     process: Arc<CliProcess>,
     thread: ThreadId,
+    /// The thread the process's control requests are served for (a spare's changes when it is
+    /// claimed).
+    served_thread: Arc<Mutex<ThreadId>>,
     /// The options the process was started with; its model may have changed since.
     options: SpawnOptions,
     /// The model the process uses now (`set_model` changes it in place).
@@ -262,6 +279,11 @@ impl Pool {
                 mcp,
                 metrics,
                 prewarm_evicts_after: settings.prewarm_evicts_after,
+                spares: Mutex::default(),
+                spare_target: settings.spares,
+                spares_starting: AtomicUsize::new(0),
+                spare_retry_at: Mutex::new(Instant::now()),
+                stopping: AtomicBool::new(false),
                 tasks: TaskTracker::new(),
             }),
         }
@@ -387,6 +409,13 @@ impl Pool {
     ) -> Result<Arc<Entry>, TurnError> {
         self.inner.metrics.miss();
         self.reap_thread(&thread).await;
+        if resume.is_none() {
+            // A spare cannot become an existing session: only fresh ones take one (a slot a
+            // prewarm reserved is then given back).
+            if let Some(entry) = self.claim_spare(&thread, &options).await {
+                return Ok(entry);
+            }
+        }
         match self
             .spawn_one(&thread, &options, resume.as_ref(), false, slot)
             .await
@@ -418,31 +447,55 @@ impl Pool {
             Some(permit) => (permit, false),
             None => self.acquire_slot().await,
         };
+        let launch = inner
+            .launcher
+            .launch(thread)
+            .map_err(|err| self.folder_error(err))?;
+        let start = match resume {
+            Some(_) => SessionStart::Resumed,
+            None => SessionStart::Fresh { resume_failed },
+        };
+        let resume_id = resume.map(CliSessionId::as_str);
+        self.start_process(&launch, thread, options, resume_id, start, overflow, permit)
+            .await
+    }
+
+    fn folder_error(&self, err: std::io::Error) -> SpawnError {
+        SpawnError::Failed(claude_cli::CliError::Spawn {
+            bin: self.inner.launcher.bin().display().to_string(),
+            reason: format!("cannot create the process's folder: {err}"),
+        })
+    }
+
+    /// Starts a process, serves its control requests, waits for its MCP handshake unless the
+    /// CLI took our manifest, and registers it as live (holding `permit` until it is reaped).
+    #[allow(clippy::too_many_arguments)]
+    async fn start_process(
+        &self,
+        launch: &claude_cli::Launch,
+        thread: &ThreadId,
+        options: &SpawnOptions,
+        resume: Option<&str>,
+        start: SessionStart,
+        overflow: bool,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Arc<Entry>, SpawnError> {
+        let inner = &self.inner;
         inner.metrics.spawn();
         let started = Instant::now();
-        let launch = inner.launcher.launch(thread).map_err(|err| {
-            SpawnError::Failed(claude_cli::CliError::Spawn {
-                bin: inner.launcher.bin().display().to_string(),
-                reason: format!("cannot create the thread's folder: {err}"),
-            })
-        })?;
-        let resume_id = resume.map(CliSessionId::as_str);
-        let started_process = CliProcess::spawn(&launch, options, resume_id, &inner.tasks).await?;
+        let started_process = CliProcess::spawn(launch, options, resume, &inner.tasks).await?;
         let (process, requests) = (started_process.process, started_process.requests);
         // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
         let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
             .as_str()
             .map(str::to_owned);
-        let start = match resume {
-            Some(_) => SessionStart::Resumed,
-            None => SessionStart::Fresh { resume_failed },
-        };
         let calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>> = Arc::default();
+        let served_thread = Arc::new(Mutex::new(thread.clone()));
         let (ready_tx, mut ready) = watch::channel(false);
         let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
         inner.tasks.spawn(
             serve_host_requests(
-                thread.clone(),
+                served_thread.clone(),
                 requests,
                 inner.mcp.clone(),
                 calls.clone(),
@@ -472,6 +525,7 @@ impl Pool {
         let entry = Arc::new(Entry {
             process,
             thread: thread.clone(),
+            served_thread,
             options: options.clone(),
             model: Mutex::new(options.model.clone()),
             start,
@@ -487,11 +541,153 @@ impl Pool {
         let watched = entry.clone();
         inner.tasks.spawn(async move {
             watched.process.wait_exit().await;
-            lock(&pool.inner.live).remove(&watched.process.pid());
+            let pid = watched.process.pid();
+            lock(&pool.inner.live).remove(&pid);
+            let mut spares = lock(&pool.inner.spares);
+            if let Some(at) = spares.iter().position(|s| s.process.pid() == pid) {
+                spares.remove(at);
+                pool.inner.metrics.spare_gone();
+            }
+            drop(spares);
             pool.inner.metrics.reaped();
             // The slot is free only once the process is gone.
             drop(permit);
         });
+        Ok(entry)
+    }
+
+    /// Starts spares until `pool.spares` are parked or starting, each in a free slot (a spare
+    /// never pushes out a process). A failure to start one holds the next try back a while.
+    pub fn ensure_spares(&self) {
+        let inner = &self.inner;
+        if inner.spare_target == 0
+            || inner.stopping.load(Ordering::SeqCst)
+            || Instant::now() < *lock(&inner.spare_retry_at)
+        {
+            return;
+        }
+        loop {
+            let have = lock(&inner.spares).len() + inner.spares_starting.load(Ordering::SeqCst);
+            if have >= inner.spare_target {
+                return;
+            }
+            let Ok(permit) = inner.slots.clone().try_acquire_owned() else {
+                return;
+            };
+            inner.spares_starting.fetch_add(1, Ordering::SeqCst);
+            let pool = self.clone();
+            inner.tasks.spawn(async move {
+                if let Err(err) = pool.start_spare(permit).await {
+                    warn!(error = ?err, "Could not start a spare; trying again in a while.");
+                    *lock(&pool.inner.spare_retry_at) = Instant::now() + SPARE_RETRY;
+                }
+                pool.inner.spares_starting.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    }
+
+    async fn start_spare(&self, permit: OwnedSemaphorePermit) -> Result<(), SpawnError> {
+        let inner = &self.inner;
+        let launch = inner
+            .launcher
+            .spare_launch()
+            .map_err(|err| self.folder_error(err))?;
+        let options = inner.launcher.options(None);
+        let placeholder = ThreadId::from_string(format!(
+            "spare-{}",
+            launch
+                .workdir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+        ));
+        let start = SessionStart::Fresh {
+            resume_failed: false,
+        };
+        let spare = self
+            .start_process(&launch, &placeholder, &options, None, start, false, permit)
+            .await?;
+        if inner.stopping.load(Ordering::SeqCst) {
+            spare.process.kill();
+            return Ok(());
+        }
+        info!(pid = spare.process.pid(), "Spare parked.");
+        lock(&inner.spares).push(spare);
+        inner.metrics.spare_parked();
+        Ok(())
+    }
+
+    /// A parked spare bound to `thread` as a fresh session in its folder, switched to the
+    /// options' model, or `None` (no spare fits, or the CLI refused the claim: counted, and the
+    /// caller spawns).
+    async fn claim_spare(&self, thread: &ThreadId, options: &SpawnOptions) -> Option<Arc<Entry>> {
+        let inner = &self.inner;
+        let spare = {
+            let mut spares = lock(&inner.spares);
+            let at = spares
+                .iter()
+                .position(|s| !s.process.has_exited() && s.fits(options) != Fit::No)?;
+            spares.remove(at)
+        };
+        let outcome = self.bind_spare(&spare, thread, options).await;
+        // Replace it, claimed or not.
+        self.ensure_spares();
+        match outcome {
+            Ok(entry) => {
+                inner.metrics.spare_claimed();
+                info!(thread_id = %thread, pid = entry.process.pid(), "Spare claimed.");
+                Some(entry)
+            }
+            Err(reason) => {
+                inner.metrics.spare_gone();
+                let token = reason.split(':').next().unwrap_or("").trim();
+                inner.metrics.claim_failed(token);
+                warn!(thread_id = %thread, %reason, "The CLI refused to claim a spare; starting a process.");
+                spare.retire();
+                None
+            }
+        }
+    }
+
+    async fn bind_spare(
+        &self,
+        spare: &Arc<Entry>,
+        thread: &ThreadId,
+        options: &SpawnOptions,
+    ) -> Result<Arc<Entry>, String> {
+        let inner = &self.inner;
+        let folder = inner
+            .launcher
+            .thread_folder(thread)
+            .map_err(|err| format!("cwd_not_found: cannot create the thread's folder: {err}"))?;
+        let servers = [SERVER_NAME.to_owned()];
+        spare.process.claim(&folder, &servers).await?;
+        *lock(&spare.served_thread) = thread.clone();
+        if *lock(&spare.model) != options.model {
+            // Right after a claim the CLI applies it like --model, with no probe.
+            spare
+                .process
+                .request(json!({"subtype": "set_model", "model": options.model}))
+                .await
+                .map_err(|reason| format!("set_model_refused: {reason}"))?;
+        }
+        let entry = Arc::new(Entry {
+            process: spare.process.clone(),
+            thread: thread.clone(),
+            served_thread: spare.served_thread.clone(),
+            options: spare.options.clone(),
+            model: Mutex::new(options.model.clone()),
+            start: SessionStart::Fresh {
+                resume_failed: false,
+            },
+            leases: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+            one_turn: AtomicBool::new(false),
+            turns: AtomicU64::new(0),
+            last_used: Mutex::new(Instant::now()),
+            calls: spare.calls.clone(),
+        });
+        lock(&inner.live).insert(entry.process.pid(), entry.clone());
         Ok(entry)
     }
 
@@ -521,6 +717,14 @@ impl Pool {
             idle.as_mut().enable();
             if let Ok(permit) = inner.slots.clone().try_acquire_owned() {
                 return (permit, false);
+            }
+            // A parked spare is a guess: it goes before any thread's process.
+            let spare = lock(&inner.spares).pop();
+            if let Some(spare) = spare {
+                inner.metrics.spare_gone();
+                spare.retire();
+                spare.process.wait_exit().await;
+                continue;
             }
             match self.longest_idle(Duration::ZERO) {
                 Some((thread, entry)) => {
@@ -620,6 +824,7 @@ impl Pool {
     /// Runs moka's pending maintenance, so idle processes expire on time even with no traffic.
     pub async fn run_maintenance(&self) {
         self.inner.cache.run_pending_tasks().await;
+        self.ensure_spares();
     }
 
     /// Every live process, for the status API.
@@ -637,6 +842,7 @@ impl Pool {
                 turns_served: e.turns.load(Ordering::Relaxed),
                 busy: e.is_busy(),
                 retired: e.is_retired(),
+                spare: lock(&self.inner.spares).iter().any(|s| Arc::ptr_eq(s, e)),
                 session_id: e.process.session_id().map(CliSessionId::from_string),
                 rss_bytes: rss_bytes(e.process.pid()),
             })
@@ -658,6 +864,7 @@ impl Pool {
 
     /// Kills every process, leased or not, and waits until all are reaped and their tasks ended.
     pub async fn shutdown(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
         let all: Vec<Arc<Entry>> = lock(&self.inner.live).values().cloned().collect();
         for entry in &all {
             self.inner.metrics.evicted(EvictionCause::Shutdown.label());
@@ -879,7 +1086,7 @@ impl CallReply {
 /// Serves one process's control requests until it exits: MCP messages the adapter can answer
 /// at once are answered here; tool calls go to the running turn.
 async fn serve_host_requests(
-    thread: ThreadId,
+    thread: Arc<Mutex<ThreadId>>,
     mut requests: HostRequests,
     mcp: Arc<McpAdapter>,
     calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
@@ -903,7 +1110,8 @@ async fn serve_host_requests(
             .get("message")
             .cloned()
             .unwrap_or(Value::Null);
-        match mcp.route(&thread, &server, message) {
+        let served = lock(&thread).clone();
+        match mcp.route(&served, &server, message) {
             Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
             Route::Listed(reply) => {
                 request.respond(Ok(json!({ "mcp_response": reply })));

@@ -97,6 +97,7 @@ impl Daemon {
                 idle_ttl: config.pool.idle_ttl,
                 capacity: config.pool.max_capacity,
                 prewarm_evicts_after: config.pool.prewarm_evicts_after,
+                spares: config.pool.spares,
             },
             launcher,
             mcp.clone(),

@@ -42,6 +42,8 @@ pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::Pat
     config.claude.env = cli_env(&mock.url()).into_iter().collect();
     config.claude.builtin_tools = Some(String::new());
     config.turn.idle_timeout = Duration::from_secs(60);
+    // Tests count processes and spawns; the ones about spares turn them on.
+    config.pool.spares = 0;
     config.turn.timeout = Duration::from_secs(120);
     config
 }

@@ -10,5 +10,6 @@ mod ordering;
 mod pool;
 mod resume;
 mod security;
+mod spares;
 mod support;
 mod tools;

@@ -1,0 +1,135 @@
+//! Parked spares (`pool.spares`): a new thread's first turn claims one instead of spawning, a
+//! replacement is parked, the claimed session takes the thread's model and folder, and shutdown
+//! kills them.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::MockApi;
+use harness_tests::util::{eventually_async, process_exists};
+
+/// The pids of the parked spares, from `/api/pool`.
+async fn spare_pids(daemon: &TestDaemon) -> Vec<u64> {
+    let (status, pool) = daemon.get("/api/pool").await;
+    assert_eq!(status, StatusCode::OK, "{pool}");
+    pool["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["spare"] == true)
+        .filter_map(|p| p["pid"].as_u64())
+        .collect()
+}
+
+async fn one_parked_spare(daemon: &TestDaemon) -> u64 {
+    eventually_async(Duration::from_secs(60), "a spare is parked", || async {
+        spare_pids(daemon).await.len() == 1
+    })
+    .await
+    .expect("a spare is parked");
+    assert_eq!(daemon.counts().spares_parked, 1);
+    spare_pids(daemon).await[0]
+}
+
+async fn with_spares(mock: &MockApi) -> TestDaemon {
+    TestDaemon::start(mock, |c| c.pool.spares = 1).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_threads_first_turn_runs_on_the_parked_spare_and_a_new_one_is_parked() {
+    let mock = MockApi::start().await;
+    let daemon = with_spares(&mock).await;
+    let spare = one_parked_spare(&daemon).await;
+
+    let thread = daemon.create_thread().await;
+    assert_eq!(
+        daemon.reply(&thread, "first of the thread").await,
+        "echo: first of the thread"
+    );
+    assert_eq!(
+        daemon.pid_of(&thread),
+        Some(spare as u32),
+        "the turn ran on the spare"
+    );
+    assert_eq!(daemon.counts().spares_claimed, 1);
+
+    // A replacement is parked, and the thread stays on its process.
+    eventually_async(Duration::from_secs(60), "a new spare is parked", || async {
+        spare_pids(&daemon).await.iter().any(|pid| *pid != spare)
+    })
+    .await
+    .unwrap();
+    let reply = daemon.reply(&thread, "second of the thread").await;
+    assert!(reply.ends_with("second of the thread"), "{reply}");
+    assert_eq!(daemon.pid_of(&thread), Some(spare as u32));
+    let second = mock.message_requests().last().cloned().expect("a request");
+    assert!(
+        second.all_text().contains("first of the thread"),
+        "one session"
+    );
+
+    // The claimed session lives in the thread's own project folder.
+    let (_, body) = daemon.get(&format!("/api/threads/{thread}")).await;
+    let session = body["cliSessionId"].as_str().expect("a session").to_owned();
+    let projects = daemon.config.claude_config_dir().join("projects");
+    let project = std::fs::read_dir(&projects)
+        .expect("projects")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|dir| dir.join(format!("{session}.jsonl")).exists())
+        .expect("the transcript");
+    let key = project.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        key.ends_with(&thread.replace('_', "-")),
+        "the transcript is under the thread's folder's key: {key}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_spare_takes_the_threads_model_without_a_probe() {
+    let mock = MockApi::start().await;
+    let daemon = with_spares(&mock).await;
+    let spare = one_parked_spare(&daemon).await;
+    let (status, created) = daemon
+        .post("/api/threads", json!({"model": "claude-spare-model"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let thread = created["id"].as_str().unwrap().to_owned();
+    daemon.reply(&thread, "on the thread's model").await;
+    assert_eq!(daemon.pid_of(&thread), Some(spare as u32));
+    let requests = mock.message_requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "no probe of the model: {:?}",
+        requests
+            .iter()
+            .map(|r| r.last_user_text())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(requests[0].model(), Some("claude-spare-model"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spares_are_killed_on_shutdown() {
+    let mock = MockApi::start().await;
+    let daemon = with_spares(&mock).await;
+    let spare = one_parked_spare(&daemon).await;
+    let (_, pool) = daemon.get("/api/pool").await;
+    let parked: Vec<Value> = pool["processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        parked.len(),
+        1,
+        "the spare counts as a live process: {pool}"
+    );
+    daemon.stop().await;
+    assert!(
+        !process_exists(spare as u32),
+        "the spare outlived the daemon"
+    );
+}
