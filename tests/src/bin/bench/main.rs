@@ -160,6 +160,32 @@ async fn main() -> anyhow::Result<()> {
         prewarmed.samples.push(t.elapsed());
     }
 
+    // A model switch on the warm thread: set_model in place, alternating two models.
+    eprintln!("bench: model switches");
+    let mut switched = Series::new("model switch on a warm process");
+    let spawns_before = daemon.spawns();
+    for i in 0..samples {
+        let model = if i % 2 == 0 {
+            "claude-bench-a"
+        } else {
+            "claude-bench-b"
+        };
+        let t = Instant::now();
+        let (status, body) = daemon
+            .post(
+                &format!("/api/threads/{thread}/messages"),
+                json!({"content": format!("switch {i}"), "model": model}),
+            )
+            .await;
+        if status != 200 {
+            bail!("model switch turn failed: {body}");
+        }
+        switched.samples.push(t.elapsed());
+    }
+    if daemon.spawns() != spawns_before {
+        bail!("a model switch started a process");
+    }
+
     // The floor: our own minimal driver on a raw CLI process with the same argv and tools.
     eprintln!("bench: raw CLI turns");
     let (_, tools) = daemon.get("/api/tools").await;
@@ -169,6 +195,33 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: {tool_calls} adapter round trips");
     let tool = adapter_round_trips(&daemon, tool_calls).await;
     let daemon_view = from_metrics(&daemon).await?;
+    daemon.stop().await;
+
+    // First turns of new threads with a spare parked, on a daemon of its own (the one above runs
+    // without spares, so that its cold figures are spawns).
+    eprintln!("bench: first turns on a parked spare");
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.pool.max_capacity = 64;
+        c.pool.spares = 1;
+    })
+    .await;
+    let mut spare = Series::new("first turn of a new thread (spare parked)");
+    for i in 0..samples {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while daemon.counts().spares_parked == 0 {
+            if Instant::now() > deadline {
+                bail!("no spare was parked");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let thread = daemon.create_thread().await;
+        let t = Instant::now();
+        daemon.reply(&thread, &format!("spare {i}")).await;
+        spare.samples.push(t.elapsed());
+    }
+    if daemon.counts().spares_claimed != samples as u64 {
+        bail!("not every first turn took a spare: {:?}", daemon.counts());
+    }
     daemon.stop().await;
 
     // Scaling on a daemon of its own, so the 40-odd idle processes above do not share the CPU.
@@ -196,6 +249,8 @@ async fn main() -> anyhow::Result<()> {
         cold: &cold,
         warm: &warm,
         prewarmed: &prewarmed,
+        spare: &spare,
+        switched: &switched,
         raw: &raw,
         tool: &tool,
         scaling: &scaling,
@@ -204,7 +259,7 @@ async fn main() -> anyhow::Result<()> {
         daemon_view: &daemon_view,
     })?;
 
-    let mut distributions = vec![&cold, &prewarmed, &warm, &raw];
+    let mut distributions = vec![&cold, &spare, &prewarmed, &switched, &warm, &raw];
     if let sdk::Outcome::Measured { fresh, warm, .. } = &sdk {
         distributions.push(fresh);
         distributions.push(warm);
@@ -234,6 +289,8 @@ struct Report<'a> {
     cold: &'a Series,
     warm: &'a Series,
     prewarmed: &'a Series,
+    spare: &'a Series,
+    switched: &'a Series,
     raw: &'a Series,
     tool: &'a Series,
     scaling: &'a [Scaling],
@@ -280,7 +337,7 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
         "| scenario | n | min | median | p95 | max | median / warm |"
     )?;
     writeln!(out, "|---|---|---|---|---|---|---|")?;
-    for s in [r.cold, r.prewarmed, r.warm, r.raw] {
+    for s in [r.cold, r.spare, r.prewarmed, r.switched, r.warm, r.raw] {
         row(&mut out, s, Some(r.warm))?;
     }
     writeln!(out)?;
@@ -307,6 +364,19 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
         ms(r.cold.median()) - ms(r.prewarmed.median()),
         ms(r.cold.median()),
         100.0 * (1.0 - ratio(r.prewarmed, r.cold)),
+    )?;
+    writeln!(
+        out,
+        "- first turn of a new thread with a spare parked / warm (median): **{:.2}x** (goal <= 1.5x); \
+         / cold: **{:.2}x**",
+        ratio(r.spare, r.warm),
+        ratio(r.spare, r.cold),
+    )?;
+    writeln!(
+        out,
+        "- model switch on a warm process / warm (median): **{:.2}x** (goal <= 2x), no process \
+         started",
+        ratio(r.switched, r.warm),
     )?;
     writeln!(
         out,
