@@ -112,6 +112,11 @@ impl Launcher {
     pub fn bin(&self) -> &Path {
         &self.bin
     }
+
+    /// Bound on a process becoming ready (`turn.ready_timeout`).
+    pub fn ready_timeout(&self) -> Duration {
+        self.ready_timeout
+    }
 }
 
 /// The working directory of `thread`'s processes: `<threads_dir>/<thread id>`, with anything but

@@ -21,7 +21,7 @@
 //! | `harness_pool_model_switches_total` | counter | | a warm process switched model in place (`set_model`) instead of being replaced |
 //! | `harness_pool_spares_parked` | gauge | | spare processes started and waiting for a thread |
 //! | `harness_pool_spares_claimed_total` | counter | | first turns that took a spare instead of spawning |
-//! | `harness_pool_spare_claim_failures_total` | counter | `reason`: the CLI's token (`project_settings_not_claimable`, `cwd_not_found`, …, `other`) | claims the CLI refused; the turn spawned instead |
+//! | `harness_pool_spare_claim_failures_total` | counter | `reason`: the CLI's token (`project_settings_not_claimable`, `cwd_not_found`, …), `claim_timeout` (no answer within `turn.ready_timeout`), `other` | claims that failed; the spare is killed and the turn spawned instead |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
 //! | `harness_process_spawn_seconds` | histogram | | spawn → ready (initialize answered, MCP handshake done) |
@@ -162,7 +162,7 @@ struct ReasonLabel {
 }
 
 /// The CLI's reasons for refusing a claim (its documented tokens); any other counts as `other`.
-const CLAIM_REASONS: [&str; 14] = [
+const CLAIM_REASONS: [&str; 15] = [
     "not_a_spare",
     "invalid_request",
     "cwd_not_found",
@@ -176,6 +176,7 @@ const CLAIM_REASONS: [&str; 14] = [
     "settings_not_applied",
     "claim_failed",
     "set_model_refused",
+    "claim_timeout",
     "process_died",
 ];
 

@@ -661,7 +661,11 @@ impl Pool {
             .thread_folder(thread)
             .map_err(|err| format!("cwd_not_found: cannot create the thread's folder: {err}"))?;
         let servers = [SERVER_NAME.to_owned()];
-        spare.process.claim(&folder, &servers).await?;
+        // A claim takes about a tenth of a second; a spare that does not answer is no spare.
+        let limit = inner.launcher.ready_timeout();
+        tokio::time::timeout(limit, spare.process.claim(&folder, &servers))
+            .await
+            .map_err(|_| format!("claim_timeout: the spare did not answer within {limit:?}"))??;
         *lock(&spare.served_thread) = thread.clone();
         if *lock(&spare.model) != options.model {
             // Right after a claim the CLI applies it like --model, with no probe.

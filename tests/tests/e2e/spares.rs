@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
-use harness_tests::util::{eventually_async, process_exists};
+use harness_tests::util::{eventually, eventually_async, process_exists};
 
 /// The pids of the parked spares, from `/api/pool`.
 async fn spare_pids(daemon: &TestDaemon) -> Vec<u64> {
@@ -132,4 +132,46 @@ async fn spares_are_killed_on_shutdown() {
         !process_exists(spare as u32),
         "the spare outlived the daemon"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spare_that_does_not_answer_its_claim_is_dropped_and_the_turn_starts_cold() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.pool.spares = 1;
+        c.turn.ready_timeout = Duration::from_secs(5);
+    })
+    .await;
+    let spare = one_parked_spare(&daemon).await;
+    // Frozen: it will never answer the claim.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(spare as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .expect("stop the spare");
+    let thread = daemon.create_thread().await;
+    assert_eq!(
+        daemon.reply(&thread, "served all the same").await,
+        "echo: served all the same"
+    );
+    let pid = daemon.pid_of(&thread).expect("a process");
+    assert_ne!(u64::from(pid), spare, "a process of its own");
+    eventually(
+        Duration::from_secs(10),
+        "the frozen spare is killed",
+        || !process_exists(spare as u32),
+    )
+    .await
+    .unwrap();
+    let counts = daemon.counts();
+    assert_eq!((counts.spare_claim_failures, counts.spares_claimed), (1, 0));
+    let metrics = reqwest::get(format!("{}/metrics", daemon.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = r#"harness_pool_spare_claim_failures_total{reason="claim_timeout"} 1"#;
+    assert!(metrics.lines().any(|l| l == series), "{metrics}");
+    daemon.stop().await;
 }
