@@ -131,11 +131,19 @@ async fn main() -> anyhow::Result<()> {
     let mut warm = Series::new("warm turn (daemon)");
     let thread = daemon.create_thread().await;
     daemon.reply(&thread, "warm-up").await;
+    let cli_pid = daemon
+        .pid_of(&thread)
+        .context("the warm thread's process")?;
+    let cpu_before = (cpu_ms(&cli_pid.to_string()), cpu_ms("self"));
     for i in 0..samples {
         let t = Instant::now();
         daemon.reply(&thread, &format!("warm {i}")).await;
         warm.samples.push(t.elapsed());
     }
+    let cpu = CpuPerTurn {
+        cli_ms: (cpu_ms(&cli_pid.to_string()) - cpu_before.0) / samples as f64,
+        bench_ms: (cpu_ms("self") - cpu_before.1) / samples as f64,
+    };
 
     // Prewarmed: prewarm, wait until the process is ready, then the first turn.
     eprintln!("bench: prewarmed turns");
@@ -251,6 +259,7 @@ async fn main() -> anyhow::Result<()> {
         prewarmed: &prewarmed,
         spare: &spare,
         switched: &switched,
+        cpu: &cpu,
         raw: &raw,
         tool: &tool,
         scaling: &scaling,
@@ -291,6 +300,7 @@ struct Report<'a> {
     prewarmed: &'a Series,
     spare: &'a Series,
     switched: &'a Series,
+    cpu: &'a CpuPerTurn,
     raw: &'a Series,
     tool: &'a Series,
     scaling: &'a [Scaling],
@@ -377,6 +387,15 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
         "- model switch on a warm process / warm (median): **{:.2}x** (goal <= 2x), no process \
          started",
         ratio(r.switched, r.warm),
+    )?;
+    writeln!(
+        out,
+        "- CPU per warm turn (user + system, from `/proc`): the CLI {:.1} ms; this bench process \
+         (the daemon, the mock API and the HTTP client together, so an upper bound on the \
+         daemon's share) {:.1} ms; that is about {:.0} warm turns/s per core",
+        r.cpu.cli_ms,
+        r.cpu.bench_ms,
+        1000.0 / (r.cpu.cli_ms + r.cpu.bench_ms).max(0.001),
     )?;
     writeln!(
         out,
@@ -492,6 +511,33 @@ fn load_average() -> String {
 
 /// What the first daemon's `/metrics` says after the latency runs: pool counters, its own view
 /// of turn time, and the mean time of each store call (from the histograms' sum and count).
+/// CPU time per warm turn, from `/proc/<pid>/stat`.
+struct CpuPerTurn {
+    cli_ms: f64,
+    bench_ms: f64,
+}
+
+/// User + system CPU time of `/proc/<pid>` (`self` for this process) in ms; 0 when unreadable.
+/// Linux reports it in clock ticks of 1/100 s (USER_HZ) whatever the kernel's own tick.
+fn cpu_ms(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The command name may hold spaces; fields after it are space-separated.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After `)`: state is field 0, so utime (field 14 of the whole line) is index 11, stime 12.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) * 10.0
+}
+
 async fn from_metrics(daemon: &TestDaemon) -> anyhow::Result<String> {
     let text = reqwest::get(format!("{}/metrics", daemon.base))
         .await?
