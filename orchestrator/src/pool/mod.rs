@@ -173,6 +173,32 @@ struct Entry {
 }
 
 impl Entry {
+    /// A process the pool starts keeping books on: unleased, no turn served, used now.
+    fn new(
+        process: Arc<CliProcess>,
+        thread: ThreadId,
+        served_thread: Arc<Mutex<ThreadId>>,
+        options: SpawnOptions,
+        model: Option<String>,
+        start: SessionStart,
+        calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
+    ) -> Entry {
+        Entry {
+            process,
+            thread,
+            served_thread,
+            options,
+            model: Mutex::new(model),
+            start,
+            leases: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+            one_turn: AtomicBool::new(false),
+            turns: AtomicU64::new(0),
+            last_used: Mutex::new(Instant::now()),
+            calls,
+        }
+    }
+
     /// Whether a turn asking for `options` can run on this process as it is.
     fn fits(&self, options: &SpawnOptions) -> Fit {
         let same_start = SpawnOptions {
@@ -524,20 +550,16 @@ impl Pool {
         }
         inner.metrics.ready(started.elapsed());
         info!(thread_id = %thread, pid = process.pid(), ms = started.elapsed().as_millis() as u64, resumed = resume.is_some(), "Process ready.");
-        let entry = Arc::new(Entry {
+        let entry = Arc::new(Entry::new(
             process,
-            thread: thread.clone(),
+            thread.clone(),
             served_thread,
-            options: options.clone(),
-            model: Mutex::new(options.model.clone()),
+            options.clone(),
+            options.model.clone(),
             start,
-            leases: AtomicUsize::new(0),
-            retired: AtomicBool::new(false),
-            one_turn: AtomicBool::new(overflow),
-            turns: AtomicU64::new(0),
-            last_used: Mutex::new(Instant::now()),
             calls,
-        });
+        ));
+        entry.one_turn.store(overflow, Ordering::SeqCst);
         lock(&inner.live).insert(entry.process.pid(), entry.clone());
         let pool = self.clone();
         let watched = entry.clone();

@@ -4,8 +4,8 @@
 //! after every claim. A claim that fails (refused, or no answer within `turn.ready_timeout`)
 //! kills the spare, and the turn spawns.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use claude_cli::{SpawnError, SpawnOptions};
@@ -143,22 +143,17 @@ impl Pool {
                 .await
                 .map_err(|reason| format!("set_model_refused: {reason}"))?;
         }
-        let entry = Arc::new(Entry {
-            process: spare.process.clone(),
-            thread: thread.clone(),
-            served_thread: spare.served_thread.clone(),
-            options: spare.options.clone(),
-            model: Mutex::new(options.model.clone()),
-            start: SessionStart::Fresh {
+        let entry = Arc::new(Entry::new(
+            spare.process.clone(),
+            thread.clone(),
+            spare.served_thread.clone(),
+            spare.options.clone(),
+            options.model.clone(),
+            SessionStart::Fresh {
                 resume_failed: false,
             },
-            leases: AtomicUsize::new(0),
-            retired: AtomicBool::new(false),
-            one_turn: AtomicBool::new(false),
-            turns: AtomicU64::new(0),
-            last_used: Mutex::new(Instant::now()),
-            calls: spare.calls.clone(),
-        });
+            spare.calls.clone(),
+        ));
         lock(&inner.live).insert(entry.process.pid(), entry.clone());
         Ok(entry)
     }

@@ -171,17 +171,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
 
-        if let Some(session) = session.map(CliSessionId::as_str) {
-            sqlx::query!(
-                "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
-                session,
-                now,
-                thread_id,
-            )
-            .execute(&mut *tx)
-            .await?;
-        }
-
+        record_session(&mut tx, &thread_id, session, &now).await?;
         tx.commit().await?;
         Ok(reply.into())
     }
@@ -214,17 +204,7 @@ impl Store {
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
 
-        if let Some(session) = session.map(CliSessionId::as_str) {
-            sqlx::query!(
-                "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
-                session,
-                now,
-                thread_id,
-            )
-            .execute(&mut *tx)
-            .await?;
-        }
-
+        record_session(&mut tx, &thread_id, session, &now).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -362,6 +342,27 @@ impl Store {
         }
         Ok(count)
     }
+}
+
+/// Records `session` (when set) as the thread's CLI session to resume, inside the turn's
+/// transaction.
+async fn record_session(
+    tx: &mut sqlx::SqliteConnection,
+    thread_id: &str,
+    session: Option<&CliSessionId>,
+    now: &str,
+) -> Result<(), StoreError> {
+    if let Some(session) = session.map(CliSessionId::as_str) {
+        sqlx::query!(
+            "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
+            session,
+            now,
+            thread_id,
+        )
+        .execute(tx)
+        .await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
