@@ -109,9 +109,18 @@ pub struct PoolConfig {
     /// A warm process unused this long is killed.
     #[serde(with = "secs")]
     pub idle_ttl: Duration,
-    /// Most live `claude` processes at once; a new one first pushes out the least recently used
-    /// idle one, or waits for one to finish its turn.
+    /// Most live `claude` processes at once; a new one first pushes out the idle one expected
+    /// back last (see `evict_grace`), or waits for one to finish its turn.
     pub max_capacity: u64,
+    /// An idle process expected back within this (it went idle a moment ago, or its thread's
+    /// turns come this close together) is not pushed out for a newcomer until the newcomer has
+    /// waited `slot_wait`.
+    #[serde(with = "secs")]
+    pub evict_grace: Duration,
+    /// Longest a spawn waits in line (arrival order) for an unprotected process before it pushes
+    /// out a protected one.
+    #[serde(with = "secs")]
+    pub slot_wait: Duration,
     /// A prewarm pushes out only processes idle at least this long; when the pool is full of
     /// processes used more recently, the prewarm is skipped (a guess must not evict real work).
     #[serde(with = "secs")]
@@ -250,6 +259,8 @@ impl Default for PoolConfig {
         Self {
             idle_ttl: Duration::from_secs(8 * 60),
             max_capacity: 16,
+            evict_grace: Duration::from_secs(2),
+            slot_wait: Duration::from_secs(3),
             prewarm_evicts_after: Duration::from_secs(120),
             spares: 1,
         }

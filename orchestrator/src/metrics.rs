@@ -24,6 +24,11 @@
 //! | `harness_pool_spare_claim_failures_total` | counter | `reason`: the CLI's token (`project_settings_not_claimable`, `cwd_not_found`, …), `claim_timeout` (no answer within `turn.ready_timeout`), `other` | claims that failed; the spare is killed and the turn spawned instead |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
+//! | `harness_pool_live_peak` | gauge | | most `claude` processes alive at once since start (spares included) |
+//! | `harness_pool_slot_waits_total` | counter | | spawns that found every slot taken and waited for one |
+//! | `harness_pool_slot_waiting` | gauge | | spawns waiting for a slot now |
+//! | `harness_pool_slot_wait_seconds` | histogram | | how long those spawns waited |
+//! | `harness_pool_slot_waits_expired_total` | counter | | waits that reached `pool.slot_wait` and pushed out a process expected back within `pool.evict_grace` |
 //! | `harness_process_spawn_seconds` | histogram | | spawn → ready (initialize answered, MCP handshake done) |
 //! | `harness_turn_duration_seconds` | histogram | `start`: `warm`, `cold` (see below) | a turn, from the thread's turn to the stored outcome |
 //! | `harness_turns_total` | counter | `outcome`: `done`, `error`, `interrupted` | finished turns |
@@ -43,6 +48,8 @@
 //! the series without bound.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -153,7 +160,14 @@ pub struct PoolMetrics {
     claim_failures: Family<ReasonLabel, Counter>,
     evictions: Family<CauseLabel, Counter>,
     live: Gauge,
+    live_peak: Gauge,
     spawn_seconds: Histogram,
+    slot_waits: Counter,
+    slot_waiting: Gauge,
+    slot_waits_expired: Counter,
+    slot_wait_seconds: Histogram,
+    /// The sum of the waits, for `/api/pool` (the histogram keeps it for `/metrics`).
+    slot_wait_micros: Arc<AtomicU64>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -204,6 +218,16 @@ pub struct PoolCounts {
     /// Claims the CLI refused (the turn then started its own process).
     pub spare_claim_failures: u64,
     pub evictions: EvictionCounts,
+    /// Most processes alive at once since start (spares included).
+    pub live_peak: u64,
+    /// Spawns that found every slot taken and waited for one.
+    pub slot_waits: u64,
+    /// Spawns waiting for a slot now.
+    pub slot_waiting: u64,
+    /// Their waits added up, in milliseconds.
+    pub slot_wait_ms: u64,
+    /// Waits that reached `pool.slot_wait` and pushed out a process expected back soon.
+    pub slot_waits_expired: u64,
 }
 
 /// Processes let go, by cause.
@@ -239,9 +263,17 @@ impl Default for PoolMetrics {
             claim_failures: Family::default(),
             evictions,
             live: Gauge::default(),
+            live_peak: Gauge::default(),
             spawn_seconds: Histogram::new([
                 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0,
             ]),
+            slot_waits: Counter::default(),
+            slot_waiting: Gauge::default(),
+            slot_waits_expired: Counter::default(),
+            slot_wait_seconds: Histogram::new([
+                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
+            ]),
+            slot_wait_micros: Arc::default(),
         }
     }
 }
@@ -299,7 +331,37 @@ impl PoolMetrics {
     /// [`Self::reaped`].
     pub fn ready(&self, took: Duration) {
         self.spawn_seconds.observe(took.as_secs_f64());
-        self.live.inc();
+        let live = self.live.inc() + 1;
+        // A gauge has no max: raise it until it holds the largest value seen.
+        let mut peak = self.live_peak.get();
+        while live > peak {
+            match self.live_peak.inner().compare_exchange(
+                peak,
+                live,
+                AtomicOrdering::Relaxed,
+                AtomicOrdering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => peak = now,
+            }
+        }
+    }
+    /// A spawn found every slot taken and waits for one ([`Self::slot_waited`] when it has it).
+    pub fn slot_wait_started(&self) {
+        self.slot_waiting.inc();
+    }
+    /// A spawn found every slot taken and waited `took` for one.
+    pub fn slot_waited(&self, took: Duration) {
+        self.slot_waiting.dec();
+        self.slot_waits.inc();
+        self.slot_wait_seconds.observe(took.as_secs_f64());
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.slot_wait_micros
+            .fetch_add(micros, AtomicOrdering::Relaxed);
+    }
+    /// A wait reached `pool.slot_wait` and pushed out a process expected back soon.
+    pub fn slot_wait_expired(&self) {
+        self.slot_waits_expired.inc();
     }
     pub fn reaped(&self) {
         self.live.dec();
@@ -337,6 +399,11 @@ impl PoolMetrics {
                 replaced: evicted("replaced"),
                 shutdown: evicted("shutdown"),
             },
+            live_peak: u64::try_from(self.live_peak.get()).unwrap_or(0),
+            slot_waits: self.slot_waits.get(),
+            slot_waiting: u64::try_from(self.slot_waiting.get()).unwrap_or(0),
+            slot_wait_ms: self.slot_wait_micros.load(AtomicOrdering::Relaxed) / 1000,
+            slot_waits_expired: self.slot_waits_expired.get(),
         }
     }
 
@@ -397,6 +464,31 @@ impl PoolMetrics {
             "pool_live_processes",
             "claude processes alive now",
             self.live.clone(),
+        );
+        registry.register(
+            "pool_live_peak",
+            "Most claude processes alive at once since start (spares included)",
+            self.live_peak.clone(),
+        );
+        registry.register(
+            "pool_slot_waits",
+            "Spawns that found every pool slot taken and waited for one",
+            self.slot_waits.clone(),
+        );
+        registry.register(
+            "pool_slot_waiting",
+            "Spawns waiting for a pool slot now",
+            self.slot_waiting.clone(),
+        );
+        registry.register(
+            "pool_slot_wait_seconds",
+            "How long spawns waited for a pool slot",
+            self.slot_wait_seconds.clone(),
+        );
+        registry.register(
+            "pool_slot_waits_expired",
+            "Waits that reached pool.slot_wait and pushed out a process expected back soon",
+            self.slot_waits_expired.clone(),
         );
         registry.register(
             "process_spawn_seconds",

@@ -24,7 +24,7 @@ use crate::launch::Launcher;
 use crate::mcp::{McpAdapter, ToolRegistry};
 use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, PipelineParts, PipelineSettings};
-use crate::pool::{Pool, PoolSettings};
+use crate::pool::{AdmissionSettings, Pool, PoolSettings};
 use crate::store::Store;
 
 /// A start-up failure, shown to the operator.
@@ -98,6 +98,10 @@ impl Daemon {
                 capacity: config.pool.max_capacity,
                 prewarm_evicts_after: config.pool.prewarm_evicts_after,
                 spares: config.pool.spares,
+                admission: AdmissionSettings {
+                    evict_grace: config.pool.evict_grace,
+                    slot_wait: config.pool.slot_wait,
+                },
             },
             launcher,
             mcp.clone(),

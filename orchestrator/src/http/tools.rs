@@ -82,6 +82,9 @@ pub struct PoolStatus {
     pub processes: Vec<ProcessInfo>,
     pub capacity: u64,
     pub live: u64,
+    /// Hits ÷ (hits + misses): the share of turns and prewarms that found a warm process;
+    /// `null` before the first.
+    pub hit_rate: Option<f64>,
     pub stats: PoolCounts,
 }
 
@@ -91,6 +94,8 @@ pub async fn pool(State(state): State<ApiState>) -> Json<PoolStatus> {
         processes: state.pool.snapshot(),
         capacity: state.config.pool.max_capacity,
         live: stats.live,
+        hit_rate: (stats.hits + stats.misses > 0)
+            .then(|| stats.hits as f64 / (stats.hits + stats.misses) as f64),
         stats,
     })
 }

@@ -50,13 +50,14 @@ use crate::metrics::{PoolCounts, PoolMetrics};
 use crate::sync::lock;
 use crate::turn_error::TurnError;
 
+mod admission;
 mod spares;
+
+pub use admission::AdmissionSettings;
 
 /// How long the CLI gets to finish its MCP handshake after the `initialize` reply; the first turn
 /// would wait for it otherwise.
 const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
-/// How often a spawn waiting for a slot checks for a nested-turn deadlock.
-const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
 /// How long after a failure to start a spare the next try waits.
 const SPARE_RETRY: Duration = Duration::from_secs(30);
 
@@ -112,6 +113,7 @@ pub struct PoolSettings {
     pub prewarm_evicts_after: Duration,
     /// Spares to keep parked.
     pub spares: usize,
+    pub admission: AdmissionSettings,
 }
 
 /// The pool. Cheap to clone: clones share one pool.
@@ -130,6 +132,13 @@ struct Inner {
     /// Woken when a process may have become idle (a turn ended, a prewarm finished), so a spawn
     /// waiting for a slot looks again for an idle process to push out.
     idle: Notify,
+    /// Spawns waiting for a slot queue here, in arrival order.
+    admission_line: tokio::sync::Mutex<()>,
+    /// Spawns waiting for a slot now (spares are not started while any does).
+    waiting: AtomicUsize,
+    admission: AdmissionSettings,
+    /// When threads last used their processes, to choose which to push out.
+    history: Mutex<admission::UseHistory>,
     live: Mutex<HashMap<u32, Arc<Entry>>>,
     launcher: Launcher,
     mcp: Arc<McpAdapter>,
@@ -302,6 +311,10 @@ impl Pool {
                 slots: Arc::new(Semaphore::new(capacity)),
                 overflow: Arc::new(Semaphore::new(capacity)),
                 idle: Notify::new(),
+                admission_line: tokio::sync::Mutex::new(()),
+                waiting: AtomicUsize::new(0),
+                admission: settings.admission,
+                history: Mutex::default(),
                 live: Mutex::default(),
                 launcher,
                 mcp,
@@ -330,6 +343,7 @@ impl Pool {
         options: &SpawnOptions,
         resume: Option<&CliSessionId>,
     ) -> Result<Lease, TurnError> {
+        lock(&self.inner.history).started(thread, Instant::now());
         self.checkout_with(thread, options, resume, None).await
     }
 
@@ -594,54 +608,6 @@ impl Pool {
         }
     }
 
-    /// A pool slot: free, or freed by pushing out the least recently used idle process, or (when
-    /// every process is busy) the next one to be reaped. `true` marks an overflow slot, whose
-    /// process lives for one turn.
-    async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
-        let inner = &self.inner;
-        loop {
-            // Registered before looking, so a process going idle after the look still wakes us.
-            let idle = inner.idle.notified();
-            tokio::pin!(idle);
-            idle.as_mut().enable();
-            if let Ok(permit) = inner.slots.clone().try_acquire_owned() {
-                return (permit, false);
-            }
-            // A parked spare is a guess: it goes before any thread's process.
-            let spare = lock(&inner.spares).pop();
-            if let Some(spare) = spare {
-                inner.metrics.spare_gone();
-                spare.retire();
-                spare.process.wait_exit().await;
-                continue;
-            }
-            match self.longest_idle(Duration::ZERO) {
-                Some((thread, entry)) => {
-                    self.remove(&thread, EvictionCause::Capacity).await;
-                    entry.process.wait_exit().await;
-                }
-                None => {
-                    // Every slot is held by a busy or dying process: wait for one to be reaped,
-                    // or for one to finish its turn and become a candidate. If all of them wait
-                    // on the host, the turn asking may be the one they wait for.
-                    tokio::select! {
-                        permit = inner.slots.clone().acquire_owned() => {
-                            if let Ok(permit) = permit {
-                                return (permit, false);
-                            }
-                        }
-                        _ = idle => {}
-                        _ = tokio::time::sleep(OVERFLOW_CHECK) => {
-                            if let Some(permit) = self.overflow_slot() {
-                                return (permit, true);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
     /// The cached process idle longest, if it has been idle at least `at_least`.
     fn longest_idle(&self, at_least: Duration) -> Option<(ThreadId, Arc<Entry>)> {
         self.inner
@@ -842,6 +808,7 @@ impl Lease {
                 events,
                 calls,
                 entry: &self.entry,
+                pool: &self.pool,
             }),
             Err(err) => {
                 *lock(&self.entry.calls) = None;
@@ -907,6 +874,7 @@ pub struct LeasedTurn<'a> {
     events: TurnEvents,
     calls: mpsc::UnboundedReceiver<PendingCall>,
     entry: &'a Arc<Entry>,
+    pool: &'a Pool,
 }
 
 /// What a running turn produced next.
@@ -945,7 +913,9 @@ impl Drop for LeasedTurn<'_> {
     fn drop(&mut self) {
         *lock(&self.entry.calls) = None;
         self.entry.turns.fetch_add(1, Ordering::Relaxed);
-        *lock(&self.entry.last_used) = Instant::now();
+        let now = Instant::now();
+        *lock(&self.entry.last_used) = now;
+        lock(&self.pool.inner.history).ended(&self.entry.thread, now);
     }
 }
 

@@ -26,6 +26,8 @@ impl Pool {
         let inner = &self.inner;
         if inner.spare_target == 0
             || inner.stopping.load(Ordering::SeqCst)
+            // A slot freed for a waiting spawn is the spawn's.
+            || inner.waiting.load(Ordering::SeqCst) > 0
             || Instant::now() < *lock(&inner.spare_retry_at)
         {
             return;

@@ -10,7 +10,7 @@ use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, eventually_async, process_exists};
 
 /// The `/metrics` body, after checking its content type.
-async fn scrape(daemon: &TestDaemon) -> String {
+pub async fn scrape(daemon: &TestDaemon) -> String {
     let response = reqwest::get(format!("{}/metrics", daemon.base))
         .await
         .expect("GET /metrics reaches the daemon");

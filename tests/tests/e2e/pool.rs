@@ -166,7 +166,7 @@ async fn idle_expiry_kills_the_process() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn capacity_eviction_kills_the_least_recently_used_process() {
+async fn a_full_pool_pushes_out_the_idle_process_to_make_room() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 1).await;
     let first = daemon.create_thread().await;

@@ -1,17 +1,19 @@
 //! `just bench`: drives the daemon over HTTP against the real `claude` CLI and the mock Messages
 //! API, and reports min / median / p95 for cold, warm and prewarmed turns, a warm turn sent straight
-//! to a raw CLI process (the floor), an in-process MCP tool call round trip, concurrency scaling at
-//! 1, 4 and 16 threads, the RSS of warm processes and, when `python3` is there, the official Python
+//! to a raw CLI process (the floor), an in-process MCP tool call round trip, twice as many threads
+//! as pool slots used round-robin (hit rate), concurrency scaling at 1, 4 and 16 threads, the RSS of warm processes and, when `python3` is there, the official Python
 //! `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
 //! printed beside absolute times.
 //!
 //! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
 //!
 //! Env: `BENCH_SAMPLES` (turn samples per scenario, default 20), `BENCH_TOOL_CALLS` (default 1000),
-//! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_SDK=0` skips the
+//! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
+//! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text.
 
 mod chart;
+mod overload;
 mod sdk;
 
 use std::fmt::Write as _;
@@ -232,6 +234,14 @@ async fn main() -> anyhow::Result<()> {
     }
     daemon.stop().await;
 
+    // Twice as many threads as slots, round-robin.
+    let capacity = env_usize("BENCH_OVERLOAD_CAPACITY", 16).max(1) as u64;
+    eprintln!(
+        "bench: {} threads round-robin on {capacity} slots",
+        capacity * 2
+    );
+    let overload = overload::run(&mock, capacity, 3).await?;
+
     // Scaling on a daemon of its own, so the 40-odd idle processes above do not share the CPU.
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
     let mut scaling = Vec::new();
@@ -259,6 +269,7 @@ async fn main() -> anyhow::Result<()> {
         prewarmed: &prewarmed,
         spare: &spare,
         switched: &switched,
+        overload: &overload,
         cpu: &cpu,
         raw: &raw,
         tool: &tool,
@@ -300,6 +311,7 @@ struct Report<'a> {
     prewarmed: &'a Series,
     spare: &'a Series,
     switched: &'a Series,
+    overload: &'a overload::Overload,
     cpu: &'a CpuPerTurn,
     raw: &'a Series,
     tool: &'a Series,
@@ -438,6 +450,8 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
         }
     }
     writeln!(out)?;
+
+    overload::render(&mut out, r.overload, r.warm)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
