@@ -39,6 +39,9 @@ pub struct SpawnOptions {
     pub max_turns: Option<u32>,
     /// `--settings`: a JSON object of settings for the session.
     pub settings: Option<String>,
+    /// Leaves out `--include-partial-messages`: no token deltas (`stream_event`), only whole
+    /// messages; the CLI does a little less work per turn.
+    pub no_partial_messages: bool,
 }
 
 /// The argv (after the binary) for one process; `resume` is the CLI session to load.
@@ -55,6 +58,9 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
+    if options.no_partial_messages {
+        args.retain(|a| a != "--include-partial-messages");
+    }
     if !options.allowed_tools.is_empty() {
         args.extend(["--allowedTools".to_owned(), options.allowed_tools.join(",")]);
     }

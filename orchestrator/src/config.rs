@@ -101,6 +101,20 @@ pub struct ClaudeConfig {
     /// sessions). Off by default: a note one thread writes must not steer another. When on, each
     /// thread still has its own memory folder, since each has its own working directory.
     pub auto_memory: bool,
+    /// `lean` turns off CLI features a service rarely needs, for less CPU per turn: the CLI's
+    /// built-in tools (unless `builtin_tools` is set), token deltas (`text_delta` events), and
+    /// the features [`crate::launch::LEAN_SWITCHES`] lists (CLAUDE.md files, attachments, file
+    /// checkpoints, background tasks, bundled skills, telemetry, …).
+    pub profile: Profile,
+}
+
+/// How much of the CLI's feature set the children run with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    #[default]
+    Standard,
+    Lean,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -209,6 +223,7 @@ impl Default for ClaudeConfig {
             env: BTreeMap::new(),
             pass_env: DEFAULT_PASS_ENV.iter().map(|v| (*v).to_owned()).collect(),
             auto_memory: false,
+            profile: Profile::Standard,
         }
     }
 }

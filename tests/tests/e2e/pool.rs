@@ -8,6 +8,8 @@ use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, process_exists};
 
+use crate::support;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_turns_on_one_thread_use_one_process_and_carry_history() {
     let mock = MockApi::start().await;
@@ -275,5 +277,50 @@ async fn slash_commands_are_sent_as_text() {
             .contains("remember me"),
         "history kept"
     );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lean_profile_starts_the_cli_without_its_optional_features() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.profile = orchestrator::config::Profile::Lean;
+        c.claude.builtin_tools = None;
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    assert_eq!(daemon.reply(&thread, "lean turn").await, "echo: lean turn");
+    let pid = daemon.pid_of(&thread).expect("a process");
+
+    let argv: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .expect("the process's argv")
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert!(
+        !argv.iter().any(|a| a == "--include-partial-messages"),
+        "{argv:?}"
+    );
+    assert!(
+        argv.iter().any(|a| a == "--tools="),
+        "no built-in tools: {argv:?}"
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("the process's env");
+    let environ = String::from_utf8_lossy(&environ);
+    for switch in orchestrator::launch::LEAN_SWITCHES {
+        assert!(
+            environ.split('\0').any(|kv| kv == format!("{switch}=1")),
+            "{switch} is not set"
+        );
+    }
+
+    // Whole messages only: the reply is there, token deltas are not.
+    let kinds: Vec<String> = support::stored_events(&daemon, &thread)
+        .await
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.iter().any(|k| k == "assistant_text"), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k == "text_delta"), "{kinds:?}");
     daemon.stop().await;
 }

@@ -1,8 +1,9 @@
 //! `just bench`: drives the daemon over HTTP against the real `claude` CLI and the mock Messages
 //! API, and reports min / median / p95 for cold, warm and prewarmed turns, a warm turn sent straight
 //! to a raw CLI process (the floor), an in-process MCP tool call round trip, twice as many threads
-//! as pool slots used round-robin (hit rate), concurrency scaling at 1, 4 and 16 threads, the RSS of warm processes and, when `python3` is there, the official Python
-//! `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
+//! as pool slots used round-robin (hit rate), CPU per warm turn of the standard and lean profiles,
+//! concurrency scaling at 1, 4 and 16 threads, the RSS of warm processes and, when `python3` is
+//! there, the official Python `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
 //! printed beside absolute times.
 //!
 //! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
@@ -14,6 +15,7 @@
 
 mod chart;
 mod overload;
+mod profile;
 mod sdk;
 
 use std::fmt::Write as _;
@@ -242,6 +244,10 @@ async fn main() -> anyhow::Result<()> {
     );
     let overload = overload::run(&mock, capacity, 3).await?;
 
+    // CPU per warm turn, standard and lean profiles.
+    eprintln!("bench: CPU per warm turn by profile");
+    let profiles = profile::run(&mock, samples.max(10)).await?;
+
     // Scaling on a daemon of its own, so the 40-odd idle processes above do not share the CPU.
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
     let mut scaling = Vec::new();
@@ -270,6 +276,7 @@ async fn main() -> anyhow::Result<()> {
         spare: &spare,
         switched: &switched,
         overload: &overload,
+        profiles: &profiles,
         cpu: &cpu,
         raw: &raw,
         tool: &tool,
@@ -312,6 +319,7 @@ struct Report<'a> {
     spare: &'a Series,
     switched: &'a Series,
     overload: &'a overload::Overload,
+    profiles: &'a profile::Profiles,
     cpu: &'a CpuPerTurn,
     raw: &'a Series,
     tool: &'a Series,
@@ -452,6 +460,7 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     writeln!(out)?;
 
     overload::render(&mut out, r.overload, r.warm)?;
+    profile::render(&mut out, r.profiles)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
@@ -533,7 +542,7 @@ struct CpuPerTurn {
 
 /// User + system CPU time of `/proc/<pid>` (`self` for this process) in ms; 0 when unreadable.
 /// Linux reports it in clock ticks of 1/100 s (USER_HZ) whatever the kernel's own tick.
-fn cpu_ms(pid: &str) -> f64 {
+pub fn cpu_ms(pid: &str) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
