@@ -139,9 +139,10 @@ pub struct PoolConfig {
     /// processes used more recently, the prewarm is skipped (a guess must not evict real work).
     #[serde(with = "secs")]
     pub prewarm_evicts_after: Duration,
-    /// Processes kept started and parked (`--await-claim`), bound to no thread: the first turn
-    /// of a new thread claims one instead of spawning. They count against `max_capacity` and
-    /// take about 170 MiB each while parked; 0 turns them off.
+    /// Processes kept started ahead of need, each in the folder of a thread id reserved for the
+    /// next thread created: a new thread on the default model takes one as its process, as if
+    /// prewarmed. They count against `max_capacity` and take about 200 MiB each; 0 turns them
+    /// off.
     pub spares: usize,
 }
 

@@ -79,29 +79,22 @@ impl Launcher {
 
     /// Where and how `thread`'s process starts; creates its folder.
     pub fn launch(&self, thread: &ThreadId) -> std::io::Result<Launch> {
-        Ok(self.launch_in(self.thread_folder(thread)?, false))
+        Ok(self.launch_in(self.thread_folder(thread)?))
     }
 
-    /// `thread`'s folder (created, mode 0700): where its process works, and where a spare is
-    /// claimed into.
+    /// `thread`'s folder (created, mode 0700): where its processes work.
     pub fn thread_folder(&self, thread: &ThreadId) -> std::io::Result<PathBuf> {
-        let folder = thread_workdir(&self.threads_dir, thread);
+        let folder = self.folder_of(thread);
         crate::private_fs::create_dir(&folder)?;
         Ok(folder)
     }
 
-    /// How a spare starts: parked in a folder of its own under `<claude.workdir>/.spares` (no
-    /// thread id starts with a dot), bound to no thread until claimed.
-    pub fn spare_launch(&self) -> std::io::Result<Launch> {
-        let parking = self
-            .threads_dir
-            .join(".spares")
-            .join(uuid::Uuid::new_v4().simple().to_string());
-        crate::private_fs::create_dir(&parking)?;
-        Ok(self.launch_in(parking, true))
+    /// Where `thread`'s folder is (not created).
+    pub fn folder_of(&self, thread: &ThreadId) -> PathBuf {
+        thread_workdir(&self.threads_dir, thread)
     }
 
-    fn launch_in(&self, workdir: PathBuf, await_claim: bool) -> Launch {
+    fn launch_in(&self, workdir: PathBuf) -> Launch {
         Launch {
             bin: self.bin.clone(),
             config_dir: self.config_dir.clone(),
@@ -109,7 +102,7 @@ impl Launcher {
             env: self.env.clone(),
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
-            await_claim,
+            await_claim: false,
         }
     }
 

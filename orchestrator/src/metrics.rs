@@ -20,8 +20,8 @@
 //! | `harness_pool_resume_fallbacks_total` | counter | | `--resume` failed; a fresh session got the history |
 //! | `harness_pool_model_switches_total` | counter | | a warm process switched model in place (`set_model`) instead of being replaced |
 //! | `harness_pool_spares_parked` | gauge | | spare processes started and waiting for a thread |
-//! | `harness_pool_spares_claimed_total` | counter | | first turns that took a spare instead of spawning |
-//! | `harness_pool_spare_claim_failures_total` | counter | `reason`: the CLI's token (`project_settings_not_claimable`, `cwd_not_found`, …), `claim_timeout` (no answer within `turn.ready_timeout`), `other` | claims that failed; the spare is killed and the turn spawned instead |
+//! | `harness_pool_spares_claimed_total` | counter | | new threads that took a parked spare as their process |
+//! | `harness_pool_spare_failures_total` | counter | `reason`: `no_answer` (not within 2 s), `process_died`, `other` | spares dropped when a new thread came to take them; the thread's first turn then starts a process |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
 //! | `harness_pool_live_peak` | gauge | | most `claude` processes alive at once since start (spares included) |
@@ -157,7 +157,7 @@ pub struct PoolMetrics {
     model_switches: Counter,
     spares_parked: Gauge,
     spares_claimed: Counter,
-    claim_failures: Family<ReasonLabel, Counter>,
+    spare_failures: Family<ReasonLabel, Counter>,
     evictions: Family<CauseLabel, Counter>,
     live: Gauge,
     live_peak: Gauge,
@@ -175,24 +175,8 @@ struct ReasonLabel {
     reason: &'static str,
 }
 
-/// The CLI's reasons for refusing a claim (its documented tokens); any other counts as `other`.
-const CLAIM_REASONS: [&str; 15] = [
-    "not_a_spare",
-    "invalid_request",
-    "cwd_not_found",
-    "cwd_not_a_directory",
-    "env_key_not_claimable",
-    "permission_mode_not_claimable",
-    "project_settings_not_claimable",
-    "already_claimed",
-    "busy",
-    "turn_started",
-    "settings_not_applied",
-    "claim_failed",
-    "set_model_refused",
-    "claim_timeout",
-    "process_died",
-];
+/// Why a parked spare was dropped when a new thread came to take it.
+const SPARE_FAILURES: [&str; 2] = ["no_answer", "process_died"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
@@ -213,10 +197,10 @@ pub struct PoolCounts {
     pub model_switches: u64,
     /// Spares started and waiting for a thread now.
     pub spares_parked: u64,
-    /// First turns that took a spare instead of spawning.
+    /// New threads that took a parked spare as their process.
     pub spares_claimed: u64,
-    /// Claims the CLI refused (the turn then started its own process).
-    pub spare_claim_failures: u64,
+    /// Spares dropped when a new thread came to take them (no answer, or exited).
+    pub spare_failures: u64,
     pub evictions: EvictionCounts,
     /// Most processes alive at once since start (spares included).
     pub live_peak: u64,
@@ -260,7 +244,7 @@ impl Default for PoolMetrics {
             model_switches: Counter::default(),
             spares_parked: Gauge::default(),
             spares_claimed: Counter::default(),
-            claim_failures: Family::default(),
+            spare_failures: Family::default(),
             evictions,
             live: Gauge::default(),
             live_peak: Gauge::default(),
@@ -316,14 +300,15 @@ impl PoolMetrics {
     pub fn spare_gone(&self) {
         self.spares_parked.dec();
     }
-    /// A claim was refused; `reason` is the CLI's token (the text before its first `:`).
-    pub fn claim_failed(&self, reason: &str) {
-        let reason = CLAIM_REASONS
+    /// A parked spare was dropped when a thread came to take it; `reason` is one of
+    /// [`SPARE_FAILURES`].
+    pub fn spare_failed(&self, reason: &str) {
+        let reason = SPARE_FAILURES
             .iter()
             .find(|known| **known == reason)
             .copied()
             .unwrap_or("other");
-        self.claim_failures
+        self.spare_failures
             .get_or_create(&ReasonLabel { reason })
             .inc();
     }
@@ -384,9 +369,9 @@ impl PoolMetrics {
             model_switches: self.model_switches.get(),
             spares_parked: u64::try_from(self.spares_parked.get()).unwrap_or(0),
             spares_claimed: self.spares_claimed.get(),
-            spare_claim_failures: {
-                let failures = &self.claim_failures;
-                CLAIM_REASONS
+            spare_failures: {
+                let failures = &self.spare_failures;
+                SPARE_FAILURES
                     .iter()
                     .chain(["other"].iter())
                     .map(|reason| failures.get_or_create(&ReasonLabel { reason }).get())
@@ -447,13 +432,13 @@ impl PoolMetrics {
         );
         registry.register(
             "pool_spares_claimed",
-            "First turns that took a parked spare instead of spawning",
+            "New threads that took a parked spare as their process",
             self.spares_claimed.clone(),
         );
         registry.register(
-            "pool_spare_claim_failures",
-            "Claims of a spare the CLI refused, by its reason; the turn then spawned",
-            self.claim_failures.clone(),
+            "pool_spare_failures",
+            "Parked spares dropped when a new thread came to take them, by reason",
+            self.spare_failures.clone(),
         );
         registry.register(
             "pool_evictions",

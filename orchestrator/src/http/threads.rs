@@ -45,11 +45,11 @@ pub async fn create(
         super::error::parse_json(&body)?
     };
     let thread = state
-        .store
+        .pipeline
         .create_thread(NewThread {
             title: body.title,
             model: body.model,
-            parent_id: None,
+            ..NewThread::default()
         })
         .await?;
     info!(thread_id = %thread.id, "Thread created.");

@@ -37,7 +37,7 @@ use crate::events::{EventBus, EventKind};
 use crate::mcp::McpAdapter;
 use crate::metrics::TurnMetrics;
 use crate::pool::Pool;
-use crate::store::{Message, MessageId, MessageStatus, NewThread, Store, StoreError};
+use crate::store::{Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread};
 use crate::turn_error::TurnError;
 use idempotency::Admitted;
 use queue::ThreadQueues;
@@ -283,6 +283,23 @@ impl Pipeline {
         })
     }
 
+    /// Creates a thread. A parked spare, when there is one, becomes its process: the thread takes
+    /// the id the spare was started for, so its first turn finds a warm process.
+    pub async fn create_thread(&self, mut new: NewThread) -> Result<Thread, StoreError> {
+        let spare = if new.id.is_none() {
+            let options = self.inner.pool.options(new.model.clone());
+            self.inner.pool.take_spare(&options).await
+        } else {
+            None
+        };
+        new.id = new.id.or_else(|| spare.clone());
+        let created = self.inner.store.create_thread(new).await;
+        if let (Err(_), Some(thread)) = (&created, &spare) {
+            self.inner.pool.forget(thread).await;
+        }
+        created
+    }
+
     /// Starts the thread's process ahead of its first message (see [`Pool::prewarm`]).
     pub async fn prewarm(
         &self,
@@ -368,11 +385,12 @@ impl Delegate for Pipeline {
             .require_thread(parent)
             .await
             .map_err(|e| e.to_string())?;
-        let child = store
+        let child = self
             .create_thread(NewThread {
                 title: Some(format!("delegated from {parent}")),
                 model: model.clone().or(parent_thread.model),
                 parent_id: Some(parent.clone()),
+                id: None,
             })
             .await
             .map_err(|e| e.to_string())?;

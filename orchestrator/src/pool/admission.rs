@@ -153,7 +153,7 @@ impl Pool {
                 let spare = lock(&inner.spares).pop();
                 if let Some(spare) = spare {
                     inner.metrics.spare_gone();
-                    spare.retire();
+                    self.discard_spare(spare);
                     made_room = true;
                     continue;
                 }

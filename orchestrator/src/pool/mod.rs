@@ -14,8 +14,8 @@
 //!   process of that thread is killed and reaped (the CLI has no session lock, and two processes
 //!   on one session silently fork its history).
 //! - At most `max_capacity` live processes: a spawn takes a slot, and a slot is freed only when
-//!   its process has been reaped. When all slots are taken, the least recently used idle process
-//!   is pushed out; if none is idle, the spawn waits.
+//!   its process has been reaped. When all slots are taken, the spawn waits in line and the idle
+//!   process expected back last is pushed out (see [`admission`]); if none is idle, it waits.
 //! - Creation is single-flight: moka's `try_get_with` runs one spawn per key at a time.
 //! - A process is never killed mid-turn by the pool: one that is let go while leased is killed
 //!   when its lease ends.
@@ -98,7 +98,7 @@ pub struct ProcessInfo {
     pub busy: bool,
     /// Let go by the pool; killed when its lease ends.
     pub retired: bool,
-    /// A parked spare, bound to no thread yet (its `threadId` is a placeholder).
+    /// A parked spare: its `threadId` is the one reserved for the next thread created.
     pub spare: bool,
     pub session_id: Option<CliSessionId>,
     /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
@@ -160,9 +160,6 @@ struct Inner {
 struct Entry {
     process: Arc<CliProcess>,
     thread: ThreadId,
-    /// The thread the process's control requests are served for (a spare's changes when it is
-    /// claimed).
-    served_thread: Arc<Mutex<ThreadId>>,
     /// The options the process was started with; its model may have changed since.
     options: SpawnOptions,
     /// The model the process uses now (`set_model` changes it in place).
@@ -186,7 +183,6 @@ impl Entry {
     fn new(
         process: Arc<CliProcess>,
         thread: ThreadId,
-        served_thread: Arc<Mutex<ThreadId>>,
         options: SpawnOptions,
         model: Option<String>,
         start: SessionStart,
@@ -195,7 +191,6 @@ impl Entry {
         Entry {
             process,
             thread,
-            served_thread,
             options,
             model: Mutex::new(model),
             start,
@@ -282,11 +277,10 @@ impl Pool {
         let pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>> = Arc::default();
         let listener_metrics = metrics.clone();
         let listener_causes = pending_causes.clone();
+        // No size bound in the cache: the slots bound the live processes, and admission chooses
+        // whom to push out (moka's own size eviction would push out its LRU entry behind our back).
         let cache = Cache::builder()
-            .max_capacity(settings.capacity)
             .time_to_idle(settings.idle_ttl)
-            // Plain LRU: TinyLFU admission could refuse a process we just spawned.
-            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .eviction_listener(
                 move |thread: Arc<ThreadId>, entry: Arc<Entry>, cause: RemovalCause| {
                     let cause = match cause {
@@ -436,8 +430,12 @@ impl Pool {
                 }
             }
         };
-        // The lease ends here: the process waits idle for the thread's first message.
+        // The lease ends here: the process waits idle for the thread's first message, its
+        // first-turn work partly done.
         let lease = self.checkout_with(thread, options, resume, slot).await?;
+        if lease.entry.turns.load(Ordering::Relaxed) == 0 {
+            spares::warm_up(&lease.entry).await;
+        }
         lease.finish(Finish::Keep).await;
         Ok(true)
     }
@@ -451,13 +449,6 @@ impl Pool {
     ) -> Result<Arc<Entry>, TurnError> {
         self.inner.metrics.miss();
         self.reap_thread(&thread).await;
-        if resume.is_none() {
-            // A spare cannot become an existing session: only fresh ones take one (a slot a
-            // prewarm reserved is then given back).
-            if let Some(entry) = self.claim_spare(&thread, &options).await {
-                return Ok(entry);
-            }
-        }
         match self
             .spawn_one(&thread, &options, resume.as_ref(), false, slot)
             .await
@@ -532,12 +523,11 @@ impl Pool {
             .as_str()
             .map(str::to_owned);
         let calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>> = Arc::default();
-        let served_thread = Arc::new(Mutex::new(thread.clone()));
         let (ready_tx, mut ready) = watch::channel(false);
         let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
         inner.tasks.spawn(
             serve_host_requests(
-                served_thread.clone(),
+                thread.clone(),
                 requests,
                 inner.mcp.clone(),
                 calls.clone(),
@@ -567,7 +557,6 @@ impl Pool {
         let entry = Arc::new(Entry::new(
             process,
             thread.clone(),
-            served_thread,
             options.clone(),
             options.model.clone(),
             start,
@@ -720,6 +709,11 @@ impl Pool {
     /// Kills every process, leased or not, and waits until all are reaped and their tasks ended.
     pub async fn shutdown(&self) {
         self.inner.stopping.store(true, Ordering::SeqCst);
+        let spares: Vec<Arc<Entry>> = lock(&self.inner.spares).drain(..).collect();
+        for spare in spares {
+            self.inner.metrics.spare_gone();
+            self.discard_spare(spare);
+        }
         let all: Vec<Arc<Entry>> = lock(&self.inner.live).values().cloned().collect();
         for entry in &all {
             self.inner.metrics.evicted(EvictionCause::Shutdown.label());
@@ -945,7 +939,7 @@ impl CallReply {
 /// Serves one process's control requests until it exits: MCP messages the adapter can answer
 /// at once are answered here; tool calls go to the running turn.
 async fn serve_host_requests(
-    thread: Arc<Mutex<ThreadId>>,
+    thread: ThreadId,
     mut requests: HostRequests,
     mcp: Arc<McpAdapter>,
     calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
@@ -969,8 +963,7 @@ async fn serve_host_requests(
             .get("message")
             .cloned()
             .unwrap_or(Value::Null);
-        let served = lock(&thread).clone();
-        match mcp.route(&served, &server, message) {
+        match mcp.route(&thread, &server, message) {
             Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
             Route::Listed(reply) => {
                 request.respond(Ok(json!({ "mcp_response": reply })));

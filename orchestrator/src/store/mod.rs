@@ -333,6 +333,8 @@ pub struct ParseEnumError {
 /// What the caller chooses when creating a thread; the store picks the id and timestamps.
 #[derive(Clone, Debug, Default)]
 pub struct NewThread {
+    /// The id to give the thread (one reserved for it, say); a fresh one when `None`.
+    pub id: Option<ThreadId>,
     pub title: Option<String>,
     /// The thread's model; `None` lets the daemon's default apply.
     pub model: Option<String>,
@@ -557,6 +559,7 @@ mod tests {
         let store = Store::open(path).await.unwrap();
         let thread = store
             .create_thread(NewThread {
+                id: None,
                 title: Some("kept".into()),
                 ..Default::default()
             })
@@ -585,6 +588,7 @@ mod tests {
         let parent = store.create_thread(NewThread::default()).await.unwrap();
         let child = store
             .create_thread(NewThread {
+                id: None,
                 title: Some("child".into()),
                 model: Some("haiku".into()),
                 parent_id: Some(parent.id.clone()),

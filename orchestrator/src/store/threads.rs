@@ -37,15 +37,15 @@ impl From<ThreadRecord> for Thread {
 }
 
 impl Store {
-    /// Creates a thread with a fresh [`ThreadId`]. A `parent_id` must name an existing thread
-    /// ([`StoreError::ThreadNotFound`] otherwise).
+    /// Creates a thread, with `new.id` or a fresh [`ThreadId`]. A `parent_id` must name an
+    /// existing thread ([`StoreError::ThreadNotFound`] otherwise).
     pub async fn create_thread(&self, new: NewThread) -> Result<Thread, StoreError> {
         let _timer = self.metrics.time("create_thread");
         if let Some(parent) = &new.parent_id {
             // Threads are never deleted, so the parent cannot vanish before the insert.
             self.require_thread(parent).await?;
         }
-        let id = ThreadId::generate();
+        let id = new.id.clone().unwrap_or_else(ThreadId::generate);
         let id_text = id.as_str();
         let parent = new.parent_id.as_ref().map(ThreadId::as_str);
         let now = now_text();
@@ -167,6 +167,7 @@ mod tests {
         let store = memory_store().await;
         let first = store
             .create_thread(NewThread {
+                id: None,
                 title: Some("first".into()),
                 model: Some("sonnet".into()),
                 parent_id: None,

@@ -1,6 +1,7 @@
-//! Parked spares (`pool.spares`): a new thread's first turn claims one instead of spawning, a
-//! replacement is parked, the claimed session takes the thread's model and folder, and shutdown
-//! kills them.
+//! Parked spares (`pool.spares`): a new thread takes one as its process instead of spawning at its
+//! first turn, a replacement is parked, the session takes the thread's model and lives in the
+//! thread's folder, a spare that does not answer is dropped, and shutdown kills them and removes
+//! their folders.
 
 use std::time::Duration;
 
@@ -71,7 +72,7 @@ async fn a_new_threads_first_turn_runs_on_the_parked_spare_and_a_new_one_is_park
         "one session"
     );
 
-    // The claimed session lives in the thread's own project folder.
+    // The session lives in the thread's own project folder.
     let (_, body) = daemon.get(&format!("/api/threads/{thread}")).await;
     let session = body["cliSessionId"].as_str().expect("a session").to_owned();
     let projects = daemon.config.claude_config_dir().join("projects");
@@ -90,7 +91,9 @@ async fn a_new_threads_first_turn_runs_on_the_parked_spare_and_a_new_one_is_park
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claimed_spare_takes_the_threads_model_without_a_probe() {
+async fn a_thread_on_another_model_leaves_the_spare_parked() {
+    // `set_model` on a fresh process sends the model a probe (a paid request): a spare runs the
+    // default model, and a thread created with another one starts its own process instead.
     let mock = MockApi::start().await;
     let daemon = with_spares(&mock).await;
     let spare = one_parked_spare(&daemon).await;
@@ -100,7 +103,12 @@ async fn a_claimed_spare_takes_the_threads_model_without_a_probe() {
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let thread = created["id"].as_str().unwrap().to_owned();
     daemon.reply(&thread, "on the thread's model").await;
-    assert_eq!(daemon.pid_of(&thread), Some(spare as u32));
+    assert_ne!(daemon.pid_of(&thread), Some(spare as u32));
+    assert_eq!(
+        spare_pids(&daemon).await,
+        vec![spare],
+        "the spare is still parked"
+    );
     let requests = mock.message_requests();
     assert_eq!(
         requests.len(),
@@ -127,23 +135,26 @@ async fn spares_are_killed_on_shutdown() {
         1,
         "the spare counts as a live process: {pool}"
     );
+    let folder = daemon.config.claude_workdir().join(
+        parked[0]["threadId"]
+            .as_str()
+            .expect("a reserved thread id"),
+    );
+    assert!(folder.is_dir(), "the spare works in its thread's folder");
     daemon.stop().await;
     assert!(
         !process_exists(spare as u32),
         "the spare outlived the daemon"
     );
+    assert!(!folder.exists(), "the unused spare's folder is removed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_spare_that_does_not_answer_its_claim_is_dropped_and_the_turn_starts_cold() {
+async fn a_spare_that_does_not_answer_is_dropped_and_the_turn_starts_cold() {
     let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| {
-        c.pool.spares = 1;
-        c.turn.ready_timeout = Duration::from_secs(5);
-    })
-    .await;
+    let daemon = with_spares(&mock).await;
     let spare = one_parked_spare(&daemon).await;
-    // Frozen: it will never answer the claim.
+    // Frozen: it will never answer.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(spare as i32),
         nix::sys::signal::Signal::SIGSTOP,
@@ -164,14 +175,15 @@ async fn a_spare_that_does_not_answer_its_claim_is_dropped_and_the_turn_starts_c
     .await
     .unwrap();
     let counts = daemon.counts();
-    assert_eq!((counts.spare_claim_failures, counts.spares_claimed), (1, 0));
+    // The thread started its own process, or took a replacement spare parked in the meantime.
+    assert_eq!(counts.spare_failures, 1);
     let metrics = reqwest::get(format!("{}/metrics", daemon.base))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let series = r#"harness_pool_spare_claim_failures_total{reason="claim_timeout"} 1"#;
+    let series = r#"harness_pool_spare_failures_total{reason="no_answer"} 1"#;
     assert!(metrics.lines().any(|l| l == series), "{metrics}");
     daemon.stop().await;
 }

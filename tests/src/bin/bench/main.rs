@@ -1,9 +1,10 @@
 //! `just bench`: drives the daemon over HTTP against the real `claude` CLI and the mock Messages
-//! API, and reports min / median / p95 for cold, warm and prewarmed turns, a warm turn sent straight
-//! to a raw CLI process (the floor), an in-process MCP tool call round trip, twice as many threads
-//! as pool slots used round-robin (hit rate), CPU per warm turn of the standard and lean profiles,
-//! concurrency scaling at 1, 4 and 16 threads, the RSS of warm processes and, when `python3` is
-//! there, the official Python `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
+//! API, and reports min / median / p95 for cold, warm and prewarmed turns, a warm turn sent
+//! straight to a raw CLI process (the floor), a raw process's first turn (idle, warmed, claimed),
+//! an in-process MCP tool call round trip, twice as many threads as pool slots used round-robin
+//! (hit rate), CPU per warm turn of the standard and lean profiles, concurrency scaling at 1, 4
+//! and 16 threads, the RSS of warm processes and, when `python3` is there, the official Python
+//! `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
 //! printed beside absolute times.
 //!
 //! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
@@ -14,6 +15,7 @@
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text.
 
 mod chart;
+mod first_turn;
 mod overload;
 mod profile;
 mod sdk;
@@ -236,6 +238,10 @@ async fn main() -> anyhow::Result<()> {
     }
     daemon.stop().await;
 
+    // The CLI's own first-turn cost, on raw processes.
+    eprintln!("bench: first turns on raw CLI processes");
+    let first_turns = first_turn::run(&mock, &dir, samples.min(8)).await?;
+
     // Twice as many threads as slots, round-robin.
     let capacity = env_usize("BENCH_OVERLOAD_CAPACITY", 16).max(1) as u64;
     eprintln!(
@@ -276,6 +282,7 @@ async fn main() -> anyhow::Result<()> {
         spare: &spare,
         switched: &switched,
         overload: &overload,
+        first_turns: &first_turns,
         profiles: &profiles,
         cpu: &cpu,
         raw: &raw,
@@ -319,6 +326,7 @@ struct Report<'a> {
     spare: &'a Series,
     switched: &'a Series,
     overload: &'a overload::Overload,
+    first_turns: &'a first_turn::FirstTurns,
     profiles: &'a profile::Profiles,
     cpu: &'a CpuPerTurn,
     raw: &'a Series,
@@ -459,6 +467,7 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     }
     writeln!(out)?;
 
+    first_turn::render(&mut out, r.first_turns, r.warm)?;
     overload::render(&mut out, r.overload, r.warm)?;
     profile::render(&mut out, r.profiles)?;
 
