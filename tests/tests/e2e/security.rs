@@ -310,7 +310,10 @@ async fn half_open_connections_are_closed_and_healthz_stays_up() {
             socket
         })
         .collect();
-    let (status, body) = daemon.get("/healthz").await;
+    // A client of its own: the daemon's client may hold a keep-alive connection that the daemon
+    // closes after `read_timeout` idle, just as it would be reused.
+    let fresh = harness_tests::client::ApiClient::new(daemon.base.clone());
+    let (status, body) = fresh.get("/healthz").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
     // Each one is closed by the daemon: a read sees the end of the stream (or a reset).
