@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
 use harness_tests::util::eventually;
@@ -53,21 +51,10 @@ async fn threads_used_in_a_loop_beyond_capacity_keep_a_warm_set() {
         counts.live_peak
     );
     for (t, thread) in threads.iter().enumerate() {
-        let got: Vec<(String, String)> = support::messages(&daemon, thread)
-            .await
-            .iter()
-            .map(|m| (text(&m["role"]), text(&m["content"])))
+        let sent: Vec<String> = (0..ROUNDS)
+            .map(|round| format!("round {round} thread {t}"))
             .collect();
-        let expected: Vec<(String, String)> = (0..ROUNDS)
-            .flat_map(|round| {
-                let text = format!("round {round} thread {t}");
-                [
-                    ("user".to_owned(), text.clone()),
-                    ("assistant".to_owned(), format!("echo: {text}")),
-                ]
-            })
-            .collect();
-        assert_eq!(got, expected, "thread {t}");
+        support::assert_echoed_in_order(&daemon, thread, &sent).await;
     }
     daemon.stop().await;
 }
@@ -158,8 +145,4 @@ async fn a_newcomer_waits_no_longer_than_the_slot_wait() {
         "{metrics}"
     );
     daemon.stop().await;
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
 }

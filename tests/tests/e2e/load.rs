@@ -8,7 +8,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::join_all;
-use serde_json::Value;
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
@@ -70,25 +69,10 @@ async fn more_threads_than_slots_stay_correct_ordered_and_bounded() {
     assert!(peak >= 2, "the run was concurrent (peak {peak})");
 
     for (t, thread) in threads.iter().enumerate() {
-        let mut messages = support::messages(&daemon, thread).await;
-        messages.sort_by_key(|m| m["seq"].as_i64());
-        let got: Vec<(String, String)> = messages
-            .iter()
-            .map(|m| (str_of(&m["role"]), str_of(&m["content"])))
+        let sent: Vec<String> = (0..MESSAGES)
+            .map(|m| format!("thread {t} message {m}"))
             .collect();
-        let expected: Vec<(String, String)> = (0..MESSAGES)
-            .flat_map(|m| {
-                let text = format!("thread {t} message {m}");
-                [
-                    ("user".into(), text.clone()),
-                    ("assistant".into(), format!("echo: {text}")),
-                ]
-            })
-            .collect();
-        assert_eq!(got, expected, "thread {t}");
-        for pair in messages.chunks(2) {
-            assert_eq!(pair[1]["replyTo"], pair[0]["id"]);
-        }
+        support::assert_echoed_in_order(&daemon, thread, &sent).await;
     }
     let evictions = daemon.counts().evictions.capacity;
     assert!(
@@ -100,8 +84,4 @@ async fn more_threads_than_slots_stay_correct_ordered_and_bounded() {
     let seen = seen.into_inner().expect("sampler lock");
     let left: Vec<u32> = seen.into_iter().filter(|p| process_exists(*p)).collect();
     assert!(left.is_empty(), "orphans: {left:?}");
-}
-
-fn str_of(value: &Value) -> String {
-    value.as_str().unwrap_or_default().to_owned()
 }

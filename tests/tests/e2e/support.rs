@@ -269,6 +269,31 @@ pub async fn messages(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
     body["messages"].as_array().cloned().unwrap_or_default()
 }
 
+/// Asserts that `thread` holds exactly these user messages, in order, each answered by the mock's
+/// echo right after it.
+pub async fn assert_echoed_in_order(daemon: &TestDaemon, thread: &str, sent: &[String]) {
+    let mut messages = messages(daemon, thread).await;
+    messages.sort_by_key(|m| m["seq"].as_i64());
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let got: Vec<(String, String)> = messages
+        .iter()
+        .map(|m| (text(&m["role"]), text(&m["content"])))
+        .collect();
+    let expected: Vec<(String, String)> = sent
+        .iter()
+        .flat_map(|text| {
+            [
+                ("user".to_owned(), text.clone()),
+                ("assistant".to_owned(), format!("echo: {text}")),
+            ]
+        })
+        .collect();
+    assert_eq!(got, expected, "thread {thread}");
+    for pair in messages.chunks(2) {
+        assert_eq!(pair[1]["replyTo"], pair[0]["id"], "thread {thread}");
+    }
+}
+
 /// The stored message with this id.
 pub async fn message(daemon: &TestDaemon, thread: &str, id: &str) -> Value {
     messages(daemon, thread)

@@ -7,7 +7,6 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -16,10 +15,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use claude_cli::{protocol, SpawnOptions};
-use harness_tests::cli::{claude_bin, cli_env};
+use harness_tests::cli::claude_bin;
 use harness_tests::mock::MockApi;
 
-use crate::{ms, Series};
+use crate::{ms, raw_cli, Series};
 
 /// How long each process sits idle before its first turn, as a parked spare would.
 const IDLE: Duration = Duration::from_millis(1000);
@@ -63,17 +62,8 @@ impl Raw {
         };
         let workdir = dir.join("work");
         std::fs::create_dir_all(&workdir)?;
-        let mut child = tokio::process::Command::new(bin)
-            .args(protocol::cli_args(&options, None))
+        let mut child = raw_cli(&bin, mock, &options, &dir.join("config"), &workdir)
             .args(await_claim.then_some("--await-claim"))
-            .envs(cli_env(&mock.url()))
-            .env("CLAUDE_CONFIG_DIR", dir.join("config"))
-            .env_remove("CLAUDECODE")
-            .current_dir(&workdir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
             .spawn()?;
         let mut raw = Raw {
             stdin: child.stdin.take().context("stdin")?,

@@ -680,6 +680,29 @@ async fn warm_rss(daemon: &TestDaemon) -> Vec<f64> {
     mib
 }
 
+/// A `claude` command for a raw process driven by the bench itself: stream-json with `options`,
+/// the mock's environment, piped stdin and stdout, killed when dropped.
+pub fn raw_cli(
+    bin: &Path,
+    mock: &MockApi,
+    options: &SpawnOptions,
+    config_dir: &Path,
+    workdir: &Path,
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(bin);
+    command
+        .args(protocol::cli_args(options, None))
+        .envs(cli_env(&mock.url()))
+        .env("CLAUDE_CONFIG_DIR", config_dir)
+        .env_remove("CLAUDECODE")
+        .current_dir(workdir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// Spawns the CLI with the daemon's argv, answers its MCP handshake with the daemon's tool list,
 /// and times warm turns written straight to stdin.
 async fn raw_cli_warm_turns(
@@ -704,18 +727,9 @@ async fn raw_cli_warm_turns(
     let workdir = daemon.data_dir().join("raw-work");
     std::fs::create_dir_all(&config_dir)?;
     std::fs::create_dir_all(&workdir)?;
-    let mut child = tokio::process::Command::new(bin)
-        .args(protocol::cli_args(&options, None))
-        .envs(cli_env(&mock.url()))
-        .env("CLAUDE_CONFIG_DIR", &config_dir)
+    let mut child = raw_cli(&bin, mock, &options, &config_dir, &workdir)
         .env("ENABLE_TOOL_SEARCH", "false")
         .env("CLAUDE_CODE_MAX_RETRIES", "2")
-        .env_remove("CLAUDECODE")
-        .current_dir(&workdir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
         .spawn()?;
     let mut stdin = child.stdin.take().context("stdin")?;
     let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
