@@ -36,6 +36,8 @@
 //! | `harness_tool_calls_total` | counter | `tool`, `outcome`: `ok`, `error`, `invalid_input` | tool calls (model and HTTP) |
 //! | `harness_tool_call_duration_seconds` | histogram | `tool` | one tool call, validation to result |
 //! | `harness_tool_schema_failures_total` | counter | `tool` | inputs rejected by the tool's schema |
+//! | `harness_tool_output_schema_failures_total` | counter | `tool` | structured results that failed the tool's own output schema (answered as an `isError` result naming the path) |
+//! | `harness_mcp_http_requests_total` | counter | `method`: `initialize`, `server/discover`, `tools/list`, `tools/call` | requests to the MCP endpoint `/mcp` from outside clients |
 //! | `harness_sqlite_query_duration_seconds` | histogram | `query`: the store method | one store call, pool wait included |
 //!
 //! `start="warm"`: the lease reported a warm session: the process had already served the thread, so the CLI
@@ -491,6 +493,10 @@ pub struct ToolMetrics {
     calls: Family<ToolOutcomeLabels, Counter>,
     duration: Family<ToolLabel, Histogram, fn() -> Histogram>,
     schema_failures: Family<ToolLabel, Counter>,
+    /// Structured results that broke the tool's own output schema.
+    output_schema_failures: Family<ToolLabel, Counter>,
+    /// Requests to `/mcp` from outside MCP clients, by method.
+    http_requests: Family<MethodLabel, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -525,6 +531,8 @@ impl Default for ToolMetrics {
             calls: Family::default(),
             duration: Family::new_with_constructor(tool_histogram),
             schema_failures: Family::default(),
+            output_schema_failures: Family::default(),
+            http_requests: Family::default(),
         }
     }
 }
@@ -533,6 +541,22 @@ impl ToolMetrics {
     /// Counts one MCP request from a process (`initialize`, `tools/list`, `tools/call`, `ping`).
     pub fn request(&self, method: &'static str) {
         self.requests.get_or_create(&MethodLabel { method }).inc();
+    }
+
+    /// Counts one request to the MCP endpoint `/mcp`.
+    pub fn http_request(&self, method: &'static str) {
+        self.http_requests
+            .get_or_create(&MethodLabel { method })
+            .inc();
+    }
+
+    /// Counts a structured result that failed the tool's own output schema.
+    pub fn output_schema_failure(&self, tool: &str) {
+        self.output_schema_failures
+            .get_or_create(&ToolLabel {
+                tool: tool.to_owned(),
+            })
+            .inc();
     }
 
     /// Records one call. `tool` is a registered name or `unknown`, so a model inventing names
@@ -583,6 +607,16 @@ impl ToolMetrics {
             "tool_schema_failures",
             "Tool inputs rejected by the tool's input schema",
             self.schema_failures.clone(),
+        );
+        registry.register(
+            "tool_output_schema_failures",
+            "Structured tool results that failed the tool's own output schema",
+            self.output_schema_failures.clone(),
+        );
+        registry.register(
+            "mcp_http_requests",
+            "Requests to the MCP endpoint /mcp from outside clients, by method",
+            self.http_requests.clone(),
         );
     }
 }

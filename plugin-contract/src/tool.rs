@@ -47,6 +47,13 @@ pub struct ToolSpec {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     async fn call(&self, ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError>;
+
+    /// True for a tool that only makes sense inside a thread (delegation runs a child of the
+    /// calling thread). Such a tool is served to the CLI's processes only, not to outside MCP
+    /// clients, which call with no thread.
+    fn needs_thread(&self) -> bool {
+        false
+    }
 }
 
 /// What a tool returns to the model.

@@ -234,9 +234,23 @@ impl McpAdapter {
         input: Value,
         tool_use_id: Option<String>,
     ) -> CallOutcome {
+        self.call_tool_in(&self.registry, ctx, name, input, tool_use_id)
+            .await
+    }
+
+    /// [`McpAdapter::call_tool`] on another set of tools (the MCP endpoint's: the plugin tools
+    /// that need no thread, and the threads themselves): the same record and metrics.
+    pub async fn call_tool_in(
+        &self,
+        registry: &ToolRegistry,
+        ctx: ToolContext,
+        name: &str,
+        input: Value,
+        tool_use_id: Option<String>,
+    ) -> CallOutcome {
         let thread = ctx.thread_id.clone();
-        let outcome = self.registry.call(name, input.clone(), ctx).await;
-        let label = if self.registry.get(name).is_some() {
+        let outcome = registry.call(name, input.clone(), ctx).await;
+        let label = if registry.get(name).is_some() {
             name
         } else {
             "unknown"
@@ -249,6 +263,9 @@ impl McpAdapter {
             ToolOutcome::Ok
         };
         self.metrics.record(label, kind, outcome.duration);
+        if outcome.output_violations.is_some() {
+            self.metrics.output_schema_failure(label);
+        }
         let record = NewToolCall {
             thread_id: thread,
             tool: name.to_owned(),

@@ -31,6 +31,9 @@ pub struct CallOutcome {
     pub duration: Duration,
     /// Present when the input failed validation.
     pub violations: Option<Vec<schema::Violation>>,
+    /// Present when the tool's structured output failed its own output schema (a bug in the
+    /// tool, not in the caller): the result is an error naming each failing path.
+    pub output_violations: Option<Vec<schema::Violation>>,
 }
 
 impl CallOutcome {
@@ -39,6 +42,7 @@ impl CallOutcome {
             result: Self::error_result(text),
             duration: started.elapsed(),
             violations: None,
+            output_violations: None,
         }
     }
 
@@ -81,9 +85,19 @@ impl ToolRegistry {
         plugins: &[Arc<dyn Plugin>],
         default_timeout: Duration,
     ) -> Result<ToolRegistry, SchemaError> {
+        Self::load_where(plugins, default_timeout, |_| true)
+    }
+
+    /// [`ToolRegistry::load`] with only the tools `keep` accepts (the MCP endpoint leaves out
+    /// tools that need a calling thread).
+    pub fn load_where(
+        plugins: &[Arc<dyn Plugin>],
+        default_timeout: Duration,
+        keep: impl Fn(&dyn Tool) -> bool,
+    ) -> Result<ToolRegistry, SchemaError> {
         let mut loaded = Vec::new();
         for plugin in plugins {
-            for handler in plugin.tools() {
+            for handler in plugin.tools().into_iter().filter(|t| keep(t.as_ref())) {
                 // `compile_tool` checks the name too; uniqueness needs them all.
                 let compiled = schema::compile_tool(plugin.name(), &handler.spec())?;
                 loaded.push(RegisteredTool {
@@ -195,15 +209,19 @@ impl ToolRegistry {
         result.is_error = None;
         if let Some(structured) = output.structured {
             if let Err(violations) = tool.compiled.check_output(&structured) {
-                let text = schema::render_violations(name, &violations);
+                let mut text =
+                    format!("tool `{name}` produced output that does not match its output schema:");
+                for violation in &violations {
+                    text.push_str("\n- ");
+                    text.push_str(&violation.to_string());
+                }
                 error!(
                     tool = name,
                     "Tool output does not match its output schema: {text}"
                 );
-                return CallOutcome::error(
-                    format!("tool `{name}` produced output that does not match its output schema:\n{text}"),
-                    started,
-                );
+                let mut outcome = CallOutcome::error(text, started);
+                outcome.output_violations = Some(violations);
+                return outcome;
             }
             result.structured_content = Some(structured);
         } else if tool.compiled.output_schema.is_some() {
@@ -220,6 +238,7 @@ impl ToolRegistry {
             result,
             duration: started.elapsed(),
             violations: None,
+            output_violations: None,
         }
     }
 }

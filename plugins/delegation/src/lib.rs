@@ -95,6 +95,11 @@ impl Tool for Delegate {
             .map_err(ToolError::Failed)?;
         Ok(ToolOutput::text(reply.text))
     }
+
+    /// A child needs a parent: outside MCP clients, which call with no thread, do not see it.
+    fn needs_thread(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
