@@ -3,7 +3,7 @@
 //! around a shutdown signal.
 //!
 //! Build order: store (migrations, crash recovery) → event bus → tools and the MCP adapter →
-//! launcher and pool → pipeline → metrics → HTTP router and listener. Each part gets the parts
+//! launcher and pool → pipeline → the MCP endpoint's tools → metrics → HTTP router and listener. Each part gets the parts
 //! it uses and nothing else; nothing is wired after construction.
 
 use std::future::Future;
@@ -19,6 +19,8 @@ use plugin_contract::Plugin;
 
 use crate::config::Config;
 use crate::events::EventBus;
+use crate::http::mcp::threads::ThreadsPlugin;
+use crate::http::mcp::McpEndpoint;
 use crate::http::ApiState;
 use crate::launch::Launcher;
 use crate::mcp::{McpAdapter, ToolRegistry};
@@ -51,6 +53,8 @@ pub struct Daemon {
     pub pool: Pool,
     pub pipeline: Pipeline,
     pub mcp: Arc<McpAdapter>,
+    /// `/mcp`: the plugin tools and the threads for outside MCP clients.
+    pub mcp_endpoint: Arc<McpEndpoint>,
     pub metrics: Arc<Metrics>,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
@@ -124,6 +128,13 @@ impl Daemon {
                 delegation_timeout: config.tools.delegation_timeout,
             },
         });
+        let mcp_endpoint = Arc::new(McpEndpoint::new(
+            &plugins,
+            ThreadsPlugin::new(store.clone(), pipeline.clone(), config.turn.timeout),
+            mcp.clone(),
+            pipeline.clone(),
+            config.tools.timeout,
+        )?);
         let metrics = Arc::new(Metrics::new(
             pool.metrics(),
             mcp.metrics(),
@@ -136,6 +147,7 @@ impl Daemon {
             pool,
             pipeline,
             mcp,
+            mcp_endpoint,
             metrics,
             background,
         })
@@ -148,6 +160,7 @@ impl Daemon {
             store: self.store.clone(),
             pool: self.pool.clone(),
             mcp: self.mcp.clone(),
+            mcp_endpoint: self.mcp_endpoint.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
         }

@@ -3,6 +3,7 @@
 
 mod error;
 mod guard;
+pub mod mcp;
 mod metrics;
 pub mod serve;
 mod threads;
@@ -35,6 +36,8 @@ pub struct ApiState {
     pub store: Store,
     pub pool: Pool,
     pub mcp: Arc<McpAdapter>,
+    /// `/mcp`: the tools and threads for outside MCP clients.
+    pub mcp_endpoint: Arc<mcp::McpEndpoint>,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
 }
@@ -78,10 +81,22 @@ pub fn router(state: ApiState) -> Router {
     let metrics = Router::new()
         .route("/metrics", get(metrics::render))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).
+    let mcp = Router::new()
+        .route_service(
+            "/mcp",
+            mcp::service(state.mcp_endpoint.clone(), state.config.max_body_bytes),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.mcp_endpoint.clone(),
+            mcp::screen,
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     let guard = Arc::new(guard::Guard::new(&state.config, state.config.bind));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(metrics)
+        .merge(mcp)
         .nest("/api", api)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
@@ -127,6 +142,8 @@ fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
             header::AUTHORIZATION,
             header::CONTENT_TYPE,
             header::HeaderName::from_static("last-event-id"),
+            header::HeaderName::from_static("mcp-protocol-version"),
+            header::HeaderName::from_static("mcp-session-id"),
         ])
 }
 
@@ -140,7 +157,7 @@ async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-/// When a token is configured, every `/api` request must carry `Authorization: Bearer <token>`.
+/// When a token is configured, every `/api`, `/mcp` and `/metrics` request must carry `Authorization: Bearer <token>`.
 async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
     if let Some(token) = state.config.auth_token.as_deref().filter(|t| !t.is_empty()) {
         let presented = request

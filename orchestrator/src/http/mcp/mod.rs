@@ -1,0 +1,392 @@
+//! `/mcp`: Harness as an MCP server for outside clients (Claude Code, Claude Desktop, IDEs, other
+//! agents), over rmcp's Streamable HTTP transport mounted on the daemon's own listener, so it sits
+//! behind the same guard (Host, Origin, JSON bodies within limits) and the same bearer token as
+//! `/api`.
+//!
+//! - Both protocol generations: `initialize` (2025-11-25 and older) and `server/discover` with
+//!   per-request metadata (2026-07-28); rmcp negotiates, [`Handler`] serves.
+//! - **Stateless**: rmcp runs without sessions (`NeverSessionManager`), so every request is served
+//!   on its own whether or not the client echoes an `Mcp-Session-Id`. What a client needs again
+//!   travels in tool arguments and results (the `threadId`).
+//! - Tools: the plugin tools that need no calling thread (delegation is left out) and the
+//!   threads themselves ([`threads`]), one [`ToolRegistry`]: the same validation, defaults,
+//!   output checks, records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
+//! - `notifications/cancelled` arrives on a POST of its own: [`screen`] reads it before rmcp
+//!   (which drops notifications when stateless) and stops the call through [`in_flight`]; for
+//!   `threads__send` that interrupts the turn ([`Pipeline::interrupt`]).
+//! - A client that drops its response stream does not cancel anything (MCP: a disconnect is not
+//!   a cancel): the call runs to its end, bounded by its tool's timeout (`threads__send`: the
+//!   turn's), and is recorded; the turn's reply is stored, so `threads__get`, or `threads__send`
+//!   again with the same `clientMessageId`, fetches it.
+
+pub mod in_flight;
+pub mod threads;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, ClientNotification,
+    ClientRequest, DiscoverResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ResultType, ServerCapabilities, ToolsCapability,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+use tracing::{debug, info, warn};
+
+use plugin_contract::{Plugin, ThreadId};
+
+use crate::mcp::schema::SchemaError;
+use crate::mcp::{McpAdapter, ToolRegistry};
+use crate::pipeline::Pipeline;
+use crate::store::EventRow;
+use in_flight::{Cancelled, InFlight};
+
+/// The name we give ourselves in `initialize` and `server/discover`.
+const SERVER_NAME: &str = "harness";
+
+const INSTRUCTIONS: &str = "Harness runs conversations with Claude (threads) and serves its \
+    plugin tools. Create a thread with threads__create, talk in it with threads__send (pass the \
+    threadId you got back; a clientMessageId makes a retry safe), read it with threads__get.";
+
+/// What the endpoint serves, shared by every request.
+pub struct McpEndpoint {
+    /// The plugin tools that need no thread, and the thread tools.
+    registry: Arc<ToolRegistry>,
+    /// Runs and records each call, as for the CLI's processes.
+    adapter: Arc<McpAdapter>,
+    /// Interrupts a cancelled `threads__send`; its thread's events become progress.
+    pipeline: Pipeline,
+    in_flight: Arc<InFlight>,
+}
+
+impl McpEndpoint {
+    /// Loads the endpoint's tools: `plugins` less those that need a calling thread, plus
+    /// `threads`.
+    pub fn new(
+        plugins: &[Arc<dyn Plugin>],
+        threads: threads::ThreadsPlugin,
+        adapter: Arc<McpAdapter>,
+        pipeline: Pipeline,
+        tool_timeout: std::time::Duration,
+    ) -> Result<McpEndpoint, SchemaError> {
+        let mut all = plugins.to_vec();
+        all.push(Arc::new(threads));
+        let registry = ToolRegistry::load_where(&all, tool_timeout, |tool| !tool.needs_thread())?;
+        Ok(McpEndpoint {
+            registry: Arc::new(registry),
+            adapter,
+            pipeline,
+            in_flight: Arc::default(),
+        })
+    }
+
+    /// The endpoint's tools.
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.registry
+    }
+
+    /// The calls running now.
+    pub fn in_flight(&self) -> &Arc<InFlight> {
+        &self.in_flight
+    }
+}
+
+/// The tower service for `/mcp`: rmcp's Streamable HTTP server, stateless, one [`Handler`] per
+/// request. `Host` and `Origin` are left to `http::guard`, which checks every route.
+pub fn service(
+    endpoint: Arc<McpEndpoint>,
+    max_body_bytes: usize,
+) -> StreamableHttpService<Handler, NeverSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(max_body_bytes);
+    StreamableHttpService::new(
+        move || Ok(Handler(endpoint.clone())),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+/// Reads each POST body before rmcp: a body that is not a JSON-RPC message gets a JSON-RPC error
+/// naming the problem (rmcp would answer 415 in plain text), a request for a method we serve with
+/// params of the wrong shape gets `-32602` (rmcp would say "method not found"), and a
+/// `notifications/cancelled` (which rmcp ignores when stateless) stops the call it names.
+pub async fn screen(
+    State(endpoint): State<Arc<McpEndpoint>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // `http::guard` has already read the body within `max_body_bytes`.
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                ErrorCode::PARSE_ERROR,
+                format!("cannot read the body: {err}"),
+            )
+        }
+    };
+    let message = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(message) => message,
+        Err(err) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                ErrorCode::PARSE_ERROR,
+                format!("the body is not JSON: {err}"),
+            )
+        }
+    };
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let parsed = match serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                ErrorCode::INVALID_REQUEST,
+                format!("not a JSON-RPC 2.0 message an MCP client sends: {err}"),
+            )
+        }
+    };
+    match &parsed {
+        ClientJsonRpcMessage::Request(request) => {
+            if let ClientRequest::CustomRequest(custom) = &request.request {
+                if let Some(problem) = bad_params(&custom.method, &message["params"]) {
+                    return rpc_error(StatusCode::OK, id, ErrorCode::INVALID_PARAMS, problem);
+                }
+            }
+        }
+        ClientJsonRpcMessage::Notification(notification) => {
+            if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            {
+                if let Some(request_id) = &cancelled.params.request_id {
+                    let request_id = serde_json::to_string(request_id).unwrap_or_default();
+                    cancel(&endpoint, session_id(&parts.headers), request_id);
+                }
+            }
+        }
+        _ => {}
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// Why the params of a request for a method we serve did not parse (rmcp then sees a custom
+/// request), or `None` for a method we do not serve.
+fn bad_params(method: &str, params: &Value) -> Option<String> {
+    fn problem<T: serde::de::DeserializeOwned>(method: &str, params: &Value) -> String {
+        match serde_json::from_value::<T>(params.clone()) {
+            Err(err) => format!("invalid params for {method}: {err}"),
+            Ok(_) => format!("invalid params for {method}"),
+        }
+    }
+    match method {
+        "tools/call" => Some(problem::<CallToolRequestParams>(method, params)),
+        "initialize" => Some(problem::<InitializeRequestParams>(method, params)),
+        "tools/list" | "server/discover" | "ping" => Some(format!("invalid params for {method}")),
+        _ => None,
+    }
+}
+
+fn cancel(endpoint: &McpEndpoint, session: Option<String>, request_id: String) {
+    match endpoint.in_flight.cancel(session, request_id.clone()) {
+        Cancelled::One => info!(request_id, "MCP call cancelled by its client."),
+        Cancelled::None => debug!(request_id, "A cancel named no running MCP call."),
+        Cancelled::Ambiguous => warn!(
+            request_id,
+            "A cancel matched MCP calls of several clients; none was stopped."
+        ),
+    }
+}
+
+/// A JSON-RPC error response.
+fn rpc_error(status: StatusCode, id: Value, code: ErrorCode, message: String) -> Response {
+    let error = ErrorData::new(code, message, None);
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error});
+    (status, axum::Json(body)).into_response()
+}
+
+fn session_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// rmcp's server handler for one request.
+#[derive(Clone)]
+pub struct Handler(Arc<McpEndpoint>);
+
+impl Handler {
+    fn metrics(&self) -> &crate::metrics::ToolMetrics {
+        self.0.adapter.metrics()
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> InitializeResult {
+        let mut tools = ToolsCapability::default();
+        tools.list_changed = Some(false);
+        let mut capabilities = ServerCapabilities::default();
+        capabilities.tools = Some(tools);
+        InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        self.metrics().http_request("initialize");
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        self.metrics().http_request("server/discover");
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.metrics().http_request("tools/list");
+        Ok(ListToolsResult::with_all_items(self.0.registry.list()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.0
+            .registry
+            .get(name)
+            .is_some()
+            .then(|| self.0.registry.list().into_iter().find(|t| t.name == name))
+            .flatten()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.metrics().http_request("tools/call");
+        let name = request.name.into_owned();
+        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| session_id(&parts.headers));
+        let request_id = serde_json::to_string(&context.id).unwrap_or_default();
+        let registration = self.0.in_flight.register(session, request_id);
+        // The thread a `threads__send` runs on: its events become progress, a cancel interrupts it.
+        let thread = (name == threads::SEND)
+            .then(|| arguments.get("threadId").and_then(Value::as_str))
+            .flatten()
+            .map(|id| ThreadId::from_string(id.to_owned()));
+        let mut events = thread
+            .as_ref()
+            .filter(|_| context.meta.get_progress_token().is_some())
+            .map(|thread| self.0.pipeline.subscribe(thread));
+        let ctx = self.0.pipeline.tool_context(None);
+        let call = self
+            .0
+            .adapter
+            .call_tool_in(&self.0.registry, ctx, &name, arguments, None);
+        tokio::pin!(call);
+        let mut progress = 0u32;
+        let mut cancelled = false;
+        let result = loop {
+            tokio::select! {
+                outcome = &mut call => break outcome.result,
+                _ = registration.cancel.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    let Some(thread) = &thread else {
+                        // Dropping the call aborts the tool's task.
+                        break crate::mcp::CallOutcome::error_result(format!("tool `{name}` was cancelled"));
+                    };
+                    // The turn ends as `interrupted`, and the call answers with that.
+                    if let Err(err) = self.0.pipeline.interrupt(thread).await {
+                        debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn.");
+                    }
+                }
+                event = next_event(&mut events) => {
+                    let Some(event) = event else {
+                        events = None;
+                        continue;
+                    };
+                    if let Some(token) = context.meta.get_progress_token() {
+                        progress += 1;
+                        let note = ProgressNotificationParam::new(token, f64::from(progress))
+                            .with_message(progress_message(&event));
+                        if context.peer.notify_progress(note).await.is_err() {
+                            // The client is gone: the call goes on, but tells no one.
+                            events = None;
+                        }
+                    }
+                }
+            }
+        };
+        // The registry leaves `resultType` out for the CLI (a pre-2026 peer); 2026-07-28 wants
+        // it, and rmcp strips it again for older peers.
+        let mut result = result;
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// The next event of the thread, or `None` once there will be none; pending forever without a
+/// subscription.
+async fn next_event(
+    events: &mut Option<tokio::sync::broadcast::Receiver<EventRow>>,
+) -> Option<EventRow> {
+    let Some(receiver) = events else {
+        return std::future::pending().await;
+    };
+    loop {
+        match receiver.recv().await {
+            Ok(event) => return Some(event),
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return None,
+        }
+    }
+}
+
+/// A progress line for an event: its kind, and its text when it carries some.
+fn progress_message(event: &EventRow) -> String {
+    const MAX: usize = 200;
+    match event.data.get("text").and_then(Value::as_str) {
+        Some(text) => {
+            let text: String = text.chars().take(MAX).collect();
+            format!("{}: {text}", event.kind)
+        }
+        None => event.kind.clone(),
+    }
+}

@@ -1,0 +1,352 @@
+//! The threads themselves as MCP tools, for outside clients: `threads__create`, `threads__send`,
+//! `threads__get`, `threads__list`. They are a [`Plugin`] like any other, so their input is checked
+//! (and defaulted) by the same registry, their structured results checked against the output
+//! schemas below, and their calls recorded and counted like every tool call.
+//!
+//! No state is kept between calls: each result carries the thread id, and each later call names
+//! it. `threads__send` runs its message through the one [`Pipeline`], as `POST
+//! /api/threads/{id}/messages` does (idempotent on `clientMessageId`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use plugin_contract::{
+    async_trait, Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
+
+use crate::pipeline::{NewMessage, Pipeline, PipelineError};
+use crate::store::{NewThread, Store, StoreError, Thread};
+
+/// The plugin name: the tools are `threads__<tool>`.
+pub const PLUGIN: &str = "threads";
+
+/// `threads__send`'s name: the endpoint reports its progress and interrupts its turn.
+pub const SEND: &str = "threads__send";
+
+/// How many threads `threads__list` returns unless asked for another number.
+const DEFAULT_LIST_LIMIT: u64 = 100;
+
+/// The four thread tools, sharing the store and the pipeline.
+pub struct ThreadsPlugin {
+    store: Store,
+    pipeline: Pipeline,
+    /// Bounds a `threads__send` call: the turn's own limit plus a margin, so the turn's timeout
+    /// (an answer saying so) comes before the tool's (a bare "did not finish").
+    send_timeout: Duration,
+}
+
+impl ThreadsPlugin {
+    pub fn new(store: Store, pipeline: Pipeline, turn_timeout: Duration) -> ThreadsPlugin {
+        ThreadsPlugin {
+            store,
+            pipeline,
+            send_timeout: turn_timeout + Duration::from_secs(30),
+        }
+    }
+}
+
+impl Plugin for ThreadsPlugin {
+    fn name(&self) -> &str {
+        PLUGIN
+    }
+
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        vec![
+            Arc::new(Create(self.pipeline.clone())),
+            Arc::new(Send {
+                pipeline: self.pipeline.clone(),
+                timeout: self.send_timeout,
+            }),
+            Arc::new(Get(self.store.clone())),
+            Arc::new(List(self.store.clone())),
+        ]
+    }
+}
+
+/// The thread fields every result shares; `threadId` is always there.
+fn thread_schema() -> Value {
+    json!({
+        "threadId": {"type": "string", "minLength": 1},
+        "title": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "parentId": {"type": ["string", "null"]},
+        "createdAt": {"type": "string"},
+        "updatedAt": {"type": "string"}
+    })
+}
+
+fn thread_object_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": thread_schema(),
+        "required": ["threadId", "createdAt"]
+    })
+}
+
+fn thread_json(thread: &Thread) -> Value {
+    json!({
+        "threadId": thread.id,
+        "title": thread.title,
+        "model": thread.model,
+        "parentId": thread.parent_id,
+        "createdAt": thread.created_at,
+        "updatedAt": thread.updated_at,
+    })
+}
+
+fn thread_id(input: &Value) -> ThreadId {
+    ThreadId::from_string(input["threadId"].as_str().unwrap_or_default().to_owned())
+}
+
+fn optional_string(input: &Value, key: &str) -> Option<String> {
+    input.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn store_error(err: StoreError) -> ToolError {
+    match err {
+        StoreError::ThreadNotFound(id) => ToolError::InvalidInput(format!(
+            "thread {id} not found; threads__list shows the threads there are"
+        )),
+        other => {
+            tracing::warn!(error = %other, "Store failed during an MCP thread tool.");
+            ToolError::Failed("internal error in the daemon's store".into())
+        }
+    }
+}
+
+/// `threads__create {title?, model?}` → the new thread, made by the pipeline as for
+/// `POST /api/threads` (a parked spare becomes its process).
+struct Create(Pipeline);
+
+#[async_trait]
+impl Tool for Create {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "create".into(),
+            description: "Create a Harness thread: a conversation with Claude that keeps its \
+                          history. Returns its threadId; pass it to threads__send."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "title": {"type": "string", "maxLength": 500, "description": "A title to find the thread by."},
+                    "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The model for the thread's turns; the daemon's default when absent."}
+                },
+                "additionalProperties": false
+            }),
+            output_schema: Some(thread_object_schema()),
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let thread = self
+            .0
+            .create_thread(NewThread {
+                title: optional_string(&input, "title"),
+                model: optional_string(&input, "model"),
+                ..NewThread::default()
+            })
+            .await
+            .map_err(store_error)?;
+        tracing::info!(thread_id = %thread.id, "Thread created over MCP.");
+        Ok(ToolOutput::structured(
+            format!("Created thread {}.", thread.id),
+            thread_json(&thread),
+        ))
+    }
+}
+
+/// `threads__send {threadId, content, clientMessageId?, model?}` → the reply.
+struct Send {
+    pipeline: Pipeline,
+    timeout: Duration,
+}
+
+#[async_trait]
+impl Tool for Send {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "send".into(),
+            description:
+                "Send a message to a Harness thread and wait for Claude's reply. Turns of \
+                          one thread run one at a time, in order. Repeating a call with the same \
+                          clientMessageId returns the first call's reply instead of running the \
+                          turn again (use it to retry safely)."
+                    .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "threadId": {"type": "string", "minLength": 1, "description": "From threads__create or threads__list."},
+                    "content": {"type": "string", "minLength": 1, "description": "The message."},
+                    "clientMessageId": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Your idempotency key for this message."},
+                    "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The model for this turn only."}
+                },
+                "required": ["threadId", "content"],
+                "additionalProperties": false
+            }),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": {
+                    "threadId": {"type": "string", "minLength": 1},
+                    "messageId": {"type": "string", "minLength": 1, "description": "The id of the message sent."},
+                    "reply": {"type": ["string", "null"], "description": "The reply; null when the turn did not finish."},
+                    "replyMessageId": {"type": ["string", "null"]},
+                    "status": {"enum": ["done", "error", "interrupted"]},
+                    "error": {"type": ["string", "null"], "description": "Why the turn did not finish."},
+                    "duplicate": {"type": "boolean", "description": "A repeated clientMessageId: this is the first call's outcome."}
+                },
+                "required": ["threadId", "messageId", "reply", "status"]
+            })),
+            timeout: Some(self.timeout),
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let thread = thread_id(&input);
+        let msg = NewMessage {
+            thread_id: thread.clone(),
+            content: optional_string(&input, "content").unwrap_or_default(),
+            client_message_id: optional_string(&input, "clientMessageId"),
+            model: optional_string(&input, "model"),
+            timeout: None,
+        };
+        let accepted = self
+            .pipeline
+            .accept_message(msg)
+            .await
+            .map_err(pipeline_error)?;
+        let message_id = accepted.message_id.clone();
+        let duplicate = accepted.duplicate;
+        let outcome = |status: &str, error: String| {
+            let text = format!("The turn ended as {status}: {error}");
+            ToolOutput::structured(
+                text,
+                json!({
+                    "threadId": thread, "messageId": message_id, "reply": null,
+                    "replyMessageId": null, "status": status, "error": error,
+                    "duplicate": duplicate,
+                }),
+            )
+        };
+        match accepted.finish().await {
+            Ok(reply) => Ok(ToolOutput::structured(
+                reply.message.content.clone(),
+                json!({
+                    "threadId": reply.thread_id, "messageId": reply.user_message_id,
+                    "reply": reply.message.content, "replyMessageId": reply.message.id,
+                    "status": "done", "error": null, "duplicate": duplicate,
+                }),
+            )),
+            Err(PipelineError::Turn { status, error, .. }) => {
+                Ok(outcome(status.as_str(), error.to_string()))
+            }
+            Err(PipelineError::PreviousFailure { status, error, .. }) => {
+                Ok(outcome(status.as_str(), error))
+            }
+            Err(other) => Err(pipeline_error(other)),
+        }
+    }
+}
+
+/// What the caller reads when a message was not taken or its turn could not be waited for.
+fn pipeline_error(err: PipelineError) -> ToolError {
+    match err {
+        PipelineError::InvalidInput(_)
+        | PipelineError::ThreadNotFound(_)
+        | PipelineError::ClientIdConflict { .. } => ToolError::InvalidInput(err.to_string()),
+        PipelineError::Store(store) => store_error(store),
+        other => ToolError::Failed(other.to_string()),
+    }
+}
+
+/// `threads__get {threadId}` → the thread and its messages, oldest first.
+struct Get(Store);
+
+#[async_trait]
+impl Tool for Get {
+    fn spec(&self) -> ToolSpec {
+        let mut properties = thread_schema();
+        properties["messages"] = json!({
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "seq": {"type": "integer"},
+                    "role": {"enum": ["user", "assistant"]},
+                    "content": {"type": "string"},
+                    "status": {"enum": ["pending", "done", "error", "interrupted"]},
+                    "error": {"type": ["string", "null"]},
+                    "clientMessageId": {"type": ["string", "null"]},
+                    "replyTo": {"type": ["string", "null"]}
+                },
+                "required": ["id", "seq", "role", "content", "status"]
+            }
+        });
+        ToolSpec {
+            name: "get".into(),
+            description: "A Harness thread with all its messages, oldest first.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"threadId": {"type": "string", "minLength": 1}},
+                "required": ["threadId"],
+                "additionalProperties": false
+            }),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": properties,
+                "required": ["threadId", "createdAt", "messages"]
+            })),
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let id = thread_id(&input);
+        let thread = self.0.require_thread(&id).await.map_err(store_error)?;
+        let messages = self.0.list_messages(&id).await.map_err(store_error)?;
+        let mut structured = thread_json(&thread);
+        structured["messages"] = serde_json::to_value(&messages)
+            .map_err(|err| ToolError::Failed(format!("cannot encode the messages: {err}")))?;
+        let text = format!("Thread {} has {} message(s).", thread.id, messages.len());
+        Ok(ToolOutput::structured(text, structured))
+    }
+}
+
+/// `threads__list {limit?}` → threads, newest first.
+struct List(Store);
+
+#[async_trait]
+impl Tool for List {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "list".into(),
+            description: "Harness threads, newest first.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": DEFAULT_LIST_LIMIT, "description": "At most this many threads."}
+                },
+                "additionalProperties": false
+            }),
+            output_schema: Some(json!({
+                "type": "object",
+                "properties": {"threads": {"type": "array", "items": thread_object_schema()}},
+                "required": ["threads"]
+            })),
+            timeout: None,
+        }
+    }
+
+    async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let limit = input["limit"].as_u64().unwrap_or(DEFAULT_LIST_LIMIT);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let threads = self.0.list_threads().await.map_err(store_error)?;
+        let threads: Vec<Value> = threads.iter().take(limit).map(thread_json).collect();
+        let text = format!("{} thread(s).", threads.len());
+        Ok(ToolOutput::structured(text, json!({"threads": threads})))
+    }
+}
