@@ -96,7 +96,7 @@ fn locate_or_install() -> anyhow::Result<PathBuf> {
 
 /// `CARGO_TARGET_DIR` (relative paths taken from the workspace root, as cargo run from there would), else
 /// `<workspace root>/target`.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")))
@@ -130,7 +130,7 @@ fn version_of(bin: &Path) -> anyhow::Result<String> {
 }
 
 /// Takes the exclusive lock, polling so a stuck holder cannot block this process forever.
-fn lock_within(lock: &File, path: &Path, timeout: Duration) -> anyhow::Result<()> {
+pub(crate) fn lock_within(lock: &File, path: &Path, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         match lock.try_lock() {
@@ -139,7 +139,7 @@ fn lock_within(lock: &File, path: &Path, timeout: Duration) -> anyhow::Result<()
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(TryLockError::WouldBlock) => bail!(
-                "waited {timeout:?} for another test process to finish installing the claude CLI (lock {}); \
+                "waited {timeout:?} for another test process to finish an install (lock {}); \
                  if none is running, delete the lock file",
                 path.display()
             ),
@@ -226,15 +226,15 @@ fn remove_leftovers(target: &Path) -> anyhow::Result<()> {
 }
 
 /// Output of a finished child.
-struct Finished {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs `cmd` with piped output, killing it after `timeout`. The pipes are drained by threads so a chatty child
 /// cannot block on a full pipe while we poll.
-fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> anyhow::Result<Finished> {
+pub(crate) fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> anyhow::Result<Finished> {
     let program = cmd.get_program().to_os_string();
     let name = Path::new(&program)
         .file_name()

@@ -5,6 +5,7 @@
 //! - [`util`]: bounded polling (`eventually`), process inspection, tracing for tests.
 //! - [`client`]: the HTTP client for a daemon (in-process or the `harness` binary): `(status, JSON)` per call.
 //! - [`daemon`]: the real daemon on `127.0.0.1:0`, its CLI pointed at the mock.
+//! - [`mcp`]: clients of the daemon's `/mcp`: raw JSON-RPC over HTTP, and the official MCP Python SDK in a venv.
 //! - [`probe`]: the `harness-plugin-probe` crate, whose tools exercise validation, defaults, timeouts, panics and
 //!   output checks (shared with the MCP adapter's unit tests).
 //!
@@ -13,6 +14,7 @@
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod mcp;
 pub mod mock;
 pub mod util;
 

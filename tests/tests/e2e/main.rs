@@ -6,6 +6,7 @@ mod events;
 mod faults;
 mod http_api;
 mod load;
+mod mcp;
 mod metrics;
 mod ordering;
 mod pool;

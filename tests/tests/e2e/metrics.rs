@@ -28,7 +28,7 @@ pub async fn scrape(daemon: &TestDaemon) -> String {
 
 /// The value of one series, e.g. `harness_pool_hits_total` or
 /// `harness_turns_total{outcome="done"}`; `None` when the series is absent.
-fn value(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn value(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|line| {
         let rest = line.strip_prefix(series)?.strip_prefix(' ')?;
         rest.split_whitespace().next()?.parse().ok()

@@ -1,0 +1,264 @@
+//! Clients of the daemon's MCP endpoint `/mcp`:
+//!
+//! - [`McpHttp`]: raw JSON-RPC over HTTP, for what a library would not send (no session header,
+//!   a bad `Origin`, malformed bodies); answers are read whether they come as JSON or as SSE.
+//! - [`python_sdk`]: the official MCP Python SDK (PyPI `mcp`, pinned) in a venv under
+//!   `<target>/mcp-python/venv`, installed with pip when missing; it runs `python_client.py`.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use reqwest::header::HeaderMap;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::cli::{lock_within, run_with_timeout, stray_cli_env, target_dir};
+
+/// The SDK release the tests speak with.
+pub const PYTHON_SDK_SPEC: &str = "mcp==2.3.0";
+
+/// The script the SDK runs (see its docstring).
+const PYTHON_CLIENT: &str = include_str!("mcp/python_client.py");
+
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The newest protocol version with an `initialize` handshake.
+pub const HANDSHAKE_VERSION: &str = "2025-11-25";
+/// The protocol version without sessions: `server/discover`, metadata on every request.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// One answer from `/mcp`.
+#[derive(Debug)]
+pub struct McpAnswer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    /// The JSON-RPC messages: one for a JSON body, every `data:` of an SSE body in order.
+    pub messages: Vec<Value>,
+    /// The body as text, for failure messages and non-JSON answers.
+    pub body: String,
+}
+
+impl McpAnswer {
+    /// The last message: the response, after any notifications.
+    pub fn last(&self) -> &Value {
+        self.messages.last().unwrap_or(&Value::Null)
+    }
+
+    /// The `result` of the response; panics with the answer when there is none.
+    #[track_caller]
+    pub fn result(&self) -> &Value {
+        let result = &self.last()["result"];
+        assert!(result.is_object(), "no result in {self:?}");
+        result
+    }
+}
+
+/// Raw JSON-RPC to one daemon's `/mcp`.
+#[derive(Clone, Debug)]
+pub struct McpHttp {
+    url: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl McpHttp {
+    pub fn new(base: &str, token: Option<&str>) -> McpHttp {
+        McpHttp {
+            url: format!("{base}/mcp"),
+            token: token.map(str::to_owned),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// POSTs `body` (any bytes) with the headers a Streamable HTTP client sends, plus `extra`.
+    pub async fn post_raw(
+        &self,
+        body: impl Into<reqwest::Body>,
+        extra: &[(&str, &str)],
+    ) -> McpAnswer {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("POST /mcp reaches the daemon");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.text().await.unwrap_or_default();
+        let messages = parse_messages(&headers, &body);
+        McpAnswer {
+            status,
+            headers,
+            messages,
+            body,
+        }
+    }
+
+    /// POSTs a JSON-RPC message as a 2025-11-25 client does after `initialize` (the protocol
+    /// version header, no session id: this server issues none).
+    pub async fn post(&self, message: Value) -> McpAnswer {
+        self.post_raw(
+            message.to_string(),
+            &[("mcp-protocol-version", HANDSHAKE_VERSION)],
+        )
+        .await
+    }
+
+    /// `initialize` at `version`.
+    pub async fn initialize(&self, version: &str) -> McpAnswer {
+        let message = json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "harness-tests", "version": "0"}
+            }
+        });
+        self.post_raw(message.to_string(), &[]).await
+    }
+
+    /// `tools/call` of `name` with `arguments`, request id `id`.
+    pub async fn call_tool(&self, id: u64, name: &str, arguments: Value) -> McpAnswer {
+        self.post(json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}
+        }))
+        .await
+    }
+
+    /// `tools/list`: the tools by name.
+    pub async fn tools(&self) -> serde_json::Map<String, Value> {
+        let answer = self
+            .post(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .await;
+        answer.result()["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {answer:?}"))
+            .iter()
+            .map(|tool| (tool["name"].as_str().unwrap_or("").to_owned(), tool.clone()))
+            .collect()
+    }
+}
+
+/// The `_meta` a 2026-07-28 request carries in place of a session.
+pub fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "harness-tests", "version": "0"}
+    })
+}
+
+fn parse_messages(headers: &HeaderMap, body: &str) -> Vec<Value> {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("text/event-stream") {
+        body.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    } else {
+        serde_json::from_str(body).into_iter().collect()
+    }
+}
+
+/// The Python SDK, or why there is none: only a missing `python3` lets a test skip (saying so);
+/// any other failure (pip, the network) is an error.
+pub enum PythonSdk {
+    /// The venv's `python`, with the SDK installed.
+    Ready(PathBuf),
+    /// `python3 --version` did not run: the reason.
+    NoPython(String),
+}
+
+/// The venv's `python` with [`PYTHON_SDK_SPEC`] installed. Blocking: call from `spawn_blocking`.
+/// Installs once across test processes (a lock file beside the venv).
+pub fn python_sdk() -> anyhow::Result<PythonSdk> {
+    if let Err(err) = run_with_timeout(Command::new("python3").arg("--version"), INSTALL_TIMEOUT) {
+        return Ok(PythonSdk::NoPython(format!("{err:#}")));
+    }
+    let dir = target_dir().join("mcp-python");
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let venv = dir.join("venv");
+    let python = venv.join("bin").join("python");
+    let marker = venv.join(format!("installed-{PYTHON_SDK_SPEC}"));
+    if marker.is_file() {
+        return Ok(PythonSdk::Ready(python));
+    }
+    let lock_path = dir.join("install.lock");
+    let lock =
+        File::create(&lock_path).with_context(|| format!("create {}", lock_path.display()))?;
+    lock_within(&lock, &lock_path, INSTALL_TIMEOUT)?;
+    if marker.is_file() {
+        return Ok(PythonSdk::Ready(python));
+    }
+    if !python.is_file() {
+        checked(
+            Command::new("python3").arg("-m").arg("venv").arg(&venv),
+            "python3 -m venv",
+        )?;
+    }
+    checked(
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            PYTHON_SDK_SPEC,
+        ]),
+        &format!("pip install {PYTHON_SDK_SPEC}"),
+    )?;
+    std::fs::write(&marker, "").with_context(|| format!("write {}", marker.display()))?;
+    Ok(PythonSdk::Ready(python))
+}
+
+/// Runs `python_client.py` with `config`; returns its JSON report.
+pub async fn run_python_client(python: PathBuf, config: Value) -> anyhow::Result<Value> {
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("python_client.py");
+    std::fs::write(&script, PYTHON_CLIENT)?;
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script).arg(config.to_string());
+        for key in stray_cli_env() {
+            cmd.env_remove(key);
+        }
+        run_with_timeout(&mut cmd, Duration::from_secs(120))
+    })
+    .await??;
+    if !out.status.success() {
+        bail!(
+            "the Python client failed ({}):\n{}",
+            out.status,
+            out.stderr.trim()
+        );
+    }
+    let line = out
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("no JSON from the Python client:\n{}", out.stdout))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+fn checked(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
+    let out = run_with_timeout(cmd, INSTALL_TIMEOUT)?;
+    if !out.status.success() {
+        bail!("`{what}` failed ({}):\n{}", out.status, out.stderr.trim());
+    }
+    Ok(())
+}
