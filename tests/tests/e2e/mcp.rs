@@ -308,6 +308,22 @@ async fn origin_and_token_guard_the_endpoint() {
         .await;
     assert_eq!(evil.status, StatusCode::FORBIDDEN, "{evil:?}");
     assert!(evil.body.contains("origin_not_allowed"), "{}", evil.body);
+    // A DNS-rebinding page reaches us under a name of its own.
+    let rebound = mcp
+        .post_raw(
+            message.to_string(),
+            &[
+                ("host", "evil.example"),
+                ("mcp-protocol-version", HANDSHAKE_VERSION),
+            ],
+        )
+        .await;
+    assert_eq!(rebound.status, StatusCode::FORBIDDEN, "{rebound:?}");
+    assert!(
+        rebound.body.contains("host_not_allowed"),
+        "{}",
+        rebound.body
+    );
     // A loopback origin of our own is served.
     let own = format!("http://{}", daemon.base.trim_start_matches("http://"));
     let same = mcp
