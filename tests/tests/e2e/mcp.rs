@@ -22,8 +22,23 @@ use crate::metrics::{scrape, value};
 
 const TOKEN: &str = "mcp-test-token";
 
-async fn daemon(mock: &MockApi) -> TestDaemon {
-    TestDaemon::start_with_plugins(mock, vec![Arc::new(ProbePlugin::default())], |_| {}).await
+/// A mock, a daemon with the probe tools and no token, and a raw client for its `/mcp`.
+async fn start() -> (MockApi, TestDaemon, McpHttp) {
+    let mock = MockApi::start().await;
+    let daemon =
+        TestDaemon::start_with_plugins(&mock, vec![Arc::new(ProbePlugin::default())], |_| {}).await;
+    let mcp = McpHttp::new(&daemon.base, None);
+    (mock, daemon, mcp)
+}
+
+/// Checks one series of `/metrics` text.
+#[track_caller]
+fn assert_metric(metrics: &str, series: &str, expected: f64) {
+    assert_eq!(
+        value(metrics, series),
+        Some(expected),
+        "{series} in\n{metrics}"
+    );
 }
 
 /// Checks `instance` against `schema` with `jsonschema`; panics naming every violation.
@@ -52,9 +67,7 @@ fn text_of(result: &Value) -> String {
 
 #[tokio::test]
 async fn a_handshake_then_calls_without_a_session() {
-    let mock = MockApi::start().await;
-    let daemon = daemon(&mock).await;
-    let mcp = McpHttp::new(&daemon.base, None);
+    let (_mock, daemon, mcp) = start().await;
 
     let init = mcp.initialize(HANDSHAKE_VERSION).await;
     assert_eq!(init.status, StatusCode::OK, "{init:?}");
@@ -146,30 +159,22 @@ async fn a_handshake_then_calls_without_a_session() {
     );
 
     let metrics = scrape(&daemon).await;
-    assert_eq!(
-        value(
-            &metrics,
-            r#"harness_tool_calls_total{tool="time__current_time",outcome="ok"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
+    assert_metric(
+        &metrics,
+        r#"harness_tool_calls_total{tool="time__current_time",outcome="ok"}"#,
+        1.0,
     );
-    assert_eq!(
-        value(
-            &metrics,
-            r#"harness_mcp_http_requests_total{method="tools/call"}"#
-        ),
-        Some(3.0),
-        "{metrics}"
+    assert_metric(
+        &metrics,
+        r#"harness_mcp_http_requests_total{method="tools/call"}"#,
+        3.0,
     );
     daemon.stop().await;
 }
 
 #[tokio::test]
 async fn server_discover_and_a_call_with_per_request_metadata() {
-    let mock = MockApi::start().await;
-    let daemon = daemon(&mock).await;
-    let mcp = McpHttp::new(&daemon.base, None);
+    let (_mock, daemon, mcp) = start().await;
     let modern = [
         ("mcp-protocol-version", MODERN_VERSION),
         ("mcp-method", "server/discover"),
@@ -226,9 +231,7 @@ async fn server_discover_and_a_call_with_per_request_metadata() {
 
 #[tokio::test]
 async fn malformed_json_rpc_gets_an_error_never_a_5xx() {
-    let mock = MockApi::start().await;
-    let daemon = daemon(&mock).await;
-    let mcp = McpHttp::new(&daemon.base, None);
+    let (_mock, daemon, mcp) = start().await;
     let init = mcp.initialize(HANDSHAKE_VERSION).await;
     assert_eq!(init.status, StatusCode::OK);
 
@@ -355,9 +358,7 @@ async fn origin_and_token_guard_the_endpoint() {
 
 #[tokio::test]
 async fn a_result_failing_its_output_schema_is_an_error_naming_the_path() {
-    let mock = MockApi::start().await;
-    let daemon = daemon(&mock).await;
-    let mcp = McpHttp::new(&daemon.base, None);
+    let (_mock, daemon, mcp) = start().await;
 
     let answer = mcp.call_tool(1, "probe__miscount", json!({})).await;
     assert_eq!(
@@ -376,22 +377,17 @@ async fn a_result_failing_its_output_schema_is_an_error_naming_the_path() {
     );
 
     let metrics = scrape(&daemon).await;
-    assert_eq!(
-        value(
-            &metrics,
-            r#"harness_tool_output_schema_failures_total{tool="probe__miscount"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
+    assert_metric(
+        &metrics,
+        r#"harness_tool_output_schema_failures_total{tool="probe__miscount"}"#,
+        1.0,
     );
     daemon.stop().await;
 }
 
 #[tokio::test]
 async fn threads_are_created_sent_to_and_read_over_mcp() {
-    let mock = MockApi::start().await;
-    let daemon = daemon(&mock).await;
-    let mcp = McpHttp::new(&daemon.base, None);
+    let (mock, daemon, mcp) = start().await;
     let tools = mcp.tools().await;
     let structured = |answer: &harness_tests::mcp::McpAnswer, tool: &str| -> Value {
         let result = answer.result();
@@ -469,10 +465,8 @@ async fn threads_are_created_sent_to_and_read_over_mcp() {
 
 #[tokio::test]
 async fn a_long_send_reports_progress_and_a_cancel_on_another_post_interrupts_it() {
-    let mock = MockApi::start().await;
+    let (mock, daemon, mcp) = start().await;
     mock.when_prompt_contains("wait for me", Reply::Hang);
-    let daemon = daemon(&mock).await;
-    let mcp = McpHttp::new(&daemon.base, None);
     let created = mcp.call_tool(1, "threads__create", json!({})).await;
     let thread = created.result()["structuredContent"]["threadId"]
         .as_str()
@@ -776,13 +770,10 @@ async fn the_claude_cli_calls_a_harness_tool_over_http() {
         .text()
         .await
         .expect("metrics text");
-    assert_eq!(
-        value(
-            &metrics,
-            r#"harness_tool_calls_total{tool="time__current_time",outcome="ok"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
+    assert_metric(
+        &metrics,
+        r#"harness_tool_calls_total{tool="time__current_time",outcome="ok"}"#,
+        1.0,
     );
     daemon.stop().await;
 }

@@ -284,12 +284,7 @@ impl ServerHandler for Handler {
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.0
-            .registry
-            .get(name)
-            .is_some()
-            .then(|| self.0.registry.list().into_iter().find(|t| t.name == name))
-            .flatten()
+        self.0.registry.list().into_iter().find(|t| t.name == name)
     }
 
     async fn call_tool(
