@@ -148,6 +148,26 @@ async fn a_handshake_then_calls_without_a_session() {
     let result = answer.result();
     assert_eq!(result["isError"], true, "{result}");
     assert!(text_of(result).contains("at /timezone"), "{result}");
+    // A session id we never issued (a client that kept one from another server, or made one
+    // up) changes nothing: every request stands alone.
+    let call = json!({
+        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "time__current_time", "arguments": {}}
+    });
+    let answer = mcp
+        .post_raw(
+            call.to_string(),
+            &[
+                ("mcp-protocol-version", HANDSHAKE_VERSION),
+                ("mcp-session-id", "made-up"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
+    assert!(
+        answer.result()["structuredContent"]["iso"].is_string(),
+        "{answer:?}"
+    );
     // So is a tool that is not there.
     let answer = mcp
         .call_tool(4, "delegation__delegate", json!({"prompt": "x"}))
@@ -162,12 +182,12 @@ async fn a_handshake_then_calls_without_a_session() {
     assert_metric(
         &metrics,
         r#"harness_tool_calls_total{tool="time__current_time",outcome="ok"}"#,
-        1.0,
+        2.0,
     );
     assert_metric(
         &metrics,
         r#"harness_mcp_http_requests_total{method="tools/call"}"#,
-        3.0,
+        4.0,
     );
     daemon.stop().await;
 }

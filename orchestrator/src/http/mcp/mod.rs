@@ -13,7 +13,9 @@
 //!   output checks, records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
 //! - `notifications/cancelled` arrives on a POST of its own: [`screen`] reads it before rmcp
 //!   (which drops notifications when stateless) and stops the call through [`in_flight`]; for
-//!   `threads__send` that interrupts the turn ([`Pipeline::interrupt`]).
+//!   `threads__send` that interrupts the thread's running turn ([`Pipeline::interrupt`]), which
+//!   is the call's own unless it still waits in the thread's queue behind another. Progress is
+//!   the thread's events while the call runs (a queued call also sees the turn before it).
 //! - A client that drops its response stream does not cancel anything (MCP: a disconnect is not
 //!   a cancel): the call runs to its end, bounded by its tool's timeout (`threads__send`: the
 //!   turn's), and is recorded; the turn's reply is stored, so `threads__get`, or `threads__send`
@@ -383,5 +385,46 @@ fn progress_message(event: &EventRow) -> String {
             format!("{}: {text}", event.kind)
         }
         None => event.kind.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn bad_params_name_the_method_and_the_field() {
+        let problem = bad_params("tools/call", &json!({"name": 5})).expect("a method we serve");
+        assert!(
+            problem.starts_with("invalid params for tools/call: "),
+            "{problem}"
+        );
+        assert!(problem.contains("invalid type"), "{problem}");
+        assert_eq!(
+            bad_params("tools/list", &json!({"cursor": 1})).as_deref(),
+            Some("invalid params for tools/list")
+        );
+        assert_eq!(bad_params("prompts/nonsense", &json!({})), None);
+    }
+
+    #[test]
+    fn progress_says_the_event_and_a_bounded_text() {
+        let event = |kind: &str, data: Value| EventRow {
+            id: 1,
+            thread_id: ThreadId::from_string("t".to_owned()),
+            message_id: None,
+            kind: kind.into(),
+            data,
+            created_at: chrono::Utc::now(),
+        };
+        assert_eq!(
+            progress_message(&event("turn_started", json!({}))),
+            "turn_started"
+        );
+        let long = "x".repeat(500);
+        let message = progress_message(&event("text_delta", json!({"text": long})));
+        assert_eq!(message, format!("text_delta: {}", "x".repeat(200)));
     }
 }
