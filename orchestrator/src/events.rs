@@ -28,7 +28,7 @@ const CHANNEL_CAPACITY: usize = 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
-    /// A message was stored and queued: `{messageId, content}`.
+    /// A message was stored and queued: `{messageId, content, clientMessageId}`.
     MessageReceived,
     /// The message's turn began (before any process is found or started): `{messageId}`.
     TurnStarted,

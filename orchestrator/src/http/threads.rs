@@ -20,7 +20,7 @@ use plugin_contract::ThreadId;
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::pipeline::{NewMessage, TurnReply};
-use crate::store::{EventRow, Message, MessageId, NewThread, Thread};
+use crate::store::{EventRow, Message, MessageId, NewThread, Thread, ThreadSummary};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -56,15 +56,15 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(thread)))
 }
 
-/// `GET /api/threads`: newest first.
+/// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.
 #[derive(Debug, Serialize)]
 pub struct ThreadList {
-    pub threads: Vec<Thread>,
+    pub threads: Vec<ThreadSummary>,
 }
 
 pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, ApiError> {
     Ok(Json(ThreadList {
-        threads: state.store.list_threads().await?,
+        threads: state.store.list_thread_summaries().await?,
     }))
 }
 

@@ -264,7 +264,7 @@ impl Pipeline {
                     &thread.id,
                     Some(&message.id),
                     EventKind::MessageReceived,
-                    json!({"messageId": message.id, "content": message.content}),
+                    json!({"messageId": message.id, "content": message.content, "clientMessageId": message.client_message_id}),
                 );
                 self.inner.tasks.spawn(
                     async move {

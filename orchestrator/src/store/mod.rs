@@ -359,6 +359,18 @@ pub struct Thread {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A thread as a list of threads shows it: when something last happened in it, and whether a
+/// turn is under way (a user message still `pending`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSummary {
+    #[serde(flatten)]
+    pub thread: Thread,
+    /// The newest change to the thread or any of its messages.
+    pub last_activity_at: DateTime<Utc>,
+    pub running: bool,
+}
+
 /// A user message to store before its turn runs.
 #[derive(Clone, Debug)]
 pub struct NewUserMessage {

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
 
-use super::{now_text, NewThread, Store, StoreError, Thread};
+use super::{now_text, NewThread, Store, StoreError, Thread, ThreadSummary};
 
 /// Guards the depth walk against a parent cycle. Creation makes cycles impossible (a parent must
 /// exist before its child gets a fresh id), but a hand-edited database should not hang the daemon.
@@ -106,6 +106,41 @@ impl Store {
         Ok(rows.into_iter().map(Thread::from).collect())
     }
 
+    /// Every thread with its last activity and whether a turn is under way, newest first: what
+    /// a list of threads shows people.
+    pub async fn list_thread_summaries(&self) -> Result<Vec<ThreadSummary>, StoreError> {
+        let _timer = self.metrics.time("list_thread_summaries");
+        let rows = sqlx::query!(
+            r#"SELECT t.id, t.title, t.model, t.cli_session_id, t.parent_id,
+                      t.created_at AS "created_at: DateTime<Utc>",
+                      t.updated_at AS "updated_at: DateTime<Utc>",
+                      COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
+                               t.updated_at) AS "last_activity_at!: DateTime<Utc>",
+                      EXISTS(SELECT 1 FROM messages m
+                             WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!: bool"
+               FROM threads t ORDER BY t.created_at DESC, t.rowid DESC"#,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| ThreadSummary {
+                thread: ThreadRecord {
+                    id: row.id,
+                    title: row.title,
+                    model: row.model,
+                    cli_session_id: row.cli_session_id,
+                    parent_id: row.parent_id,
+                    created_at: row.created_at,
+                    updated_at: row.updated_at,
+                }
+                .into(),
+                last_activity_at: row.last_activity_at,
+                running: row.running,
+            })
+            .collect())
+    }
+
     /// Records the CLI session the thread should `--resume` next (or forgets it with `None`, after
     /// the CLI could no longer load it). [`StoreError::ThreadNotFound`] for an unknown thread.
     pub async fn set_cli_session(
@@ -161,6 +196,29 @@ impl Store {
 mod tests {
     use super::super::tests::memory_store;
     use super::*;
+
+    #[tokio::test]
+    async fn summaries_show_last_activity_and_running_turns() {
+        let store = memory_store().await;
+        let idle = store.create_thread(NewThread::default()).await.unwrap();
+        let busy = store.create_thread(NewThread::default()).await.unwrap();
+        store
+            .insert_user_message(super::super::NewUserMessage {
+                thread_id: busy.id.clone(),
+                content: "hi".into(),
+                client_message_id: None,
+                model: None,
+            })
+            .await
+            .unwrap();
+        let summaries = store.list_thread_summaries().await.unwrap();
+        let ids: Vec<_> = summaries.iter().map(|s| s.thread.id.clone()).collect();
+        assert_eq!(ids, [busy.id.clone(), idle.id.clone()], "newest first");
+        assert!(summaries[0].running, "a pending message is a running turn");
+        assert!(summaries[0].last_activity_at > busy.updated_at);
+        assert!(!summaries[1].running);
+        assert_eq!(summaries[1].last_activity_at, idle.updated_at);
+    }
 
     #[tokio::test]
     async fn create_get_and_list_threads() {
