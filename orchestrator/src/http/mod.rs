@@ -5,6 +5,7 @@ mod error;
 mod guard;
 pub mod mcp;
 mod metrics;
+mod page;
 pub mod serve;
 mod threads;
 mod tools;
@@ -95,6 +96,9 @@ pub fn router(state: ApiState) -> Router {
     let guard = Arc::new(guard::Guard::new(&state.config, state.config.bind));
     Router::new()
         .route("/healthz", get(healthz))
+        // The web page: no token (it holds no data; it asks for one when the API needs it).
+        .route("/", get(page::index))
+        .route("/assets/{name}", get(page::asset))
         .merge(metrics)
         .merge(mcp)
         .nest("/api", api)

@@ -1,0 +1,802 @@
+// The Harness page: threads, live replies, tool calls and the pool, over the daemon's HTTP API.
+//
+// Nothing sent is lost: a message goes to an outbox (kept in sessionStorage) with a
+// clientMessageId before any request, and leaves it only when the daemon answered 202; a
+// network failure keeps it queued and it is sent again (same clientMessageId, so never twice)
+// when the daemon is reachable; a refusal (4xx) puts the text back in the composer with the
+// daemon's reason. The chat is rebuilt from the stored messages plus the thread's event log, read
+// from the start and then live with Last-Event-ID, so a reload mid-turn shows the reply so far
+// and goes on with no gap and no repeat. Model output only reaches the DOM as text.
+
+import { renderMarkdown } from './markdown.js';
+
+const TOKEN_KEY = 'harness.token';
+const OUTBOX_KEY = 'harness.outbox';
+const RETRY_MIN_MS = 500;
+const RETRY_MAX_MS = 8000;
+const THREADS_REFRESH_MS = 5000;
+const POOL_REFRESH_MS = 2000;
+const PREWARM_AGAIN_MS = 30000;
+
+const hook = (id) => document.querySelector(`[data-testid="${id}"]`);
+const ui = {
+  threadList: hook('thread-list'),
+  newThread: hook('new-thread'),
+  connection: hook('connection'),
+  title: hook('thread-title'),
+  model: hook('model'),
+  empty: hook('empty'),
+  messages: hook('messages'),
+  sendError: hook('send-error'),
+  form: hook('composer-form'),
+  composer: hook('composer'),
+  send: hook('send'),
+  interrupt: hook('interrupt'),
+  poolToggle: hook('pool-toggle'),
+  pool: hook('pool'),
+  poolSummary: hook('pool-summary'),
+  poolProcesses: hook('pool-processes'),
+  tokenDialog: hook('token-dialog'),
+  tokenForm: hook('token-form'),
+  tokenInput: hook('token-input'),
+  tokenError: hook('token-error'),
+};
+
+// ---------------------------------------------------------------------------------------------
+// The API: bearer token, JSON, and errors that say whether a retry can help.
+
+/** The daemon answered with an error: `retryable` when trying again later may succeed. */
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryable = status === 408 || status === 429 || status >= 500;
+  }
+}
+
+/** The request never got an answer: the daemon or the network is down. */
+class NetworkError extends Error {}
+
+let tokenWaiters = [];
+
+function authHeaders() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** Shows the token dialog; resolves once a token was entered. */
+function askForToken(reason) {
+  ui.tokenDialog.hidden = false;
+  ui.tokenError.hidden = !reason;
+  ui.tokenError.textContent = reason || '';
+  ui.tokenInput.focus();
+  return new Promise((resolve) => tokenWaiters.push(resolve));
+}
+
+ui.tokenForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const token = ui.tokenInput.value.trim();
+  if (!token) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  ui.tokenInput.value = '';
+  ui.tokenDialog.hidden = true;
+  const waiters = tokenWaiters;
+  tokenWaiters = [];
+  waiters.forEach((resolve) => resolve());
+});
+
+/** One API call. Asks for the token on 401 and tries again; throws ApiError or NetworkError. */
+async function api(method, path, body, options = {}) {
+  for (;;) {
+    const headers = { ...authHeaders() };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: options.signal,
+      });
+    } catch (err) {
+      if (err.name === 'AbortError') throw err;
+      throw new NetworkError(`no answer from the daemon (${err.message})`);
+    }
+    if (response.status === 401) {
+      const hadToken = sessionStorage.getItem(TOKEN_KEY) !== null;
+      sessionStorage.removeItem(TOKEN_KEY);
+      await askForToken(hadToken ? 'That token was refused.' : '');
+      continue;
+    }
+    const text = await response.text();
+    let json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null;
+    }
+    if (!response.ok) {
+      const error = json && json.error ? json.error : {};
+      throw new ApiError(response.status, error.code || 'http_error',
+        error.message || `HTTP ${response.status}`);
+    }
+    return json;
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function backoff(attempt) {
+  const base = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** attempt);
+  return base / 2 + Math.random() * (base / 2);
+}
+
+/** A clientMessageId; crypto.randomUUID needs a secure context, getRandomValues does not. */
+function newClientId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `web-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function setConnection(state, text) {
+  ui.connection.dataset.state = state;
+  ui.connection.textContent = text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads.
+
+let threads = [];
+
+function threadIdFromUrl() {
+  return new URLSearchParams(window.location.search).get('thread');
+}
+
+async function refreshThreads() {
+  try {
+    const answer = await api('GET', '/api/threads');
+    threads = answer.threads;
+    renderThreads();
+  } catch (err) {
+    if (!(err instanceof NetworkError)) showError(`Could not list threads: ${err.message}`);
+  }
+}
+
+function renderThreads() {
+  const items = threads.map((thread) => {
+    const li = document.createElement('li');
+    li.dataset.threadId = thread.id;
+    li.dataset.state = thread.running ? 'running' : 'idle';
+    if (current && current.id === thread.id) li.classList.add('open');
+    const button = document.createElement('button');
+    button.type = 'button';
+    const title = document.createElement('span');
+    title.className = 'title';
+    title.textContent = thread.title || `Untitled ${thread.id.slice(-6)}`;
+    const meta = document.createElement('span');
+    meta.className = 'meta';
+    const activity = thread.lastActivityAt || thread.updatedAt;
+    meta.textContent = `${thread.running ? 'running' : 'idle'} · ${ago(activity)}`;
+    meta.title = new Date(activity).toLocaleString();
+    button.append(title, meta);
+    button.addEventListener('click', () => openThread(thread.id, true));
+    li.append(button);
+    return li;
+  });
+  ui.threadList.replaceChildren(...items);
+}
+
+function ago(iso) {
+  const seconds = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
+  if (seconds < 60) return `${seconds}s ago`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)}m ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)}h ago`;
+  return `${Math.round(seconds / 86400)}d ago`;
+}
+
+ui.newThread.addEventListener('click', async () => {
+  try {
+    const thread = await api('POST', '/api/threads', {});
+    threads.unshift({ ...thread, running: false, lastActivityAt: thread.updatedAt });
+    renderThreads();
+    await openThread(thread.id, true);
+    ui.composer.focus();
+  } catch (err) {
+    showError(`Could not make a thread: ${err.message}`);
+  }
+});
+
+window.addEventListener('popstate', () => {
+  const id = threadIdFromUrl();
+  if (id) openThread(id, false);
+});
+
+// ---------------------------------------------------------------------------------------------
+// The open thread: its turns (a user message and its reply), built from stored messages and
+// then from events.
+
+/** The open thread, or null. */
+let current = null;
+
+/**
+ * @typedef Turn
+ * @property {string|null} messageId the user message's id, once the daemon stored it
+ * @property {string|null} clientId
+ * @property {HTMLElement} userEl
+ * @property {HTMLElement|null} replyEl
+ * @property {boolean} final the reply is complete (or failed); events of this turn change nothing but tool calls
+ */
+
+async function openThread(id, push) {
+  if (current) current.abort.abort();
+  const abort = new AbortController();
+  current = {
+    id,
+    abort,
+    thread: null,
+    turns: new Map(), // messageId → Turn
+    pending: new Map(), // clientMessageId → Turn not yet stored
+    lastEventId: 0,
+    model: null,
+  };
+  const state = current;
+  if (push && threadIdFromUrl() !== id) {
+    window.history.pushState({}, '', `?thread=${encodeURIComponent(id)}`);
+  }
+  hideError();
+  ui.messages.replaceChildren();
+  ui.empty.hidden = true;
+  ui.form.hidden = false;
+  ui.title.textContent = 'Loading…';
+  ui.model.textContent = '';
+  renderThreads();
+  let answer;
+  try {
+    answer = await api('GET', `/api/threads/${encodeURIComponent(id)}`, undefined,
+      { signal: abort.signal });
+  } catch (err) {
+    if (err.name === 'AbortError') return;
+    ui.title.textContent = 'Thread not available';
+    showError(err instanceof ApiError && err.status === 404
+      ? `There is no thread ${id}.` : `Could not open the thread: ${err.message}`);
+    ui.form.hidden = true;
+    return;
+  }
+  if (current !== state) return;
+  state.thread = answer;
+  ui.title.textContent = answer.title || `Untitled ${answer.id.slice(-6)}`;
+  const replies = new Map();
+  for (const message of answer.messages) {
+    if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
+  }
+  for (const message of answer.messages) {
+    if (message.role !== 'user') continue;
+    const turn = addTurn(state, message.id, message.clientMessageId, message.content);
+    if (message.model) state.model = message.model;
+    const reply = replies.get(message.id);
+    if (reply) {
+      finishReply(turn, reply.content, 'done');
+      if (reply.model) state.model = reply.model;
+    } else if (message.status === 'pending') {
+      ensureReply(turn);
+    } else {
+      failReply(turn, message.status, message.error);
+    }
+  }
+  showModel(state);
+  // Messages of this thread still in the outbox (a reload while offline).
+  for (const item of outbox.filter((entry) => entry.threadId === id)) {
+    if (!state.pending.has(item.clientMessageId)) showQueued(state, item);
+  }
+  updateInterrupt();
+  scrollToEnd();
+  followEvents(state);
+  flushOutbox();
+}
+
+function showModel(state) {
+  const model = (state.thread && state.thread.model) || state.model;
+  ui.model.textContent = `model: ${model || 'default'}`;
+}
+
+function addTurn(state, messageId, clientId, content) {
+  const userEl = document.createElement('article');
+  userEl.className = 'message user';
+  userEl.dataset.testid = 'message';
+  userEl.dataset.role = 'user';
+  userEl.dataset.status = messageId ? 'sent' : 'sending';
+  if (messageId) userEl.dataset.messageId = messageId;
+  const body = document.createElement('div');
+  body.className = 'text';
+  body.textContent = content;
+  const note = document.createElement('div');
+  note.className = 'note';
+  userEl.append(body, note);
+  ui.messages.append(userEl);
+  const turn = {
+    messageId, clientId, userEl, replyEl: null, parts: null, text: '', textEl: null,
+    sawDelta: false, tools: new Map(), final: false,
+  };
+  if (messageId) state.turns.set(messageId, turn);
+  else state.pending.set(clientId, turn);
+  return turn;
+}
+
+/** A stored message id for a turn the page made before the daemon named it. */
+function bindTurn(state, clientId, messageId) {
+  const turn = state.pending.get(clientId);
+  if (!turn) return state.turns.get(messageId) || null;
+  state.pending.delete(clientId);
+  const known = state.turns.get(messageId);
+  if (known && known !== turn) {
+    turn.userEl.remove(); // the daemon already told us about it through an event
+    return known;
+  }
+  turn.messageId = messageId;
+  turn.userEl.dataset.messageId = messageId;
+  turn.userEl.dataset.status = 'sent';
+  turn.userEl.querySelector('.note').textContent = '';
+  state.turns.set(messageId, turn);
+  return turn;
+}
+
+function ensureReply(turn) {
+  if (turn.replyEl) return turn.replyEl;
+  const replyEl = document.createElement('article');
+  replyEl.className = 'message assistant';
+  replyEl.dataset.testid = 'message';
+  replyEl.dataset.role = 'assistant';
+  replyEl.dataset.status = 'streaming';
+  if (turn.messageId) replyEl.dataset.replyTo = turn.messageId;
+  const parts = document.createElement('div');
+  parts.className = 'parts';
+  const note = document.createElement('div');
+  note.className = 'note';
+  replyEl.append(parts, note);
+  turn.userEl.after(replyEl);
+  turn.replyEl = replyEl;
+  turn.parts = parts;
+  return replyEl;
+}
+
+function appendText(turn, text) {
+  ensureReply(turn);
+  if (!turn.textEl) {
+    turn.textEl = document.createElement('div');
+    turn.textEl.className = 'text md';
+    turn.textEl.dataset.raw = '';
+    turn.parts.append(turn.textEl);
+  }
+  const raw = turn.textEl.dataset.raw + text;
+  turn.textEl.dataset.raw = raw;
+  turn.textEl.replaceChildren(renderMarkdown(raw));
+}
+
+function streamedText(turn) {
+  if (!turn.parts) return '';
+  return Array.from(turn.parts.querySelectorAll('.text'), (node) => node.dataset.raw).join('');
+}
+
+function finishReply(turn, content, status) {
+  ensureReply(turn);
+  const squash = (text) => text.replace(/\s+/g, ' ').trim();
+  if (squash(streamedText(turn)) !== squash(content)) {
+    // What streamed is not the stored reply (a lean daemon sends no deltas, or a block was
+    // missed): the stored text wins.
+    turn.parts.querySelectorAll('.text').forEach((node) => node.remove());
+    turn.textEl = null;
+    appendText(turn, content);
+  }
+  turn.final = true;
+  turn.replyEl.dataset.status = status;
+}
+
+function failReply(turn, status, error) {
+  ensureReply(turn);
+  turn.final = true;
+  turn.replyEl.dataset.status = status || 'error';
+  const why = status === 'interrupted' ? 'Interrupted' : 'Failed';
+  turn.replyEl.querySelector('.note').textContent = error ? `${why}: ${error}` : `${why}.`;
+}
+
+function toolStarted(turn, data) {
+  ensureReply(turn);
+  const id = data.tool_use_id || `tool-${turn.tools.size}`;
+  if (turn.tools.has(id)) return;
+  const details = document.createElement('details');
+  details.className = 'tool-call';
+  details.dataset.testid = 'tool-call';
+  details.dataset.status = 'running';
+  const summary = document.createElement('summary');
+  const name = document.createElement('span');
+  name.className = 'tool-name';
+  name.textContent = data.name;
+  const state = document.createElement('span');
+  state.className = 'tool-state';
+  state.textContent = 'running';
+  summary.append('Tool ', name, ' ', state);
+  const input = labelled('input', JSON.stringify(data.input, null, 2));
+  details.append(summary, input);
+  // A finished reply (opened from history) shows its text already: its calls go before it.
+  const firstText = turn.final ? turn.parts.querySelector('.text') : null;
+  turn.parts.insertBefore(details, firstText);
+  turn.textEl = null; // text after the call starts a new part
+  turn.tools.set(id, details);
+}
+
+function toolFinished(turn, data) {
+  const details = turn.tools.get(data.tool_use_id);
+  if (!details || details.querySelector('.tool-result')) return;
+  const isError = Boolean(data.is_error);
+  details.dataset.status = isError ? 'error' : 'ok';
+  details.querySelector('.tool-state').textContent = isError ? 'error' : 'done';
+  const content = typeof data.content === 'string' ? data.content : JSON.stringify(data.content, null, 2);
+  const result = labelled(isError ? 'error' : 'result', content);
+  result.classList.add('tool-result');
+  details.append(result);
+}
+
+function labelled(label, text) {
+  const box = document.createElement('div');
+  box.className = `tool-${label}`;
+  const head = document.createElement('div');
+  head.className = 'label';
+  head.textContent = label;
+  const pre = document.createElement('pre');
+  pre.textContent = text;
+  box.append(head, pre);
+  return box;
+}
+
+/** Applies one event of the open thread's log; events already seen are skipped by id. */
+function applyEvent(state, event) {
+  if (event.id <= state.lastEventId) return;
+  state.lastEventId = event.id;
+  const data = event.data || {};
+  const messageId = event.messageId;
+  if (event.kind === 'message_received') {
+    if (state.turns.has(messageId)) return;
+    const turn = data.clientMessageId && state.pending.has(data.clientMessageId)
+      ? bindTurn(state, data.clientMessageId, messageId)
+      : addTurn(state, messageId, data.clientMessageId, data.content);
+    if (turn && !turn.final) ensureReply(turn);
+    updateInterrupt();
+    scrollToEnd();
+    return;
+  }
+  const turn = messageId ? state.turns.get(messageId) : null;
+  if (!turn) return;
+  switch (event.kind) {
+    case 'tool_call_started':
+      toolStarted(turn, data);
+      break;
+    case 'tool_call_finished':
+      toolFinished(turn, data);
+      break;
+    case 'text_delta':
+      if (!turn.final) {
+        turn.sawDelta = true;
+        appendText(turn, data.text || '');
+      }
+      break;
+    case 'assistant_text':
+      // Deltas carry the same text; without them (a lean daemon) the block comes whole.
+      if (!turn.final && !turn.sawDelta) appendText(turn, data.text || '');
+      break;
+    case 'turn_started':
+      if (!turn.final) ensureReply(turn);
+      refreshThreads();
+      break;
+    case 'turn_finished':
+      if (!turn.final) {
+        const reply = data.reply || {};
+        finishReply(turn, reply.content || '', 'done');
+        if (reply.model) {
+          state.model = reply.model;
+          showModel(state);
+        }
+        refreshThreads();
+      }
+      break;
+    case 'turn_failed':
+      if (!turn.final) {
+        failReply(turn, data.status, data.error);
+        refreshThreads();
+      }
+      break;
+    default:
+      break;
+  }
+  updateInterrupt();
+  scrollToEnd();
+}
+
+/** Reads the thread's event stream for as long as it is open, reconnecting with backoff. */
+async function followEvents(state) {
+  let attempt = 0;
+  while (!state.abort.signal.aborted) {
+    try {
+      const headers = { ...authHeaders() };
+      if (state.lastEventId > 0) headers['last-event-id'] = String(state.lastEventId);
+      const response = await fetch(`/api/threads/${encodeURIComponent(state.id)}/events`,
+        { headers, signal: state.abort.signal });
+      if (response.status === 401) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        await askForToken('');
+        continue;
+      }
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      attempt = 0;
+      setConnection('online', 'connected');
+      flushOutbox();
+      await readEvents(response.body, (event) => applyEvent(state, event));
+    } catch (err) {
+      if (state.abort.signal.aborted) return;
+    }
+    if (state.abort.signal.aborted) return;
+    setConnection('offline', 'reconnecting…');
+    await sleep(backoff(attempt));
+    attempt += 1;
+  }
+}
+
+/** Parses a Server-Sent Events body, calling `onEvent` with each event's JSON data. */
+async function readEvents(body, onEvent) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, '\n');
+    let end = buffer.indexOf('\n\n');
+    while (end >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = frame.split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).replace(/^ /, ''))
+        .join('\n');
+      if (data) onEvent(JSON.parse(data));
+      end = buffer.indexOf('\n\n');
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending: the outbox.
+
+/** Messages not yet accepted by the daemon, oldest first: {threadId, clientMessageId, content}. */
+let outbox = loadOutbox();
+let flushing = false;
+let retryTimer = null;
+let retryAttempt = 0;
+
+function loadOutbox() {
+  try {
+    const stored = JSON.parse(sessionStorage.getItem(OUTBOX_KEY) || '[]');
+    return Array.isArray(stored) ? stored : [];
+  } catch {
+    return [];
+  }
+}
+
+function saveOutbox() {
+  sessionStorage.setItem(OUTBOX_KEY, JSON.stringify(outbox));
+}
+
+function showQueued(state, item) {
+  const turn = addTurn(state, null, item.clientMessageId, item.content);
+  turn.userEl.dataset.status = 'queued';
+  return turn;
+}
+
+function send() {
+  const content = ui.composer.value;
+  if (!current || !current.thread || !content.trim()) return;
+  hideError();
+  const item = { threadId: current.id, clientMessageId: newClientId(), content };
+  outbox.push(item);
+  saveOutbox();
+  ui.composer.value = '';
+  addTurn(current, null, item.clientMessageId, content);
+  scrollToEnd();
+  flushOutbox();
+}
+
+/** Sends what the outbox holds, in order; stops at the first message that must wait. */
+async function flushOutbox() {
+  if (flushing) return;
+  flushing = true;
+  clearTimeout(retryTimer);
+  retryTimer = null;
+  try {
+    while (outbox.length > 0) {
+      const item = outbox[0];
+      try {
+        const accepted = await api('POST',
+          `/api/threads/${encodeURIComponent(item.threadId)}/messages?wait=false`,
+          { content: item.content, clientMessageId: item.clientMessageId });
+        outbox.shift();
+        saveOutbox();
+        retryAttempt = 0;
+        if (current && current.id === item.threadId) {
+          const turn = bindTurn(current, item.clientMessageId, accepted.messageId);
+          if (turn && !turn.final) ensureReply(turn);
+          updateInterrupt();
+        }
+      } catch (err) {
+        if (err instanceof NetworkError || err.retryable) {
+          markQueued(item, err);
+          retryTimer = setTimeout(flushOutbox, backoff(retryAttempt));
+          retryAttempt += 1;
+          return;
+        }
+        // Refused for good: the text goes back to the composer, with the reason.
+        outbox.shift();
+        saveOutbox();
+        giveBack(item, err);
+      }
+    }
+  } finally {
+    flushing = false;
+  }
+}
+
+function markQueued(item, err) {
+  if (!current || current.id !== item.threadId) return;
+  const turn = current.pending.get(item.clientMessageId);
+  if (!turn) return;
+  turn.userEl.dataset.status = 'queued';
+  turn.userEl.querySelector('.note').textContent = err instanceof NetworkError
+    ? 'Queued: the daemon is not reachable; it is sent when it is back.'
+    : `Queued: ${err.message}; trying again.`;
+}
+
+function giveBack(item, err) {
+  if (current && current.id === item.threadId) {
+    const turn = current.pending.get(item.clientMessageId);
+    if (turn) {
+      turn.userEl.remove();
+      current.pending.delete(item.clientMessageId);
+    }
+    const draft = ui.composer.value;
+    ui.composer.value = draft ? `${item.content}\n${draft}` : item.content;
+  }
+  showError(`Not sent: ${err.message}`);
+}
+
+window.addEventListener('online', () => flushOutbox());
+
+ui.form.addEventListener('submit', (event) => {
+  event.preventDefault();
+  send();
+});
+
+ui.composer.addEventListener('keydown', (event) => {
+  if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+
+// Prewarm: a thread with no warm process gets one while the person types.
+const prewarmedAt = new Map();
+ui.composer.addEventListener('focus', async () => {
+  const state = current;
+  if (!state || !state.thread) return;
+  const last = prewarmedAt.get(state.id) || 0;
+  if (Date.now() - last < PREWARM_AGAIN_MS) return;
+  prewarmedAt.set(state.id, Date.now());
+  try {
+    const pool = await api('GET', '/api/pool');
+    const warm = pool.processes.some((p) => p.threadId === state.id && !p.spare && !p.retired);
+    const busy = Array.from(state.turns.values()).some((turn) => !turn.final && turn.replyEl);
+    if (!warm && !busy) await api('POST', '/api/prewarm', { threadId: state.id });
+  } catch (err) {
+    prewarmedAt.delete(state.id); // only a hint; try again on the next focus
+  }
+});
+
+// Interrupt: shown while a turn of the open thread runs.
+function runningTurn() {
+  if (!current) return null;
+  for (const turn of current.turns.values()) {
+    if (!turn.final && turn.replyEl) return turn;
+  }
+  return null;
+}
+
+function updateInterrupt() {
+  ui.interrupt.hidden = runningTurn() === null;
+}
+
+ui.interrupt.addEventListener('click', async () => {
+  if (!current) return;
+  try {
+    await api('POST', `/api/threads/${encodeURIComponent(current.id)}/interrupt`);
+  } catch (err) {
+    showError(`Could not interrupt: ${err.message}`);
+  }
+});
+
+function showError(text) {
+  ui.sendError.textContent = text;
+  ui.sendError.hidden = false;
+}
+
+function hideError() {
+  ui.sendError.hidden = true;
+  ui.sendError.textContent = '';
+}
+
+function scrollToEnd() {
+  ui.messages.scrollTop = ui.messages.scrollHeight;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool panel, refreshed while open.
+
+let poolTimer = null;
+
+ui.poolToggle.addEventListener('click', () => {
+  const open = ui.pool.hidden;
+  ui.pool.hidden = !open;
+  ui.poolToggle.setAttribute('aria-expanded', String(open));
+  clearInterval(poolTimer);
+  poolTimer = null;
+  if (open) {
+    refreshPool();
+    poolTimer = setInterval(refreshPool, POOL_REFRESH_MS);
+  }
+});
+
+async function refreshPool() {
+  let pool;
+  try {
+    pool = await api('GET', '/api/pool');
+  } catch (err) {
+    ui.poolSummary.textContent = `unavailable: ${err.message}`;
+    return;
+  }
+  const stats = pool.stats || {};
+  const rate = pool.hitRate === null || pool.hitRate === undefined
+    ? '–' : `${Math.round(pool.hitRate * 100)}%`;
+  ui.poolSummary.textContent = `${pool.live}/${pool.capacity} live · hits ${stats.hits} · `
+    + `misses ${stats.misses} · hit rate ${rate}`;
+  const rows = pool.processes.map((p) => {
+    const tr = document.createElement('tr');
+    tr.dataset.threadId = p.threadId;
+    tr.dataset.pid = String(p.pid);
+    const state = p.spare ? 'spare' : p.busy ? 'busy' : p.retired ? 'retired' : 'idle';
+    const cells = [
+      p.spare ? '(spare)' : p.threadId,
+      String(p.pid),
+      seconds(p.ageMs),
+      seconds(p.idleMs),
+      String(p.turnsServed),
+      p.rssBytes ? `${Math.round(p.rssBytes / 1048576)} MiB` : '–',
+      state,
+    ];
+    tr.append(...cells.map((text) => {
+      const td = document.createElement('td');
+      td.textContent = text;
+      return td;
+    }));
+    return tr;
+  });
+  ui.poolProcesses.replaceChildren(...rows);
+}
+
+function seconds(ms) {
+  return `${Math.round(ms / 1000)}s`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start.
+
+setConnection('idle', '');
+refreshThreads();
+setInterval(refreshThreads, THREADS_REFRESH_MS);
+const initial = threadIdFromUrl();
+if (initial) openThread(initial, false);
+else flushOutbox();
