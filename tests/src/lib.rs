@@ -1,5 +1,6 @@
 //! End-to-end test support for Harness: the real `claude` CLI against a mock Messages API.
 //!
+//! - [`browser`]: real headless Chromium over WebDriver for the web page's tests (installed with apt when missing).
 //! - [`cli`]: finds or installs the pinned CLI under `target/claude-cli/`, and the environment that points it at the mock.
 //! - [`mock`]: the scriptable mock of the Anthropic Messages API, the only fake in the loop.
 //! - [`util`]: bounded polling (`eventually`), process inspection, tracing for tests.
@@ -11,6 +12,7 @@
 //!
 //! Errors are `anyhow` here (STYLE 2.5: test support); nothing waits without a timeout (STYLE 2.12).
 
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod daemon;
