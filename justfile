@@ -30,3 +30,7 @@ sqlx-prepare *ARGS:
 # The daemon against the real CLI and the local mock API, no account needed.
 demo:
     cargo run --release -p harness-tests --bin demo
+
+# docs/screenshot.png: the web page in headless Chromium (apt-installs chromium when missing).
+screenshot:
+    cargo run -p harness-tests --bin screenshot
