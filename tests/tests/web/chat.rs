@@ -357,3 +357,53 @@ async fn focusing_the_composer_prewarms_and_the_pool_panel_shows_the_process() {
     .await;
     page.finish(false).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_its_assets_have_their_types_and_a_strict_policy() {
+    let mock = harness_tests::mock::MockApi::start().await;
+    let daemon = harness_tests::daemon::TestDaemon::start(&mock, |c| {
+        c.auth_token = Some("tok".into());
+    })
+    .await;
+    let http = reqwest::Client::new();
+    for (path, kind) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/assets/app.js", "text/javascript; charset=utf-8"),
+        ("/assets/markdown.js", "text/javascript; charset=utf-8"),
+        ("/assets/style.css", "text/css; charset=utf-8"),
+    ] {
+        let response = http
+            .get(format!("{}{path}", daemon.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}: no token needed");
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default()
+        };
+        assert_eq!(header("content-type"), kind, "{path}");
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+        let policy = header("content-security-policy");
+        assert!(
+            policy.contains("default-src 'none'") && policy.contains("script-src 'self';"),
+            "{path}: {policy}"
+        );
+        assert!(!policy.contains("unsafe-inline"), "{path}: {policy}");
+    }
+    let (status, body) = daemon.get("/assets/secrets.txt").await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "not_found");
+    // The Host guard covers the page too (DNS rebinding).
+    let response = http
+        .get(format!("{}/", daemon.base))
+        .header("host", "rebind.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    daemon.stop().await;
+}

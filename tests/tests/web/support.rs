@@ -158,10 +158,18 @@ impl Page {
     pub async fn open(tweak: impl FnOnce(&mut Config)) -> Page {
         let mock = MockApi::start().await;
         let daemon = TestDaemon::start(&mock, tweak).await;
-        let upstream: SocketAddr = daemon.base.trim_start_matches("http://").parse().unwrap();
+        let upstream: SocketAddr = daemon
+            .base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("the daemon's base is http://ADDR");
         let link = Link::start(upstream).await;
         let browser = Browser::start().await.expect("a Chromium session");
-        browser.client.goto(&link.url()).await.unwrap();
+        browser
+            .client
+            .goto(&link.url())
+            .await
+            .expect("the page loads");
         Page {
             mock,
             daemon,
@@ -179,7 +187,9 @@ impl Page {
             .await;
         self.browser.close().await;
         self.daemon.stop().await;
-        clean.unwrap();
+        if let Err(err) = clean {
+            panic!("{err:#}");
+        }
     }
 
     /// Runs `script` until it returns something truthy.
@@ -187,7 +197,7 @@ impl Page {
         self.browser
             .eventually_js(timeout, what, script)
             .await
-            .unwrap()
+            .unwrap_or_else(|err| panic!("{err:#}"))
     }
 
     /// Clicks "New thread" and returns the id the URL then names.
@@ -195,10 +205,10 @@ impl Page {
         self.browser
             .hook("new-thread")
             .await
-            .unwrap()
+            .expect("the New thread button")
             .click()
             .await
-            .unwrap();
+            .expect("click New thread");
         let id = self
             .wait_js(
                 QUICK,
@@ -209,16 +219,16 @@ impl Page {
                      === document.querySelector('[data-testid=composer]') ? id : null;",
             )
             .await;
-        id.as_str().unwrap().to_owned()
+        id.as_str().expect("a thread id").to_owned()
     }
 
     /// Types `text` into the composer and presses Enter.
     pub async fn send(&self, text: &str) {
-        let composer = self.browser.hook("composer").await.unwrap();
+        let composer = self.browser.hook("composer").await.expect("the composer");
         composer
             .send_keys(&format!("{text}{}", char::from(Key::Enter)))
             .await
-            .unwrap();
+            .expect("type into the composer");
     }
 
     /// The messages with `data-role=role`, as `{text, status}`, in page order.
@@ -233,7 +243,7 @@ impl Page {
             .client
             .execute(&script, Vec::new())
             .await
-            .unwrap();
+            .expect("read the messages");
         value.as_array().cloned().unwrap_or_default()
     }
 
