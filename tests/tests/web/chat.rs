@@ -113,18 +113,8 @@ async fn a_reload_mid_turn_resumes_the_reply_exactly_once() {
     let thread = page.new_thread().await;
     let chunks: Vec<String> = (0..12).map(|i| format!("part{i} ")).collect();
     let full = chunks.concat();
-    page.mock.once_when_prompt_contains(
-        "slow one",
-        Reply::slow_text(chunks, Duration::from_millis(250)),
-    );
-    page.send("slow one").await;
-    page.wait_js(
-        TURN,
-        "the first parts of the reply",
-        "const r = document.querySelector('[data-testid=message][data-role=assistant]');
-         return r && r.textContent.includes('part1 ') && r.dataset.status === 'streaming';",
-    )
-    .await;
+    page.send_slow("slow one", chunks, Duration::from_millis(250), "part1 ")
+        .await;
     page.browser.client.refresh().await.unwrap();
     // After the reload: the reply so far at once, still streaming, then the rest.
     page.wait_js(
@@ -224,17 +214,12 @@ async fn the_interrupt_button_stops_the_running_turn() {
     let page = Page::open(|_| {}).await;
     let thread = page.new_thread().await;
     let chunks: Vec<String> = (0..100).map(|i| format!("w{i} ")).collect();
-    page.mock.once_when_prompt_contains(
-        "go on and on",
-        Reply::slow_text(chunks, Duration::from_millis(200)),
-    );
-    page.send("go on and on").await;
+    page.send_slow("go on and on", chunks, Duration::from_millis(200), "w1 ")
+        .await;
     page.wait_js(
-        TURN,
-        "the reply streams and the interrupt button shows",
-        "const r = document.querySelector('[data-testid=message][data-role=assistant]');
-         return r && r.textContent.includes('w1 ')
-             && !document.querySelector('[data-testid=interrupt]').hidden;",
+        QUICK,
+        "the interrupt button shows",
+        "return !document.querySelector('[data-testid=interrupt]').hidden;",
     )
     .await;
     page.browser

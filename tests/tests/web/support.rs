@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use harness_tests::browser::Browser;
 use harness_tests::daemon::TestDaemon;
-use harness_tests::mock::MockApi;
+use harness_tests::mock::{MockApi, Reply};
 use orchestrator::config::Config;
 
 /// Long enough for a cold CLI start on a busy 2-core machine.
@@ -229,6 +229,29 @@ impl Page {
             .send_keys(&format!("{text}{}", char::from(Key::Enter)))
             .await
             .expect("type into the composer");
+    }
+
+    /// Scripts a reply to `prompt` in `chunks`, `delay` apart, sends `prompt`, and waits until
+    /// the reply streams and shows `needle`.
+    pub async fn send_slow(
+        &self,
+        prompt: &str,
+        chunks: Vec<String>,
+        delay: Duration,
+        needle: &str,
+    ) {
+        self.mock
+            .once_when_prompt_contains(prompt, Reply::slow_text(chunks, delay));
+        self.send(prompt).await;
+        self.wait_js(
+            TURN,
+            &format!("the reply streams and shows {needle:?}"),
+            &format!(
+                "const r = document.querySelector('[data-testid=message][data-role=assistant]');
+                 return r && r.dataset.status === 'streaming' && r.textContent.includes({needle:?});"
+            ),
+        )
+        .await;
     }
 
     /// The messages with `data-role=role`, as `{text, status}`, in page order.
