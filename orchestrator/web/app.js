@@ -505,6 +505,8 @@ function applyEvent(state, event) {
       }
       break;
     default:
+      // Approvals go here when the daemon has them: a permission request event shown in its
+      // turn with Allow and Deny buttons (not yet: the daemon emits no such event).
       break;
   }
   updateInterrupt();
