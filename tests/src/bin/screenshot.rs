@@ -12,7 +12,8 @@ use harness_tests::browser::Browser;
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
 
-const REPLY: &str = "Berlin is on **CEST** right now. Three things to know:\n\n\
+const REPLY: &str =
+    "The tool gave **Berlin's local time** and its offset. Three things to know:\n\n\
 1. The daemon keeps this thread's `claude` process warm, so the next turn skips start-up.\n\
 2. Tool calls show inline, collapsed; click one to see its input and result.\n\
 3. Model output is rendered as Markdown, as text only: `<b>` stays `<b>`.\n\n\

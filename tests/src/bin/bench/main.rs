@@ -248,7 +248,7 @@ async fn main() -> anyhow::Result<()> {
         "bench: {} threads round-robin on {capacity} slots",
         capacity * 2
     );
-    let overload = overload::run(&mock, capacity, 3).await?;
+    let overload = overload::run(&mock, capacity, 5).await?;
 
     // CPU per warm turn, standard and lean profiles.
     eprintln!("bench: CPU per warm turn by profile");
