@@ -143,7 +143,8 @@ struct ExitInfo {
 /// What the reader task shares with the process handle.
 struct Shared {
     writer: mpsc::UnboundedSender<String>,
-    host: mpsc::UnboundedSender<HostRequest>,
+    /// Where the CLI's control requests go; let go at EOF, which ends the host's request stream.
+    host: Mutex<Option<mpsc::UnboundedSender<HostRequest>>>,
     /// Our control requests waiting for the CLI's answer.
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>,
     /// The running turn's inbox, if a turn is running.
@@ -221,7 +222,7 @@ impl CliProcess {
         let (exit_tx, exit_rx) = watch::channel(None);
         let shared = Arc::new(Shared {
             writer: writer_tx,
-            host: host_tx,
+            host: Mutex::new(Some(host_tx)),
             pending: Mutex::default(),
             turn: Mutex::default(),
             session_id: Mutex::new(resume.map(str::to_owned)),
@@ -648,9 +649,10 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc<Shared>) {
             Err(err) => warn!(%err, "Skipped an undecodable stdout line."),
         }
     }
-    // EOF: wake everyone waiting on this process.
+    // EOF: wake everyone waiting on this process, and end the host's request stream.
     *lock(&shared.turn) = None;
     lock(&shared.pending).clear();
+    *lock(&shared.host) = None;
 }
 
 fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
@@ -678,8 +680,10 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
                     waiting: shared.waiting_on_host.clone(),
                 }),
             };
-            // Nobody serving (the host let go): dropping it answers an error.
-            let _ = shared.host.send(request);
+            // Nobody serving (the host let go, or EOF): dropping it answers an error.
+            if let Some(host) = lock(&shared.host).as_ref() {
+                let _ = host.send(request);
+            }
         }
         CliMessage::ControlCancel { request_id } => debug!(%request_id, "CLI cancelled a request."),
         CliMessage::Result(result) => {

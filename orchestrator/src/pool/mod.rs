@@ -706,8 +706,9 @@ impl Pool {
         pids
     }
 
-    /// Kills every process, leased or not, and waits until all are reaped and their tasks ended.
-    pub async fn shutdown(&self) {
+    /// Kills every process, leased or not, and waits until all are reaped and their tasks ended;
+    /// `false` when some task was still running 2 s after the last process was gone.
+    pub async fn shutdown(&self) -> bool {
         self.inner.stopping.store(true, Ordering::SeqCst);
         let spares: Vec<Arc<Entry>> = lock(&self.inner.spares).drain(..).collect();
         for spare in spares {
@@ -724,13 +725,14 @@ impl Pool {
             entry.process.wait_exit().await;
         }
         self.inner.tasks.close();
-        if tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait())
+        let ended = tokio::time::timeout(Duration::from_secs(2), self.inner.tasks.wait())
             .await
-            .is_err()
-        {
+            .is_ok();
+        if !ended {
             warn!("Some process tasks did not end after their processes were killed.");
         }
         info!(killed = all.len(), "All CLI processes stopped.");
+        ended
     }
 }
 

@@ -324,3 +324,17 @@ async fn the_lean_profile_starts_the_cli_without_its_optional_features() {
     assert!(!kinds.iter().any(|k| k == "text_delta"), "{kinds:?}");
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_every_task_of_every_process() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "one turn").await;
+    // The process stays in the pool's cache: its tasks must end with it all the same.
+    assert!(
+        daemon.daemon().pool.shutdown().await,
+        "a task of a killed process was still running"
+    );
+    daemon.stop().await;
+}
