@@ -13,8 +13,8 @@ fn unit() -> String {
 /// The value of `key=` in the unit (the last one, as systemd reads it).
 fn setting<'a>(unit: &'a str, key: &str) -> Option<&'a str> {
     unit.lines()
-        .filter_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-        .last()
+        .rev()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
 }
 
 #[test]
