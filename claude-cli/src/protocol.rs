@@ -42,6 +42,12 @@ pub struct SpawnOptions {
     /// Leaves out `--include-partial-messages`: no token deltas (`stream_event`), only whole
     /// messages; the CLI does a little less work per turn.
     pub no_partial_messages: bool,
+    /// `--permission-prompt-tool`: `stdio` sends each permission the CLI would ask a person for
+    /// to the host as a `can_use_tool` control request.
+    pub permission_prompt_tool: Option<String>,
+    /// `--json-schema`: every turn of the process must end with output matching this schema
+    /// (the result's `structured_output`).
+    pub json_schema: Option<String>,
 }
 
 /// The argv (after the binary) for one process; `resume` is the CLI session to load.
@@ -73,6 +79,8 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
         ("--tools", &options.builtin_tools),
         ("--permission-mode", &options.permission_mode),
         ("--settings", &options.settings),
+        ("--permission-prompt-tool", &options.permission_prompt_tool),
+        ("--json-schema", &options.json_schema),
     ];
     for (flag, value) in flags {
         if let Some(value) = value {

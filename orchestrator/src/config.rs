@@ -41,6 +41,7 @@ pub struct Config {
     pub pool: PoolConfig,
     pub turn: TurnConfig,
     pub tools: ToolsConfig,
+    pub approvals: ApprovalsConfig,
 }
 
 /// Who may talk to the listener, and how long a connection may hold it.
@@ -178,6 +179,58 @@ pub struct ToolsConfig {
     pub delegation_timeout: Duration,
 }
 
+/// Who decides whether a child may use a tool the CLI would ask a person about (a `Bash` command
+/// that writes, a `Write`, a read outside the thread's folder).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// What happens to a request no rule matches (flag `--approvals`, env `HARNESS_APPROVALS`).
+    pub mode: ApprovalMode,
+    /// Checked first, in order; the first match decides without asking.
+    pub rules: Vec<ApprovalRule>,
+    /// How long a person has to answer in `ask` mode; then the request is denied.
+    #[serde(with = "secs")]
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            mode: ApprovalMode::Deny,
+            rules: Vec::new(),
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The policy for requests no rule decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// Refused, with a message the model reads; nothing runs on the host.
+    #[default]
+    Deny,
+    /// Held for a person to answer over the API (`approvals.timeout`).
+    Ask,
+    /// Allowed.
+    Allow,
+}
+
+/// `tool = "Bash(git status:*)"`, `decision = "allow"`: the CLI's own rule syntax.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRule {
+    pub tool: String,
+    pub decision: RuleDecision,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleDecision {
+    Allow,
+    Deny,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -203,6 +256,7 @@ impl Default for Config {
             pool: PoolConfig::default(),
             turn: TurnConfig::default(),
             tools: ToolsConfig::default(),
+            approvals: ApprovalsConfig::default(),
         }
     }
 }
@@ -331,6 +385,10 @@ pub struct ServeArgs {
     /// Log lines as `text` or `json`.
     #[arg(long, env = "HARNESS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Tool permissions no rule decides: `deny` (default), `ask` (a person answers over the
+    /// API) or `allow`.
+    #[arg(long, env = "HARNESS_APPROVALS", value_enum)]
+    pub approvals: Option<ApprovalMode>,
 }
 
 /// A configuration that cannot be used. Shown to the operator at start-up.
@@ -447,6 +505,9 @@ impl Config {
         }
         if let Some(v) = args.log_format {
             self.log_format = v;
+        }
+        if let Some(v) = args.approvals {
+            self.approvals.mode = v;
         }
     }
 
@@ -578,6 +639,35 @@ mod tests {
         });
         assert_eq!(c.db_path(), ":memory:");
         assert_eq!(c.claude.bin, PathBuf::from("/bin/c"));
+    }
+
+    #[test]
+    fn approvals_deny_by_default_and_come_from_the_file_then_the_flag() {
+        let c = Config::default();
+        assert_eq!(c.approvals.mode, ApprovalMode::Deny);
+        assert_eq!(c.approvals.timeout, Duration::from_secs(300));
+        let mut c = Config::from_toml(
+            r#"
+            [approvals]
+            mode = "ask"
+            timeout = 20
+            [[approvals.rules]]
+            tool = "Bash(git status:*)"
+            decision = "allow"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.approvals.mode, ApprovalMode::Ask);
+        assert_eq!(c.approvals.timeout, Duration::from_secs(20));
+        assert_eq!(c.approvals.rules[0].tool, "Bash(git status:*)");
+        assert_eq!(c.approvals.rules[0].decision, RuleDecision::Allow);
+        c.apply(&ServeArgs {
+            approvals: Some(ApprovalMode::Allow),
+            ..Default::default()
+        });
+        assert_eq!(c.approvals.mode, ApprovalMode::Allow);
+        let err = Config::from_toml("[approvals]\nmode = \"maybe\"").unwrap_err();
+        assert!(err.to_string().contains("maybe"), "{err}");
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub enum EventKind {
     ToolCallFinished,
     /// The CLI is retrying a failed API request: `{attempt, max_retries, retry_delay_ms, error, status}`.
     ApiRetry,
+    /// The CLI asks whether a tool may run and a person is to answer (`approvals.mode = ask`):
+    /// `{requestId, toolName, input, toolUseId}`.
+    PermissionRequested,
+    /// A tool permission was decided: `{requestId, toolName, decision, decidedBy, reason}`.
+    PermissionDecided,
     /// The turn ended with a reply: `{messageId, reply}`. Exactly one of this and `turn_failed`
     /// ends every turn.
     TurnFinished,
@@ -52,7 +57,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 10] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::MessageReceived,
         EventKind::TurnStarted,
         EventKind::ProcessReady,
@@ -61,6 +66,8 @@ impl EventKind {
         EventKind::ToolCallStarted,
         EventKind::ToolCallFinished,
         EventKind::ApiRetry,
+        EventKind::PermissionRequested,
+        EventKind::PermissionDecided,
         EventKind::TurnFinished,
         EventKind::TurnFailed,
     ];
@@ -75,6 +82,8 @@ impl EventKind {
             EventKind::ToolCallStarted => "tool_call_started",
             EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::ApiRetry => "api_retry",
+            EventKind::PermissionRequested => "permission_requested",
+            EventKind::PermissionDecided => "permission_decided",
             EventKind::TurnFinished => "turn_finished",
             EventKind::TurnFailed => "turn_failed",
         }

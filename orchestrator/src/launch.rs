@@ -52,6 +52,9 @@ impl Launcher {
             max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
             settings: Some(session_settings(config, &config_dir).to_string()),
             no_partial_messages: config.claude.profile == Profile::Lean,
+            // Every permission the CLI would ask a person for comes to `approvals` instead.
+            permission_prompt_tool: Some("stdio".to_owned()),
+            json_schema: None,
         };
         Ok(Launcher {
             bin: config.claude.bin.clone(),

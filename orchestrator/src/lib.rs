@@ -5,6 +5,7 @@
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
 //! - [`pipeline`]: the one path every message takes: queue, idempotency, context, turn.
+//! - [`approvals`]: who decides the tool permissions the CLI asks for: rules, mode, a person.
 //! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
 //! - [`launch`]: how children start: folders, environment, options.
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
@@ -13,6 +14,7 @@
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
 //! - [`config`], [`turn_error`], `private_fs`, `sync`: leaves.
 
+pub mod approvals;
 pub mod config;
 pub mod events;
 pub mod http;

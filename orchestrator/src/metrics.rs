@@ -77,9 +77,11 @@ impl Metrics {
         tools: &ToolMetrics,
         store: &StoreMetrics,
         turns: &TurnMetrics,
+        approvals: &ApprovalMetrics,
     ) -> Metrics {
         let mut registry = Registry::with_prefix("harness");
         pool.register(&mut registry);
+        approvals.register(&mut registry);
         turns.register(&mut registry);
         tools.register(&mut registry);
         store.register(&mut registry);
@@ -144,6 +146,53 @@ impl TurnMetrics {
             self.duration.clone(),
         );
         registry.register("turns", "Finished turns by outcome", self.outcomes.clone());
+    }
+}
+
+/// Owned by the approvals: every tool-permission decision, by what was decided and by whom, and
+/// the requests a person has not answered yet.
+#[derive(Clone, Debug, Default)]
+pub struct ApprovalMetrics {
+    decisions: Family<DecisionLabel, Counter>,
+    pending: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabel {
+    decision: &'static str,
+    by: &'static str,
+}
+
+impl ApprovalMetrics {
+    /// `decision`: `allow` or `deny`; `by`: `rule`, `person`, `timeout`, `policy`, `interrupt`.
+    pub fn decided(&self, decision: &'static str, by: &'static str) {
+        self.decisions
+            .get_or_create(&DecisionLabel { decision, by })
+            .inc();
+    }
+
+    /// How many decisions of this kind so far.
+    pub fn count(&self, decision: &'static str, by: &'static str) -> u64 {
+        self.decisions
+            .get_or_create(&DecisionLabel { decision, by })
+            .get()
+    }
+
+    pub fn set_pending(&self, pending: usize) {
+        self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "permission_decisions",
+            "Tool permissions the CLI asked for, by decision (allow, deny) and by whom (rule, person, timeout, policy, interrupt)",
+            self.decisions.clone(),
+        );
+        registry.register(
+            "permissions_pending",
+            "Tool permissions waiting for a person",
+            self.pending.clone(),
+        );
     }
 }
 
@@ -701,7 +750,30 @@ mod tests {
         store: &StoreMetrics,
         turns: &TurnMetrics,
     ) -> String {
-        Metrics::new(pool, tools, store, turns).render().unwrap()
+        Metrics::new(pool, tools, store, turns, &ApprovalMetrics::default())
+            .render()
+            .unwrap()
+    }
+
+    #[test]
+    fn permission_decisions_are_counted_by_decision_and_by_whom() {
+        let approvals = ApprovalMetrics::default();
+        approvals.decided("deny", "policy");
+        approvals.decided("deny", "policy");
+        approvals.decided("allow", "person");
+        approvals.set_pending(1);
+        let (pool, tools, store, turns) = Default::default();
+        let text = Metrics::new(&pool, &tools, &store, &turns, &approvals)
+            .render()
+            .unwrap();
+        assert!(
+            text.contains(r#"harness_permission_decisions_total{decision="deny",by="policy"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"harness_permission_decisions_total{decision="allow",by="person"} 1"#)
+        );
+        assert!(text.contains("harness_permissions_pending 1"));
     }
 
     #[test]

@@ -17,6 +17,8 @@ use tracing::{info, warn};
 
 use plugin_contract::Plugin;
 
+use crate::approvals::policy::Policy;
+use crate::approvals::Approvals;
 use crate::config::Config;
 use crate::events::EventBus;
 use crate::http::mcp::threads::ThreadsPlugin;
@@ -36,6 +38,8 @@ pub enum StartError {
     Store(#[from] crate::store::StoreError),
     #[error("plugin tools are invalid: {0}")]
     Tools(#[from] crate::mcp::schema::SchemaError),
+    #[error("invalid approvals setting: {0}")]
+    Approvals(String),
     #[error("cannot prepare the data directories: {0}")]
     Dirs(std::io::Error),
     #[error("cannot bind {addr}: {error}")]
@@ -91,8 +95,24 @@ impl Daemon {
                 "Marked messages left pending by an earlier run as interrupted."
             );
         }
+        let denied = store
+            .deny_pending_permissions("the daemon stopped before anyone answered")
+            .await?;
+        if denied > 0 {
+            warn!(
+                permissions = denied,
+                "Denied tool permissions left pending by an earlier run."
+            );
+        }
+        let policy = Policy::new(&config.approvals).map_err(StartError::Approvals)?;
         let background = TaskTracker::new();
         let events = EventBus::start(store.clone(), &background);
+        let approvals = Approvals::new(
+            policy,
+            config.approvals.timeout,
+            store.clone(),
+            events.clone(),
+        );
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
         let launcher = Launcher::new(&config, mcp.manifest()).map_err(StartError::Dirs)?;
@@ -115,6 +135,7 @@ impl Daemon {
             pool: pool.clone(),
             mcp: mcp.clone(),
             events,
+            approvals: approvals.clone(),
             context: plugins
                 .iter()
                 .filter_map(|p| p.context_provider())
@@ -140,6 +161,7 @@ impl Daemon {
             mcp.metrics(),
             store.metrics(),
             pipeline.metrics(),
+            approvals.metrics(),
         ));
         Ok(Daemon {
             config: Arc::new(config),

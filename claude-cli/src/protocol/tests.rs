@@ -9,9 +9,13 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
         allowed_tools: vec!["mcp__harness".into(), "Read".into()],
         max_turns: Some(7),
         settings: Some(r#"{"a": 1}"#.into()),
+        permission_prompt_tool: Some("stdio".into()),
+        json_schema: Some(r#"{"type":"object"}"#.into()),
         ..Default::default()
     };
     let args = cli_args(&options, Some("-looks-like-a-flag"));
+    assert!(args.contains(&"--permission-prompt-tool=stdio".to_owned()));
+    assert!(args.contains(&r#"--json-schema={"type":"object"}"#.to_owned()));
     assert!(args.contains(&"--max-turns=7".to_owned()));
     assert!(args.contains(&r#"--settings={"a": 1}"#.to_owned()));
     assert!(args.contains(&"--model=claude-x".to_owned()));

@@ -6,6 +6,7 @@ mod guard;
 pub mod mcp;
 mod metrics;
 mod page;
+mod permissions;
 pub mod serve;
 mod threads;
 mod tools;
@@ -72,6 +73,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/threads/{id}/messages", post(threads::post_message))
         .route("/threads/{id}/interrupt", post(threads::interrupt))
         .route("/threads/{id}/tool-calls", get(tools::thread_calls))
+        .route("/threads/{id}/permissions", get(permissions::list))
+        .route(
+            "/threads/{id}/permissions/{request_id}",
+            post(permissions::answer),
+        )
         .route("/threads/{id}/events", get(threads::events))
         .route("/prewarm", post(threads::prewarm))
         .route("/pool", get(tools::pool))

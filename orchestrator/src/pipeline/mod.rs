@@ -33,6 +33,7 @@ use plugin_contract::{
     CliSessionId, ContextProvider, Delegate, DelegateReply, ThreadId, ToolContext,
 };
 
+use crate::approvals::Approvals;
 use crate::events::{EventBus, EventKind};
 use crate::mcp::McpAdapter;
 use crate::metrics::TurnMetrics;
@@ -127,6 +128,7 @@ pub struct PipelineParts {
     pub pool: Pool,
     pub mcp: Arc<McpAdapter>,
     pub events: EventBus,
+    pub approvals: Approvals,
     pub context: Vec<Arc<dyn ContextProvider>>,
     pub settings: PipelineSettings,
 }
@@ -142,6 +144,7 @@ struct Inner {
     pool: Pool,
     mcp: Arc<McpAdapter>,
     events: EventBus,
+    approvals: Approvals,
     context: Vec<Arc<dyn ContextProvider>>,
     settings: PipelineSettings,
     queues: Arc<ThreadQueues>,
@@ -179,6 +182,7 @@ impl Pipeline {
                 pool: parts.pool,
                 mcp: parts.mcp,
                 events: parts.events,
+                approvals: parts.approvals,
                 context: parts.context,
                 settings: parts.settings,
                 queues: Arc::new(ThreadQueues::new(tasks.clone())),
@@ -188,6 +192,11 @@ impl Pipeline {
                 starting: Default::default(),
             }),
         }
+    }
+
+    /// The tool approvals of every turn (the API answers pending ones through it).
+    pub fn approvals(&self) -> &Approvals {
+        &self.inner.approvals
     }
 
     /// Turn latency and outcomes, registered in `/metrics`.
@@ -329,6 +338,8 @@ impl Pipeline {
     /// the CLI's interrupt.
     pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, PipelineError> {
         self.inner.store.require_thread(thread).await?;
+        // Nobody decides for a turn that is stopping: what waits for a person is denied.
+        self.inner.approvals.deny_waiting(Some(thread)).await;
         if let Some(starting) = crate::sync::lock(&self.inner.starting).get(thread) {
             starting.cancel();
             return Ok(true);
@@ -354,6 +365,8 @@ impl Pipeline {
     pub async fn stop(&self, grace: Duration) -> bool {
         self.inner.stopping.cancel();
         self.inner.tasks.close();
+        // A turn waiting for a person would hold the whole grace period.
+        self.inner.approvals.deny_waiting(None).await;
         tokio::time::timeout(grace, self.inner.tasks.wait())
             .await
             .is_ok()

@@ -293,6 +293,18 @@ impl Pipeline {
                             let (call, reply) = pending.into_parts();
                             tools.spawn(async move { reply.send(mcp.call(call, ctx).await) });
                         }
+                        TurnItem::Permission(request) => {
+                            let approvals = inner.approvals.clone();
+                            let asked = crate::approvals::Request {
+                                request_id: request.request_id().to_owned(),
+                                thread: user.thread_id.clone(),
+                                message: Some(user.id.clone()),
+                                tool_name: request.tool_name().to_owned(),
+                                input: request.input(),
+                                tool_use_id: request.tool_use_id().map(str::to_owned),
+                            };
+                            tools.spawn(async move { request.answer(approvals.decide(asked).await) });
+                        }
                         TurnItem::Done(result) => {
                             if over_limit {
                                 return Err(TurnError::ToolCallLimit(max_tool_calls));

@@ -175,7 +175,7 @@ struct Entry {
     turns: AtomicU64,
     last_used: Mutex<Instant>,
     /// Where the process's tool calls go while a turn runs.
-    calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
+    calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
 }
 
 impl Entry {
@@ -186,7 +186,7 @@ impl Entry {
         options: SpawnOptions,
         model: Option<String>,
         start: SessionStart,
-        calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
+        calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
     ) -> Entry {
         Entry {
             process,
@@ -522,7 +522,7 @@ impl Pool {
         let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
             .as_str()
             .map(str::to_owned);
-        let calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>> = Arc::default();
+        let calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>> = Arc::default();
         let (ready_tx, mut ready) = watch::channel(false);
         let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
         inner.tasks.spawn(
@@ -868,7 +868,7 @@ impl Drop for Lease {
 /// One running turn on a leased process.
 pub struct LeasedTurn<'a> {
     events: TurnEvents,
-    calls: mpsc::UnboundedReceiver<PendingCall>,
+    calls: mpsc::UnboundedReceiver<HostCall>,
     entry: &'a Arc<Entry>,
     pool: &'a Pool,
 }
@@ -881,6 +881,9 @@ pub enum TurnItem {
     Alive,
     /// The model called one of our tools: run it and answer ([`CallReply::send`]).
     ToolCall(PendingCall),
+    /// The CLI asks whether a tool may run: decide and answer
+    /// ([`PermissionRequest::answer`]).
+    Permission(PermissionRequest),
     /// The turn's `result`: the turn is over.
     Done(TurnResult),
 }
@@ -890,7 +893,10 @@ impl LeasedTurn<'_> {
     pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
         tokio::select! {
             biased;
-            Some(call) = self.calls.recv() => Ok(TurnItem::ToolCall(call)),
+            Some(call) = self.calls.recv() => Ok(match call {
+                HostCall::Tool(call) => TurnItem::ToolCall(call),
+                HostCall::Permission(request) => TurnItem::Permission(request),
+            }),
             step = self.events.next() => match step? {
                 Step::Event(event) => Ok(TurnItem::Event(event)),
                 Step::Alive => Ok(TurnItem::Alive),
@@ -928,6 +934,48 @@ impl PendingCall {
     }
 }
 
+/// What a process's control requests hand to its running turn.
+#[derive(Debug)]
+enum HostCall {
+    Tool(PendingCall),
+    Permission(PermissionRequest),
+}
+
+/// A `can_use_tool` request of the running turn; dropped unanswered, the CLI gets an error (and
+/// does not run the tool).
+#[derive(Debug)]
+pub struct PermissionRequest(HostRequest);
+
+impl PermissionRequest {
+    pub fn request_id(&self) -> &str {
+        &self.0.request_id
+    }
+
+    fn field(&self, key: &str) -> Option<&Value> {
+        self.0.request.get(key)
+    }
+
+    pub fn tool_name(&self) -> &str {
+        self.field("tool_name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn input(&self) -> Value {
+        self.field("input").cloned().unwrap_or_else(|| json!({}))
+    }
+
+    pub fn tool_use_id(&self) -> Option<&str> {
+        self.field("tool_use_id").and_then(Value::as_str)
+    }
+
+    /// Sends the decision: `{"behavior": "allow", "updatedInput"}` or
+    /// `{"behavior": "deny", "message"}`.
+    pub fn answer(self, response: Value) {
+        self.0.respond(Ok(response));
+    }
+}
+
 /// Where a tool call's JSON-RPC reply goes; dropped unsent, the CLI gets an error.
 #[derive(Debug)]
 pub struct CallReply(HostRequest);
@@ -939,15 +987,23 @@ impl CallReply {
 }
 
 /// Serves one process's control requests until it exits: MCP messages the adapter can answer
-/// at once are answered here; tool calls go to the running turn.
+/// at once are answered here; tool calls and tool permissions go to the running turn.
 async fn serve_host_requests(
     thread: ThreadId,
     mut requests: HostRequests,
     mcp: Arc<McpAdapter>,
-    calls: Arc<Mutex<Option<mpsc::UnboundedSender<PendingCall>>>>,
+    calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
     ready: watch::Sender<bool>,
 ) {
     while let Some(request) = requests.recv().await {
+        if request.subtype == "can_use_tool" {
+            let refused = to_turn(&calls, HostCall::Permission(PermissionRequest(request)));
+            if let Some(HostCall::Permission(request)) = refused {
+                let message = "no turn is running on this process; nothing was run";
+                request.answer(json!({"behavior": "deny", "message": message}));
+            }
+            continue;
+        }
         if request.subtype != "mcp_message" {
             warn!(subtype = %request.subtype, "Unsupported control request from the CLI.");
             let reason = format!("unsupported control request: {}", request.subtype);
@@ -972,13 +1028,8 @@ async fn serve_host_requests(
                 let _ = ready.send(true);
             }
             Route::Call(call) => {
-                let pending = PendingCall { call, request };
-                let inbox = lock(&calls).clone();
-                let refused = match inbox {
-                    Some(inbox) => inbox.send(pending).err().map(|e| e.0),
-                    None => Some(pending),
-                };
-                if let Some(pending) = refused {
+                let refused = to_turn(&calls, HostCall::Tool(PendingCall { call, request }));
+                if let Some(HostCall::Tool(pending)) = refused {
                     let reply = json!({"jsonrpc": "2.0", "error": {
                         "code": -32603, "message": "no turn is running on this process",
                     }});
@@ -986,6 +1037,18 @@ async fn serve_host_requests(
                 }
             }
         }
+    }
+}
+
+/// Hands `call` to the running turn; gives it back when no turn is running.
+fn to_turn(
+    calls: &Mutex<Option<mpsc::UnboundedSender<HostCall>>>,
+    call: HostCall,
+) -> Option<HostCall> {
+    let inbox = lock(calls).clone();
+    match inbox {
+        Some(inbox) => inbox.send(call).err().map(|e| e.0),
+        None => Some(call),
     }
 }
 

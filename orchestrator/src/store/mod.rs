@@ -29,8 +29,11 @@
 
 mod events;
 mod messages;
+mod permissions;
 mod threads;
 mod tool_calls;
+
+pub use permissions::{NewPermission, PermissionRow};
 
 use std::fmt;
 use std::path::Path;
@@ -525,7 +528,10 @@ mod tests {
         .fetch_all(store.pool())
         .await
         .unwrap();
-        assert_eq!(tables, ["events", "messages", "threads", "tool_calls"]);
+        assert_eq!(
+            tables,
+            ["events", "messages", "permissions", "threads", "tool_calls"]
+        );
         assert_eq!(store.pool().size(), 1);
 
         // Data written through one clone is seen through another: the same single database.

@@ -2,6 +2,7 @@
 //! One test binary, a module per feature.
 
 mod admission;
+mod approvals;
 mod events;
 mod faults;
 mod http_api;

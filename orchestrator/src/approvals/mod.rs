@@ -1,0 +1,388 @@
+//! Tool approvals: every permission the CLI would ask a person for (`can_use_tool`, since children
+//! run with `--permission-prompt-tool stdio`) is decided here, by [`policy`] (Harness's own tools,
+//! the rules, the mode) or, in `ask` mode, by a person answering over the API within
+//! `approvals.timeout`.
+//!
+//! **Invariants:** every request is stored with its decision and who made it, and counted; a
+//! request is decided exactly once (the one who takes it out of the waiting map decides, stores,
+//! then wakes the turn); a refusal is a message the model reads, never a failed turn; nothing
+//! waits for a person past an interrupt, a shutdown or the end of its turn.
+
+pub mod policy;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use plugin_contract::ThreadId;
+
+use crate::events::{EventBus, EventKind};
+use crate::metrics::ApprovalMetrics;
+use crate::store::{MessageId, NewPermission, PermissionRow, Store, StoreError};
+use crate::sync::lock;
+use policy::{DecidedBy, Policy, Verdict};
+
+/// One `can_use_tool` request of a running turn.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub request_id: String,
+    pub thread: ThreadId,
+    pub message: Option<MessageId>,
+    pub tool_name: String,
+    pub input: Value,
+    pub tool_use_id: Option<String>,
+}
+
+/// A person's answer (`POST /api/threads/{id}/permissions/{requestId}`).
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub allow: bool,
+    pub message: Option<String>,
+    /// What the tool runs with instead of the model's input (allow only).
+    pub updated_input: Option<Value>,
+}
+
+/// Why an answer was refused. The API answers 404 and 409.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("thread {thread} has no permission request {request_id}")]
+    NotFound {
+        thread: ThreadId,
+        request_id: String,
+    },
+    #[error("permission request {request_id} was already decided: {status} by {decided_by}")]
+    AlreadyDecided {
+        request_id: String,
+        status: String,
+        decided_by: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The decision of one request, as it goes to the store, the stream and the CLI.
+struct Decision {
+    allow: bool,
+    by: DecidedBy,
+    /// The rule, the mode, the person's message; for a denial, what the model reads.
+    reason: String,
+    updated_input: Option<Value>,
+}
+
+struct Waiting {
+    thread: ThreadId,
+    tool_name: String,
+    tx: oneshot::Sender<Decision>,
+}
+
+/// The approvals of one daemon. Cheap to clone.
+#[derive(Clone)]
+pub struct Approvals {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    policy: Policy,
+    timeout: Duration,
+    store: Store,
+    events: EventBus,
+    metrics: ApprovalMetrics,
+    /// Requests waiting for a person, by request id.
+    waiting: Mutex<HashMap<String, Waiting>>,
+}
+
+impl Approvals {
+    pub fn new(policy: Policy, timeout: Duration, store: Store, events: EventBus) -> Approvals {
+        Approvals {
+            inner: Arc::new(Inner {
+                policy,
+                timeout,
+                store,
+                events,
+                metrics: ApprovalMetrics::default(),
+                waiting: Mutex::default(),
+            }),
+        }
+    }
+
+    pub fn metrics(&self) -> &ApprovalMetrics {
+        &self.inner.metrics
+    }
+
+    /// Decides `request` (waiting for a person in `ask` mode) and returns the CLI's answer:
+    /// `{"behavior": "allow", "updatedInput"}` or `{"behavior": "deny", "message"}`.
+    pub async fn decide(&self, request: Request) -> Value {
+        let decision = match self.inner.policy.decide(&request.tool_name, &request.input) {
+            Verdict::Allow { by, reason } => self.settled(&request, true, by, reason).await,
+            Verdict::Deny { by, reason } => {
+                let reason = refusal(&request.tool_name, by, &reason, self.inner.timeout);
+                self.settled(&request, false, by, reason).await
+            }
+            Verdict::Ask => self.ask(&request).await,
+        };
+        cli_answer(&request.input, decision)
+    }
+
+    /// A decision made without a person: stored, published and counted.
+    async fn settled(
+        &self,
+        request: &Request,
+        allow: bool,
+        by: DecidedBy,
+        reason: String,
+    ) -> Decision {
+        let status = if allow { "allowed" } else { "denied" };
+        if let Err(err) = self
+            .inner
+            .store
+            .record_permission(
+                new_permission(request),
+                status,
+                Some(by.as_str()),
+                Some(&reason),
+            )
+            .await
+        {
+            warn!(error = %err, request_id = %request.request_id, "Could not record a permission decision.");
+        }
+        let decision = Decision {
+            allow,
+            by,
+            reason,
+            updated_input: None,
+        };
+        self.published(
+            &request.thread,
+            &request.request_id,
+            &request.tool_name,
+            &decision,
+        );
+        decision
+    }
+
+    /// Holds the request for a person until an answer, the timeout, an interrupt or shutdown.
+    async fn ask(&self, request: &Request) -> Decision {
+        let (tx, rx) = oneshot::channel();
+        let id = request.request_id.clone();
+        lock(&self.inner.waiting).insert(
+            id.clone(),
+            Waiting {
+                thread: request.thread.clone(),
+                tool_name: request.tool_name.clone(),
+                tx,
+            },
+        );
+        self.pending_changed();
+        // Taken out of the map if this future is dropped (the turn ended) before a decision.
+        let guard = WaitGuard {
+            approvals: self.clone(),
+            id: id.clone(),
+        };
+        if let Err(err) = self
+            .inner
+            .store
+            .record_permission(new_permission(request), "pending", None, None)
+            .await
+        {
+            warn!(error = %err, request_id = %id, "Could not store a permission request; denying it.");
+            self.settle(
+                &id,
+                denial(DecidedBy::Policy, "the request could not be stored".into()),
+            )
+            .await;
+        } else {
+            self.inner.events.emit(
+                &request.thread,
+                request.message.as_ref(),
+                EventKind::PermissionRequested,
+                json!({"requestId": id, "toolName": request.tool_name, "input": request.input,
+                       "toolUseId": request.tool_use_id}),
+            );
+            info!(thread_id = %request.thread, request_id = %id, tool = %request.tool_name, "Waiting for a person to approve a tool.");
+        }
+        let mut rx = rx;
+        let decision = tokio::select! {
+            decision = &mut rx => decision.ok(),
+            _ = tokio::time::sleep(self.inner.timeout) => {
+                let reason = refusal(&request.tool_name, DecidedBy::Timeout, "", self.inner.timeout);
+                self.settle(&id, denial(DecidedBy::Timeout, reason)).await;
+                rx.await.ok()
+            }
+        };
+        drop(guard);
+        decision.unwrap_or_else(|| denial(DecidedBy::Interrupt, interrupted(&request.tool_name)))
+    }
+
+    /// Takes the request out of the waiting map and, when this call took it, stores, publishes
+    /// and delivers `decision`. False when someone else decided it first (or it is unknown).
+    async fn settle(&self, id: &str, decision: Decision) -> bool {
+        let Some(waiting) = lock(&self.inner.waiting).remove(id) else {
+            return false;
+        };
+        self.pending_changed();
+        let status = if decision.allow { "allowed" } else { "denied" };
+        if let Err(err) = self
+            .inner
+            .store
+            .decide_permission(id, status, decision.by.as_str(), Some(&decision.reason))
+            .await
+        {
+            warn!(error = %err, request_id = %id, "Could not record a permission decision.");
+        }
+        self.published(&waiting.thread, id, &waiting.tool_name, &decision);
+        let _ = waiting.tx.send(decision);
+        true
+    }
+
+    fn published(&self, thread: &ThreadId, id: &str, tool: &str, decision: &Decision) {
+        let verdict = if decision.allow { "allow" } else { "deny" };
+        self.inner.metrics.decided(verdict, decision.by.as_str());
+        info!(thread_id = %thread, request_id = %id, tool, decision = verdict, by = decision.by.as_str(), "Tool permission decided.");
+        self.inner.events.emit(
+            thread,
+            None,
+            EventKind::PermissionDecided,
+            json!({"requestId": id, "toolName": tool, "decision": verdict,
+                   "decidedBy": decision.by.as_str(), "reason": decision.reason}),
+        );
+    }
+
+    fn pending_changed(&self) {
+        let pending = lock(&self.inner.waiting).len();
+        self.inner.metrics.set_pending(pending);
+    }
+
+    /// A person's answer to a pending request of `thread`; the stored request, decided.
+    pub async fn answer(
+        &self,
+        thread: &ThreadId,
+        request_id: &str,
+        answer: Answer,
+    ) -> Result<PermissionRow, AnswerError> {
+        let ours = lock(&self.inner.waiting)
+            .get(request_id)
+            .is_some_and(|w| &w.thread == thread);
+        let decision = if answer.allow {
+            Decision {
+                allow: true,
+                by: DecidedBy::Person,
+                reason: answer
+                    .message
+                    .unwrap_or_else(|| "allowed by a person".into()),
+                updated_input: answer.updated_input,
+            }
+        } else {
+            let reason = answer
+                .message
+                .unwrap_or_else(|| "A person denied this tool use; it was not run.".into());
+            denial(DecidedBy::Person, reason)
+        };
+        let settled = ours && self.settle(request_id, decision).await;
+        let row = self.inner.store.permission(thread, request_id).await?;
+        match row {
+            Some(row) if settled => Ok(row),
+            Some(row) => Err(AnswerError::AlreadyDecided {
+                request_id: request_id.to_owned(),
+                status: row.status,
+                decided_by: row.decided_by.unwrap_or_else(|| "nobody yet".into()),
+            }),
+            None => Err(AnswerError::NotFound {
+                thread: thread.clone(),
+                request_id: request_id.to_owned(),
+            }),
+        }
+    }
+
+    /// Denies what `thread` waits for (an interrupt); `None` denies every thread's (shutdown).
+    pub async fn deny_waiting(&self, thread: Option<&ThreadId>) {
+        let ids: Vec<(String, String)> = lock(&self.inner.waiting)
+            .iter()
+            .filter(|(_, w)| thread.is_none_or(|t| &w.thread == t))
+            .map(|(id, w)| (id.clone(), w.tool_name.clone()))
+            .collect();
+        for (id, tool) in ids {
+            self.settle(&id, denial(DecidedBy::Interrupt, interrupted(&tool)))
+                .await;
+        }
+    }
+}
+
+/// Takes a request out of the waiting map when the turn waiting on it goes away undecided, and
+/// records it as denied.
+struct WaitGuard {
+    approvals: Approvals,
+    id: String,
+}
+
+impl Drop for WaitGuard {
+    fn drop(&mut self) {
+        if !lock(&self.approvals.inner.waiting).contains_key(&self.id) {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let (approvals, id) = (self.approvals.clone(), self.id.clone());
+        tokio::spawn(async move {
+            let reason = "the turn ended before anyone answered".to_owned();
+            approvals
+                .settle(&id, denial(DecidedBy::Interrupt, reason))
+                .await;
+        });
+    }
+}
+
+fn denial(by: DecidedBy, reason: String) -> Decision {
+    Decision {
+        allow: false,
+        by,
+        reason,
+        updated_input: None,
+    }
+}
+
+fn new_permission(request: &Request) -> NewPermission<'_> {
+    NewPermission {
+        request_id: &request.request_id,
+        thread_id: &request.thread,
+        message_id: request.message.as_ref(),
+        tool_use_id: request.tool_use_id.as_deref(),
+        tool_name: &request.tool_name,
+        input: &request.input,
+    }
+}
+
+/// What the model reads when a tool is refused without a person.
+fn refusal(tool: &str, by: DecidedBy, reason: &str, timeout: Duration) -> String {
+    match by {
+        DecidedBy::Rule => {
+            format!("Harness refused `{tool}` ({reason}); it was not run.")
+        }
+        DecidedBy::Timeout => format!(
+            "Nobody approved `{tool}` within {} s (approvals.timeout); it was not run.",
+            timeout.as_secs()
+        ),
+        _ => format!(
+            "Harness refused `{tool}`: tools that need approval are denied ({reason}); it was \
+             not run. The operator can allow it with an approvals rule or approvals.mode."
+        ),
+    }
+}
+
+fn interrupted(tool: &str) -> String {
+    format!("The turn was interrupted before `{tool}` was approved; it was not run.")
+}
+
+/// The `can_use_tool` response the CLI expects.
+fn cli_answer(input: &Value, decision: Decision) -> Value {
+    if decision.allow {
+        json!({"behavior": "allow",
+               "updatedInput": decision.updated_input.unwrap_or_else(|| input.clone())})
+    } else {
+        json!({"behavior": "deny", "message": decision.reason})
+    }
+}

@@ -1,0 +1,106 @@
+//! A thread's tool permissions waiting for a person (`approvals.mode = ask`): list them, answer
+//! one.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use plugin_contract::ThreadId;
+
+use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
+use crate::approvals::{Answer, AnswerError};
+use crate::store::PermissionRow;
+
+#[derive(Debug, Serialize)]
+pub struct Pending {
+    pub permissions: Vec<PermissionRow>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `true`: decided ones too, each with its decision and who made it.
+    #[serde(default)]
+    all: bool,
+}
+
+/// `GET /api/threads/{id}/permissions[?all=true]`: the pending ones (or all), oldest first.
+pub async fn list(
+    State(state): State<ApiState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<Json<Pending>, ApiError> {
+    let thread = state
+        .store
+        .require_thread(&ThreadId::from_string(id))
+        .await?;
+    let permissions = state.store.permissions(&thread.id, !query.all).await?;
+    Ok(Json(Pending { permissions }))
+}
+
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnswerBody {
+    decision: Decision,
+    /// For a denial, what the model reads.
+    message: Option<String>,
+    /// For an allow, the input the tool runs with instead of the model's.
+    updated_input: Option<Value>,
+}
+
+/// `POST /api/threads/{id}/permissions/{requestId}`: 200 with the decided request; 404 when the
+/// thread has no such request; 409 when it was already decided.
+pub async fn answer(
+    State(state): State<ApiState>,
+    ApiPath((id, request_id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<AnswerBody>,
+) -> Result<Json<PermissionRow>, ApiError> {
+    let thread = state
+        .store
+        .require_thread(&ThreadId::from_string(id))
+        .await?;
+    let allow = matches!(body.decision, Decision::Allow);
+    if !allow && body.updated_input.is_some() {
+        return Err(ApiError::unprocessable(
+            "updatedInput is only for \"decision\": \"allow\"",
+        ));
+    }
+    if body.updated_input.as_ref().is_some_and(|v| !v.is_object()) {
+        return Err(ApiError::unprocessable(
+            "updatedInput must be a JSON object: the tool's whole input",
+        ));
+    }
+    let answer = Answer {
+        allow,
+        message: body.message,
+        updated_input: body.updated_input,
+    };
+    match state
+        .pipeline
+        .approvals()
+        .answer(&thread.id, &request_id, answer)
+        .await
+    {
+        Ok(row) => Ok(Json(row)),
+        Err(err @ AnswerError::NotFound { .. }) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "permission_not_found",
+            err.to_string(),
+        )),
+        Err(err @ AnswerError::AlreadyDecided { .. }) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "permission_already_decided",
+            err.to_string(),
+        )),
+        Err(AnswerError::Store(err)) => Err(err.into()),
+    }
+}

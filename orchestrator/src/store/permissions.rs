@@ -1,0 +1,193 @@
+//! Tool permissions the CLI asked for: recorded when asked, updated once when decided. A
+//! pending row is what `GET /api/threads/{id}/permissions` lists; the decision and who made it
+//! stay beside the tool call (`tool_use_id`).
+
+use chrono::{DateTime, Utc};
+use plugin_contract::ThreadId;
+use serde::Serialize;
+
+use super::{now_text, MessageId, Store, StoreError};
+
+/// A permission as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRow {
+    /// The CLI's request id; the id a person answers.
+    pub request_id: String,
+    pub thread_id: ThreadId,
+    pub message_id: Option<MessageId>,
+    pub tool_use_id: Option<String>,
+    pub tool_name: String,
+    pub input: serde_json::Value,
+    /// `pending`, `allowed` or `denied`.
+    pub status: String,
+    /// `rule`, `person`, `timeout`, `policy` or `interrupt`; `None` while pending.
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+/// A permission to record.
+#[derive(Clone, Debug)]
+pub struct NewPermission<'a> {
+    pub request_id: &'a str,
+    pub thread_id: &'a ThreadId,
+    pub message_id: Option<&'a MessageId>,
+    pub tool_use_id: Option<&'a str>,
+    pub tool_name: &'a str,
+    pub input: &'a serde_json::Value,
+}
+
+struct PermissionRecord {
+    id: String,
+    thread_id: String,
+    message_id: Option<MessageId>,
+    tool_use_id: Option<String>,
+    tool_name: String,
+    input: serde_json::Value,
+    status: String,
+    decided_by: Option<String>,
+    reason: Option<String>,
+    created_at: DateTime<Utc>,
+    decided_at: Option<DateTime<Utc>>,
+}
+
+impl From<PermissionRecord> for PermissionRow {
+    fn from(row: PermissionRecord) -> Self {
+        PermissionRow {
+            request_id: row.id,
+            thread_id: ThreadId::from_string(row.thread_id),
+            message_id: row.message_id,
+            tool_use_id: row.tool_use_id,
+            tool_name: row.tool_name,
+            input: row.input,
+            status: row.status,
+            decided_by: row.decided_by,
+            reason: row.reason,
+            created_at: row.created_at,
+            decided_at: row.decided_at,
+        }
+    }
+}
+
+impl Store {
+    /// Records a request; `status` is `pending` for one a person will answer, else the
+    /// decision already made (`decided_by` then says by whom).
+    pub async fn record_permission(
+        &self,
+        new: NewPermission<'_>,
+        status: &str,
+        decided_by: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let _timer = self.metrics.time("record_permission");
+        let thread = new.thread_id.as_str();
+        let input = new.input.to_string();
+        let now = now_text();
+        let decided_at = decided_by.map(|_| now.clone());
+        sqlx::query!(
+            "INSERT INTO permissions (id, thread_id, message_id, tool_use_id, tool_name, input,
+                                      status, decided_by, reason, created_at, decided_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            new.request_id,
+            thread,
+            new.message_id,
+            new.tool_use_id,
+            new.tool_name,
+            input,
+            status,
+            decided_by,
+            reason,
+            now,
+            decided_at,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Decides a pending request; false when it was not pending (unknown or decided).
+    pub async fn decide_permission(
+        &self,
+        request_id: &str,
+        status: &str,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let _timer = self.metrics.time("decide_permission");
+        let now = now_text();
+        let done = sqlx::query!(
+            "UPDATE permissions SET status = ?2, decided_by = ?3, reason = ?4, decided_at = ?5
+             WHERE id = ?1 AND status = 'pending'",
+            request_id,
+            status,
+            decided_by,
+            reason,
+            now,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Denies every pending request (at start-up: their processes are gone); returns how many.
+    pub async fn deny_pending_permissions(&self, reason: &str) -> Result<u64, StoreError> {
+        let now = now_text();
+        let done = sqlx::query!(
+            "UPDATE permissions SET status = 'denied', decided_by = 'interrupt', reason = ?1,
+                                    decided_at = ?2
+             WHERE status = 'pending'",
+            reason,
+            now,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// One request of the thread, if it exists.
+    pub async fn permission(
+        &self,
+        thread: &ThreadId,
+        request_id: &str,
+    ) -> Result<Option<PermissionRow>, StoreError> {
+        let thread = thread.as_str();
+        let row = sqlx::query_as!(
+            PermissionRecord,
+            r#"SELECT id AS "id!", thread_id, message_id AS "message_id: MessageId", tool_use_id,
+                      tool_name, input AS "input: serde_json::Value", status, decided_by, reason,
+                      created_at AS "created_at: DateTime<Utc>",
+                      decided_at AS "decided_at: DateTime<Utc>"
+               FROM permissions WHERE thread_id = ?1 AND id = ?2"#,
+            thread,
+            request_id,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PermissionRow::from))
+    }
+
+    /// The thread's requests, oldest first; only the pending ones when `pending_only`.
+    pub async fn permissions(
+        &self,
+        thread: &ThreadId,
+        pending_only: bool,
+    ) -> Result<Vec<PermissionRow>, StoreError> {
+        let thread = thread.as_str();
+        let rows = sqlx::query_as!(
+            PermissionRecord,
+            r#"SELECT id AS "id!", thread_id, message_id AS "message_id: MessageId", tool_use_id,
+                      tool_name, input AS "input: serde_json::Value", status, decided_by, reason,
+                      created_at AS "created_at: DateTime<Utc>",
+                      decided_at AS "decided_at: DateTime<Utc>"
+               FROM permissions WHERE thread_id = ?1 AND (?2 = 0 OR status = 'pending')
+               ORDER BY created_at, id"#,
+            thread,
+            pending_only,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(PermissionRow::from).collect())
+    }
+}

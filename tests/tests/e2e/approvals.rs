@@ -1,0 +1,331 @@
+//! Tool approvals against the real CLI: children run with `--permission-prompt-tool stdio`, so
+//! every permission the CLI would ask a person for is decided by the daemon: the default refuses
+//! (and nothing touches the disk), rules decide without asking, and in `ask` mode a person
+//! answers over the API (allow, deny, or nobody within `approvals.timeout`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::{MockApi, Reply};
+use orchestrator::config::{ApprovalMode, ApprovalRule, Config, RuleDecision};
+use plugin_contract::ThreadId;
+
+use crate::metrics::{scrape, value};
+
+/// Built-in `Bash` and `Write` (the test config has none), approvals as `tweak` sets them.
+async fn daemon_with_tools(mock: &MockApi, tweak: impl FnOnce(&mut Config)) -> TestDaemon {
+    TestDaemon::start(mock, |c| {
+        c.claude.builtin_tools = Some("Bash,Write".into());
+        tweak(c);
+    })
+    .await
+}
+
+/// Where the thread's process works (and where its `touch` lands).
+fn folder(daemon: &TestDaemon, thread: &str) -> PathBuf {
+    orchestrator::launch::thread_workdir(
+        &daemon.config.claude_workdir(),
+        &ThreadId::from_string(thread),
+    )
+}
+
+/// The model asks for `Bash` with `command` when the prompt contains `trigger`.
+fn bash_on(mock: &MockApi, trigger: &str, command: &str) {
+    mock.once_when_prompt_contains(
+        trigger,
+        Reply::tool_use("Bash", json!({"command": command, "description": "d"})),
+    );
+}
+
+/// Polls until the thread has a pending permission; returns the first.
+async fn pending_one(daemon: &TestDaemon, thread: &str) -> Value {
+    let path = format!("/api/threads/{thread}/permissions");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = daemon.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if let Some(first) = body["permissions"].as_array().and_then(|p| p.first()) {
+            return first.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pending permission within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Sends `text` in a task of its own: the turn waits for a person.
+fn send_in_background(
+    daemon: &TestDaemon,
+    thread: &str,
+    text: &'static str,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let (client, thread) = (daemon.client().clone(), thread.to_owned());
+    tokio::spawn(async move { client.send(&thread, text).await })
+}
+
+/// Every permission of the thread, decided ones too.
+async fn all_permissions(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
+    let (status, body) = daemon
+        .get(&format!("/api/threads/{thread}/permissions?all=true"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["permissions"].as_array().cloned().unwrap_or_default()
+}
+
+async fn decisions(daemon: &TestDaemon, decision: &str, by: &str) -> u64 {
+    let text = scrape(daemon).await;
+    let name = format!(r#"harness_permission_decisions_total{{decision="{decision}",by="{by}"}}"#);
+    value(&text, &name).unwrap_or(0.0) as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_bash_and_write_are_refused_and_nothing_touches_the_disk() {
+    let mock = MockApi::start().await;
+    let daemon = daemon_with_tools(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    let dir = folder(&daemon, &thread);
+    let touched = dir.join("touched.txt");
+    let written = dir.join("written.txt");
+    bash_on(&mock, "touch it", &format!("touch {}", touched.display()));
+    let reply = daemon.reply(&thread, "touch it").await;
+    assert!(
+        reply.contains("Harness refused `Bash`"),
+        "the model read the refusal: {reply}"
+    );
+    mock.once_when_prompt_contains(
+        "write it",
+        Reply::tool_use(
+            "Write",
+            json!({"file_path": written.display().to_string(), "content": "x"}),
+        ),
+    );
+    let reply = daemon.reply(&thread, "write it").await;
+    assert!(reply.contains("Harness refused `Write`"), "{reply}");
+    assert!(!touched.exists(), "the refused touch ran");
+    assert!(!written.exists(), "the refused Write ran");
+    let all = all_permissions(&daemon, &thread).await;
+    let tools: Vec<_> = all.iter().map(|p| p["toolName"].clone()).collect();
+    assert_eq!(tools, [json!("Bash"), json!("Write")], "{all:?}");
+    for p in &all {
+        assert_eq!(p["status"], "denied", "{p}");
+        assert_eq!(p["decidedBy"], "policy", "{p}");
+        assert!(
+            p["toolUseId"].is_string(),
+            "recorded beside its tool call: {p}"
+        );
+    }
+    assert_eq!(decisions(&daemon, "deny", "policy").await, 2);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_allow_and_deny_without_asking() {
+    let mock = MockApi::start().await;
+    let daemon = daemon_with_tools(&mock, |c| {
+        c.approvals.mode = ApprovalMode::Ask;
+        c.approvals.rules = vec![
+            ApprovalRule {
+                tool: "Bash(touch:*)".into(),
+                decision: RuleDecision::Allow,
+            },
+            ApprovalRule {
+                tool: "Write".into(),
+                decision: RuleDecision::Deny,
+            },
+        ];
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    let dir = folder(&daemon, &thread);
+    let touched = dir.join("ruled.txt");
+    bash_on(
+        &mock,
+        "touch by rule",
+        &format!("touch {}", touched.display()),
+    );
+    daemon.reply(&thread, "touch by rule").await;
+    assert!(touched.exists(), "the rule allowed the touch");
+    let written = dir.join("never.txt");
+    mock.once_when_prompt_contains(
+        "write by rule",
+        Reply::tool_use(
+            "Write",
+            json!({"file_path": written.display().to_string(), "content": "x"}),
+        ),
+    );
+    let reply = daemon.reply(&thread, "write by rule").await;
+    assert!(
+        reply.contains("rule Write"),
+        "the model read which rule: {reply}"
+    );
+    assert!(!written.exists());
+    let all = all_permissions(&daemon, &thread).await;
+    let decided: Vec<_> = all
+        .iter()
+        .map(|p| (p["status"].clone(), p["decidedBy"].clone()))
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            (json!("allowed"), json!("rule")),
+            (json!("denied"), json!("rule"))
+        ],
+        "nobody was asked: {all:?}"
+    );
+    let events = crate::support::stored_events(&daemon, &thread).await;
+    assert!(!events.iter().any(|e| e.kind == "permission_requested"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_then_allow_runs_the_command_then_deny_reaches_the_model() {
+    let mock = MockApi::start().await;
+    let idle = Duration::from_secs(3);
+    let daemon = daemon_with_tools(&mock, |c| {
+        c.approvals.mode = ApprovalMode::Ask;
+        c.turn.idle_timeout = idle;
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    let dir = folder(&daemon, &thread);
+    let made = dir.join("made.txt");
+    bash_on(
+        &mock,
+        "please touch",
+        &format!("touch {} && echo created-it", made.display()),
+    );
+    let turn = send_in_background(&daemon, &thread, "please touch");
+    let pending = pending_one(&daemon, &thread).await;
+    assert_eq!(pending["toolName"], "Bash");
+    assert_eq!(pending["status"], "pending");
+    assert!(pending["input"]["command"]
+        .as_str()
+        .unwrap()
+        .contains("made.txt"));
+    let id = pending["requestId"].as_str().unwrap().to_owned();
+    crate::support::wait_for_event(
+        &daemon,
+        &thread,
+        "permission_requested",
+        0,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(!made.exists(), "nothing ran before the answer");
+    // Longer than the idle timeout: a person deciding is not an idle CLI.
+    tokio::time::sleep(idle + Duration::from_secs(1)).await;
+    assert!(!turn.is_finished(), "the turn waits for the person");
+    let answer = format!("/api/threads/{thread}/permissions/{id}");
+    let (status, body) = daemon.post(&answer, json!({"decision": "allow"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "allowed");
+    assert_eq!(body["decidedBy"], "person");
+    let (status, body) = turn.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let reply = body["message"]["content"].as_str().unwrap();
+    assert!(
+        reply.contains("created-it"),
+        "the model saw the output: {reply}"
+    );
+    assert!(made.exists(), "the allowed command ran");
+    // A second answer is refused; an unknown id is not found.
+    let (status, body) = daemon.post(&answer, json!({"decision": "deny"})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "permission_already_decided");
+    let (status, body) = daemon
+        .post(
+            &format!("/api/threads/{thread}/permissions/nope"),
+            json!({"decision": "allow"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = daemon.post(&answer, json!({"decision": "maybe"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // Deny: the model reads the person's message; nothing runs.
+    let other = dir.join("denied.txt");
+    bash_on(&mock, "touch again", &format!("touch {}", other.display()));
+    let turn = send_in_background(&daemon, &thread, "touch again");
+    let pending = pending_one(&daemon, &thread).await;
+    let id = pending["requestId"].as_str().unwrap();
+    let (status, body) = daemon
+        .post(
+            &format!("/api/threads/{thread}/permissions/{id}"),
+            json!({"decision": "deny", "message": "not today, says the operator"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = turn.await.unwrap();
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a refusal does not fail the turn: {body}"
+    );
+    let reply = body["message"]["content"].as_str().unwrap();
+    assert!(reply.contains("not today, says the operator"), "{reply}");
+    assert!(!other.exists());
+    assert_eq!(decisions(&daemon, "allow", "person").await, 1);
+    assert_eq!(decisions(&daemon, "deny", "person").await, 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_unanswered_times_out_and_an_interrupt_denies_what_waits() {
+    let mock = MockApi::start().await;
+    let daemon = daemon_with_tools(&mock, |c| {
+        c.approvals.mode = ApprovalMode::Ask;
+        c.approvals.timeout = Duration::from_secs(1);
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    let dir = folder(&daemon, &thread);
+    let late = dir.join("late.txt");
+    bash_on(
+        &mock,
+        "nobody answers",
+        &format!("touch {}", late.display()),
+    );
+    let reply = daemon.reply(&thread, "nobody answers").await;
+    assert!(
+        reply.contains("Nobody approved `Bash` within 1 s"),
+        "{reply}"
+    );
+    assert!(!late.exists());
+    let all = all_permissions(&daemon, &thread).await;
+    assert_eq!(all[0]["decidedBy"], "timeout", "{all:?}");
+    assert_eq!(decisions(&daemon, "deny", "timeout").await, 1);
+    daemon.stop().await;
+
+    let mock = MockApi::start().await;
+    let daemon = daemon_with_tools(&mock, |c| c.approvals.mode = ApprovalMode::Ask).await;
+    let thread = daemon.create_thread().await;
+    bash_on(
+        &mock,
+        "then stop",
+        &format!("touch {}", folder(&daemon, &thread).join("x").display()),
+    );
+    let turn = send_in_background(&daemon, &thread, "then stop");
+    pending_one(&daemon, &thread).await;
+    let (status, body) = daemon
+        .post(&format!("/api/threads/{thread}/interrupt"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(60), turn)
+        .await
+        .expect("the turn ends")
+        .unwrap();
+    assert!(
+        status == StatusCode::CONFLICT || status == StatusCode::OK,
+        "{status} {body}"
+    );
+    let all = all_permissions(&daemon, &thread).await;
+    assert_eq!(all[0]["status"], "denied", "{all:?}");
+    assert_eq!(all[0]["decidedBy"], "interrupt", "{all:?}");
+    daemon.stop().await;
+}
