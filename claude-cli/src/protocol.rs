@@ -237,6 +237,10 @@ pub struct TurnResult {
     pub terminal_reason: Option<String>,
     #[serde(default, deserialize_with = "lenient_list")]
     pub user_message_uuids: Vec<String>,
+    /// With `--json-schema`: the model's `StructuredOutput` input, checked by the CLI. Absent when
+    /// the model answered with text only (the turn may still be `success`).
+    #[serde(default)]
+    pub structured_output: Option<Value>,
 }
 
 impl TurnResult {

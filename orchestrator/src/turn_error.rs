@@ -25,6 +25,11 @@ pub enum TurnError {
     /// turn was stopped. The API answers 502.
     #[error("the turn was stopped after more than {0} tool calls (turn.max_tool_calls)")]
     ToolCallLimit(u32),
+    /// The thread has an `outputSchema` and the turn ended without a value matching it (the CLI
+    /// gave up: `error_max_structured_output_retries`; no `StructuredOutput` call; a value that
+    /// does not match). The API answers 502.
+    #[error("no valid structured output: {0}")]
+    StructuredOutput(String),
     /// The turn was interrupted on request. The API answers 409.
     #[error("the turn was interrupted")]
     Interrupted,

@@ -87,6 +87,7 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         TurnError::Process(CliError::Refused(_)) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
+        TurnError::StructuredOutput(_) => (StatusCode::BAD_GATEWAY, "structured_output_failed"),
         TurnError::IdleTimeout(_) | TurnError::TurnTimeout(_) => {
             (StatusCode::GATEWAY_TIMEOUT, "turn_timeout")
         }

@@ -27,6 +27,8 @@ use crate::store::{EventRow, Message, MessageId, NewThread, Thread, ThreadSummar
 pub struct CreateThread {
     title: Option<String>,
     model: Option<String>,
+    /// A JSON Schema (draft 2020-12) every reply must match: `--json-schema`.
+    output_schema: Option<serde_json::Value>,
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
@@ -40,15 +42,20 @@ pub async fn create(
         CreateThread {
             title: None,
             model: None,
+            output_schema: None,
         }
     } else {
         super::error::parse_json(&body)?
     };
+    if let Some(schema) = &body.output_schema {
+        crate::mcp::schema::OutputSchema::compile(schema).map_err(ApiError::unprocessable)?;
+    }
     let thread = state
         .pipeline
         .create_thread(NewThread {
             title: body.title,
             model: body.model,
+            output_schema: body.output_schema,
             ..NewThread::default()
         })
         .await?;

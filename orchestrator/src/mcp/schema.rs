@@ -178,6 +178,40 @@ pub fn render_violations(tool: &str, violations: &[Violation]) -> String {
     text
 }
 
+/// A thread's `outputSchema`, compiled once: what every structured reply must match.
+pub struct OutputSchema(Validator);
+
+impl OutputSchema {
+    /// `Err` lists what is wrong with the schema itself (draft 2020-12, self-contained, an
+    /// object schema), each with its place in the schema.
+    pub fn compile(schema: &Value) -> Result<OutputSchema, String> {
+        let listed = |problems: Vec<Violation>| {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            format!(
+                "outputSchema is not a valid JSON Schema: {}",
+                lines.join("; ")
+            )
+        };
+        if !schema.is_object() {
+            return Err("outputSchema must be a JSON Schema object".into());
+        }
+        check_is_2020_12(schema).map_err(listed)?;
+        build_validator(schema)
+            .map(OutputSchema)
+            .map_err(|problem| listed(vec![problem]))
+    }
+
+    /// `Err` lists every way `value` does not match.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        let problems = violations(&self.0, value);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        Err(lines.join("; "))
+    }
+}
+
 /// What the model prefixes to our tool names: `mcp__<server>__`.
 const MODEL_PREFIX: &str = "mcp__harness__";
 /// The Messages API's limit on a tool name, which for the model is `MODEL_PREFIX` + ours.

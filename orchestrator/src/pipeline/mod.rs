@@ -296,7 +296,7 @@ impl Pipeline {
     /// the id the spare was started for, so its first turn finds a warm process.
     pub async fn create_thread(&self, mut new: NewThread) -> Result<Thread, StoreError> {
         let spare = if new.id.is_none() {
-            let options = self.inner.pool.options(new.model.clone());
+            let options = self.options(new.model.clone(), new.output_schema.as_ref());
             self.inner.pool.take_spare(&options).await
         } else {
             None
@@ -309,6 +309,19 @@ impl Pipeline {
         created
     }
 
+    /// The options of a process for `model` and a thread's `outputSchema`: a process started
+    /// for one schema never serves a turn that wants another.
+    fn options(
+        &self,
+        model: Option<String>,
+        schema: Option<&serde_json::Value>,
+    ) -> claude_cli::SpawnOptions {
+        claude_cli::SpawnOptions {
+            json_schema: schema.map(serde_json::Value::to_string),
+            ..self.inner.pool.options(model)
+        }
+    }
+
     /// Starts the thread's process ahead of its first message (see [`Pool::prewarm`]).
     pub async fn prewarm(
         &self,
@@ -316,7 +329,7 @@ impl Pipeline {
         model: Option<String>,
     ) -> Result<(), PipelineError> {
         let thread = self.inner.store.require_thread(thread).await?;
-        let options = self.inner.pool.options(model.or(thread.model));
+        let options = self.options(model.or(thread.model), thread.output_schema.as_ref());
         let pool = self.inner.pool.clone();
         let span = tracing::info_span!("prewarm", thread_id = %thread.id);
         self.inner.tasks.spawn(
@@ -404,6 +417,7 @@ impl Delegate for Pipeline {
                 model: model.clone().or(parent_thread.model),
                 parent_id: Some(parent.clone()),
                 id: None,
+                output_schema: None,
             })
             .await
             .map_err(|e| e.to_string())?;

@@ -88,11 +88,13 @@ impl Pipeline {
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tally = TurnTally::default();
+        let options = self.options(model.clone(), thread.output_schema.as_ref());
         let outcome = self
             .checkout_and_run(
                 user,
                 &msg,
-                model.clone(),
+                options,
+                thread.output_schema.as_ref(),
                 thread.cli_session_id.as_ref(),
                 deadline,
                 timeout,
@@ -107,6 +109,7 @@ impl Pipeline {
                         &user.id,
                         &done.text,
                         model.as_deref(),
+                        done.structured_output.as_ref(),
                         done.session_id.as_ref(),
                     )
                     .await?;
@@ -166,14 +169,14 @@ impl Pipeline {
         &self,
         user: &Message,
         msg: &NewMessage,
-        model: Option<String>,
+        options: claude_cli::SpawnOptions,
+        schema: Option<&serde_json::Value>,
         resume: Option<&plugin_contract::CliSessionId>,
         deadline: tokio::time::Instant,
         timeout: Duration,
         tally: &mut TurnTally,
     ) -> Result<Done, TurnError> {
         let inner = &self.inner;
-        let options = inner.pool.options(model);
         let starting = Starting::new(self, &user.thread_id);
         let lease = tokio::select! {
             lease = tokio::time::timeout_at(
@@ -218,11 +221,24 @@ impl Pipeline {
                     .map(plugin_contract::CliSessionId::from_string)
                     .or_else(|| lease.session_id());
                 lease.finish(Finish::Keep).await;
+                let structured_output = match schema {
+                    Some(schema) => Some(structured(schema, result.structured_output)?),
+                    None => None,
+                };
                 Ok(Done {
                     text: result.text.unwrap_or_default(),
+                    structured_output,
                     session_id,
                     num_turns: result.num_turns,
                 })
+            }
+            Ok(result) if result.subtype == "error_max_structured_output_retries" => {
+                // The model failed the schema; the process itself is fine.
+                lease.finish(Finish::Keep).await;
+                Err(TurnError::StructuredOutput(format!(
+                    "the CLI gave up (error_max_structured_output_retries): {}",
+                    result.error_reason()
+                )))
             }
             Ok(result) if result.was_interrupted() => {
                 // An interrupt: the process stays usable.
@@ -354,9 +370,31 @@ impl Drop for Starting<'_> {
     }
 }
 
+/// The turn's structured output, checked against the thread's schema.
+fn structured(
+    schema: &serde_json::Value,
+    output: Option<serde_json::Value>,
+) -> Result<serde_json::Value, TurnError> {
+    let Some(output) = output else {
+        return Err(TurnError::StructuredOutput(
+            "the model answered without calling StructuredOutput".into(),
+        ));
+    };
+    let compiled =
+        crate::mcp::schema::OutputSchema::compile(schema).map_err(TurnError::StructuredOutput)?;
+    compiled.check(&output).map_err(|problems| {
+        TurnError::StructuredOutput(format!(
+            "the output does not match outputSchema: {problems}"
+        ))
+    })?;
+    Ok(output)
+}
+
 /// A successful turn.
 struct Done {
     text: String,
+    /// For a thread with an `outputSchema`: the validated value.
+    structured_output: Option<serde_json::Value>,
     session_id: Option<plugin_contract::CliSessionId>,
     num_turns: u64,
 }

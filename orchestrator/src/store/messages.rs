@@ -27,6 +27,7 @@ struct MessageRecord {
     client_message_id: Option<String>,
     reply_to: Option<MessageId>,
     model: Option<String>,
+    structured_output: Option<serde_json::Value>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -44,6 +45,7 @@ impl From<MessageRecord> for Message {
             client_message_id: row.client_message_id,
             reply_to: row.reply_to,
             model: row.model,
+            structured_output: row.structured_output,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -74,6 +76,7 @@ impl Store {
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             id,
@@ -100,6 +103,7 @@ impl Store {
                     r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                               status AS "status: MessageStatus", error, client_message_id,
                               reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                               created_at AS "created_at: DateTime<Utc>",
                               updated_at AS "updated_at: DateTime<Utc>"
                        FROM messages WHERE thread_id = ?1 AND client_message_id = ?2"#,
@@ -130,6 +134,7 @@ impl Store {
         user_message: &MessageId,
         reply_text: &str,
         model: Option<&str>,
+        structured_output: Option<&serde_json::Value>,
         session: Option<&CliSessionId>,
     ) -> Result<Message, StoreError> {
         let _timer = self.metrics.time("complete_turn");
@@ -149,16 +154,19 @@ impl Store {
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
 
         let reply_id = MessageId::generate();
+        let structured = structured_output.map(serde_json::Value::to_string);
         let reply = sqlx::query_as!(
             MessageRecord,
             r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                     client_message_id, reply_to, model, created_at, updated_at)
+                                     client_message_id, reply_to, model, structured_output,
+                                     created_at, updated_at)
                VALUES (?1, ?2,
                        (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2),
-                       'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?6, ?6)
+                       'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?7, ?6, ?6)
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             reply_id,
@@ -167,6 +175,7 @@ impl Store {
             user_message,
             model,
             now,
+            structured,
         )
         .fetch_one(&mut *tx)
         .await?;
@@ -217,6 +226,7 @@ impl Store {
             r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM messages WHERE id = ?1"#,
@@ -236,6 +246,7 @@ impl Store {
             r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM messages WHERE thread_id = ?1 ORDER BY seq, rowid"#,
@@ -254,6 +265,7 @@ impl Store {
             r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM messages WHERE reply_to = ?1 AND role = 'assistant'"#,
@@ -310,6 +322,7 @@ impl Store {
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
+                      structured_output AS "structured_output: serde_json::Value",
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             now,
@@ -555,7 +568,7 @@ mod tests {
         let session = CliSessionId::from_string("sess-42");
 
         let reply = store
-            .complete_turn(&question.id, "4", Some("opus"), Some(&session))
+            .complete_turn(&question.id, "4", Some("opus"), None, Some(&session))
             .await
             .unwrap();
         assert_eq!(reply.role, Role::Assistant);
@@ -594,7 +607,7 @@ mod tests {
         store.set_cli_session(&t, Some(&old)).await.unwrap();
         let question = send(&store, &t, "hi").await;
         store
-            .complete_turn(&question.id, "hello", None, None)
+            .complete_turn(&question.id, "hello", None, None, None)
             .await
             .unwrap();
         assert_eq!(
@@ -609,7 +622,7 @@ mod tests {
         let t = thread(&store).await;
         let unknown = MessageId::from_string("msg_nope");
         let err = store
-            .complete_turn(&unknown, "x", None, None)
+            .complete_turn(&unknown, "x", None, None, None)
             .await
             .unwrap_err();
         assert!(
@@ -619,12 +632,12 @@ mod tests {
 
         let question = send(&store, &t, "q").await;
         let reply = store
-            .complete_turn(&question.id, "a", None, None)
+            .complete_turn(&question.id, "a", None, None, None)
             .await
             .unwrap();
         // An assistant message is not a user message to answer.
         assert!(matches!(
-            store.complete_turn(&reply.id, "x", None, None).await,
+            store.complete_turn(&reply.id, "x", None, None, None).await,
             Err(StoreError::MessageNotFound(_))
         ));
         // A second reply to the same question breaks `messages_reply_to`; the session update in the
@@ -632,7 +645,7 @@ mod tests {
         let session = CliSessionId::from_string("must-not-stick");
         assert!(matches!(
             store
-                .complete_turn(&question.id, "again", None, Some(&session))
+                .complete_turn(&question.id, "again", None, None, Some(&session))
                 .await,
             Err(StoreError::Db(_))
         ));
@@ -690,7 +703,10 @@ mod tests {
         let other = thread(&store).await;
 
         let q1 = send(&store, &t, "q1").await;
-        store.complete_turn(&q1.id, "a1", None, None).await.unwrap();
+        store
+            .complete_turn(&q1.id, "a1", None, None, None)
+            .await
+            .unwrap();
         let failed = send(&store, &t, "failed").await;
         store
             .fail_turn(&failed.id, MessageStatus::Error, "boom", None)
@@ -704,10 +720,13 @@ mod tests {
         let q2 = send(&store, &t, "q2").await;
         let o1 = send(&store, &other, "other thread").await;
         store
-            .complete_turn(&o1.id, "other reply", None, None)
+            .complete_turn(&o1.id, "other reply", None, None, None)
             .await
             .unwrap();
-        store.complete_turn(&q2.id, "a2", None, None).await.unwrap();
+        store
+            .complete_turn(&q2.id, "a2", None, None, None)
+            .await
+            .unwrap();
         send(&store, &t, "running now").await;
 
         let history: Vec<(String, String)> = store
@@ -741,7 +760,7 @@ mod tests {
         let t = thread(&store).await;
         let done = send(&store, &t, "done").await;
         store
-            .complete_turn(&done.id, "reply", None, None)
+            .complete_turn(&done.id, "reply", None, None, None)
             .await
             .unwrap();
         let p1 = send(&store, &t, "p1").await;

@@ -341,8 +341,10 @@ pub struct NewThread {
     pub title: Option<String>,
     /// The thread's model; `None` lets the daemon's default apply.
     pub model: Option<String>,
-    /// Set for a delegated child thread. Must name an existing thread.
+    /// Set for a delegated child thread or a fork. Must name an existing thread.
     pub parent_id: Option<ThreadId>,
+    /// A JSON Schema every reply must match (`--json-schema`).
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// A conversation.
@@ -355,8 +357,11 @@ pub struct Thread {
     /// The CLI session to `--resume` when no warm process serves the thread. It changes over the
     /// thread's life; never a key.
     pub cli_session_id: Option<CliSessionId>,
-    /// The thread that delegated to this one.
+    /// The thread that delegated to this one, or that this one forked.
     pub parent_id: Option<ThreadId>,
+    /// The JSON Schema every reply matches (`structuredOutput`); `None`: plain text replies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,
@@ -422,6 +427,9 @@ pub struct Message {
     /// For an assistant message: the user message it answers.
     pub reply_to: Option<MessageId>,
     pub model: Option<String>,
+    /// A reply of a thread with an `outputSchema`: the value, validated against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<serde_json::Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -610,6 +618,7 @@ mod tests {
                 title: Some("child".into()),
                 model: Some("haiku".into()),
                 parent_id: Some(parent.id.clone()),
+                output_schema: None,
             })
             .await
             .unwrap();
@@ -623,7 +632,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .complete_turn(&question.message().id, "pong", None, None)
+            .complete_turn(&question.message().id, "pong", None, None, None)
             .await
             .unwrap();
 

@@ -18,6 +18,7 @@ struct ThreadRecord {
     model: Option<String>,
     cli_session_id: Option<String>,
     parent_id: Option<String>,
+    output_schema: Option<serde_json::Value>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -30,6 +31,7 @@ impl From<ThreadRecord> for Thread {
             model: row.model,
             cli_session_id: row.cli_session_id.map(CliSessionId::from_string),
             parent_id: row.parent_id.map(ThreadId::from_string),
+            output_schema: row.output_schema,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -49,11 +51,14 @@ impl Store {
         let id_text = id.as_str();
         let parent = new.parent_id.as_ref().map(ThreadId::as_str);
         let now = now_text();
+        let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
         let row = sqlx::query_as!(
             ThreadRecord,
-            r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, created_at, updated_at)
-               VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?5)
+            r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
+                                    created_at, updated_at)
+               VALUES (?1, ?2, ?3, NULL, ?4, ?6, ?5, ?5)
                RETURNING id, title, model, cli_session_id, parent_id,
+                         output_schema AS "output_schema: serde_json::Value",
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             id_text,
@@ -61,6 +66,7 @@ impl Store {
             new.model,
             parent,
             now,
+            schema,
         )
         .fetch_one(&self.pool)
         .await?;
@@ -75,6 +81,7 @@ impl Store {
         let row = sqlx::query_as!(
             ThreadRecord,
             r#"SELECT id, title, model, cli_session_id, parent_id,
+                      output_schema AS "output_schema: serde_json::Value",
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM threads WHERE id = ?1"#,
@@ -97,6 +104,7 @@ impl Store {
         let rows = sqlx::query_as!(
             ThreadRecord,
             r#"SELECT id, title, model, cli_session_id, parent_id,
+                      output_schema AS "output_schema: serde_json::Value",
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -112,6 +120,7 @@ impl Store {
         let _timer = self.metrics.time("list_thread_summaries");
         let rows = sqlx::query!(
             r#"SELECT t.id, t.title, t.model, t.cli_session_id, t.parent_id,
+                      t.output_schema AS "output_schema: serde_json::Value",
                       t.created_at AS "created_at: DateTime<Utc>",
                       t.updated_at AS "updated_at: DateTime<Utc>",
                       COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -131,6 +140,7 @@ impl Store {
                     model: row.model,
                     cli_session_id: row.cli_session_id,
                     parent_id: row.parent_id,
+                    output_schema: row.output_schema,
                     created_at: row.created_at,
                     updated_at: row.updated_at,
                 }
@@ -229,9 +239,14 @@ mod tests {
                 title: Some("first".into()),
                 model: Some("sonnet".into()),
                 parent_id: None,
+                output_schema: Some(serde_json::json!({"type": "object"})),
             })
             .await
             .unwrap();
+        assert_eq!(
+            first.output_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
         let second = store.create_thread(NewThread::default()).await.unwrap();
 
         assert!(first.id.as_str().starts_with("thr_"));

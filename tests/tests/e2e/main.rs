@@ -14,5 +14,6 @@ mod pool;
 mod resume;
 mod security;
 mod spares;
+mod structured;
 mod support;
 mod tools;
