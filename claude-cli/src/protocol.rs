@@ -48,6 +48,9 @@ pub struct SpawnOptions {
     /// `--json-schema`: every turn of the process must end with output matching this schema
     /// (the result's `structured_output`).
     pub json_schema: Option<String>,
+    /// `--fork-session` with `--resume`: the resumed history under a new session id, so the
+    /// resumed session itself is left as it was.
+    pub fork_session: bool,
 }
 
 /// The argv (after the binary) for one process; `resume` is the CLI session to load.
@@ -92,6 +95,9 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     }
     if let Some(session) = resume {
         args.push(format!("--resume={session}"));
+        if options.fork_session {
+            args.push("--fork-session".to_owned());
+        }
     }
     args
 }

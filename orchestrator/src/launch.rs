@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use claude_cli::{Launch, SdkMcpServer, SpawnOptions};
-use plugin_contract::ThreadId;
+use plugin_contract::{CliSessionId, ThreadId};
 
 use crate::config::{Config, Profile};
 use crate::mcp::SERVER_NAME;
@@ -55,6 +55,7 @@ impl Launcher {
             // Every permission the CLI would ask a person for comes to `approvals` instead.
             permission_prompt_tool: Some("stdio".to_owned()),
             json_schema: None,
+            fork_session: false,
         };
         Ok(Launcher {
             bin: config.claude.bin.clone(),
@@ -107,6 +108,37 @@ impl Launcher {
             sdk_mcp_servers: vec![self.mcp_server.clone()],
             await_claim: false,
         }
+    }
+
+    /// Copies the CLI's transcript of `session` from `from`'s project to `to`'s (each thread
+    /// folder is its own CLI project), so that a process of `to` can `--resume` it. False when
+    /// the CLI no longer has the session.
+    pub fn copy_session(
+        &self,
+        from: &ThreadId,
+        to: &ThreadId,
+        session: &CliSessionId,
+    ) -> std::io::Result<bool> {
+        let file = format!("{}.jsonl", session.as_str());
+        let source = self.project_dir(&self.folder_of(from)).join(&file);
+        if !source.is_file() {
+            return Ok(false);
+        }
+        let target = self.project_dir(&self.thread_folder(to)?);
+        crate::private_fs::create_dir(&target)?;
+        std::fs::copy(&source, target.join(&file))?;
+        Ok(true)
+    }
+
+    /// Where the CLI keeps the transcripts of a project (a working folder): `<config
+    /// dir>/projects/<the folder's path, every character but ASCII letters and digits as `-`>`.
+    fn project_dir(&self, folder: &Path) -> PathBuf {
+        let key: String = folder
+            .to_string_lossy()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.config_dir.join("projects").join(key)
     }
 
     pub fn bin(&self) -> &Path {

@@ -33,6 +33,14 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
     assert!(!cli_args(&options, None)
         .iter()
         .any(|a| a.starts_with("--resume")));
+    assert!(!args.contains(&"--fork-session".to_owned()));
+    let fork = SpawnOptions {
+        fork_session: true,
+        ..Default::default()
+    };
+    let args = cli_args(&fork, Some("parent-session"));
+    assert!(args.ends_with(&["--resume=parent-session".into(), "--fork-session".into()]));
+    assert!(!cli_args(&fork, None).contains(&"--fork-session".to_owned()));
 }
 
 #[test]

@@ -72,6 +72,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/threads/{id}", get(threads::get_one))
         .route("/threads/{id}/messages", post(threads::post_message))
         .route("/threads/{id}/interrupt", post(threads::interrupt))
+        .route("/threads/{id}/fork", post(threads::fork))
         .route("/threads/{id}/tool-calls", get(tools::thread_calls))
         .route("/threads/{id}/permissions", get(permissions::list))
         .route(

@@ -63,6 +63,30 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(thread)))
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkThread {
+    title: Option<String>,
+}
+
+/// `POST /api/threads/{id}/fork` (body optional): 201, a new thread with `parentId` set that
+/// carries the thread's history and forks its CLI session.
+pub async fn fork(
+    State(state): State<ApiState>,
+    ApiPath(id): ApiPath<String>,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let body = body?;
+    let body: ForkThread = if body.iter().all(u8::is_ascii_whitespace) {
+        ForkThread::default()
+    } else {
+        super::error::parse_json(&body)?
+    };
+    let parent = ThreadId::from_string(id);
+    let thread = state.pipeline.fork_thread(&parent, body.title).await?;
+    Ok((StatusCode::CREATED, Json(thread)))
+}
+
 /// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.
 #[derive(Debug, Serialize)]
 pub struct ThreadList {

@@ -88,14 +88,14 @@ impl Pipeline {
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tally = TurnTally::default();
-        let options = self.options(model.clone(), thread.output_schema.as_ref());
+        let (options, resume) = self.options(&thread, model.clone());
         let outcome = self
             .checkout_and_run(
                 user,
                 &msg,
                 options,
                 thread.output_schema.as_ref(),
-                thread.cli_session_id.as_ref(),
+                resume.as_ref(),
                 deadline,
                 timeout,
                 &mut tally,

@@ -205,8 +205,10 @@ impl Entry {
 
     /// Whether a turn asking for `options` can run on this process as it is.
     fn fits(&self, options: &SpawnOptions) -> Fit {
+        // How the session began (a fork of another) does not matter once the process runs.
         let same_start = SpawnOptions {
             model: options.model.clone(),
+            fork_session: options.fork_session,
             ..self.options.clone()
         } == *options;
         if !same_start {
@@ -322,6 +324,17 @@ impl Pool {
                 tasks: TaskTracker::new(),
             }),
         }
+    }
+
+    /// Makes `session` of thread `from` resumable by processes of thread `to` (a fork); false
+    /// when the CLI no longer has it.
+    pub fn copy_session(
+        &self,
+        from: &ThreadId,
+        to: &ThreadId,
+        session: &CliSessionId,
+    ) -> std::io::Result<bool> {
+        self.inner.launcher.copy_session(from, to, session)
     }
 
     /// The options of a process for `model` (the default model when `None`).

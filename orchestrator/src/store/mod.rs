@@ -362,6 +362,10 @@ pub struct Thread {
     /// The JSON Schema every reply matches (`structuredOutput`); `None`: plain text replies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    /// For a fork: the CLI session it forked, which its first turn resumes with
+    /// `--fork-session` (until then `cli_session_id` is empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_session: Option<CliSessionId>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,

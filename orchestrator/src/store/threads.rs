@@ -19,6 +19,7 @@ struct ThreadRecord {
     cli_session_id: Option<String>,
     parent_id: Option<String>,
     output_schema: Option<serde_json::Value>,
+    forked_session: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -32,6 +33,7 @@ impl From<ThreadRecord> for Thread {
             cli_session_id: row.cli_session_id.map(CliSessionId::from_string),
             parent_id: row.parent_id.map(ThreadId::from_string),
             output_schema: row.output_schema,
+            forked_session: row.forked_session.map(CliSessionId::from_string),
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -58,7 +60,7 @@ impl Store {
                                     created_at, updated_at)
                VALUES (?1, ?2, ?3, NULL, ?4, ?6, ?5, ?5)
                RETURNING id, title, model, cli_session_id, parent_id,
-                         output_schema AS "output_schema: serde_json::Value",
+                         output_schema AS "output_schema: serde_json::Value", forked_session,
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             id_text,
@@ -74,6 +76,85 @@ impl Store {
         Ok(row.into())
     }
 
+    /// A new thread that forks `parent`: its model, `outputSchema` and finished messages (new
+    /// ids, in order, each reply still answering its question), and the parent's CLI session to
+    /// fork on its first turn. One transaction.
+    pub async fn fork_thread(
+        &self,
+        parent: &ThreadId,
+        title: Option<String>,
+    ) -> Result<Thread, StoreError> {
+        let _timer = self.metrics.time("fork_thread");
+        let source = self.require_thread(parent).await?;
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let id = ThreadId::generate();
+        let (id_text, parent_text) = (id.as_str(), parent.as_str());
+        let now = now_text();
+        let schema = source
+            .output_schema
+            .as_ref()
+            .map(serde_json::Value::to_string);
+        let session = source.cli_session_id.as_ref().map(CliSessionId::as_str);
+        let title = title.or_else(|| Some(format!("fork of {parent}")));
+        let row = sqlx::query_as!(
+            ThreadRecord,
+            r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
+                                    forked_session, created_at, updated_at)
+               VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?7)
+               RETURNING id, title, model, cli_session_id, parent_id,
+                         output_schema AS "output_schema: serde_json::Value", forked_session,
+                         created_at AS "created_at: DateTime<Utc>",
+                         updated_at AS "updated_at: DateTime<Utc>""#,
+            id_text,
+            title,
+            source.model,
+            parent_text,
+            schema,
+            session,
+            now,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let messages = sqlx::query!(
+            r#"SELECT id AS "id!", role, content, reply_to, model, structured_output
+               FROM messages WHERE thread_id = ?1 AND status = 'done' ORDER BY seq"#,
+            parent_text,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut new_ids = std::collections::HashMap::new();
+        for (seq, m) in (1_i64..).zip(messages) {
+            let new_id = super::MessageId::generate();
+            let reply_to = m
+                .reply_to
+                .as_ref()
+                .and_then(|old| new_ids.get(old))
+                .map(super::MessageId::as_str);
+            let new_text = new_id.as_str();
+            sqlx::query!(
+                "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                       client_message_id, reply_to, model, structured_output,
+                                       created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'done', NULL, NULL, ?6, ?7, ?8, ?9, ?9)",
+                new_text,
+                id_text,
+                seq,
+                m.role,
+                m.content,
+                reply_to,
+                m.model,
+                m.structured_output,
+                now,
+            )
+            .execute(&mut *tx)
+            .await?;
+            new_ids.insert(m.id, new_id.clone());
+        }
+        tx.commit().await?;
+        tracing::debug!(thread_id = %id, parent_id = %parent, "Forked a thread.");
+        Ok(row.into())
+    }
+
     /// The thread, or `None` when we never created it.
     pub async fn get_thread(&self, id: &ThreadId) -> Result<Option<Thread>, StoreError> {
         let _timer = self.metrics.time("get_thread");
@@ -81,7 +162,7 @@ impl Store {
         let row = sqlx::query_as!(
             ThreadRecord,
             r#"SELECT id, title, model, cli_session_id, parent_id,
-                      output_schema AS "output_schema: serde_json::Value",
+                      output_schema AS "output_schema: serde_json::Value", forked_session,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM threads WHERE id = ?1"#,
@@ -104,7 +185,7 @@ impl Store {
         let rows = sqlx::query_as!(
             ThreadRecord,
             r#"SELECT id, title, model, cli_session_id, parent_id,
-                      output_schema AS "output_schema: serde_json::Value",
+                      output_schema AS "output_schema: serde_json::Value", forked_session,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -120,7 +201,7 @@ impl Store {
         let _timer = self.metrics.time("list_thread_summaries");
         let rows = sqlx::query!(
             r#"SELECT t.id, t.title, t.model, t.cli_session_id, t.parent_id,
-                      t.output_schema AS "output_schema: serde_json::Value",
+                      t.output_schema AS "output_schema: serde_json::Value", t.forked_session,
                       t.created_at AS "created_at: DateTime<Utc>",
                       t.updated_at AS "updated_at: DateTime<Utc>",
                       COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -141,6 +222,7 @@ impl Store {
                     cli_session_id: row.cli_session_id,
                     parent_id: row.parent_id,
                     output_schema: row.output_schema,
+                    forked_session: row.forked_session,
                     created_at: row.created_at,
                     updated_at: row.updated_at,
                 }

@@ -5,6 +5,7 @@ mod admission;
 mod approvals;
 mod events;
 mod faults;
+mod forks;
 mod http_api;
 mod load;
 mod mcp;
