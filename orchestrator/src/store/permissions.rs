@@ -152,20 +152,10 @@ impl Store {
         thread: &ThreadId,
         request_id: &str,
     ) -> Result<Option<PermissionRow>, StoreError> {
-        let thread = thread.as_str();
-        let row = sqlx::query_as!(
-            PermissionRecord,
-            r#"SELECT id AS "id!", thread_id, message_id AS "message_id: MessageId", tool_use_id,
-                      tool_name, input AS "input: serde_json::Value", status, decided_by, reason,
-                      created_at AS "created_at: DateTime<Utc>",
-                      decided_at AS "decided_at: DateTime<Utc>"
-               FROM permissions WHERE thread_id = ?1 AND id = ?2"#,
-            thread,
-            request_id,
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(PermissionRow::from))
+        Ok(self
+            .select_permissions(thread, false, Some(request_id))
+            .await?
+            .pop())
     }
 
     /// The thread's requests, oldest first; only the pending ones when `pending_only`.
@@ -174,6 +164,15 @@ impl Store {
         thread: &ThreadId,
         pending_only: bool,
     ) -> Result<Vec<PermissionRow>, StoreError> {
+        self.select_permissions(thread, pending_only, None).await
+    }
+
+    async fn select_permissions(
+        &self,
+        thread: &ThreadId,
+        pending_only: bool,
+        request_id: Option<&str>,
+    ) -> Result<Vec<PermissionRow>, StoreError> {
         let thread = thread.as_str();
         let rows = sqlx::query_as!(
             PermissionRecord,
@@ -181,13 +180,75 @@ impl Store {
                       tool_name, input AS "input: serde_json::Value", status, decided_by, reason,
                       created_at AS "created_at: DateTime<Utc>",
                       decided_at AS "decided_at: DateTime<Utc>"
-               FROM permissions WHERE thread_id = ?1 AND (?2 = 0 OR status = 'pending')
+               FROM permissions
+               WHERE thread_id = ?1 AND (?2 = 0 OR status = 'pending') AND (?3 IS NULL OR id = ?3)
                ORDER BY created_at, id"#,
             thread,
             pending_only,
+            request_id,
         )
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.into_iter().map(PermissionRow::from).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::tests::memory_store;
+    use super::super::NewThread;
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_is_decided_once_and_listed_while_pending() {
+        let store = memory_store().await;
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let input = json!({"command": "touch f"});
+        let new = NewPermission {
+            request_id: "req-1",
+            thread_id: &thread.id,
+            message_id: None,
+            tool_use_id: Some("toolu_1"),
+            tool_name: "Bash",
+            input: &input,
+        };
+        store
+            .record_permission(new, "pending", None, None)
+            .await
+            .unwrap();
+        let pending = store.permissions(&thread.id, true).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].input, input);
+        assert!(store
+            .decide_permission("req-1", "allowed", "person", Some("ok"))
+            .await
+            .unwrap());
+        assert!(!store
+            .decide_permission("req-1", "denied", "timeout", None)
+            .await
+            .unwrap());
+        let row = store
+            .permission(&thread.id, "req-1")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (row.status.as_str(), row.decided_by.as_deref()),
+            ("allowed", Some("person"))
+        );
+        assert!(row.decided_at.is_some());
+        assert!(store
+            .permissions(&thread.id, true)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(store.permissions(&thread.id, false).await.unwrap().len(), 1);
+        assert!(store
+            .permission(&thread.id, "other")
+            .await
+            .unwrap()
+            .is_none());
     }
 }
