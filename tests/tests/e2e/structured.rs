@@ -122,3 +122,44 @@ async fn an_invalid_schema_is_refused_when_the_thread_is_created() {
     }
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_started_without_the_schema_never_serves_its_turns() {
+    let mock = MockApi::start().await;
+    // A spare is a process started ahead of need with the default options: no --json-schema.
+    let daemon = TestDaemon::start(&mock, |c| c.pool.spares = 1).await;
+    harness_tests::util::eventually(
+        std::time::Duration::from_secs(60),
+        "a spare is parked",
+        || daemon.counts().spares_parked == 1,
+    )
+    .await
+    .expect("a spare is parked");
+    let thread = thread_with_schema(&daemon).await;
+    assert_eq!(
+        daemon.counts().spares_claimed,
+        0,
+        "the schema thread took no spare"
+    );
+    mock.once_when_prompt_contains(
+        "typed please",
+        Reply::tool_use("StructuredOutput", json!({"answer": "yes"})),
+    );
+    let (status, body) = daemon.send(&thread, "typed please").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["message"]["structuredOutput"],
+        json!({"answer": "yes"})
+    );
+    // A plain thread still takes the spare.
+    harness_tests::util::eventually(
+        std::time::Duration::from_secs(60),
+        "a spare is parked again",
+        || daemon.counts().spares_parked == 1,
+    )
+    .await
+    .expect("a spare is parked");
+    daemon.create_thread().await;
+    assert_eq!(daemon.counts().spares_claimed, 1);
+    daemon.stop().await;
+}
