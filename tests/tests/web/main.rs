@@ -2,6 +2,7 @@
 //! `claude` CLI and the mock Messages API, the browser reaching it through a link the tests can
 //! cut. A target of its own, so it builds and runs beside the e2e one.
 
+mod approvals;
 mod chat;
 mod resilience;
 mod support;

@@ -1,0 +1,89 @@
+//! Tool approvals on the page: a permission the CLI asks for shows in its turn with Allow and
+//! Deny, a click decides it, and a reload shows how it was decided.
+
+use serde_json::json;
+
+use harness_tests::mock::Reply;
+use orchestrator::config::ApprovalMode;
+use plugin_contract::ThreadId;
+
+use crate::support::{Page, QUICK, TURN};
+
+/// Waits for the pending request of the last turn and clicks `button` (`allow` or `deny`).
+async fn decide(page: &Page, button: &str) {
+    page.wait_js(
+        TURN,
+        "a pending permission for Bash with Allow and Deny",
+        "const all = document.querySelectorAll('[data-testid=permission]');
+         const p = all[all.length - 1];
+         return p && p.dataset.status === 'pending' && p.textContent.includes('Bash')
+             && p.querySelector('[data-testid=allow]') && p.querySelector('[data-testid=deny]');",
+    )
+    .await;
+    let script = format!(
+        "const all = document.querySelectorAll('[data-testid=permission]');
+         all[all.length - 1].querySelector('[data-testid={button}]').click(); return true;"
+    );
+    page.browser
+        .client
+        .execute(&script, Vec::new())
+        .await
+        .expect("click the button");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_shows_in_its_turn_and_allow_and_deny_decide_it() {
+    let page = Page::open(|c| {
+        c.claude.builtin_tools = Some("Bash".into());
+        c.approvals.mode = ApprovalMode::Ask;
+    })
+    .await;
+    let thread = page.new_thread().await;
+    let folder = orchestrator::launch::thread_workdir(
+        &page.daemon.config.claude_workdir(),
+        &ThreadId::from_string(thread.as_str()),
+    );
+    let allowed = folder.join("allowed-by-a-person");
+    let denied = folder.join("denied-by-a-person");
+    for (prompt, file) in [
+        ("make the first file", &allowed),
+        ("make the second file", &denied),
+    ] {
+        page.mock.once_when_prompt_contains(
+            prompt,
+            Reply::tool_use(
+                "Bash",
+                json!({"command": format!("touch {}", file.display()), "description": "d"}),
+            ),
+        );
+    }
+
+    page.send("make the first file").await;
+    decide(&page, "allow").await;
+    page.wait_last_reply("done", TURN).await;
+    assert!(allowed.exists(), "the allowed command ran");
+
+    page.send("make the second file").await;
+    decide(&page, "deny").await;
+    page.wait_last_reply("done", TURN).await;
+    assert!(!denied.exists(), "the denied command did not run");
+
+    // A reload rebuilds both from the event log: decided, no buttons.
+    page.browser.client.refresh().await.expect("reload");
+    let verdicts = page
+        .wait_js(
+            QUICK,
+            "both requests show as decided by a person",
+            "const all = Array.from(document.querySelectorAll('[data-testid=permission]'));
+             return all.length === 2 && !document.querySelector('[data-testid=allow]')
+                 ? all.map(p => p.dataset.status + ': '
+                     + p.querySelector('[data-testid=permission-verdict]').textContent)
+                 : null;",
+        )
+        .await;
+    assert_eq!(
+        verdicts,
+        json!(["allowed: Allowed (person)", "denied: Denied (person)"])
+    );
+    page.finish(false).await;
+}
