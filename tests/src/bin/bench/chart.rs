@@ -280,6 +280,8 @@ mod tests {
                 turns: threads * 10,
                 wall: Duration::from_secs(1),
                 latency: series("level", latency),
+                cli_cpu_ms: 40.0,
+                bench_cpu_ms: 4.0,
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();

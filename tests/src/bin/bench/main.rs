@@ -82,6 +82,10 @@ pub struct Scaling {
     pub turns: usize,
     pub wall: Duration,
     pub latency: Series,
+    /// CPU (user + system) of every CLI process of the run, per turn, in ms.
+    pub cli_cpu_ms: f64,
+    /// CPU of this process (daemon, mock and client) per turn, in ms.
+    pub bench_cpu_ms: f64,
 }
 
 impl Scaling {
@@ -442,18 +446,21 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     writeln!(
         out,
         "Each thread is warmed with one untimed turn, then every thread sends its turns back to back, \
-         all threads at once, on a fresh daemon.\n"
+         all threads at once, on a fresh daemon. CPU is user + system time from `/proc`, of the \
+         threads' CLI processes and of this process; the last column is what the machine's cores \
+         could run at that CPU per turn.\n"
     )?;
     writeln!(
         out,
-        "| threads | turns | wall s | turns/s | vs 1 thread | median ms | p95 ms | median vs 1 thread |"
+        "| threads | turns | wall s | turns/s | vs 1 thread | median ms | p95 ms | median vs 1 thread | CLI CPU ms / turn | bench CPU ms / turn | turns/s the CPU allows |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|")?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     if let Some(one) = r.scaling.first() {
         for s in r.scaling {
             writeln!(
                 out,
-                "| {} | {} | {:.2} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.2}x |",
+                "| {} | {} | {:.2} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} |",
                 s.threads,
                 s.turns,
                 s.wall.as_secs_f64(),
@@ -462,6 +469,9 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
                 ms(s.latency.median()),
                 ms(s.latency.p95()),
                 ms(s.latency.median()) / ms(one.latency.median()),
+                s.cli_cpu_ms,
+                s.bench_cpu_ms,
+                cores * 1000.0 / (s.cli_cpu_ms + s.bench_cpu_ms).max(0.001),
             )?;
         }
     }
@@ -644,6 +654,13 @@ async fn concurrent_turns(
         ids.push(daemon.create_thread().await);
     }
     futures::future::join_all(ids.iter().map(|id| daemon.reply(id, "scaling warm-up"))).await;
+    let pids: Vec<String> = ids
+        .iter()
+        .filter_map(|id| daemon.pid_of(id))
+        .map(|pid| pid.to_string())
+        .collect();
+    let cli_cpu = || pids.iter().map(|pid| cpu_ms(pid)).sum::<f64>();
+    let cpu_before = (cli_cpu(), cpu_ms("self"));
     let started = Instant::now();
     let per_thread = futures::future::join_all(ids.iter().map(|id| async move {
         let mut times = Vec::with_capacity(turns);
@@ -658,11 +675,14 @@ async fn concurrent_turns(
     let wall = started.elapsed();
     let mut latency = Series::new(format!("{threads} threads"));
     latency.samples = per_thread.into_iter().flatten().collect();
+    let turns = latency.samples.len();
     Ok(Scaling {
         threads,
-        turns: latency.samples.len(),
+        turns,
         wall,
         latency,
+        cli_cpu_ms: (cli_cpu() - cpu_before.0) / turns.max(1) as f64,
+        bench_cpu_ms: (cpu_ms("self") - cpu_before.1) / turns.max(1) as f64,
     })
 }
 
