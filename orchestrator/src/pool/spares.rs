@@ -4,12 +4,13 @@
 //! it had been prewarmed; a replacement is parked.
 //!
 //! Why not the CLI's own spares (`--await-claim` + `claim_session`, which any session can
-//! claim): measured on CLI 2.1.330, a claim followed by the first turn took about 220 ms, where a
-//! fresh process started in its folder answers its first turn in about 110–140 ms; the claim
-//! redoes the per-folder set-up. A spare is also warmed while parked: `get_context_usage` (local,
-//! no API request) takes about a fifth off the first turn (140 → 107 ms), and does nothing for a
-//! claimed process. The price: a spare serves only a thread created after it was parked, not an
-//! existing thread that has no session yet (that one starts cold, or is prewarmed).
+//! claim): measured on CLI 2.1.330 (`just bench`, "A process's first turn"), a claim followed by
+//! the first turn takes about 175–270 ms, where a fresh process started in its folder answers its
+//! first turn in about 100–140 ms; the claim redoes the per-folder set-up. A spare is also warmed
+//! while parked with `get_context_usage` (local, no API request), which took 0–23% off a fresh
+//! process's first turn across runs and costs nothing on the critical path. The price: a spare
+//! serves only a thread created after it was parked, not an existing thread that has no session
+//! yet (that one starts cold, or is prewarmed).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
