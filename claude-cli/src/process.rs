@@ -51,9 +51,6 @@ pub struct Launch {
     pub ready_timeout: Duration,
     /// In-process MCP servers, declared in `initialize`.
     pub sdk_mcp_servers: Vec<protocol::SdkMcpServer>,
-    /// Start as a spare (`--await-claim`): parked in `workdir` until [`CliProcess::claim`]
-    /// binds it to a session's folder. A spare cannot resume a session.
-    pub await_claim: bool,
 }
 
 /// A started process: the handle, its control requests, and its answer to `initialize`.
@@ -190,7 +187,6 @@ impl CliProcess {
         let bin = launch.bin.display().to_string();
         let mut cmd = tokio::process::Command::new(&launch.bin);
         cmd.args(protocol::cli_args(options, resume))
-            .args(launch.await_claim.then_some("--await-claim"))
             .current_dir(&launch.workdir)
             .env_clear()
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -343,22 +339,6 @@ impl CliProcess {
         }
         rx.await
             .unwrap_or_else(|_| Err("process ended before answering".into()))
-    }
-
-    /// Binds a spare to a new session working in `cwd` (`claim_session`), keeping the in-process
-    /// MCP servers it was parked with. `Err` is the CLI's refusal, starting with its reason token
-    /// (`project_settings_not_claimable: …`, `cwd_not_found: …`).
-    pub async fn claim(
-        &self,
-        cwd: &std::path::Path,
-        sdk_mcp_servers: &[String],
-    ) -> Result<Value, String> {
-        self.request(json!({
-            "subtype": "claim_session",
-            "cwd": cwd,
-            "sdk_mcp_servers": sdk_mcp_servers,
-        }))
-        .await
     }
 
     /// Writes `prompt` as a turn and returns its events. The turn holds the process until the

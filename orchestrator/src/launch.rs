@@ -83,7 +83,14 @@ impl Launcher {
 
     /// Where and how `thread`'s process starts; creates its folder.
     pub fn launch(&self, thread: &ThreadId) -> std::io::Result<Launch> {
-        Ok(self.launch_in(self.thread_folder(thread)?))
+        Ok(Launch {
+            bin: self.bin.clone(),
+            config_dir: self.config_dir.clone(),
+            workdir: self.thread_folder(thread)?,
+            env: self.env.clone(),
+            ready_timeout: self.ready_timeout,
+            sdk_mcp_servers: vec![self.mcp_server.clone()],
+        })
     }
 
     /// `thread`'s folder (created, mode 0700): where its processes work.
@@ -96,18 +103,6 @@ impl Launcher {
     /// Where `thread`'s folder is (not created).
     pub fn folder_of(&self, thread: &ThreadId) -> PathBuf {
         thread_workdir(&self.threads_dir, thread)
-    }
-
-    fn launch_in(&self, workdir: PathBuf) -> Launch {
-        Launch {
-            bin: self.bin.clone(),
-            config_dir: self.config_dir.clone(),
-            workdir,
-            env: self.env.clone(),
-            ready_timeout: self.ready_timeout,
-            sdk_mcp_servers: vec![self.mcp_server.clone()],
-            await_claim: false,
-        }
     }
 
     /// Copies the CLI's transcript of `session` from `from`'s project to `to`'s (each thread
