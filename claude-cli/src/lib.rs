@@ -19,7 +19,7 @@ pub mod protocol;
 pub use process::{
     CliProcess, HostRequest, HostRequests, Launch, SpawnError, Started, Step, TurnEvents,
 };
-pub use protocol::{SdkMcpServer, SpawnOptions, TurnEvent, TurnResult};
+pub use protocol::{SdkMcpServer, SpawnOptions, TurnEvent, TurnResult, TurnUsage};
 
 use std::time::Duration;
 

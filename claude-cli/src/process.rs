@@ -159,7 +159,7 @@ struct Shared {
 /// What the reader hands the running turn.
 enum TurnLine {
     Events(Vec<TurnEvent>),
-    Result(TurnResult),
+    Result(Box<TurnResult>),
 }
 
 /// A live `claude` process.
@@ -498,7 +498,7 @@ pub enum Step {
     Event(TurnEvent),
     /// The CLI wrote a line that carries nothing to report: it is alive.
     Alive,
-    Done(TurnResult),
+    Done(Box<TurnResult>),
 }
 
 impl TurnEvents {
@@ -675,7 +675,7 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
                 Some(tx) => {
                     let _ = tx.send(TurnLine::Result(result));
                 }
-                None => *lock(&shared.stray_result) = Some(result),
+                None => *lock(&shared.stray_result) = Some(*result),
             }
         }
         CliMessage::Progress(line) => {

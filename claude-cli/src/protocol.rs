@@ -7,6 +7,8 @@
 //! field has an unexpected type reads that field as absent, so one odd field never costs a turn
 //! its `result`.
 
+use std::collections::BTreeMap;
+
 use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -173,7 +175,7 @@ pub enum CliMessage {
     /// The CLI abandoned one of its requests; it must not be answered.
     ControlCancel { request_id: String },
     /// The end of a turn.
-    Result(TurnResult),
+    Result(Box<TurnResult>),
     /// Turn progress: `system`, `assistant`, `user`, `stream_event`.
     Progress(Progress),
     /// A line of a type the host does not use (new types appear often).
@@ -247,9 +249,92 @@ pub struct TurnResult {
     /// the model answered with text only (the turn may still be `success`).
     #[serde(default)]
     pub structured_output: Option<Value>,
+    /// This turn's figures per model. `total_cost_usd` and `modelUsage` count from the process's
+    /// start instead (protocol notes §5.5).
+    #[serde(default, deserialize_with = "lenient")]
+    pub model_usage_since_last_result: Option<BTreeMap<String, ModelUsage>>,
+    /// The last API request's tokens; used only when the per-turn figures are missing.
+    #[serde(default, deserialize_with = "lenient")]
+    pub usage: Option<ApiUsage>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub total_cost_usd: Option<f64>,
+    /// Counts results per process from 0.
+    #[serde(default, deserialize_with = "lenient")]
+    pub result_index: Option<u64>,
+    /// Time this turn spent in Messages API requests.
+    #[serde(default, deserialize_with = "lenient")]
+    pub duration_api_ms: u64,
+}
+
+/// One model's figures in `model_usage_since_last_result`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    #[serde(rename = "costUSD")]
+    pub cost_usd: f64,
+}
+
+/// The Messages API's `usage` object, as the `result` line repeats it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ApiUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+}
+
+/// What one turn cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct TurnUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_usd: f64,
+    pub api_ms: u64,
 }
 
 impl TurnResult {
+    /// The turn's usage: the per-turn figures summed over models (a turn may use several: a
+    /// sub-agent, a model switch). Without them, the last request's tokens, and the cumulative
+    /// cost only for a process's first result, where it is this turn's alone.
+    pub fn usage(&self) -> TurnUsage {
+        let api_ms = self.duration_api_ms;
+        if let Some(models) = &self.model_usage_since_last_result {
+            return models.values().fold(
+                TurnUsage {
+                    api_ms,
+                    ..TurnUsage::default()
+                },
+                |sum, m| TurnUsage {
+                    input_tokens: sum.input_tokens + m.input_tokens,
+                    output_tokens: sum.output_tokens + m.output_tokens,
+                    cache_read_tokens: sum.cache_read_tokens + m.cache_read_input_tokens,
+                    cache_write_tokens: sum.cache_write_tokens + m.cache_creation_input_tokens,
+                    cost_usd: sum.cost_usd + m.cost_usd,
+                    api_ms,
+                },
+            );
+        }
+        let tokens = self.usage.clone().unwrap_or_default();
+        TurnUsage {
+            input_tokens: tokens.input_tokens,
+            output_tokens: tokens.output_tokens,
+            cache_read_tokens: tokens.cache_read_input_tokens,
+            cache_write_tokens: tokens.cache_creation_input_tokens,
+            cost_usd: match self.result_index {
+                Some(0) => self.total_cost_usd.unwrap_or_default(),
+                _ => 0.0,
+            },
+            api_ms,
+        }
+    }
+
     /// A reason fit for an error message: the result text, the CLI's errors, or the subtype.
     pub fn error_reason(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
@@ -392,7 +477,7 @@ enum Line {
     ControlRequest(ControlRequestLine),
     ControlResponse(ControlResponseLine),
     ControlCancelRequest(ControlCancelLine),
-    Result(TurnResult),
+    Result(Box<TurnResult>),
     System(SystemLine),
     Assistant(MessageLine),
     User(MessageLine),

@@ -42,6 +42,17 @@ pub struct Config {
     pub turn: TurnConfig,
     pub tools: ToolsConfig,
     pub approvals: ApprovalsConfig,
+    pub budget: BudgetConfig,
+}
+
+/// What the turns may cost. A thread's own limit is `maxBudgetUsd` on the thread.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Most USD all turns of a UTC day may cost together (flag `--budget-daily-usd`, env
+    /// `HARNESS_BUDGET_DAILY_USD`); `None`: no daily limit. A message that would start a turn
+    /// once it is spent gets 402.
+    pub daily_usd: Option<f64>,
 }
 
 /// Who may talk to the listener, and how long a connection may hold it.
@@ -257,6 +268,7 @@ impl Default for Config {
             turn: TurnConfig::default(),
             tools: ToolsConfig::default(),
             approvals: ApprovalsConfig::default(),
+            budget: BudgetConfig::default(),
         }
     }
 }
@@ -389,6 +401,9 @@ pub struct ServeArgs {
     /// API) or `allow`.
     #[arg(long, env = "HARNESS_APPROVALS", value_enum)]
     pub approvals: Option<ApprovalMode>,
+    /// Most USD all turns of a UTC day may cost together; then messages get 402.
+    #[arg(long, env = "HARNESS_BUDGET_DAILY_USD")]
+    pub budget_daily_usd: Option<f64>,
 }
 
 /// A configuration that cannot be used. Shown to the operator at start-up.
@@ -509,12 +524,18 @@ impl Config {
         if let Some(v) = args.approvals {
             self.approvals.mode = v;
         }
+        if let Some(v) = args.budget_daily_usd {
+            self.budget.daily_usd = Some(v);
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let token_set = self.auth_token.as_deref().is_some_and(|t| !t.is_empty());
         if !self.bind.ip().is_loopback() && !token_set {
             return Err(ConfigError::TokenRequired(self.bind));
+        }
+        if let Some(daily) = self.budget.daily_usd {
+            crate::budget::validate_usd(daily, "budget.daily_usd").map_err(ConfigError::Invalid)?;
         }
         if self.pool.max_capacity == 0 {
             return Err(ConfigError::Invalid(

@@ -10,11 +10,13 @@
 //! - [`launch`]: how children start: folders, environment, options.
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`events`]: event kinds and the bus that stores then publishes them.
+//! - [`budget`]: the thread's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL; threads, messages, events, tool calls.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
 //! - [`config`], [`turn_error`], `private_fs`, `sync`: leaves.
 
 pub mod approvals;
+pub mod budget;
 pub mod config;
 pub mod events;
 pub mod http;

@@ -32,6 +32,9 @@
 //! | `harness_process_spawn_seconds` | histogram | | spawn → ready (initialize answered, MCP handshake done) |
 //! | `harness_turn_duration_seconds` | histogram | `start`: `warm`, `cold` (see below) | a turn, from the thread's turn to the stored outcome |
 //! | `harness_turns_total` | counter | `outcome`: `done`, `error`, `interrupted` | finished turns |
+//! | `harness_tokens_total` | counter | `kind`: `input`, `output`, `cache_read`, `cache_write` | tokens the turns used (the CLI's per-turn figures) |
+//! | `harness_cost_usd_total` | counter | | what the turns cost in USD, as the CLI prices them |
+//! | `harness_turns_refused_total` | counter | `budget`: `thread`, `daily` | messages refused (402) because a budget was spent |
 //! | `harness_mcp_requests_total` | counter | `method`: `initialize`, `tools/list`, `tools/call`, `ping` | MCP requests from the CLI's processes over the control channel (the handshake is absent when the CLI took our manifest) |
 //! | `harness_tool_calls_total` | counter | `tool`, `outcome`: `ok`, `error`, `invalid_input` | tool calls (model and HTTP) |
 //! | `harness_tool_call_duration_seconds` | histogram | `tool` | one tool call, validation to result |
@@ -109,6 +112,19 @@ impl fmt::Debug for Metrics {
 pub struct TurnMetrics {
     duration: Family<StartLabel, Histogram, fn() -> Histogram>,
     outcomes: Family<OutcomeLabel, Counter>,
+    tokens: Family<KindLabel, Counter>,
+    cost_usd: Counter<f64, std::sync::atomic::AtomicU64>,
+    refused: Family<BudgetLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabel {
+    budget: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -126,6 +142,9 @@ impl Default for TurnMetrics {
         TurnMetrics {
             duration: Family::new_with_constructor(turn_histogram),
             outcomes: Family::default(),
+            tokens: Family::default(),
+            cost_usd: Counter::default(),
+            refused: Family::default(),
         }
     }
 }
@@ -141,7 +160,40 @@ impl TurnMetrics {
         self.outcomes.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
+    /// Adds what a turn cost: tokens by kind (`input`, `output`, `cache_read`, `cache_write`)
+    /// and USD.
+    pub fn usage(&self, tokens: &[(&'static str, i64)], cost_usd: f64) {
+        for &(kind, count) in tokens {
+            self.tokens
+                .get_or_create(&KindLabel { kind })
+                .inc_by(u64::try_from(count).unwrap_or(0));
+        }
+        if cost_usd.is_finite() && cost_usd > 0.0 {
+            self.cost_usd.inc_by(cost_usd);
+        }
+    }
+
+    /// Counts a turn a budget refused (`thread` or `daily`).
+    pub fn refused(&self, budget: &'static str) {
+        self.refused.get_or_create(&BudgetLabel { budget }).inc();
+    }
+
     fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "tokens",
+            "Tokens the turns used, by kind: input, output, cache_read, cache_write",
+            self.tokens.clone(),
+        );
+        registry.register(
+            "cost_usd",
+            "What the turns cost in USD, as the CLI prices them",
+            self.cost_usd.clone(),
+        );
+        registry.register(
+            "turns_refused",
+            "Messages refused with 402 because a budget was spent, by budget: thread, daily",
+            self.refused.clone(),
+        );
         registry.register(
             "turn_duration_seconds",
             "Turn latency; start=warm: the process had served the thread before, cold: first turn on its process",
@@ -813,6 +865,9 @@ mod tests {
         turns.finished(true, "done", Duration::from_millis(30));
         turns.finished(false, "error", Duration::from_millis(600));
         turns.finished(false, "error", Duration::from_millis(5));
+        turns.usage(&[("input", 120), ("cache_read", 30)], 0.25);
+        turns.usage(&[("input", 5)], 0.5);
+        turns.refused("daily");
         drop(store.time("get_thread"));
         pool.hit();
         pool.ready(Duration::from_millis(400));
@@ -821,6 +876,10 @@ mod tests {
         for line in [
             r#"harness_turns_total{outcome="done"} 1"#,
             r#"harness_turns_total{outcome="error"} 2"#,
+            r#"harness_tokens_total{kind="input"} 125"#,
+            r#"harness_tokens_total{kind="cache_read"} 30"#,
+            "harness_cost_usd_total 0.75",
+            r#"harness_turns_refused_total{budget="daily"} 1"#,
             r#"harness_turn_duration_seconds_count{start="warm"} 1"#,
             r#"harness_turn_duration_seconds_count{start="cold"} 2"#,
             r#"harness_turn_duration_seconds_bucket{le="0.05",start="warm"} 1"#,

@@ -148,6 +148,9 @@ impl Daemon {
                 max_tool_calls: config.turn.max_tool_calls,
                 delegation_timeout: config.tools.delegation_timeout,
             },
+            budgets: crate::budget::Budgets {
+                daily_usd: config.budget.daily_usd,
+            },
         });
         let mcp_endpoint = Arc::new(McpEndpoint::new(
             &plugins,

@@ -396,7 +396,7 @@ function failReply(turn, status, error) {
   ensureReply(turn);
   turn.final = true;
   turn.replyEl.dataset.status = status || 'error';
-  const why = status === 'interrupted' ? 'Interrupted' : 'Failed';
+  const why = { interrupted: 'Interrupted', refused: 'Refused' }[status] || 'Failed';
   turn.replyEl.querySelector('.note').textContent = error ? `${why}: ${error}` : `${why}.`;
 }
 

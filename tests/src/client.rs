@@ -68,6 +68,17 @@ impl ApiClient {
         status_and_json(response).await
     }
 
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .patch(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("PATCH reaches the daemon");
+        status_and_json(response).await
+    }
+
     /// POSTs raw bytes with a JSON content type.
     pub async fn post_raw(
         &self,

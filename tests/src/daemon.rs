@@ -139,6 +139,11 @@ impl TestDaemon {
         self.client.post(path, body).await
     }
 
+    /// [`ApiClient::patch`].
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.client.patch(path, body).await
+    }
+
     /// [`ApiClient::post_raw`]: raw bytes with a JSON content type.
     pub async fn post_raw(
         &self,

@@ -36,7 +36,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
-pub use reply::Reply;
+pub use reply::{usage_for, MockUsage, Reply};
 pub use request::{RecordedRequest, ToolResultBlock};
 
 use reply::{Plan, ReplyContext, Step};

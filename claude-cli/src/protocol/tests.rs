@@ -318,3 +318,46 @@ fn garbage_is_an_error_not_a_panic() {
         CliMessage::Ignored
     ));
 }
+
+/// A second turn's `result` as CLI 2.1.330 wrote it (trimmed): `modelUsage` and `total_cost_usd`
+/// count both turns, `model_usage_since_last_result` this one.
+const SECOND_RESULT: &str = r#"{"duration_api_ms":29,"stop_reason":"end_turn","session_id":"c090badb","total_cost_usd":0.00009,"usage":{"input_tokens":5,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":2},"modelUsage":{"claude-sonnet-4-5":{"inputTokens":10,"outputTokens":4,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":0.00009}},"is_error":false,"num_turns":1,"subtype":"success","result":"echo: again","type":"result","duration_ms":27,"result_index":1,"model_usage_since_last_result":{"claude-sonnet-4-5":{"inputTokens":5,"outputTokens":2,"cacheReadInputTokens":7,"cacheCreationInputTokens":3,"costUSD":0.000045},"claude-haiku-4-5":{"inputTokens":1,"outputTokens":1,"cacheReadInputTokens":0,"cacheCreationInputTokens":0,"costUSD":0.000005}}}"#;
+
+#[test]
+fn turn_usage_is_the_per_turn_figures_summed_over_models() {
+    let CliMessage::Result(result) = decode(SECOND_RESULT).unwrap() else {
+        panic!("not a result");
+    };
+    let usage = result.usage();
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.api_ms
+        ),
+        (6, 3, 7, 3, 29)
+    );
+    assert!((usage.cost_usd - 0.00005).abs() < 1e-12, "{usage:?}");
+}
+
+#[test]
+fn without_per_turn_figures_only_a_first_result_has_a_cost() {
+    let mut line: Value = serde_json::from_str(SECOND_RESULT).unwrap();
+    line.as_object_mut()
+        .unwrap()
+        .remove("model_usage_since_last_result");
+    let CliMessage::Result(result) = decode(&line.to_string()).unwrap() else {
+        panic!("not a result");
+    };
+    // The cumulative cost covers two turns: not this one's.
+    let usage = result.usage();
+    assert_eq!((usage.input_tokens, usage.output_tokens), (5, 2));
+    assert_eq!(usage.cost_usd, 0.0);
+    line["result_index"] = json!(0);
+    let CliMessage::Result(result) = decode(&line.to_string()).unwrap() else {
+        panic!("not a result");
+    };
+    assert_eq!(result.usage().cost_usd, 0.00009);
+}

@@ -21,6 +21,8 @@ pub struct ApiError {
     pub message: String,
     /// The user message a failed turn belongs to, so clients can match it.
     pub message_id: Option<MessageId>,
+    /// More fields of the error object (a refusal's budget, limit and spending).
+    pub details: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
@@ -30,6 +32,7 @@ impl ApiError {
             code,
             message: message.into(),
             message_id: None,
+            details: None,
         }
     }
     pub fn not_found(what: impl Into<String>) -> Self {
@@ -53,6 +56,9 @@ impl IntoResponse for ApiError {
         let mut body = json!({"error": {"code": self.code, "message": self.message}});
         if let Some(id) = self.message_id {
             body["error"]["messageId"] = json!(id);
+        }
+        for (key, value) in self.details.into_iter().flatten() {
+            body["error"][key] = value;
         }
         (self.status, Json(body)).into_response()
     }
@@ -110,6 +116,7 @@ impl From<PipelineError> for ApiError {
                 code: "client_message_id_conflict",
                 message_id: Some(message_id.clone()),
                 message: err.to_string(),
+                details: None,
             },
             err @ PipelineError::QueueFull { .. } => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", err.to_string())
@@ -123,6 +130,7 @@ impl From<PipelineError> for ApiError {
                     code,
                     message: error.to_string(),
                     message_id: Some(message_id),
+                    details: None,
                 }
             }
             PipelineError::Process(error) => {
@@ -140,6 +148,21 @@ impl From<PipelineError> for ApiError {
                     "this message was already processed and ended as {status:?}: {error}"
                 ),
                 message_id: Some(message_id),
+                details: None,
+            },
+            PipelineError::BudgetExceeded {
+                message_id,
+                exceeded,
+            } => ApiError {
+                status: StatusCode::PAYMENT_REQUIRED,
+                code: "budget_exceeded",
+                message: exceeded.to_string(),
+                message_id: Some(message_id),
+                // `budget`, `limitUsd`, `spentUsd`.
+                details: match serde_json::to_value(&exceeded) {
+                    Ok(serde_json::Value::Object(fields)) => Some(fields),
+                    _ => None,
+                },
             },
             PipelineError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

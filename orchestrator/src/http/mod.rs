@@ -69,7 +69,7 @@ pub struct ApiQuery<T>(pub T);
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/threads", post(threads::create).get(threads::list))
-        .route("/threads/{id}", get(threads::get_one))
+        .route("/threads/{id}", get(threads::get_one).patch(threads::patch))
         .route("/threads/{id}/messages", post(threads::post_message))
         .route("/threads/{id}/interrupt", post(threads::interrupt))
         .route("/threads/{id}/fork", post(threads::fork))

@@ -19,8 +19,9 @@ use tracing::{info, warn};
 use plugin_contract::ThreadId;
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
+use crate::budget::validate_usd;
 use crate::pipeline::{NewMessage, TurnReply};
-use crate::store::{EventRow, Message, MessageId, NewThread, Thread, ThreadSummary};
+use crate::store::{EventRow, Message, MessageId, NewThread, Thread, ThreadSummary, Usage};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -29,6 +30,8 @@ pub struct CreateThread {
     model: Option<String>,
     /// A JSON Schema (draft 2020-12) every reply must match: `--json-schema`.
     output_schema: Option<serde_json::Value>,
+    /// Most USD the thread's turns may cost together; then its messages get 402.
+    max_budget_usd: Option<f64>,
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
@@ -43,6 +46,7 @@ pub async fn create(
             title: None,
             model: None,
             output_schema: None,
+            max_budget_usd: None,
         }
     } else {
         super::error::parse_json(&body)?
@@ -50,12 +54,16 @@ pub async fn create(
     if let Some(schema) = &body.output_schema {
         crate::mcp::schema::OutputSchema::compile(schema).map_err(ApiError::unprocessable)?;
     }
+    if let Some(budget) = body.max_budget_usd {
+        validate_usd(budget, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
+    }
     let thread = state
         .pipeline
         .create_thread(NewThread {
             title: body.title,
             model: body.model,
             output_schema: body.output_schema,
+            max_budget_usd: body.max_budget_usd,
             ..NewThread::default()
         })
         .await?;
@@ -99,11 +107,13 @@ pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, Api
     }))
 }
 
-/// `GET /api/threads/{id}`: the thread with its messages, oldest first.
+/// `GET /api/threads/{id}`: the thread, what its turns cost together, and its messages (oldest
+/// first, each reply with its own usage).
 #[derive(Debug, Serialize)]
 pub struct ThreadWithMessages {
     #[serde(flatten)]
     pub thread: Thread,
+    pub usage: Usage,
     pub messages: Vec<Message>,
 }
 
@@ -112,9 +122,56 @@ pub async fn get_one(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ThreadWithMessages>, ApiError> {
     let id = ThreadId::from_string(id);
-    let thread = state.store.require_thread(&id).await?;
-    let messages = state.store.list_messages(&id).await?;
-    Ok(Json(ThreadWithMessages { thread, messages }))
+    Ok(Json(thread_with_messages(&state, &id).await?))
+}
+
+async fn thread_with_messages(
+    state: &ApiState,
+    id: &ThreadId,
+) -> Result<ThreadWithMessages, ApiError> {
+    let thread = state.store.require_thread(id).await?;
+    let usage = state.store.thread_usage(id).await?;
+    let messages = state.store.list_messages(id).await?;
+    Ok(ThreadWithMessages {
+        thread,
+        usage,
+        messages,
+    })
+}
+
+/// `PATCH /api/threads/{id}`: the fields given change; `"maxBudgetUsd": null` removes the limit.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchThread {
+    /// Absent: unchanged; `null`: no limit; a number: the new limit.
+    #[serde(default, deserialize_with = "present")]
+    max_budget_usd: Option<Option<f64>>,
+}
+
+/// Tells a field that is present (`Some`, even when `null`) from one that is absent (`None`,
+/// through `#[serde(default)]`).
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+pub async fn patch(
+    State(state): State<ApiState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<PatchThread>,
+) -> Result<Json<ThreadWithMessages>, ApiError> {
+    let id = ThreadId::from_string(id);
+    if let Some(budget) = body.max_budget_usd {
+        if let Some(usd) = budget {
+            validate_usd(usd, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
+        }
+        state.store.set_thread_budget(&id, budget).await?;
+        info!(thread_id = %id, max_budget_usd = ?budget, "Thread budget set.");
+    }
+    Ok(Json(thread_with_messages(&state, &id).await?))
 }
 
 #[derive(Debug, Deserialize)]

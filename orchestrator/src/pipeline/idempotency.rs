@@ -1,6 +1,6 @@
 //! A repeated `clientMessageId`: the same content answers with the first run's outcome (waiting
 //! for it if it still runs); other content is a conflict; a message a crash, a shutdown or an
-//! interrupt cut short runs again.
+//! interrupt cut short, or a budget refused, runs again.
 
 use tokio::sync::broadcast::error::RecvError;
 use tracing::info;
@@ -52,7 +52,10 @@ pub(super) async fn admit(
                 });
             }
             let retried = match first.status {
-                MessageStatus::Interrupted => store.retry_interrupted(&first.id).await?,
+                // Cut short, or refused by a budget that may have been raised since.
+                MessageStatus::Interrupted | MessageStatus::Refused => {
+                    store.retry_interrupted(&first.id).await?
+                }
                 _ => None,
             };
             match retried {

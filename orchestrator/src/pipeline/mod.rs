@@ -34,6 +34,7 @@ use plugin_contract::{
 };
 
 use crate::approvals::Approvals;
+use crate::budget::{BudgetExceeded, Budgets};
 use crate::events::{EventBus, EventKind};
 use crate::mcp::McpAdapter;
 use crate::metrics::TurnMetrics;
@@ -98,6 +99,12 @@ pub enum PipelineError {
     },
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// A budget is spent: the message is stored `refused` and nothing reached the CLI.
+    #[error("{exceeded}")]
+    BudgetExceeded {
+        message_id: MessageId,
+        exceeded: BudgetExceeded,
+    },
     #[error(transparent)]
     Store(StoreError),
 }
@@ -131,6 +138,7 @@ pub struct PipelineParts {
     pub approvals: Approvals,
     pub context: Vec<Arc<dyn ContextProvider>>,
     pub settings: PipelineSettings,
+    pub budgets: Budgets,
 }
 
 /// The pipeline. Cheap to clone: clones share one.
@@ -147,6 +155,7 @@ struct Inner {
     approvals: Approvals,
     context: Vec<Arc<dyn ContextProvider>>,
     settings: PipelineSettings,
+    budgets: Budgets,
     queues: Arc<ThreadQueues>,
     turns: TurnMetrics,
     /// Every turn runs in a tracked task, so shutdown can wait for them.
@@ -185,6 +194,7 @@ impl Pipeline {
                 approvals: parts.approvals,
                 context: parts.context,
                 settings: parts.settings,
+                budgets: parts.budgets,
                 queues: Arc::new(ThreadQueues::new(tasks.clone())),
                 turns: TurnMetrics::default(),
                 tasks,
@@ -275,6 +285,12 @@ impl Pipeline {
                     EventKind::MessageReceived,
                     json!({"messageId": message.id, "content": message.content, "clientMessageId": message.client_message_id}),
                 );
+                // Refused here, the caller hears 402 at once; the turn checks again when it
+                // comes up, for what the turns ahead of it spend.
+                if let Err(exceeded) = self.inner.budgets.check(&self.inner.store, &thread).await? {
+                    drop(ticket);
+                    return Err(self.refuse(&message, exceeded).await);
+                }
                 self.inner.tasks.spawn(
                     async move {
                         let result = pipeline.run_in_turn(&message, msg, ticket).await;
@@ -454,6 +470,9 @@ impl Delegate for Pipeline {
                 parent_id: Some(parent.clone()),
                 id: None,
                 output_schema: None,
+                // A limit of its own, as large as the parent's: its spending is not the
+                // parent's, so the daily budget is what bounds a tree of delegations.
+                max_budget_usd: parent_thread.max_budget_usd,
             })
             .await
             .map_err(|e| e.to_string())?;

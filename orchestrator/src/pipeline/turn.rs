@@ -13,9 +13,10 @@ use plugin_contract::SessionStart;
 
 use super::queue::QueueTicket;
 use super::{context, NewMessage, Pipeline, PipelineError, TurnReply};
+use crate::budget::{BudgetExceeded, BudgetKind};
 use crate::events::EventKind;
 use crate::pool::{Finish, Lease, TurnItem};
-use crate::store::{Message, MessageId, MessageStatus};
+use crate::store::{Message, MessageId, MessageStatus, Usage};
 use crate::turn_error::TurnError;
 
 impl Pipeline {
@@ -39,6 +40,7 @@ impl Pipeline {
             Err(PipelineError::Turn { status, error, .. }) => {
                 terminal.failed(*status, error.to_string()).await
             }
+            Err(PipelineError::BudgetExceeded { exceeded, .. }) => terminal.refused(exceeded).await,
             Err(other) => {
                 // Not the CLI (the store, the thread): the turn is over all the same, and the
                 // message must not stay `pending`.
@@ -46,7 +48,7 @@ impl Pipeline {
                 if let Err(err) = self
                     .inner
                     .store
-                    .fail_turn(&user.id, MessageStatus::Error, &error, None)
+                    .fail_turn(&user.id, MessageStatus::Error, &error, None, None)
                     .await
                 {
                     warn!(message_id = %user.id, error = %err, "Could not mark the failed turn.");
@@ -68,7 +70,7 @@ impl Pipeline {
             let status = MessageStatus::Interrupted;
             inner
                 .store
-                .fail_turn(&user.id, status, &error.to_string(), None)
+                .fail_turn(&user.id, status, &error.to_string(), None, None)
                 .await?;
             return Err(PipelineError::Turn {
                 message_id: user.id.clone(),
@@ -77,6 +79,9 @@ impl Pipeline {
             });
         }
         let thread = inner.store.require_thread(&user.thread_id).await?;
+        if let Err(exceeded) = inner.budgets.check(&inner.store, &thread).await? {
+            return Err(self.store_refusal(user, exceeded).await);
+        }
         let model = msg.model.clone().or(thread.model.clone());
         inner.events.emit(
             &thread.id,
@@ -111,8 +116,10 @@ impl Pipeline {
                         model.as_deref(),
                         done.structured_output.as_ref(),
                         done.session_id.as_ref(),
+                        tally.usage.as_ref(),
                     )
                     .await?;
+                self.count_usage(tally.usage.as_ref());
                 inner
                     .turns
                     .finished(tally.is_warm(), "done", started.elapsed());
@@ -143,8 +150,15 @@ impl Pipeline {
                 };
                 inner
                     .store
-                    .fail_turn(&user.id, status, &error.to_string(), None)
+                    .fail_turn(
+                        &user.id,
+                        status,
+                        &error.to_string(),
+                        None,
+                        tally.usage.as_ref(),
+                    )
                     .await?;
+                self.count_usage(tally.usage.as_ref());
                 inner
                     .turns
                     .finished(tally.is_warm(), status.as_str(), started.elapsed());
@@ -159,6 +173,63 @@ impl Pipeline {
                     error,
                 })
             }
+        }
+    }
+
+    /// Stores the message as refused by a budget, and returns the error its caller reports.
+    pub(super) async fn store_refusal(
+        &self,
+        user: &Message,
+        exceeded: BudgetExceeded,
+    ) -> PipelineError {
+        let stored = self
+            .inner
+            .store
+            .fail_turn(
+                &user.id,
+                MessageStatus::Refused,
+                &exceeded.to_string(),
+                None,
+                None,
+            )
+            .await;
+        if let Err(err) = stored {
+            return err.into();
+        }
+        let budget = match exceeded.budget {
+            BudgetKind::Thread => "thread",
+            BudgetKind::Daily => "daily",
+        };
+        self.inner.turns.refused(budget);
+        info!(
+            thread_id = %user.thread_id, message_id = %user.id, budget,
+            limit_usd = exceeded.limit_usd, spent_usd = exceeded.spent_usd,
+            "Message refused: a budget is spent."
+        );
+        PipelineError::BudgetExceeded {
+            message_id: user.id.clone(),
+            exceeded,
+        }
+    }
+
+    /// A refusal as the message arrives: stored, and its turn ended on the event stream.
+    pub(super) async fn refuse(&self, user: &Message, exceeded: BudgetExceeded) -> PipelineError {
+        let terminal = TerminalEvent::new(self, user);
+        let err = self.store_refusal(user, exceeded).await;
+        match &err {
+            PipelineError::BudgetExceeded { exceeded, .. } => terminal.refused(exceeded).await,
+            other => {
+                terminal
+                    .failed(MessageStatus::Error, other.to_string())
+                    .await
+            }
+        }
+        err
+    }
+
+    fn count_usage(&self, usage: Option<&Usage>) {
+        if let Some(usage) = usage {
+            self.inner.turns.usage(&usage.tokens(), usage.cost_usd);
         }
     }
 
@@ -213,6 +284,10 @@ impl Pipeline {
         let outcome = self
             .run_on_lease(&lease, user, &prompt, deadline, tally)
             .await;
+        if let Ok(result) = &outcome {
+            // Paid for whether or not the turn worked.
+            tally.usage = Some(usage_of(result));
+        }
         match outcome {
             Ok(result) if !result.is_error => {
                 let session_id = result
@@ -325,7 +400,7 @@ impl Pipeline {
                             if over_limit {
                                 return Err(TurnError::ToolCallLimit(max_tool_calls));
                             }
-                            return Ok(result);
+                            return Ok(*result);
                         }
                     }
                 }
@@ -405,6 +480,22 @@ struct TurnTally {
     tool_calls: u64,
     /// How the turn's process started; `None` until a process took the turn.
     start: Option<SessionStart>,
+    /// What the turn cost; `None` until its `result` line came.
+    usage: Option<Usage>,
+}
+
+/// The `result` line's usage in the store's terms.
+fn usage_of(result: &TurnResult) -> Usage {
+    let u = result.usage();
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    Usage {
+        input_tokens: count(u.input_tokens),
+        output_tokens: count(u.output_tokens),
+        cache_read_tokens: count(u.cache_read_tokens),
+        cache_write_tokens: count(u.cache_write_tokens),
+        cost_usd: u.cost_usd,
+        api_ms: count(u.api_ms),
+    }
 }
 
 impl TurnTally {
@@ -459,6 +550,14 @@ impl TerminalEvent {
         self.end(EventKind::TurnFailed, data).await;
     }
 
+    async fn refused(self, exceeded: &BudgetExceeded) {
+        let data = json!({
+            "messageId": self.message, "status": MessageStatus::Refused,
+            "error": exceeded.to_string(), "budget": exceeded,
+        });
+        self.end(EventKind::TurnFailed, data).await;
+    }
+
     async fn end(mut self, kind: EventKind, data: serde_json::Value) {
         self.sent = true;
         self.pipeline
@@ -486,7 +585,7 @@ impl Drop for TerminalEvent {
             let (store, message) = (self.pipeline.inner.store.clone(), self.message.clone());
             self.pipeline.inner.tasks.spawn(async move {
                 let _ = store
-                    .fail_turn(&message, MessageStatus::Error, error, None)
+                    .fail_turn(&message, MessageStatus::Error, error, None, None)
                     .await;
             });
         }

@@ -898,7 +898,7 @@ pub enum TurnItem {
     /// ([`PermissionRequest::answer`]).
     Permission(PermissionRequest),
     /// The turn's `result`: the turn is over.
-    Done(TurnResult),
+    Done(Box<TurnResult>),
 }
 
 impl LeasedTurn<'_> {

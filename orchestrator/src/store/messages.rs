@@ -11,7 +11,7 @@ use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
 
 use super::{
     is_unique_violation, now_text, Inserted, Message, MessageId, MessageStatus, NewUserMessage,
-    Role, Store, StoreError,
+    Role, Store, StoreError, Usage,
 };
 
 /// A `messages` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no sqlx,
@@ -28,6 +28,12 @@ struct MessageRecord {
     reply_to: Option<MessageId>,
     model: Option<String>,
     structured_output: Option<serde_json::Value>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    cache_read_tokens: Option<i64>,
+    cache_write_tokens: Option<i64>,
+    cost_usd: Option<f64>,
+    api_ms: Option<i64>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -46,6 +52,15 @@ impl From<MessageRecord> for Message {
             reply_to: row.reply_to,
             model: row.model,
             structured_output: row.structured_output,
+            // Written together: the cost stands for all of them.
+            usage: row.cost_usd.map(|cost_usd| Usage {
+                input_tokens: row.input_tokens.unwrap_or_default(),
+                output_tokens: row.output_tokens.unwrap_or_default(),
+                cache_read_tokens: row.cache_read_tokens.unwrap_or_default(),
+                cache_write_tokens: row.cache_write_tokens.unwrap_or_default(),
+                cost_usd,
+                api_ms: row.api_ms.unwrap_or_default(),
+            }),
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -77,6 +92,8 @@ impl Store {
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             id,
@@ -104,6 +121,8 @@ impl Store {
                               status AS "status: MessageStatus", error, client_message_id,
                               reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                               created_at AS "created_at: DateTime<Utc>",
                               updated_at AS "updated_at: DateTime<Utc>"
                        FROM messages WHERE thread_id = ?1 AND client_message_id = ?2"#,
@@ -136,6 +155,7 @@ impl Store {
         model: Option<&str>,
         structured_output: Option<&serde_json::Value>,
         session: Option<&CliSessionId>,
+        usage: Option<&Usage>,
     ) -> Result<Message, StoreError> {
         let _timer = self.metrics.time("complete_turn");
         // IMMEDIATE takes the write lock up front: a deferred transaction that reads first and
@@ -155,18 +175,24 @@ impl Store {
 
         let reply_id = MessageId::generate();
         let structured = structured_output.map(serde_json::Value::to_string);
+        let u = usage.copied().unwrap_or_default();
+        let cost = usage.map(|u| u.cost_usd);
         let reply = sqlx::query_as!(
             MessageRecord,
             r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
                                      client_message_id, reply_to, model, structured_output,
-                                     created_at, updated_at)
+                                     input_tokens, output_tokens, cache_read_tokens,
+                                     cache_write_tokens, cost_usd, api_ms, created_at, updated_at)
                VALUES (?1, ?2,
                        (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2),
-                       'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?7, ?6, ?6)
+                       'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?7,
+                       ?8, ?9, ?10, ?11, ?12, ?13, ?6, ?6)
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             reply_id,
@@ -176,11 +202,20 @@ impl Store {
             model,
             now,
             structured,
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+            cost,
+            u.api_ms,
         )
         .fetch_one(&mut *tx)
         .await?;
 
         record_session(&mut tx, &thread_id, session, &now).await?;
+        if let Some(usage) = usage {
+            super::usage::add_to_day(&mut tx, usage).await?;
+        }
         tx.commit().await?;
         Ok(reply.into())
     }
@@ -196,6 +231,7 @@ impl Store {
         status: MessageStatus,
         error: &str,
         session: Option<&CliSessionId>,
+        usage: Option<&Usage>,
     ) -> Result<(), StoreError> {
         let _timer = self.metrics.time("fail_turn");
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -213,6 +249,28 @@ impl Store {
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
 
+        if let Some(u) = usage {
+            // Added to what an earlier run of the same message (interrupted, then retried) cost.
+            sqlx::query!(
+                "UPDATE messages SET input_tokens = COALESCE(input_tokens, 0) + ?1,
+                        output_tokens = COALESCE(output_tokens, 0) + ?2,
+                        cache_read_tokens = COALESCE(cache_read_tokens, 0) + ?3,
+                        cache_write_tokens = COALESCE(cache_write_tokens, 0) + ?4,
+                        cost_usd = COALESCE(cost_usd, 0) + ?5,
+                        api_ms = COALESCE(api_ms, 0) + ?6
+                 WHERE id = ?7",
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.cost_usd,
+                u.api_ms,
+                user_message,
+            )
+            .execute(&mut *tx)
+            .await?;
+            super::usage::add_to_day(&mut tx, u).await?;
+        }
         record_session(&mut tx, &thread_id, session, &now).await?;
         tx.commit().await?;
         Ok(())
@@ -227,6 +285,8 @@ impl Store {
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM messages WHERE id = ?1"#,
@@ -247,6 +307,8 @@ impl Store {
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM messages WHERE thread_id = ?1 ORDER BY seq, rowid"#,
@@ -266,6 +328,8 @@ impl Store {
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM messages WHERE reply_to = ?1 AND role = 'assistant'"#,
@@ -309,20 +373,22 @@ impl Store {
             .collect())
     }
 
-    /// Puts an `interrupted` user message back to `pending`, so a client's retry runs it. Returns
-    /// the message when this call did it; `None` when it was not `interrupted` (any more): of two
-    /// concurrent retries, exactly one gets it.
+    /// Puts an `interrupted` or `refused` user message back to `pending`, so a client's retry
+    /// runs it. Returns the message when this call did it; `None` when it was neither (any more):
+    /// of two concurrent retries, exactly one gets it.
     pub async fn retry_interrupted(&self, id: &MessageId) -> Result<Option<Message>, StoreError> {
         let _timer = self.metrics.time("retry_interrupted");
         let now = now_text();
         let row = sqlx::query_as!(
             MessageRecord,
             r#"UPDATE messages SET status = 'pending', error = NULL, updated_at = ?1
-               WHERE id = ?2 AND role = 'user' AND status = 'interrupted'
+               WHERE id = ?2 AND role = 'user' AND status IN ('interrupted', 'refused')
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
                       structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             now,
@@ -568,7 +634,7 @@ mod tests {
         let session = CliSessionId::from_string("sess-42");
 
         let reply = store
-            .complete_turn(&question.id, "4", Some("opus"), None, Some(&session))
+            .complete_turn(&question.id, "4", Some("opus"), None, Some(&session), None)
             .await
             .unwrap();
         assert_eq!(reply.role, Role::Assistant);
@@ -607,7 +673,7 @@ mod tests {
         store.set_cli_session(&t, Some(&old)).await.unwrap();
         let question = send(&store, &t, "hi").await;
         store
-            .complete_turn(&question.id, "hello", None, None, None)
+            .complete_turn(&question.id, "hello", None, None, None, None)
             .await
             .unwrap();
         assert_eq!(
@@ -622,7 +688,7 @@ mod tests {
         let t = thread(&store).await;
         let unknown = MessageId::from_string("msg_nope");
         let err = store
-            .complete_turn(&unknown, "x", None, None, None)
+            .complete_turn(&unknown, "x", None, None, None, None)
             .await
             .unwrap_err();
         assert!(
@@ -632,12 +698,14 @@ mod tests {
 
         let question = send(&store, &t, "q").await;
         let reply = store
-            .complete_turn(&question.id, "a", None, None, None)
+            .complete_turn(&question.id, "a", None, None, None, None)
             .await
             .unwrap();
         // An assistant message is not a user message to answer.
         assert!(matches!(
-            store.complete_turn(&reply.id, "x", None, None, None).await,
+            store
+                .complete_turn(&reply.id, "x", None, None, None, None)
+                .await,
             Err(StoreError::MessageNotFound(_))
         ));
         // A second reply to the same question breaks `messages_reply_to`; the session update in the
@@ -645,7 +713,7 @@ mod tests {
         let session = CliSessionId::from_string("must-not-stick");
         assert!(matches!(
             store
-                .complete_turn(&question.id, "again", None, None, Some(&session))
+                .complete_turn(&question.id, "again", None, None, Some(&session), None)
                 .await,
             Err(StoreError::Db(_))
         ));
@@ -666,6 +734,7 @@ mod tests {
                 MessageStatus::Error,
                 "CLI died",
                 Some(&session),
+                None,
             )
             .await
             .unwrap();
@@ -680,7 +749,7 @@ mod tests {
 
         let other = send(&store, &t, "q2").await;
         store
-            .fail_turn(&other.id, MessageStatus::Interrupted, "stopped", None)
+            .fail_turn(&other.id, MessageStatus::Interrupted, "stopped", None, None)
             .await
             .unwrap();
         let got = store.get_message(&other.id).await.unwrap().unwrap();
@@ -690,7 +759,7 @@ mod tests {
         let unknown = MessageId::from_string("msg_nope");
         assert!(matches!(
             store
-                .fail_turn(&unknown, MessageStatus::Error, "x", None)
+                .fail_turn(&unknown, MessageStatus::Error, "x", None, None)
                 .await,
             Err(StoreError::MessageNotFound(_))
         ));
@@ -704,27 +773,27 @@ mod tests {
 
         let q1 = send(&store, &t, "q1").await;
         store
-            .complete_turn(&q1.id, "a1", None, None, None)
+            .complete_turn(&q1.id, "a1", None, None, None, None)
             .await
             .unwrap();
         let failed = send(&store, &t, "failed").await;
         store
-            .fail_turn(&failed.id, MessageStatus::Error, "boom", None)
+            .fail_turn(&failed.id, MessageStatus::Error, "boom", None, None)
             .await
             .unwrap();
         let stopped = send(&store, &t, "stopped").await;
         store
-            .fail_turn(&stopped.id, MessageStatus::Interrupted, "stop", None)
+            .fail_turn(&stopped.id, MessageStatus::Interrupted, "stop", None, None)
             .await
             .unwrap();
         let q2 = send(&store, &t, "q2").await;
         let o1 = send(&store, &other, "other thread").await;
         store
-            .complete_turn(&o1.id, "other reply", None, None, None)
+            .complete_turn(&o1.id, "other reply", None, None, None, None)
             .await
             .unwrap();
         store
-            .complete_turn(&q2.id, "a2", None, None, None)
+            .complete_turn(&q2.id, "a2", None, None, None, None)
             .await
             .unwrap();
         send(&store, &t, "running now").await;
@@ -760,7 +829,7 @@ mod tests {
         let t = thread(&store).await;
         let done = send(&store, &t, "done").await;
         store
-            .complete_turn(&done.id, "reply", None, None, None)
+            .complete_turn(&done.id, "reply", None, None, None, None)
             .await
             .unwrap();
         let p1 = send(&store, &t, "p1").await;

@@ -32,6 +32,7 @@ mod messages;
 mod permissions;
 mod threads;
 mod tool_calls;
+mod usage;
 
 pub use permissions::{NewPermission, PermissionRow};
 
@@ -244,6 +245,8 @@ pub enum MessageStatus {
     Error,
     /// The turn was stopped (on request, or by a restart) before it finished.
     Interrupted,
+    /// A budget stopped the turn before the CLI saw the message; `error` names it.
+    Refused,
 }
 
 impl MessageStatus {
@@ -254,6 +257,7 @@ impl MessageStatus {
             MessageStatus::Done => "done",
             MessageStatus::Error => "error",
             MessageStatus::Interrupted => "interrupted",
+            MessageStatus::Refused => "refused",
         }
     }
 }
@@ -267,6 +271,7 @@ impl FromStr for MessageStatus {
             "done" => Ok(MessageStatus::Done),
             "error" => Ok(MessageStatus::Error),
             "interrupted" => Ok(MessageStatus::Interrupted),
+            "refused" => Ok(MessageStatus::Refused),
             other => Err(ParseEnumError {
                 kind: "message status",
                 value: other.to_owned(),
@@ -345,6 +350,8 @@ pub struct NewThread {
     pub parent_id: Option<ThreadId>,
     /// A JSON Schema every reply must match (`--json-schema`).
     pub output_schema: Option<serde_json::Value>,
+    /// Most USD the thread's turns may cost together.
+    pub max_budget_usd: Option<f64>,
 }
 
 /// A conversation.
@@ -366,6 +373,8 @@ pub struct Thread {
     /// `--fork-session` (until then `cli_session_id` is empty).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_session: Option<CliSessionId>,
+    /// Most USD the thread's turns may cost together; `None`: only the daemon's daily budget.
+    pub max_budget_usd: Option<f64>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,
@@ -434,8 +443,38 @@ pub struct Message {
     /// A reply of a thread with an `outputSchema`: the value, validated against it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<serde_json::Value>,
+    /// What the turn cost: on the reply of a turn that replied, on the user message of a turn
+    /// that failed after reaching the API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// What turns cost: one turn's figures from the CLI's `result` line, or their sums.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    /// As the CLI prices it (list prices of the models it used).
+    pub cost_usd: f64,
+    /// Time spent in Messages API requests, in milliseconds.
+    pub api_ms: i64,
+}
+
+impl Usage {
+    /// The figures by `harness_tokens_total`'s `kind` label.
+    pub fn tokens(&self) -> [(&'static str, i64); 4] {
+        [
+            ("input", self.input_tokens),
+            ("output", self.output_tokens),
+            ("cache_read", self.cache_read_tokens),
+            ("cache_write", self.cache_write_tokens),
+        ]
+    }
 }
 
 /// One entry of a thread's event log. `id` is the SSE event id: monotonic across the daemon, so a
@@ -508,6 +547,85 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
 mod tests {
     use super::*;
 
+    /// The usage migration rebuilds `messages` (for the `refused` status): a database from before
+    /// it keeps every message, its reply links, the permissions that point at messages, and its
+    /// foreign keys.
+    #[tokio::test]
+    async fn the_usage_migration_keeps_messages_and_what_points_at_them() {
+        use std::borrow::Cow;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let old = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .foreign_keys(true),
+            )
+            .await
+            .unwrap();
+        let before = sqlx::migrate::Migrator {
+            migrations: Cow::Owned(MIGRATOR.migrations[..4].to_vec()),
+            ..sqlx::migrate::Migrator::DEFAULT
+        };
+        before.run(&old).await.unwrap();
+        sqlx::raw_sql(
+            "INSERT INTO threads (id, created_at, updated_at) VALUES ('t', 'x', 'x');
+             INSERT INTO messages (id, thread_id, seq, role, content, status, created_at, updated_at)
+                 VALUES ('q', 't', 1, 'user', 'hi', 'done', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+             INSERT INTO messages (id, thread_id, seq, role, content, status, reply_to, created_at, updated_at)
+                 VALUES ('a', 't', 2, 'assistant', 'yo', 'done', 'q', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+             INSERT INTO permissions (id, thread_id, message_id, tool_name, input, status, created_at)
+                 VALUES ('p', 't', 'q', 'Bash', '{}', 'allowed', 'x');",
+        )
+        .execute(&old)
+        .await
+        .unwrap();
+        old.close().await;
+
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        let thread = ThreadId::from_string("t");
+        let messages = store.list_messages(&thread).await.unwrap();
+        let ids: Vec<_> = messages.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["q", "a"]);
+        assert_eq!(
+            messages[1].reply_to.as_ref().map(MessageId::as_str),
+            Some("q")
+        );
+        let pointing: Vec<(String,)> =
+            sqlx::query_as("SELECT message_id FROM permissions WHERE id = 'p'")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(pointing, [("q".to_owned(),)]);
+        let broken: Vec<(String,)> =
+            sqlx::query_as("SELECT \"table\" FROM pragma_foreign_key_check")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        assert!(broken.is_empty(), "{broken:?}");
+        // The reply link is still a foreign key, now on the new table.
+        let dangling = sqlx::raw_sql(
+            "INSERT INTO messages (id, thread_id, seq, role, content, status, reply_to, created_at, updated_at)
+                 VALUES ('b', 't', 3, 'assistant', 'x', 'done', 'nope', 'x', 'x')",
+        )
+        .execute(store.pool())
+        .await;
+        assert!(dangling.is_err());
+        // And the new status is allowed.
+        store
+            .fail_turn(
+                &MessageId::from_string("q"),
+                MessageStatus::Refused,
+                "budget",
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+
     /// A fresh migrated in-memory store.
     pub(crate) async fn memory_store() -> Store {
         Store::open(":memory:").await.unwrap()
@@ -542,7 +660,14 @@ mod tests {
         .unwrap();
         assert_eq!(
             tables,
-            ["events", "messages", "permissions", "threads", "tool_calls"]
+            [
+                "events",
+                "messages",
+                "permissions",
+                "threads",
+                "tool_calls",
+                "usage_days"
+            ]
         );
         assert_eq!(store.pool().size(), 1);
 
@@ -623,6 +748,7 @@ mod tests {
                 model: Some("haiku".into()),
                 parent_id: Some(parent.id.clone()),
                 output_schema: None,
+                max_budget_usd: None,
             })
             .await
             .unwrap();
@@ -636,7 +762,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .complete_turn(&question.message().id, "pong", None, None, None)
+            .complete_turn(&question.message().id, "pong", None, None, None, None)
             .await
             .unwrap();
 

@@ -20,6 +20,7 @@ struct ThreadRecord {
     parent_id: Option<String>,
     output_schema: Option<serde_json::Value>,
     forked_session: Option<String>,
+    max_budget_usd: Option<f64>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -34,6 +35,7 @@ impl From<ThreadRecord> for Thread {
             parent_id: row.parent_id.map(ThreadId::from_string),
             output_schema: row.output_schema,
             forked_session: row.forked_session.map(CliSessionId::from_string),
+            max_budget_usd: row.max_budget_usd,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -57,10 +59,11 @@ impl Store {
         let row = sqlx::query_as!(
             ThreadRecord,
             r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                                    created_at, updated_at)
-               VALUES (?1, ?2, ?3, NULL, ?4, ?6, ?5, ?5)
+                                    max_budget_usd, created_at, updated_at)
+               VALUES (?1, ?2, ?3, NULL, ?4, ?6, ?7, ?5, ?5)
                RETURNING id, title, model, cli_session_id, parent_id,
                          output_schema AS "output_schema: serde_json::Value", forked_session,
+                      max_budget_usd,
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             id_text,
@@ -69,6 +72,7 @@ impl Store {
             parent,
             now,
             schema,
+            new.max_budget_usd,
         )
         .fetch_one(&self.pool)
         .await?;
@@ -76,9 +80,10 @@ impl Store {
         Ok(row.into())
     }
 
-    /// A new thread that forks `parent`: its model, `outputSchema` and finished messages (new
-    /// ids, in order, each reply still answering its question), and the parent's CLI session to
-    /// fork on its first turn. One transaction.
+    /// A new thread that forks `parent`: its model, `outputSchema`, budget limit (not what it
+    /// spent) and finished messages (new ids, in order, each reply still answering its
+    /// question; their usage stays the parent's), and the parent's CLI session to fork on its
+    /// first turn. One transaction.
     pub async fn fork_thread(
         &self,
         parent: &ThreadId,
@@ -99,10 +104,11 @@ impl Store {
         let row = sqlx::query_as!(
             ThreadRecord,
             r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                                    forked_session, created_at, updated_at)
-               VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?7)
+                                    forked_session, max_budget_usd, created_at, updated_at)
+               VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?7, ?7)
                RETURNING id, title, model, cli_session_id, parent_id,
                          output_schema AS "output_schema: serde_json::Value", forked_session,
+                      max_budget_usd,
                          created_at AS "created_at: DateTime<Utc>",
                          updated_at AS "updated_at: DateTime<Utc>""#,
             id_text,
@@ -112,6 +118,7 @@ impl Store {
             schema,
             session,
             now,
+            source.max_budget_usd,
         )
         .fetch_one(&mut *tx)
         .await?;
@@ -163,6 +170,7 @@ impl Store {
             ThreadRecord,
             r#"SELECT id, title, model, cli_session_id, parent_id,
                       output_schema AS "output_schema: serde_json::Value", forked_session,
+                      max_budget_usd,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM threads WHERE id = ?1"#,
@@ -186,6 +194,7 @@ impl Store {
             ThreadRecord,
             r#"SELECT id, title, model, cli_session_id, parent_id,
                       output_schema AS "output_schema: serde_json::Value", forked_session,
+                      max_budget_usd,
                       created_at AS "created_at: DateTime<Utc>",
                       updated_at AS "updated_at: DateTime<Utc>"
                FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -202,6 +211,7 @@ impl Store {
         let rows = sqlx::query!(
             r#"SELECT t.id, t.title, t.model, t.cli_session_id, t.parent_id,
                       t.output_schema AS "output_schema: serde_json::Value", t.forked_session,
+                      t.max_budget_usd,
                       t.created_at AS "created_at: DateTime<Utc>",
                       t.updated_at AS "updated_at: DateTime<Utc>",
                       COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -223,6 +233,7 @@ impl Store {
                     parent_id: row.parent_id,
                     output_schema: row.output_schema,
                     forked_session: row.forked_session,
+                    max_budget_usd: row.max_budget_usd,
                     created_at: row.created_at,
                     updated_at: row.updated_at,
                 }
@@ -322,9 +333,11 @@ mod tests {
                 model: Some("sonnet".into()),
                 parent_id: None,
                 output_schema: Some(serde_json::json!({"type": "object"})),
+                max_budget_usd: Some(1.5),
             })
             .await
             .unwrap();
+        assert_eq!(first.max_budget_usd, Some(1.5));
         assert_eq!(
             first.output_schema,
             Some(serde_json::json!({"type": "object"}))

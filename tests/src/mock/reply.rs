@@ -147,7 +147,7 @@ pub(crate) fn plan(reply: &Reply, ctx: &ReplyContext) -> Plan {
                            "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
                 ),
                 block_stop(),
-                message_delta("tool_use"),
+                message_delta(ctx, "tool_use"),
                 message_stop(),
             ])
         }
@@ -197,7 +197,7 @@ fn text_plan(ctx: &ReplyContext, chunks: &[String], delay: Duration) -> Plan {
             json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": chunk}}),
         ));
     }
-    steps.extend([block_stop(), message_delta("end_turn"), message_stop()]);
+    steps.extend([block_stop(), message_delta(ctx, "end_turn"), message_stop()]);
     Plan::Stream(steps)
 }
 
@@ -206,8 +206,40 @@ fn message_body(ctx: &ReplyContext, block: Value, stop_reason: &str) -> Value {
     json!({
         "id": format!("msg_mock_{}", ctx.number), "type": "message", "role": "assistant", "model": ctx.model,
         "content": [block], "stop_reason": stop_reason, "stop_sequence": null,
-        "usage": {"input_tokens": 5, "output_tokens": 2},
+        "usage": usage_for(ctx.number).wire(usage_for(ctx.number).output_tokens),
     })
+}
+
+/// The tokens the mock reports for its message request number `number` (from 1): different for
+/// every request, so a test can check sums against what the API reported.
+pub fn usage_for(number: u64) -> MockUsage {
+    MockUsage {
+        input_tokens: 100 + number,
+        output_tokens: 7,
+        cache_read_input_tokens: 20 * number,
+        cache_creation_input_tokens: 3,
+    }
+}
+
+/// A response's `usage`, as the Messages API reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MockUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+}
+
+impl MockUsage {
+    /// The wire object with `output_tokens` so far.
+    fn wire(&self, output_tokens: u64) -> Value {
+        json!({
+            "input_tokens": self.input_tokens,
+            "output_tokens": output_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+        })
+    }
 }
 
 /// Splits at spaces into at most three chunks (spaces kept), so a reply arrives as several deltas.
@@ -233,7 +265,7 @@ fn message_start(ctx: &ReplyContext) -> Step {
         json!({"type": "message_start", "message": {
             "id": format!("msg_mock_{}", ctx.number), "type": "message", "role": "assistant", "model": ctx.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": 5, "output_tokens": 1},
+            "usage": usage_for(ctx.number).wire(1),
         }}),
     )
 }
@@ -252,11 +284,12 @@ fn block_stop() -> Step {
     )
 }
 
-fn message_delta(stop_reason: &str) -> Step {
+/// The end of a message; `usage.output_tokens` is the message's total, as the API sends it.
+fn message_delta(ctx: &ReplyContext, stop_reason: &str) -> Step {
     event(
         "message_delta",
         json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-               "usage": {"output_tokens": 2}}),
+               "usage": {"output_tokens": usage_for(ctx.number).output_tokens}}),
     )
 }
 

@@ -18,3 +18,4 @@ mod spares;
 mod structured;
 mod support;
 mod tools;
+mod usage;
