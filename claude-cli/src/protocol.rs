@@ -176,7 +176,7 @@ pub enum CliMessage {
     ControlCancel { request_id: String },
     /// The end of a turn.
     Result(Box<TurnResult>),
-    /// Turn progress: `system`, `assistant`, `user`, `stream_event`.
+    /// Turn progress: `system`, `assistant`, `user`, `stream_event`, `rate_limit_event`.
     Progress(Progress),
     /// A line of a type the host does not use (new types appear often).
     Ignored,
@@ -222,6 +222,21 @@ pub enum TurnEvent {
         error: String,
         status: Option<u64>,
     },
+    /// The account's rate-limit state changed (`rate_limit_event`; only under a claude.ai/OAuth
+    /// login, never with an API key). `status` is `allowed`, `allowed_warning` or `rejected`; a
+    /// `rejected` one is followed at once by an error `result` (the CLI does not retry it).
+    RateLimit {
+        status: String,
+        /// Unix seconds when the limiting window resets.
+        resets_at: Option<u64>,
+        /// The window that limits: `five_hour`, `seven_day`, …
+        rate_limit_type: Option<String>,
+        /// Share of the window used, 0–1, when the CLI reports it.
+        utilization: Option<f64>,
+        /// The warning threshold crossed (`allowed_warning`).
+        surpassed_threshold: Option<f64>,
+        is_using_overage: Option<bool>,
+    },
 }
 
 /// The `result` line: exactly one per turn.
@@ -249,6 +264,10 @@ pub struct TurnResult {
     /// the model answered with text only (the turn may still be `success`).
     #[serde(default)]
     pub structured_output: Option<Value>,
+    /// The HTTP status of the API error that ended the turn once the CLI's retries ran out (429,
+    /// 529, …); `None` when the API answered.
+    #[serde(default, deserialize_with = "lenient")]
+    pub api_error_status: Option<u16>,
     /// This turn's figures per model. `total_cost_usd` and `modelUsage` count from the process's
     /// start instead (protocol notes §5.5).
     #[serde(default, deserialize_with = "lenient")]
@@ -466,6 +485,21 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
                 starts_turn: false,
             })
         }
+        Line::RateLimitEvent(line) => {
+            let info = line.rate_limit_info;
+            CliMessage::Progress(Progress {
+                events: vec![TurnEvent::RateLimit {
+                    status: info.status,
+                    resets_at: info.resets_at,
+                    rate_limit_type: info.rate_limit_type,
+                    utilization: info.utilization,
+                    surpassed_threshold: info.surpassed_threshold,
+                    is_using_overage: info.is_using_overage,
+                }],
+                session_id: line.session_id,
+                starts_turn: false,
+            })
+        }
         Line::Other => CliMessage::Ignored,
     })
 }
@@ -482,6 +516,7 @@ enum Line {
     Assistant(MessageLine),
     User(MessageLine),
     StreamEvent(StreamEventLine),
+    RateLimitEvent(RateLimitLine),
     #[serde(other)]
     Other,
 }
@@ -534,6 +569,32 @@ struct SystemLine {
     error: String,
     #[serde(default, deserialize_with = "lenient")]
     error_status: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct RateLimitLine {
+    #[serde(default, deserialize_with = "lenient")]
+    rate_limit_info: RateLimitInfo,
+    #[serde(default, deserialize_with = "lenient")]
+    session_id: Option<String>,
+}
+
+/// `rate_limit_info`, camelCase on the wire (protocol notes §8).
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RateLimitInfo {
+    #[serde(default, deserialize_with = "lenient")]
+    status: String,
+    #[serde(default, deserialize_with = "lenient")]
+    resets_at: Option<u64>,
+    #[serde(default, deserialize_with = "lenient")]
+    rate_limit_type: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    utilization: Option<f64>,
+    #[serde(default, deserialize_with = "lenient")]
+    surpassed_threshold: Option<f64>,
+    #[serde(default, deserialize_with = "lenient")]
+    is_using_overage: Option<bool>,
 }
 
 #[derive(Deserialize)]

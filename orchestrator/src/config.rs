@@ -43,6 +43,7 @@ pub struct Config {
     pub tools: ToolsConfig,
     pub approvals: ApprovalsConfig,
     pub budget: BudgetConfig,
+    pub rate_limit: RateLimitConfig,
 }
 
 /// What the turns may cost. A thread's own limit is `maxBudgetUsd` on the thread.
@@ -190,6 +191,45 @@ pub struct ToolsConfig {
     pub delegation_timeout: Duration,
 }
 
+/// The adaptive limit on turns running at once (`pipeline::throttle`): halved when the Messages
+/// API pushes back (429/529 retries, a rejected rate limit, a turn ended by a 429/529), raised by
+/// one after `limit` turns in a row went through.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// False keeps the limit at `max_concurrent_turns` (the signals are still counted).
+    pub enabled: bool,
+    /// The starting limit and its ceiling. Default: `pool.max_capacity`, since more turns than
+    /// processes cannot run anyway.
+    pub max_concurrent_turns: Option<usize>,
+    /// The floor of the limit; at least 1, so turns always go on.
+    pub min_concurrent_turns: usize,
+    /// At most one decrease per window: the turns in flight when the API starts refusing all
+    /// report it within the CLI's retry delays (≈0.5 s, then ≈1 s), and that is one overload,
+    /// not one per turn.
+    #[serde(with = "secs")]
+    pub cooldown: Duration,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_concurrent_turns: None,
+            min_concurrent_turns: 1,
+            cooldown: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RateLimitConfig {
+    /// The ceiling: `max_concurrent_turns`, else the pool's capacity.
+    pub fn max_turns(&self, pool: &PoolConfig) -> usize {
+        self.max_concurrent_turns
+            .unwrap_or_else(|| usize::try_from(pool.max_capacity).unwrap_or(usize::MAX))
+    }
+}
+
 /// Who decides whether a child may use a tool the CLI would ask a person about (a `Bash` command
 /// that writes, a `Write`, a read outside the thread's folder).
 #[derive(Clone, Debug, Deserialize)]
@@ -269,6 +309,7 @@ impl Default for Config {
             tools: ToolsConfig::default(),
             approvals: ApprovalsConfig::default(),
             budget: BudgetConfig::default(),
+            rate_limit: RateLimitConfig::default(),
         }
     }
 }
@@ -552,6 +593,14 @@ impl Config {
                 "turn.max_tool_calls must be at least 1".into(),
             ));
         }
+        let max_turns = self.rate_limit.max_turns(&self.pool);
+        if self.rate_limit.min_concurrent_turns == 0
+            || max_turns < self.rate_limit.min_concurrent_turns
+        {
+            return Err(ConfigError::Invalid(format!(
+                "rate_limit.min_concurrent_turns must be at least 1 and at most max_concurrent_turns ({max_turns})"
+            )));
+        }
         if self.turn.queue_limit == 0 {
             return Err(ConfigError::Invalid(
                 "turn.queue_limit must be at least 1".into(),
@@ -760,6 +809,28 @@ mod tests {
             Some("from-env"),
             "the variable wins"
         );
+    }
+
+    #[test]
+    fn the_concurrency_limit_defaults_to_the_pool_and_comes_from_the_file() {
+        let c = Config::default();
+        assert!(c.rate_limit.enabled);
+        assert_eq!(c.rate_limit.max_turns(&c.pool), 16);
+        assert_eq!(c.rate_limit.min_concurrent_turns, 1);
+        assert_eq!(c.rate_limit.cooldown, Duration::from_secs(2));
+        let c = Config::from_toml(
+            "[pool]\nmax_capacity = 3\n[rate_limit]\ncooldown = 0.5\nmin_concurrent_turns = 2",
+        )
+        .unwrap();
+        assert_eq!(c.rate_limit.max_turns(&c.pool), 3);
+        assert_eq!(c.rate_limit.cooldown, Duration::from_millis(500));
+        assert!(c.validate().is_ok());
+        let c =
+            Config::from_toml("[rate_limit]\nmax_concurrent_turns = 2\nmin_concurrent_turns = 3")
+                .unwrap();
+        assert!(matches!(c.validate(), Err(ConfigError::Invalid(_))));
+        let c = Config::from_toml("[rate_limit]\nmin_concurrent_turns = 0").unwrap();
+        assert!(matches!(c.validate(), Err(ConfigError::Invalid(_))));
     }
 
     #[test]

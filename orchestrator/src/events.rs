@@ -44,6 +44,14 @@ pub enum EventKind {
     ToolCallFinished,
     /// The CLI is retrying a failed API request: `{attempt, max_retries, retry_delay_ms, error, status}`.
     ApiRetry,
+    /// The account's rate-limit state changed (OAuth logins only): `{status, resets_at,
+    /// rate_limit_type, utilization, surpassed_threshold, is_using_overage}`; `status` is
+    /// `allowed`, `allowed_warning` or `rejected`.
+    RateLimit,
+    /// The turn waits because as many turns as the concurrency limit allows are running (the
+    /// limit drops when the API answers 429/529): `{messageId, limit, running, position}`;
+    /// `position` 1 is next. Sent once, before the wait; the turn goes on in arrival order.
+    TurnThrottled,
     /// The CLI asks whether a tool may run and a person is to answer (`approvals.mode = ask`):
     /// `{requestId, toolName, input, toolUseId}`.
     PermissionRequested,
@@ -57,7 +65,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 14] = [
         EventKind::MessageReceived,
         EventKind::TurnStarted,
         EventKind::ProcessReady,
@@ -66,6 +74,8 @@ impl EventKind {
         EventKind::ToolCallStarted,
         EventKind::ToolCallFinished,
         EventKind::ApiRetry,
+        EventKind::RateLimit,
+        EventKind::TurnThrottled,
         EventKind::PermissionRequested,
         EventKind::PermissionDecided,
         EventKind::TurnFinished,
@@ -82,6 +92,8 @@ impl EventKind {
             EventKind::ToolCallStarted => "tool_call_started",
             EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::ApiRetry => "api_retry",
+            EventKind::RateLimit => "rate_limit",
+            EventKind::TurnThrottled => "turn_throttled",
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",
             EventKind::TurnFinished => "turn_finished",
@@ -104,6 +116,7 @@ impl From<&claude_cli::TurnEvent> for EventKind {
             TurnEvent::ToolCallStarted { .. } => EventKind::ToolCallStarted,
             TurnEvent::ToolCallFinished { .. } => EventKind::ToolCallFinished,
             TurnEvent::ApiRetry { .. } => EventKind::ApiRetry,
+            TurnEvent::RateLimit { .. } => EventKind::RateLimit,
         }
     }
 }

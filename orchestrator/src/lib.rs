@@ -4,7 +4,8 @@
 //! imports only modules below it:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
-//! - [`pipeline`]: the one path every message takes: queue, idempotency, context, turn.
+//! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle
+//!   (turns at once, backing off under rate limits), context, turn.
 //! - [`approvals`]: who decides the tool permissions the CLI asks for: rules, mode, a person.
 //! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
 //! - [`launch`]: how children start: folders, environment, options.

@@ -5,7 +5,7 @@
 //! each other's numbers. This module knows nothing of what it measures: the parts are plain
 //! series with methods that take labels, owned and updated by what they count and registered
 //! here: [`PoolMetrics`] by the pool, [`ToolMetrics`] by the MCP server, [`StoreMetrics`] by the
-//! store, [`TurnMetrics`] by the pipeline. `/api/pool` reads the same counters
+//! store, [`TurnMetrics`] by the pipeline, [`ThrottleMetrics`] by its throttle. `/api/pool` reads the same counters
 //! ([`PoolMetrics::counts`]), so it and `/metrics` never disagree.
 //!
 //! The body is OpenMetrics text (what Prometheus asks for first); counters end in `_total`.
@@ -44,6 +44,16 @@
 //! | `harness_permission_decisions_total` | counter | `decision`: `allow`, `deny`; `by`: `rule`, `person`, `timeout`, `policy`, `interrupt` | tool permissions the CLI asked for (`can_use_tool`), as decided |
 //! | `harness_permissions_pending` | gauge | | tool permissions waiting for a person now |
 //! | `harness_sqlite_query_duration_seconds` | histogram | `query`: the store method | one store call, pool wait included |
+//! | `harness_turn_concurrency_limit` | gauge | | turns allowed to run on the CLI at once now (the adaptive limit, `[rate_limit]`) |
+//! | `harness_turns_running` | gauge | | turns holding a place under that limit now (nested delegation turns included) |
+//! | `harness_turns_throttled_waiting` | gauge | | turns waiting in line for the limit now |
+//! | `harness_turns_throttled_total` | counter | | turns that found the limit reached and waited (each emitted `turn_throttled`) |
+//! | `harness_turn_throttle_wait_seconds` | histogram | | how long those turns waited |
+//! | `harness_turn_concurrency_decreases_total` | counter | | times the limit was lowered (at most one per `rate_limit.cooldown`) |
+//! | `harness_backpressure_signals_total` | counter | `signal`: `api_retry`, `rate_limit_rejected`, `api_error` | 429/529 retries, rejected `rate_limit_event`s and turns ended by a 429/529, each counted even inside the cooldown |
+//! | `harness_api_retries_total` | counter | `status`: the HTTP status, or `none` (a dropped connection) | `api_retry` lines from the CLI |
+//! | `harness_rate_limit_events_total` | counter | `status`: `allowed`, `allowed_warning`, `rejected`, `other` | `rate_limit_event` lines (OAuth logins only) |
+//! | `harness_turn_api_errors_total` | counter | `status`: the HTTP status | turns whose `result` carried `api_error_status` (the CLI's retries ran out) |
 //!
 //! `start="warm"`: the lease reported a warm session: the process had already served the thread, so the CLI
 //! holds its history. Every other turn is `cold`: the first on its process (a fresh or resumed
@@ -83,11 +93,13 @@ impl Metrics {
         store: &StoreMetrics,
         turns: &TurnMetrics,
         approvals: &ApprovalMetrics,
+        throttle: &ThrottleMetrics,
     ) -> Metrics {
         let mut registry = Registry::with_prefix("harness");
         pool.register(&mut registry);
         approvals.register(&mut registry);
         turns.register(&mut registry);
+        throttle.register(&mut registry);
         tools.register(&mut registry);
         store.register(&mut registry);
         Metrics { registry }
@@ -200,6 +212,174 @@ impl TurnMetrics {
             self.duration.clone(),
         );
         registry.register("turns", "Finished turns by outcome", self.outcomes.clone());
+    }
+}
+
+/// Owned by the pipeline's throttle: the adaptive limit on turns at once, the turns that waited
+/// for it, and the API's push-back as the CLI reports it.
+#[derive(Clone, Debug)]
+pub struct ThrottleMetrics {
+    limit: Gauge,
+    running: Gauge,
+    waiting: Gauge,
+    throttled: Counter,
+    wait_seconds: Histogram,
+    decreases: Counter,
+    signals: Family<SignalLabel, Counter>,
+    api_retries: Family<StatusLabel, Counter>,
+    rate_limit_events: Family<StatusLabel, Counter>,
+    api_errors: Family<StatusLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SignalLabel {
+    signal: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+/// The `rate_limit_event` statuses labelled as themselves; anything else is `other`.
+const RATE_LIMIT_STATUSES: [&str; 3] = ["allowed", "allowed_warning", "rejected"];
+
+/// An HTTP status as a label; outside 100–599 (not a status) it is `other`, so the series stay
+/// bounded whatever a line carries.
+fn http_status_label(status: u64) -> String {
+    if (100..600).contains(&status) {
+        status.to_string()
+    } else {
+        "other".to_owned()
+    }
+}
+
+impl Default for ThrottleMetrics {
+    fn default() -> Self {
+        ThrottleMetrics {
+            limit: Gauge::default(),
+            running: Gauge::default(),
+            waiting: Gauge::default(),
+            throttled: Counter::default(),
+            wait_seconds: Histogram::new([
+                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0,
+            ]),
+            decreases: Counter::default(),
+            signals: Family::default(),
+            api_retries: Family::default(),
+            rate_limit_events: Family::default(),
+            api_errors: Family::default(),
+        }
+    }
+}
+
+fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl ThrottleMetrics {
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.set(gauge_value(limit));
+    }
+    /// The limit was lowered to `limit`.
+    pub fn decreased(&self, limit: usize) {
+        self.decreases.inc();
+        self.set_limit(limit);
+    }
+    pub fn set_running(&self, running: usize) {
+        self.running.set(gauge_value(running));
+    }
+    pub fn set_waiting(&self, waiting: usize) {
+        self.waiting.set(gauge_value(waiting));
+    }
+    /// A turn found the limit reached; `waiting` are in line now, it included.
+    pub fn throttled(&self, waiting: usize) {
+        self.throttled.inc();
+        self.set_waiting(waiting);
+    }
+    /// A turn in line got its permit after `took`.
+    pub fn waited(&self, took: Duration) {
+        self.wait_seconds.observe(took.as_secs_f64());
+    }
+    /// `signal`: `api_retry`, `rate_limit_rejected` or `api_error`.
+    pub fn signal(&self, signal: &'static str) {
+        self.signals.get_or_create(&SignalLabel { signal }).inc();
+    }
+    /// An `api_retry` line; `None`: no HTTP status (a dropped connection, say).
+    pub fn api_retry(&self, status: Option<u64>) {
+        let status = status.map_or_else(|| "none".to_owned(), http_status_label);
+        self.api_retries
+            .get_or_create(&StatusLabel { status })
+            .inc();
+    }
+    pub fn rate_limit_event(&self, status: &str) {
+        let status = RATE_LIMIT_STATUSES
+            .iter()
+            .find(|known| **known == status)
+            .copied()
+            .unwrap_or("other")
+            .to_owned();
+        self.rate_limit_events
+            .get_or_create(&StatusLabel { status })
+            .inc();
+    }
+    /// A turn's `result` carried `api_error_status`.
+    pub fn api_error(&self, status: u16) {
+        let status = http_status_label(u64::from(status));
+        self.api_errors.get_or_create(&StatusLabel { status }).inc();
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "turn_concurrency_limit",
+            "Turns allowed to run on the CLI at once now (adaptive: lowered when the API answers 429/529)",
+            self.limit.clone(),
+        );
+        registry.register(
+            "turns_running",
+            "Turns holding a place under the concurrency limit now",
+            self.running.clone(),
+        );
+        registry.register(
+            "turns_throttled_waiting",
+            "Turns waiting in line for the concurrency limit now",
+            self.waiting.clone(),
+        );
+        registry.register(
+            "turns_throttled",
+            "Turns that found the concurrency limit reached and waited",
+            self.throttled.clone(),
+        );
+        registry.register(
+            "turn_throttle_wait_seconds",
+            "How long throttled turns waited for the concurrency limit",
+            self.wait_seconds.clone(),
+        );
+        registry.register(
+            "turn_concurrency_decreases",
+            "Times the concurrency limit was lowered",
+            self.decreases.clone(),
+        );
+        registry.register(
+            "backpressure_signals",
+            "429/529 retries, rejected rate_limit_events and turns ended by a 429/529, by signal",
+            self.signals.clone(),
+        );
+        registry.register(
+            "api_retries",
+            "api_retry lines from the CLI, by HTTP status",
+            self.api_retries.clone(),
+        );
+        registry.register(
+            "rate_limit_events",
+            "rate_limit_event lines from the CLI, by status",
+            self.rate_limit_events.clone(),
+        );
+        registry.register(
+            "turn_api_errors",
+            "Turns whose result carried an API error status after the CLI's retries, by status",
+            self.api_errors.clone(),
+        );
     }
 }
 
@@ -804,9 +984,16 @@ mod tests {
         store: &StoreMetrics,
         turns: &TurnMetrics,
     ) -> String {
-        Metrics::new(pool, tools, store, turns, &ApprovalMetrics::default())
-            .render()
-            .unwrap()
+        Metrics::new(
+            pool,
+            tools,
+            store,
+            turns,
+            &ApprovalMetrics::default(),
+            &ThrottleMetrics::default(),
+        )
+        .render()
+        .unwrap()
     }
 
     #[test]
@@ -817,9 +1004,16 @@ mod tests {
         approvals.decided("allow", "person");
         approvals.set_pending(1);
         let (pool, tools, store, turns) = Default::default();
-        let text = Metrics::new(&pool, &tools, &store, &turns, &approvals)
-            .render()
-            .unwrap();
+        let text = Metrics::new(
+            &pool,
+            &tools,
+            &store,
+            &turns,
+            &approvals,
+            &ThrottleMetrics::default(),
+        )
+        .render()
+        .unwrap();
         assert!(
             text.contains(r#"harness_permission_decisions_total{decision="deny",by="policy"} 2"#),
             "{text}"
@@ -828,6 +1022,44 @@ mod tests {
             text.contains(r#"harness_permission_decisions_total{decision="allow",by="person"} 1"#)
         );
         assert!(text.contains("harness_permissions_pending 1"));
+    }
+
+    #[test]
+    fn throttle_series_render_with_bounded_labels() {
+        let throttle = ThrottleMetrics::default();
+        throttle.set_limit(4);
+        throttle.decreased(2);
+        throttle.set_running(3);
+        throttle.throttled(1);
+        throttle.waited(Duration::from_millis(300));
+        throttle.signal("api_retry");
+        throttle.api_retry(Some(529));
+        throttle.api_retry(None);
+        throttle.api_retry(Some(70_000));
+        throttle.rate_limit_event("rejected");
+        throttle.rate_limit_event("something_new");
+        throttle.api_error(529);
+        let (pool, tools, store, turns, approvals) = Default::default();
+        let text = Metrics::new(&pool, &tools, &store, &turns, &approvals, &throttle)
+            .render()
+            .unwrap();
+        for line in [
+            "harness_turn_concurrency_limit 2",
+            "harness_turns_running 3",
+            "harness_turns_throttled_waiting 1",
+            "harness_turns_throttled_total 1",
+            "harness_turn_throttle_wait_seconds_count 1",
+            "harness_turn_concurrency_decreases_total 1",
+            r#"harness_backpressure_signals_total{signal="api_retry"} 1"#,
+            r#"harness_api_retries_total{status="529"} 1"#,
+            r#"harness_api_retries_total{status="none"} 1"#,
+            r#"harness_api_retries_total{status="other"} 1"#,
+            r#"harness_rate_limit_events_total{status="rejected"} 1"#,
+            r#"harness_rate_limit_events_total{status="other"} 1"#,
+            r#"harness_turn_api_errors_total{status="529"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::http::ApiState;
 use crate::launch::Launcher;
 use crate::mcp::{McpAdapter, ToolRegistry};
 use crate::metrics::Metrics;
-use crate::pipeline::{Pipeline, PipelineParts, PipelineSettings};
+use crate::pipeline::{Pipeline, PipelineParts, PipelineSettings, ThrottleSettings};
 use crate::pool::{AdmissionSettings, Pool, PoolSettings};
 use crate::store::Store;
 
@@ -147,6 +147,12 @@ impl Daemon {
                 turn_timeout: config.turn.timeout,
                 max_tool_calls: config.turn.max_tool_calls,
                 delegation_timeout: config.tools.delegation_timeout,
+                throttle: ThrottleSettings {
+                    enabled: config.rate_limit.enabled,
+                    max: config.rate_limit.max_turns(&config.pool),
+                    min: config.rate_limit.min_concurrent_turns,
+                    cooldown: config.rate_limit.cooldown,
+                },
             },
             budgets: crate::budget::Budgets {
                 daily_usd: config.budget.daily_usd,
@@ -165,6 +171,7 @@ impl Daemon {
             store.metrics(),
             pipeline.metrics(),
             approvals.metrics(),
+            pipeline.throttle_metrics(),
         ));
         Ok(Daemon {
             config: Arc::new(config),

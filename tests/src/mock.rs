@@ -1,7 +1,8 @@
 //! A scriptable mock of the Anthropic Messages API: the only fake in the end-to-end loop.
 //!
 //! [`MockApi::start`] serves on `127.0.0.1:0`. Every request is recorded ([`RecordedRequest`]). Each
-//! `POST /v1/messages` is answered by, in order: the first rule whose needle occurs in the last user message
+//! `POST /v1/messages` is answered by, in order: the error of an outage in progress ([`MockApi::fail_while`]), the
+//! first rule whose needle occurs in the last user message
 //! ([`MockApi::when_prompt_contains`], [`MockApi::once_when_prompt_contains`]), else the next queued reply
 //! ([`MockApi::enqueue`]), else the default reply: `tool said: <first tool result>` when the last user message carries
 //! tool results, `echo: <last user text>` otherwise. `POST /v1/messages/count_tokens` gets `{"input_tokens":5}`;
@@ -157,9 +158,29 @@ impl MockApi {
         self.shared.script().queue.push_back(reply);
     }
 
-    /// Clears rules, queue and recorded requests. Ids (`msg_mock_N`) keep counting, so they stay unique.
+    /// Answers every message request with [`Reply::error`]`(status)` (429 `rate_limit_error`, 529
+    /// `overloaded_error`, …), ahead of rules and queue, until the returned [`Outage`] ends or is dropped: an API
+    /// that is overloaded for a while.
+    pub fn fail_while(&self, status: u16) -> Outage {
+        let mut script = self.shared.script();
+        script.outages += 1;
+        let id = script.outages;
+        script.outage = Some((id, Reply::error(status)));
+        Outage {
+            shared: Arc::clone(&self.shared),
+            id,
+        }
+    }
+
+    /// Clears rules, queue, an outage in progress and recorded requests. Ids (`msg_mock_N`) keep counting, so they stay unique.
     pub fn reset(&self) {
-        *self.shared.script() = Script::default();
+        let mut script = self.shared.script();
+        // Outage numbers keep counting, so an [`Outage`] from before cannot end a later one.
+        let outages = script.outages;
+        *script = Script {
+            outages,
+            ..Script::default()
+        };
     }
 
     fn add_rule(&self, needle: &str, reply: Reply, once: bool) {
@@ -201,10 +222,13 @@ impl Shared {
             .rules
             .iter()
             .position(|rule| prompt.contains(&rule.needle));
-        let reply = match ruled {
-            Some(i) if script.rules[i].once => script.rules.remove(i).reply,
-            Some(i) => script.rules[i].reply.clone(),
-            None => match script.queue.pop_front() {
+        let outage = script.outage.as_ref().map(|(_, reply)| reply.clone());
+        // An outage answers first and uses up no rule or queued reply.
+        let reply = match (outage, ruled) {
+            (Some(error), _) => error,
+            (None, Some(i)) if script.rules[i].once => script.rules.remove(i).reply,
+            (None, Some(i)) => script.rules[i].reply.clone(),
+            (None, None) => match script.queue.pop_front() {
                 Some(reply) => reply,
                 None => default_reply(&request),
             },
@@ -220,6 +244,31 @@ struct Script {
     requests: Vec<RecordedRequest>,
     rules: Vec<Rule>,
     queue: VecDeque<Reply>,
+    /// The outage in progress, by its number, and the error every message request gets meanwhile.
+    outage: Option<(u64, Reply)>,
+    /// Outages started so far; numbers them, so an old [`Outage`] cannot end a newer one.
+    outages: u64,
+}
+
+/// An outage of the mock API ([`MockApi::fail_while`]); it lasts until [`Outage::end`] or drop.
+#[must_use = "the outage ends when this is dropped"]
+pub struct Outage {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Outage {
+    /// Ends the outage: requests from now on get their ordinary replies.
+    pub fn end(self) {}
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        let mut script = self.shared.script();
+        if script.outage.as_ref().is_some_and(|(id, _)| *id == self.id) {
+            script.outage = None;
+        }
+    }
 }
 
 /// A reply for prompts containing `needle`.

@@ -193,6 +193,52 @@ fn turn_lines_become_events() {
     ));
 }
 
+#[test]
+fn rate_limit_events_decode_with_their_window() {
+    let line = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795388830,"rateLimitType":"five_hour","utilization":0.95,"isUsingOverage":false,"surpassedThreshold":0.9,"unifiedWindows":{}},"uuid":"u","session_id":"s"}"#;
+    let CliMessage::Progress(progress) = decode(line).unwrap() else {
+        panic!()
+    };
+    assert_eq!(progress.session_id.as_deref(), Some("s"));
+    assert_eq!(
+        progress.events,
+        vec![TurnEvent::RateLimit {
+            status: "allowed_warning".into(),
+            resets_at: Some(1_795_388_830),
+            rate_limit_type: Some("five_hour".into()),
+            utilization: Some(0.95),
+            surpassed_threshold: Some(0.9),
+            is_using_overage: Some(false),
+        }]
+    );
+    let rejected =
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":"soon"}}"#;
+    let CliMessage::Progress(progress) = decode(rejected).unwrap() else {
+        panic!()
+    };
+    assert!(matches!(
+        &progress.events[0],
+        TurnEvent::RateLimit { status, resets_at: None, .. } if status == "rejected"
+    ));
+    let json = serde_json::to_value(&progress.events[0]).unwrap();
+    assert_eq!(json["type"], "rate_limit");
+}
+
+#[test]
+fn a_result_after_exhausted_retries_carries_the_api_status() {
+    let line = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"terminal_reason":"api_error","result":"API Error: 529 mock 529."}"#;
+    let CliMessage::Result(result) = decode(line).unwrap() else {
+        panic!()
+    };
+    assert_eq!(result.api_error_status, Some(529));
+    let CliMessage::Result(ok) =
+        decode(r#"{"type":"result","subtype":"success","api_error_status":null}"#).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(ok.api_error_status, None);
+}
+
 mod properties {
     use proptest::prelude::*;
     use serde_json::{Map, Value};
@@ -210,6 +256,7 @@ mod properties {
         "assistant",
         "user",
         "stream_event",
+        "rate_limit_event",
     ];
     const FIELDS: &[&str] = &[
         "type",
@@ -238,6 +285,9 @@ mod properties {
         "attempt",
         "max_retries",
         "retry_delay_ms",
+        "rate_limit_info",
+        "status",
+        "api_error_status",
         "error_status",
     ];
 

@@ -1,13 +1,16 @@
 //! The one path every message takes, from the HTTP API and from delegation:
 //!
 //! persist the user message (`pending`) → wait for the thread's turn (FIFO, one turn at a time
-//! per thread, threads in parallel) → check out the thread's process → add context → run the
-//! turn → persist the reply and the CLI session id → emit events.
+//! per thread, threads in parallel) → take a place under the concurrency limit → check out the
+//! thread's process → add context → run the turn → persist the reply and the CLI session id →
+//! emit events.
 //!
 //! - [`queue`]: the per-thread FIFO.
 //! - [`idempotency`]: a repeated `clientMessageId` (answer with the first run, retry an
 //!   interrupted one, refuse other content).
 //! - [`context`]: the context providers, once the session start is known.
+//! - [`throttle`]: the adaptive limit on turns at once (AIMD on the API's 429/529 signals), one
+//!   FIFO line across threads.
 //! - [`turn`]: one turn on a leased process, its timeouts and limits, its events and its end.
 //!
 //! Invariants: the user's message is committed before the CLI sees it; a `clientMessageId` that
@@ -18,7 +21,10 @@
 mod context;
 mod idempotency;
 mod queue;
+mod throttle;
 mod turn;
+
+pub use throttle::ThrottleSettings;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,12 +43,13 @@ use crate::approvals::Approvals;
 use crate::budget::{BudgetExceeded, Budgets};
 use crate::events::{EventBus, EventKind};
 use crate::mcp::McpAdapter;
-use crate::metrics::TurnMetrics;
+use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
 use crate::store::{Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread};
 use crate::turn_error::TurnError;
 use idempotency::Admitted;
 use queue::ThreadQueues;
+use throttle::Throttle;
 
 /// A message to process.
 #[derive(Clone, Debug)]
@@ -127,6 +134,8 @@ pub struct PipelineSettings {
     pub turn_timeout: Duration,
     pub max_tool_calls: u32,
     pub delegation_timeout: Duration,
+    /// The adaptive limit on turns at once (`[rate_limit]`).
+    pub throttle: ThrottleSettings,
 }
 
 /// The parts the pipeline uses, and nothing else.
@@ -157,6 +166,9 @@ struct Inner {
     settings: PipelineSettings,
     budgets: Budgets,
     queues: Arc<ThreadQueues>,
+    /// Turns at once, across threads: a turn holds a permit from before its checkout to its end.
+    throttle: Throttle,
+    throttle_metrics: ThrottleMetrics,
     turns: TurnMetrics,
     /// Every turn runs in a tracked task, so shutdown can wait for them.
     tasks: TaskTracker,
@@ -185,6 +197,8 @@ impl Accepted {
 impl Pipeline {
     pub fn new(parts: PipelineParts) -> Pipeline {
         let tasks = TaskTracker::new();
+        let throttle_metrics = ThrottleMetrics::default();
+        let throttle = Throttle::new(&parts.settings.throttle, throttle_metrics.clone());
         Pipeline {
             inner: Arc::new(Inner {
                 store: parts.store,
@@ -196,6 +210,8 @@ impl Pipeline {
                 settings: parts.settings,
                 budgets: parts.budgets,
                 queues: Arc::new(ThreadQueues::new(tasks.clone())),
+                throttle,
+                throttle_metrics,
                 turns: TurnMetrics::default(),
                 tasks,
                 stopping: CancellationToken::new(),
@@ -212,6 +228,11 @@ impl Pipeline {
     /// Turn latency and outcomes, registered in `/metrics`.
     pub fn metrics(&self) -> &TurnMetrics {
         &self.inner.turns
+    }
+
+    /// The concurrency limit and the API's push-back, registered in `/metrics`.
+    pub fn throttle_metrics(&self) -> &ThrottleMetrics {
+        &self.inner.throttle_metrics
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -240,6 +261,11 @@ impl Pipeline {
     /// Stores the message and starts its turn in the background; returns once the message is
     /// safe.
     pub async fn accept_message(&self, msg: NewMessage) -> Result<Accepted, PipelineError> {
+        self.accept(msg, Nesting::TopLevel).await
+    }
+
+    /// [`Self::accept_message`] for a top-level turn or one nested in a tool call.
+    async fn accept(&self, msg: NewMessage, nesting: Nesting) -> Result<Accepted, PipelineError> {
         if self.is_shutting_down() {
             return Err(PipelineError::ShuttingDown);
         }
@@ -293,7 +319,7 @@ impl Pipeline {
                 }
                 self.inner.tasks.spawn(
                     async move {
-                        let result = pipeline.run_in_turn(&message, msg, ticket).await;
+                        let result = pipeline.run_in_turn(&message, msg, ticket, nesting).await;
                         let _ = tx.send(result);
                     }
                     .instrument(span),
@@ -477,21 +503,36 @@ impl Delegate for Pipeline {
             .await
             .map_err(|e| e.to_string())?;
         info!(parent = %parent, child = %child.id, "Delegating to a child thread.");
-        let reply = self
-            .handle_message(NewMessage {
-                thread_id: child.id.clone(),
-                content: prompt,
-                client_message_id: None,
-                model: None,
-                timeout: Some(self.inner.settings.delegation_timeout),
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+        // Nested: the parent holds a place under the concurrency limit and waits for this turn.
+        let child_message = NewMessage {
+            thread_id: child.id.clone(),
+            content: prompt,
+            client_message_id: None,
+            model: None,
+            timeout: Some(self.inner.settings.delegation_timeout),
+        };
+        let reply = async {
+            self.accept(child_message, Nesting::InToolCall)
+                .await?
+                .finish()
+                .await
+        }
+        .await
+        .map_err(|e| e.to_string())?;
         Ok(DelegateReply {
             child_thread_id: child.id,
             text: reply.message.content,
         })
     }
+}
+
+/// Whether a turn runs inside another turn's tool call (a delegation's child). Such a turn takes
+/// its place under the concurrency limit without waiting in line: its parent holds one and waits
+/// for it (see `throttle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Nesting {
+    TopLevel,
+    InToolCall,
 }
 
 fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {

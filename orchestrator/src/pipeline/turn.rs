@@ -1,6 +1,7 @@
-//! One turn: wait for the thread's place in line, check out its process, add context, run the
-//! turn (idle and total timeouts, the tool-call cap, tool calls run with the turn's context),
-//! store the outcome, and end the turn on the event stream exactly once.
+//! One turn: wait for the thread's place in line, take a place under the concurrency limit
+//! (`throttle`), check out its process, add context, run the turn (idle and total timeouts, the
+//! tool-call cap, tool calls run with the turn's context), store the outcome, and end the turn on
+//! the event stream exactly once.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,8 @@ use tracing::{debug, info, warn};
 use plugin_contract::SessionStart;
 
 use super::queue::QueueTicket;
-use super::{context, NewMessage, Pipeline, PipelineError, TurnReply};
+use super::throttle::{Admission, Permit};
+use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::budget::{BudgetExceeded, BudgetKind};
 use crate::events::EventKind;
 use crate::pool::{Finish, Lease, TurnItem};
@@ -27,10 +29,11 @@ impl Pipeline {
         user: &Message,
         msg: NewMessage,
         mut ticket: QueueTicket,
+        nesting: Nesting,
     ) -> Result<TurnReply, PipelineError> {
         ticket.wait_turn().await;
         let terminal = TerminalEvent::new(self, user);
-        let result = self.execute(user, msg).await;
+        let result = self.execute(user, msg, nesting).await;
         match &result {
             Ok(reply) => {
                 terminal
@@ -61,7 +64,12 @@ impl Pipeline {
         result
     }
 
-    async fn execute(&self, user: &Message, msg: NewMessage) -> Result<TurnReply, PipelineError> {
+    async fn execute(
+        &self,
+        user: &Message,
+        msg: NewMessage,
+        nesting: Nesting,
+    ) -> Result<TurnReply, PipelineError> {
         let inner = &self.inner;
         if self.is_shutting_down() {
             // Shutdown began while this message waited in line: the grace period is for turns
@@ -104,6 +112,7 @@ impl Pipeline {
                 deadline,
                 timeout,
                 &mut tally,
+                nesting,
             )
             .await;
         match outcome {
@@ -233,8 +242,14 @@ impl Pipeline {
         }
     }
 
-    /// Checks out the thread's process, prepares the prompt now that the session start is known,
-    /// runs the turn, and ends the lease according to how the turn went.
+    /// Takes a place under the concurrency limit, checks out the thread's process, prepares the
+    /// prompt now that the session start is known, runs the turn, and ends the lease according to
+    /// how the turn went. The permit is dropped last, on every path.
+    ///
+    /// The permit comes before the checkout: a turn that may not run yet then holds no process
+    /// and no pool slot (a slot it held while waiting would make another thread's spawn wait or
+    /// push out a warm process, for nothing), and does not start a CLI that would only sit idle.
+    /// The cost is that a cold start's ~0.5 s counts as running under the limit.
     #[allow(clippy::too_many_arguments)]
     async fn checkout_and_run(
         &self,
@@ -246,9 +261,13 @@ impl Pipeline {
         deadline: tokio::time::Instant,
         timeout: Duration,
         tally: &mut TurnTally,
+        nesting: Nesting,
     ) -> Result<Done, TurnError> {
         let inner = &self.inner;
         let starting = Starting::new(self, &user.thread_id);
+        let mut permit = self
+            .take_permit(user, nesting, &starting, deadline, timeout)
+            .await?;
         let lease = tokio::select! {
             lease = tokio::time::timeout_at(
                 deadline,
@@ -282,11 +301,12 @@ impl Pipeline {
         );
         debug!(thread_id = %user.thread_id, pid = lease.pid(), ?start, "Turn sent.");
         let outcome = self
-            .run_on_lease(&lease, user, &prompt, deadline, tally)
+            .run_on_lease(&lease, user, &prompt, deadline, tally, &mut permit)
             .await;
         if let Ok(result) = &outcome {
             // Paid for whether or not the turn worked.
             tally.usage = Some(usage_of(result));
+            permit.observe_result(result);
         }
         match outcome {
             Ok(result) if !result.is_error => {
@@ -344,8 +364,52 @@ impl Pipeline {
         }
     }
 
-    /// Streams one turn until its `result`: events to the thread's stream, tool calls run with
-    /// the turn's context. Idle time counts only while the CLI is not waiting on us.
+    /// A place under the concurrency limit: at once, or after waiting in line (announced with one
+    /// `turn_throttled` event). The wait ends early on an interrupt, the turn's deadline or
+    /// shutdown; leaving the line frees the place.
+    async fn take_permit(
+        &self,
+        user: &Message,
+        nesting: Nesting,
+        starting: &Starting<'_>,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+    ) -> Result<Permit, TurnError> {
+        let inner = &self.inner;
+        let queued = match nesting {
+            Nesting::InToolCall => return Ok(inner.throttle.admit_nested()),
+            Nesting::TopLevel => match inner.throttle.admit() {
+                Admission::Now(permit) => return Ok(permit),
+                Admission::Queued(queued) => queued,
+            },
+        };
+        inner.events.emit(
+            &user.thread_id,
+            Some(&user.id),
+            EventKind::TurnThrottled,
+            json!({
+                "messageId": user.id,
+                "limit": queued.limit,
+                "running": queued.running,
+                "position": queued.position,
+            }),
+        );
+        debug!(
+            thread_id = %user.thread_id, limit = queued.limit, running = queued.running,
+            position = queued.position, "Turn waits for the concurrency limit."
+        );
+        tokio::select! {
+            permit = tokio::time::timeout_at(deadline, queued.wait()) => {
+                permit.map_err(|_| TurnError::TurnTimeout(timeout))
+            }
+            _ = starting.token.cancelled() => Err(TurnError::Interrupted),
+            _ = inner.stopping.cancelled() => Err(TurnError::ShuttingDown),
+        }
+    }
+
+    /// Streams one turn until its `result`: events to the thread's stream (and to the permit,
+    /// which watches for the API's push-back), tool calls run with the turn's context. Idle time
+    /// counts only while the CLI is not waiting on us.
     async fn run_on_lease(
         &self,
         lease: &Lease,
@@ -353,6 +417,7 @@ impl Pipeline {
         prompt: &str,
         deadline: tokio::time::Instant,
         tally: &mut TurnTally,
+        permit: &mut Permit,
     ) -> Result<TurnResult, TurnError> {
         let inner = &self.inner;
         let idle = inner.settings.idle_timeout;
@@ -373,6 +438,7 @@ impl Pipeline {
                                 warn!(tool_calls = tally.tool_calls, limit = max_tool_calls, "Too many tool calls in one turn; stopping it.");
                                 lease.interrupt_now();
                             }
+                            permit.observe(&event);
                             let kind = EventKind::from(&event);
                             let data = serde_json::to_value(&event).unwrap_or_default();
                             inner.events.emit(&user.thread_id, Some(&user.id), kind, data);

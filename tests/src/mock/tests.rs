@@ -203,6 +203,40 @@ async fn errors_carry_status_and_anthropic_body() {
 }
 
 #[tokio::test]
+async fn an_outage_answers_every_request_with_its_error_until_it_ends() {
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains("weather", Reply::text("always sunny"));
+    mock.enqueue(Reply::text("queued"));
+    let outage = mock.fail_while(529);
+    for prompt in ["weather", "anything"] {
+        let response = post(&mock, &body(json!(prompt), true)).await;
+        assert_eq!(response.status(), 529, "{prompt}: ahead of rules and queue");
+        assert_eq!(
+            response.json::<Value>().await.unwrap()["error"]["type"],
+            "overloaded_error"
+        );
+    }
+    assert_eq!(mock.message_requests().len(), 2, "still recorded");
+    outage.end();
+    assert_eq!(streamed_text(&mock, "weather").await, "always sunny");
+    assert_eq!(
+        streamed_text(&mock, "x").await,
+        "queued",
+        "the queue was kept"
+    );
+
+    // An outage that outlived a reset does not end a newer one.
+    let old = mock.fail_while(429);
+    mock.reset();
+    let new = mock.fail_while(429);
+    drop(old);
+    let response = post(&mock, &body(json!("x"), true)).await;
+    assert_eq!(response.status(), 429);
+    drop(new);
+    assert_eq!(streamed_text(&mock, "y").await, "echo: y");
+}
+
+#[tokio::test]
 async fn non_streaming_request_gets_a_json_message() {
     let mock = MockApi::start().await;
     let response = post(&mock, &body(json!("ping"), false)).await;

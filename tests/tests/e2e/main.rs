@@ -12,6 +12,7 @@ mod mcp;
 mod metrics;
 mod ordering;
 mod pool;
+mod rate_limits;
 mod resume;
 mod security;
 mod spares;
