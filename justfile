@@ -17,6 +17,11 @@ bench:
 load:
     cargo run --release -p harness-tests --bin load
 
+# Placement of threads on N nodes, simulated (seeded, no daemon): warm hits, forwards, node loss.
+# docs/scale-out.md explains it. Flags: --nodes --threads --capacity --sessions --seed …
+placement *ARGS:
+    cargo run -p harness-tests --bin placement -- {{ARGS}}
+
 # Format and lint; what CI expects.
 lint:
     cargo fmt --all
