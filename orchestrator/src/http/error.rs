@@ -6,7 +6,7 @@ use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, Que
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
 use tracing::error;
 
 use crate::pipeline::PipelineError;
@@ -48,12 +48,36 @@ impl ApiError {
     }
 }
 
+/// The body of every error the API answers (`/mcp` answers JSON-RPC errors instead, except for
+/// the token, `Host` and `Origin` checks in front of it). The OpenAPI document's `ErrorBody`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong: a stable `code` to branch on, a `message` for people.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorDetail {
+    /// Stable and machine-readable: `not_found`, `thread_not_found`, `invalid_json`,
+    /// `invalid_body`, `invalid_input`, `unauthorized`, `queue_full`, `turn_timeout`, ….
+    #[schema(example = "thread_not_found")]
+    pub code: &'static str,
+    pub message: String,
+    /// For a failed turn: the user message it belongs to, so a client can match it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<MessageId>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": {"code": self.code, "message": self.message}});
-        if let Some(id) = self.message_id {
-            body["error"]["messageId"] = json!(id);
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                message_id: self.message_id,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }
