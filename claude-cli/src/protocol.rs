@@ -195,7 +195,7 @@ pub struct Progress {
 
 /// Something that happened during a turn, in the order the CLI reported it. Lines from inside
 /// sub-agents (a non-null `parent_tool_use_id`) are not the turn's own text and give no events.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum TurnEvent {
     /// A piece of the assistant's text, as the API streams it.

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::store::{Store, StoreError, Thread};
 
 /// Which budget refused a turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BudgetKind {
     /// The thread's `maxBudgetUsd`.
@@ -32,7 +32,7 @@ impl std::fmt::Display for BudgetKind {
 }
 
 /// A turn refused because a budget is spent.
-#[derive(Clone, Debug, PartialEq, Serialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Serialize, thiserror::Error, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[error("{budget} of {limit_usd} USD is spent ({spent_usd:.6} USD so far); nothing was sent to the model")]
 pub struct BudgetExceeded {

@@ -24,8 +24,9 @@ use crate::sync::lock;
 const CHANNEL_CAPACITY: usize = 1024;
 
 /// Every kind of event a thread's stream carries. The serialized names are the SSE `event:`
-/// names the README lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+/// names the README lists. A new kind is documented in `http::openapi::event_data` (it does not
+/// compile until it is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A message was stored and queued: `{messageId, content, clientMessageId}`.

@@ -469,7 +469,7 @@ struct CauseLabel {
 }
 
 /// The pool's counters at one moment, for `/api/pool` (its `stats`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolCounts {
     pub live: u64,
@@ -500,7 +500,7 @@ pub struct PoolCounts {
 }
 
 /// Processes let go, by cause.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct EvictionCounts {
     pub expired: u64,
     pub capacity: u64,

@@ -6,9 +6,10 @@ use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, Que
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
 use tracing::error;
 
+use crate::budget::BudgetExceeded;
 use crate::pipeline::PipelineError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
@@ -21,8 +22,8 @@ pub struct ApiError {
     pub message: String,
     /// The user message a failed turn belongs to, so clients can match it.
     pub message_id: Option<MessageId>,
-    /// More fields of the error object (a refusal's budget, limit and spending).
-    pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A refusal by a budget (402): which one, its limit and what was spent.
+    pub budget: Option<BudgetExceeded>,
 }
 
 impl ApiError {
@@ -32,7 +33,7 @@ impl ApiError {
             code,
             message: message.into(),
             message_id: None,
-            details: None,
+            budget: None,
         }
     }
     pub fn not_found(what: impl Into<String>) -> Self {
@@ -51,15 +52,40 @@ impl ApiError {
     }
 }
 
+/// The body of every error the API answers (`/mcp` answers JSON-RPC errors instead, except for
+/// the token, `Host` and `Origin` checks in front of it). The OpenAPI document's `ErrorBody`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong: a stable `code` to branch on, a `message` for people.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorDetail {
+    /// Stable and machine-readable: `not_found`, `thread_not_found`, `invalid_json`,
+    /// `invalid_body`, `invalid_input`, `unauthorized`, `queue_full`, `turn_timeout`, ….
+    #[schema(example = "thread_not_found")]
+    pub code: &'static str,
+    pub message: String,
+    /// For a failed turn: the user message it belongs to, so a client can match it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<MessageId>,
+    /// With `budget_exceeded` (402): `budget` (`thread` or `daily`), `limitUsd`, `spentUsd`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetExceeded>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"error": {"code": self.code, "message": self.message}});
-        if let Some(id) = self.message_id {
-            body["error"]["messageId"] = json!(id);
-        }
-        for (key, value) in self.details.into_iter().flatten() {
-            body["error"][key] = value;
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                message_id: self.message_id,
+                budget: self.budget,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }
@@ -116,7 +142,7 @@ impl From<PipelineError> for ApiError {
                 code: "client_message_id_conflict",
                 message_id: Some(message_id.clone()),
                 message: err.to_string(),
-                details: None,
+                budget: None,
             },
             err @ PipelineError::QueueFull { .. } => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "queue_full", err.to_string())
@@ -130,7 +156,7 @@ impl From<PipelineError> for ApiError {
                     code,
                     message: error.to_string(),
                     message_id: Some(message_id),
-                    details: None,
+                    budget: None,
                 }
             }
             PipelineError::Process(error) => {
@@ -148,7 +174,7 @@ impl From<PipelineError> for ApiError {
                     "this message was already processed and ended as {status:?}: {error}"
                 ),
                 message_id: Some(message_id),
-                details: None,
+                budget: None,
             },
             PipelineError::BudgetExceeded {
                 message_id,
@@ -158,11 +184,7 @@ impl From<PipelineError> for ApiError {
                 code: "budget_exceeded",
                 message: exceeded.to_string(),
                 message_id: Some(message_id),
-                // `budget`, `limitUsd`, `spentUsd`.
-                details: match serde_json::to_value(&exceeded) {
-                    Ok(serde_json::Value::Object(fields)) => Some(fields),
-                    _ => None,
-                },
+                budget: Some(exceeded),
             },
             PipelineError::ShuttingDown => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -8,6 +8,11 @@ use tracing::error;
 
 use super::{ApiError, ApiState};
 
+/// The `harness_*` series; the full list is in `orchestrator/src/metrics.rs`.
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "service",
+    responses((status = 200, description = "Prometheus/OpenMetrics text.",
+               content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8",
+               body = String)))]
 pub async fn render(State(state): State<ApiState>) -> Response {
     match state.metrics.render() {
         Ok(body) => ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response(),

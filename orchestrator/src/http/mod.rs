@@ -5,6 +5,7 @@ mod error;
 mod guard;
 pub mod mcp;
 mod metrics;
+mod openapi;
 mod page;
 mod permissions;
 pub mod serve;
@@ -17,11 +18,13 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, St
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use subtle::ConstantTimeEq;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::config::Config;
 use crate::mcp::McpAdapter;
@@ -66,49 +69,21 @@ pub struct ApiPath<T>(pub T);
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
 pub struct ApiQuery<T>(pub T);
 
+/// The whole HTTP surface. Every route is registered through `utoipa_axum::routes!`, which adds
+/// its OpenAPI operation in the same call (see [`openapi`] for why they cannot drift).
+///
+/// To add a route: a handler with `#[utoipa::path(method, path = "…", responses(…))]`, and one
+/// `.routes(routes!(module::handler))` line in the sub-router it belongs to (`api` is behind the
+/// token and under `/api`; paths of one `routes!` must be the same path, methods may differ).
 pub fn router(state: ApiState) -> Router {
-    let api = Router::new()
-        .route("/threads", post(threads::create).get(threads::list))
-        .route("/threads/{id}", get(threads::get_one).patch(threads::patch))
-        .route("/threads/{id}/messages", post(threads::post_message))
-        .route("/threads/{id}/interrupt", post(threads::interrupt))
-        .route("/threads/{id}/fork", post(threads::fork))
-        .route("/threads/{id}/tool-calls", get(tools::thread_calls))
-        .route("/threads/{id}/permissions", get(permissions::list))
-        .route(
-            "/threads/{id}/permissions/{request_id}",
-            post(permissions::answer),
-        )
-        .route("/threads/{id}/events", get(threads::events))
-        .route("/prewarm", post(threads::prewarm))
-        .route("/pool", get(tools::pool))
-        .route("/tools", get(tools::list))
-        .route("/tools/{name}/call", post(tools::call))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
-    let metrics = Router::new()
-        .route("/metrics", get(metrics::render))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).
-    let mcp = Router::new()
-        .route_service(
-            "/mcp",
-            mcp::service(state.mcp_endpoint.clone(), state.config.max_body_bytes),
-        )
-        .route_layer(middleware::from_fn_with_state(
-            state.mcp_endpoint.clone(),
-            mcp::screen,
-        ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let (router, doc) = documented_routes(&state).split_for_parts();
+    let document = openapi::Document(
+        doc.to_json()
+            .expect("an OpenAPI document has string keys only, so it serializes")
+            .into(),
+    );
     let guard = Arc::new(guard::Guard::new(&state.config, state.config.bind));
-    Router::new()
-        .route("/healthz", get(healthz))
-        // The web page: no token (it holds no data; it asks for one when the API needs it).
-        .route("/", get(page::index))
-        .route("/assets/{name}", get(page::asset))
-        .merge(metrics)
-        .merge(mcp)
-        .nest("/api", api)
+    router
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -117,6 +92,7 @@ pub fn router(state: ApiState) -> Router {
                 "this endpoint does not take that method",
             )
         })
+        .layer(axum::Extension(document))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
         .layer(cors(&guard))
@@ -126,6 +102,58 @@ pub fn router(state: ApiState) -> Router {
         .layer(TraceLayer::new_for_http().make_span_with(request_span))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
+}
+
+/// Every route with its documentation, and the layers that belong to some routes only.
+fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
+    let api = OpenApiRouter::new()
+        .routes(routes!(threads::create, threads::list))
+        .routes(routes!(threads::get_one, threads::patch))
+        .routes(routes!(threads::post_message))
+        .routes(routes!(threads::interrupt))
+        .routes(routes!(threads::fork))
+        .routes(routes!(tools::thread_calls))
+        .routes(routes!(permissions::list))
+        .routes(routes!(permissions::answer))
+        .routes(routes!(threads::events))
+        .routes(routes!(threads::prewarm))
+        .routes(routes!(tools::pool))
+        .routes(routes!(tools::list))
+        .routes(routes!(tools::call));
+    // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
+    let metrics = OpenApiRouter::new().routes(routes!(metrics::render));
+    // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).
+    // Not a handler, so not `routes!`: its operations come from `openapi::McpDoc`, right here.
+    #[allow(clippy::disallowed_methods)]
+    let mcp = OpenApiRouter::with_openapi(openapi::McpDoc::openapi())
+        .route_service(
+            "/mcp",
+            mcp::service(state.mcp_endpoint.clone(), state.config.max_body_bytes),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.mcp_endpoint.clone(),
+            mcp::screen,
+        ));
+    let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(healthz))
+        // The web page and this API's document: no token (they hold no data; the page asks for
+        // one when the API needs it).
+        .routes(routes!(page::index))
+        .routes(routes!(page::asset))
+        .routes(routes!(openapi::document))
+        .merge(behind_token(metrics, state))
+        .merge(behind_token(mcp, state))
+        .nest("/api", behind_token(api, state));
+    openapi::add_common_errors(routes.get_openapi_mut());
+    routes
+}
+
+/// `router` behind [`require_token`], its operations marked as needing the bearer token.
+fn behind_token(router: OpenApiRouter<ApiState>, state: &ApiState) -> OpenApiRouter<ApiState> {
+    let mut router =
+        router.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    openapi::require_bearer(router.get_openapi_mut());
+    router
 }
 
 fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
@@ -159,11 +187,16 @@ fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
 }
 
 /// `GET /healthz`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Health {
+    /// Always `ok`.
+    #[schema(example = "ok")]
     pub status: &'static str,
 }
 
+/// The daemon answers. No token needed.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "service",
+    responses((status = 200, description = "The daemon is up.", body = Health)))]
 async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }

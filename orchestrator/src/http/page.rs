@@ -52,11 +52,23 @@ const ASSETS: &[Asset] = &[
 ];
 
 /// `GET /`: the page.
+#[utoipa::path(get, path = "/", operation_id = "page", tag = "service",
+    responses((status = 200, description = "The web page (HTML). No token needed: the page asks for one.",
+               content_type = "text/html", body = String)))]
 pub async fn index() -> Response {
     serve(&INDEX)
 }
 
 /// `GET /assets/{name}`: a script or style sheet of the page; 404 for any other name.
+#[utoipa::path(get, path = "/assets/{name}", operation_id = "pageAsset", tag = "service",
+    params(("name" = String, Path, description = "`app.js`, `markdown.js` or `style.css`.")),
+    responses(
+        (status = 200, description = "The file.", content(
+            (String = "text/javascript"),
+            (String = "text/css"),
+        )),
+        (status = 404, description = "No such asset.", body = super::error::ErrorBody),
+    ))]
 pub async fn asset(ApiPath(name): ApiPath<String>) -> Result<Response, ApiError> {
     ASSETS
         .iter()

@@ -9,16 +9,18 @@ use serde_json::Value;
 
 use plugin_contract::ThreadId;
 
+use super::error::ErrorBody;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::approvals::{Answer, AnswerError};
 use crate::store::PermissionRow;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Pending {
     pub permissions: Vec<PermissionRow>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// `true`: decided ones too, each with its decision and who made it.
@@ -27,6 +29,13 @@ pub struct ListQuery {
 }
 
 /// `GET /api/threads/{id}/permissions[?all=true]`: the pending ones (or all), oldest first.
+#[utoipa::path(get, path = "/threads/{id}/permissions", operation_id = "listPermissions", tag = "tools",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`)."), ListQuery),
+    responses(
+        (status = 200, description = "The permissions, oldest first.", body = Pending),
+        (status = 400, description = "A bad query string.", body = ErrorBody),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+    ))]
 pub async fn list(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -40,14 +49,14 @@ pub async fn list(
     Ok(Json(Pending { permissions }))
 }
 
-#[derive(Clone, Copy, Debug, Deserialize)]
+#[derive(Clone, Copy, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     Allow,
     Deny,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AnswerBody {
     decision: Decision,
@@ -59,6 +68,16 @@ pub struct AnswerBody {
 
 /// `POST /api/threads/{id}/permissions/{requestId}`: 200 with the decided request; 404 when the
 /// thread has no such request; 409 when it was already decided.
+#[utoipa::path(post, path = "/threads/{id}/permissions/{request_id}", operation_id = "answerPermission", tag = "tools",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`)."),
+        ("request_id" = String, Path, description = "The permission's `requestId`.")),
+    request_body = AnswerBody,
+    responses(
+        (status = 200, description = "The decided permission.", body = PermissionRow),
+        (status = 404, description = "Unknown thread or request.", body = ErrorBody),
+        (status = 409, description = "Already decided (by a person, the timeout or an interrupt).", body = ErrorBody),
+        (status = 422, description = "A missing or invalid field.", body = ErrorBody),
+    ))]
 pub async fn answer(
     State(state): State<ApiState>,
     ApiPath((id, request_id)): ApiPath<(String, String)>,

@@ -10,7 +10,6 @@ use axum::response::IntoResponse;
 use axum::Json;
 use futures::Stream;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -18,12 +17,14 @@ use tracing::{info, warn};
 
 use plugin_contract::ThreadId;
 
+use super::error::ErrorBody;
+use super::openapi::{StreamEvent, ThreadEventRef};
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::budget::validate_usd;
 use crate::pipeline::{NewMessage, TurnReply};
 use crate::store::{EventRow, Message, MessageId, NewThread, Thread, ThreadSummary, Usage};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateThread {
     title: Option<String>,
@@ -35,6 +36,13 @@ pub struct CreateThread {
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
+#[utoipa::path(post, path = "/threads", operation_id = "createThread", tag = "threads",
+    request_body(content = Option<CreateThread>, description = "Optional: an empty body makes an untitled thread on the default model."),
+    responses(
+        (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = Thread),
+        (status = 400, description = "Malformed JSON.", body = ErrorBody),
+        (status = 422, description = "A mistyped field, or an `outputSchema` that does not compile.", body = ErrorBody),
+    ))]
 pub async fn create(
     State(state): State<ApiState>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
@@ -71,7 +79,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(thread)))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForkThread {
     title: Option<String>,
@@ -79,6 +87,14 @@ pub struct ForkThread {
 
 /// `POST /api/threads/{id}/fork` (body optional): 201, a new thread with `parentId` set that
 /// carries the thread's history and forks its CLI session.
+#[utoipa::path(post, path = "/threads/{id}/fork", operation_id = "forkThread", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    request_body(content = Option<ForkThread>, description = "Optional."),
+    responses(
+        (status = 201, description = "The new thread, `parentId` set, with a copy of the parent's finished messages.", body = Thread),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 422, description = "A mistyped field.", body = ErrorBody),
+    ))]
 pub async fn fork(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -96,11 +112,14 @@ pub async fn fork(
 }
 
 /// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ThreadList {
     pub threads: Vec<ThreadSummary>,
 }
 
+/// Every thread, newest first.
+#[utoipa::path(get, path = "/threads", operation_id = "listThreads", tag = "threads",
+    responses((status = 200, description = "The threads.", body = ThreadList)))]
 pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, ApiError> {
     Ok(Json(ThreadList {
         threads: state.store.list_thread_summaries().await?,
@@ -109,7 +128,7 @@ pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, Api
 
 /// `GET /api/threads/{id}`: the thread, what its turns cost together, and its messages (oldest
 /// first, each reply with its own usage).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ThreadWithMessages {
     #[serde(flatten)]
     pub thread: Thread,
@@ -117,6 +136,13 @@ pub struct ThreadWithMessages {
     pub messages: Vec<Message>,
 }
 
+/// One thread with its messages, oldest first.
+#[utoipa::path(get, path = "/threads/{id}", operation_id = "getThread", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    responses(
+        (status = 200, description = "The thread and its messages.", body = ThreadWithMessages),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+    ))]
 pub async fn get_one(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -140,11 +166,12 @@ async fn thread_with_messages(
 }
 
 /// `PATCH /api/threads/{id}`: the fields given change; `"maxBudgetUsd": null` removes the limit.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchThread {
-    /// Absent: unchanged; `null`: no limit; a number: the new limit.
+    /// Absent: unchanged; `null`: no limit; a number (USD, zero or more): the new limit.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<f64>)]
     max_budget_usd: Option<Option<f64>>,
 }
 
@@ -158,6 +185,17 @@ where
     T::deserialize(deserializer).map(Some)
 }
 
+/// Changes the thread's settings: its budget.
+#[utoipa::path(patch, path = "/threads/{id}", operation_id = "updateThread", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    request_body = PatchThread,
+    responses(
+        (status = 200, description = "The thread as `GET` shows it.", body = ThreadWithMessages),
+        (status = 400, description = "Malformed JSON.", body = ErrorBody),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
+        (status = 422, description = "An unknown field, or an amount that is negative or not a number.", body = ErrorBody),
+    ))]
 pub async fn patch(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -174,7 +212,7 @@ pub async fn patch(
     Ok(Json(thread_with_messages(&state, &id).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PostMessage {
     content: String,
@@ -182,23 +220,45 @@ pub struct PostMessage {
     model: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PostQuery {
     /// `false`: answer 202 as soon as the message is stored; the reply comes as events.
     wait: Option<bool>,
 }
 
 /// `202` to `POST …/messages?wait=false`: the message is stored; its reply comes as events.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageAccepted {
     pub message_id: MessageId,
+    #[schema(value_type = String)]
     pub thread_id: ThreadId,
     /// A repeat of a `clientMessageId` already seen.
     pub duplicate: bool,
+    /// Always `accepted`.
     pub status: &'static str,
 }
 
+/// Stores the message, runs its turn (one at a time per thread) and answers with the reply. A
+/// repeated `clientMessageId` answers with the first run's outcome.
+#[utoipa::path(post, path = "/threads/{id}/messages", operation_id = "postMessage", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`)."), PostQuery),
+    request_body = PostMessage,
+    responses(
+        (status = 200, description = "The reply.", body = TurnReply),
+        (status = 202, description = "With `wait=false`: stored; the reply comes on the event stream.", body = MessageAccepted),
+        (status = 402, description = "A budget is spent (`budget_exceeded`, with `budget`, `limitUsd`, `spentUsd`): the message is stored `refused`; nothing reached the model.", body = ErrorBody),
+        (status = 400, description = "Malformed JSON or query.", body = ErrorBody),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 409, description = "A `clientMessageId` reused with other content, or the turn was interrupted.", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
+        (status = 422, description = "A missing or invalid field.", body = ErrorBody),
+        (status = 429, description = "Too many messages queued on the thread.", body = ErrorBody),
+        (status = 502, description = "The CLI failed, `turn.max_tool_calls` was passed, or no valid structured output.", body = ErrorBody),
+        (status = 503, description = "The CLI cannot be started, or the daemon is shutting down.", body = ErrorBody),
+        (status = 504, description = "The turn timed out.", body = ErrorBody),
+    ))]
 pub async fn post_message(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -226,7 +286,7 @@ pub async fn post_message(
     Ok(Json(reply).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Prewarm {
     thread_id: String,
@@ -234,14 +294,24 @@ pub struct Prewarm {
 }
 
 /// `202` to `POST /api/prewarm`: the process starts in the background.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Warming {
+    #[schema(value_type = String)]
     pub thread_id: ThreadId,
+    /// Always `warming`.
     pub status: &'static str,
 }
 
 /// Starts the thread's process in the background; answers at once.
+#[utoipa::path(post, path = "/prewarm", operation_id = "prewarm", tag = "pool",
+    request_body = Prewarm,
+    responses(
+        (status = 202, description = "The process is starting.", body = Warming),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
+        (status = 422, description = "A missing or invalid field.", body = ErrorBody),
+    ))]
 pub async fn prewarm(
     State(state): State<ApiState>,
     ApiJson(body): ApiJson<Prewarm>,
@@ -258,14 +328,22 @@ pub async fn prewarm(
 }
 
 /// `POST /api/threads/{id}/interrupt`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Interrupted {
+    #[schema(value_type = String)]
     pub thread_id: ThreadId,
     /// False when no turn was running.
     pub interrupted: bool,
 }
 
+/// Interrupts the running turn; its message ends `interrupted`.
+#[utoipa::path(post, path = "/threads/{id}/interrupt", operation_id = "interruptThread", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    responses(
+        (status = 200, description = "Whether a turn was interrupted.", body = Interrupted),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+    ))]
 pub async fn interrupt(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -278,7 +356,8 @@ pub async fn interrupt(
     }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Same as the `Last-Event-ID` header: only events after this id.
     after: Option<i64>,
@@ -286,6 +365,14 @@ pub struct EventsQuery {
 
 /// Server-Sent Events of the thread's turns. Replays stored events after `Last-Event-ID`, then
 /// streams live ones; keep-alive comments hold idle connections open.
+#[utoipa::path(get, path = "/threads/{id}/events", operation_id = "threadEvents", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`)."), EventsQuery,
+        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id (wins over `after`).")),
+    responses(
+        (status = 200, description = "Server-Sent Events: each frame's `event:` is the kind, `id:` the event id, `data:` a `ThreadEvent` (see the `…Event` schemas for each kind's `data`).",
+         content_type = "text/event-stream", body = inline(ThreadEventRef)),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+    ))]
 pub async fn events(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -329,8 +416,9 @@ pub async fn events(
         }
     });
     let stream = ReceiverStream::new(rx).map(|row| {
-        let data = json!({"id": row.id, "kind": row.kind, "messageId": row.message_id, "data": row.data, "at": row.created_at});
-        Ok(Event::default().id(row.id.to_string()).event(row.kind).data(data.to_string()))
+        let (id, kind) = (row.id.to_string(), row.kind.clone());
+        let frame = serde_json::to_string(&StreamEvent::from(row)).unwrap_or_default();
+        Ok(Event::default().id(id).event(kind).data(frame))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }

@@ -7,33 +7,51 @@ use serde_json::Value;
 
 use plugin_contract::ThreadId;
 
+use super::error::ErrorBody;
 use super::{ApiError, ApiJson, ApiPath, ApiState};
 use crate::metrics::PoolCounts;
 use crate::pool::ProcessInfo;
 use crate::store::ToolCallRow;
 
 /// `GET /api/tools`: every tool as `tools/list` shows it to the model.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ToolList {
+    /// MCP `Tool`s: `name`, `description`, `inputSchema` (normalized JSON Schema), and
+    /// `outputSchema` when the tool declares one.
+    #[schema(value_type = Vec<Object>)]
     pub tools: Vec<rmcp::model::Tool>,
 }
 
+/// Every tool, as `tools/list` shows it to the model.
+#[utoipa::path(get, path = "/tools", operation_id = "listTools", tag = "tools",
+    responses((status = 200, description = "The tools.", body = ToolList)))]
 pub async fn list(State(state): State<ApiState>) -> Json<ToolList> {
     Json(ToolList {
         tools: state.mcp.registry().list(),
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CallTool {
+    /// The calling thread, for tools that need one.
     thread_id: Option<String>,
+    /// The tool's input, checked against its schema.
     #[serde(default)]
     input: Value,
 }
 
 /// Runs one tool through the same validation and handler path the model's calls take, and
 /// answers with the same result the model gets (`CallToolResult`).
+#[utoipa::path(post, path = "/tools/{name}/call", operation_id = "callTool", tag = "tools",
+    params(("name" = String, Path, description = "The tool's full name (`<plugin>__<tool>`).")),
+    request_body = CallTool,
+    responses(
+        (status = 200, description = "MCP `CallToolResult` (`content`, `structuredContent`, `isError`): a bad input or a failing tool is `isError: true`, not an HTTP error.",
+         body = Object),
+        (status = 404, description = "Unknown tool or thread.", body = ErrorBody),
+        (status = 422, description = "A missing or invalid field.", body = ErrorBody),
+    ))]
 pub async fn call(
     State(state): State<ApiState>,
     ApiPath(name): ApiPath<String>,
@@ -58,12 +76,19 @@ pub async fn call(
 }
 
 /// `GET /api/threads/{id}/tool-calls`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallList {
     pub tool_calls: Vec<ToolCallRow>,
 }
 
+/// The thread's recorded tool calls.
+#[utoipa::path(get, path = "/threads/{id}/tool-calls", operation_id = "listToolCalls", tag = "tools",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    responses(
+        (status = 200, description = "The calls, oldest first.", body = ToolCallList),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+    ))]
 pub async fn thread_calls(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
@@ -76,7 +101,7 @@ pub async fn thread_calls(
 }
 
 /// `GET /api/pool`: each live process and the pool's counters, the same ones `/metrics` shows.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolStatus {
     pub processes: Vec<ProcessInfo>,
@@ -88,6 +113,9 @@ pub struct PoolStatus {
     pub stats: PoolCounts,
 }
 
+/// The live processes and the pool's counters.
+#[utoipa::path(get, path = "/pool", operation_id = "getPool", tag = "pool",
+    responses((status = 200, description = "The pool.", body = PoolStatus)))]
 pub async fn pool(State(state): State<ApiState>) -> Json<PoolStatus> {
     let stats = state.pool.counts();
     Json(PoolStatus {

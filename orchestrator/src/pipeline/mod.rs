@@ -63,11 +63,13 @@ pub struct NewMessage {
 }
 
 /// The reply to a message.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnReply {
     pub message: Message,
+    #[schema(value_type = String)]
     pub thread_id: ThreadId,
+    #[schema(value_type = Option<String>)]
     pub session_id: Option<CliSessionId>,
     pub user_message_id: MessageId,
 }

@@ -86,9 +86,10 @@ impl EvictionCause {
 }
 
 /// One live process, for `/api/pool`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessInfo {
+    #[schema(value_type = String)]
     pub thread_id: ThreadId,
     pub model: Option<String>,
     pub pid: u32,
@@ -100,6 +101,7 @@ pub struct ProcessInfo {
     pub retired: bool,
     /// A parked spare: its `threadId` is the one reserved for the next thread created.
     pub spare: bool,
+    #[schema(value_type = Option<String>)]
     pub session_id: Option<CliSessionId>,
     /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
     pub rss_bytes: Option<u64>,

@@ -9,11 +9,12 @@ use serde::Serialize;
 use super::{now_text, MessageId, Store, StoreError};
 
 /// A permission as the API shows it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionRow {
     /// The CLI's request id; the id a person answers.
     pub request_id: String,
+    #[schema(value_type = String)]
     pub thread_id: ThreadId,
     pub message_id: Option<MessageId>,
     pub tool_use_id: Option<String>,

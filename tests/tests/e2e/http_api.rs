@@ -156,3 +156,97 @@ async fn a_token_is_required_when_configured() {
     assert_eq!(response.status(), 201);
     daemon.stop().await;
 }
+
+/// What is wrong with `value` as the OpenAPI document's component schema `name` (JSON Schema
+/// 2020-12, as OpenAPI 3.1 writes it; `discriminator` and `example` are annotations).
+fn problems(doc: &serde_json::Value, name: &str, value: &serde_json::Value) -> Vec<String> {
+    let schema = json!({
+        "$ref": format!("#/components/schemas/{name}"),
+        "components": doc["components"],
+    });
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(&schema)
+        .unwrap_or_else(|err| panic!("{name} does not compile: {err}"));
+    validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+#[track_caller]
+fn check_against(doc: &serde_json::Value, name: &str, value: &serde_json::Value) {
+    let problems = problems(doc, name, value);
+    assert!(problems.is_empty(), "{value} is no {name}: {problems:?}");
+}
+
+/// `GET /api/openapi.json` over a socket, and the shapes a real turn (with a tool call) sends,
+/// checked against it: the reply, the thread, its tool calls, the pool, and every event on the
+/// stream. The payloads the daemon builds with `json!` are documented by hand in
+/// `http::openapi::payload`; this is what holds the two together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_turn_matches_the_openapi_document() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let response = reqwest::get(format!("{}/api/openapi.json", daemon.base))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let doc: serde_json::Value = response.json().await.unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1."));
+
+    mock.once_when_prompt_contains(
+        "what time is it",
+        harness_tests::mock::Reply::tool_use("mcp__harness__time__current_time", json!({})),
+    );
+    let thread = daemon.create_thread().await;
+    let (status, reply) = daemon.send(&thread, "what time is it?").await;
+    assert_eq!(status, 200, "{reply}");
+    check_against(&doc, "TurnReply", &reply);
+    let (_, got) = daemon.get(&format!("/api/threads/{thread}")).await;
+    check_against(&doc, "ThreadWithMessages", &got);
+    let (_, calls) = daemon
+        .get(&format!("/api/threads/{thread}/tool-calls"))
+        .await;
+    assert_eq!(
+        calls["toolCalls"].as_array().map(Vec::len),
+        Some(1),
+        "{calls}"
+    );
+    check_against(&doc, "ToolCallList", &calls);
+    let (_, list) = daemon.get("/api/threads").await;
+    check_against(&doc, "ThreadList", &list);
+    let (_, pool) = daemon.get("/api/pool").await;
+    check_against(&doc, "PoolStatus", &pool);
+    let (status, error) = daemon.get("/api/threads/thr_missing").await;
+    assert_eq!(status, 404);
+    check_against(&doc, "ErrorBody", &error);
+
+    let mut stream = crate::support::SseClient::connect(&daemon.base, &thread, None).await;
+    let events = stream
+        .until(
+            std::time::Duration::from_secs(10),
+            crate::support::is_terminal,
+        )
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    for kind in [
+        "message_received",
+        "turn_started",
+        "process_ready",
+        "tool_call_started",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+    for event in &events {
+        check_against(&doc, "ThreadEvent", &event.data);
+    }
+    // The check has teeth: a `turn_failed` without its fields is refused.
+    let mut wrong = events.last().unwrap().data.clone();
+    wrong["kind"] = json!("turn_failed");
+    wrong["data"] = json!({"messageId": wrong["messageId"]});
+    assert!(!problems(&doc, "ThreadEvent", &wrong).is_empty(), "{wrong}");
+    daemon.stop().await;
+}
