@@ -9,7 +9,7 @@ use axum::Json;
 use serde::Serialize;
 use tracing::error;
 
-use crate::budget::BudgetExceeded;
+use crate::budget::{BudgetExceeded, BudgetKind};
 use crate::pipeline::PipelineError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
@@ -71,9 +71,15 @@ pub struct ErrorDetail {
     /// For a failed turn: the user message it belongs to, so a client can match it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_id: Option<MessageId>,
-    /// With `budget_exceeded` (402): `budget` (`thread` or `daily`), `limitUsd`, `spentUsd`.
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<BudgetExceeded>,
+    /// With `budget_exceeded` (402): the budget that is spent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetKind>,
+    /// With `budget_exceeded`: that budget's limit in USD.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_usd: Option<f64>,
+    /// With `budget_exceeded`: what was spent against it, in USD.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent_usd: Option<f64>,
 }
 
 impl IntoResponse for ApiError {
@@ -83,7 +89,9 @@ impl IntoResponse for ApiError {
                 code: self.code,
                 message: self.message,
                 message_id: self.message_id,
-                budget: self.budget,
+                budget: self.budget.as_ref().map(|b| b.budget),
+                limit_usd: self.budget.as_ref().map(|b| b.limit_usd),
+                spent_usd: self.budget.as_ref().map(|b| b.spent_usd),
             },
         };
         (self.status, Json(body)).into_response()

@@ -168,7 +168,7 @@ struct Inner {
     settings: PipelineSettings,
     budgets: Budgets,
     queues: Arc<ThreadQueues>,
-    /// Turns at once, across threads: a turn holds a permit from before its checkout to its end.
+    /// Turns at once, across threads: a turn holds a permit from its checkout to its end.
     throttle: Throttle,
     throttle_metrics: ThrottleMetrics,
     turns: TurnMetrics,

@@ -242,14 +242,16 @@ impl Pipeline {
         }
     }
 
-    /// Takes a place under the concurrency limit, checks out the thread's process, prepares the
+    /// Checks out the thread's process, takes a place under the concurrency limit, prepares the
     /// prompt now that the session start is known, runs the turn, and ends the lease according to
     /// how the turn went. The permit is dropped last, on every path.
     ///
-    /// The permit comes before the checkout: a turn that may not run yet then holds no process
-    /// and no pool slot (a slot it held while waiting would make another thread's spawn wait or
-    /// push out a warm process, for nothing), and does not start a CLI that would only sit idle.
-    /// The cost is that a cold start's ~0.5 s counts as running under the limit.
+    /// The permit comes after the checkout, so a turn that holds one never waits for anything but
+    /// the CLI. Taken before, it would be held while the checkout waits for a pool slot, and the
+    /// slot may be held by an idle process whose own thread's turn waits for that very permit:
+    /// with `pool.max_capacity = 1` (so a limit of 1) the newcomer would push out the regular it
+    /// should have let run. The cost: a throttled turn keeps its process while it waits, and a
+    /// cold one starts its CLI first.
     #[allow(clippy::too_many_arguments)]
     async fn checkout_and_run(
         &self,
@@ -265,9 +267,6 @@ impl Pipeline {
     ) -> Result<Done, TurnError> {
         let inner = &self.inner;
         let starting = Starting::new(self, &user.thread_id);
-        let mut permit = self
-            .take_permit(user, nesting, &starting, deadline, timeout)
-            .await?;
         let lease = tokio::select! {
             lease = tokio::time::timeout_at(
                 deadline,
@@ -282,6 +281,17 @@ impl Pipeline {
             lease.finish(Finish::Keep).await;
             return Err(TurnError::Interrupted);
         }
+        let mut permit = match self
+            .take_permit(user, nesting, &starting, deadline, timeout)
+            .await
+        {
+            Ok(permit) => permit,
+            Err(err) => {
+                // Stopped while it waited in line: the process was not used and stays warm.
+                lease.finish(Finish::Keep).await;
+                return Err(err);
+            }
+        };
         drop(starting);
         let start = lease.session_start();
         tally.start = Some(start);

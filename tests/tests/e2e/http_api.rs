@@ -157,6 +157,13 @@ async fn a_token_is_required_when_configured() {
     daemon.stop().await;
 }
 
+/// The daemon's `GET /api/openapi.json`.
+pub(crate) async fn openapi_doc(daemon: &TestDaemon) -> serde_json::Value {
+    let (status, doc) = daemon.get("/api/openapi.json").await;
+    assert_eq!(status, 200, "{doc}");
+    doc
+}
+
 /// What is wrong with `value` as the OpenAPI document's component schema `name` (JSON Schema
 /// 2020-12, as OpenAPI 3.1 writes it; `discriminator` and `example` are annotations).
 fn problems(doc: &serde_json::Value, name: &str, value: &serde_json::Value) -> Vec<String> {
@@ -175,7 +182,7 @@ fn problems(doc: &serde_json::Value, name: &str, value: &serde_json::Value) -> V
 }
 
 #[track_caller]
-fn check_against(doc: &serde_json::Value, name: &str, value: &serde_json::Value) {
+pub(crate) fn check_against(doc: &serde_json::Value, name: &str, value: &serde_json::Value) {
     let problems = problems(doc, name, value);
     assert!(problems.is_empty(), "{value} is no {name}: {problems:?}");
 }

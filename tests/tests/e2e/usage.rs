@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{usage_for, MockApi};
 
+use super::http_api::{check_against, openapi_doc};
 use super::metrics::{scrape, value};
 use super::support::stored_events;
 
@@ -125,6 +126,8 @@ async fn a_thread_past_its_budget_gets_402_and_the_model_sees_nothing() {
     assert_eq!(error["limitUsd"], json!(0.000001), "{body}");
     assert_eq!(error["spentUsd"].as_f64(), Some(spent), "{body}");
     let refused_id = error["messageId"].as_str().expect("messageId").to_owned();
+    let doc = openapi_doc(&daemon).await;
+    check_against(&doc, "ErrorBody", &body);
     // Asking without waiting is refused the same way, at once.
     let (status, body) = daemon
         .post(&format!("{path}?wait=false"), json!({"content": "third"}))
@@ -152,6 +155,13 @@ async fn a_thread_past_its_budget_gets_402_and_the_model_sees_nothing() {
         .expect("a turn_failed for the refused message");
     assert_eq!(refusal.data["status"], "refused");
     assert_eq!(refusal.data["budget"]["budget"], "thread");
+    // As the OpenAPI document describes them: the thread with its usage, the refusal's event.
+    check_against(&doc, "ThreadWithMessages", &stored);
+    let streamed = json!({
+        "id": refusal.id, "kind": refusal.kind, "messageId": refusal.message_id,
+        "data": refusal.data, "at": refusal.created_at,
+    });
+    check_against(&doc, "ThreadEvent", &streamed);
 
     // Raised, the same clientMessageId runs the refused message after all.
     let (status, body) = daemon
