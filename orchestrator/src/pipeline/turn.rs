@@ -351,6 +351,10 @@ impl Pipeline {
                 Err(TurnError::Interrupted)
             }
             Ok(result) => {
+                // Also after an API failure (a 529 once the CLI's retries ran out), though the
+                // process is healthy: kept, it sends the failed prompt again merged into the next
+                // one (measured: the next request's last user text held both), while a process
+                // that resumes the session sends only the new prompt.
                 let reason = result.error_reason();
                 warn!(thread_id = %user.thread_id, pid = lease.pid(), %reason, "Turn failed; evicting the process.");
                 lease.finish(Finish::Discard).await;
