@@ -7,6 +7,11 @@
 //! answered by the [`McpAdapter`] at once; a `tools/call` goes to the running turn as a
 //! [`TurnItem::ToolCall`], whose owner runs it with the turn's context and answers.
 //!
+//! Each process's transcript frames (`--session-mirror`) are stored by a task of their own, and
+//! a turn's [`TurnItem::Done`] waits until the frames before its `result` are stored. Before a
+//! `--resume` whose session file the CLI's config dir lacks, the stored transcript is written
+//! back; only a session with nothing stored falls back to a fresh one (history injected).
+//!
 //! Invariants:
 //! - The key is our stable thread id, never the CLI's session id (which can change); prewarm and
 //!   turns go through the same [`Pool::checkout`] with the same key.
@@ -535,11 +540,19 @@ impl Pool {
                 return;
             }
         };
-        let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
-        match inner.launcher.restore_transcript(thread, lines) {
+        let count = entries.len();
+        let (launcher, owner) = (inner.launcher.clone(), thread.clone());
+        // Files of up to megabytes, synced: off the async workers.
+        let written = tokio::task::spawn_blocking(move || {
+            let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
+            launcher.restore_transcript(&owner, lines)
+        })
+        .await
+        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
+        match written {
             Ok(files) => {
                 inner.metrics.transcript_restored();
-                info!(thread_id = %thread, session_id = %session, entries = entries.len(), files, "Session restored from the stored transcript.");
+                info!(thread_id = %thread, session_id = %session, entries = count, files, "Session restored from the stored transcript.");
             }
             Err(err) => {
                 warn!(thread_id = %thread, session_id = %session, error = %err, "Could not write the stored transcript back.");

@@ -90,10 +90,10 @@ async fn a_wiped_claude_dir_resumes_from_the_stored_transcript() {
         .expect("a session")
         .to_owned();
     let entries = stored(&daemon, &thread).await;
+    // Stored before the reply was: the turn's last entry (its answer) is in already.
     assert!(
-        entries
-            .iter()
-            .any(|e| e.line.contains("the second word is kumquat")),
+        entries.iter().any(|e| e.line.contains("\"assistant\"")
+            && e.line.contains("echo: the second word is kumquat")),
         "the second turn's entries were stored with the turn"
     );
     assert!(entries.iter().all(|e| e.session_id.as_str() == session));
