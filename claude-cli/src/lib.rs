@@ -5,6 +5,10 @@
 //! - [`CliProcess`]: one child process: spawn and `initialize`, one turn at a time as a stream of
 //!   [`TurnEvent`]s, our control requests (interrupt), kill and reap.
 //!
+//! With `--session-mirror` ([`SpawnOptions::session_mirror`]) the CLI copies each transcript write
+//! to stdout; those frames arrive as [`TranscriptMirror`]s on a channel of their own
+//! ([`Started::mirror`]), turn or no turn, until stdout's EOF.
+//!
 //! The CLI's own control requests (an MCP message for an in-process server, later a permission
 //! request) arrive as [`HostRequest`]s on a channel, each carrying its reply handle: whoever owns
 //! the process decides. While one is unanswered the process counts as waiting on the host
@@ -17,9 +21,12 @@ mod process;
 pub mod protocol;
 
 pub use process::{
-    CliProcess, HostRequest, HostRequests, Launch, SpawnError, Started, Step, TurnEvents,
+    CliProcess, HostRequest, HostRequests, Launch, MirrorFrames, SpawnError, Started, Step,
+    TurnEvents,
 };
-pub use protocol::{SdkMcpServer, SpawnOptions, TurnEvent, TurnResult, TurnUsage};
+pub use protocol::{
+    SdkMcpServer, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
+};
 
 use std::time::Duration;
 

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, trace, warn, Instrument};
 
-use crate::protocol::{self, CliMessage, SpawnOptions, TurnEvent, TurnResult};
+use crate::protocol::{self, CliMessage, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult};
 use crate::CliError;
 
 /// Longest stdout line we accept (a `tools/list` reply or a long answer can be large).
@@ -59,7 +59,13 @@ pub struct Started {
     pub requests: HostRequests,
     /// The CLI's `initialize` response (`sdk_mcp_manifests_parked`, `pid`, `models`, …).
     pub initialize: Value,
+    /// The process's `transcript_mirror` frames in stdout order (only with `--session-mirror`),
+    /// whether a turn runs or not: the last ones come after stdin closes. Ends at stdout's EOF.
+    pub mirror: MirrorFrames,
 }
+
+/// The `transcript_mirror` frames of one process, in the order the CLI wrote them.
+pub type MirrorFrames = mpsc::UnboundedReceiver<TranscriptMirror>;
 
 /// Why a process could not be started.
 #[derive(Debug)]
@@ -152,6 +158,11 @@ struct Shared {
     stray_result: Mutex<Option<TurnResult>>,
     /// The CLI's control requests not answered yet.
     waiting_on_host: Arc<AtomicUsize>,
+    /// Where `transcript_mirror` frames go; let go at EOF, which ends the host's frame stream.
+    mirror: Mutex<Option<mpsc::UnboundedSender<TranscriptMirror>>>,
+    /// Frames read so far. A frame is counted before any later line is handed on, so once a
+    /// turn's `result` is seen this covers every frame written before it.
+    mirror_frames: AtomicU64,
     phase: watch::Sender<TurnPhase>,
     next_request: AtomicU64,
 }
@@ -215,6 +226,7 @@ impl CliProcess {
 
         let (writer_tx, writer_rx) = mpsc::unbounded_channel();
         let (host_tx, host_rx) = mpsc::unbounded_channel();
+        let (mirror_tx, mirror_rx) = mpsc::unbounded_channel();
         let (exit_tx, exit_rx) = watch::channel(None);
         let shared = Arc::new(Shared {
             writer: writer_tx,
@@ -225,6 +237,8 @@ impl CliProcess {
             stderr_tail: Mutex::default(),
             stray_result: Mutex::default(),
             waiting_on_host: Arc::default(),
+            mirror: Mutex::new(Some(mirror_tx)),
+            mirror_frames: AtomicU64::new(0),
             phase: watch::channel(TurnPhase::Idle).0,
             next_request: AtomicU64::new(1),
         });
@@ -266,6 +280,7 @@ impl CliProcess {
                     process,
                     requests: host_rx,
                     initialize,
+                    mirror: mirror_rx,
                 })
             }
             Ok(Err(failure)) => {
@@ -442,6 +457,12 @@ impl CliProcess {
     /// The CLI session id, as last reported (the resumed one until the CLI says otherwise).
     pub fn session_id(&self) -> Option<String> {
         lock(&self.shared.session_id).clone()
+    }
+    /// How many `transcript_mirror` frames the process has written so far. Read after a turn's
+    /// result, it counts every frame of that turn: a host that has stored that many frames has
+    /// stored the turn.
+    pub fn mirror_frames_received(&self) -> u64 {
+        self.shared.mirror_frames.load(Ordering::SeqCst)
     }
     pub fn exit_status(&self) -> String {
         self.exit
@@ -633,6 +654,7 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc<Shared>) {
     *lock(&shared.turn) = None;
     lock(&shared.pending).clear();
     *lock(&shared.host) = None;
+    *lock(&shared.mirror) = None;
 }
 
 fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
@@ -699,6 +721,14 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             // otherwise).
             if let Some(tx) = lock(&shared.turn).as_ref() {
                 let _ = tx.send(TurnLine::Events(line.events));
+            }
+        }
+        CliMessage::Mirror(frame) => {
+            trace!(file = %frame.file_path, entries = frame.entries.len(), "Transcript mirrored.");
+            shared.mirror_frames.fetch_add(1, Ordering::SeqCst);
+            if let Some(mirror) = lock(&shared.mirror).as_ref() {
+                // Nobody listening: the host does not keep transcripts.
+                let _ = mirror.send(frame);
             }
         }
         CliMessage::Ignored => {}

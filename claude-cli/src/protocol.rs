@@ -53,6 +53,10 @@ pub struct SpawnOptions {
     /// `--fork-session` with `--resume`: the resumed history under a new session id, so the
     /// resumed session itself is left as it was.
     pub fork_session: bool,
+    /// `--session-mirror`: the CLI copies every transcript write to stdout as a
+    /// `transcript_mirror` line ([`TranscriptMirror`]), so the host can keep the session and
+    /// restore it where the CLI's own files are gone (protocol notes part 2, §5).
+    pub session_mirror: bool,
 }
 
 /// The argv (after the binary) for one process; `resume` is the CLI session to load.
@@ -71,6 +75,9 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     .to_vec();
     if options.no_partial_messages {
         args.retain(|a| a != "--include-partial-messages");
+    }
+    if options.session_mirror {
+        args.push("--session-mirror".to_owned());
     }
     if !options.allowed_tools.is_empty() {
         args.extend(["--allowedTools".to_owned(), options.allowed_tools.join(",")]);
@@ -178,8 +185,51 @@ pub enum CliMessage {
     Result(Box<TurnResult>),
     /// Turn progress: `system`, `assistant`, `user`, `stream_event`, `rate_limit_event`.
     Progress(Progress),
+    /// Lines the CLI appended to a transcript file (`--session-mirror` only).
+    Mirror(TranscriptMirror),
     /// A line of a type the host does not use (new types appear often).
     Ignored,
+}
+
+/// One `transcript_mirror` line: the JSON objects the CLI appended, in order, to one transcript
+/// file. A frame has no sequence number: its place in the stdout stream is its order. Entries stay
+/// untouched JSON, since restoring a session means writing them back exactly.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TranscriptMirror {
+    /// The absolute path of the transcript file under the process's `CLAUDE_CONFIG_DIR`:
+    /// `<config>/projects/<project key>/<session id>.jsonl` (sub-agents: under `<session id>/`).
+    pub file_path: String,
+    pub entries: Vec<Value>,
+}
+
+impl TranscriptMirror {
+    /// The file's path inside its project folder (`<session id>.jsonl`, or
+    /// `<session id>/subagents/….jsonl`), or `None` when `file_path` is not under a
+    /// `projects/<key>/` folder or would climb out of it.
+    pub fn project_relative_path(&self) -> Option<String> {
+        let parts: Vec<&str> = self.file_path.split('/').collect();
+        let at = parts.iter().rposition(|part| *part == "projects")?;
+        let relative = parts.get(at + 2..)?;
+        let safe = !relative.is_empty()
+            && relative
+                .iter()
+                .all(|part| !part.is_empty() && *part != "." && *part != "..");
+        safe.then(|| relative.join("/"))
+    }
+
+    /// The CLI session the file belongs to: the first component of the relative path without
+    /// `.jsonl`.
+    pub fn session_id(&self) -> Option<String> {
+        let relative = self.project_relative_path()?;
+        let first = relative.split('/').next()?;
+        Some(first.strip_suffix(".jsonl").unwrap_or(first).to_owned())
+    }
+}
+
+/// An entry's own id (`uuid`), when it has one: `queue-operation`, `last-prompt`, `cost-state`
+/// and a few other kinds have none.
+pub fn transcript_entry_uuid(entry: &Value) -> Option<&str> {
+    entry.get("uuid").and_then(Value::as_str)
 }
 
 /// A progress line, reduced to what the host reports.
@@ -500,6 +550,10 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
                 starts_turn: false,
             })
         }
+        Line::TranscriptMirror(line) => CliMessage::Mirror(TranscriptMirror {
+            file_path: line.file_path,
+            entries: line.entries.into_iter().map(Value::Object).collect(),
+        }),
         Line::Other => CliMessage::Ignored,
     })
 }
@@ -517,8 +571,18 @@ enum Line {
     User(MessageLine),
     StreamEvent(StreamEventLine),
     RateLimitEvent(RateLimitLine),
+    TranscriptMirror(TranscriptMirrorLine),
     #[serde(other)]
     Other,
+}
+
+#[derive(Deserialize)]
+struct TranscriptMirrorLine {
+    #[serde(default, rename = "filePath", deserialize_with = "lenient")]
+    file_path: String,
+    /// An entry that is not a JSON object is not a transcript line and is skipped.
+    #[serde(default, deserialize_with = "lenient_list")]
+    entries: Vec<serde_json::Map<String, Value>>,
 }
 
 #[derive(Deserialize)]

@@ -56,6 +56,9 @@ impl Launcher {
             permission_prompt_tool: Some("stdio".to_owned()),
             json_schema: None,
             fork_session: false,
+            // Every transcript write comes to the pool, which stores it: the database, not this
+            // machine's config dir, is what a resume relies on.
+            session_mirror: true,
         };
         Ok(Launcher {
             bin: config.claude.bin.clone(),
@@ -125,6 +128,26 @@ impl Launcher {
         Ok(true)
     }
 
+    /// True when the CLI has `session`'s transcript in `thread`'s project: a `--resume` of it
+    /// finds it.
+    pub fn has_session(&self, thread: &ThreadId, session: &CliSessionId) -> bool {
+        self.project_dir(&self.folder_of(thread))
+            .join(format!("{}.jsonl", session.as_str()))
+            .is_file()
+    }
+
+    /// Writes a stored transcript back into `thread`'s CLI project, so that a process of the
+    /// thread can `--resume` it: each `(file, line)` appended, in order, to `file` inside the
+    /// project folder (see [`write_transcript`]).
+    pub fn restore_transcript<'a>(
+        &self,
+        thread: &ThreadId,
+        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> std::io::Result<usize> {
+        let project = self.project_dir(&self.thread_folder(thread)?);
+        write_transcript(&project, entries)
+    }
+
     /// Where the CLI keeps the transcripts of a project (a working folder): `<config
     /// dir>/projects/<the folder's path, every character but ASCII letters and digits as `-`>`.
     fn project_dir(&self, folder: &Path) -> PathBuf {
@@ -161,6 +184,65 @@ pub fn thread_workdir(threads_dir: &Path, thread: &ThreadId) -> PathBuf {
         })
         .collect();
     threads_dir.join(name)
+}
+
+/// Writes transcript files into the CLI project folder `project` (created 0700): each `(file,
+/// line)` is one line of `project/<file>`, files in the order given (mode 0600). Returns the
+/// number of files written.
+///
+/// Each file is written whole under a temporary name and then renamed, the files a session's
+/// main transcript (`<id>.jsonl`) needs first and the main one last: a crash midway never
+/// leaves a main transcript that a `--resume` would take for the whole session. A `file` that
+/// is not a plain relative path (absolute, `..`) is refused.
+pub fn write_transcript<'a>(
+    project: &Path,
+    entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> std::io::Result<usize> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let mut files: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (file, line) in entries {
+        match files.iter_mut().find(|(name, _)| *name == file) {
+            Some((_, lines)) => lines.push(line),
+            None => files.push((file, vec![line])),
+        }
+    }
+    // Sub-agents' files (`<id>/…`) before the main transcripts.
+    files.sort_by_key(|(name, _)| !name.contains('/'));
+    for (file, lines) in &files {
+        let relative = Path::new(file);
+        let plain = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || file.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("not a path inside the project folder: {file}"),
+            ));
+        }
+        let target = project.join(relative);
+        if let Some(parent) = target.parent() {
+            crate::private_fs::create_dir(parent)?;
+        }
+        let temporary = target.with_extension("jsonl.restoring");
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        let mut text = String::new();
+        for line in lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        out.write_all(text.as_bytes())?;
+        out.sync_all()?;
+        drop(out);
+        std::fs::rename(&temporary, &target)?;
+    }
+    Ok(files.len())
 }
 
 /// The CLI's feature switches the `lean` profile sets (to `1`); `claude.env` can set any back.
@@ -325,6 +407,78 @@ mod tests {
         for dropped in ["HARNESS_TOKEN", "AWS_SECRET_ACCESS_KEY", "CLAUDECODE"] {
             assert!(!names.contains(&dropped), "{dropped}: {names:?}");
         }
+    }
+
+    #[test]
+    fn a_restored_transcript_is_one_private_file_per_path_with_lines_in_order() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("projects").join("-w-t1");
+        let written = write_transcript(
+            &project,
+            [
+                ("s1.jsonl", r#"{"type":"queue-operation"}"#),
+                ("s1/subagents/agent-a.jsonl", r#"{"uuid":"x"}"#),
+                ("s1.jsonl", r#"{"type":"user","uuid":"u1"}"#),
+                ("s1.jsonl", r#"{"type":"cost-state"}"#),
+            ],
+        )
+        .unwrap();
+        assert_eq!(written, 2);
+        let main = project.join("s1.jsonl");
+        assert_eq!(
+            std::fs::read_to_string(&main).unwrap(),
+            "{\"type\":\"queue-operation\"}\n{\"type\":\"user\",\"uuid\":\"u1\"}\n{\"type\":\"cost-state\"}\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(project.join("s1/subagents/agent-a.jsonl")).unwrap(),
+            "{\"uuid\":\"x\"}\n"
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&main), 0o600);
+        assert_eq!(mode(&project), 0o700);
+        assert_eq!(mode(&project.join("s1/subagents")), 0o700);
+        let leftovers: Vec<_> = std::fs::read_dir(&project)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().contains("restoring"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+
+        for bad in ["../escape.jsonl", "/etc/x.jsonl", ""] {
+            assert!(write_transcript(&project, [(bad, "{}")]).is_err(), "{bad}");
+        }
+        assert!(!dir.path().join("projects/escape.jsonl").exists());
+    }
+
+    #[test]
+    fn the_session_file_is_where_the_cli_looks_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        let launcher = Launcher::new(&config, serde_json::json!({})).unwrap();
+        let thread = ThreadId::from_string("thr_a.b");
+        let session = CliSessionId::from_string("s-1");
+        assert!(!launcher.has_session(&thread, &session));
+        launcher
+            .restore_transcript(&thread, [("s-1.jsonl", "{}")])
+            .unwrap();
+        assert!(launcher.has_session(&thread, &session));
+        // Key: the thread folder's path with every character but ASCII letters and digits as `-`.
+        let folder = launcher.folder_of(&thread).to_string_lossy().into_owned();
+        let key: String = folder
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let file = config
+            .claude_config_dir()
+            .join("projects")
+            .join(&key)
+            .join("s-1.jsonl");
+        assert!(file.is_file(), "{}", file.display());
+        assert!(key.ends_with("-thr-a-b"), "{key}");
     }
 
     #[test]

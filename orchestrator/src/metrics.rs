@@ -18,6 +18,7 @@
 //! | `harness_pool_prewarms_skipped_total` | counter | | prewarms that started nothing: every slot held a process used within `pool.prewarm_evicts_after` |
 //! | `harness_pool_spawns_total` | counter | | `claude` processes started (a failed `--resume` starts two) |
 //! | `harness_pool_resume_fallbacks_total` | counter | | `--resume` failed; a fresh session got the history |
+//! | `harness_pool_transcript_restores_total` | counter | | sessions missing from the CLI's config dir written back from the stored transcript before a `--resume` |
 //! | `harness_pool_model_switches_total` | counter | | a warm process switched model in place (`set_model`) instead of being replaced |
 //! | `harness_pool_spares_parked` | gauge | | spare processes started and waiting for a thread |
 //! | `harness_pool_spares_claimed_total` | counter | | new threads that took a parked spare as their process |
@@ -439,6 +440,7 @@ pub struct PoolMetrics {
     prewarms_skipped: Counter,
     spawns: Counter,
     resume_fallbacks: Counter,
+    transcript_restores: Counter,
     model_switches: Counter,
     spares_parked: Gauge,
     spares_claimed: Counter,
@@ -479,6 +481,8 @@ pub struct PoolCounts {
     pub prewarms_skipped: u64,
     pub spawns: u64,
     pub resume_fallbacks: u64,
+    /// Sessions written back from the stored transcript before a `--resume`.
+    pub transcript_restores: u64,
     pub model_switches: u64,
     /// Spares started and waiting for a thread now.
     pub spares_parked: u64,
@@ -526,6 +530,7 @@ impl Default for PoolMetrics {
             prewarms_skipped: Counter::default(),
             spawns: Counter::default(),
             resume_fallbacks: Counter::default(),
+            transcript_restores: Counter::default(),
             model_switches: Counter::default(),
             spares_parked: Gauge::default(),
             spares_claimed: Counter::default(),
@@ -568,6 +573,10 @@ impl PoolMetrics {
     }
     pub fn resume_fallback(&self) {
         self.resume_fallbacks.inc();
+    }
+    /// A session missing from the CLI's config dir was written back from the store.
+    pub fn transcript_restored(&self) {
+        self.transcript_restores.inc();
     }
     /// A warm process changed its model in place instead of being replaced.
     pub fn model_switched(&self) {
@@ -651,6 +660,7 @@ impl PoolMetrics {
             prewarms_skipped: self.prewarms_skipped.get(),
             spawns: self.spawns.get(),
             resume_fallbacks: self.resume_fallbacks.get(),
+            transcript_restores: self.transcript_restores.get(),
             model_switches: self.model_switches.get(),
             spares_parked: u64::try_from(self.spares_parked.get()).unwrap_or(0),
             spares_claimed: self.spares_claimed.get(),
@@ -700,6 +710,11 @@ impl PoolMetrics {
                 "pool_resume_fallbacks",
                 "Spawns whose --resume failed and that started a fresh session instead",
                 &self.resume_fallbacks,
+            ),
+            (
+                "pool_transcript_restores",
+                "Sessions written back from the stored transcript before a --resume",
+                &self.transcript_restores,
             ),
             (
                 "pool_model_switches",

@@ -129,6 +129,7 @@ impl Daemon {
             },
             launcher,
             mcp.clone(),
+            store.clone(),
         );
         let pipeline = Pipeline::new(PipelineParts {
             store: store.clone(),

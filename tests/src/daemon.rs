@@ -95,10 +95,17 @@ impl TestDaemon {
     }
 
     /// Stops gracefully and starts again on the same data directory (and a new port).
-    pub async fn restart(mut self) -> TestDaemon {
+    pub async fn restart(self) -> TestDaemon {
+        self.restart_after(|_| {}).await
+    }
+
+    /// Like [`TestDaemon::restart`], running `between` on the data directory while no daemon
+    /// runs (to wipe a folder, say).
+    pub async fn restart_after(mut self, between: impl FnOnce(&std::path::Path)) -> TestDaemon {
         if let Some(running) = self.running.take() {
             running.stop().await;
         }
+        between(&self.config.data_dir);
         let config = self.config.clone();
         let extra = std::mem::take(&mut self.extra_plugins);
         Self::start_with(config, extra, self._dir.clone()).await

@@ -411,3 +411,87 @@ fn without_per_turn_figures_only_a_first_result_has_a_cost() {
     };
     assert_eq!(result.usage().cost_usd, 0.00009);
 }
+
+/// Every `transcript_mirror` line of `shared/protocol/capture-f-session-mirror.jsonl`, in order:
+/// 8 frames of a process that ran two turns (the last two after stdin closed), then 4 of a
+/// process that resumed the restored session.
+const MIRROR_FRAMES: &str = include_str!("testdata/session-mirror-frames.jsonl");
+
+#[test]
+fn session_mirror_is_a_spawn_switch() {
+    let on = SpawnOptions {
+        session_mirror: true,
+        ..Default::default()
+    };
+    assert!(cli_args(&on, None).contains(&"--session-mirror".to_owned()));
+    assert!(!cli_args(&SpawnOptions::default(), None).contains(&"--session-mirror".to_owned()));
+}
+
+#[test]
+fn transcript_mirror_frames_decode_from_the_capture() {
+    let frames: Vec<TranscriptMirror> = MIRROR_FRAMES
+        .lines()
+        .map(|line| match decode(line).unwrap() {
+            CliMessage::Mirror(frame) => frame,
+            other => panic!("not a mirror frame: {other:?}"),
+        })
+        .collect();
+    let sizes: Vec<usize> = frames.iter().map(|f| f.entries.len()).collect();
+    assert_eq!(sizes, [13, 4, 2, 1, 3, 1, 1, 1, 4, 1, 3, 1]);
+    assert_eq!(sizes[..8].iter().sum::<usize>(), 26, "the capture's count");
+    let session = "7718c75e-fb9d-44d3-aa14-0aaf89cd90f9";
+    for frame in &frames {
+        assert_eq!(frame.session_id().as_deref(), Some(session));
+        assert_eq!(
+            frame.project_relative_path().as_deref(),
+            Some(format!("{session}.jsonl").as_str())
+        );
+    }
+    // Entries stay as the CLI wrote them, in order; some kinds carry no uuid.
+    let first = &frames[0].entries;
+    assert_eq!(first[0]["type"], "queue-operation");
+    assert_eq!(transcript_entry_uuid(&first[0]), None);
+    assert_eq!(first[2]["type"], "user");
+    assert!(transcript_entry_uuid(&first[2]).is_some());
+    let with_uuid = frames
+        .iter()
+        .flat_map(|f| &f.entries)
+        .filter(|e| transcript_entry_uuid(e).is_some())
+        .count();
+    assert_eq!(with_uuid, 19);
+    let kinds: Vec<&str> = frames[6..8]
+        .iter()
+        .map(|f| f.entries[0]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["last-prompt", "cost-state"], "after stdin closed");
+}
+
+#[test]
+fn transcript_mirror_paths_stay_inside_the_project_folder() {
+    let frame = |path: &str| TranscriptMirror {
+        file_path: path.to_owned(),
+        entries: Vec::new(),
+    };
+    let sub = frame("/c/projects/-w-t/abc/subagents/agent-1.jsonl");
+    assert_eq!(
+        sub.project_relative_path().as_deref(),
+        Some("abc/subagents/agent-1.jsonl")
+    );
+    assert_eq!(sub.session_id().as_deref(), Some("abc"));
+    for bad in [
+        "/c/projects/-w-t/../../etc/passwd",
+        "/c/projects/-w-t/",
+        "/c/elsewhere/x.jsonl",
+        "/c/projects/-w-t",
+        "",
+    ] {
+        assert_eq!(frame(bad).project_relative_path(), None, "{bad}");
+    }
+    // A frame that is not what we expect still decodes; odd entries are dropped.
+    let odd = r#"{"type":"transcript_mirror","filePath":7,"entries":[1,{"type":"mode"}]}"#;
+    let CliMessage::Mirror(frame) = decode(odd).unwrap() else {
+        panic!("not a mirror frame");
+    };
+    assert_eq!(frame.file_path, "");
+    assert_eq!(frame.entries, vec![json!({"type": "mode"})]);
+}

@@ -7,6 +7,11 @@
 //! answered by the [`McpAdapter`] at once; a `tools/call` goes to the running turn as a
 //! [`TurnItem::ToolCall`], whose owner runs it with the turn's context and answers.
 //!
+//! Each process's transcript frames (`--session-mirror`) are stored by a task of their own, and
+//! a turn's [`TurnItem::Done`] waits until the frames before its `result` are stored. Before a
+//! `--resume` whose session file the CLI's config dir lacks, the stored transcript is written
+//! back; only a session with nothing stored falls back to a fresh one (history injected).
+//!
 //! Invariants:
 //! - The key is our stable thread id, never the CLI's session id (which can change); prewarm and
 //!   turns go through the same [`Pool::checkout`] with the same key.
@@ -31,8 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_cli::{
-    CliProcess, HostRequest, HostRequests, SpawnError, SpawnOptions, Step, TurnEvent, TurnEvents,
-    TurnResult,
+    CliProcess, HostRequest, HostRequests, MirrorFrames, SpawnError, SpawnOptions, Step, TurnEvent,
+    TurnEvents, TurnResult,
 };
 use moka::future::Cache;
 use moka::notification::RemovalCause;
@@ -47,6 +52,7 @@ use plugin_contract::{CliSessionId, SessionStart, ThreadId};
 use crate::launch::Launcher;
 use crate::mcp::{McpAdapter, Route, ToolCall, SERVER_NAME};
 use crate::metrics::{PoolCounts, PoolMetrics};
+use crate::store::Store;
 use crate::sync::lock;
 use crate::turn_error::TurnError;
 
@@ -60,6 +66,10 @@ pub use admission::AdmissionSettings;
 const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
 /// How long after a failure to start a spare the next try waits.
 const SPARE_RETRY: Duration = Duration::from_secs(30);
+/// How long a turn's end waits for the transcript frames before its `result` to be stored.
+const TRANSCRIPT_WAIT: Duration = Duration::from_secs(10);
+/// Waits before the second and third try to store a transcript frame (as the SDKs retry).
+const TRANSCRIPT_RETRIES: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(800)];
 
 /// Why a process left the pool, as counted in `harness_pool_evictions_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -144,6 +154,8 @@ struct Inner {
     live: Mutex<HashMap<u32, Arc<Entry>>>,
     launcher: Launcher,
     mcp: Arc<McpAdapter>,
+    /// Where the processes' transcript frames are kept, and restored from.
+    store: Store,
     metrics: PoolMetrics,
     prewarm_evicts_after: Duration,
     /// Parked spares, oldest first.
@@ -178,6 +190,8 @@ struct Entry {
     last_used: Mutex<Instant>,
     /// Where the process's tool calls go while a turn runs.
     calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
+    /// How many of the process's transcript frames have been stored (or given up on).
+    transcript_stored: watch::Receiver<u64>,
 }
 
 impl Entry {
@@ -189,6 +203,7 @@ impl Entry {
         model: Option<String>,
         start: SessionStart,
         calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
+        transcript_stored: watch::Receiver<u64>,
     ) -> Entry {
         Entry {
             process,
@@ -202,6 +217,20 @@ impl Entry {
             turns: AtomicU64::new(0),
             last_used: Mutex::new(Instant::now()),
             calls,
+            transcript_stored,
+        }
+    }
+
+    /// Waits until every transcript frame the process has written so far is stored: called at
+    /// a turn's `result`, it makes the turn's transcript durable before the turn is.
+    async fn transcript_stored(&self) {
+        let written = self.process.mirror_frames_received();
+        let mut stored = self.transcript_stored.clone();
+        // An error means the store task ended: the frames ran out, every one was handled.
+        let waited =
+            tokio::time::timeout(TRANSCRIPT_WAIT, stored.wait_for(|n| *n >= written)).await;
+        if waited.is_err() {
+            warn!(thread_id = %self.thread, pid = self.process.pid(), written, "Transcript frames not stored in time; the turn ends without waiting for them.");
         }
     }
 
@@ -276,7 +305,12 @@ impl Entry {
 }
 
 impl Pool {
-    pub fn new(settings: PoolSettings, launcher: Launcher, mcp: Arc<McpAdapter>) -> Pool {
+    pub fn new(
+        settings: PoolSettings,
+        launcher: Launcher,
+        mcp: Arc<McpAdapter>,
+        store: Store,
+    ) -> Pool {
         let metrics = PoolMetrics::default();
         let pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>> = Arc::default();
         let listener_metrics = metrics.clone();
@@ -316,6 +350,7 @@ impl Pool {
                 live: Mutex::default(),
                 launcher,
                 mcp,
+                store,
                 metrics,
                 prewarm_evicts_after: settings.prewarm_evicts_after,
                 spares: Mutex::default(),
@@ -464,6 +499,9 @@ impl Pool {
     ) -> Result<Arc<Entry>, TurnError> {
         self.inner.metrics.miss();
         self.reap_thread(&thread).await;
+        if let Some(session) = &resume {
+            self.restore_session(&thread, session).await;
+        }
         match self
             .spawn_one(&thread, &options, resume.as_ref(), false, slot)
             .await
@@ -479,6 +517,46 @@ impl Pool {
                 }
             }
             Err(SpawnError::Failed(err)) => Err(err.into()),
+        }
+    }
+
+    /// Makes `session` resumable by `thread`'s processes when the CLI's config dir does not have
+    /// it (another node, a wiped `data_dir/claude`, a fork whose parent's file is gone): writes
+    /// the stored transcript back. With nothing stored, or on failure, the resume fails as
+    /// before and the fresh session with injected history follows.
+    async fn restore_session(&self, thread: &ThreadId, session: &CliSessionId) {
+        let inner = &self.inner;
+        if inner.launcher.has_session(thread, session) {
+            return;
+        }
+        let entries = match inner.store.session_transcript(session).await {
+            Ok(entries) if entries.is_empty() => {
+                debug!(thread_id = %thread, session_id = %session, "No stored transcript for the session.");
+                return;
+            }
+            Ok(entries) => entries,
+            Err(err) => {
+                warn!(thread_id = %thread, session_id = %session, error = %err, "Could not read the stored transcript.");
+                return;
+            }
+        };
+        let count = entries.len();
+        let (launcher, owner) = (inner.launcher.clone(), thread.clone());
+        // Files of up to megabytes, synced: off the async workers.
+        let written = tokio::task::spawn_blocking(move || {
+            let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
+            launcher.restore_transcript(&owner, lines)
+        })
+        .await
+        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
+        match written {
+            Ok(files) => {
+                inner.metrics.transcript_restored();
+                info!(thread_id = %thread, session_id = %session, entries = count, files, "Session restored from the stored transcript.");
+            }
+            Err(err) => {
+                warn!(thread_id = %thread, session_id = %session, error = %err, "Could not write the stored transcript back.");
+            }
         }
     }
 
@@ -533,6 +611,7 @@ impl Pool {
         let started = Instant::now();
         let started_process = CliProcess::spawn(launch, options, resume, &inner.tasks).await?;
         let (process, requests) = (started_process.process, started_process.requests);
+        let (stored_tx, transcript_stored) = watch::channel(0);
         // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
         let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
             .as_str()
@@ -540,6 +619,15 @@ impl Pool {
         let calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>> = Arc::default();
         let (ready_tx, mut ready) = watch::channel(false);
         let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
+        inner.tasks.spawn(
+            store_transcript(
+                thread.clone(),
+                started_process.mirror,
+                inner.store.clone(),
+                stored_tx,
+            )
+            .instrument(span.clone()),
+        );
         inner.tasks.spawn(
             serve_host_requests(
                 thread.clone(),
@@ -576,6 +664,7 @@ impl Pool {
             options.model.clone(),
             start,
             calls,
+            transcript_stored,
         ));
         entry.one_turn.store(overflow, Ordering::SeqCst);
         lock(&inner.live).insert(entry.process.pid(), entry.clone());
@@ -915,7 +1004,11 @@ impl LeasedTurn<'_> {
             step = self.events.next() => match step? {
                 Step::Event(event) => Ok(TurnItem::Event(event)),
                 Step::Alive => Ok(TurnItem::Alive),
-                Step::Done(result) => Ok(TurnItem::Done(result)),
+                Step::Done(result) => {
+                    // The frames before a `result` are the turn's transcript: stored first.
+                    self.entry.transcript_stored().await;
+                    Ok(TurnItem::Done(result))
+                }
             },
         }
     }
@@ -1052,6 +1145,45 @@ async fn serve_host_requests(
                 }
             }
         }
+    }
+}
+
+/// Stores one process's transcript frames, in order, until its stdout ends; counts each frame
+/// handled in `stored`, which a turn's end waits on. A frame that cannot be stored after three
+/// tries is logged and skipped: the turn is not failed for it (a later restore misses it, and
+/// with nothing stored the fallback injects the history).
+async fn store_transcript(
+    thread: ThreadId,
+    mut frames: MirrorFrames,
+    store: Store,
+    stored: watch::Sender<u64>,
+) {
+    while let Some(frame) = frames.recv().await {
+        match (frame.session_id(), frame.project_relative_path()) {
+            (Some(session), Some(file)) => {
+                let session = CliSessionId::from_string(session);
+                let mut waits = TRANSCRIPT_RETRIES.iter();
+                loop {
+                    match store
+                        .append_transcript(&thread, &session, &file, &frame.entries)
+                        .await
+                    {
+                        Ok(_) => break,
+                        Err(err) => match waits.next() {
+                            Some(wait) => tokio::time::sleep(*wait).await,
+                            None => {
+                                warn!(session_id = %session, entries = frame.entries.len(), error = %err, "Could not store a transcript frame; a restore of the session will miss it.");
+                                break;
+                            }
+                        },
+                    }
+                }
+            }
+            _ => {
+                warn!(file = %frame.file_path, "Skipped a transcript frame outside the CLI's projects folder.")
+            }
+        }
+        stored.send_modify(|n| *n += 1);
     }
 }
 

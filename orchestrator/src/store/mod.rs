@@ -7,6 +7,8 @@
 //!   reply), history for a fresh session, crash recovery.
 //! - `events.rs`: the per-thread event log that SSE replays.
 //! - `tool_calls.rs`: a record of every tool call the MCP server served.
+//! - `transcripts.rs`: the CLI's transcript entries as its processes mirror them, to restore a
+//!   session the CLI's config dir no longer has.
 //!
 //! Every statement the store runs is written out in a `sqlx::query!`-family macro, so the compiler
 //! checks it against the schema: online when `DATABASE_URL` names a migrated database, otherwise
@@ -32,9 +34,11 @@ mod messages;
 mod permissions;
 mod threads;
 mod tool_calls;
+mod transcripts;
 mod usage;
 
 pub use permissions::{NewPermission, PermissionRow};
+pub use transcripts::TranscriptEntry;
 
 use std::fmt;
 use std::path::Path;
@@ -679,6 +683,7 @@ mod tests {
                 "permissions",
                 "threads",
                 "tool_calls",
+                "transcript_entries",
                 "usage_days"
             ]
         );

@@ -1,14 +1,13 @@
 //! Forks against the real CLI: `POST /api/threads/{id}/fork` makes a thread that carries the
 //! parent's history (its CLI session forked with `--resume=<id> --fork-session`, or the history
-//! injected when the CLI no longer has it) and then goes its own way.
-
-use std::path::Path;
+//! injected when neither the CLI nor the stored transcripts have it) and then goes its own way.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
+use plugin_contract::{CliSessionId, ThreadId};
 
 use crate::support::{messages, stored_events};
 
@@ -104,34 +103,22 @@ async fn a_fork_carries_the_parents_history_and_then_diverges() {
     daemon.stop().await;
 }
 
-/// Removes every transcript file named `<session>.jsonl` under `dir`.
-fn remove_transcripts(dir: &Path, session: &str) -> usize {
-    let mut removed = 0;
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            removed += remove_transcripts(&path, session);
-        } else if path
-            .file_name()
-            .is_some_and(|n| n == format!("{session}.jsonl").as_str())
-        {
-            std::fs::remove_file(&path).expect("remove a transcript");
-            removed += 1;
-        }
-    }
-    removed
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_of_a_thread_whose_session_is_gone_gets_the_history_injected() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     let parent = daemon.create_thread().await;
     daemon.reply(&parent, "remember MANGO").await;
-    let session = session_of(&daemon, &parent).await;
-    let session = session.as_str().expect("the parent has a CLI session");
-    let removed = remove_transcripts(&daemon.config.claude_config_dir(), session);
-    assert_eq!(removed, 1, "the parent's transcript was found");
+    // Gone from the CLI's files and from the stored transcripts (a session from before they
+    // were stored): point the parent at a session nobody has. A session only the files lost is
+    // restored instead (`transcripts.rs`).
+    let stale = CliSessionId::from_string(uuid::Uuid::new_v4().to_string());
+    daemon
+        .daemon()
+        .store
+        .set_cli_session(&ThreadId::from_string(&parent), Some(&stale))
+        .await
+        .unwrap();
     let child = fork(&daemon, &parent).await["id"]
         .as_str()
         .expect("fork id")

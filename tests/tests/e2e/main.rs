@@ -19,4 +19,5 @@ mod spares;
 mod structured;
 mod support;
 mod tools;
+mod transcripts;
 mod usage;
