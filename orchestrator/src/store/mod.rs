@@ -890,10 +890,28 @@ mod tests {
         if pg_store().await.is_none() {
             return;
         }
-        let url = pg_test::database_url().await.unwrap();
+        // The test server trusts loopback, so any password opens it.
+        let url = pg_test::database_url()
+            .await
+            .unwrap()
+            .replace("postgres@", "postgres:s3cret-pw@");
         assert!(is_postgres_url(&url));
+        let logs = LogLines::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(logs.clone())
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
         let store = Store::open(&url).await.unwrap();
+        drop(guard);
         assert_eq!(store.backend(), "postgres");
+        let logged = logs.text();
+        assert!(
+            logged.contains("Opened the store on PostgreSQL."),
+            "{logged}"
+        );
+        assert!(!logged.contains("s3cret-pw"), "{logged}");
+        assert!(!format!("{store:?}").contains("s3cret-pw"));
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT table_name::TEXT FROM information_schema.tables
              WHERE table_schema = 'public' AND table_name NOT LIKE '\\_sqlx%'
@@ -936,6 +954,35 @@ mod tests {
             .unwrap();
         let got = reopened.require_thread(&thread.id).await.unwrap();
         assert_eq!(got.title.as_deref(), Some("kept"));
+    }
+
+    /// Log output captured in memory.
+    #[derive(Clone, Default)]
+    struct LogLines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl LogLines {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        }
+    }
+
+    impl std::io::Write for LogLines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogLines {
+        type Writer = LogLines;
+
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
     }
 
     #[test]
