@@ -19,7 +19,8 @@ pub struct Config {
     pub bind: SocketAddr,
     /// Directory for the database, the CLI config dir and the CLI's working directory.
     pub data_dir: PathBuf,
-    /// SQLite database file; `:memory:` for tests. Default `<data_dir>/harness.db`.
+    /// SQLite database file (`:memory:` for tests), or a `postgres://` URL, which selects
+    /// PostgreSQL. Default `<data_dir>/harness.db`. Never logged: a URL may hold a password.
     pub db: Option<String>,
     /// Bearer token the API requires when set (env `HARNESS_TOKEN`). Never taken from a command
     /// line flag, where `ps` would show it.
@@ -422,7 +423,8 @@ pub struct ServeArgs {
     /// Address for the HTTP API [default: 127.0.0.1:7878].
     #[arg(long, env = "HARNESS_BIND")]
     pub bind: Option<SocketAddr>,
-    /// SQLite database file [default: <data-dir>/harness.db].
+    /// SQLite database file, or a postgres:// URL for PostgreSQL (give a URL with a password
+    /// through HARNESS_DB or the TOML file: `ps` shows flags) [default: <data-dir>/harness.db].
     #[arg(long, env = "HARNESS_DB")]
     pub db: Option<String>,
     /// The claude CLI binary [default: claude on PATH].
@@ -609,7 +611,8 @@ impl Config {
         Ok(())
     }
 
-    /// The database location: `db`, or `<data_dir>/harness.db`.
+    /// The database location: `db` (a file path, `:memory:` or a `postgres://` URL), or
+    /// `<data_dir>/harness.db`.
     pub fn db_path(&self) -> String {
         self.db.clone().unwrap_or_else(|| {
             self.data_dir

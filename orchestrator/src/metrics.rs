@@ -44,7 +44,7 @@
 //! | `harness_mcp_http_requests_total` | counter | `method`: `initialize`, `server/discover`, `tools/list`, `tools/call` | requests to the MCP endpoint `/mcp` from outside clients |
 //! | `harness_permission_decisions_total` | counter | `decision`: `allow`, `deny`; `by`: `rule`, `person`, `timeout`, `policy`, `interrupt` | tool permissions the CLI asked for (`can_use_tool`), as decided |
 //! | `harness_permissions_pending` | gauge | | tool permissions waiting for a person now |
-//! | `harness_sqlite_query_duration_seconds` | histogram | `query`: the store method | one store call, pool wait included |
+//! | `harness_sqlite_query_duration_seconds` | histogram | `query`: the store method | one store call, pool wait included (on PostgreSQL too: the name predates it and is kept for dashboards) |
 //! | `harness_turn_concurrency_limit` | gauge | | turns allowed to run on the CLI at once now (the adaptive limit, `[rate_limit]`) |
 //! | `harness_turns_running` | gauge | | turns holding a place under that limit now (nested delegation turns included) |
 //! | `harness_turns_throttled_waiting` | gauge | | turns waiting in line for the limit now |

@@ -73,7 +73,7 @@ impl Daemon {
     ) -> Result<Daemon, StartError> {
         crate::private_fs::create_dir(&config.data_dir).map_err(StartError::Dirs)?;
         let db_path = config.db_path();
-        if db_path != ":memory:" {
+        if db_path != ":memory:" && !crate::store::is_postgres_url(&db_path) {
             // Before SQLite creates it: its journal files take the database file's mode.
             for suffix in ["", "-wal", "-shm"] {
                 let path = std::path::PathBuf::from(format!("{db_path}{suffix}"));

@@ -55,7 +55,8 @@ impl TestDaemon {
     }
 
     /// Starts a daemon that loads `extra` plugins after the default ones (the probe plugin, say);
-    /// `tweak` adjusts the test config first.
+    /// `tweak` adjusts the test config first. `HARNESS_TEST_DB=postgres` puts every daemon on a
+    /// fresh PostgreSQL database (`pg-test`) instead of SQLite.
     pub async fn start_with_plugins(
         mock: &MockApi,
         extra: Vec<Arc<dyn Plugin>>,
@@ -69,6 +70,12 @@ impl TestDaemon {
             .expect("installer task")
             .expect("the claude CLI is installed by test support");
         let mut config = test_config(mock, dir.path(), claude);
+        if std::env::var("HARNESS_TEST_DB").as_deref() == Ok("postgres") {
+            // The whole suite on PostgreSQL: a fresh database per daemon (a test's own `db`
+            // still wins).
+            let url = pg_test::database_url().await.expect("a test PostgreSQL");
+            config.db = Some(url);
+        }
         tweak(&mut config);
         Self::start_with(config, extra, dir).await
     }

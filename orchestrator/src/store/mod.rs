@@ -1,6 +1,8 @@
-//! The SQLite store: threads, their messages, turn events and tool calls. All of the daemon's SQL
-//! lives in this module and its children; the schema lives in `migrations/` and is applied by
-//! [`MIGRATOR`] when the store opens.
+//! The store: threads, their messages, turn events and tool calls, in SQLite (the embedded
+//! default, one machine) or PostgreSQL (`--db postgres://…`). All of the daemon's SQL lives in
+//! this module and its children; the schema lives in `migrations/` (SQLite, [`MIGRATOR`]) and
+//! `migrations/postgres/` ([`PG_MIGRATOR`]), applied when the store opens. Migration N is the same
+//! change on both databases.
 //!
 //! - `threads.rs`: create, look up and list threads; the CLI session to resume; depth of a child.
 //! - `messages.rs`: the life of a turn (user message pending → done/error/interrupted, assistant
@@ -9,17 +11,27 @@
 //! - `tool_calls.rs`: a record of every tool call the MCP server served.
 //! - `transcripts.rs`: the CLI's transcript entries as its processes mirror them, to restore a
 //!   session the CLI's config dir no longer has.
+//! - `pg.rs`: reading PostgreSQL rows (the decoding the SQLite macros do for their side).
 //!
-//! Every statement the store runs is written out in a `sqlx::query!`-family macro, so the compiler
-//! checks it against the schema: online when `DATABASE_URL` names a migrated database, otherwise
-//! from the query data committed in `.sqlx/` at the workspace root (`just sqlx-prepare` regenerates
-//! it after a query or a migration changes).
+//! Each operation is written once per database, side by side in a `match` on the backend. Every
+//! SQLite statement is written out in a `sqlx::query!`-family macro, so the compiler checks it
+//! against the schema: online when `DATABASE_URL` names a migrated database, otherwise from the
+//! query data committed in `.sqlx/` at the workspace root (`just sqlx-prepare` regenerates it
+//! after a query or a migration changes). PostgreSQL statements are run-time `sqlx::query` with
+//! explicit row mapping (`pg.rs`): checking them at build time would need a server there; the
+//! store's tests run every operation on both databases instead.
 //!
 //! sqlx decodes every column: [`Role`] and [`MessageStatus`] derive `sqlx::Type` over their stored
-//! strings, [`MessageId`] is transparent over its text, JSON columns decode as
-//! `serde_json::Value`, timestamps as `DateTime<Utc>`. A stored value that does not decode becomes
-//! [`StoreError::Corrupt`] instead of a panic. Timestamps are written as RFC 3339 UTC text of fixed
-//! width (microseconds, `Z`; see `now_text`), so text order is time order.
+//! strings (parsed with `FromStr` on PostgreSQL), [`MessageId`] is transparent over its text,
+//! JSON columns decode as `serde_json::Value`, timestamps as `DateTime<Utc>`. A stored value that
+//! does not decode becomes [`StoreError::Corrupt`] instead of a panic. Timestamps are written as
+//! RFC 3339 UTC text of fixed width (microseconds, `Z`; see `now_text`) on both databases, so
+//! text order is time order.
+//!
+//! Concurrency: SQLite runs each write under the database's one write lock (`BEGIN IMMEDIATE`
+//! for transactions); PostgreSQL has no such lock, so what SQLite gets from it (a thread's next
+//! `seq`, one message per `clientMessageId`) comes from locking the thread's row
+//! (`FOR NO KEY UPDATE`) in the writing transaction.
 //!
 //! The contract's ids (`ThreadId`, `CliSessionId`) are converted at this edge (`thread.as_str()`
 //! when binding, `from_string` when reading into a private `*Record` row), so `plugin-contract`
@@ -32,6 +44,7 @@
 mod events;
 mod messages;
 mod permissions;
+mod pg;
 mod threads;
 mod tool_calls;
 mod transcripts;
@@ -48,13 +61,18 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use plugin_contract::{CliSessionId, HistoryMessage, ThreadId, ThreadInfo};
 use serde::{Deserialize, Serialize};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-/// The schema migrations, embedded at compile time. Run by [`Store::open`]; tests that build their
-/// own pool run it too.
+/// The SQLite schema migrations, embedded at compile time. Run by [`Store::open`]; tests that
+/// build their own pool run it too.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// The PostgreSQL schema migrations (`migrations/postgres/`, the same tables), run by
+/// [`Store::open`] for a `postgres://` URL.
+pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// How long a connection waits for another writer's lock before failing with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -62,6 +80,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections for a file database. SQLite serializes writers anyway; a few connections let reads
 /// (SSE replays, history) proceed while a write waits.
 const FILE_POOL_SIZE: u32 = 8;
+
+/// Connections to a PostgreSQL server: writers of different threads run at once there.
+const PG_POOL_SIZE: u32 = 16;
 
 /// Why a store operation failed. Each variant says what the user of the API sees.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +94,7 @@ pub enum StoreError {
     /// The caller named a user message we do not have. The API answers 404.
     #[error("message {0} not found")]
     MessageNotFound(MessageId),
-    /// Anything from SQLite or the pool (including failing to create the database's directory).
+    /// Anything from the database or the pool (including failing to create the database's directory).
     /// Logged in full; users see "internal error" and a 500.
     #[error("database error: {0}")]
     Db(#[source] sqlx::Error),
@@ -100,17 +121,55 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// The daemon's handle on its SQLite database. Cheap to clone: clones share one pool.
+/// The daemon's handle on its database. Cheap to clone: clones share one pool.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    db: Db,
     /// Latency of store calls, shared by every clone; registered in `/metrics`.
     metrics: crate::metrics::StoreMetrics,
 }
 
+/// Which database the store runs on; every operation matches on it.
+#[derive(Clone, Debug)]
+enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// True when `db` (the `db` setting) names a PostgreSQL server: a `postgres://` or
+/// `postgresql://` URL. Anything else is a SQLite file (or `:memory:`).
+pub fn is_postgres_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// A PostgreSQL database as logs show it, `postgres://user@host:port/database`: the URL without
+/// its password (or any other parameter).
+struct PgLocation(String);
+
+impl PgLocation {
+    fn of(options: &PgConnectOptions) -> PgLocation {
+        PgLocation(format!(
+            "postgres://{}@{}:{}/{}",
+            options.get_username(),
+            options.get_host(),
+            options.get_port(),
+            options.get_database().unwrap_or_default()
+        ))
+    }
+}
+
+impl fmt::Display for PgLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl Store {
-    /// Opens (creating if missing) the database at `path`, a file path or `":memory:"`, and runs
-    /// [`MIGRATOR`].
+    /// Opens the database `db` names and runs its migrations: a `postgres://` URL (see
+    /// [`is_postgres_url`]) connects to PostgreSQL and runs [`PG_MIGRATOR`]; anything else is a
+    /// SQLite file path or `":memory:"`, created if missing, migrated by [`MIGRATOR`].
+    ///
+    /// A PostgreSQL URL's password is never logged: the log names host, port, database and user.
     ///
     /// A file database gets WAL journaling (readers do not block the writer), foreign keys,
     /// a 5 s busy timeout and `synchronous = NORMAL` (durable at checkpoints, safe against
@@ -119,7 +178,11 @@ impl Store {
     /// `":memory:"` gets a pool of exactly one connection that never expires: each in-memory
     /// connection is its own database, so a second connection (or a reconnect) would see an empty,
     /// unmigrated one.
-    pub async fn open(path: &str) -> Result<Store, StoreError> {
+    pub async fn open(db: &str) -> Result<Store, StoreError> {
+        if is_postgres_url(db) {
+            return Self::open_postgres(db).await;
+        }
+        let path = db;
         let in_memory = path == ":memory:";
         let base = SqliteConnectOptions::new()
             .filename(path)
@@ -154,7 +217,24 @@ impl Store {
         MIGRATOR.run(&pool).await?;
         tracing::info!(path, "Opened the store.");
         Ok(Store {
-            pool,
+            db: Db::Sqlite(pool),
+            metrics: Default::default(),
+        })
+    }
+
+    /// Connects to the PostgreSQL server `url` names and runs [`PG_MIGRATOR`] (which holds
+    /// PostgreSQL's advisory lock, so two daemons starting at once migrate once).
+    async fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        let options: PgConnectOptions = url.parse()?;
+        let shown = PgLocation::of(&options);
+        let pool = PgPoolOptions::new()
+            .max_connections(PG_POOL_SIZE)
+            .connect_with(options)
+            .await?;
+        PG_MIGRATOR.run(&pool).await?;
+        tracing::info!(database = %shown, "Opened the store on PostgreSQL.");
+        Ok(Store {
+            db: Db::Postgres(pool),
             metrics: Default::default(),
         })
     }
@@ -164,23 +244,38 @@ impl Store {
         &self.metrics
     }
 
-    /// The underlying pool, for code (and tests) that need SQL this module does not offer.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
+    /// Which database this is, for logs and tests: `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match self.db {
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
     }
 
-    /// True when `PRAGMA integrity_check` reports `ok`; the health check uses it.
+    /// True when the database looks sound: SQLite's `PRAGMA integrity_check` reports `ok`; on
+    /// PostgreSQL (which checks its pages itself) a query answers. The health check uses it.
     pub async fn integrity_ok(&self) -> Result<bool, StoreError> {
-        let rows = sqlx::query_scalar!("PRAGMA integrity_check")
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.len() == 1 && rows[0].as_deref() == Some("ok"))
+        match &self.db {
+            Db::Sqlite(pool) => {
+                let rows = sqlx::query_scalar!("PRAGMA integrity_check")
+                    .fetch_all(pool)
+                    .await?;
+                Ok(rows.len() == 1 && rows[0].as_deref() == Some("ok"))
+            }
+            Db::Postgres(pool) => {
+                let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(pool).await?;
+                Ok(one == 1)
+            }
+        }
     }
 
     /// Closes every connection, waiting for checked-out ones to come back. Call at shutdown so the
     /// WAL is checkpointed; later calls on any clone fail with [`StoreError::Db`].
     pub async fn close(&self) {
-        self.pool.close().await;
+        match &self.db {
+            Db::Sqlite(pool) => pool.close().await,
+            Db::Postgres(pool) => pool.close().await,
+        }
     }
 }
 
@@ -612,13 +707,13 @@ mod tests {
         );
         let pointing: Vec<(String,)> =
             sqlx::query_as("SELECT message_id FROM permissions WHERE id = 'p'")
-                .fetch_all(store.pool())
+                .fetch_all(store.sqlite_pool())
                 .await
                 .unwrap();
         assert_eq!(pointing, [("q".to_owned(),)]);
         let broken: Vec<(String,)> =
             sqlx::query_as("SELECT \"table\" FROM pragma_foreign_key_check")
-                .fetch_all(store.pool())
+                .fetch_all(store.sqlite_pool())
                 .await
                 .unwrap();
         assert!(broken.is_empty(), "{broken:?}");
@@ -627,7 +722,7 @@ mod tests {
             "INSERT INTO messages (id, thread_id, seq, role, content, status, reply_to, created_at, updated_at)
                  VALUES ('b', 't', 3, 'assistant', 'x', 'done', 'nope', 'x', 'x')",
         )
-        .execute(store.pool())
+        .execute(store.sqlite_pool())
         .await;
         assert!(dangling.is_err());
         // And the new status is allowed.
@@ -648,6 +743,93 @@ mod tests {
         Store::open(":memory:").await.unwrap()
     }
 
+    /// A fresh migrated store on PostgreSQL: a new database on this test process's server
+    /// (`pg_test`). `None` only when `HARNESS_TEST_PG=skip` is set and no server can start;
+    /// otherwise a server that cannot start fails the test with the reason.
+    pub(crate) async fn pg_store() -> Option<Store> {
+        if std::env::var("HARNESS_TEST_PG").as_deref() == Ok("skip") && !pg_test::available() {
+            eprintln!("HARNESS_TEST_PG=skip and no PostgreSQL: skipping the PostgreSQL variant");
+            return None;
+        }
+        let url = pg_test::database_url().await.expect("a test PostgreSQL");
+        Some(Store::open(&url).await.unwrap())
+    }
+
+    /// The SQLite openers the store's tests choose from: a store and what keeps it alive.
+    pub(crate) async fn sqlite_memory() -> (Store, Option<tempfile::TempDir>) {
+        (memory_store().await, None)
+    }
+
+    /// A file database (with WAL and a pool of several connections), for tests of concurrency.
+    pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
+        let (store, dir) = file_store().await;
+        (store, Some(dir))
+    }
+
+    /// Runs a store test on both databases: `async fn name(store: sqlite_memory) { … }` makes
+    /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
+    /// database from [`pg_store`]).
+    macro_rules! store_tests {
+        ($($(#[$meta:meta])* async fn $name:ident($store:ident: $sqlite:ident) $body:block)*) => {$(
+            $(#[$meta])*
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                #[tokio::test]
+                async fn sqlite() {
+                    let ($store, _kept) = $crate::store::tests::$sqlite().await;
+                    $body
+                }
+
+                #[tokio::test]
+                async fn postgres() {
+                    let Some($store) = $crate::store::tests::pg_store().await else {
+                        return;
+                    };
+                    $body
+                }
+            }
+        )*};
+    }
+    pub(crate) use store_tests;
+
+    /// SQL the store does not offer, for tests on either database (no parameters: tests write
+    /// their values into the text).
+    impl Store {
+        /// The SQLite pool, for tests of SQLite itself. Panics on PostgreSQL.
+        pub(crate) fn sqlite_pool(&self) -> &SqlitePool {
+            match &self.db {
+                Db::Sqlite(pool) => pool,
+                Db::Postgres(_) => panic!("a SQLite test got a PostgreSQL store"),
+            }
+        }
+
+        pub(crate) async fn test_execute(&self, sql: &str) {
+            match &self.db {
+                Db::Sqlite(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+                Db::Postgres(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+            }
+            .unwrap();
+        }
+
+        pub(crate) async fn test_count(&self, sql: &str) -> i64 {
+            match &self.db {
+                Db::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+                Db::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+            }
+            .unwrap()
+        }
+
+        pub(crate) async fn test_text(&self, sql: &str) -> String {
+            match &self.db {
+                Db::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+                Db::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+            }
+            .unwrap()
+        }
+    }
+
     /// A fresh migrated file store in a temp dir (kept alive by the returned guard).
     pub(crate) async fn file_store() -> (Store, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
@@ -663,7 +845,7 @@ mod tests {
         // (`query!` may see a column of type NULL; the `pragma_*` functions have no column
         // metadata), so these checks name the type themselves.
         let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-            .fetch_one(store.pool())
+            .fetch_one(store.sqlite_pool())
             .await
             .unwrap();
         assert_eq!(fk, 1);
@@ -672,7 +854,7 @@ mod tests {
                WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_sqlx%'
                ORDER BY name"#
         )
-        .fetch_all(store.pool())
+        .fetch_all(store.sqlite_pool())
         .await
         .unwrap();
         assert_eq!(
@@ -687,7 +869,7 @@ mod tests {
                 "usage_days"
             ]
         );
-        assert_eq!(store.pool().size(), 1);
+        assert_eq!(store.sqlite_pool().size(), 1);
 
         // Data written through one clone is seen through another: the same single database.
         let thread = store.create_thread(NewThread::default()).await.unwrap();
@@ -702,26 +884,113 @@ mod tests {
         assert!(dir.path().join("nested/dir/harness.db").is_file());
         // PRAGMA settings stay run-time queries: sqlx cannot describe their result type.
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(store.pool())
+            .fetch_one(store.sqlite_pool())
             .await
             .unwrap();
         assert_eq!(mode, "wal");
         let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-            .fetch_one(store.pool())
+            .fetch_one(store.sqlite_pool())
             .await
             .unwrap();
         assert_eq!(fk, 1);
         let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
-            .fetch_one(store.pool())
+            .fetch_one(store.sqlite_pool())
             .await
             .unwrap();
         assert_eq!(sync, 1, "synchronous NORMAL");
         let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
-            .fetch_one(store.pool())
+            .fetch_one(store.sqlite_pool())
             .await
             .unwrap();
         assert_eq!(busy, 5000);
         assert!(store.integrity_ok().await.unwrap());
+    }
+
+    /// A `postgres://` URL opens PostgreSQL with the same tables; opening it again (a restart)
+    /// finds the migrations applied and the data kept.
+    #[tokio::test]
+    async fn postgres_store_is_migrated_and_persists_across_reopen() {
+        if pg_store().await.is_none() {
+            return;
+        }
+        // The test server trusts loopback, so any password opens it.
+        let url = pg_test::database_url()
+            .await
+            .unwrap()
+            .replace("postgres@", "postgres:s3cret-pw@");
+        assert!(is_postgres_url(&url));
+        let store = Store::open(&url).await.unwrap();
+        assert_eq!(store.backend(), "postgres");
+        assert!(!format!("{store:?}").contains("s3cret-pw"));
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name::TEXT FROM information_schema.tables
+             WHERE table_schema = 'public' AND table_name NOT LIKE '\\_sqlx%'
+             ORDER BY table_name",
+        )
+        .fetch_all(match &store.db {
+            Db::Postgres(pool) => pool,
+            Db::Sqlite(_) => unreachable!(),
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            tables,
+            [
+                "events",
+                "messages",
+                "permissions",
+                "threads",
+                "tool_calls",
+                "transcript_entries",
+                "usage_days"
+            ]
+        );
+        assert_eq!(
+            PG_MIGRATOR.migrations.len(),
+            MIGRATOR.migrations.len(),
+            "migration N is the same change on both databases"
+        );
+        let thread = store
+            .create_thread(NewThread {
+                title: Some("kept".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(store.integrity_ok().await.unwrap());
+        store.close().await;
+
+        let reopened = Store::open(&url.replace("postgres://", "postgresql://"))
+            .await
+            .unwrap();
+        let got = reopened.require_thread(&thread.id).await.unwrap();
+        assert_eq!(got.title.as_deref(), Some("kept"));
+    }
+
+    #[test]
+    fn a_postgres_url_is_logged_without_its_password() {
+        let options: PgConnectOptions =
+            "postgresql://harness:s3cret-pw@db.internal:6543/threads?sslmode=require"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            PgLocation::of(&options).to_string(),
+            "postgres://harness@db.internal:6543/threads"
+        );
+    }
+
+    #[test]
+    fn only_postgres_urls_select_postgres() {
+        assert!(is_postgres_url("postgres://u:secret@db.example/harness"));
+        assert!(is_postgres_url("postgresql://localhost/harness"));
+        for sqlite in [
+            ":memory:",
+            "/var/lib/harness.db",
+            "postgres.db",
+            "sqlite://x.db",
+        ] {
+            assert!(!is_postgres_url(sqlite), "{sqlite}");
+        }
     }
 
     #[tokio::test]
@@ -745,80 +1014,80 @@ mod tests {
         assert_eq!(got.title.as_deref(), Some("kept"));
     }
 
-    #[tokio::test]
-    async fn closed_store_reports_db_error() {
-        let store = memory_store().await;
-        store.close().await;
-        let err = store.list_threads().await.unwrap_err();
-        assert!(matches!(err, StoreError::Db(_)), "{err:?}");
+    store_tests! {
+        async fn closed_store_reports_db_error(store: sqlite_memory) {
+            store.close().await;
+            let err = store.list_threads().await.unwrap_err();
+            assert!(matches!(err, StoreError::Db(_)), "{err:?}");
+        }
     }
 
-    #[tokio::test]
-    async fn thread_store_impl_serves_plugins() {
-        use plugin_contract::ThreadStore;
+    store_tests! {
+        async fn thread_store_impl_serves_plugins(store: sqlite_memory) {
+            use plugin_contract::ThreadStore;
 
-        let store = memory_store().await;
-        let parent = store.create_thread(NewThread::default()).await.unwrap();
-        let child = store
-            .create_thread(NewThread {
-                id: None,
-                title: Some("child".into()),
-                model: Some("haiku".into()),
-                parent_id: Some(parent.id.clone()),
-                output_schema: None,
-                max_budget_usd: None,
-            })
-            .await
-            .unwrap();
-        let question = store
-            .insert_user_message(NewUserMessage {
-                thread_id: child.id.clone(),
-                content: "ping".into(),
-                client_message_id: None,
-                model: None,
-            })
-            .await
-            .unwrap();
-        store
-            .complete_turn(&question.message().id, "pong", None, None, None, None)
-            .await
-            .unwrap();
-
-        let plugin_view: std::sync::Arc<dyn ThreadStore> = std::sync::Arc::new(store.clone());
-        let info = plugin_view.thread(&child.id).await.unwrap().unwrap();
-        assert_eq!(
-            info,
-            ThreadInfo {
-                id: child.id.clone(),
-                title: Some("child".into()),
-                model: Some("haiku".into()),
-                parent_id: Some(parent.id.clone()),
-            }
-        );
-        assert_eq!(
-            plugin_view
-                .thread(&ThreadId::from_string("thr_nope"))
+            let parent = store.create_thread(NewThread::default()).await.unwrap();
+            let child = store
+                .create_thread(NewThread {
+                    id: None,
+                    title: Some("child".into()),
+                    model: Some("haiku".into()),
+                    parent_id: Some(parent.id.clone()),
+                    output_schema: None,
+                    max_budget_usd: None,
+                })
                 .await
-                .unwrap(),
-            None
-        );
-        assert_eq!(
-            plugin_view.history(&child.id).await.unwrap(),
-            [
-                HistoryMessage {
-                    role: "user".into(),
-                    content: "ping".into()
-                },
-                HistoryMessage {
-                    role: "assistant".into(),
-                    content: "pong".into()
-                },
-            ]
-        );
+                .unwrap();
+            let question = store
+                .insert_user_message(NewUserMessage {
+                    thread_id: child.id.clone(),
+                    content: "ping".into(),
+                    client_message_id: None,
+                    model: None,
+                })
+                .await
+                .unwrap();
+            store
+                .complete_turn(&question.message().id, "pong", None, None, None, None)
+                .await
+                .unwrap();
 
-        store.close().await;
-        let err = plugin_view.thread(&child.id).await.unwrap_err();
-        assert!(err.starts_with("database error"), "{err}");
+            let plugin_view: std::sync::Arc<dyn ThreadStore> = std::sync::Arc::new(store.clone());
+            let info = plugin_view.thread(&child.id).await.unwrap().unwrap();
+            assert_eq!(
+                info,
+                ThreadInfo {
+                    id: child.id.clone(),
+                    title: Some("child".into()),
+                    model: Some("haiku".into()),
+                    parent_id: Some(parent.id.clone()),
+                }
+            );
+            assert_eq!(
+                plugin_view
+                    .thread(&ThreadId::from_string("thr_nope"))
+                    .await
+                    .unwrap(),
+                None
+            );
+            assert_eq!(
+                plugin_view.history(&child.id).await.unwrap(),
+                [
+                    HistoryMessage {
+                        role: "user".into(),
+                        content: "ping".into()
+                    },
+                    HistoryMessage {
+                        role: "assistant".into(),
+                        content: "pong".into()
+                    },
+                ]
+            );
+
+            store.close().await;
+            let err = plugin_view.thread(&child.id).await.unwrap_err();
+            assert!(err.starts_with("database error"), "{err}");
+        }
     }
 
     #[test]
@@ -870,14 +1139,14 @@ mod tests {
                 r#"SELECT ?1 AS "text!: String", ?1 AS "back!: MessageStatus""#,
                 status
             )
-            .fetch_one(store.pool())
+            .fetch_one(store.sqlite_pool())
             .await
             .unwrap();
             assert_eq!((row.text.as_str(), row.back), (status.as_str(), status));
         }
         for role in [Role::User, Role::Assistant] {
             let row = sqlx::query!(r#"SELECT ?1 AS "text!: String", ?1 AS "back!: Role""#, role)
-                .fetch_one(store.pool())
+                .fetch_one(store.sqlite_pool())
                 .await
                 .unwrap();
             assert_eq!((row.text.as_str(), row.back), (role.as_str(), role));
@@ -888,7 +1157,7 @@ mod tests {
     async fn stored_time(store: &Store, text: &str) -> Result<DateTime<Utc>, StoreError> {
         Ok(
             sqlx::query_scalar!(r#"SELECT ?1 AS "t!: DateTime<Utc>""#, text)
-                .fetch_one(store.pool())
+                .fetch_one(store.sqlite_pool())
                 .await?,
         )
     }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
 use serde::Serialize;
 
-use super::{now_text, MessageId, Store, StoreError};
+use super::{now_text, Db, MessageId, Store, StoreError};
 
 /// A permission as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -83,6 +83,12 @@ impl Store {
         reason: Option<&str>,
     ) -> Result<(), StoreError> {
         let _timer = self.metrics.time("record_permission");
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => {
+                return postgres::record_permission(pool, new, status, decided_by, reason).await
+            }
+        };
         let thread = new.thread_id.as_str();
         let input = new.input.to_string();
         let now = now_text();
@@ -103,7 +109,7 @@ impl Store {
             now,
             decided_at,
         )
-        .execute(&self.pool)
+        .execute(pool)
         .await?;
         Ok(())
     }
@@ -117,6 +123,13 @@ impl Store {
         reason: Option<&str>,
     ) -> Result<bool, StoreError> {
         let _timer = self.metrics.time("decide_permission");
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => {
+                return postgres::decide_permission(pool, request_id, status, decided_by, reason)
+                    .await
+            }
+        };
         let now = now_text();
         let done = sqlx::query!(
             "UPDATE permissions SET status = ?2, decided_by = ?3, reason = ?4, decided_at = ?5
@@ -127,13 +140,17 @@ impl Store {
             reason,
             now,
         )
-        .execute(&self.pool)
+        .execute(pool)
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Denies every pending request (at start-up: their processes are gone); returns how many.
     pub async fn deny_pending_permissions(&self, reason: &str) -> Result<u64, StoreError> {
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => return postgres::deny_pending_permissions(pool, reason).await,
+        };
         let now = now_text();
         let done = sqlx::query!(
             "UPDATE permissions SET status = 'denied', decided_by = 'interrupt', reason = ?1,
@@ -142,7 +159,7 @@ impl Store {
             reason,
             now,
         )
-        .execute(&self.pool)
+        .execute(pool)
         .await?;
         Ok(done.rows_affected())
     }
@@ -174,6 +191,12 @@ impl Store {
         pending_only: bool,
         request_id: Option<&str>,
     ) -> Result<Vec<PermissionRow>, StoreError> {
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => {
+                return postgres::select_permissions(pool, thread, pending_only, request_id).await
+            }
+        };
         let thread = thread.as_str();
         let rows = sqlx::query_as!(
             PermissionRecord,
@@ -188,9 +211,126 @@ impl Store {
             pending_only,
             request_id,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
         Ok(rows.into_iter().map(PermissionRow::from).collect())
+    }
+}
+
+/// The same operations on PostgreSQL, in the order of `impl Store` above.
+mod postgres {
+    use sqlx::postgres::PgRow;
+    use sqlx::{PgPool, Row};
+
+    use super::super::pg;
+    use super::*;
+
+    fn permission(row: &PgRow) -> Result<PermissionRow, StoreError> {
+        Ok(PermissionRecord {
+            id: row.try_get("id")?,
+            thread_id: row.try_get("thread_id")?,
+            message_id: row.try_get("message_id")?,
+            tool_use_id: row.try_get("tool_use_id")?,
+            tool_name: row.try_get("tool_name")?,
+            input: pg::json(row, "input")?,
+            status: row.try_get("status")?,
+            decided_by: row.try_get("decided_by")?,
+            reason: row.try_get("reason")?,
+            created_at: pg::time(row, "created_at")?,
+            decided_at: pg::opt_time(row, "decided_at")?,
+        }
+        .into())
+    }
+
+    pub(super) async fn record_permission(
+        pool: &PgPool,
+        new: NewPermission<'_>,
+        status: &str,
+        decided_by: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let now = now_text();
+        let decided_at = decided_by.map(|_| now.clone());
+        sqlx::query(
+            "INSERT INTO permissions (id, thread_id, message_id, tool_use_id, tool_name, input,
+                                      status, decided_by, reason, created_at, decided_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(new.request_id)
+        .bind(new.thread_id.as_str())
+        .bind(new.message_id.map(MessageId::as_str))
+        .bind(new.tool_use_id)
+        .bind(new.tool_name)
+        .bind(new.input.to_string())
+        .bind(status)
+        .bind(decided_by)
+        .bind(reason)
+        .bind(&now)
+        .bind(decided_at)
+        .execute(pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn decide_permission(
+        pool: &PgPool,
+        request_id: &str,
+        status: &str,
+        decided_by: &str,
+        reason: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE permissions SET status = $2, decided_by = $3, reason = $4, decided_at = $5
+             WHERE id = $1 AND status = 'pending'",
+        )
+        .bind(request_id)
+        .bind(status)
+        .bind(decided_by)
+        .bind(reason)
+        .bind(now_text())
+        .execute(pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(super) async fn deny_pending_permissions(
+        pool: &PgPool,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE permissions SET status = 'denied', decided_by = 'interrupt', reason = $1,
+                                    decided_at = $2
+             WHERE status = 'pending'",
+        )
+        .bind(reason)
+        .bind(now_text())
+        .execute(pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(super) async fn select_permissions(
+        pool: &PgPool,
+        thread: &ThreadId,
+        pending_only: bool,
+        request_id: Option<&str>,
+    ) -> Result<Vec<PermissionRow>, StoreError> {
+        sqlx::query(
+            "SELECT id, thread_id, message_id, tool_use_id, tool_name, input, status, decided_by,
+                    reason, created_at, decided_at
+             FROM permissions
+             WHERE thread_id = $1 AND (NOT $2 OR status = 'pending')
+               AND ($3::TEXT IS NULL OR id = $3)
+             ORDER BY created_at, id",
+        )
+        .bind(thread.as_str())
+        .bind(pending_only)
+        .bind(request_id)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(permission)
+        .collect()
     }
 }
 
@@ -198,58 +338,58 @@ impl Store {
 mod tests {
     use serde_json::json;
 
-    use super::super::tests::memory_store;
+    use super::super::tests::store_tests;
     use super::super::NewThread;
     use super::*;
 
-    #[tokio::test]
-    async fn a_request_is_decided_once_and_listed_while_pending() {
-        let store = memory_store().await;
-        let thread = store.create_thread(NewThread::default()).await.unwrap();
-        let input = json!({"command": "touch f"});
-        let new = NewPermission {
-            request_id: "req-1",
-            thread_id: &thread.id,
-            message_id: None,
-            tool_use_id: Some("toolu_1"),
-            tool_name: "Bash",
-            input: &input,
-        };
-        store
-            .record_permission(new, "pending", None, None)
-            .await
-            .unwrap();
-        let pending = store.permissions(&thread.id, true).await.unwrap();
-        assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].input, input);
-        assert!(store
-            .decide_permission("req-1", "allowed", "person", Some("ok"))
-            .await
-            .unwrap());
-        assert!(!store
-            .decide_permission("req-1", "denied", "timeout", None)
-            .await
-            .unwrap());
-        let row = store
-            .permission(&thread.id, "req-1")
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (row.status.as_str(), row.decided_by.as_deref()),
-            ("allowed", Some("person"))
-        );
-        assert!(row.decided_at.is_some());
-        assert!(store
-            .permissions(&thread.id, true)
-            .await
-            .unwrap()
-            .is_empty());
-        assert_eq!(store.permissions(&thread.id, false).await.unwrap().len(), 1);
-        assert!(store
-            .permission(&thread.id, "other")
-            .await
-            .unwrap()
-            .is_none());
+    store_tests! {
+        async fn a_request_is_decided_once_and_listed_while_pending(store: sqlite_memory) {
+            let thread = store.create_thread(NewThread::default()).await.unwrap();
+            let input = json!({"command": "touch f"});
+            let new = NewPermission {
+                request_id: "req-1",
+                thread_id: &thread.id,
+                message_id: None,
+                tool_use_id: Some("toolu_1"),
+                tool_name: "Bash",
+                input: &input,
+            };
+            store
+                .record_permission(new, "pending", None, None)
+                .await
+                .unwrap();
+            let pending = store.permissions(&thread.id, true).await.unwrap();
+            assert_eq!(pending.len(), 1);
+            assert_eq!(pending[0].input, input);
+            assert!(store
+                .decide_permission("req-1", "allowed", "person", Some("ok"))
+                .await
+                .unwrap());
+            assert!(!store
+                .decide_permission("req-1", "denied", "timeout", None)
+                .await
+                .unwrap());
+            let row = store
+                .permission(&thread.id, "req-1")
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (row.status.as_str(), row.decided_by.as_deref()),
+                ("allowed", Some("person"))
+            );
+            assert!(row.decided_at.is_some());
+            assert!(store
+                .permissions(&thread.id, true)
+                .await
+                .unwrap()
+                .is_empty());
+            assert_eq!(store.permissions(&thread.id, false).await.unwrap().len(), 1);
+            assert!(store
+                .permission(&thread.id, "other")
+                .await
+                .unwrap()
+                .is_none());
+        }
     }
 }

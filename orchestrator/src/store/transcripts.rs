@@ -9,7 +9,7 @@
 use plugin_contract::{CliSessionId, ThreadId};
 use serde_json::Value;
 
-use super::{now_text, Store, StoreError};
+use super::{now_text, Db, Store, StoreError};
 
 /// One stored transcript entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,10 +37,16 @@ impl Store {
         entries: &[Value],
     ) -> Result<u64, StoreError> {
         let _timer = self.metrics.time("append_transcript");
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => {
+                return postgres::append(pool, thread, session, file, entries).await
+            }
+        };
         let thread = thread.as_str();
         let session = session.as_str();
         let now = now_text();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = pool.begin().await?;
         let mut added = 0;
         for entry in entries {
             let uuid = entry.get("uuid").and_then(Value::as_str);
@@ -70,13 +76,19 @@ impl Store {
         session: &CliSessionId,
     ) -> Result<Vec<TranscriptEntry>, StoreError> {
         let _timer = self.metrics.time("session_transcript");
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => {
+                return postgres::entries(pool, "session_id", session.as_str()).await
+            }
+        };
         let session = session.as_str();
         let rows = sqlx::query!(
             "SELECT session_id, file, uuid, entry FROM transcript_entries
              WHERE session_id = ?1 ORDER BY id",
             session,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
         Ok(rows
             .into_iter()
@@ -95,13 +107,19 @@ impl Store {
         thread: &ThreadId,
     ) -> Result<Vec<TranscriptEntry>, StoreError> {
         let _timer = self.metrics.time("thread_transcript");
+        let pool = match &self.db {
+            Db::Sqlite(pool) => pool,
+            Db::Postgres(pool) => {
+                return postgres::entries(pool, "thread_id", thread.as_str()).await
+            }
+        };
         let thread = thread.as_str();
         let rows = sqlx::query!(
             "SELECT session_id, file, uuid, entry FROM transcript_entries
              WHERE thread_id = ?1 ORDER BY id",
             thread,
         )
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
         Ok(rows
             .into_iter()
@@ -112,6 +130,72 @@ impl Store {
                 line: row.entry,
             })
             .collect())
+    }
+}
+
+mod postgres {
+    use plugin_contract::{CliSessionId, ThreadId};
+    use serde_json::Value;
+    use sqlx::{PgPool, Row};
+
+    use super::super::{now_text, StoreError};
+    use super::TranscriptEntry;
+
+    pub(super) async fn append(
+        pool: &PgPool,
+        thread: &ThreadId,
+        session: &CliSessionId,
+        file: &str,
+        entries: &[Value],
+    ) -> Result<u64, StoreError> {
+        let now = now_text();
+        let mut tx = pool.begin().await?;
+        let mut added = 0;
+        for entry in entries {
+            let done = sqlx::query(
+                "INSERT INTO transcript_entries (thread_id, session_id, file, uuid, entry, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(thread.as_str())
+            .bind(session.as_str())
+            .bind(file)
+            .bind(entry.get("uuid").and_then(Value::as_str))
+            .bind(entry.to_string())
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+            added += done.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    /// The entries whose `column` (`session_id` or `thread_id`, never input) is `value`, in
+    /// arrival order.
+    pub(super) async fn entries(
+        pool: &PgPool,
+        column: &'static str,
+        value: &str,
+    ) -> Result<Vec<TranscriptEntry>, StoreError> {
+        let sql = format!(
+            "SELECT session_id, file, uuid, entry FROM transcript_entries
+             WHERE {column} = $1 ORDER BY id"
+        );
+        sqlx::query(&sql)
+            .bind(value)
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(TranscriptEntry {
+                    session_id: CliSessionId::from_string(row.try_get::<String, _>("session_id")?),
+                    file: row.try_get("file")?,
+                    uuid: row.try_get("uuid")?,
+                    line: row.try_get("entry")?,
+                })
+            })
+            .collect()
     }
 }
 
@@ -131,9 +215,8 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn entries_keep_arrival_order_and_a_uuid_is_stored_once_per_session() {
-        let store = Store::open(":memory:").await.unwrap();
+    crate::store::tests::store_tests! {
+    async fn entries_keep_arrival_order_and_a_uuid_is_stored_once_per_session(store: sqlite_memory) {
         let thread = ThreadId::from_string("t1");
         let session = CliSessionId::from_string("s1");
         let file = "s1.jsonl";
@@ -205,5 +288,6 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
     }
 }

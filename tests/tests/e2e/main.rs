@@ -12,6 +12,7 @@ mod mcp;
 mod metrics;
 mod ordering;
 mod pool;
+mod postgres;
 mod rate_limits;
 mod resume;
 mod security;
