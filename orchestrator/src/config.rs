@@ -45,6 +45,31 @@ pub struct Config {
     pub approvals: ApprovalsConfig,
     pub budget: BudgetConfig,
     pub rate_limit: RateLimitConfig,
+    pub cluster: ClusterConfig,
+}
+
+/// Several nodes on one PostgreSQL database (`docs/scale-out.md`). Off unless `advertise` is set.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's URL as its peers reach it (flag `--advertise`, env `HARNESS_ADVERTISE`),
+    /// e.g. `http://10.0.0.5:7878`; `auto` takes the bound address. Set: clustering is on
+    /// (PostgreSQL only); peers forward requests for the threads this node owns to it.
+    pub advertise: Option<String>,
+    /// How long a thread's lease outlives its owner's last heartbeat (env `HARNESS_LEASE_TTL`,
+    /// seconds): how long a dead node's threads wait before a peer takes them. Renewed every
+    /// third of it.
+    #[serde(with = "secs")]
+    pub lease_ttl: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            advertise: None,
+            lease_ttl: Duration::from_secs(15),
+        }
+    }
 }
 
 /// What the turns may cost. A thread's own limit is `maxBudgetUsd` on the thread.
@@ -311,6 +336,7 @@ impl Default for Config {
             approvals: ApprovalsConfig::default(),
             budget: BudgetConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -447,6 +473,13 @@ pub struct ServeArgs {
     /// Most USD all turns of a UTC day may cost together; then messages get 402.
     #[arg(long, env = "HARNESS_BUDGET_DAILY_USD")]
     pub budget_daily_usd: Option<f64>,
+    /// This node's URL for its peers (`auto`: the bound address); turns clustering on
+    /// (PostgreSQL only).
+    #[arg(long, env = "HARNESS_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Seconds a thread's lease outlives its owner's last heartbeat.
+    #[arg(long, env = "HARNESS_LEASE_TTL")]
+    pub lease_ttl: Option<f64>,
 }
 
 /// A configuration that cannot be used. Shown to the operator at start-up.
@@ -570,6 +603,12 @@ impl Config {
         if let Some(v) = args.budget_daily_usd {
             self.budget.daily_usd = Some(v);
         }
+        if let Some(v) = args.advertise {
+            self.cluster.advertise = Some(v);
+        }
+        if let Some(v) = args.lease_ttl {
+            self.cluster.lease_ttl = Duration::from_secs_f64(v.max(0.0));
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -602,6 +641,18 @@ impl Config {
             return Err(ConfigError::Invalid(format!(
                 "rate_limit.min_concurrent_turns must be at least 1 and at most max_concurrent_turns ({max_turns})"
             )));
+        }
+        if self.cluster.advertise.is_some() {
+            if !crate::store::is_postgres_url(&self.db_path()) {
+                return Err(ConfigError::Invalid(
+                    "cluster.advertise (--advertise) needs a PostgreSQL database (db = \"postgres://…\"): nodes share their threads through it".into(),
+                ));
+            }
+            if self.cluster.lease_ttl < Duration::from_secs(1) {
+                return Err(ConfigError::Invalid(
+                    "cluster.lease_ttl must be at least 1 second".into(),
+                ));
+            }
         }
         if self.turn.queue_limit == 0 {
             return Err(ConfigError::Invalid(

@@ -109,6 +109,11 @@ impl From<StoreError> for ApiError {
             StoreError::MessageNotFound(id) => {
                 ApiError::not_found(format!("message {id} not found"))
             }
+            StoreError::LeaseLost(id) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "lease_lost",
+                format!("another node took thread {id} over; retry"),
+            ),
             other => ApiError::internal(&other),
         }
     }

@@ -113,11 +113,26 @@ impl Store {
     /// inserted and the first message comes back as [`Inserted::Duplicate`]: a client retry must
     /// not run the turn twice. [`StoreError::ThreadNotFound`] for an unknown thread.
     pub async fn insert_user_message(&self, new: NewUserMessage) -> Result<Inserted, StoreError> {
+        self.insert_user_message_fenced(new, None).await
+    }
+
+    /// [`Store::insert_user_message`] that succeeds only while `fence` (when set) still holds the
+    /// thread's lease: [`StoreError::LeaseLost`] otherwise, nothing written. On PostgreSQL the
+    /// check runs in the inserting transaction; on SQLite (which never runs clustered) just before.
+    pub async fn insert_user_message_fenced(
+        &self,
+        new: NewUserMessage,
+        fence: Option<&super::Fence>,
+    ) -> Result<Inserted, StoreError> {
         let _timer = self.metrics.time("insert_user_message");
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => return postgres::insert_user_message(pool, new).await,
+            Db::Postgres(pool) => return postgres::insert_user_message(pool, new, fence).await,
         };
+        if fence.is_some() {
+            let mut conn = pool.acquire().await?;
+            super::leases::check_fence_sqlite(&mut conn, new.thread_id.as_str(), fence).await?;
+        }
         let id = MessageId::generate();
         let now = now_text();
         let thread_id = new.thread_id.as_str();
@@ -200,12 +215,39 @@ impl Store {
         session: Option<&CliSessionId>,
         usage: Option<&Usage>,
     ) -> Result<Message, StoreError> {
+        self.complete_turn_fenced(
+            None,
+            user_message,
+            reply_text,
+            model,
+            structured_output,
+            session,
+            usage,
+        )
+        .await
+    }
+
+    /// [`Store::complete_turn`] that commits only while `fence` (when set) still holds the
+    /// thread's lease, checked inside the transaction: [`StoreError::LeaseLost`] otherwise,
+    /// nothing written.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn complete_turn_fenced(
+        &self,
+        fence: Option<&super::Fence>,
+        user_message: &MessageId,
+        reply_text: &str,
+        model: Option<&str>,
+        structured_output: Option<&serde_json::Value>,
+        session: Option<&CliSessionId>,
+        usage: Option<&Usage>,
+    ) -> Result<Message, StoreError> {
         let _timer = self.metrics.time("complete_turn");
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
             Db::Postgres(pool) => {
                 return postgres::complete_turn(
                     pool,
+                    fence,
                     user_message,
                     reply_text,
                     model,
@@ -230,6 +272,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
+        super::leases::check_fence_sqlite(&mut tx, &thread_id, fence).await?;
 
         let reply_id = MessageId::generate();
         let structured = structured_output.map(serde_json::Value::to_string);
@@ -291,11 +334,35 @@ impl Store {
         session: Option<&CliSessionId>,
         usage: Option<&Usage>,
     ) -> Result<(), StoreError> {
+        self.fail_turn_fenced(None, user_message, status, error, session, usage)
+            .await
+    }
+
+    /// [`Store::fail_turn`] that commits only while `fence` (when set) still holds the thread's
+    /// lease, checked inside the transaction: [`StoreError::LeaseLost`] otherwise.
+    pub async fn fail_turn_fenced(
+        &self,
+        fence: Option<&super::Fence>,
+        user_message: &MessageId,
+        status: MessageStatus,
+        error: &str,
+        session: Option<&CliSessionId>,
+        usage: Option<&Usage>,
+    ) -> Result<(), StoreError> {
         let _timer = self.metrics.time("fail_turn");
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
             Db::Postgres(pool) => {
-                return postgres::fail_turn(pool, user_message, status, error, session, usage).await
+                return postgres::fail_turn(
+                    pool,
+                    fence,
+                    user_message,
+                    status,
+                    error,
+                    session,
+                    usage,
+                )
+                .await
             }
         };
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -312,6 +379,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
+        super::leases::check_fence_sqlite(&mut tx, &thread_id, fence).await?;
 
         if let Some(u) = usage {
             // Added to what an earlier run of the same message (interrupted, then retried) cost.
@@ -554,6 +622,7 @@ mod postgres {
     pub(super) async fn insert_user_message(
         pool: &PgPool,
         new: NewUserMessage,
+        fence: Option<&super::super::Fence>,
     ) -> Result<Inserted, StoreError> {
         let id = MessageId::generate();
         let now = now_text();
@@ -562,6 +631,7 @@ mod postgres {
         if !lock_thread(&mut tx, thread_id).await? {
             return Err(StoreError::ThreadNotFound(new.thread_id));
         }
+        super::super::leases::check_fence_pg(&mut tx, thread_id, fence).await?;
         if let Some(client_id) = &new.client_message_id {
             // Under the thread's lock: no other insert on this thread can come in between.
             let first = sqlx::query(concat!(
@@ -607,8 +677,10 @@ mod postgres {
         Ok(Inserted::New(row.into()))
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn complete_turn(
         pool: &PgPool,
+        fence: Option<&super::super::Fence>,
         user_message: &MessageId,
         reply_text: &str,
         model: Option<&str>,
@@ -628,6 +700,7 @@ mod postgres {
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
         lock_thread(&mut tx, &thread_id).await?;
+        super::super::leases::check_fence_pg(&mut tx, &thread_id, fence).await?;
 
         let reply_id = MessageId::generate();
         let structured = structured_output.map(serde_json::Value::to_string);
@@ -672,6 +745,7 @@ mod postgres {
 
     pub(super) async fn fail_turn(
         pool: &PgPool,
+        fence: Option<&super::super::Fence>,
         user_message: &MessageId,
         status: MessageStatus,
         error: &str,
@@ -691,6 +765,7 @@ mod postgres {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
+        super::super::leases::check_fence_pg(&mut tx, &thread_id, fence).await?;
 
         if let Some(u) = usage {
             // Added to what an earlier run of the same message (interrupted, then retried) cost.

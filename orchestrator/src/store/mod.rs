@@ -11,6 +11,8 @@
 //! - `tool_calls.rs`: a record of every tool call the MCP server served.
 //! - `transcripts.rs`: the CLI's transcript entries as its processes mirror them, to restore a
 //!   session the CLI's config dir no longer has.
+//! - `leases.rs`: which node owns a thread when several share the database (take, renew,
+//!   release, look up), and the [`Fence`] a turn's writes carry.
 //! - `pg.rs`: reading PostgreSQL rows (the decoding the SQLite macros do for their side).
 //!
 //! Each operation is written once per database, side by side in a `match` on the backend. Every
@@ -42,6 +44,7 @@
 //! checks a thread exists and then writes relies on it.
 
 mod events;
+mod leases;
 mod messages;
 mod permissions;
 mod pg;
@@ -50,6 +53,7 @@ mod tool_calls;
 mod transcripts;
 mod usage;
 
+pub use leases::{Fence, Lease};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;
 
@@ -106,6 +110,11 @@ pub enum StoreError {
     /// the database by hand or it is damaged; users see "internal error" and a 500.
     #[error("corrupt row in the database: {0}")]
     Corrupt(String),
+    /// A write fenced by a lease ([`Fence`]) found that this node no longer holds the thread's
+    /// lease with that epoch: a peer took the thread over. Nothing was written; the API answers
+    /// 503 (`lease_lost`), and the client's retry reaches the new owner.
+    #[error("this node lost the lease on thread {0}")]
+    LeaseLost(ThreadId),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -861,6 +870,7 @@ mod tests {
             tables,
             [
                 "events",
+                "leases",
                 "messages",
                 "permissions",
                 "threads",
@@ -937,6 +947,7 @@ mod tests {
             tables,
             [
                 "events",
+                "leases",
                 "messages",
                 "permissions",
                 "threads",
