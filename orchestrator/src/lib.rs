@@ -4,6 +4,8 @@
 //! imports only modules below it:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
+//! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
+//!   the heartbeat.
 //! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle
 //!   (turns at once, backing off under rate limits), context, turn.
 //! - [`approvals`]: who decides the tool permissions the CLI asks for: rules, mode, a person.
@@ -18,6 +20,7 @@
 
 pub mod approvals;
 pub mod budget;
+pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod http;

@@ -19,6 +19,7 @@ use plugin_contract::Plugin;
 
 use crate::approvals::policy::Policy;
 use crate::approvals::Approvals;
+use crate::cluster::{Cluster, ClusterSettings};
 use crate::config::Config;
 use crate::events::EventBus;
 use crate::http::mcp::threads::ThreadsPlugin;
@@ -42,6 +43,9 @@ pub enum StartError {
     Approvals(String),
     #[error("cannot prepare the data directories: {0}")]
     Dirs(std::io::Error),
+    /// `cluster.advertise` on a database nodes cannot share (SQLite).
+    #[error("{0}")]
+    Cluster(String),
     #[error("cannot bind {addr}: {error}")]
     Bind {
         addr: SocketAddr,
@@ -60,6 +64,8 @@ pub struct Daemon {
     /// `/mcp`: the plugin tools and the threads for outside MCP clients.
     pub mcp_endpoint: Arc<McpEndpoint>,
     pub metrics: Arc<Metrics>,
+    /// This node's place among several (`cluster.advertise`); `None`: a single node.
+    pub cluster: Option<Cluster>,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
 }
@@ -85,24 +91,34 @@ impl Daemon {
                 }
             }
         }
-        let store = Store::open(&db_path).await?;
-        let recovered = store
-            .interrupt_pending("the daemon stopped before this turn finished")
-            .await?;
-        if recovered > 0 {
-            warn!(
-                messages = recovered,
-                "Marked messages left pending by an earlier run as interrupted."
-            );
+        let clustered = config.cluster.advertise.is_some();
+        if clustered && !crate::store::is_postgres_url(&db_path) {
+            return Err(StartError::Cluster(
+                "cluster.advertise (--advertise, HARNESS_ADVERTISE) needs a PostgreSQL database (db = \"postgres://…\"): the nodes share their threads through it".into(),
+            ));
         }
-        let denied = store
-            .deny_pending_permissions("the daemon stopped before anyone answered")
-            .await?;
-        if denied > 0 {
-            warn!(
-                permissions = denied,
-                "Denied tool permissions left pending by an earlier run."
-            );
+        let store = Store::open(&db_path).await?;
+        // A shared database holds the peers' running turns too: what a dead node left pending
+        // is not ours to mark (FIXME(#14): a takeover should end the dead owner's pending turn).
+        if !clustered {
+            let recovered = store
+                .interrupt_pending("the daemon stopped before this turn finished")
+                .await?;
+            if recovered > 0 {
+                warn!(
+                    messages = recovered,
+                    "Marked messages left pending by an earlier run as interrupted."
+                );
+            }
+            let denied = store
+                .deny_pending_permissions("the daemon stopped before anyone answered")
+                .await?;
+            if denied > 0 {
+                warn!(
+                    permissions = denied,
+                    "Denied tool permissions left pending by an earlier run."
+                );
+            }
         }
         let policy = Policy::new(&config.approvals).map_err(StartError::Approvals)?;
         let background = TaskTracker::new();
@@ -174,6 +190,21 @@ impl Daemon {
             approvals.metrics(),
             pipeline.throttle_metrics(),
         ));
+        let cluster = config.cluster.advertise.as_ref().map(|advertise| {
+            let advertise = if advertise == "auto" {
+                format!("http://{}", config.bind)
+            } else {
+                advertise.clone()
+            };
+            Cluster::new(
+                ClusterSettings {
+                    advertise,
+                    lease_ttl: config.cluster.lease_ttl,
+                },
+                store.clone(),
+                pool.clone(),
+            )
+        });
         Ok(Daemon {
             config: Arc::new(config),
             store,
@@ -182,6 +213,7 @@ impl Daemon {
             mcp,
             mcp_endpoint,
             metrics,
+            cluster,
             background,
         })
     }
@@ -196,6 +228,7 @@ impl Daemon {
             mcp_endpoint: self.mcp_endpoint.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
+            cluster: self.cluster.clone(),
         }
     }
 
@@ -224,6 +257,10 @@ impl Daemon {
     }
 
     async fn mark_interrupted(&self, reason: &str) {
+        if self.cluster.is_some() {
+            // Not on a shared database: the peers' pending turns are running.
+            return;
+        }
         match self.store.interrupt_pending(reason).await {
             Ok(0) => {}
             Ok(n) => warn!(
@@ -240,10 +277,19 @@ pub struct Running {
     pub addr: SocketAddr,
     pub daemon: Daemon,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Cancelled by [`Running::abort`].
+    abort: CancellationToken,
     done: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
+    /// Stops like a node that dies (`kill -9`, for tests of clustering): the listener closes,
+    /// every child is killed, and nothing is recorded: no lease released, no turn marked.
+    pub async fn abort(mut self) {
+        self.abort.cancel();
+        let _ = (&mut self.done).await;
+    }
+
     /// Graceful shutdown; returns when every child is gone.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -254,18 +300,28 @@ impl Running {
 }
 
 /// Builds the daemon, binds, and serves until [`Running::stop`].
-pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Running, StartError> {
+/// With `cluster.advertise = "auto"` the node advertises the address it bound (tests bind port
+/// 0, so it is known only then): the listener is bound before the daemon is built.
+pub async fn start(
+    mut config: Config,
+    plugins: Vec<Arc<dyn Plugin>>,
+) -> Result<Running, StartError> {
     let addr = config.bind;
     let grace = config.shutdown_grace;
-    let daemon = Daemon::build(config, plugins).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|error| StartError::Bind { addr, error })?;
     let addr = listener
         .local_addr()
         .map_err(|error| StartError::Bind { addr, error })?;
+    if config.cluster.advertise.as_deref() == Some("auto") {
+        config.cluster.advertise = Some(format!("http://{addr}"));
+    }
+    let daemon = Daemon::build(config, plugins).await?;
     info!(%addr, "Harness listening.");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let abort = CancellationToken::new();
+    let aborted = abort.clone();
     let serving = daemon.clone();
     let done = tokio::spawn(async move {
         let stopping: CancellationToken = serving.pipeline.stopping().clone();
@@ -280,14 +336,35 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
                 }
             }
         });
+        // The leases outlive the pipeline's stop: turns finishing in the grace period still
+        // hold theirs.
+        let heartbeat_stop = CancellationToken::new();
+        if let Some(cluster) = &serving.cluster {
+            cluster.spawn_heartbeat(&serving.background, heartbeat_stop.clone());
+        }
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();
         let server = tokio::spawn(async move {
             crate::http::serve::serve(listener, router, &http, stopping).await;
         });
-        let _ = stop_rx.await;
+        tokio::select! {
+            biased;
+            _ = aborted.cancelled() => {
+                warn!("Aborting: no lease released, no turn marked.");
+                heartbeat_stop.cancel();
+                server.abort();
+                serving.pipeline.stopping().cancel();
+                serving.pool.shutdown().await;
+                return;
+            }
+            _ = stop_rx => {}
+        }
         info!("Shutting down.");
         serving.shutdown(grace).await;
+        heartbeat_stop.cancel();
+        if let Some(cluster) = &serving.cluster {
+            cluster.release().await;
+        }
         // Connections still open after the grace period (a stuck SSE client) do not hold us.
         let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
         serving.store.close().await;
@@ -297,6 +374,7 @@ pub async fn start(config: Config, plugins: Vec<Arc<dyn Plugin>>) -> Result<Runn
         addr,
         daemon,
         stop: Some(stop_tx),
+        abort,
         done,
     })
 }

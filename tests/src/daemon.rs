@@ -138,6 +138,31 @@ impl TestDaemon {
         }
     }
 
+    /// Stops like a node that dies (`kill -9`): children killed, the listener closed, and no
+    /// lease released, no turn marked (`Running::abort`).
+    pub async fn abort(mut self) {
+        if let Some(running) = self.running.take() {
+            running.abort().await;
+        }
+    }
+
+    /// Starts one node of a cluster: on the PostgreSQL database `url` (shared with its peers),
+    /// with its own data directory, advertising the address it binds, leases lasting `ttl`.
+    pub async fn start_node(
+        mock: &MockApi,
+        url: &str,
+        ttl: Duration,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestDaemon {
+        Self::start(mock, |c| {
+            c.db = Some(url.to_owned());
+            c.cluster.advertise = Some("auto".into());
+            c.cluster.lease_ttl = ttl;
+            tweak(c);
+        })
+        .await
+    }
+
     /// The HTTP client for this daemon (a new one after [`TestDaemon::restart`]: a new port).
     pub fn client(&self) -> &ApiClient {
         &self.client

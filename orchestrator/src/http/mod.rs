@@ -8,6 +8,7 @@ mod metrics;
 mod openapi;
 mod page;
 mod permissions;
+mod routing;
 pub mod serve;
 mod threads;
 mod tools;
@@ -45,6 +46,8 @@ pub struct ApiState {
     pub mcp_endpoint: Arc<mcp::McpEndpoint>,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
+    /// This node among several (`cluster.advertise`); `None`: a single node.
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 /// `Json` whose rejections are our JSON errors (400 bad JSON with its position, 422 a missing or
@@ -106,15 +109,22 @@ pub fn router(state: ApiState) -> Router {
 
 /// Every route with its documentation, and the layers that belong to some routes only.
 fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
+    // What needs the thread's process runs on the node that owns the thread (clustering).
+    let at_owner = OpenApiRouter::new()
+        .routes(routes!(threads::post_message))
+        .routes(routes!(threads::interrupt))
+        .routes(routes!(permissions::answer))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            routing::to_owner,
+        ));
     let api = OpenApiRouter::new()
         .routes(routes!(threads::create, threads::list))
         .routes(routes!(threads::get_one, threads::patch))
-        .routes(routes!(threads::post_message))
-        .routes(routes!(threads::interrupt))
+        .merge(at_owner)
         .routes(routes!(threads::fork))
         .routes(routes!(tools::thread_calls))
         .routes(routes!(permissions::list))
-        .routes(routes!(permissions::answer))
         .routes(routes!(threads::events))
         .routes(routes!(threads::prewarm))
         .routes(routes!(tools::pool))

@@ -77,6 +77,7 @@ pub struct AnswerBody {
         (status = 404, description = "Unknown thread or request.", body = ErrorBody),
         (status = 409, description = "Already decided (by a person, the timeout or an interrupt).", body = ErrorBody),
         (status = 422, description = "A missing or invalid field.", body = ErrorBody),
+        (status = 503, description = "With clustering: the thread is moving between nodes (`not_owner`); retry.", body = ErrorBody),
     ))]
 pub async fn answer(
     State(state): State<ApiState>,

@@ -75,6 +75,7 @@ pub async fn create(
             ..NewThread::default()
         })
         .await?;
+    take_lease(&state, &thread.id).await?;
     info!(thread_id = %thread.id, "Thread created.");
     Ok((StatusCode::CREATED, Json(thread)))
 }
@@ -108,7 +109,17 @@ pub async fn fork(
     };
     let parent = ThreadId::from_string(id);
     let thread = state.pipeline.fork_thread(&parent, body.title).await?;
+    take_lease(&state, &thread.id).await?;
     Ok((StatusCode::CREATED, Json(thread)))
+}
+
+/// With clustering, a new thread belongs to the node that created it (its spare, if it got one,
+/// is here): the lease is taken before anyone hears of the thread.
+async fn take_lease(state: &ApiState, thread: &ThreadId) -> Result<(), ApiError> {
+    if let Some(cluster) = &state.cluster {
+        cluster.take(thread).await?;
+    }
+    Ok(())
 }
 
 /// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.
@@ -255,12 +266,13 @@ pub struct MessageAccepted {
         (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
         (status = 422, description = "A missing or invalid field.", body = ErrorBody),
         (status = 429, description = "Too many messages queued on the thread.", body = ErrorBody),
-        (status = 502, description = "The CLI failed, `turn.max_tool_calls` was passed, or no valid structured output.", body = ErrorBody),
-        (status = 503, description = "The CLI cannot be started, or the daemon is shutting down.", body = ErrorBody),
+        (status = 502, description = "The CLI failed, `turn.max_tool_calls` was passed, or no valid structured output; with clustering, also the owning node failed to answer a forwarded request (`owner_failed`).", body = ErrorBody),
+        (status = 503, description = "The CLI cannot be started, or the daemon is shutting down; with clustering, the thread is moving between nodes (`not_owner`) or another node took it over during the turn (`lease_lost`): retry with the same `clientMessageId`.", body = ErrorBody),
         (status = 504, description = "The turn timed out.", body = ErrorBody),
     ))]
 pub async fn post_message(
     State(state): State<ApiState>,
+    fence: Option<axum::Extension<crate::store::Fence>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<PostQuery>,
     ApiJson(body): ApiJson<PostMessage>,
@@ -271,6 +283,8 @@ pub async fn post_message(
         client_message_id: body.client_message_id,
         model: body.model,
         timeout: None,
+        // Set by `routing::to_owner` when clustering is on.
+        fence: fence.map(|axum::Extension(fence)| fence),
     };
     let accepted = state.pipeline.accept_message(msg).await?;
     if query.wait == Some(false) {
@@ -343,6 +357,7 @@ pub struct Interrupted {
     responses(
         (status = 200, description = "Whether a turn was interrupted.", body = Interrupted),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 503, description = "With clustering: the thread is moving between nodes (`not_owner`); retry.", body = ErrorBody),
     ))]
 pub async fn interrupt(
     State(state): State<ApiState>,

@@ -35,12 +35,15 @@ pub(super) async fn admit(
 ) -> Result<(Admitted, QueueTicket), PipelineError> {
     let _in_order = ticket.lock_order().await;
     let inserted = store
-        .insert_user_message(NewUserMessage {
-            thread_id: msg.thread_id.clone(),
-            content: msg.content.clone(),
-            client_message_id: msg.client_message_id.clone(),
-            model: msg.model.clone(),
-        })
+        .insert_user_message_fenced(
+            NewUserMessage {
+                thread_id: msg.thread_id.clone(),
+                content: msg.content.clone(),
+                client_message_id: msg.client_message_id.clone(),
+                model: msg.model.clone(),
+            },
+            msg.fence.as_ref(),
+        )
         .await?;
     let admitted = match inserted {
         Inserted::New(message) => Admitted::Run(message),

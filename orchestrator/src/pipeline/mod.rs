@@ -45,7 +45,9 @@ use crate::events::{EventBus, EventKind};
 use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
-use crate::store::{Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread};
+use crate::store::{
+    Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
+};
 use crate::turn_error::TurnError;
 use idempotency::Admitted;
 use queue::ThreadQueues;
@@ -60,6 +62,9 @@ pub struct NewMessage {
     pub model: Option<String>,
     /// Bound on the turn; `None` = the daemon's default.
     pub timeout: Option<Duration>,
+    /// The lease this node took on the thread when clustering is on: the turn's writes carry it
+    /// and are refused (`LeaseLost`) once a peer took the thread over. `None`: clustering is off.
+    pub fence: Option<Fence>,
 }
 
 /// The reply to a message.
@@ -512,6 +517,8 @@ impl Delegate for Pipeline {
             client_message_id: None,
             model: None,
             timeout: Some(self.inner.settings.delegation_timeout),
+            // FIXME(#14): a child thread runs where its parent runs, unleased.
+            fence: None,
         };
         let reply = async {
             self.accept(child_message, Nesting::InToolCall)

@@ -32,6 +32,7 @@ impl Pipeline {
         nesting: Nesting,
     ) -> Result<TurnReply, PipelineError> {
         ticket.wait_turn().await;
+        let msg_fence = msg.fence.clone();
         let terminal = TerminalEvent::new(self, user);
         let result = self.execute(user, msg, nesting).await;
         match &result {
@@ -51,7 +52,14 @@ impl Pipeline {
                 if let Err(err) = self
                     .inner
                     .store
-                    .fail_turn(&user.id, MessageStatus::Error, &error, None, None)
+                    .fail_turn_fenced(
+                        msg_fence.as_ref(),
+                        &user.id,
+                        MessageStatus::Error,
+                        &error,
+                        None,
+                        None,
+                    )
                     .await
                 {
                     warn!(message_id = %user.id, error = %err, "Could not mark the failed turn.");
@@ -78,7 +86,14 @@ impl Pipeline {
             let status = MessageStatus::Interrupted;
             inner
                 .store
-                .fail_turn(&user.id, status, &error.to_string(), None, None)
+                .fail_turn_fenced(
+                    msg.fence.as_ref(),
+                    &user.id,
+                    status,
+                    &error.to_string(),
+                    None,
+                    None,
+                )
                 .await?;
             return Err(PipelineError::Turn {
                 message_id: user.id.clone(),
@@ -119,7 +134,8 @@ impl Pipeline {
             Ok(done) => {
                 let message = inner
                     .store
-                    .complete_turn(
+                    .complete_turn_fenced(
+                        msg.fence.as_ref(),
                         &user.id,
                         &done.text,
                         model.as_deref(),
@@ -159,7 +175,8 @@ impl Pipeline {
                 };
                 inner
                     .store
-                    .fail_turn(
+                    .fail_turn_fenced(
+                        msg.fence.as_ref(),
                         &user.id,
                         status,
                         &error.to_string(),

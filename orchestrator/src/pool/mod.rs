@@ -81,6 +81,8 @@ pub enum EvictionCause {
     /// Replaced by a process with other spawn options (a model change).
     Replaced,
     Shutdown,
+    /// A peer took the thread's lease over (clustering): its process must not serve it again.
+    LeaseLost,
 }
 
 impl EvictionCause {
@@ -90,6 +92,7 @@ impl EvictionCause {
             EvictionCause::Capacity => "capacity",
             EvictionCause::Error => "error",
             EvictionCause::Replaced => "replaced",
+            EvictionCause::LeaseLost => "lease_lost",
             EvictionCause::Shutdown => "shutdown",
         }
     }
@@ -747,6 +750,13 @@ impl Pool {
         lock(&self.inner.pending_causes).insert(thread.clone(), cause);
         self.inner.cache.invalidate(thread).await;
         lock(&self.inner.pending_causes).remove(thread);
+    }
+
+    /// Evicts the thread's process and kills it (a running turn ends with the process): another
+    /// node owns the thread now. Nothing happens when the thread has none.
+    pub async fn evict_thread(&self, thread: &ThreadId) {
+        self.remove(thread, EvictionCause::LeaseLost).await;
+        self.reap_thread(thread).await;
     }
 
     /// Asks the thread's running turn to stop. `Ok(false)` when no turn is running.

@@ -212,6 +212,8 @@ impl Tool for Send {
             client_message_id: optional_string(&input, "clientMessageId"),
             model: optional_string(&input, "model"),
             timeout: None,
+            // FIXME(#14): `threads__send` runs on the node it reached, without the lease.
+            fence: None,
         };
         let accepted = self
             .pipeline

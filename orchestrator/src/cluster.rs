@@ -1,0 +1,336 @@
+//! Several nodes on one PostgreSQL database (issue #14, `docs/scale-out.md`): one owner per
+//! thread, recorded in its lease row. Owns the node's identity, the routing decision for a
+//! thread ([`Cluster::route`]: serve here, or forward to the owner), the forwarding itself, and
+//! the heartbeat that renews this node's leases (and evicts the processes of threads it lost).
+//!
+//! Placement is "created": a free or expired lease goes to the node the request reached; a held
+//! lease never moves while its owner renews it. A forwarded request carries
+//! [`FORWARDED_HEADER`] and is never forwarded again: its receiver serves it (owning or taking the
+//! lease) or refuses it ([`RouteError::NotOwner`]).
+//!
+//! Off unless `cluster.advertise` is set; then the server builds one [`Cluster`] and the HTTP
+//! layer consults it. Nothing below `http` imports this module: a turn sees only the
+//! [`Fence`] it was handed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use plugin_contract::ThreadId;
+
+use crate::pool::Pool;
+use crate::store::{Fence, Store, StoreError};
+
+/// Marks a request one node passed to another; its value is the sending node's id.
+pub const FORWARDED_HEADER: &str = "x-harness-forwarded";
+
+/// The request headers a forward carries over (besides [`FORWARDED_HEADER`]).
+const FORWARDED_HEADERS: [&str; 5] = [
+    "authorization",
+    "content-type",
+    "last-event-id",
+    "x-request-id",
+    "accept",
+];
+
+/// What the cluster needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// This node's URL as its peers reach it.
+    pub advertise: String,
+    /// How long a lease outlives the last heartbeat; renewed every third of it.
+    pub lease_ttl: Duration,
+}
+
+/// Where a thread's request is served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Here: this node holds the lease; the turn's writes carry the fence.
+    Local(Fence),
+    /// At the live owner, this URL.
+    Forward(String),
+}
+
+/// Why a request cannot be routed.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A forwarded request reached a node that does not own the thread (the lease moved in
+    /// between). The API answers 503 `not_owner`; the client retries.
+    #[error("thread {thread} is served by another node; retry")]
+    NotOwner { thread: ThreadId },
+}
+
+/// Why a forward produced no answer from the owner.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The owner could not be reached at all (the request never left): it is likely dead, and
+    /// its lease will expire within a TTL.
+    #[error("the owner at {url} cannot be reached: {source}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The owner was reached but the exchange failed half-way: the request may have run there.
+    #[error("the owner at {url} failed to answer: {source}")]
+    Failed {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+/// An answer from the owner, passed back as it came.
+pub struct Forwarded {
+    pub status: StatusCode,
+    pub content_type: Option<HeaderValue>,
+    pub body: Bytes,
+}
+
+/// The node's place in the cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `node_<uuid>`, new at every start: a restarted node owns nothing from its last life.
+    node: String,
+    url: String,
+    ttl: Duration,
+    store: Store,
+    /// Where a lost thread's process is evicted.
+    pool: Pool,
+    http: reqwest::Client,
+    /// The leases this node took, by thread, with their epoch: what the heartbeat expects back.
+    held: Mutex<HashMap<ThreadId, i64>>,
+}
+
+impl Cluster {
+    /// A new node identity over `store` (PostgreSQL) and `pool`.
+    pub fn new(settings: ClusterSettings, store: Store, pool: Pool) -> Cluster {
+        let node = format!("node_{}", uuid::Uuid::new_v4().simple());
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap_or_default();
+        info!(node = %node, advertise = %settings.advertise, lease_ttl = ?settings.lease_ttl, "Clustering on.");
+        Cluster {
+            inner: Arc::new(Inner {
+                node,
+                url: settings.advertise,
+                ttl: settings.lease_ttl,
+                store,
+                pool,
+                http,
+                held: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// This node's id (`node_…`), as lease rows name it.
+    pub fn node_id(&self) -> &str {
+        &self.inner.node
+    }
+
+    /// This node's advertised URL.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The lease TTL.
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner.ttl
+    }
+
+    /// Takes (or keeps) the thread's lease when it is free, expired or ours: the fence its
+    /// writes carry. `None` while a live peer holds it. A lease this node held and finds gone
+    /// has its process evicted.
+    pub async fn take(&self, thread: &ThreadId) -> Result<Option<Fence>, StoreError> {
+        let inner = &self.inner;
+        let fence = inner
+            .store
+            .acquire_lease(thread, &inner.node, &inner.url, inner.ttl)
+            .await?;
+        let lost = {
+            let mut held = crate::sync::lock(&inner.held);
+            match &fence {
+                Some(fence) => {
+                    if held.insert(thread.clone(), fence.epoch).is_none() && fence.epoch > 1 {
+                        info!(thread_id = %thread, epoch = fence.epoch, "Took over the thread's lease.");
+                    }
+                    false
+                }
+                None => held.remove(thread).is_some(),
+            }
+        };
+        if lost {
+            self.lost(thread).await;
+        }
+        Ok(fence)
+    }
+
+    /// Where a request for `thread` is served. `forwarded`: it came from a peer, so it is never
+    /// passed on again.
+    pub async fn route(&self, thread: &ThreadId, forwarded: bool) -> Result<Route, RouteError> {
+        // Twice: a lease that expires between the attempt and the look-up is taken the second time.
+        for _ in 0..2 {
+            if let Some(fence) = self.take(thread).await? {
+                return Ok(Route::Local(fence));
+            }
+            if forwarded {
+                return Err(RouteError::NotOwner {
+                    thread: thread.clone(),
+                });
+            }
+            let now = chrono::Utc::now();
+            if let Some(lease) = self.inner.store.lease(thread).await? {
+                if lease.is_live(now) && lease.owner != self.inner.node {
+                    return Ok(Route::Forward(lease.owner_url));
+                }
+            }
+        }
+        Err(RouteError::NotOwner {
+            thread: thread.clone(),
+        })
+    }
+
+    /// For a request whose owner cannot be reached: waits (polling a tenth of the TTL at a time,
+    /// at most one TTL and a bit) until the owner's lease expires and this node takes it.
+    pub async fn take_when_expired(&self, thread: &ThreadId) -> Result<Route, RouteError> {
+        let deadline = tokio::time::Instant::now() + self.inner.ttl + self.inner.ttl / 2;
+        let step = (self.inner.ttl / 10).max(Duration::from_millis(50));
+        loop {
+            if let Some(fence) = self.take(thread).await? {
+                return Ok(Route::Local(fence));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(RouteError::NotOwner {
+                    thread: thread.clone(),
+                });
+            }
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    /// Sends the request to the owner at `base` (its advertised URL), marked as forwarded, and
+    /// returns its answer. `path_and_query` is the original one (`/api/threads/…`).
+    pub async fn forward(
+        &self,
+        base: &str,
+        method: Method,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Forwarded, ForwardError> {
+        let url = format!("{}{}", base.trim_end_matches('/'), path_and_query);
+        let mut request = self
+            .inner
+            .http
+            .request(method, &url)
+            .header(FORWARDED_HEADER, self.inner.node.as_str())
+            .body(body);
+        for name in FORWARDED_HEADERS {
+            for value in headers.get_all(name) {
+                request = request.header(name, value);
+            }
+        }
+        let response = request.send().await.map_err(|source| {
+            if source.is_connect() {
+                ForwardError::Unreachable {
+                    url: base.to_owned(),
+                    source,
+                }
+            } else {
+                ForwardError::Failed {
+                    url: base.to_owned(),
+                    source,
+                }
+            }
+        })?;
+        let status = response.status();
+        let content_type = response.headers().get("content-type").cloned();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|source| ForwardError::Failed {
+                url: base.to_owned(),
+                source,
+            })?;
+        Ok(Forwarded {
+            status,
+            content_type,
+            body,
+        })
+    }
+
+    /// One heartbeat: renews every lease of this node; a thread it took and no longer holds
+    /// was taken over, so its process is evicted.
+    pub async fn heartbeat(&self) {
+        let inner = &self.inner;
+        let renewed = match inner.store.renew_leases(&inner.node, inner.ttl).await {
+            Ok(renewed) => renewed,
+            Err(err) => {
+                warn!(error = %err, "Could not renew this node's leases; they expire unless the next heartbeat succeeds.");
+                return;
+            }
+        };
+        let lost: Vec<ThreadId> = {
+            let mut held = crate::sync::lock(&inner.held);
+            let renewed: std::collections::HashSet<&ThreadId> = renewed.iter().collect();
+            let lost: Vec<ThreadId> = held
+                .keys()
+                .filter(|t| !renewed.contains(t))
+                .cloned()
+                .collect();
+            for thread in &lost {
+                held.remove(thread);
+            }
+            lost
+        };
+        for thread in lost {
+            self.lost(&thread).await;
+        }
+    }
+
+    /// Renews the leases every third of the TTL until `stop`.
+    pub fn spawn_heartbeat(&self, tasks: &TaskTracker, stop: CancellationToken) {
+        let cluster = self.clone();
+        let every = (self.inner.ttl / 3).max(Duration::from_millis(100));
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => cluster.heartbeat().await,
+                    _ = stop.cancelled() => break,
+                }
+            }
+        });
+    }
+
+    /// Graceful shutdown: expires every lease of this node, so peers take its threads at once.
+    pub async fn release(&self) {
+        match self.inner.store.release_leases(&self.inner.node).await {
+            Ok(n) => info!(leases = n, "Released this node's leases."),
+            Err(err) => {
+                warn!(error = %err, "Could not release this node's leases; they expire on their own.")
+            }
+        }
+        crate::sync::lock(&self.inner.held).clear();
+    }
+
+    /// A peer took `thread` over: its process here must not serve it again.
+    async fn lost(&self, thread: &ThreadId) {
+        warn!(thread_id = %thread, "Lost the thread's lease to another node; evicting its process.");
+        self.inner.pool.evict_thread(thread).await;
+    }
+}

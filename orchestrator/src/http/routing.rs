@@ -1,0 +1,161 @@
+//! Clustering at the HTTP edge: a request that needs the thread's process (a message, an
+//! interrupt, a permission answer) runs on the node holding the thread's lease. [`to_owner`]
+//! asks [`Cluster::route`]: here (the handler finds the [`Fence`] in the request's extensions),
+//! or forwarded to the live owner, once and marked. An owner that cannot be reached is waited
+//! out: when its lease expires this node takes the thread and serves the request itself.
+//!
+//! Without clustering the layer passes every request through untouched.
+
+use axum::body::Body;
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tracing::{debug, warn};
+
+use plugin_contract::ThreadId;
+
+use super::{ApiError, ApiState};
+use crate::cluster::{Cluster, ForwardError, Route, RouteError, FORWARDED_HEADER};
+use crate::store::StoreError;
+
+/// Serves the request here when this node holds (or takes) the thread's lease, else forwards it
+/// to the owner. The thread is the path segment after `threads`.
+pub async fn to_owner(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let Some(cluster) = state.cluster.clone() else {
+        return next.run(request).await;
+    };
+    let Some(thread) = thread_of(request.uri().path()) else {
+        return next.run(request).await;
+    };
+    let forwarded = request.headers().contains_key(FORWARDED_HEADER);
+    match cluster.route(&thread, forwarded).await {
+        Ok(Route::Local(fence)) => serve_here(request, next, fence).await,
+        Ok(Route::Forward(url)) => forward(&cluster, &state, &thread, &url, request, next).await,
+        // The handler answers 404 in its own words.
+        Err(RouteError::Store(StoreError::ThreadNotFound(_))) => next.run(request).await,
+        Err(err) => route_error(err),
+    }
+}
+
+async fn serve_here(mut request: Request, next: Next, fence: crate::store::Fence) -> Response {
+    request.extensions_mut().insert(fence);
+    next.run(request).await
+}
+
+async fn forward(
+    cluster: &Cluster,
+    state: &ApiState,
+    thread: &ThreadId,
+    url: &str,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path_and_query = request
+        .extensions()
+        .get::<OriginalUri>()
+        .map(|uri| uri.0.clone())
+        .unwrap_or_else(|| request.uri().clone());
+    let path_and_query = path_and_query
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+        Ok(body) => body,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the body is over the limit",
+            )
+            .into_response()
+        }
+    };
+    debug!(thread_id = %thread, owner = %url, "Forwarding to the thread's owner.");
+    match cluster
+        .forward(
+            url,
+            parts.method.clone(),
+            &path_and_query,
+            &parts.headers,
+            body.clone(),
+        )
+        .await
+    {
+        Ok(answer) => {
+            let mut response = Response::new(Body::from(answer.body));
+            *response.status_mut() = answer.status;
+            if let Some(content_type) = answer.content_type {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type);
+            }
+            response
+        }
+        Err(ForwardError::Unreachable { url, source }) => {
+            // Most likely dead: its lease runs out within a TTL, then the thread is ours.
+            warn!(thread_id = %thread, owner = %url, error = %source, "The thread's owner cannot be reached; waiting for its lease to expire.");
+            match cluster.take_when_expired(thread).await {
+                Ok(Route::Local(fence)) => {
+                    let request = Request::from_parts(parts, Body::from(body));
+                    serve_here(request, next, fence).await
+                }
+                Ok(Route::Forward(_)) | Err(RouteError::NotOwner { .. }) => {
+                    route_error(RouteError::NotOwner {
+                        thread: thread.clone(),
+                    })
+                }
+                Err(err) => route_error(err),
+            }
+        }
+        Err(err @ ForwardError::Failed { .. }) => {
+            warn!(thread_id = %thread, error = %err, "Forwarding to the thread's owner failed.");
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "owner_failed",
+                "the node that owns this thread did not answer; retry with the same clientMessageId",
+            )
+            .into_response()
+        }
+    }
+}
+
+fn route_error(err: RouteError) -> Response {
+    match err {
+        RouteError::Store(err) => ApiError::from(err).into_response(),
+        RouteError::NotOwner { thread } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_owner",
+            format!("thread {thread} is moving between nodes; retry"),
+        )
+        .into_response(),
+    }
+}
+
+/// The thread id in `/threads/{id}/…` (with or without the `/api` prefix).
+fn thread_of(path: &str) -> Option<ThreadId> {
+    let mut segments = path.split('/');
+    segments.find(|s| *s == "threads")?;
+    segments
+        .next()
+        .filter(|s| !s.is_empty())
+        .map(ThreadId::from_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_is_the_segment_after_threads() {
+        let id = |p: &str| thread_of(p).map(|t| t.as_str().to_owned());
+        assert_eq!(id("/threads/thr_1/messages").as_deref(), Some("thr_1"));
+        assert_eq!(
+            id("/api/threads/thr_2/permissions/r").as_deref(),
+            Some("thr_2")
+        );
+        assert_eq!(id("/threads/"), None);
+        assert_eq!(id("/prewarm"), None);
+    }
+}

@@ -1,0 +1,229 @@
+//! Several nodes on one PostgreSQL database (issue #14): each thread has one owner, recorded in
+//! its lease; a request reaching another node is forwarded there, so the warm process stays put;
+//! a dead owner's threads are taken over once its lease expires and resume from the stored
+//! transcript; the old owner's writes are fenced off by the epoch.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::MockApi;
+use orchestrator::cluster::FORWARDED_HEADER;
+use orchestrator::store::{Fence, StoreError};
+use plugin_contract::ThreadId;
+
+use crate::support;
+
+/// Long enough that no lease expires during a test that does not wait for it.
+const TTL: Duration = Duration::from_secs(15);
+
+async fn two_nodes(mock: &MockApi, ttl: Duration) -> (TestDaemon, TestDaemon) {
+    let url = pg_test::database_url().await.expect("a test PostgreSQL");
+    let a = TestDaemon::start_node(mock, &url, ttl, |_| {}).await;
+    let b = TestDaemon::start_node(mock, &url, ttl, |_| {}).await;
+    (a, b)
+}
+
+fn node_id(daemon: &TestDaemon) -> String {
+    daemon
+        .daemon()
+        .cluster
+        .as_ref()
+        .expect("clustering is on")
+        .node_id()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_through_another_node_is_served_by_the_owners_warm_process() {
+    let mock = MockApi::start().await;
+    let (a, b) = two_nodes(&mock, TTL).await;
+    let thread = a.create_thread().await;
+    assert_eq!(a.reply(&thread, "first").await, "echo: first");
+    let pid = a.pid_of(&thread).expect("A's process");
+
+    assert_eq!(b.reply(&thread, "second").await, "echo: second");
+    assert_eq!(b.spawns(), 0, "B started no process for A's thread");
+    assert!(b.live_pids().is_empty());
+    assert_eq!(a.spawns(), 1, "A's warm process served both turns");
+    assert_eq!(a.pid_of(&thread), Some(pid));
+    // Reads are served from the database by any node.
+    support::assert_echoed_in_order(&b, &thread, &["first".into(), "second".into()]).await;
+
+    let lease = a
+        .daemon()
+        .store
+        .lease(&ThreadId::from_string(&thread))
+        .await
+        .unwrap()
+        .expect("a lease row");
+    assert_eq!((lease.owner, lease.epoch), (node_id(&a), 1));
+
+    // A request marked as forwarded is never forwarded again: B refuses it.
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/threads/{thread}/messages", b.base))
+        .header(FORWARDED_HEADER, "node_test")
+        .json(&json!({"content": "third"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "not_owner", "{body}");
+    assert_eq!(support::messages(&a, &thread).await.len(), 4);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_messages_through_both_nodes_run_in_order_once_each() {
+    let mock = MockApi::start().await;
+    let (a, b) = two_nodes(&mock, TTL).await;
+    let thread = a.create_thread().await;
+    let sent: Vec<String> = (0..6).map(|i| format!("question {i}")).collect();
+    let posts = sent.iter().enumerate().map(|(i, text)| {
+        let node = if i % 2 == 0 { &a } else { &b };
+        node.send(&thread, text)
+    });
+    for (status, body) in join_all(posts).await {
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let mut messages = support::messages(&a, &thread).await;
+    messages.sort_by_key(|m| m["seq"].as_i64());
+    let order: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let mut seen = order.clone();
+    seen.sort();
+    assert_eq!(seen, sent, "every message exactly once");
+    // Answered in the order they were stored (`seq`), each once, each by its own echo.
+    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    let replies: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(replies.len(), users.len());
+    for (user, reply) in users.iter().zip(&replies) {
+        assert_eq!(reply["replyTo"], user["id"], "replies follow the seq order");
+        assert_eq!(
+            reply["content"],
+            format!("echo: {}", user["content"].as_str().unwrap())
+        );
+        assert_eq!(user["status"], "done");
+    }
+    assert_eq!(b.spawns(), 0);
+    assert_eq!(a.spawns(), 1);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_is_fenced() {
+    let mock = MockApi::start().await;
+    let ttl = Duration::from_secs(2);
+    let url = pg_test::database_url().await.expect("a test PostgreSQL");
+    let a = TestDaemon::start_node(&mock, &url, ttl, |_| {}).await;
+    let b = TestDaemon::start_node(&mock, &url, ttl, |_| {}).await;
+    let thread = a.create_thread().await;
+    assert_eq!(
+        a.reply(&thread, "the secret word is tangerine").await,
+        "echo: the secret word is tangerine"
+    );
+    let a_node = node_id(&a);
+    let id = ThreadId::from_string(&thread);
+    let old = Fence {
+        owner: a_node.clone(),
+        epoch: 1,
+    };
+    // Dies like `kill -9`: its lease stays until it expires.
+    a.abort().await;
+
+    // B forwards, finds A unreachable, waits for the lease to expire, takes it, resumes.
+    let started = std::time::Instant::now();
+    assert_eq!(
+        b.reply(&thread, "what was the word?").await,
+        "echo: what was the word?"
+    );
+    assert!(started.elapsed() < ttl * 2 + Duration::from_secs(30));
+    let last = mock.message_requests().last().unwrap().clone();
+    assert!(
+        last.all_text().contains("the secret word is tangerine"),
+        "the full history reached the model"
+    );
+    assert_eq!(b.spawns(), 1);
+    let lease = b.daemon().store.lease(&id).await.unwrap().unwrap();
+    assert_eq!((lease.owner, lease.epoch), (node_id(&b), 2));
+    support::assert_echoed_in_order(
+        &b,
+        &thread,
+        &[
+            "the secret word is tangerine".into(),
+            "what was the word?".into(),
+        ],
+    )
+    .await;
+
+    // A comes back (a new node on the same database): it serves nothing of the thread it lost,
+    // and a write carrying its old epoch is refused.
+    let a2 = TestDaemon::start_node(&mock, &url, ttl, |_| {}).await;
+    assert_eq!(a2.reply(&thread, "and now?").await, "echo: and now?");
+    assert_eq!(a2.spawns(), 0, "forwarded to B");
+    let messages = support::messages(&b, &thread).await;
+    let pending = messages
+        .iter()
+        .find(|m| m["content"] == "and now?")
+        .unwrap();
+    let err = a2
+        .daemon()
+        .store
+        .fail_turn_fenced(
+            Some(&old),
+            &orchestrator::store::MessageId::from_string(pending["id"].as_str().unwrap()),
+            orchestrator::store::MessageStatus::Error,
+            "a stale owner",
+            None,
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost(_)), "{err:?}");
+    support::assert_echoed_in_order(
+        &b,
+        &thread,
+        &[
+            "the secret word is tangerine".into(),
+            "what was the word?".into(),
+            "and now?".into(),
+        ],
+    )
+    .await;
+    a2.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_releases_the_leases_at_once() {
+    let mock = MockApi::start().await;
+    let (a, b) = two_nodes(&mock, TTL).await;
+    let thread = a.create_thread().await;
+    a.reply(&thread, "hello").await;
+    a.stop().await;
+    // No TTL to wait: B takes the thread as soon as it is asked.
+    let started = std::time::Instant::now();
+    assert_eq!(b.reply(&thread, "again").await, "echo: again");
+    assert!(started.elapsed() < TTL, "{:?}", started.elapsed());
+    let lease = b
+        .daemon()
+        .store
+        .lease(&ThreadId::from_string(&thread))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((lease.owner, lease.epoch), (node_id(&b), 2));
+    b.stop().await;
+}
