@@ -156,24 +156,36 @@ impl Cluster {
     /// has its process evicted.
     pub async fn take(&self, thread: &ThreadId) -> Result<Option<Fence>, StoreError> {
         let inner = &self.inner;
+        let before = crate::store::lease_clock();
         let fence = inner
             .store
             .acquire_lease(thread, &inner.node, &inner.url, inner.ttl)
             .await?;
-        let lost = {
+        let (lost, taken_over) = {
             let mut held = crate::sync::lock(&inner.held);
             match &fence {
                 Some(fence) => {
-                    if held.insert(thread.clone(), fence.epoch).is_none() && fence.epoch > 1 {
-                        info!(thread_id = %thread, epoch = fence.epoch, "Took over the thread's lease.");
-                    }
-                    false
+                    let new = held.insert(thread.clone(), fence.epoch) != Some(fence.epoch);
+                    (false, new && fence.epoch > 1)
                 }
-                None => held.remove(thread).is_some(),
+                None => (held.remove(thread).is_some(), false),
             }
         };
         if lost {
             self.lost(thread).await;
+        }
+        if let (Some(fence), true) = (&fence, taken_over) {
+            // The old owner's unfinished turns end here, so a retry of theirs runs again.
+            let ended = inner
+                .store
+                .interrupt_pending_before(
+                    thread,
+                    fence,
+                    &before,
+                    "the node running this turn stopped; another node took the thread over",
+                )
+                .await?;
+            info!(thread_id = %thread, epoch = fence.epoch, interrupted = ended, "Took over the thread's lease.");
         }
         Ok(fence)
     }

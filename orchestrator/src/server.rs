@@ -99,7 +99,8 @@ impl Daemon {
         }
         let store = Store::open(&db_path).await?;
         // A shared database holds the peers' running turns too: what a dead node left pending
-        // is not ours to mark (FIXME(#14): a takeover should end the dead owner's pending turn).
+        // is not ours to mark: the node that takes a thread over ends them
+        // (`Cluster::take`).
         if !clustered {
             let recovered = store
                 .interrupt_pending("the daemon stopped before this turn finished")

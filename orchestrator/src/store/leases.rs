@@ -21,6 +21,11 @@ use sqlx::Row;
 
 use super::{now_text, pg, Db, Store, StoreError};
 
+/// Now, as [`Store::interrupt_pending_before`] takes it (stored timestamps' format).
+pub fn lease_clock() -> String {
+    now_text()
+}
+
 /// What a turn's writes must still hold to succeed: this node's lease on the thread, at the epoch
 /// it took. `None` where a fence is optional means clustering is off.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,6 +180,61 @@ impl Store {
                 .rows_affected(),
         };
         Ok(done)
+    }
+
+    /// After a takeover: the thread's user messages still `pending` that were stored before
+    /// `before` (the moment the lease was taken) belonged to turns the old owner never finished;
+    /// they become `interrupted` with `reason`, so a retry with the same `clientMessageId` runs
+    /// them again. Fenced: only while `fence` holds the lease. Returns how many.
+    pub async fn interrupt_pending_before(
+        &self,
+        thread: &ThreadId,
+        fence: &Fence,
+        before: &str,
+        reason: &str,
+    ) -> Result<u64, StoreError> {
+        let _timer = self.metrics.time("interrupt_pending_before");
+        let now = now_text();
+        let thread_id = thread.as_str();
+        let count = match &self.db {
+            Db::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                check_fence_sqlite(&mut tx, thread_id, Some(fence)).await?;
+                let count = sqlx::query!(
+                    "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
+                     WHERE thread_id = ?3 AND status = 'pending' AND role = 'user'
+                       AND created_at < ?4",
+                    reason,
+                    now,
+                    thread_id,
+                    before,
+                )
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                count
+            }
+            Db::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                check_fence_pg(&mut tx, thread_id, Some(fence)).await?;
+                let count = sqlx::query(
+                    "UPDATE messages SET status = 'interrupted', error = $1, updated_at = $2
+                     WHERE thread_id = $3 AND status = 'pending' AND role = 'user'
+                       AND created_at < $4",
+                )
+                .bind(reason)
+                .bind(&now)
+                .bind(thread_id)
+                .bind(before)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                count
+            }
+        };
+        Ok(count)
     }
 
     /// The thread's lease, or `None` when no node ever took it.
@@ -387,6 +447,21 @@ mod tests {
                 seen,
                 [("one", MessageStatus::Done), ("reply", MessageStatus::Done), ("two", MessageStatus::Pending)]
             );
+            // The new owner ends the old owner's unfinished turn; nothing stored after `before`.
+            let before = super::lease_clock();
+            let Inserted::New(third) = store.insert_user_message_fenced(new("four"), Some(&b)).await.unwrap() else {
+                panic!("a new message");
+            };
+            assert_eq!(store.interrupt_pending_before(&t, &a, &before, "taken over").await.unwrap_err().to_string(),
+                StoreError::LeaseLost(t.clone()).to_string());
+            assert_eq!(store.interrupt_pending_before(&t, &b, &before, "taken over").await.unwrap(), 1);
+            let status = |id: &MessageId| {
+                let id = id.clone();
+                let store = store.clone();
+                async move { store.get_message(&id).await.unwrap().unwrap().status }
+            };
+            assert_eq!(status(&second.id).await, MessageStatus::Interrupted);
+            assert_eq!(status(&third.id).await, MessageStatus::Pending);
             // The new owner writes.
             store
                 .complete_turn_fenced(Some(&b), &second.id, "fresh", None, None, None, None)

@@ -53,7 +53,7 @@ mod tool_calls;
 mod transcripts;
 mod usage;
 
-pub use leases::{Fence, Lease};
+pub use leases::{lease_clock, Fence, Lease};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;
 

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
-use harness_tests::mock::MockApi;
+use harness_tests::mock::{MockApi, Reply};
 use orchestrator::cluster::FORWARDED_HEADER;
 use orchestrator::store::{Fence, StoreError};
 use plugin_contract::ThreadId;
@@ -225,5 +225,54 @@ async fn a_graceful_stop_releases_the_leases_at_once() {
         .unwrap()
         .unwrap();
     assert_eq!((lease.owner, lease.epoch), (node_id(&b), 2));
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_cut_short_by_a_dead_owner_is_interrupted_at_takeover_and_runs_again_on_retry() {
+    let mock = MockApi::start().await;
+    let ttl = Duration::from_secs(2);
+    let (a, b) = two_nodes(&mock, ttl).await;
+    let thread = a.create_thread().await;
+    a.reply(&thread, "hello").await;
+    // A dies in the middle of a turn.
+    mock.once_when_prompt_contains(
+        "slow question",
+        Reply::slow_text(["echo: ", "slow ", "question"], Duration::from_secs(30)),
+    );
+    let body = json!({"content": "slow question", "clientMessageId": "retry-me"});
+    let (status, accepted) = a
+        .post(
+            &format!("/api/threads/{thread}/messages?wait=false"),
+            body.clone(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    mock.wait_for_requests(2, Duration::from_secs(30))
+        .await
+        .unwrap();
+    a.abort().await;
+
+    // The retry reaches B: it takes the thread over, which ends A's turn `interrupted`, and the
+    // same clientMessageId runs it again, once.
+    let (status, reply) = b
+        .post(&format!("/api/threads/{thread}/messages"), body)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["message"]["content"], "echo: slow question");
+    assert_eq!(reply["userMessageId"], accepted["messageId"]);
+
+    let messages = support::messages(&b, &thread).await;
+    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    let contents: Vec<&str> = users.iter().filter_map(|m| m["content"].as_str()).collect();
+    assert_eq!(contents, ["hello", "slow question"], "each message once");
+    for user in &users {
+        assert_eq!(user["status"], "done", "{user}");
+        let replies: Vec<&Value> = messages
+            .iter()
+            .filter(|m| m["replyTo"] == user["id"])
+            .collect();
+        assert_eq!(replies.len(), 1, "one reply to {user}");
+    }
     b.stop().await;
 }
