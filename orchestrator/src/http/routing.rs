@@ -121,6 +121,55 @@ async fn forward(
     }
 }
 
+/// For a route whose thread is in the body (`POST /api/prewarm`): `None` to serve it here (this
+/// node holds or took the lease, or clustering is off), or the answer from the owner it was
+/// forwarded to (or the error that prevented it).
+pub async fn elsewhere(
+    state: &ApiState,
+    thread: &ThreadId,
+    headers: &axum::http::HeaderMap,
+    path_and_query: &str,
+    body: axum::body::Bytes,
+) -> Option<Response> {
+    let cluster = state.cluster.as_ref()?;
+    let forwarded = headers.contains_key(FORWARDED_HEADER);
+    let url = match cluster.route(thread, forwarded).await {
+        Ok(Route::Local(_)) | Err(RouteError::Store(StoreError::ThreadNotFound(_))) => return None,
+        Ok(Route::Forward(url)) => url,
+        Err(err) => return Some(route_error(err)),
+    };
+    let answer = cluster
+        .forward(
+            &url,
+            axum::http::Method::POST,
+            path_and_query,
+            headers,
+            body,
+        )
+        .await;
+    Some(match answer {
+        Ok(answer) => {
+            let mut response = Response::new(Body::from(answer.body));
+            *response.status_mut() = answer.status;
+            if let Some(content_type) = answer.content_type {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, content_type);
+            }
+            response
+        }
+        Err(err) => {
+            warn!(thread_id = %thread, error = %err, "Forwarding to the thread's owner failed.");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_owner",
+                format!("thread {thread} is served by a node that cannot be reached; retry"),
+            )
+            .into_response()
+        }
+    })
+}
+
 fn route_error(err: RouteError) -> Response {
     match err {
         RouteError::Store(err) => ApiError::from(err).into_response(),

@@ -321,16 +321,31 @@ pub struct Warming {
 #[utoipa::path(post, path = "/prewarm", operation_id = "prewarm", tag = "pool",
     request_body = Prewarm,
     responses(
-        (status = 202, description = "The process is starting.", body = Warming),
+        (status = 202, description = "The process is starting (with clustering: on the node that owns the thread).", body = Warming),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 503, description = "With clustering: the thread's owner cannot be reached, or the thread is moving between nodes (`not_owner`); retry.", body = ErrorBody),
         (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
         (status = 422, description = "A missing or invalid field.", body = ErrorBody),
     ))]
 pub async fn prewarm(
     State(state): State<ApiState>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<Prewarm>,
-) -> Result<(StatusCode, Json<Warming>), ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let thread_id = ThreadId::from_string(body.thread_id);
+    // With clustering the process starts on the thread's owner.
+    let forwarded_body = serde_json::json!({"threadId": thread_id, "model": body.model});
+    if let Some(answer) = super::routing::elsewhere(
+        &state,
+        &thread_id,
+        &headers,
+        "/api/prewarm",
+        forwarded_body.to_string().into(),
+    )
+    .await
+    {
+        return Ok(answer);
+    }
     state.pipeline.prewarm(&thread_id, body.model).await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -338,7 +353,8 @@ pub async fn prewarm(
             thread_id,
             status: "warming",
         }),
-    ))
+    )
+        .into_response())
 }
 
 /// `POST /api/threads/{id}/interrupt`.

@@ -74,6 +74,13 @@ async fn a_message_through_another_node_is_served_by_the_owners_warm_process() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "not_owner", "{body}");
     assert_eq!(support::messages(&a, &thread).await.len(), 4);
+
+    // A prewarm through B warms the owner's process, not one on B.
+    let (status, body) = b.post("/api/prewarm", json!({"threadId": thread})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["threadId"], thread.as_str());
+    assert_eq!(b.spawns(), 0);
+    assert!(b.live_pids().is_empty());
     a.stop().await;
     b.stop().await;
 }
