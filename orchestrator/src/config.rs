@@ -795,6 +795,29 @@ mod tests {
     }
 
     #[test]
+    fn clustering_comes_from_the_flags_and_needs_postgres() {
+        let c = Config::default();
+        assert_eq!(c.cluster.advertise, None);
+        assert_eq!(c.cluster.lease_ttl, Duration::from_secs(15));
+        let c = Config::from_toml("[cluster]\nadvertise = \"http://10.0.0.5:7878\"\nlease_ttl = 6")
+            .unwrap();
+        assert_eq!(c.cluster.lease_ttl, Duration::from_secs(6));
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().contains("PostgreSQL"), "{err}");
+
+        let mut c = Config::default();
+        c.apply(&ServeArgs {
+            db: Some("postgres://h/db".into()),
+            advertise: Some("auto".into()),
+            lease_ttl: Some(3.0),
+            ..Default::default()
+        });
+        assert_eq!(c.cluster.advertise.as_deref(), Some("auto"));
+        assert_eq!(c.cluster.lease_ttl, Duration::from_secs(3));
+        c.validate().unwrap();
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         let err = Config::from_toml("bnid = \"127.0.0.1:1\"").unwrap_err();
         assert!(err.to_string().contains("bnid"), "{err}");

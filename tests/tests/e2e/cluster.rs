@@ -283,3 +283,20 @@ async fn a_turn_cut_short_by_a_dead_owner_is_interrupted_at_takeover_and_runs_ag
     }
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advertise_on_sqlite_stops_start_up() {
+    let mock = MockApi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config =
+        harness_tests::daemon::test_config(&mock, dir.path(), "/nonexistent/claude".into());
+    config.cluster.advertise = Some("auto".into());
+    let err = match orchestrator::server::start(config, Vec::new()).await {
+        Ok(running) => {
+            running.stop().await;
+            panic!("a clustered daemon started on SQLite");
+        }
+        Err(err) => err.to_string(),
+    };
+    assert!(err.contains("PostgreSQL"), "{err}");
+}
