@@ -300,3 +300,27 @@ async fn advertise_on_sqlite_stops_start_up() {
     };
     assert!(err.contains("PostgreSQL"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_lease_was_taken_evicts_the_threads_process() {
+    let mock = MockApi::start().await;
+    let (a, b) = two_nodes(&mock, Duration::from_secs(3)).await;
+    let thread = a.create_thread().await;
+    a.reply(&thread, "hello").await;
+    let pid = a.pid_of(&thread).expect("A's process");
+    // As if A's heartbeats stalled past the TTL: its lease looks expired, and B takes the thread.
+    a.daemon().store.release_leases(&node_id(&a)).await.unwrap();
+    assert_eq!(b.reply(&thread, "again").await, "echo: again");
+    assert_eq!(b.spawns(), 1);
+    // A's next heartbeat finds the lease gone and kills its process for the thread.
+    harness_tests::util::eventually(Duration::from_secs(10), "A evicted the thread", || {
+        a.pid_of(&thread).is_none() && !harness_tests::util::process_exists(pid)
+    })
+    .await
+    .unwrap();
+    // A forwards to B now.
+    assert_eq!(a.reply(&thread, "via A").await, "echo: via A");
+    assert_eq!(a.spawns(), 1);
+    a.stop().await;
+    b.stop().await;
+}
