@@ -86,15 +86,19 @@ async fn a_message_through_another_node_is_served_by_the_owners_warm_process() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_messages_through_both_nodes_run_in_order_once_each() {
+async fn concurrent_messages_through_three_nodes_run_in_order_once_each() {
     let mock = MockApi::start().await;
-    let (a, b) = two_nodes(&mock, TTL).await;
+    let url = pg_test::database_url().await.expect("a test PostgreSQL");
+    let a = TestDaemon::start_node(&mock, &url, TTL, |_| {}).await;
+    let b = TestDaemon::start_node(&mock, &url, TTL, |_| {}).await;
+    let c = TestDaemon::start_node(&mock, &url, TTL, |_| {}).await;
     let thread = a.create_thread().await;
-    let sent: Vec<String> = (0..6).map(|i| format!("question {i}")).collect();
-    let posts = sent.iter().enumerate().map(|(i, text)| {
-        let node = if i % 2 == 0 { &a } else { &b };
-        node.send(&thread, text)
-    });
+    let sent: Vec<String> = (0..9).map(|i| format!("question {i}")).collect();
+    let nodes = [&a, &b, &c];
+    let posts = sent
+        .iter()
+        .enumerate()
+        .map(|(i, text)| nodes[i % 3].send(&thread, text));
     for (status, body) in join_all(posts).await {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
@@ -123,10 +127,11 @@ async fn concurrent_messages_through_both_nodes_run_in_order_once_each() {
         );
         assert_eq!(user["status"], "done");
     }
-    assert_eq!(b.spawns(), 0);
+    assert_eq!((b.spawns(), c.spawns()), (0, 0));
     assert_eq!(a.spawns(), 1);
     a.stop().await;
     b.stop().await;
+    c.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
