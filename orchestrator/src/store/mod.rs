@@ -50,6 +50,7 @@ mod tool_calls;
 mod transcripts;
 mod usage;
 
+pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;
 

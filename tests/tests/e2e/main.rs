@@ -3,6 +3,7 @@
 
 mod admission;
 mod approvals;
+mod cluster_events;
 mod events;
 mod faults;
 mod forks;
