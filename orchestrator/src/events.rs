@@ -465,6 +465,74 @@ mod tests {
         store_b.close().await;
     }
 
+    /// The listeners' connections are killed: after reconnecting, every feed is read again, so
+    /// a row whose notification was lost (here: one that never had one) still reaches B's
+    /// subscriber, and notifications flow again afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_listener_reconnects_and_nothing_is_missed() {
+        if std::env::var("HARNESS_TEST_PG").as_deref() == Ok("skip") && !pg_test::available() {
+            return;
+        }
+        let url = pg_test::database_url().await.expect("a test PostgreSQL");
+        let (store_a, store_b) = (
+            Store::open(&url).await.unwrap(),
+            Store::open(&url).await.unwrap(),
+        );
+        let tasks = TaskTracker::new();
+        let (a, b) = (
+            EventBus::start(store_a.clone(), &tasks),
+            EventBus::start(store_b.clone(), &tasks),
+        );
+        let t = store_a
+            .create_thread(NewThread::default())
+            .await
+            .unwrap()
+            .id;
+        let mut live = b.subscribe(&t).await;
+        let listeners = "SELECT count(*) FROM pg_stat_activity
+                         WHERE datname = current_database() AND query ILIKE 'LISTEN%'";
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store_a.test_count(listeners).await < 2 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "both listeners connect"
+            );
+            tokio::task::yield_now().await;
+        }
+
+        // A row no notification announces: only the re-read after reconnecting can find it.
+        store_a
+            .test_execute(&format!(
+                "INSERT INTO events (thread_id, kind, data, created_at)
+                 VALUES ('{t}', 'text_delta', '\"unannounced\"', '2026-01-01T00:00:00.000000Z')"
+            ))
+            .await;
+        store_a
+            .test_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+            )
+            .await;
+        let row = tokio::time::timeout(Duration::from_secs(10), live.recv())
+            .await
+            .expect("the event within 10 s")
+            .unwrap();
+        assert_eq!(row.data, serde_json::json!("unannounced"));
+
+        a.emit(&t, None, EventKind::TextDelta, serde_json::json!("after"));
+        let row = tokio::time::timeout(Duration::from_secs(10), live.recv())
+            .await
+            .expect("the next event within 10 s")
+            .unwrap();
+        assert_eq!(row.data, serde_json::json!("after"));
+        assert!(matches!(
+            live.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty)
+        ));
+        store_a.close().await;
+        store_b.close().await;
+    }
+
     #[test]
     fn serialized_names_are_the_documented_ones() {
         let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))

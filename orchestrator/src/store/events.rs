@@ -467,8 +467,14 @@ mod tests {
                 .expect("a notification")
                 .unwrap();
             assert_eq!(heard, Some(Wakeup::Event { thread: t, id: e.id }));
-            store.close().await;
-            assert_eq!(listener.next().await.unwrap(), None);
+            // As in the daemon: the listener waits while the store closes, then ends.
+            let (_, last) = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                async { tokio::join!(store.close(), listener.next()) },
+            )
+            .await
+            .expect("the store closes and the listener ends within 10 s");
+            assert_eq!(last.unwrap(), None);
         }
     }
 
