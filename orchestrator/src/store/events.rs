@@ -196,7 +196,11 @@ impl EventListener {
                 self.listener = None;
                 self.next_after_loss().await
             }
-            Err(sqlx::Error::PoolClosed) => Ok(None),
+            // The listener holds a pool connection and the pool's close waits for it: let go.
+            Err(sqlx::Error::PoolClosed) => {
+                self.listener = None;
+                Ok(None)
+            }
             Err(err) => {
                 self.listener = None;
                 Err(err.into())
