@@ -419,7 +419,7 @@ pub async fn events(
     let after = header_id.or(query.after).unwrap_or(0);
     let (tx, rx) = tokio::sync::mpsc::channel::<EventRow>(256);
     // Subscribe before reading the store, so nothing falls between the two.
-    let mut live = state.pipeline.subscribe(&id);
+    let mut live = state.pipeline.subscribe(&id).await;
     let stop = state.pipeline.stopping().clone();
     let store = state.store.clone();
     // Ends with the client, with the daemon's shutdown, or when the bus closes.

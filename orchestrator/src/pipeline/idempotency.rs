@@ -83,7 +83,7 @@ pub(super) async fn wait_for_outcome(
     events: &EventBus,
     first: &Message,
 ) -> Result<TurnReply, PipelineError> {
-    let mut live = events.subscribe(&first.thread_id);
+    let mut live = events.subscribe(&first.thread_id).await;
     loop {
         let message = store
             .get_message(&first.id)

@@ -252,11 +252,11 @@ impl Pipeline {
     }
 
     /// Live events of a thread from now on (the stored ones are in the store).
-    pub fn subscribe(
+    pub async fn subscribe(
         &self,
         thread: &ThreadId,
     ) -> tokio::sync::broadcast::Receiver<crate::store::EventRow> {
-        self.inner.events.subscribe(thread)
+        self.inner.events.subscribe(thread).await
     }
 
     /// Processes one message. The turn runs in a task of its own, so a client that goes away

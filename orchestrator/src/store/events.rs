@@ -2,11 +2,25 @@
 //! replays them from a client's `Last-Event-ID` with [`Store::events_after`]. Event ids come from
 //! one AUTOINCREMENT sequence (a BIGSERIAL on PostgreSQL), so they only grow, across threads and
 //! restarts.
+//!
+//! On PostgreSQL several daemons may append to one log, so two more things live here:
+//! - **Per-thread commit order.** An append takes a transaction-scoped advisory lock on its
+//!   thread before it draws an id, so a thread's events commit in id order: a reader that has
+//!   seen a thread's event N never later finds a smaller id of that thread committed.
+//!   ([`Store::events_after`] is exact without a look-back window.)
+//! - **Wake-ups.** The append also `NOTIFY`s [`EVENTS_CHANNEL`] (payload `<thread id> <event
+//!   id>`), in the same transaction, so the notification is delivered only after the row is
+//!   visible. [`SharedEvents::listener`] hears them for `events::EventBus`.
 
 use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
 
 use super::{now_text, Db, EventRow, MessageId, Store, StoreError};
+
+/// The PostgreSQL channel appends notify: one notification per stored event.
+pub const EVENTS_CHANNEL: &str = "harness_events";
 
 /// An `events` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no sqlx,
 /// so it is wrapped here.
@@ -100,15 +114,122 @@ impl Store {
         .await?;
         Ok(rows.into_iter().map(EventRow::from).collect())
     }
+
+    /// The log other daemons append to as well: `Some` on PostgreSQL, `None` on SQLite (one
+    /// daemon per file, so its own bus sees every event).
+    pub fn shared_events(&self) -> Option<SharedEvents> {
+        match &self.db {
+            Db::Sqlite(_) => None,
+            Db::Postgres(pool) => Some(SharedEvents { pool: pool.clone() }),
+        }
+    }
+}
+
+/// The event log as several daemons share it (PostgreSQL): where a reader stands, and the
+/// notifications that say a new event was stored.
+#[derive(Clone, Debug)]
+pub struct SharedEvents {
+    pool: PgPool,
+}
+
+impl SharedEvents {
+    /// The id of the thread's latest stored event, 0 when it has none: a live reader that
+    /// starts now starts after it.
+    pub async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError> {
+        let id: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM events WHERE thread_id = $1")
+            .bind(thread.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(id.unwrap_or(0))
+    }
+
+    /// A listener on [`EVENTS_CHANNEL`]; it connects on its first [`EventListener::next`].
+    pub fn listener(&self) -> EventListener {
+        EventListener {
+            pool: self.pool.clone(),
+            listener: None,
+        }
+    }
+}
+
+/// What an [`EventListener`] heard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wakeup {
+    /// Some daemon (this one included) stored event `id` of `thread`.
+    Event { thread: ThreadId, id: i64 },
+    /// The listener (re)connected: notifications sent while it was not listening are lost, so
+    /// anything may have happened to any thread.
+    Connected,
+}
+
+/// Notifications of stored events, from one dedicated PostgreSQL connection.
+pub struct EventListener {
+    pool: PgPool,
+    /// `None` before the first connection and after one was lost.
+    listener: Option<PgListener>,
+}
+
+impl EventListener {
+    /// The next wake-up; `Ok(None)` once the store is closed (the daemon is stopping). After an
+    /// error the caller backs off and calls again, which reconnects.
+    pub async fn next(&mut self) -> Result<Option<Wakeup>, StoreError> {
+        let listener = match &mut self.listener {
+            Some(listener) => listener,
+            None => {
+                if self.pool.is_closed() {
+                    return Ok(None);
+                }
+                let mut listener = PgListener::connect_with(&self.pool).await?;
+                listener.listen(EVENTS_CHANNEL).await?;
+                self.listener = Some(listener);
+                return Ok(Some(Wakeup::Connected));
+            }
+        };
+        match listener.try_recv().await {
+            Ok(Some(notification)) => match parse_payload(notification.payload()) {
+                Some((thread, id)) => Ok(Some(Wakeup::Event { thread, id })),
+                // Not ours to read; treat it as "something happened".
+                None => Ok(Some(Wakeup::Connected)),
+            },
+            // The connection was lost; the next call connects again and says so.
+            Ok(None) => {
+                self.listener = None;
+                self.next_after_loss().await
+            }
+            // The listener holds a pool connection and the pool's close waits for it: let go.
+            Err(sqlx::Error::PoolClosed) => {
+                self.listener = None;
+                Ok(None)
+            }
+            Err(err) => {
+                self.listener = None;
+                Err(err.into())
+            }
+        }
+    }
+
+    async fn next_after_loss(&mut self) -> Result<Option<Wakeup>, StoreError> {
+        Box::pin(self.next()).await
+    }
+}
+
+/// `<thread id> <event id>`, as [`postgres::append_event`] writes it.
+fn parse_payload(payload: &str) -> Option<(ThreadId, i64)> {
+    let (thread, id) = payload.rsplit_once(' ')?;
+    Some((ThreadId::from_string(thread.to_owned()), id.parse().ok()?))
 }
 
 /// The same operations on PostgreSQL, in the order of `impl Store` above.
 mod postgres {
     use sqlx::postgres::PgRow;
-    use sqlx::{PgPool, Row};
+    use sqlx::Row;
 
     use super::super::pg;
     use super::*;
+
+    /// The first key of the per-thread append locks (`pg_advisory_xact_lock(space, hash)`), so
+    /// they cannot meet other advisory locks on the database. "HEVT".
+    const EVENT_LOCK_SPACE: i32 = 0x4845_5654;
 
     fn event(row: &PgRow) -> Result<EventRow, StoreError> {
         Ok(EventRecord {
@@ -129,18 +250,32 @@ mod postgres {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<EventRow, StoreError> {
+        let mut tx = pool.begin().await?;
+        // Appends to one thread queue here, so they draw ids and commit in the same order (the
+        // lock is held until COMMIT, after the row is visible). Other threads are not held up.
+        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(EVENT_LOCK_SPACE)
+            .bind(thread.as_str())
+            .execute(&mut *tx)
+            .await?;
+        // The notification is queued in the transaction and delivered at COMMIT, never before
+        // the row can be read.
         let row = sqlx::query(
-            "INSERT INTO events (thread_id, message_id, kind, data, created_at)
-             SELECT t.id, $1, $2, $3, $4 FROM threads t WHERE t.id = $5
-             RETURNING id, thread_id, message_id, kind, data, created_at",
+            "WITH e AS (
+                 INSERT INTO events (thread_id, message_id, kind, data, created_at)
+                 SELECT t.id, $1, $2, $3, $4 FROM threads t WHERE t.id = $5
+                 RETURNING id, thread_id, message_id, kind, data, created_at)
+             SELECT e.*, pg_notify($6, e.thread_id || ' ' || e.id) FROM e",
         )
         .bind(message.map(MessageId::as_str))
         .bind(kind)
         .bind(data.to_string())
         .bind(now_text())
         .bind(thread.as_str())
-        .fetch_optional(pool)
+        .bind(EVENTS_CHANNEL)
+        .fetch_optional(&mut *tx)
         .await?;
+        tx.commit().await?;
         row.map(|row| event(&row))
             .transpose()?
             .ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))
@@ -267,6 +402,94 @@ mod tests {
                 .iter()
                 .all(|e| e.thread_id == b && e.kind == "other"));
         }
+    }
+
+    store_tests! {
+        async fn incremental_reads_under_concurrent_appends_miss_nothing(store: sqlite_file) {
+            // Writers on several connections append to one thread while a reader follows it
+            // with `events_after(last)`, as a live stream does. On PostgreSQL ids are drawn
+            // before commit, so without the per-thread append lock a reader could pass an id
+            // whose row commits later and never see it.
+            let t = store.create_thread(NewThread::default()).await.unwrap().id;
+            let writers: Vec<_> = (0..4)
+                .map(|w| {
+                    let (store, t) = (store.clone(), t.clone());
+                    tokio::spawn(async move {
+                        for i in 0..25 {
+                            store
+                                .append_event(&t, None, "n", &json!([w, i]))
+                                .await
+                                .unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let mut followed = Vec::new();
+            let mut last = 0;
+            loop {
+                // Checked before the read, so the read after the last append sees everything.
+                let done = writers.iter().all(|w| w.is_finished());
+                let rows = store.events_after(&t, last, 7).await.unwrap();
+                if done && rows.is_empty() {
+                    break;
+                }
+                for row in rows {
+                    last = row.id;
+                    followed.push(row.id);
+                }
+                tokio::task::yield_now().await;
+            }
+            for writer in writers {
+                writer.await.unwrap();
+            }
+            let all: Vec<i64> = store
+                .events_after(&t, 0, 1000)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.id)
+                .collect();
+            assert_eq!(all.len(), 100);
+            assert_eq!(followed, all, "an incremental reader saw every event");
+        }
+    }
+
+    store_tests! {
+        async fn shared_events_exist_on_postgres_only(store: sqlite_memory) {
+            let t = store.create_thread(NewThread::default()).await.unwrap().id;
+            let Some(shared) = store.shared_events() else {
+                assert_eq!(store.backend(), "sqlite");
+                return;
+            };
+            assert_eq!(shared.last_event_id(&t).await.unwrap(), 0);
+            let mut listener = shared.listener();
+            assert_eq!(listener.next().await.unwrap(), Some(Wakeup::Connected));
+            let e = store.append_event(&t, None, "x", &json!({})).await.unwrap();
+            assert_eq!(shared.last_event_id(&t).await.unwrap(), e.id);
+            let heard = tokio::time::timeout(std::time::Duration::from_secs(10), listener.next())
+                .await
+                .expect("a notification")
+                .unwrap();
+            assert_eq!(heard, Some(Wakeup::Event { thread: t, id: e.id }));
+            // As in the daemon: the listener waits while the store closes, then ends.
+            let (_, last) = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                async { tokio::join!(store.close(), listener.next()) },
+            )
+            .await
+            .expect("the store closes and the listener ends within 10 s");
+            assert_eq!(last.unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn payloads_parse_back() {
+        assert_eq!(
+            parse_payload("thr_a b 42"),
+            Some((ThreadId::from_string("thr_a b".to_owned()), 42))
+        );
+        assert_eq!(parse_payload("thr_a"), None);
+        assert_eq!(parse_payload("thr_a x"), None);
     }
 
     store_tests! {

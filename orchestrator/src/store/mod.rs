@@ -53,6 +53,7 @@ mod tool_calls;
 mod transcripts;
 mod usage;
 
+pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 pub use leases::{lease_clock, Fence, Lease};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;

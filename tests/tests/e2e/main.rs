@@ -4,6 +4,7 @@
 mod admission;
 mod approvals;
 mod cluster;
+mod cluster_events;
 mod events;
 mod faults;
 mod forks;

@@ -308,10 +308,13 @@ impl ServerHandler for Handler {
             .then(|| arguments.get("threadId").and_then(Value::as_str))
             .flatten()
             .map(|id| ThreadId::from_string(id.to_owned()));
-        let mut events = thread
+        let mut events = match thread
             .as_ref()
             .filter(|_| context.meta.get_progress_token().is_some())
-            .map(|thread| self.0.pipeline.subscribe(thread));
+        {
+            Some(thread) => Some(self.0.pipeline.subscribe(thread).await),
+            None => None,
+        };
         let ctx = self.0.pipeline.tool_context(None);
         let call = self
             .0
