@@ -395,13 +395,21 @@ mod tests {
 
     use crate::store::NewThread;
 
-    /// Two buses on one PostgreSQL database, as two daemons have: a subscriber on B gets A's
-    /// events and B's own, once each, in id order; a wait that subscribed on B sees A's terminal
-    /// event. Skipped where `HARNESS_TEST_PG=skip` and no PostgreSQL is installed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_subscriber_on_one_daemon_follows_events_stored_by_another() {
+    /// Two stores and event buses on one PostgreSQL database, as two daemons have, and a thread.
+    struct TwoDaemons {
+        store_a: Store,
+        store_b: Store,
+        a: EventBus,
+        b: EventBus,
+        thread: ThreadId,
+        _tasks: TaskTracker,
+    }
+
+    /// [`TwoDaemons`]; `None` (the test is skipped) where `HARNESS_TEST_PG=skip` and no
+    /// PostgreSQL is installed.
+    async fn two_daemons() -> Option<TwoDaemons> {
         if std::env::var("HARNESS_TEST_PG").as_deref() == Ok("skip") && !pg_test::available() {
-            return;
+            return None;
         }
         let url = pg_test::database_url().await.expect("a test PostgreSQL");
         let (store_a, store_b) = (
@@ -413,11 +421,37 @@ mod tests {
             EventBus::start(store_a.clone(), &tasks),
             EventBus::start(store_b.clone(), &tasks),
         );
-        let t = store_a
+        let thread = store_a
             .create_thread(NewThread::default())
             .await
             .unwrap()
             .id;
+        Some(TwoDaemons {
+            store_a,
+            store_b,
+            a,
+            b,
+            thread,
+            _tasks: tasks,
+        })
+    }
+
+    /// Two buses on one PostgreSQL database, as two daemons have: a subscriber on B gets A's
+    /// events and B's own, once each, in id order; a wait that subscribed on B sees A's terminal
+    /// event. Skipped where `HARNESS_TEST_PG=skip` and no PostgreSQL is installed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscriber_on_one_daemon_follows_events_stored_by_another() {
+        let Some(TwoDaemons {
+            store_a,
+            store_b,
+            a,
+            b,
+            thread: t,
+            _tasks,
+        }) = two_daemons().await
+        else {
+            return;
+        };
         a.emit_and_wait(&t, None, EventKind::TextDelta, serde_json::json!("before"))
             .await;
 
@@ -470,24 +504,17 @@ mod tests {
     /// subscriber, and notifications flow again afterwards.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lost_listener_reconnects_and_nothing_is_missed() {
-        if std::env::var("HARNESS_TEST_PG").as_deref() == Ok("skip") && !pg_test::available() {
+        let Some(TwoDaemons {
+            store_a,
+            store_b,
+            a,
+            b,
+            thread: t,
+            _tasks,
+        }) = two_daemons().await
+        else {
             return;
-        }
-        let url = pg_test::database_url().await.expect("a test PostgreSQL");
-        let (store_a, store_b) = (
-            Store::open(&url).await.unwrap(),
-            Store::open(&url).await.unwrap(),
-        );
-        let tasks = TaskTracker::new();
-        let (a, b) = (
-            EventBus::start(store_a.clone(), &tasks),
-            EventBus::start(store_b.clone(), &tasks),
-        );
-        let t = store_a
-            .create_thread(NewThread::default())
-            .await
-            .unwrap()
-            .id;
+        };
         let mut live = b.subscribe(&t).await;
         let listeners = "SELECT count(*) FROM pg_stat_activity
                          WHERE datname = current_database() AND query ILIKE 'LISTEN%'";
