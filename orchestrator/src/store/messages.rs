@@ -794,20 +794,30 @@ mod postgres {
         Ok(())
     }
 
+    /// The one message `sql` (its columns, then `FROM messages WHERE …` binding `$1`) finds.
+    async fn one_message(
+        pool: &PgPool,
+        sql: &'static str,
+        id: &MessageId,
+    ) -> Result<Option<Message>, StoreError> {
+        sqlx::query(sql)
+            .bind(id.as_str())
+            .fetch_optional(pool)
+            .await?
+            .map(|row| MessageRecord::from_pg(&row).map(Message::from))
+            .transpose()
+    }
+
     pub(super) async fn get_message(
         pool: &PgPool,
         id: &MessageId,
     ) -> Result<Option<Message>, StoreError> {
-        sqlx::query(concat!(
+        let sql = concat!(
             "SELECT ",
             pg_message_columns!(),
             " FROM messages WHERE id = $1"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(pool)
-        .await?
-        .map(|row| MessageRecord::from_pg(&row).map(Message::from))
-        .transpose()
+        );
+        one_message(pool, sql, id).await
     }
 
     pub(super) async fn list_messages(
@@ -831,16 +841,12 @@ mod postgres {
         pool: &PgPool,
         user_message: &MessageId,
     ) -> Result<Option<Message>, StoreError> {
-        sqlx::query(concat!(
+        let sql = concat!(
             "SELECT ",
             pg_message_columns!(),
             " FROM messages WHERE reply_to = $1 AND role = 'assistant'"
-        ))
-        .bind(user_message.as_str())
-        .fetch_optional(pool)
-        .await?
-        .map(|row| MessageRecord::from_pg(&row).map(Message::from))
-        .transpose()
+        );
+        one_message(pool, sql, user_message).await
     }
 
     pub(super) async fn history(

@@ -779,6 +779,18 @@ mod tests {
     /// Runs a store test on both databases: `async fn name(store: sqlite_memory) { … }` makes
     /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
     /// database from [`pg_store`]).
+    /// Every table the migrations create, by name (the same on both databases).
+    const TABLES: [&str; 8] = [
+        "events",
+        "leases",
+        "messages",
+        "permissions",
+        "threads",
+        "tool_calls",
+        "transcript_entries",
+        "usage_days",
+    ];
+
     macro_rules! store_tests {
         ($($(#[$meta:meta])* async fn $name:ident($store:ident: $sqlite:ident) $body:block)*) => {$(
             $(#[$meta])*
@@ -867,19 +879,7 @@ mod tests {
         .fetch_all(store.sqlite_pool())
         .await
         .unwrap();
-        assert_eq!(
-            tables,
-            [
-                "events",
-                "leases",
-                "messages",
-                "permissions",
-                "threads",
-                "tool_calls",
-                "transcript_entries",
-                "usage_days"
-            ]
-        );
+        assert_eq!(tables, TABLES);
         assert_eq!(store.sqlite_pool().size(), 1);
 
         // Data written through one clone is seen through another: the same single database.
@@ -944,19 +944,7 @@ mod tests {
         })
         .await
         .unwrap();
-        assert_eq!(
-            tables,
-            [
-                "events",
-                "leases",
-                "messages",
-                "permissions",
-                "threads",
-                "tool_calls",
-                "transcript_entries",
-                "usage_days"
-            ]
-        );
+        assert_eq!(tables, TABLES);
         assert_eq!(
             PG_MIGRATOR.migrations.len(),
             MIGRATOR.migrations.len(),
