@@ -22,6 +22,16 @@ pub enum BudgetKind {
     Daily,
 }
 
+impl BudgetKind {
+    /// The name the API and the metrics use (`thread`, `daily`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetKind::Thread => "thread",
+            BudgetKind::Daily => "daily",
+        }
+    }
+}
+
 impl std::fmt::Display for BudgetKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -154,6 +164,13 @@ mod tests {
             Budgets::default().check(&store, &other).await.unwrap(),
             Ok(())
         );
+    }
+
+    #[test]
+    fn the_metric_label_is_the_api_name() {
+        for kind in [BudgetKind::Thread, BudgetKind::Daily] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
     }
 
     #[test]

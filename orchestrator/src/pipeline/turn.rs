@@ -15,7 +15,7 @@ use plugin_contract::SessionStart;
 use super::queue::QueueTicket;
 use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
-use crate::budget::{BudgetExceeded, BudgetKind};
+use crate::budget::BudgetExceeded;
 use crate::events::EventKind;
 use crate::pool::{Finish, Lease, TurnItem};
 use crate::store::{Message, MessageId, MessageStatus, Usage};
@@ -222,10 +222,7 @@ impl Pipeline {
         if let Err(err) = stored {
             return err.into();
         }
-        let budget = match exceeded.budget {
-            BudgetKind::Thread => "thread",
-            BudgetKind::Daily => "daily",
-        };
+        let budget = exceeded.budget.as_str();
         self.inner.turns.refused(budget);
         info!(
             thread_id = %user.thread_id, message_id = %user.id, budget,

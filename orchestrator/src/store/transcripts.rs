@@ -25,6 +25,25 @@ pub struct TranscriptEntry {
     pub line: String,
 }
 
+/// A `transcript_entries` row as the SQLite queries read it.
+struct EntryRecord {
+    session_id: String,
+    file: String,
+    uuid: Option<String>,
+    entry: String,
+}
+
+impl From<EntryRecord> for TranscriptEntry {
+    fn from(row: EntryRecord) -> Self {
+        TranscriptEntry {
+            session_id: CliSessionId::from_string(row.session_id),
+            file: row.file,
+            uuid: row.uuid,
+            line: row.entry,
+        }
+    }
+}
+
 impl Store {
     /// Appends one mirrored frame of `thread`'s process: `entries`, in order, of `file` in
     /// `session`. An entry whose `uuid` the session already has is skipped. Returns how many
@@ -83,22 +102,15 @@ impl Store {
             }
         };
         let session = session.as_str();
-        let rows = sqlx::query!(
+        let rows = sqlx::query_as!(
+            EntryRecord,
             "SELECT session_id, file, uuid, entry FROM transcript_entries
              WHERE session_id = ?1 ORDER BY id",
             session,
         )
         .fetch_all(pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| TranscriptEntry {
-                session_id: CliSessionId::from_string(row.session_id),
-                file: row.file,
-                uuid: row.uuid,
-                line: row.entry,
-            })
-            .collect())
+        Ok(rows.into_iter().map(TranscriptEntry::from).collect())
     }
 
     /// Every stored entry that `thread`'s processes wrote, in arrival order (all its sessions).
@@ -114,22 +126,15 @@ impl Store {
             }
         };
         let thread = thread.as_str();
-        let rows = sqlx::query!(
+        let rows = sqlx::query_as!(
+            EntryRecord,
             "SELECT session_id, file, uuid, entry FROM transcript_entries
              WHERE thread_id = ?1 ORDER BY id",
             thread,
         )
         .fetch_all(pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| TranscriptEntry {
-                session_id: CliSessionId::from_string(row.session_id),
-                file: row.file,
-                uuid: row.uuid,
-                line: row.entry,
-            })
-            .collect())
+        Ok(rows.into_iter().map(TranscriptEntry::from).collect())
     }
 }
 
