@@ -7,187 +7,17 @@
 //! - SIGTERM mid-turn: the daemon waits out the grace period, kills the CLI, marks the turn
 //!   `interrupted`, and exits 0; no CLI process remains.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod support;
+
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use harness_tests::cli::{claude_bin, cli_env, stray_cli_env};
-use harness_tests::client::ApiClient;
-use harness_tests::mock::{MockApi, Reply};
-use harness_tests::util::{eventually, eventually_async, process_exists};
+use harness_tests::mock::MockApi;
+use harness_tests::util::{eventually, process_exists};
 use orchestrator::store::Store;
-
-/// The `harness` binary as a child process.
-struct Harness {
-    child: tokio::process::Child,
-    /// Talks to the daemon at the address it logged, with its token when it has one.
-    client: ApiClient,
-    /// The daemon's stderr: JSON log lines.
-    log: PathBuf,
-}
-
-impl Harness {
-    /// Starts `harness serve` on port 0 with its data in `dir`, the CLI pointed at `mock`.
-    async fn start(dir: &Path, mock: &MockApi, grace_secs: u64) -> Harness {
-        Self::start_with_env(dir, mock, grace_secs, &[]).await
-    }
-
-    /// [`Harness::start`] with `env` added to the daemon's environment. A `HARNESS_TOKEN` there
-    /// is sent as the bearer token on every request.
-    async fn start_with_env(
-        dir: &Path,
-        mock: &MockApi,
-        grace_secs: u64,
-        extra_env: &[(&str, &str)],
-    ) -> Harness {
-        let claude = tokio::task::spawn_blocking(claude_bin)
-            .await
-            .expect("installer task")
-            .expect("the claude CLI is installed by test support");
-        let env: toml::Table = cli_env(&mock.url())
-            .into_iter()
-            .map(|(k, v)| (k, toml::Value::String(v)))
-            .collect();
-        let config = format!(
-            "shutdown_grace = {grace_secs}\n\n[pool]\nspares = 0\n\n[claude]\nbuiltin_tools = \"\"\nenv = {}\n",
-            toml::Value::Table(env)
-        );
-        let config_path = dir.join("harness.toml");
-        std::fs::write(&config_path, config).expect("write the config");
-        // One log per start: a restart on the same directory writes a new one.
-        static STARTS: AtomicUsize = AtomicUsize::new(0);
-        let log = dir.join(format!(
-            "harness-{}.log",
-            STARTS.fetch_add(1, Ordering::SeqCst)
-        ));
-        let log_file = std::fs::File::create(&log).expect("log file");
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"));
-        command
-            .arg("serve")
-            // Port 0: the daemon binds whatever is free and logs the address.
-            .arg("--bind=127.0.0.1:0")
-            .arg(format!("--db={}", dir.join("harness.db").display()))
-            .arg(format!("--data-dir={}", dir.display()))
-            .arg(format!("--claude-bin={}", claude.display()))
-            .arg(format!("--config={}", config_path.display()))
-            .arg("--log-format=json")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .kill_on_drop(true);
-        for key in stray_cli_env() {
-            command.env_remove(key);
-        }
-        for (key, _) in std::env::vars() {
-            if key.starts_with("HARNESS_") {
-                command.env_remove(key);
-            }
-        }
-        command.envs(extra_env.iter().copied());
-        let mut child = command.spawn().expect("harness starts");
-        let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-        // The address it bound, from its log; or its exit status, if it exited before that.
-        let (mut addr, mut exited) = (None, None);
-        let logged = eventually(
-            Duration::from_secs(30),
-            "the daemon logs the address it listens on",
-            || {
-                addr = listening_addr(&log_text());
-                if addr.is_none() {
-                    exited = child.try_wait().ok().flatten();
-                }
-                addr.is_some() || exited.is_some()
-            },
-        )
-        .await;
-        let addr = match (logged, addr) {
-            (Ok(()), Some(addr)) => addr,
-            (Ok(()), None) => panic!("the daemon exited ({exited:?})\n{}", log_text()),
-            (Err(err), _) => panic!("{err}\n{}", log_text()),
-        };
-        let base = format!("http://{addr}");
-        let client = match extra_env.iter().find(|(k, _)| *k == "HARNESS_TOKEN") {
-            Some((_, token)) => ApiClient::with_bearer_token(base, token),
-            None => ApiClient::new(base),
-        };
-        let harness = Harness { child, client, log };
-        let ready = eventually_async(Duration::from_secs(30), "the daemon answers", || async {
-            harness
-                .client
-                .try_get("/healthz")
-                .await
-                .is_ok_and(|(status, _)| status == 200)
-        })
-        .await;
-        if let Err(err) = ready {
-            panic!("{err}\n{}", harness.log_text());
-        }
-        harness
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id().expect("the daemon is running")
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `GET path`, which must answer 200 with a JSON body.
-    async fn get_ok(&self, path: &str) -> Value {
-        let (status, body) = self.client.get(path).await;
-        assert_eq!(status, 200, "GET {path}: {body}");
-        assert!(!body.is_null(), "GET {path}: not a JSON body");
-        body
-    }
-
-    async fn messages(&self, thread: &str) -> Vec<Value> {
-        self.get_ok(&format!("/api/threads/{thread}")).await["messages"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    async fn cli_pids(&self) -> Vec<u32> {
-        self.get_ok("/api/pool").await["processes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|p| p["pid"].as_u64())
-            .map(|pid| pid as u32)
-            .collect()
-    }
-
-    fn signal(&self, signal: Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), signal)
-            .expect("signal the daemon");
-    }
-
-    /// Waits for the daemon to exit and returns its status.
-    async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        match tokio::time::timeout(timeout, self.child.wait()).await {
-            Ok(status) => status.expect("wait for the daemon"),
-            Err(_) => panic!(
-                "the daemon did not exit within {timeout:?}\n{}",
-                self.log_text()
-            ),
-        }
-    }
-}
-
-/// The address in the daemon's `Harness listening.` log line, once it is there.
-fn listening_addr(log: &str) -> Option<SocketAddr> {
-    log.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|line| line["fields"]["message"] == "Harness listening.")
-        .and_then(|line| line["fields"]["addr"].as_str()?.parse().ok())
-}
+use support::{start_hanging_turn, Harness, Launch};
 
 /// A thread with one finished exchange and a second message whose API request hangs; returns the
 /// thread id, the hanging message's id and the CLI's pid.
@@ -204,22 +34,7 @@ async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String
         "echo: remember the word quince"
     );
 
-    mock.once_when_prompt_contains("HANG-DURING-CRASH", Reply::Hang);
-    let (status, accepted) = daemon
-        .client
-        .post(
-            &format!("{path}?wait=false"),
-            json!({"content": "HANG-DURING-CRASH", "clientMessageId": "hang-1"}),
-        )
-        .await;
-    assert_eq!(status, 202, "{accepted}");
-    let hanging = accepted["messageId"]
-        .as_str()
-        .expect("messageId")
-        .to_owned();
-    mock.wait_for_requests(2, Duration::from_secs(30))
-        .await
-        .expect("the hanging request reached the API");
+    let hanging = start_hanging_turn(daemon, mock, &thread, "HANG-DURING-CRASH", "hang-1").await;
     let pids = daemon.cli_pids().await;
     assert_eq!(pids.len(), 1, "{pids:?}");
     (thread, hanging, pids[0])
@@ -229,7 +44,7 @@ async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String
 async fn a_daemon_killed_mid_turn_recovers_on_restart() {
     let mock = MockApi::start().await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut daemon = Harness::start(dir.path(), &mock, 5).await;
+    let mut daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(5)).await;
     let (thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
 
     daemon.signal(Signal::SIGKILL);
@@ -260,7 +75,7 @@ async fn a_daemon_killed_mid_turn_recovers_on_restart() {
     assert_eq!(left.status.as_str(), "pending");
     store.close().await;
 
-    let mut daemon = Harness::start(dir.path(), &mock, 5).await;
+    let mut daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(5)).await;
     let messages = daemon.messages(&thread).await;
     let summary: Vec<(String, String)> = messages
         .iter()
@@ -327,7 +142,7 @@ async fn sigterm_mid_turn_exits_0_within_the_grace_period_and_leaves_no_cli() {
     let mock = MockApi::start().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let grace = 2;
-    let mut daemon = Harness::start(dir.path(), &mock, grace).await;
+    let mut daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(grace)).await;
     let (thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
 
     let asked = Instant::now();
@@ -370,7 +185,7 @@ async fn a_second_signal_stops_at_once_without_waiting_out_the_grace_period() {
     let mock = MockApi::start().await;
     let dir = tempfile::tempdir().expect("temp dir");
     // A grace period no test would wait for.
-    let mut daemon = Harness::start(dir.path(), &mock, 3600).await;
+    let mut daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(3600)).await;
     let (_thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
 
     daemon.signal(Signal::SIGTERM);
@@ -408,17 +223,16 @@ async fn the_token_and_unrelated_secrets_never_reach_a_cli_child() {
     let mock = MockApi::start().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let token = "t0ken-from-the-environment";
-    let mut daemon = Harness::start_with_env(
-        dir.path(),
-        &mock,
-        5,
-        &[
-            ("HARNESS_TOKEN", token),
-            ("DATABASE_PASSWORD", "hunter2"),
-            ("LC_ALL", "C.UTF-8"),
-        ],
-    )
-    .await;
+    let env = [
+        ("HARNESS_TOKEN", token),
+        ("DATABASE_PASSWORD", "hunter2"),
+        ("LC_ALL", "C.UTF-8"),
+    ];
+    let launch = Launch {
+        env: &env,
+        ..Launch::with_grace(5)
+    };
+    let mut daemon = Harness::start(dir.path(), &mock, &launch).await;
 
     // The token from the environment guards the API, whatever the scheme's case.
     let url = format!("{}/api/threads", daemon.client.base());

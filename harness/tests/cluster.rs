@@ -1,0 +1,384 @@
+//! Failover between real `harness` binaries (issue #14): two daemons, each a child process of
+//! the test with its own data dir, on one real PostgreSQL database (`pg-test`), clustered with
+//! `--advertise=auto` and a short lease (`--lease-ttl=2`), the real `claude` CLI against the mock
+//! Messages API. The in-process version of these scenarios is `tests/tests/e2e/cluster.rs`; here
+//! the owner dies by a real `kill -9`, so nothing of it runs any more.
+//!
+//! - A thread created on node A gets its message through node B, served by A's warm process (B
+//!   starts no process for it). A is SIGKILLed mid-turn; its CLI dies with it. A message through
+//!   B within the lease TTL plus a spawn is answered with the full history: B takes the lease
+//!   (epoch 2), the turn A left hanging is `interrupted` and runs once on retry, and the thread
+//!   shows every message exactly once.
+//! - A restarts on the same data dir (a new node): its start-up alone writes nothing for the
+//!   thread it lost; a message through it is forwarded to B (A starts no process) and the lease
+//!   stays B's.
+
+mod support;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+use harness_tests::mock::MockApi;
+use harness_tests::util::{eventually, eventually_async, process_exists};
+use orchestrator::store::Store;
+use plugin_contract::ThreadId;
+use support::{log_field, start_hanging_turn, Harness, Launch};
+
+/// `--lease-ttl`: how long a dead owner's lease keeps its thread.
+const TTL: Duration = Duration::from_secs(2);
+
+/// A generous bound for a takeover's spawn and resumed turn, on top of the TTL: it catches a
+/// hang, it is no speed check.
+const SPAWN_BOUND: Duration = Duration::from_secs(30);
+
+const HISTORY: &str = "the secret word is tangerine";
+const HANGING: &str = "HANG-WHEN-THE-OWNER-IS-KILLED";
+const HANGING_ID: &str = "hang-1";
+
+/// Two nodes on a fresh database, and a thread that A created and answered once.
+struct TwoNodes {
+    mock: MockApi,
+    url: String,
+    /// The test's own connection to the nodes' database, to read the lease and the event log.
+    store: Store,
+    a_dir: TempDir,
+    _b_dir: TempDir,
+    a: Harness,
+    b: Harness,
+    thread: String,
+}
+
+impl TwoNodes {
+    async fn start() -> TwoNodes {
+        let url = pg_test::database_url().await.expect("a test PostgreSQL");
+        let mock = MockApi::start().await;
+        let (a_dir, b_dir) = (temp_dir(), temp_dir());
+        let a = start_node(&a_dir, &mock, &url).await;
+        let b = start_node(&b_dir, &mock, &url).await;
+        let store = Store::open(&url).await.expect("the database opens");
+        let thread = a.client.create_thread().await;
+        assert_eq!(
+            a.client.reply(&thread, HISTORY).await,
+            format!("echo: {HISTORY}")
+        );
+        TwoNodes {
+            mock,
+            url,
+            store,
+            a_dir,
+            _b_dir: b_dir,
+            a,
+            b,
+            thread,
+        }
+    }
+
+    /// SIGKILLs A while its turn on `HANGING` waits for the API; returns that message's id once
+    /// A and its CLI are gone.
+    async fn kill_a_mid_turn(&mut self) -> String {
+        let hanging =
+            start_hanging_turn(&self.a, &self.mock, &self.thread, HANGING, HANGING_ID).await;
+        let clis = self.a.cli_pids().await;
+        assert_eq!(clis.len(), 1, "{clis:?}");
+        self.a.signal(Signal::SIGKILL);
+        let status = self.a.wait_exit(Duration::from_secs(10)).await;
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9)
+        );
+        eventually(
+            Duration::from_secs(5),
+            "A's CLI dies with its daemon",
+            || !process_exists(clis[0]),
+        )
+        .await
+        .expect("no CLI left of A");
+        hanging
+    }
+
+    /// The lease of the thread: `(owner, owner URL, epoch)`.
+    async fn lease(&self) -> (String, String, i64) {
+        let lease = self
+            .store
+            .lease(&ThreadId::from_string(&self.thread))
+            .await
+            .expect("the lease reads")
+            .expect("a lease row");
+        (lease.owner, lease.owner_url, lease.epoch)
+    }
+
+    /// Everything stored for the thread: the thread with its messages (read through B), its
+    /// event log, and its lease without the expiry the owner's heartbeat moves.
+    async fn stored_rows(&self) -> Value {
+        let events = self
+            .store
+            .events_after(&ThreadId::from_string(&self.thread), 0, 100_000)
+            .await
+            .expect("the events read");
+        json!({
+            "thread": self.b.get_ok(&format!("/api/threads/{}", self.thread)).await,
+            "events": events,
+            "lease": self.lease().await,
+        })
+    }
+}
+
+fn temp_dir() -> TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// A clustered node on the database at `url`, advertising the address it bound.
+async fn start_node(dir: &TempDir, mock: &MockApi, url: &str) -> Harness {
+    let ttl = format!("--lease-ttl={}", TTL.as_secs());
+    let args = ["--advertise=auto", ttl.as_str()];
+    let launch = Launch {
+        db: Some(url),
+        args: &args,
+        ..Launch::with_grace(5)
+    };
+    Harness::start(dir.path(), mock, &launch).await
+}
+
+/// The node's id (`node_…`), from its `Clustering on.` log line.
+fn node_id(daemon: &Harness) -> String {
+    log_field(&daemon.log_text(), "Clustering on.", "node")
+        .unwrap_or_else(|| panic!("no node id logged\n{}", daemon.log_text()))
+}
+
+/// `harness_pool_spawns_total` from the node's `/metrics`: the CLI processes it started.
+async fn spawns(daemon: &Harness) -> u64 {
+    let url = format!("{}/metrics", daemon.client.base());
+    let response = reqwest::get(&url).await.expect("GET /metrics");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("the metrics");
+    text.lines()
+        .find_map(|line| line.strip_prefix("harness_pool_spawns_total "))
+        .unwrap_or_else(|| panic!("no spawn counter in\n{text}"))
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+/// Sends `text` through `daemon` and asserts the reply is its echo.
+async fn assert_echoed(daemon: &Harness, thread: &str, text: &str) {
+    let (status, reply) = daemon.client.send(thread, text).await;
+    assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
+    assert_eq!(reply["message"]["content"], format!("echo: {text}"));
+}
+
+/// Asserts the thread holds each of `sent` exactly once as a user message, and no other; a
+/// `done` one has exactly one reply (its echo), any other none. Returns the statuses, in the
+/// order of `sent`.
+fn assert_each_once(messages: &[Value], sent: &[&str]) -> Vec<String> {
+    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    let replies = messages.iter().filter(|m| m["role"] == "assistant");
+    let mut stored: Vec<&str> = users.iter().filter_map(|m| m["content"].as_str()).collect();
+    let mut expected = sent.to_vec();
+    stored.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(
+        stored, expected,
+        "every message exactly once: {messages:#?}"
+    );
+    let mut statuses = Vec::new();
+    for text in sent {
+        let user = users
+            .iter()
+            .find(|m| m["content"] == *text)
+            .expect("stored");
+        let answers: Vec<&Value> = replies
+            .clone()
+            .filter(|r| r["replyTo"] == user["id"])
+            .collect();
+        let status = user["status"].as_str().unwrap_or_default().to_owned();
+        let expected_answers = usize::from(status == "done");
+        assert_eq!(answers.len(), expected_answers, "replies to {user}");
+        for answer in answers {
+            assert_eq!(answer["content"], format!("echo: {text}"));
+        }
+        statuses.push(status);
+    }
+    assert_eq!(
+        replies.count(),
+        statuses.iter().filter(|s| *s == "done").count(),
+        "no reply to anything else: {messages:#?}"
+    );
+    statuses
+}
+
+/// Stops the node with SIGTERM: it exits 0 and leaves no CLI.
+async fn stop(mut daemon: Harness) {
+    let clis = daemon.cli_pids().await;
+    daemon.signal(Signal::SIGTERM);
+    let status = daemon.wait_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+    for cli in clis {
+        assert!(!process_exists(cli), "CLI {cli} outlived its daemon");
+    }
+}
+
+/// Milliseconds since the epoch, the clock the lease's expiry is written with.
+fn now_millis() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970");
+    i64::try_from(since.as_millis()).expect("in range")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_owners_thread_moves_to_a_peer_with_its_history_once() {
+    let mut nodes = TwoNodes::start().await;
+    let (a_node, thread) = (node_id(&nodes.a), nodes.thread.clone());
+    let a_clis = nodes.a.cli_pids().await;
+    assert_eq!(a_clis.len(), 1, "{a_clis:?}");
+
+    // Through B, served by A's warm process: B starts none.
+    assert_echoed(&nodes.b, &thread, "through B").await;
+    assert!(nodes.b.cli_pids().await.is_empty(), "B has no process");
+    assert_eq!(spawns(&nodes.b).await, 0, "B started no process");
+    assert_eq!(spawns(&nodes.a).await, 1);
+    assert_eq!(nodes.a.cli_pids().await, a_clis, "the same process");
+    let a_url = nodes.a.client.base().to_owned();
+    assert_eq!(nodes.lease().await, (a_node.clone(), a_url, 1));
+
+    let hanging = nodes.kill_a_mid_turn().await;
+
+    // B forwards, finds A gone, takes the lease once it expired, and resumes the thread.
+    let asked = Instant::now();
+    assert_echoed(&nodes.b, &thread, "what was the word?").await;
+    let took = asked.elapsed();
+    assert!(took < TTL + SPAWN_BOUND, "answered after {took:?}");
+    let last = nodes
+        .mock
+        .message_requests()
+        .last()
+        .cloned()
+        .expect("a request");
+    for earlier in [HISTORY, "through B"] {
+        assert!(
+            last.all_text().contains(earlier),
+            "the history reached the model without {earlier:?}: {}",
+            last.all_text()
+        );
+    }
+    assert_eq!(spawns(&nodes.b).await, 1, "{}", nodes.b.log_text());
+    assert_eq!(nodes.b.cli_pids().await.len(), 1);
+    let (owner, owner_url, epoch) = nodes.lease().await;
+    assert_ne!(owner, a_node);
+    assert_eq!(
+        (owner, owner_url, epoch),
+        (node_id(&nodes.b), nodes.b.client.base().to_owned(), 2)
+    );
+
+    // The turn A left hanging ended at the takeover; each message is there once.
+    let sent = [HISTORY, "through B", HANGING, "what was the word?"];
+    let messages = nodes.b.messages(&thread).await;
+    assert_eq!(
+        assert_each_once(&messages, &sent),
+        ["done", "done", "interrupted", "done"]
+    );
+    let cut = messages.iter().find(|m| m["id"] == hanging.as_str());
+    assert!(
+        cut.is_some_and(|m| m["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("took the thread over"))),
+        "{cut:?}"
+    );
+
+    // The client retries it through B under the same id: it runs now, once.
+    let (status, retried) = nodes
+        .b
+        .client
+        .post(
+            &format!("/api/threads/{thread}/messages"),
+            json!({"content": HANGING, "clientMessageId": HANGING_ID}),
+        )
+        .await;
+    assert_eq!(status, 200, "{retried}\n{}", nodes.b.log_text());
+    assert_eq!(
+        retried["userMessageId"],
+        hanging.as_str(),
+        "the same message"
+    );
+    assert_eq!(retried["message"]["content"], format!("echo: {HANGING}"));
+    let messages = nodes.b.messages(&thread).await;
+    assert_eq!(assert_each_once(&messages, &sent), ["done"; 4]);
+    assert_eq!(spawns(&nodes.b).await, 1, "B's process served the retry");
+
+    stop(nodes.b).await;
+    nodes.store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_owner_writes_nothing_to_the_thread_it_lost_and_forwards_to_the_new_one() {
+    let mut nodes = TwoNodes::start().await;
+    let thread = nodes.thread.clone();
+    nodes.kill_a_mid_turn().await;
+    assert_echoed(&nodes.b, &thread, "what was the word?").await;
+    let b_clis = nodes.b.cli_pids().await;
+    assert_eq!(b_clis.len(), 1, "B took the thread over");
+    let before = nodes.stored_rows().await;
+    assert_eq!(before["lease"][2], 2, "{before}");
+
+    // A again on the same data dir: a new process, a new node.
+    let a = start_node(&nodes.a_dir, &nodes.mock, &nodes.url).await;
+    assert_ne!(node_id(&a), node_id(&nodes.a));
+    let up = now_millis();
+    // Let the nodes' heartbeats run a full period after A's start: B's renewal moves the
+    // lease's expiry past `up` + TTL + a third of it (the heartbeat period).
+    let period = TTL / 3;
+    let renewed_after = up + i64::try_from((TTL + period).as_millis()).expect("in range");
+    eventually_async(
+        Duration::from_secs(10),
+        "B renews its lease a heartbeat period after A's start",
+        || async {
+            let lease = nodes
+                .store
+                .lease(&ThreadId::from_string(&thread))
+                .await
+                .unwrap()
+                .expect("a lease row");
+            lease.expires_at.timestamp_millis() > renewed_after
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        nodes.stored_rows().await,
+        before,
+        "A's start wrote to the thread"
+    );
+    assert!(a.cli_pids().await.is_empty());
+    assert_eq!(spawns(&a).await, 0);
+
+    // Through A, served by B's process.
+    assert_echoed(&a, &thread, "and now?").await;
+    assert!(a.cli_pids().await.is_empty(), "A has no process");
+    assert_eq!(spawns(&a).await, 0, "A started no process");
+    assert_eq!(
+        nodes.b.cli_pids().await,
+        b_clis,
+        "B's warm process served it"
+    );
+    assert_eq!(spawns(&nodes.b).await, 1);
+    assert_eq!(
+        nodes.stored_rows().await["lease"],
+        before["lease"],
+        "still B's"
+    );
+    let messages = nodes.b.messages(&thread).await;
+    assert_eq!(
+        assert_each_once(
+            &messages,
+            &[HISTORY, HANGING, "what was the word?", "and now?"]
+        ),
+        ["done", "interrupted", "done", "done"]
+    );
+
+    stop(a).await;
+    stop(nodes.b).await;
+    nodes.store.close().await;
+}
