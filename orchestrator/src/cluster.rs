@@ -12,41 +12,28 @@
 //! layer consults it. Nothing below `http` imports this module: a turn sees only the
 //! [`Fence`] it was handed.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use plugin_contract::ThreadId;
 
+use crate::events::{EventBus, EventKind};
 use crate::pool::Pool;
-use crate::store::{Fence, Store, StoreError};
+use crate::store::{Claim, Fence, MessageStatus, Store, StoreError, TAKEOVER_REASON};
 
 /// Marks a request one node passed to another; its value is the sending node's id.
 pub const FORWARDED_HEADER: &str = "x-harness-forwarded";
 
-/// The request headers a forward carries over (besides [`FORWARDED_HEADER`]).
-const FORWARDED_HEADERS: [&str; 5] = [
-    "authorization",
-    "content-type",
-    "last-event-id",
-    "x-request-id",
-    "accept",
-];
-
-/// What the cluster needs from the configuration.
-#[derive(Clone, Debug)]
-pub struct ClusterSettings {
-    /// This node's URL as its peers reach it.
-    pub advertise: String,
-    /// How long a lease outlives the last heartbeat; renewed every third of it.
-    pub lease_ttl: Duration,
-}
+/// The request headers a forward carries over (besides [`FORWARDED_HEADER`] and the node's own
+/// bearer token).
+const FORWARDED_HEADERS: [&str; 4] = ["content-type", "last-event-id", "x-request-id", "accept"];
 
 /// Where a thread's request is served.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,38 +89,49 @@ pub struct Cluster {
 }
 
 struct Inner {
-    /// `node_<uuid>`, new at every start: a restarted node owns nothing from its last life.
+    /// A node's store ([`Store::as_node`]): it holds the node's identity and its leases.
+    store: Store,
     node: String,
     url: String,
     ttl: Duration,
-    store: Store,
     /// Where a lost thread's process is evicted.
     pool: Pool,
+    /// Where a takeover ends the old owner's turns.
+    events: EventBus,
     http: reqwest::Client,
-    /// The leases this node took, by thread, with their epoch: what the heartbeat expects back.
-    held: Mutex<HashMap<ThreadId, i64>>,
+    /// Sent to peers as the bearer token (the nodes of a cluster share one).
+    token: Option<String>,
 }
 
 impl Cluster {
-    /// A new node identity over `store` (PostgreSQL) and `pool`.
-    pub fn new(settings: ClusterSettings, store: Store, pool: Pool) -> Cluster {
-        let node = format!("node_{}", uuid::Uuid::new_v4().simple());
+    /// The node over `store`, a node's store ([`Store::as_node`]); `None` for a single node's.
+    /// `token`: the API token, which peers require of forwarded requests too.
+    pub fn of(
+        store: Store,
+        pool: Pool,
+        events: EventBus,
+        token: Option<String>,
+    ) -> Option<Cluster> {
+        let node = store.node_id()?.to_owned();
+        let (url, ttl) = store.node_settings()?;
+        let (url, ttl) = (url.to_owned(), ttl);
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .build()
             .unwrap_or_default();
-        info!(node = %node, advertise = %settings.advertise, lease_ttl = ?settings.lease_ttl, "Clustering on.");
-        Cluster {
+        info!(node = %node, advertise = %url, lease_ttl = ?ttl, "Clustering on.");
+        Some(Cluster {
             inner: Arc::new(Inner {
-                node,
-                url: settings.advertise,
-                ttl: settings.lease_ttl,
                 store,
+                node,
+                url,
+                ttl,
                 pool,
+                events,
                 http,
-                held: Mutex::new(HashMap::new()),
+                token: token.filter(|t| !t.is_empty()),
             }),
-        }
+        })
     }
 
     /// This node's id (`node_…`), as lease rows name it.
@@ -155,39 +153,29 @@ impl Cluster {
     /// writes carry. `None` while a live peer holds it. A lease this node held and finds gone
     /// has its process evicted.
     pub async fn take(&self, thread: &ThreadId) -> Result<Option<Fence>, StoreError> {
-        let inner = &self.inner;
-        let before = crate::store::lease_clock();
-        let fence = inner
-            .store
-            .acquire_lease(thread, &inner.node, &inner.url, inner.ttl)
-            .await?;
-        let (lost, taken_over) = {
-            let mut held = crate::sync::lock(&inner.held);
-            match &fence {
-                Some(fence) => {
-                    let new = held.insert(thread.clone(), fence.epoch) != Some(fence.epoch);
-                    (false, new && fence.epoch > 1)
+        match self.inner.store.claim_lease(thread).await? {
+            Claim::Held { fence, interrupted } => {
+                // The turns that died with the old owner end on the thread's stream too.
+                for message in &interrupted {
+                    self.inner.events.emit(
+                        thread,
+                        Some(message),
+                        EventKind::TurnFailed,
+                        json!({"messageId": message, "status": MessageStatus::Interrupted,
+                               "error": TAKEOVER_REASON}),
+                    );
                 }
-                None => (held.remove(thread).is_some(), false),
+                Ok(Some(fence))
             }
-        };
-        if lost {
-            self.lost(thread).await;
+            Claim::Elsewhere { lost } => {
+                if lost {
+                    self.lost(thread).await;
+                }
+                Ok(None)
+            }
+            // `Cluster::of` takes only a node's store.
+            Claim::Unclustered => Err(StoreError::LeaseLost(thread.clone())),
         }
-        if let (Some(fence), true) = (&fence, taken_over) {
-            // The old owner's unfinished turns end here, so a retry of theirs runs again.
-            let ended = inner
-                .store
-                .interrupt_pending_before(
-                    thread,
-                    fence,
-                    &before,
-                    "the node running this turn stopped; another node took the thread over",
-                )
-                .await?;
-            info!(thread_id = %thread, epoch = fence.epoch, interrupted = ended, "Took over the thread's lease.");
-        }
-        Ok(fence)
     }
 
     /// Where a request for `thread` is served. `forwarded`: it came from a peer, so it is never
@@ -255,6 +243,9 @@ impl Cluster {
                 request = request.header(name, value);
             }
         }
+        if let Some(token) = &self.inner.token {
+            request = request.bearer_auth(token);
+        }
         let response = request.send().await.map_err(|source| {
             if source.is_connect() {
                 ForwardError::Unreachable {
@@ -287,29 +278,15 @@ impl Cluster {
     /// One heartbeat: renews every lease of this node; a thread it took and no longer holds
     /// was taken over, so its process is evicted.
     pub async fn heartbeat(&self) {
-        let inner = &self.inner;
-        let renewed = match inner.store.renew_leases(&inner.node, inner.ttl).await {
-            Ok(renewed) => renewed,
+        match self.inner.store.renew_node_leases().await {
+            Ok(lost) => {
+                for thread in lost {
+                    self.lost(&thread).await;
+                }
+            }
             Err(err) => {
                 warn!(error = %err, "Could not renew this node's leases; they expire unless the next heartbeat succeeds.");
-                return;
             }
-        };
-        let lost: Vec<ThreadId> = {
-            let mut held = crate::sync::lock(&inner.held);
-            let renewed: std::collections::HashSet<&ThreadId> = renewed.iter().collect();
-            let lost: Vec<ThreadId> = held
-                .keys()
-                .filter(|t| !renewed.contains(t))
-                .cloned()
-                .collect();
-            for thread in &lost {
-                held.remove(thread);
-            }
-            lost
-        };
-        for thread in lost {
-            self.lost(&thread).await;
         }
     }
 
@@ -331,13 +308,12 @@ impl Cluster {
 
     /// Graceful shutdown: expires every lease of this node, so peers take its threads at once.
     pub async fn release(&self) {
-        match self.inner.store.release_leases(&self.inner.node).await {
+        match self.inner.store.release_node_leases().await {
             Ok(n) => info!(leases = n, "Released this node's leases."),
             Err(err) => {
                 warn!(error = %err, "Could not release this node's leases; they expire on their own.")
             }
         }
-        crate::sync::lock(&self.inner.held).clear();
     }
 
     /// A peer took `thread` over: its process here must not serve it again.

@@ -19,7 +19,7 @@ use plugin_contract::Plugin;
 
 use crate::approvals::policy::Policy;
 use crate::approvals::Approvals;
-use crate::cluster::{Cluster, ClusterSettings};
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::events::EventBus;
 use crate::http::mcp::threads::ThreadsPlugin;
@@ -98,6 +98,17 @@ impl Daemon {
             ));
         }
         let store = Store::open(&db_path).await?;
+        // A node's store holds its leases: every write of a thread's turn checks them.
+        let store = match &config.cluster.advertise {
+            Some(advertise) => {
+                let url = match advertise.as_str() {
+                    "auto" => format!("http://{}", config.bind),
+                    url => url.to_owned(),
+                };
+                store.as_node(url, config.cluster.lease_ttl)
+            }
+            None => store,
+        };
         // A shared database holds the peers' running turns too: what a dead node left pending
         // is not ours to mark: the node that takes a thread over ends them
         // (`Cluster::take`).
@@ -152,7 +163,7 @@ impl Daemon {
             store: store.clone(),
             pool: pool.clone(),
             mcp: mcp.clone(),
-            events,
+            events: events.clone(),
             approvals: approvals.clone(),
             context: plugins
                 .iter()
@@ -176,11 +187,23 @@ impl Daemon {
                 daily_usd: config.budget.daily_usd,
             },
         });
+        let cluster = Cluster::of(
+            store.clone(),
+            pool.clone(),
+            events.clone(),
+            config.auth_token.clone(),
+        );
         let mcp_endpoint = Arc::new(McpEndpoint::new(
             &plugins,
-            ThreadsPlugin::new(store.clone(), pipeline.clone(), config.turn.timeout),
+            ThreadsPlugin::new(
+                store.clone(),
+                pipeline.clone(),
+                cluster.clone(),
+                config.turn.timeout,
+            ),
             mcp.clone(),
             pipeline.clone(),
+            cluster.clone(),
             config.tools.timeout,
         )?);
         let metrics = Arc::new(Metrics::new(
@@ -191,21 +214,6 @@ impl Daemon {
             approvals.metrics(),
             pipeline.throttle_metrics(),
         ));
-        let cluster = config.cluster.advertise.as_ref().map(|advertise| {
-            let advertise = if advertise == "auto" {
-                format!("http://{}", config.bind)
-            } else {
-                advertise.clone()
-            };
-            Cluster::new(
-                ClusterSettings {
-                    advertise,
-                    lease_ttl: config.cluster.lease_ttl,
-                },
-                store.clone(),
-                pool.clone(),
-            )
-        });
         Ok(Daemon {
             config: Arc::new(config),
             store,
@@ -258,11 +266,12 @@ impl Daemon {
     }
 
     async fn mark_interrupted(&self, reason: &str) {
-        if self.cluster.is_some() {
-            // Not on a shared database: the peers' pending turns are running.
-            return;
-        }
-        match self.store.interrupt_pending(reason).await {
+        // On a shared database only this node's threads: the peers' pending turns are running.
+        let marked = match &self.cluster {
+            Some(_) => self.store.interrupt_node_pending(reason).await,
+            None => self.store.interrupt_pending(reason).await,
+        };
+        match marked {
             Ok(0) => {}
             Ok(n) => warn!(
                 messages = n,

@@ -228,7 +228,13 @@ impl Approvals {
         if let Err(err) = self
             .inner
             .store
-            .decide_permission(id, status, decision.by.as_str(), Some(&decision.reason))
+            .decide_permission(
+                &waiting.thread,
+                id,
+                status,
+                decision.by.as_str(),
+                Some(&decision.reason),
+            )
             .await
         {
             warn!(error = %err, request_id = %id, "Could not record a permission decision.");

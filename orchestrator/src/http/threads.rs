@@ -75,7 +75,6 @@ pub async fn create(
             ..NewThread::default()
         })
         .await?;
-    take_lease(&state, &thread.id).await?;
     info!(thread_id = %thread.id, "Thread created.");
     Ok((StatusCode::CREATED, Json(thread)))
 }
@@ -109,17 +108,7 @@ pub async fn fork(
     };
     let parent = ThreadId::from_string(id);
     let thread = state.pipeline.fork_thread(&parent, body.title).await?;
-    take_lease(&state, &thread.id).await?;
     Ok((StatusCode::CREATED, Json(thread)))
-}
-
-/// With clustering, a new thread belongs to the node that created it (its spare, if it got one,
-/// is here): the lease is taken before anyone hears of the thread.
-async fn take_lease(state: &ApiState, thread: &ThreadId) -> Result<(), ApiError> {
-    if let Some(cluster) = &state.cluster {
-        cluster.take(thread).await?;
-    }
-    Ok(())
 }
 
 /// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.

@@ -46,7 +46,7 @@ use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
 use crate::store::{
-    Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
+    Claim, Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
 };
 use crate::turn_error::TurnError;
 use idempotency::Admitted;
@@ -355,10 +355,21 @@ impl Pipeline {
         };
         new.id = new.id.or_else(|| spare.clone());
         let created = self.inner.store.create_thread(new).await;
-        if let (Err(_), Some(thread)) = (&created, &spare) {
-            self.inner.pool.forget(thread).await;
+        match (&created, &spare) {
+            (Err(_), Some(thread)) => self.inner.pool.forget(thread).await,
+            (Ok(thread), _) => self.claim(&thread.id).await,
+            (Err(_), None) => {}
         }
         created
+    }
+
+    /// With clustering, a new thread belongs to the node that created it (its spare, if it got
+    /// one, is here): the lease is taken before anyone hears of the thread. Should that fail, the
+    /// thread's first request takes it.
+    async fn claim(&self, thread: &ThreadId) {
+        if let Err(err) = self.inner.store.claim_lease(thread).await {
+            tracing::warn!(thread_id = %thread, error = %err, "Could not take the new thread's lease; its first request will.");
+        }
     }
 
     /// The options of `thread`'s processes on `model`, and the CLI session they resume: a
@@ -395,6 +406,7 @@ impl Pipeline {
         title: Option<String>,
     ) -> Result<Thread, PipelineError> {
         let fork = self.inner.store.fork_thread(parent, title).await?;
+        self.claim(&fork.id).await;
         if let Some(session) = &fork.forked_session {
             match self.inner.pool.copy_session(parent, &fork.id, session) {
                 Ok(true) => {}
@@ -509,6 +521,15 @@ impl Delegate for Pipeline {
             })
             .await
             .map_err(|e| e.to_string())?;
+        // The child runs where its parent runs: this node took its lease when it was created.
+        let fence = match store.claim_lease(&child.id).await {
+            Ok(Claim::Held { fence, .. }) => Some(fence),
+            Ok(Claim::Unclustered) => None,
+            Ok(Claim::Elsewhere { .. }) => {
+                return Err(format!("thread {} is held by another node", child.id))
+            }
+            Err(err) => return Err(err.to_string()),
+        };
         info!(parent = %parent, child = %child.id, "Delegating to a child thread.");
         // Nested: the parent holds a place under the concurrency limit and waits for this turn.
         let child_message = NewMessage {
@@ -517,8 +538,7 @@ impl Delegate for Pipeline {
             client_message_id: None,
             model: None,
             timeout: Some(self.inner.settings.delegation_timeout),
-            // FIXME(#14): a child thread runs where its parent runs, unleased.
-            fence: None,
+            fence,
         };
         let reply = async {
             self.accept(child_message, Nesting::InToolCall)

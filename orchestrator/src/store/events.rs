@@ -48,7 +48,8 @@ impl From<EventRecord> for EventRow {
 
 impl Store {
     /// Appends an event to the thread's log and returns it with its id.
-    /// [`StoreError::ThreadNotFound`] for an unknown thread.
+    /// [`StoreError::ThreadNotFound`] for an unknown thread; [`StoreError::LeaseLost`] on a node
+    /// that does not hold the thread's lease (`leases.rs`).
     pub async fn append_event(
         &self,
         thread: &ThreadId,
@@ -60,11 +61,20 @@ impl Store {
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
             Db::Postgres(pool) => {
-                return postgres::append_event(pool, thread, message, kind, data).await
+                return postgres::append_event(
+                    pool,
+                    thread,
+                    message,
+                    kind,
+                    data,
+                    self.fencing(None),
+                )
+                .await
             }
         };
         let now = now_text();
         let thread_id = thread.as_str();
+        super::leases::check_fence_sqlite_pool(pool, thread_id, self.fencing(None)).await?;
         // Selecting FROM threads turns an unknown thread into "no row" rather than a foreign key
         // error we would have to recognise.
         let row = sqlx::query_as!(
@@ -249,6 +259,7 @@ mod postgres {
         message: Option<&MessageId>,
         kind: &str,
         data: &serde_json::Value,
+        fencing: super::super::leases::Fencing<'_>,
     ) -> Result<EventRow, StoreError> {
         let mut tx = pool.begin().await?;
         // Appends to one thread queue here, so they draw ids and commit in the same order (the
@@ -258,6 +269,7 @@ mod postgres {
             .bind(thread.as_str())
             .execute(&mut *tx)
             .await?;
+        super::super::leases::check_fence_pg(&mut tx, thread.as_str(), fencing).await?;
         // The notification is queued in the transaction and delivered at COMMIT, never before
         // the row can be read.
         let row = sqlx::query(

@@ -7,19 +7,28 @@
 //! - [`Store::renew_leases`] pushes every lease of a node forward in one UPDATE (the heartbeat)
 //!   and names the threads it still holds, so the node learns which ones it lost.
 //! - [`Store::release_leases`] expires them now (graceful shutdown): peers take over at once.
-//! - A turn's writes carry a [`Fence`] (the owner and the epoch it took): `messages.rs` refuses
-//!   them with [`StoreError::LeaseLost`] once the lease has moved on (`check_fence_*` below).
+//!
+//! A store made a node's ([`Store::as_node`]) keeps the node's book: the [`Fence`] (owner and
+//! epoch) it holds per thread, set by [`Store::claim_lease`] and dropped when the heartbeat
+//! ([`Store::renew_node_leases`]) finds the lease gone. **Every write of a thread's turn** (its
+//! messages, events, tool calls, transcript entries, permissions) checks that fence inside its
+//! own transaction (`check_fence_*` below, through [`Store::write_fence`]): once a peer took the
+//! thread over, or for a thread this node never took, it is refused with
+//! [`StoreError::LeaseLost`] and nothing is written. So an old owner that wakes up after losing
+//! its lease cannot write, and neither can a node that never held it.
 //!
 //! Only written when clustering is on (PostgreSQL); the SQLite side exists so both schemas and
 //! both test suites stay the same.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use plugin_contract::ThreadId;
 use sqlx::Row;
 
-use super::{now_text, pg, Db, Store, StoreError};
+use super::{now_text, pg, Db, MessageId, Store, StoreError};
 
 /// Now, as [`Store::interrupt_pending_before`] takes it (stored timestamps' format).
 pub fn lease_clock() -> String {
@@ -54,6 +63,39 @@ impl Lease {
     }
 }
 
+/// This node's side of the leases ([`Store::as_node`]): who it is, and the fence it holds per
+/// thread.
+#[derive(Debug)]
+pub(super) struct NodeLeases {
+    /// `node_<uuid>`, new at every start: a restarted node owns nothing from its last life.
+    node: String,
+    /// Where peers forward this node's threads.
+    url: String,
+    ttl: Duration,
+    /// What this node's writes of each thread must still match; a thread missing here is not
+    /// this node's to write.
+    held: Mutex<HashMap<ThreadId, Fence>>,
+}
+
+/// What [`Store::claim_lease`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// A single node: there are no leases.
+    Unclustered,
+    /// This node holds the lease; its writes carry `fence`. `interrupted`: the user messages a
+    /// takeover from a peer just ended (their turns died with the old owner).
+    Held {
+        fence: Fence,
+        interrupted: Vec<MessageId>,
+    },
+    /// A live peer holds it. `lost`: this node held it until now (its process must go).
+    Elsewhere { lost: bool },
+}
+
+/// Why a turn ended when its thread's lease moved to another node.
+pub const TAKEOVER_REASON: &str =
+    "the node running this turn stopped; another node took the thread over";
+
 /// `ttl` from now, as stored.
 fn expiry_text(ttl: Duration) -> String {
     let ttl = chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(365));
@@ -61,10 +103,127 @@ fn expiry_text(ttl: Duration) -> String {
 }
 
 impl Store {
+    /// This store as a node's among several on one database: a new node id (`node_<uuid>`),
+    /// `url` where peers reach it, leases of `ttl`. From now on every write of a thread's turn
+    /// needs the thread's lease (see the module's documentation). Call before handing out clones:
+    /// they share the book only when made after.
+    pub fn as_node(mut self, url: String, ttl: Duration) -> Store {
+        self.node = Some(Arc::new(NodeLeases {
+            node: format!("node_{}", uuid::Uuid::new_v4().simple()),
+            url,
+            ttl,
+            held: Mutex::new(HashMap::new()),
+        }));
+        self
+    }
+
+    /// This node's id when the store is a node's ([`Store::as_node`]).
+    pub fn node_id(&self) -> Option<&str> {
+        self.node.as_deref().map(|n| n.node.as_str())
+    }
+
+    /// The node's URL and lease TTL when the store is a node's.
+    pub fn node_settings(&self) -> Option<(&str, Duration)> {
+        self.node.as_deref().map(|n| (n.url.as_str(), n.ttl))
+    }
+
+    /// Takes (or keeps) the thread's lease for this node when it is free, expired or ours, and
+    /// records its fence in the node's book. A takeover from a peer ends the turns the old owner
+    /// left pending ([`Store::acquire_lease`]). [`Claim::Unclustered`] on a single node.
+    pub async fn claim_lease(&self, thread: &ThreadId) -> Result<Claim, StoreError> {
+        let Some(node) = self.node.as_deref() else {
+            return Ok(Claim::Unclustered);
+        };
+        let acquired = self
+            .acquire(thread, &node.node, &node.url, node.ttl)
+            .await?;
+        let Some((fence, interrupted)) = acquired else {
+            let lost = crate::sync::lock(&node.held).remove(thread).is_some();
+            return Ok(Claim::Elsewhere { lost });
+        };
+        crate::sync::lock(&node.held).insert(thread.clone(), fence.clone());
+        if !interrupted.is_empty() || fence.epoch > 1 {
+            tracing::info!(thread_id = %thread, epoch = fence.epoch, interrupted = interrupted.len(), "Holding the thread's lease.");
+        }
+        Ok(Claim::Held { fence, interrupted })
+    }
+
+    /// The heartbeat: renews every lease of this node and drops from its book those it no longer
+    /// holds (a peer took them over); returns those. Nothing on a single node.
+    pub async fn renew_node_leases(&self) -> Result<Vec<ThreadId>, StoreError> {
+        let Some(node) = self.node.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let renewed = self.renew_leases(&node.node, node.ttl).await?;
+        let renewed: std::collections::HashSet<&ThreadId> = renewed.iter().collect();
+        let mut held = crate::sync::lock(&node.held);
+        let lost: Vec<ThreadId> = held
+            .keys()
+            .filter(|t| !renewed.contains(t))
+            .cloned()
+            .collect();
+        for thread in &lost {
+            held.remove(thread);
+        }
+        Ok(lost)
+    }
+
+    /// Graceful shutdown: expires every lease of this node now, so peers take its threads at once.
+    /// The book keeps its fences: a late write still passes until a peer takes the thread.
+    pub async fn release_node_leases(&self) -> Result<u64, StoreError> {
+        match self.node.as_deref() {
+            Some(node) => self.release_leases(&node.node).await,
+            None => Ok(0),
+        }
+    }
+
+    /// Graceful shutdown of a node: the turns still pending on the threads it holds were cut
+    /// short here; they end `interrupted` with `reason`, so their retries run again (on this node
+    /// after a restart, or on a peer). The peers' threads are left alone. Returns how many.
+    pub async fn interrupt_node_pending(&self, reason: &str) -> Result<u64, StoreError> {
+        let Some(node) = self.node.as_deref() else {
+            return Ok(0);
+        };
+        let held: Vec<(ThreadId, Fence)> = crate::sync::lock(&node.held)
+            .iter()
+            .map(|(thread, fence)| (thread.clone(), fence.clone()))
+            .collect();
+        let now = now_text();
+        let mut ended = 0;
+        for (thread, fence) in held {
+            match self
+                .interrupt_pending_before(&thread, &fence, &now, reason)
+                .await
+            {
+                Ok(n) => ended += n,
+                // A peer has it now: its turns are the peer's to end.
+                Err(StoreError::LeaseLost(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(ended)
+    }
+
+    /// What a write must pass ([`Fencing`]): `explicit` when the caller carries a fence (a
+    /// turn's messages carry the one their request was routed with), else this node's book.
+    pub(super) fn fencing<'a>(&'a self, explicit: Option<&'a Fence>) -> Fencing<'a> {
+        Fencing {
+            explicit,
+            node: self.node.as_deref(),
+        }
+    }
+}
+
+impl Store {
     /// Takes the thread's lease for `owner` when it is free (no row), expired, or already
     /// `owner`'s (then only its expiry moves), with `expires_at` = now + `ttl`. A change of owner
     /// increments the epoch; a new row starts at 1. Returns the fence the node's writes carry,
     /// or `None` when a live peer holds the lease.
+    ///
+    /// A takeover (the lease was a peer's) ends, in the same transaction, the user messages the
+    /// old owner left `pending`: they become `interrupted` ([`TAKEOVER_REASON`]), so a retry with
+    /// the same `clientMessageId` runs them again. No clock decides which: the old owner can
+    /// write no message after the takeover (its fence fails), and the new owner none before it.
     ///
     /// [`StoreError::ThreadNotFound`] for an unknown thread (the row's foreign key).
     pub async fn acquire_lease(
@@ -74,13 +233,33 @@ impl Store {
         owner_url: &str,
         ttl: Duration,
     ) -> Result<Option<Fence>, StoreError> {
+        Ok(self
+            .acquire(thread, owner, owner_url, ttl)
+            .await?
+            .map(|(fence, _)| fence))
+    }
+
+    /// [`Store::acquire_lease`], with the user messages a takeover interrupted.
+    async fn acquire(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+        owner_url: &str,
+        ttl: Duration,
+    ) -> Result<Option<(Fence, Vec<MessageId>)>, StoreError> {
         let _timer = self.metrics.time("acquire_lease");
         let now = now_text();
         let expires = expiry_text(ttl);
         let thread_id = thread.as_str();
-        let epoch = match &self.db {
-            Db::Sqlite(pool) => sqlx::query_scalar!(
-                r#"INSERT INTO leases (thread_id, owner, owner_url, epoch, expires_at)
+        let (epoch, interrupted) = match &self.db {
+            Db::Sqlite(pool) => {
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let previous =
+                    sqlx::query_scalar!("SELECT owner FROM leases WHERE thread_id = ?1", thread_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let epoch = sqlx::query_scalar!(
+                    r#"INSERT INTO leases (thread_id, owner, owner_url, epoch, expires_at)
                    VALUES (?1, ?2, ?3, 1, ?4)
                    ON CONFLICT (thread_id) DO UPDATE SET
                        epoch = CASE WHEN leases.owner = excluded.owner THEN leases.epoch
@@ -89,17 +268,41 @@ impl Store {
                        expires_at = excluded.expires_at
                    WHERE leases.owner = excluded.owner OR leases.expires_at < ?5
                    RETURNING epoch"#,
-                thread_id,
-                owner,
-                owner_url,
-                expires,
-                now,
-            )
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| lease_error(e, thread))?,
-            Db::Postgres(pool) => sqlx::query_scalar::<_, i64>(
-                "INSERT INTO leases (thread_id, owner, owner_url, epoch, expires_at)
+                    thread_id,
+                    owner,
+                    owner_url,
+                    expires,
+                    now,
+                )
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| lease_error(e, thread))?;
+                let mut interrupted = Vec::new();
+                if epoch.is_some() && previous.is_some_and(|p| p != owner) {
+                    interrupted = sqlx::query_scalar!(
+                        r#"UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
+                           WHERE thread_id = ?3 AND status = 'pending' AND role = 'user'
+                           RETURNING id AS "id!: MessageId""#,
+                        TAKEOVER_REASON,
+                        now,
+                        thread_id,
+                    )
+                    .fetch_all(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                (epoch, interrupted)
+            }
+            Db::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                // Locked until COMMIT: a peer's claim, or a write fenced by the old owner, waits.
+                let previous: Option<String> =
+                    sqlx::query_scalar("SELECT owner FROM leases WHERE thread_id = $1 FOR UPDATE")
+                        .bind(thread_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let epoch = sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO leases (thread_id, owner, owner_url, epoch, expires_at)
                  VALUES ($1, $2, $3, 1, $4)
                  ON CONFLICT (thread_id) DO UPDATE SET
                      epoch = CASE WHEN leases.owner = excluded.owner THEN leases.epoch
@@ -108,19 +311,39 @@ impl Store {
                      expires_at = excluded.expires_at
                  WHERE leases.owner = excluded.owner OR leases.expires_at < $5
                  RETURNING epoch",
-            )
-            .bind(thread_id)
-            .bind(owner)
-            .bind(owner_url)
-            .bind(&expires)
-            .bind(&now)
-            .fetch_optional(pool)
-            .await
-            .map_err(|e| lease_error(e, thread))?,
+                )
+                .bind(thread_id)
+                .bind(owner)
+                .bind(owner_url)
+                .bind(&expires)
+                .bind(&now)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| lease_error(e, thread))?;
+                let mut interrupted = Vec::new();
+                if epoch.is_some() && previous.is_some_and(|p| p != owner) {
+                    let ids: Vec<String> = sqlx::query_scalar(
+                        "UPDATE messages SET status = 'interrupted', error = $1, updated_at = $2
+                         WHERE thread_id = $3 AND status = 'pending' AND role = 'user'
+                         RETURNING id",
+                    )
+                    .bind(TAKEOVER_REASON)
+                    .bind(&now)
+                    .bind(thread_id)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    interrupted = ids.into_iter().map(MessageId::from_string).collect();
+                }
+                tx.commit().await?;
+                (epoch, interrupted)
+            }
         };
-        Ok(epoch.map(|epoch| Fence {
-            owner: owner.to_owned(),
-            epoch,
+        Ok(epoch.map(|epoch| {
+            let fence = Fence {
+                owner: owner.to_owned(),
+                epoch,
+            };
+            (fence, interrupted)
         }))
     }
 
@@ -199,7 +422,7 @@ impl Store {
         let count = match &self.db {
             Db::Sqlite(pool) => {
                 let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                check_fence_sqlite(&mut tx, thread_id, Some(fence)).await?;
+                check_fence_sqlite(&mut tx, thread_id, self.fencing(Some(fence))).await?;
                 let count = sqlx::query!(
                     "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
                      WHERE thread_id = ?3 AND status = 'pending' AND role = 'user'
@@ -217,7 +440,7 @@ impl Store {
             }
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                check_fence_pg(&mut tx, thread_id, Some(fence)).await?;
+                check_fence_pg(&mut tx, thread_id, self.fencing(Some(fence))).await?;
                 let count = sqlx::query(
                     "UPDATE messages SET status = 'interrupted', error = $1, updated_at = $2
                      WHERE thread_id = $3 AND status = 'pending' AND role = 'user'
@@ -287,14 +510,45 @@ fn lease_error(err: sqlx::Error, thread: &ThreadId) -> StoreError {
     }
 }
 
+/// The fence a write of one thread must pass, resolved for that thread inside the write's
+/// transaction ([`Store::fencing`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Fencing<'a> {
+    explicit: Option<&'a Fence>,
+    node: Option<&'a NodeLeases>,
+}
+
+impl Fencing<'_> {
+    /// Nothing to check: a single node, and the caller carries no fence.
+    pub(super) fn is_off(&self) -> bool {
+        self.explicit.is_none() && self.node.is_none()
+    }
+
+    /// The fence for a write of `thread`: `Ok(None)` when nothing is to be checked,
+    /// [`StoreError::LeaseLost`] on a node that holds no lease on the thread.
+    fn fence_for(&self, thread: &str) -> Result<Option<Fence>, StoreError> {
+        if let Some(fence) = self.explicit {
+            return Ok(Some(fence.clone()));
+        }
+        let Some(node) = self.node else {
+            return Ok(None);
+        };
+        let thread = ThreadId::from_string(thread);
+        match crate::sync::lock(&node.held).get(&thread) {
+            Some(fence) => Ok(Some(fence.clone())),
+            None => Err(StoreError::LeaseLost(thread)),
+        }
+    }
+}
+
 /// Inside a SQLite write transaction (which holds the database's write lock, so no takeover can
-/// come in between): [`StoreError::LeaseLost`] unless `fence` still holds the thread's lease.
+/// come in between): [`StoreError::LeaseLost`] unless the thread's fence still holds its lease.
 pub(super) async fn check_fence_sqlite(
     conn: &mut sqlx::SqliteConnection,
     thread_id: &str,
-    fence: Option<&Fence>,
+    fencing: Fencing<'_>,
 ) -> Result<(), StoreError> {
-    let Some(fence) = fence else {
+    let Some(fence) = fencing.fence_for(thread_id)? else {
         return Ok(());
     };
     let held = sqlx::query_scalar!(
@@ -312,15 +566,31 @@ pub(super) async fn check_fence_sqlite(
     Ok(())
 }
 
-/// Inside a PostgreSQL transaction: [`StoreError::LeaseLost`] unless `fence` still holds the
-/// thread's lease. The lease row stays share-locked until the transaction ends, so a takeover
+/// For SQLite's one-statement writes: the check of [`check_fence_sqlite`] just before the write,
+/// on a connection of its own, and only when there is a fence to check. Not atomic with the
+/// write, which is enough: SQLite never runs clustered (the configuration refuses it); the check
+/// is there so both databases' store tests hold the same rules.
+pub(super) async fn check_fence_sqlite_pool(
+    pool: &sqlx::SqlitePool,
+    thread_id: &str,
+    fencing: Fencing<'_>,
+) -> Result<(), StoreError> {
+    if fencing.is_off() {
+        return Ok(());
+    }
+    let mut conn = pool.acquire().await?;
+    check_fence_sqlite(&mut conn, thread_id, fencing).await
+}
+
+/// Inside a PostgreSQL transaction: [`StoreError::LeaseLost`] unless the thread's fence still
+/// holds its lease. The lease row stays share-locked until the transaction ends, so a takeover
 /// waits for this write to commit (and the write never lands after one).
 pub(super) async fn check_fence_pg(
     conn: &mut sqlx::PgConnection,
     thread_id: &str,
-    fence: Option<&Fence>,
+    fencing: Fencing<'_>,
 ) -> Result<(), StoreError> {
-    let Some(fence) = fence else {
+    let Some(fence) = fencing.fence_for(thread_id)? else {
         return Ok(());
     };
     let held = sqlx::query(
@@ -428,6 +698,15 @@ mod tests {
             )).await;
             let b = store.acquire_lease(&t, "node_b", "http://b", TTL).await.unwrap().unwrap();
             assert_eq!(b.epoch, 2);
+            // The takeover ended the old owner's unfinished turn, whatever the clocks say.
+            let status = |id: &MessageId| {
+                let id = id.clone();
+                let store = store.clone();
+                async move { store.get_message(&id).await.unwrap().unwrap() }
+            };
+            let ended = status(&second.id).await;
+            assert_eq!(ended.status, MessageStatus::Interrupted);
+            assert_eq!(ended.error.as_deref(), Some(TAKEOVER_REASON));
 
             let err = store
                 .complete_turn_fenced(Some(&a), &second.id, "stale", None, None, None, None)
@@ -445,28 +724,179 @@ mod tests {
             let seen: Vec<_> = messages.iter().map(|m| (m.content.as_str(), m.status)).collect();
             assert_eq!(
                 seen,
-                [("one", MessageStatus::Done), ("reply", MessageStatus::Done), ("two", MessageStatus::Pending)]
+                [("one", MessageStatus::Done), ("reply", MessageStatus::Done), ("two", MessageStatus::Interrupted)]
             );
-            // The new owner ends the old owner's unfinished turn; nothing stored after `before`.
+            // The owner keeping its lease interrupts nothing more; a pending message stored
+            // after `before` is left alone at shutdown.
             let before = super::lease_clock();
             let Inserted::New(third) = store.insert_user_message_fenced(new("four"), Some(&b)).await.unwrap() else {
                 panic!("a new message");
             };
-            assert_eq!(store.interrupt_pending_before(&t, &a, &before, "taken over").await.unwrap_err().to_string(),
+            assert_eq!(store.acquire_lease(&t, "node_b", "http://b", TTL).await.unwrap(), Some(b.clone()));
+            assert_eq!(status(&third.id).await.status, MessageStatus::Pending);
+            assert_eq!(store.interrupt_pending_before(&t, &a, &before, "stopped").await.unwrap_err().to_string(),
                 StoreError::LeaseLost(t.clone()).to_string());
-            assert_eq!(store.interrupt_pending_before(&t, &b, &before, "taken over").await.unwrap(), 1);
-            let status = |id: &MessageId| {
-                let id = id.clone();
-                let store = store.clone();
-                async move { store.get_message(&id).await.unwrap().unwrap().status }
-            };
-            assert_eq!(status(&second.id).await, MessageStatus::Interrupted);
-            assert_eq!(status(&third.id).await, MessageStatus::Pending);
+            assert_eq!(store.interrupt_pending_before(&t, &b, &before, "stopped").await.unwrap(), 0);
             // The new owner writes.
             store
-                .complete_turn_fenced(Some(&b), &second.id, "fresh", None, None, None, None)
+                .complete_turn_fenced(Some(&b), &third.id, "fresh", None, None, None, None)
                 .await
                 .unwrap();
         }
+
+        /// A node's store ([`Store::as_node`]) checks its book on every write of a thread's turn:
+        /// messages, events, tool calls, transcript entries, permissions and the CLI session
+        /// are refused (`LeaseLost`, nothing written) on a node that never took the thread, and
+        /// on the old owner once a peer took it over; the new owner writes them all.
+        async fn every_write_of_a_node_needs_the_threads_lease(store: sqlite_memory) {
+            let t = thread(&store).await;
+            let a = store.clone().as_node("http://a".into(), TTL);
+            let b = store.clone().as_node("http://b".into(), TTL);
+            assert_eq!(store.claim_lease(&t).await.unwrap(), Claim::Unclustered);
+            let Claim::Held { fence, interrupted } = a.claim_lease(&t).await.unwrap() else {
+                panic!("A takes the free lease");
+            };
+            assert_eq!((fence.owner.as_str(), fence.epoch, interrupted.len()), (a.node_id().unwrap(), 1, 0));
+            assert_eq!(b.claim_lease(&t).await.unwrap(), Claim::Elsewhere { lost: false });
+
+            let pending = write_all(&a, &t, "a1").await.expect("the owner writes");
+            let rows = counts(&store, &t).await;
+            assert_eq!(rows, [1, 1, 1, 1, 1], "message, event, tool call, transcript entry, permission");
+            assert_refused(&b, &t, "b1", &pending).await;
+            assert_eq!(counts(&store, &t).await, rows, "B wrote nothing");
+
+            // A's lease runs out; B takes the thread over and A's pending turn ends.
+            store.test_execute(&format!(
+                "UPDATE leases SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE thread_id = '{t}'"
+            )).await;
+            let Claim::Held { fence, interrupted } = b.claim_lease(&t).await.unwrap() else {
+                panic!("B takes the expired lease");
+            };
+            assert_eq!((fence.epoch, interrupted), (2, vec![pending.clone()]));
+            assert_refused(&a, &t, "a2", &pending).await;
+            assert_eq!(counts(&store, &t).await, rows, "A wrote nothing after the takeover");
+            let ended = store.get_message(&pending).await.unwrap().unwrap();
+            assert_eq!((ended.status, ended.error.as_deref()), (MessageStatus::Interrupted, Some(TAKEOVER_REASON)));
+            // A learns it lost the thread; it still cannot write.
+            assert_eq!(a.renew_node_leases().await.unwrap(), vec![t.clone()]);
+            assert!(matches!(write_all(&a, &t, "a3").await, Err(StoreError::LeaseLost(_))));
+            assert_eq!(a.claim_lease(&t).await.unwrap(), Claim::Elsewhere { lost: false });
+
+            write_all(&b, &t, "b2").await.expect("the new owner writes");
+            assert_eq!(counts(&store, &t).await, [2, 2, 2, 2, 2]);
+            // At a graceful stop B ends its own pending turn; A, holding nothing, ends none.
+            assert_eq!(a.interrupt_node_pending("stopped").await.unwrap(), 0);
+            assert_eq!(b.interrupt_node_pending("stopped").await.unwrap(), 1);
+        }
+    }
+
+    /// One write of each kind a turn makes, through `store`, tagged `tag`: a user message (left
+    /// `pending`), an event, a tool call, a transcript entry, a permission asked and decided, the
+    /// CLI session. The first refusal stops it. Returns the user message's id.
+    async fn write_all(store: &Store, t: &ThreadId, tag: &str) -> Result<MessageId, StoreError> {
+        let Inserted::New(message) = store
+            .insert_user_message(NewUserMessage {
+                thread_id: t.clone(),
+                content: tag.into(),
+                client_message_id: None,
+                model: None,
+            })
+            .await?
+        else {
+            panic!("a new message");
+        };
+        for result in write_each(store, t, tag, &message.id).await {
+            result?;
+        }
+        Ok(message.id)
+    }
+
+    /// Every write of a turn but the user message's, each tried on its own.
+    async fn write_each(
+        store: &Store,
+        t: &ThreadId,
+        tag: &str,
+        message: &MessageId,
+    ) -> Vec<Result<(), StoreError>> {
+        let input = serde_json::json!({"tag": tag});
+        let session = plugin_contract::CliSessionId::from_string(format!("ses-{tag}"));
+        let entry = serde_json::json!({"uuid": format!("uuid-{tag}"), "type": "user"});
+        vec![
+            store
+                .append_event(t, Some(message), "text_delta", &input)
+                .await
+                .map(drop),
+            store
+                .record_tool_call(NewToolCall {
+                    thread_id: Some(t.clone()),
+                    tool: "time__now".into(),
+                    tool_use_id: None,
+                    input: input.clone(),
+                    result: None,
+                    is_error: false,
+                    duration_ms: 1,
+                })
+                .await
+                .map(drop),
+            store
+                .append_transcript(t, &session, "p/s.jsonl", &[entry])
+                .await
+                .map(drop),
+            store
+                .record_permission(
+                    NewPermission {
+                        request_id: &format!("req-{tag}"),
+                        thread_id: t,
+                        message_id: Some(message),
+                        tool_use_id: None,
+                        tool_name: "Bash",
+                        input: &input,
+                    },
+                    "pending",
+                    None,
+                    None,
+                )
+                .await,
+            store
+                .decide_permission(t, &format!("req-{tag}"), "denied", "person", None)
+                .await
+                .map(drop),
+            store.set_cli_session(t, Some(&session)).await,
+        ]
+    }
+
+    /// Every write of a turn through `store` is refused with `LeaseLost`: the user message's
+    /// insert and end included.
+    async fn assert_refused(store: &Store, t: &ThreadId, tag: &str, pending: &MessageId) {
+        let mut results = write_each(store, t, tag, pending).await;
+        results.push(write_all(store, t, tag).await.map(drop));
+        results.push(
+            store
+                .fail_turn(pending, MessageStatus::Error, "stale", None, None)
+                .await,
+        );
+        results.push(
+            store
+                .complete_turn(pending, "stale", None, None, None, None)
+                .await
+                .map(drop),
+        );
+        for (i, refused) in results.into_iter().enumerate() {
+            assert!(
+                matches!(refused, Err(StoreError::LeaseLost(_))),
+                "write {i}: {refused:?}"
+            );
+        }
+    }
+
+    /// The thread's rows: messages, events, tool calls, transcript entries, permissions.
+    async fn counts(store: &Store, t: &ThreadId) -> [usize; 5] {
+        [
+            store.list_messages(t).await.unwrap().len(),
+            store.events_after(t, 0, 1000).await.unwrap().len(),
+            store.tool_calls(t).await.unwrap().len(),
+            store.thread_transcript(t).await.unwrap().len(),
+            store.permissions(t, false).await.unwrap().len(),
+        ]
     }
 }

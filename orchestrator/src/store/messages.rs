@@ -127,12 +127,12 @@ impl Store {
         let _timer = self.metrics.time("insert_user_message");
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => return postgres::insert_user_message(pool, new, fence).await,
+            Db::Postgres(pool) => {
+                return postgres::insert_user_message(pool, new, self.fencing(fence)).await
+            }
         };
-        if fence.is_some() {
-            let mut conn = pool.acquire().await?;
-            super::leases::check_fence_sqlite(&mut conn, new.thread_id.as_str(), fence).await?;
-        }
+        super::leases::check_fence_sqlite_pool(pool, new.thread_id.as_str(), self.fencing(fence))
+            .await?;
         let id = MessageId::generate();
         let now = now_text();
         let thread_id = new.thread_id.as_str();
@@ -247,7 +247,7 @@ impl Store {
             Db::Postgres(pool) => {
                 return postgres::complete_turn(
                     pool,
-                    fence,
+                    self.fencing(fence),
                     user_message,
                     reply_text,
                     model,
@@ -272,7 +272,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
-        super::leases::check_fence_sqlite(&mut tx, &thread_id, fence).await?;
+        super::leases::check_fence_sqlite(&mut tx, &thread_id, self.fencing(fence)).await?;
 
         let reply_id = MessageId::generate();
         let structured = structured_output.map(serde_json::Value::to_string);
@@ -355,7 +355,7 @@ impl Store {
             Db::Postgres(pool) => {
                 return postgres::fail_turn(
                     pool,
-                    fence,
+                    self.fencing(fence),
                     user_message,
                     status,
                     error,
@@ -379,7 +379,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
-        super::leases::check_fence_sqlite(&mut tx, &thread_id, fence).await?;
+        super::leases::check_fence_sqlite(&mut tx, &thread_id, self.fencing(fence)).await?;
 
         if let Some(u) = usage {
             // Added to what an earlier run of the same message (interrupted, then retried) cost.
@@ -528,9 +528,12 @@ impl Store {
         let _timer = self.metrics.time("retry_interrupted");
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => return postgres::retry_interrupted(pool, id).await,
+            Db::Postgres(pool) => {
+                return postgres::retry_interrupted(pool, id, self.fencing(None)).await
+            }
         };
         let now = now_text();
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query_as!(
             MessageRecord,
             r#"UPDATE messages SET status = 'pending', error = NULL, updated_at = ?1
@@ -546,8 +549,12 @@ impl Store {
             now,
             id,
         )
-        .fetch_optional(pool)
+        .fetch_optional(&mut *tx)
         .await?;
+        if let Some(row) = &row {
+            super::leases::check_fence_sqlite(&mut tx, &row.thread_id, self.fencing(None)).await?;
+        }
+        tx.commit().await?;
         Ok(row.map(Message::from))
     }
 
@@ -622,7 +629,7 @@ mod postgres {
     pub(super) async fn insert_user_message(
         pool: &PgPool,
         new: NewUserMessage,
-        fence: Option<&super::super::Fence>,
+        fencing: super::super::leases::Fencing<'_>,
     ) -> Result<Inserted, StoreError> {
         let id = MessageId::generate();
         let now = now_text();
@@ -631,7 +638,7 @@ mod postgres {
         if !lock_thread(&mut tx, thread_id).await? {
             return Err(StoreError::ThreadNotFound(new.thread_id));
         }
-        super::super::leases::check_fence_pg(&mut tx, thread_id, fence).await?;
+        super::super::leases::check_fence_pg(&mut tx, thread_id, fencing).await?;
         if let Some(client_id) = &new.client_message_id {
             // Under the thread's lock: no other insert on this thread can come in between.
             let first = sqlx::query(concat!(
@@ -680,7 +687,7 @@ mod postgres {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn complete_turn(
         pool: &PgPool,
-        fence: Option<&super::super::Fence>,
+        fencing: super::super::leases::Fencing<'_>,
         user_message: &MessageId,
         reply_text: &str,
         model: Option<&str>,
@@ -700,7 +707,7 @@ mod postgres {
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
         lock_thread(&mut tx, &thread_id).await?;
-        super::super::leases::check_fence_pg(&mut tx, &thread_id, fence).await?;
+        super::super::leases::check_fence_pg(&mut tx, &thread_id, fencing).await?;
 
         let reply_id = MessageId::generate();
         let structured = structured_output.map(serde_json::Value::to_string);
@@ -745,7 +752,7 @@ mod postgres {
 
     pub(super) async fn fail_turn(
         pool: &PgPool,
-        fence: Option<&super::super::Fence>,
+        fencing: super::super::leases::Fencing<'_>,
         user_message: &MessageId,
         status: MessageStatus,
         error: &str,
@@ -765,7 +772,7 @@ mod postgres {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or_else(|| StoreError::MessageNotFound(user_message.clone()))?;
-        super::super::leases::check_fence_pg(&mut tx, &thread_id, fence).await?;
+        super::super::leases::check_fence_pg(&mut tx, &thread_id, fencing).await?;
 
         if let Some(u) = usage {
             // Added to what an earlier run of the same message (interrupted, then retried) cost.
@@ -880,9 +887,11 @@ mod postgres {
     pub(super) async fn retry_interrupted(
         pool: &PgPool,
         id: &MessageId,
+        fencing: super::super::leases::Fencing<'_>,
     ) -> Result<Option<Message>, StoreError> {
         let now = now_text();
-        sqlx::query(concat!(
+        let mut tx = pool.begin().await?;
+        let row = sqlx::query(concat!(
             "UPDATE messages SET status = 'pending', error = NULL, updated_at = $1
              WHERE id = $2 AND role = 'user' AND status IN ('interrupted', 'refused')
              RETURNING ",
@@ -890,10 +899,15 @@ mod postgres {
         ))
         .bind(&now)
         .bind(id.as_str())
-        .fetch_optional(pool)
+        .fetch_optional(&mut *tx)
         .await?
-        .map(|row| MessageRecord::from_pg(&row).map(Message::from))
-        .transpose()
+        .map(|row| MessageRecord::from_pg(&row))
+        .transpose()?;
+        if let Some(row) = &row {
+            super::super::leases::check_fence_pg(&mut tx, &row.thread_id, fencing).await?;
+        }
+        tx.commit().await?;
+        Ok(row.map(Message::from))
     }
 
     pub(super) async fn interrupt_pending(

@@ -54,7 +54,7 @@ mod transcripts;
 mod usage;
 
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
-pub use leases::{lease_clock, Fence, Lease};
+pub use leases::{lease_clock, Claim, Fence, Lease, TAKEOVER_REASON};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;
 
@@ -137,6 +137,9 @@ pub struct Store {
     db: Db,
     /// Latency of store calls, shared by every clone; registered in `/metrics`.
     metrics: crate::metrics::StoreMetrics,
+    /// This node's leases when several nodes share the database ([`Store::as_node`]): every
+    /// write of a thread's turn checks the fence held here. `None`: a single node.
+    node: Option<std::sync::Arc<leases::NodeLeases>>,
 }
 
 /// Which database the store runs on; every operation matches on it.
@@ -229,6 +232,7 @@ impl Store {
         Ok(Store {
             db: Db::Sqlite(pool),
             metrics: Default::default(),
+            node: None,
         })
     }
 
@@ -246,6 +250,7 @@ impl Store {
         Ok(Store {
             db: Db::Postgres(pool),
             metrics: Default::default(),
+            node: None,
         })
     }
 

@@ -86,10 +86,19 @@ impl Store {
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
             Db::Postgres(pool) => {
-                return postgres::record_permission(pool, new, status, decided_by, reason).await
+                return postgres::record_permission(
+                    pool,
+                    new,
+                    status,
+                    decided_by,
+                    reason,
+                    self.fencing(None),
+                )
+                .await
             }
         };
         let thread = new.thread_id.as_str();
+        super::leases::check_fence_sqlite_pool(pool, thread, self.fencing(None)).await?;
         let input = new.input.to_string();
         let now = now_text();
         let decided_at = decided_by.map(|_| now.clone());
@@ -114,9 +123,11 @@ impl Store {
         Ok(())
     }
 
-    /// Decides a pending request; false when it was not pending (unknown or decided).
+    /// Decides a pending request of `thread`; false when it was not pending (unknown or
+    /// decided).
     pub async fn decide_permission(
         &self,
+        thread: &ThreadId,
         request_id: &str,
         status: &str,
         decided_by: &str,
@@ -126,10 +137,18 @@ impl Store {
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
             Db::Postgres(pool) => {
-                return postgres::decide_permission(pool, request_id, status, decided_by, reason)
-                    .await
+                return postgres::decide_permission(
+                    pool,
+                    (thread, self.fencing(None)),
+                    request_id,
+                    status,
+                    decided_by,
+                    reason,
+                )
+                .await
             }
         };
+        super::leases::check_fence_sqlite_pool(pool, thread.as_str(), self.fencing(None)).await?;
         let now = now_text();
         let done = sqlx::query!(
             "UPDATE permissions SET status = ?2, decided_by = ?3, reason = ?4, decided_at = ?5
@@ -222,6 +241,7 @@ mod postgres {
     use sqlx::postgres::PgRow;
     use sqlx::{PgPool, Row};
 
+    use super::super::leases::{check_fence_pg, Fencing};
     use super::super::pg;
     use super::*;
 
@@ -248,9 +268,12 @@ mod postgres {
         status: &str,
         decided_by: Option<&str>,
         reason: Option<&str>,
+        fencing: Fencing<'_>,
     ) -> Result<(), StoreError> {
         let now = now_text();
         let decided_at = decided_by.map(|_| now.clone());
+        let mut tx = pool.begin().await?;
+        check_fence_pg(&mut tx, new.thread_id.as_str(), fencing).await?;
         sqlx::query(
             "INSERT INTO permissions (id, thread_id, message_id, tool_use_id, tool_name, input,
                                       status, decided_by, reason, created_at, decided_at)
@@ -267,18 +290,22 @@ mod postgres {
         .bind(reason)
         .bind(&now)
         .bind(decided_at)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 
     pub(super) async fn decide_permission(
         pool: &PgPool,
+        (thread, fencing): (&ThreadId, Fencing<'_>),
         request_id: &str,
         status: &str,
         decided_by: &str,
         reason: Option<&str>,
     ) -> Result<bool, StoreError> {
+        let mut tx = pool.begin().await?;
+        check_fence_pg(&mut tx, thread.as_str(), fencing).await?;
         let done = sqlx::query(
             "UPDATE permissions SET status = $2, decided_by = $3, reason = $4, decided_at = $5
              WHERE id = $1 AND status = 'pending'",
@@ -288,8 +315,9 @@ mod postgres {
         .bind(decided_by)
         .bind(reason)
         .bind(now_text())
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -362,11 +390,11 @@ mod tests {
             assert_eq!(pending.len(), 1);
             assert_eq!(pending[0].input, input);
             assert!(store
-                .decide_permission("req-1", "allowed", "person", Some("ok"))
+                .decide_permission(&thread.id, "req-1", "allowed", "person", Some("ok"))
                 .await
                 .unwrap());
             assert!(!store
-                .decide_permission("req-1", "denied", "timeout", None)
+                .decide_permission(&thread.id, "req-1", "denied", "timeout", None)
                 .await
                 .unwrap());
             let row = store

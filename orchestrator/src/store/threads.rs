@@ -412,7 +412,8 @@ impl Store {
     }
 
     /// Records the CLI session the thread should `--resume` next (or forgets it with `None`, after
-    /// the CLI could no longer load it). [`StoreError::ThreadNotFound`] for an unknown thread.
+    /// the CLI could no longer load it). [`StoreError::ThreadNotFound`] for an unknown thread;
+    /// [`StoreError::LeaseLost`] on a node without the thread's lease (`leases.rs`).
     pub async fn set_cli_session(
         &self,
         id: &ThreadId,
@@ -423,23 +424,32 @@ impl Store {
         let now = now_text();
         let id_text = id.as_str();
         let updated = match &self.db {
-            Db::Sqlite(pool) => sqlx::query!(
-                "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
-                session,
-                now,
-                id_text,
-            )
-            .execute(pool)
-            .await?
-            .rows_affected(),
+            Db::Sqlite(pool) => {
+                super::leases::check_fence_sqlite_pool(pool, id_text, self.fencing(None)).await?;
+                sqlx::query!(
+                    "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
+                    session,
+                    now,
+                    id_text,
+                )
+                .execute(pool)
+                .await?
+                .rows_affected()
+            }
             Db::Postgres(pool) => {
-                sqlx::query("UPDATE threads SET cli_session_id = $1, updated_at = $2 WHERE id = $3")
-                    .bind(session)
-                    .bind(&now)
-                    .bind(id_text)
-                    .execute(pool)
-                    .await?
-                    .rows_affected()
+                let mut tx = pool.begin().await?;
+                super::leases::check_fence_pg(&mut tx, id_text, self.fencing(None)).await?;
+                let updated = sqlx::query(
+                    "UPDATE threads SET cli_session_id = $1, updated_at = $2 WHERE id = $3",
+                )
+                .bind(session)
+                .bind(&now)
+                .bind(id_text)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                updated
             }
         };
         if updated == 0 {

@@ -38,13 +38,20 @@ impl From<ToolCallRecord> for ToolCallRow {
 
 impl Store {
     /// Records a finished tool call and returns its id. [`StoreError::ThreadNotFound`] when
-    /// `thread_id` names an unknown thread.
+    /// `thread_id` names an unknown thread; [`StoreError::LeaseLost`] when it names one whose
+    /// lease this node does not hold (`leases.rs`).
     pub async fn record_tool_call(&self, call: NewToolCall) -> Result<i64, StoreError> {
         let _timer = self.metrics.time("record_tool_call");
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => return postgres::record_tool_call(pool, call).await,
+            Db::Postgres(pool) => {
+                return postgres::record_tool_call(pool, call, self.fencing(None)).await
+            }
         };
+        if let Some(thread) = &call.thread_id {
+            super::leases::check_fence_sqlite_pool(pool, thread.as_str(), self.fencing(None))
+                .await?;
+        }
         // SQLite integers are signed; a call longer than 292 million years is clamped.
         let duration_ms = i64::try_from(call.duration_ms).unwrap_or(i64::MAX);
         let thread_id = call.thread_id.as_ref().map(ThreadId::as_str);
@@ -125,9 +132,14 @@ mod postgres {
     pub(super) async fn record_tool_call(
         pool: &PgPool,
         call: NewToolCall,
+        fencing: super::super::leases::Fencing<'_>,
     ) -> Result<i64, StoreError> {
         // BIGINT is signed; a call longer than 292 million years is clamped.
         let duration_ms = i64::try_from(call.duration_ms).unwrap_or(i64::MAX);
+        let mut tx = pool.begin().await?;
+        if let Some(thread) = &call.thread_id {
+            super::super::leases::check_fence_pg(&mut tx, thread.as_str(), fencing).await?;
+        }
         let inserted = sqlx::query_scalar(
             "INSERT INTO tool_calls
                  (thread_id, tool, tool_use_id, input, result, is_error, duration_ms, created_at)
@@ -141,10 +153,13 @@ mod postgres {
         .bind(call.is_error)
         .bind(duration_ms)
         .bind(now_text())
-        .fetch_one(pool)
+        .fetch_one(&mut *tx)
         .await;
         match (inserted, call.thread_id) {
-            (Ok(id), _) => Ok(id),
+            (Ok(id), _) => {
+                tx.commit().await?;
+                Ok(id)
+            }
             (Err(err), Some(thread)) if is_foreign_key_violation(&err) => {
                 Err(StoreError::ThreadNotFound(thread))
             }

@@ -48,6 +48,7 @@ impl Store {
     /// Appends one mirrored frame of `thread`'s process: `entries`, in order, of `file` in
     /// `session`. An entry whose `uuid` the session already has is skipped. Returns how many
     /// entries were new. One transaction: a frame is stored whole or not at all.
+    /// [`StoreError::LeaseLost`] on a node that does not hold the thread's lease (`leases.rs`).
     pub async fn append_transcript(
         &self,
         thread: &ThreadId,
@@ -59,13 +60,15 @@ impl Store {
         let pool = match &self.db {
             Db::Sqlite(pool) => pool,
             Db::Postgres(pool) => {
-                return postgres::append(pool, thread, session, file, entries).await
+                return postgres::append(pool, thread, session, file, entries, self.fencing(None))
+                    .await
             }
         };
         let thread = thread.as_str();
         let session = session.as_str();
         let now = now_text();
-        let mut tx = pool.begin().await?;
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        super::leases::check_fence_sqlite(&mut tx, thread, self.fencing(None)).await?;
         let mut added = 0;
         for entry in entries {
             let uuid = entry.get("uuid").and_then(Value::as_str);
@@ -152,9 +155,11 @@ mod postgres {
         session: &CliSessionId,
         file: &str,
         entries: &[Value],
+        fencing: super::super::leases::Fencing<'_>,
     ) -> Result<u64, StoreError> {
         let now = now_text();
         let mut tx = pool.begin().await?;
+        super::super::leases::check_fence_pg(&mut tx, thread.as_str(), fencing).await?;
         let mut added = 0;
         for entry in entries {
             let done = sqlx::query(

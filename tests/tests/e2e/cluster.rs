@@ -273,6 +273,21 @@ async fn a_turn_cut_short_by_a_dead_owner_is_interrupted_at_takeover_and_runs_ag
     assert_eq!(status, StatusCode::OK, "{reply}");
     assert_eq!(reply["message"]["content"], "echo: slow question");
     assert_eq!(reply["userMessageId"], accepted["messageId"]);
+    // The turn A never finished ended on the thread's stream at the takeover, then ran again.
+    let events = b
+        .daemon()
+        .store
+        .events_after(&ThreadId::from_string(&thread), 0, 1000)
+        .await
+        .unwrap();
+    let ends: Vec<_> = events
+        .iter()
+        .filter(|e| e.message_id.as_ref().map(|m| m.as_str()) == accepted["messageId"].as_str())
+        .filter(|e| e.kind == "turn_failed" || e.kind == "turn_finished")
+        .collect();
+    let kinds: Vec<&str> = ends.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["turn_failed", "turn_finished"], "{events:?}");
+    assert_eq!(ends[0].data["status"], "interrupted", "{:?}", ends[0]);
 
     let messages = support::messages(&b, &thread).await;
     let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();

@@ -5,6 +5,7 @@ mod admission;
 mod approvals;
 mod cluster;
 mod cluster_events;
+mod cluster_mcp;
 mod events;
 mod faults;
 mod forks;

@@ -26,9 +26,9 @@ pub mod threads;
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
@@ -47,6 +47,7 @@ use tracing::{debug, info, warn};
 
 use plugin_contract::{Plugin, ThreadId};
 
+use crate::cluster::{Cluster, Route};
 use crate::mcp::schema::SchemaError;
 use crate::mcp::{McpAdapter, ToolRegistry};
 use crate::pipeline::Pipeline;
@@ -68,6 +69,8 @@ pub struct McpEndpoint {
     adapter: Arc<McpAdapter>,
     /// Interrupts a cancelled `threads__send`; its thread's events become progress.
     pipeline: Pipeline,
+    /// With clustering, a cancelled `threads__send` is interrupted on the thread's owner.
+    cluster: Option<Cluster>,
     in_flight: Arc<InFlight>,
 }
 
@@ -79,6 +82,7 @@ impl McpEndpoint {
         threads: threads::ThreadsPlugin,
         adapter: Arc<McpAdapter>,
         pipeline: Pipeline,
+        cluster: Option<Cluster>,
         tool_timeout: std::time::Duration,
     ) -> Result<McpEndpoint, SchemaError> {
         let mut all = plugins.to_vec();
@@ -88,8 +92,29 @@ impl McpEndpoint {
             registry: Arc::new(registry),
             adapter,
             pipeline,
+            cluster,
             in_flight: Arc::default(),
         })
+    }
+
+    /// Interrupts the thread's running turn where it runs: here, or (with clustering) on the
+    /// thread's owner, through its `POST /api/threads/{id}/interrupt`.
+    async fn interrupt(&self, thread: &ThreadId) {
+        if let Some(cluster) = &self.cluster {
+            if let Ok(Route::Forward(url)) = cluster.route(thread, false).await {
+                let path = format!("/api/threads/{thread}/interrupt");
+                let answer = cluster
+                    .forward(&url, Method::POST, &path, &HeaderMap::new(), Bytes::new())
+                    .await;
+                if let Err(err) = answer {
+                    debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn on its node.");
+                }
+                return;
+            }
+        }
+        if let Err(err) = self.pipeline.interrupt(thread).await {
+            debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn.");
+        }
     }
 
     /// The endpoint's tools.
@@ -333,9 +358,7 @@ impl ServerHandler for Handler {
                         break crate::mcp::CallOutcome::error_result(format!("tool `{name}` was cancelled"));
                     };
                     // The turn ends as `interrupted`, and the call answers with that.
-                    if let Err(err) = self.0.pipeline.interrupt(thread).await {
-                        debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn.");
-                    }
+                    self.0.interrupt(thread).await;
                 }
                 event = next_event(&mut events) => {
                     let Some(event) = event else {

@@ -16,8 +16,15 @@ use plugin_contract::{
     async_trait, Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
 };
 
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::cluster::{Cluster, ForwardError, Route, RouteError};
 use crate::pipeline::{NewMessage, Pipeline, PipelineError};
-use crate::store::{NewThread, Store, StoreError, Thread};
+use crate::store::{
+    Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
+};
 
 /// The plugin name: the tools are `threads__<tool>`.
 pub const PLUGIN: &str = "threads";
@@ -32,16 +39,24 @@ const DEFAULT_LIST_LIMIT: u64 = 100;
 pub struct ThreadsPlugin {
     store: Store,
     pipeline: Pipeline,
+    /// With clustering, `threads__send` runs its turn on the thread's owner.
+    cluster: Option<Cluster>,
     /// Bounds a `threads__send` call: the turn's own limit plus a margin, so the turn's timeout
     /// (an answer saying so) comes before the tool's (a bare "did not finish").
     send_timeout: Duration,
 }
 
 impl ThreadsPlugin {
-    pub fn new(store: Store, pipeline: Pipeline, turn_timeout: Duration) -> ThreadsPlugin {
+    pub fn new(
+        store: Store,
+        pipeline: Pipeline,
+        cluster: Option<Cluster>,
+        turn_timeout: Duration,
+    ) -> ThreadsPlugin {
         ThreadsPlugin {
             store,
             pipeline,
+            cluster,
             send_timeout: turn_timeout + Duration::from_secs(30),
         }
     }
@@ -57,6 +72,8 @@ impl Plugin for ThreadsPlugin {
             Arc::new(Create(self.pipeline.clone())),
             Arc::new(Send {
                 pipeline: self.pipeline.clone(),
+                store: self.store.clone(),
+                cluster: self.cluster.clone(),
                 timeout: self.send_timeout,
             }),
             Arc::new(Get(self.store.clone())),
@@ -162,7 +179,17 @@ impl Tool for Create {
 /// `threads__send {threadId, content, clientMessageId?, model?}` → the reply.
 struct Send {
     pipeline: Pipeline,
+    store: Store,
+    cluster: Option<Cluster>,
     timeout: Duration,
+}
+
+/// Where a `threads__send` turn ran, with clustering.
+enum Placed {
+    /// It runs here, under this node's lease.
+    Here(Fence),
+    /// It ran on the thread's owner; this is how it ended.
+    There(ToolOutput),
 }
 
 #[async_trait]
@@ -206,14 +233,20 @@ impl Tool for Send {
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let thread = thread_id(&input);
+        let fence = match &self.cluster {
+            None => None,
+            Some(cluster) => match self.at_owner(cluster, &thread, &input).await? {
+                Placed::Here(fence) => Some(fence),
+                Placed::There(output) => return Ok(output),
+            },
+        };
         let msg = NewMessage {
             thread_id: thread.clone(),
             content: optional_string(&input, "content").unwrap_or_default(),
             client_message_id: optional_string(&input, "clientMessageId"),
             model: optional_string(&input, "model"),
             timeout: None,
-            // FIXME(#14): `threads__send` runs on the node it reached, without the lease.
-            fence: None,
+            fence,
         };
         let accepted = self
             .pipeline
@@ -222,34 +255,181 @@ impl Tool for Send {
             .map_err(pipeline_error)?;
         let message_id = accepted.message_id.clone();
         let duplicate = accepted.duplicate;
-        let outcome = |status: &str, error: String| {
-            let text = format!("The turn ended as {status}: {error}");
-            ToolOutput::structured(
-                text,
-                json!({
-                    "threadId": thread, "messageId": message_id, "reply": null,
-                    "replyMessageId": null, "status": status, "error": error,
-                    "duplicate": duplicate,
-                }),
-            )
-        };
         match accepted.finish().await {
-            Ok(reply) => Ok(ToolOutput::structured(
-                reply.message.content.clone(),
-                json!({
-                    "threadId": reply.thread_id, "messageId": reply.user_message_id,
-                    "reply": reply.message.content, "replyMessageId": reply.message.id,
-                    "status": "done", "error": null, "duplicate": duplicate,
-                }),
+            Ok(reply) => Ok(replied(&reply.message, &reply.user_message_id, duplicate)),
+            Err(PipelineError::Turn { status, error, .. }) => Ok(ended(
+                &thread,
+                &message_id,
+                status.as_str(),
+                &error.to_string(),
+                duplicate,
             )),
-            Err(PipelineError::Turn { status, error, .. }) => {
-                Ok(outcome(status.as_str(), error.to_string()))
-            }
-            Err(PipelineError::PreviousFailure { status, error, .. }) => {
-                Ok(outcome(status.as_str(), error))
-            }
+            Err(PipelineError::PreviousFailure { status, error, .. }) => Ok(ended(
+                &thread,
+                &message_id,
+                status.as_str(),
+                &error,
+                duplicate,
+            )),
             Err(other) => Err(pipeline_error(other)),
         }
+    }
+}
+
+impl Send {
+    /// With clustering, the turn runs on the node that owns the thread, like a `POST
+    /// /api/threads/{id}/messages`: here under this node's lease, or at the live owner, which the
+    /// message is forwarded to (`wait=false`). The owner's turn is then followed on the shared
+    /// event log until it ends, and its outcome read from the shared database. An owner that
+    /// cannot be reached is waited out: when its lease expires this node takes the thread.
+    async fn at_owner(
+        &self,
+        cluster: &Cluster,
+        thread: &ThreadId,
+        input: &Value,
+    ) -> Result<Placed, ToolError> {
+        let url = match cluster.route(thread, false).await {
+            Ok(Route::Local(fence)) => return Ok(Placed::Here(fence)),
+            Ok(Route::Forward(url)) => url,
+            Err(RouteError::Store(err)) => return Err(store_error(err)),
+            Err(err @ RouteError::NotOwner { .. }) => {
+                return Err(ToolError::Failed(err.to_string()))
+            }
+        };
+        // Subscribed before the forward: the end of the turn cannot slip past.
+        let mut events = self.pipeline.subscribe(thread).await;
+        let mut body = serde_json::Map::new();
+        for key in ["content", "clientMessageId", "model"] {
+            if let Some(value) = input.get(key) {
+                body.insert(key.to_owned(), value.clone());
+            }
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let path = format!("/api/threads/{thread}/messages?wait=false");
+        let answer = cluster
+            .forward(
+                &url,
+                Method::POST,
+                &path,
+                &headers,
+                Value::Object(body).to_string().into(),
+            )
+            .await;
+        let accepted = match answer {
+            Ok(answer) if answer.status == StatusCode::ACCEPTED => {
+                serde_json::from_slice::<Value>(&answer.body).unwrap_or_default()
+            }
+            Ok(answer) => return Err(api_error(answer.status, &answer.body)),
+            Err(ForwardError::Unreachable { .. }) => {
+                return match cluster.take_when_expired(thread).await {
+                    Ok(Route::Local(fence)) => Ok(Placed::Here(fence)),
+                    Ok(Route::Forward(_)) | Err(_) => Err(ToolError::Failed(format!(
+                        "thread {thread} is moving between nodes; retry with the same clientMessageId"
+                    ))),
+                };
+            }
+            Err(err @ ForwardError::Failed { .. }) => {
+                return Err(ToolError::Failed(format!(
+                    "{err}; retry with the same clientMessageId"
+                )))
+            }
+        };
+        let message = MessageId::from_string(accepted["messageId"].as_str().unwrap_or_default());
+        let duplicate = accepted["duplicate"].as_bool().unwrap_or(false);
+        loop {
+            if let Some(output) = self.outcome(thread, &message, duplicate).await? {
+                return Ok(Placed::There(output));
+            }
+            // Until the turn's last event (or a gap in what we heard: then read again).
+            loop {
+                match events.recv().await {
+                    Ok(event)
+                        if event.message_id.as_ref() == Some(&message)
+                            && matches!(event.kind.as_str(), "turn_finished" | "turn_failed") =>
+                    {
+                        break
+                    }
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => {
+                        return Err(ToolError::Failed(
+                            "the daemon is shutting down; retry with the same clientMessageId"
+                                .into(),
+                        ))
+                    }
+                }
+            }
+        }
+    }
+
+    /// How the turn of user message `id` ended, as stored; `None` while it runs.
+    async fn outcome(
+        &self,
+        thread: &ThreadId,
+        id: &MessageId,
+        duplicate: bool,
+    ) -> Result<Option<ToolOutput>, ToolError> {
+        let Some(user) = self.store.get_message(id).await.map_err(store_error)? else {
+            return Err(ToolError::Failed(format!("message {id} is not stored")));
+        };
+        let error = user.error.clone().unwrap_or_default();
+        match user.status {
+            MessageStatus::Pending => Ok(None),
+            MessageStatus::Done => match self.store.reply_for(id).await.map_err(store_error)? {
+                Some(reply) => Ok(Some(replied(&reply, id, duplicate))),
+                None => Err(ToolError::Failed(format!("message {id} has no reply"))),
+            },
+            // The owner refused it before it reached the model (a budget).
+            MessageStatus::Refused => Err(ToolError::Failed(error)),
+            status => Ok(Some(ended(thread, id, status.as_str(), &error, duplicate))),
+        }
+    }
+}
+
+/// `threads__send`'s result for a turn that replied.
+fn replied(reply: &Message, user_message: &MessageId, duplicate: bool) -> ToolOutput {
+    ToolOutput::structured(
+        reply.content.clone(),
+        json!({
+            "threadId": reply.thread_id, "messageId": user_message,
+            "reply": reply.content, "replyMessageId": reply.id,
+            "status": "done", "error": null, "duplicate": duplicate,
+        }),
+    )
+}
+
+/// `threads__send`'s result for a turn that ended without a reply.
+fn ended(
+    thread: &ThreadId,
+    message: &MessageId,
+    status: &str,
+    error: &str,
+    duplicate: bool,
+) -> ToolOutput {
+    ToolOutput::structured(
+        format!("The turn ended as {status}: {error}"),
+        json!({
+            "threadId": thread, "messageId": message, "reply": null,
+            "replyMessageId": null, "status": status, "error": error,
+            "duplicate": duplicate,
+        }),
+    )
+}
+
+/// A refusal from the owner's HTTP API (`{"error": {"code", "message"}}`) as the tool's error:
+/// the caller's mistakes as invalid input, the rest as failures.
+fn api_error(status: StatusCode, body: &[u8]) -> ToolError {
+    let body: Value = serde_json::from_slice(body).unwrap_or_default();
+    let message = body["error"]["message"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("the thread's node answered {status}"));
+    match status {
+        StatusCode::NOT_FOUND | StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY => {
+            ToolError::InvalidInput(message)
+        }
+        _ => ToolError::Failed(message),
     }
 }
 
