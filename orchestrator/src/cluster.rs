@@ -154,7 +154,16 @@ impl Cluster {
     /// has its process evicted.
     pub async fn take(&self, thread: &ThreadId) -> Result<Option<Fence>, StoreError> {
         match self.inner.store.claim_lease(thread).await? {
-            Claim::Held { fence, interrupted } => {
+            Claim::Held {
+                fence,
+                interrupted,
+                moved,
+            } => {
+                if moved {
+                    // Held, lost and taken back before the heartbeat noticed: the process here
+                    // has not seen what the peer did.
+                    self.lost(thread).await;
+                }
                 // The turns that died with the old owner end on the thread's stream too.
                 for message in &interrupted {
                     self.inner.events.emit(

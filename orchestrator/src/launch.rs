@@ -136,6 +136,24 @@ impl Launcher {
             .is_file()
     }
 
+    /// True when `thread`'s copy of `session`'s transcript holds the entry `uuid` (a line that
+    /// names it); false when it does not, or there is no copy.
+    pub fn session_has_entry(
+        &self,
+        thread: &ThreadId,
+        session: &CliSessionId,
+        uuid: &str,
+    ) -> std::io::Result<bool> {
+        let file = self
+            .project_dir(&self.folder_of(thread))
+            .join(format!("{}.jsonl", session.as_str()));
+        match std::fs::read_to_string(file) {
+            Ok(text) => Ok(text.lines().any(|line| line.contains(uuid))),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Writes a stored transcript back into `thread`'s CLI project, so that a process of the
     /// thread can `--resume` it: each `(file, line)` appended, in order, to `file` inside the
     /// project folder (see [`write_transcript`]).

@@ -527,9 +527,14 @@ impl Pool {
     /// it (another node, a wiped `data_dir/claude`, a fork whose parent's file is gone): writes
     /// the stored transcript back. With nothing stored, or on failure, the resume fails as
     /// before and the fresh session with injected history follows.
+    ///
+    /// With clustering the copy here may also be older than the stored one: the thread moved to
+    /// a peer, went on there, and came back. It is rewritten when it lacks the last entry stored
+    /// for its file.
     async fn restore_session(&self, thread: &ThreadId, session: &CliSessionId) {
         let inner = &self.inner;
-        if inner.launcher.has_session(thread, session) {
+        let here = inner.launcher.has_session(thread, session);
+        if here && inner.store.node_id().is_none() {
             return;
         }
         let entries = match inner.store.session_transcript(session).await {
@@ -544,16 +549,26 @@ impl Pool {
             }
         };
         let count = entries.len();
-        let (launcher, owner) = (inner.launcher.clone(), thread.clone());
+        let (launcher, owner, id) = (inner.launcher.clone(), thread.clone(), session.clone());
         // Files of up to megabytes, synced: off the async workers.
         let written = tokio::task::spawn_blocking(move || {
+            if here {
+                let main = format!("{}.jsonl", id.as_str());
+                let last = entries.iter().rev().find(|e| e.file == main);
+                match last.and_then(|e| e.uuid.as_deref()) {
+                    Some(uuid) if !launcher.session_has_entry(&owner, &id, uuid)? => {}
+                    // Up to date (or nothing to tell by): kept as it is.
+                    _ => return Ok(None),
+                }
+            }
             let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
-            launcher.restore_transcript(&owner, lines)
+            launcher.restore_transcript(&owner, lines).map(Some)
         })
         .await
         .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
         match written {
-            Ok(files) => {
+            Ok(None) => {}
+            Ok(Some(files)) => {
                 inner.metrics.transcript_restored();
                 info!(thread_id = %thread, session_id = %session, entries = count, files, "Session restored from the stored transcript.");
             }

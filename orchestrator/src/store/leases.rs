@@ -87,6 +87,9 @@ pub enum Claim {
     Held {
         fence: Fence,
         interrupted: Vec<MessageId>,
+        /// The lease went to a peer and came back since this node last held it: what this node
+        /// keeps of the thread (its process) missed the peer's turns.
+        moved: bool,
     },
     /// A live peer holds it. `lost`: this node held it until now (its process must go).
     Elsewhere { lost: bool },
@@ -141,11 +144,16 @@ impl Store {
             let lost = crate::sync::lock(&node.held).remove(thread).is_some();
             return Ok(Claim::Elsewhere { lost });
         };
-        crate::sync::lock(&node.held).insert(thread.clone(), fence.clone());
+        let before = crate::sync::lock(&node.held).insert(thread.clone(), fence.clone());
+        let moved = before.is_some_and(|before| before.epoch != fence.epoch);
         if !interrupted.is_empty() || fence.epoch > 1 {
             tracing::info!(thread_id = %thread, epoch = fence.epoch, interrupted = interrupted.len(), "Holding the thread's lease.");
         }
-        Ok(Claim::Held { fence, interrupted })
+        Ok(Claim::Held {
+            fence,
+            interrupted,
+            moved,
+        })
     }
 
     /// The heartbeat: renews every lease of this node and drops from its book those it no longer
@@ -753,7 +761,7 @@ mod tests {
             let a = store.clone().as_node("http://a".into(), TTL);
             let b = store.clone().as_node("http://b".into(), TTL);
             assert_eq!(store.claim_lease(&t).await.unwrap(), Claim::Unclustered);
-            let Claim::Held { fence, interrupted } = a.claim_lease(&t).await.unwrap() else {
+            let Claim::Held { fence, interrupted, .. } = a.claim_lease(&t).await.unwrap() else {
                 panic!("A takes the free lease");
             };
             assert_eq!((fence.owner.as_str(), fence.epoch, interrupted.len()), (a.node_id().unwrap(), 1, 0));
@@ -769,10 +777,10 @@ mod tests {
             store.test_execute(&format!(
                 "UPDATE leases SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE thread_id = '{t}'"
             )).await;
-            let Claim::Held { fence, interrupted } = b.claim_lease(&t).await.unwrap() else {
+            let Claim::Held { fence, interrupted, moved } = b.claim_lease(&t).await.unwrap() else {
                 panic!("B takes the expired lease");
             };
-            assert_eq!((fence.epoch, interrupted), (2, vec![pending.clone()]));
+            assert_eq!((fence.epoch, interrupted, moved), (2, vec![pending.clone()], false));
             assert_refused(&a, &t, "a2", &pending).await;
             assert_eq!(counts(&store, &t).await, rows, "A wrote nothing after the takeover");
             let ended = store.get_message(&pending).await.unwrap().unwrap();
@@ -781,12 +789,42 @@ mod tests {
             assert_eq!(a.renew_node_leases().await.unwrap(), vec![t.clone()]);
             assert!(matches!(write_all(&a, &t, "a3").await, Err(StoreError::LeaseLost(_))));
             assert_eq!(a.claim_lease(&t).await.unwrap(), Claim::Elsewhere { lost: false });
+            // B, which never lost it, holds it as before.
+            let Claim::Held { fence, moved, .. } = b.claim_lease(&t).await.unwrap() else {
+                panic!("B keeps its lease");
+            };
+            assert_eq!((fence.epoch, moved), (2, false));
 
             write_all(&b, &t, "b2").await.expect("the new owner writes");
             assert_eq!(counts(&store, &t).await, [2, 2, 2, 2, 2]);
             // At a graceful stop B ends its own pending turn; A, holding nothing, ends none.
             assert_eq!(a.interrupt_node_pending("stopped").await.unwrap(), 0);
             assert_eq!(b.interrupt_node_pending("stopped").await.unwrap(), 1);
+        }
+    }
+
+    store_tests! {
+        /// A lease that went to a peer and came back before the node's heartbeat noticed is
+        /// `moved`: the node's process for the thread missed the peer's turns.
+        async fn a_lease_taken_back_from_a_peer_is_moved(store: sqlite_memory) {
+            let t = thread(&store).await;
+            let a = store.clone().as_node("http://a".into(), TTL);
+            let b = store.clone().as_node("http://b".into(), TTL);
+            let sql = format!(
+                "UPDATE leases SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE thread_id = '{t}'"
+            );
+            let expire = || store.test_execute(&sql);
+            let held = |claim: Claim| match claim {
+                Claim::Held { fence, moved, .. } => (fence.epoch, moved),
+                other => panic!("not held: {other:?}"),
+            };
+            assert_eq!(held(a.claim_lease(&t).await.unwrap()), (1, false));
+            assert_eq!(held(a.claim_lease(&t).await.unwrap()), (1, false));
+            expire().await;
+            assert_eq!(held(b.claim_lease(&t).await.unwrap()), (2, false));
+            expire().await;
+            assert_eq!(held(a.claim_lease(&t).await.unwrap()), (3, true));
+            assert_eq!(held(a.claim_lease(&t).await.unwrap()), (3, false));
         }
     }
 

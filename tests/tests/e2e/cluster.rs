@@ -344,3 +344,41 @@ async fn a_node_whose_lease_was_taken_evicts_the_threads_process() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_back_on_its_first_node_resumes_what_the_peer_added() {
+    let mock = MockApi::start().await;
+    let (a, b) = two_nodes(&mock, TTL).await;
+    let thread = a.create_thread().await;
+    a.reply(&thread, "the first word is apricot").await;
+    // As if A stalled past the TTL: B takes the thread over and goes on with it, from the
+    // stored transcript. A keeps its own copy of the session's file, which B's turn is not in.
+    a.daemon().store.release_leases(&node_id(&a)).await.unwrap();
+    b.reply(&thread, "the second word is banana").await;
+    assert_eq!(b.spawns(), 1);
+    // Now B stalls, and the thread comes back to A: it must not resume its older copy.
+    b.daemon().store.release_leases(&node_id(&b)).await.unwrap();
+    assert_eq!(
+        a.reply(&thread, "which words were they?").await,
+        "echo: which words were they?"
+    );
+    let last = mock.message_requests().last().unwrap().clone();
+    for word in ["apricot", "banana"] {
+        assert!(
+            last.all_text().contains(word),
+            "{word} reached the model: {}",
+            last.all_text()
+        );
+    }
+    assert_eq!(a.spawns(), 2, "A's first process had not seen B's turn");
+    let lease = a
+        .daemon()
+        .store
+        .lease(&ThreadId::from_string(&thread))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((lease.owner, lease.epoch), (node_id(&a), 3));
+    a.stop().await;
+    b.stop().await;
+}
