@@ -12,6 +12,9 @@
 //! - A restarts on the same data dir (a new node): its start-up alone writes nothing for the
 //!   thread it lost; a message through it is forwarded to B (A starts no process) and the lease
 //!   stays B's.
+//! - A freezes (SIGSTOP) in the middle of a turn: a message forwarded to it through B ends with
+//!   503 once A's lease expires, its retry takes the thread over on B; when A wakes (SIGCONT), its
+//!   turn's writes are refused by the epoch, and A evicts its process: nothing of A lands.
 
 mod support;
 
@@ -21,7 +24,7 @@ use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use harness_tests::mock::MockApi;
+use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, eventually_async, process_exists};
 use orchestrator::store::Store;
 use plugin_contract::ThreadId;
@@ -379,6 +382,72 @@ async fn a_restarted_owner_writes_nothing_to_the_thread_it_lost_and_forwards_to_
     );
 
     stop(a).await;
+    stop(nodes.b).await;
+    nodes.store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owner_loses_the_thread_and_writes_nothing_when_it_wakes() {
+    const SLOW: &str = "A FREEZES DURING THIS TURN";
+    let nodes = TwoNodes::start().await;
+    let thread = nodes.thread.clone();
+    nodes.mock.once_when_prompt_contains(
+        SLOW,
+        Reply::slow_text(["echo: ", "a slow ", "turn"], Duration::from_secs(6)),
+    );
+    let path = format!("/api/threads/{thread}/messages");
+    let (status, accepted) = nodes
+        .a
+        .client
+        .post(
+            &format!("{path}?wait=false"),
+            json!({"content": SLOW, "clientMessageId": "slow-1"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{accepted}");
+    nodes
+        .mock
+        .wait_for_requests(2, Duration::from_secs(30))
+        .await
+        .expect("A's turn reached the API");
+    let a_clis = nodes.a.cli_pids().await;
+    nodes.a.signal(Signal::SIGSTOP);
+
+    // Forwarded to A, which never answers: the wait ends once A's lease has expired.
+    let body = json!({"content": "while A sleeps", "clientMessageId": "sleep-1"});
+    let asked = Instant::now();
+    let (status, refused) = nodes.b.client.post(&path, body.clone()).await;
+    assert_eq!(status, 503, "{refused}\n{}", nodes.b.log_text());
+    assert_eq!(refused["error"]["code"], "not_owner", "{refused}");
+    let waited = asked.elapsed();
+    assert!(waited < TTL + SPAWN_BOUND, "answered after {waited:?}");
+    // The retry takes the thread over on B, which ends A's turn.
+    let (status, reply) = nodes.b.client.post(&path, body).await;
+    assert_eq!(status, 200, "{reply}\n{}", nodes.b.log_text());
+    assert_eq!(reply["message"]["content"], "echo: while A sleeps");
+    let sent = [HISTORY, SLOW, "while A sleeps"];
+    let messages = nodes.b.messages(&thread).await;
+    assert_eq!(
+        assert_each_once(&messages, &sent),
+        ["done", "interrupted", "done"]
+    );
+    assert_eq!(nodes.lease().await.2, 2);
+    let before = nodes.stored_rows().await;
+
+    // A wakes: its turn goes on, and every write of it is refused; A drops its process.
+    nodes.a.signal(Signal::SIGCONT);
+    eventually(Duration::from_secs(30), "A's late write is refused", || {
+        nodes.a.log_text().contains("lost the lease on thread")
+    })
+    .await
+    .unwrap_or_else(|err| panic!("{err}\n{}", nodes.a.log_text()));
+    eventually_async(Duration::from_secs(30), "A evicts its process", || async {
+        nodes.a.cli_pids().await.is_empty() && a_clis.iter().all(|pid| !process_exists(*pid))
+    })
+    .await
+    .unwrap_or_else(|err| panic!("{err}\n{}", nodes.a.log_text()));
+    assert_eq!(nodes.stored_rows().await, before, "A wrote nothing");
+    stop(nodes.a).await;
     stop(nodes.b).await;
     nodes.store.close().await;
 }

@@ -73,6 +73,10 @@ pub enum ForwardError {
         #[source]
         source: reqwest::Error,
     },
+    /// The owner stopped renewing its lease while the request was with it (frozen, cut off):
+    /// its answer will not come, and the thread is free for another node.
+    #[error("the owner at {url} lost the thread's lease before it answered")]
+    OwnerLost { url: String },
 }
 
 /// An answer from the owner, passed back as it came.
@@ -230,10 +234,14 @@ impl Cluster {
         }
     }
 
-    /// Sends the request to the owner at `base` (its advertised URL), marked as forwarded, and
-    /// returns its answer. `path_and_query` is the original one (`/api/threads/…`).
+    /// Sends `thread`'s request to the owner at `base` (its advertised URL), marked as
+    /// forwarded, and returns its answer. `path_and_query` is the original one
+    /// (`/api/threads/…`). No timeout of its own bounds the wait (the owner's turn has its own),
+    /// but the owner's lease does: should it expire while the request is out, the wait ends
+    /// ([`ForwardError::OwnerLost`]).
     pub async fn forward(
         &self,
+        thread: &ThreadId,
         base: &str,
         method: Method,
         path_and_query: &str,
@@ -255,6 +263,20 @@ impl Cluster {
         if let Some(token) = &self.inner.token {
             request = request.bearer_auth(token);
         }
+        tokio::select! {
+            answer = self.exchange(request, base) => answer,
+            () = self.owner_gone(thread, base) => Err(ForwardError::OwnerLost {
+                url: base.to_owned(),
+            }),
+        }
+    }
+
+    /// Sends `request` to the owner at `base` and reads its whole answer.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        base: &str,
+    ) -> Result<Forwarded, ForwardError> {
         let response = request.send().await.map_err(|source| {
             if source.is_connect() {
                 ForwardError::Unreachable {
@@ -282,6 +304,23 @@ impl Cluster {
             content_type,
             body,
         })
+    }
+
+    /// Returns once `thread`'s lease is no longer a live one of the owner at `url`: it expired
+    /// (the owner stopped renewing it) or another node holds it. Checked every half TTL; a
+    /// failed read counts as no news.
+    pub async fn owner_gone(&self, thread: &ThreadId, url: &str) {
+        let every = (self.inner.ttl / 2).max(Duration::from_millis(100));
+        loop {
+            tokio::time::sleep(every).await;
+            match self.inner.store.lease(thread).await {
+                Ok(Some(lease)) if lease.is_live(chrono::Utc::now()) && lease.owner_url == url => {}
+                Ok(_) => return,
+                Err(err) => {
+                    warn!(thread_id = %thread, error = %err, "Could not read the thread's lease.")
+                }
+            }
+        }
     }
 
     /// One heartbeat: renews every lease of this node; a thread it took and no longer holds

@@ -75,6 +75,7 @@ async fn forward(
     debug!(thread_id = %thread, owner = %url, "Forwarding to the thread's owner.");
     match cluster
         .forward(
+            thread,
             url,
             parts.method.clone(),
             &path_and_query,
@@ -109,6 +110,15 @@ async fn forward(
                 Err(err) => route_error(err),
             }
         }
+        Err(err @ ForwardError::OwnerLost { .. }) => {
+            warn!(thread_id = %thread, error = %err, "The thread's owner stopped answering.");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_owner",
+                "the node that owned this thread stopped answering and lost it; retry with the same clientMessageId",
+            )
+            .into_response()
+        }
         Err(err @ ForwardError::Failed { .. }) => {
             warn!(thread_id = %thread, error = %err, "Forwarding to the thread's owner failed.");
             ApiError::new(
@@ -140,6 +150,7 @@ pub async fn elsewhere(
     };
     let answer = cluster
         .forward(
+            thread,
             &url,
             axum::http::Method::POST,
             path_and_query,

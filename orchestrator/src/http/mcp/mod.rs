@@ -104,7 +104,14 @@ impl McpEndpoint {
             if let Ok(Route::Forward(url)) = cluster.route(thread, false).await {
                 let path = format!("/api/threads/{thread}/interrupt");
                 let answer = cluster
-                    .forward(&url, Method::POST, &path, &HeaderMap::new(), Bytes::new())
+                    .forward(
+                        thread,
+                        &url,
+                        Method::POST,
+                        &path,
+                        &HeaderMap::new(),
+                        Bytes::new(),
+                    )
                     .await;
                 if let Err(err) = answer {
                     debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn on its node.");

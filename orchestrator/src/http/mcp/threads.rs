@@ -309,6 +309,7 @@ impl Send {
         let path = format!("/api/threads/{thread}/messages?wait=false");
         let answer = cluster
             .forward(
+                thread,
                 &url,
                 Method::POST,
                 &path,
@@ -329,7 +330,7 @@ impl Send {
                     ))),
                 };
             }
-            Err(err @ ForwardError::Failed { .. }) => {
+            Err(err @ (ForwardError::Failed { .. } | ForwardError::OwnerLost { .. })) => {
                 return Err(ToolError::Failed(format!(
                     "{err}; retry with the same clientMessageId"
                 )))
@@ -341,23 +342,35 @@ impl Send {
             if let Some(output) = self.outcome(thread, &message, duplicate).await? {
                 return Ok(Placed::There(output));
             }
-            // Until the turn's last event (or a gap in what we heard: then read again).
-            loop {
-                match events.recv().await {
-                    Ok(event)
-                        if event.message_id.as_ref() == Some(&message)
-                            && matches!(event.kind.as_str(), "turn_finished" | "turn_failed") =>
-                    {
-                        break
+            // Until the turn's last event (or a gap in what we heard: then read again). Should
+            // the owner stop renewing its lease first, this node takes the thread over, which
+            // ends the turn (`interrupted`).
+            let ended =
+                async {
+                    loop {
+                        match events.recv().await {
+                            Ok(event)
+                                if event.message_id.as_ref() == Some(&message)
+                                    && matches!(
+                                        event.kind.as_str(),
+                                        "turn_finished" | "turn_failed"
+                                    ) =>
+                            {
+                                return Ok(())
+                            }
+                            Ok(_) => continue,
+                            Err(RecvError::Lagged(_)) => return Ok(()),
+                            Err(RecvError::Closed) => return Err(ToolError::Failed(
+                                "the daemon is shutting down; retry with the same clientMessageId"
+                                    .into(),
+                            )),
+                        }
                     }
-                    Ok(_) => continue,
-                    Err(RecvError::Lagged(_)) => break,
-                    Err(RecvError::Closed) => {
-                        return Err(ToolError::Failed(
-                            "the daemon is shutting down; retry with the same clientMessageId"
-                                .into(),
-                        ))
-                    }
+                };
+            tokio::select! {
+                ended = ended => ended?,
+                () = cluster.owner_gone(thread, &url) => {
+                    cluster.take(thread).await.map_err(store_error)?;
                 }
             }
         }
