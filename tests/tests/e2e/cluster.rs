@@ -20,14 +20,16 @@ use crate::support;
 /// Long enough that no lease expires during a test that does not wait for it.
 const TTL: Duration = Duration::from_secs(15);
 
-async fn two_nodes(mock: &MockApi, ttl: Duration) -> (TestDaemon, TestDaemon) {
+/// Nodes A and B on a fresh database, leases of `ttl`.
+pub(crate) async fn two_nodes(mock: &MockApi, ttl: Duration) -> (TestDaemon, TestDaemon) {
     let url = pg_test::database_url().await.expect("a test PostgreSQL");
     let a = TestDaemon::start_node(mock, &url, ttl, |_| {}).await;
     let b = TestDaemon::start_node(mock, &url, ttl, |_| {}).await;
     (a, b)
 }
 
-fn node_id(daemon: &TestDaemon) -> String {
+/// The node's id (`node_…`), as lease rows name it.
+pub(crate) fn node_id(daemon: &TestDaemon) -> String {
     daemon
         .daemon()
         .cluster
@@ -35,6 +37,18 @@ fn node_id(daemon: &TestDaemon) -> String {
         .expect("clustering is on")
         .node_id()
         .to_owned()
+}
+
+/// The thread's lease as stored: (owner, epoch).
+pub(crate) async fn lease(daemon: &TestDaemon, thread: &str) -> (String, i64) {
+    let lease = daemon
+        .daemon()
+        .store
+        .lease(&ThreadId::from_string(thread))
+        .await
+        .expect("the lease reads")
+        .expect("a lease row");
+    (lease.owner, lease.epoch)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,14 +67,7 @@ async fn a_message_through_another_node_is_served_by_the_owners_warm_process() {
     // Reads are served from the database by any node.
     support::assert_echoed_in_order(&b, &thread, &["first".into(), "second".into()]).await;
 
-    let lease = a
-        .daemon()
-        .store
-        .lease(&ThreadId::from_string(&thread))
-        .await
-        .unwrap()
-        .expect("a lease row");
-    assert_eq!((lease.owner, lease.epoch), (node_id(&a), 1));
+    assert_eq!(lease(&a, &thread).await, (node_id(&a), 1));
 
     // A request marked as forwarded is never forwarded again: B refuses it.
     let response = reqwest::Client::new()
@@ -147,7 +154,6 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
         "echo: the secret word is tangerine"
     );
     let a_node = node_id(&a);
-    let id = ThreadId::from_string(&thread);
     let old = Fence {
         owner: a_node.clone(),
         epoch: 1,
@@ -168,8 +174,7 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
         "the full history reached the model"
     );
     assert_eq!(b.spawns(), 1);
-    let lease = b.daemon().store.lease(&id).await.unwrap().unwrap();
-    assert_eq!((lease.owner, lease.epoch), (node_id(&b), 2));
+    assert_eq!(lease(&b, &thread).await, (node_id(&b), 2));
     support::assert_echoed_in_order(
         &b,
         &thread,
@@ -229,14 +234,7 @@ async fn a_graceful_stop_releases_the_leases_at_once() {
     let started = std::time::Instant::now();
     assert_eq!(b.reply(&thread, "again").await, "echo: again");
     assert!(started.elapsed() < TTL, "{:?}", started.elapsed());
-    let lease = b
-        .daemon()
-        .store
-        .lease(&ThreadId::from_string(&thread))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((lease.owner, lease.epoch), (node_id(&b), 2));
+    assert_eq!(lease(&b, &thread).await, (node_id(&b), 2));
     b.stop().await;
 }
 
@@ -371,14 +369,7 @@ async fn a_thread_back_on_its_first_node_resumes_what_the_peer_added() {
         );
     }
     assert_eq!(a.spawns(), 2, "A's first process had not seen B's turn");
-    let lease = a
-        .daemon()
-        .store
-        .lease(&ThreadId::from_string(&thread))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((lease.owner, lease.epoch), (node_id(&a), 3));
+    assert_eq!(lease(&a, &thread).await, (node_id(&a), 3));
     a.stop().await;
     b.stop().await;
 }

@@ -9,41 +9,13 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::McpHttp;
 use harness_tests::mock::{MockApi, Reply};
-use plugin_contract::ThreadId;
+
+use crate::cluster::{lease, node_id, two_nodes};
 
 /// Long enough that no lease expires during a test.
 const TTL: Duration = Duration::from_secs(15);
-
-async fn two_nodes(mock: &MockApi) -> (TestDaemon, TestDaemon) {
-    let url = pg_test::database_url().await.expect("a test PostgreSQL");
-    let a = TestDaemon::start_node(mock, &url, TTL, |_| {}).await;
-    let b = TestDaemon::start_node(mock, &url, TTL, |_| {}).await;
-    (a, b)
-}
-
-fn node_id(daemon: &TestDaemon) -> String {
-    daemon
-        .daemon()
-        .store
-        .node_id()
-        .expect("clustering is on")
-        .to_owned()
-}
-
-/// The thread's lease: (owner, epoch).
-async fn lease(daemon: &TestDaemon, thread: &str) -> (String, i64) {
-    let lease = daemon
-        .daemon()
-        .store
-        .lease(&ThreadId::from_string(thread))
-        .await
-        .expect("the lease reads")
-        .expect("a lease row");
-    (lease.owner, lease.epoch)
-}
 
 /// A `tools/call` with a progress token; the answer holds the progress, then the result.
 fn call(id: u64, name: &str, arguments: Value) -> Value {
@@ -56,7 +28,7 @@ fn call(id: u64, name: &str, arguments: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn threads_send_through_another_node_runs_on_the_owners_warm_process() {
     let mock = MockApi::start().await;
-    let (a, b) = two_nodes(&mock).await;
+    let (a, b) = two_nodes(&mock, TTL).await;
     let thread = a.create_thread().await;
     assert_eq!(a.reply(&thread, "first").await, "echo: first");
     let pid = a.pid_of(&thread).expect("A's process");
@@ -113,7 +85,7 @@ async fn threads_send_through_another_node_runs_on_the_owners_warm_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_through_another_node_interrupts_the_owners_turn() {
     let mock = MockApi::start().await;
-    let (a, b) = two_nodes(&mock).await;
+    let (a, b) = two_nodes(&mock, TTL).await;
     let thread = a.create_thread().await;
     mock.once_when_prompt_contains(
         "take your time",
@@ -151,7 +123,7 @@ async fn a_cancel_through_another_node_interrupts_the_owners_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delegated_child_thread_belongs_to_its_parents_node() {
     let mock = MockApi::start().await;
-    let (a, b) = two_nodes(&mock).await;
+    let (a, b) = two_nodes(&mock, TTL).await;
     mock.once_when_prompt_contains(
         "please delegate",
         Reply::tool_use(
