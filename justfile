@@ -10,6 +10,8 @@ test:
 
 # Benchmarks against the real CLI and the mock API: prints figures, writes target/bench/report.md and
 # latency.png, and times the Python claude-agent-sdk (pip, into target/bench/venv) when python3 is there.
+# BENCH_SAMPLES=n sets the samples per scenario; BENCH_ONLY=cluster runs only the clustering section
+# (two nodes on one PostgreSQL) and prints it.
 bench:
     cargo run --release -p harness-tests --bin bench
 

@@ -3,18 +3,22 @@
 //! straight to a raw CLI process (the floor), a raw process's first turn (idle, warmed, claimed),
 //! an in-process MCP tool call round trip, twice as many threads as pool slots used round-robin
 //! (hit rate), CPU per warm turn of the standard and lean profiles, concurrency scaling at 1, 4
-//! and 16 threads, the RSS of warm processes and, when `python3` is there, the official Python
-//! `claude-agent-sdk` on the same CLI and mock. All figures come from this one run; ratios are
-//! printed beside absolute times.
+//! and 16 threads, the RSS of warm processes, clustering (two nodes on one real PostgreSQL: a warm
+//! turn forwarded to the owner next to one sent to it directly, and failover after the owner dies)
+//! and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock.
+//! All figures come from this one run; ratios are printed beside absolute times.
 //!
 //! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
 //!
 //! Env: `BENCH_SAMPLES` (turn samples per scenario, default 20), `BENCH_TOOL_CALLS` (default 1000),
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
-//! Python SDK, `BENCH_FONT` a TTF file for the chart's text.
+//! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` runs only the
+//! clustering section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! clustering section says why it was skipped.
 
 mod chart;
+mod cluster;
 mod first_turn;
 mod overload;
 mod profile;
@@ -120,6 +124,20 @@ async fn main() -> anyhow::Result<()> {
     let dir = dir.canonicalize()?;
     let load_before = load_average();
     let mock = MockApi::start().await;
+    // Failovers each wait for a lease to expire: a few are enough.
+    let failovers = samples.min(3);
+    match std::env::var("BENCH_ONLY").ok().as_deref() {
+        None | Some("") => {}
+        Some("cluster") => {
+            eprintln!("bench: only clustering, {samples} samples, {failovers} failovers");
+            let outcome = cluster::run(&mock, samples, failovers).await?;
+            let mut out = String::new();
+            cluster::render(&mut out, &outcome, None)?;
+            println!("{out}");
+            return Ok(());
+        }
+        Some(other) => bail!("BENCH_ONLY={other}: only `cluster` runs alone"),
+    }
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
     eprintln!(
         "bench: {samples} samples per scenario, daemon at {}",
@@ -268,6 +286,10 @@ async fn main() -> anyhow::Result<()> {
     let rss = warm_rss(&daemon).await;
     daemon.stop().await;
 
+    // Two nodes on one PostgreSQL: forwarded vs local warm turns, then failovers.
+    eprintln!("bench: clustering, {failovers} failovers");
+    let cluster = cluster::run(&mock, samples, failovers).await?;
+
     // The Python SDK, on the same CLI binary and the same mock.
     let sdk = if std::env::var("BENCH_SDK").is_ok_and(|v| v == "0") {
         sdk::Outcome::Skipped("BENCH_SDK=0".into())
@@ -293,6 +315,7 @@ async fn main() -> anyhow::Result<()> {
         tool: &tool,
         scaling: &scaling,
         rss: &rss,
+        cluster: &cluster,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;
@@ -337,6 +360,7 @@ struct Report<'a> {
     tool: &'a Series,
     scaling: &'a [Scaling],
     rss: &'a [f64],
+    cluster: &'a cluster::Outcome,
     sdk: &'a sdk::Outcome,
     daemon_view: &'a str,
 }
@@ -480,6 +504,7 @@ fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     first_turn::render(&mut out, r.first_turns, r.warm)?;
     overload::render(&mut out, r.overload, r.warm)?;
     profile::render(&mut out, r.profiles)?;
+    cluster::render(&mut out, r.cluster, Some(r.cold))?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
