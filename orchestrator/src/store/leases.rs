@@ -11,8 +11,8 @@
 //! A store made a node's ([`Store::as_node`]) keeps the node's book: the [`Fence`] (owner and
 //! epoch) it holds per thread, set by [`Store::claim_lease`] and dropped when the heartbeat
 //! ([`Store::renew_node_leases`]) finds the lease gone. **Every write of a thread's turn** (its
-//! messages, events, tool calls, transcript entries, permissions) checks that fence inside its
-//! own transaction (`check_fence_*` below, through [`Store::write_fence`]): once a peer took the
+//! messages, events, tool calls, transcript entries, permissions, CLI session) checks that fence
+//! inside its own transaction (`check_fence_*` below, through `Store::fencing`): once a peer took the
 //! thread over, or for a thread this node never took, it is refused with
 //! [`StoreError::LeaseLost`] and nothing is written. So an old owner that wakes up after losing
 //! its lease cannot write, and neither can a node that never held it.
@@ -162,13 +162,15 @@ impl Store {
         let Some(node) = self.node.as_deref() else {
             return Ok(Vec::new());
         };
+        // What the book held before the renewal: a lease claimed while it runs is not judged by it.
+        let before = crate::sync::lock(&node.held).clone();
         let renewed = self.renew_leases(&node.node, node.ttl).await?;
         let renewed: std::collections::HashSet<&ThreadId> = renewed.iter().collect();
         let mut held = crate::sync::lock(&node.held);
-        let lost: Vec<ThreadId> = held
-            .keys()
-            .filter(|t| !renewed.contains(t))
-            .cloned()
+        let lost: Vec<ThreadId> = before
+            .into_iter()
+            .filter(|(thread, fence)| !renewed.contains(thread) && held.get(thread) == Some(fence))
+            .map(|(thread, _)| thread)
             .collect();
         for thread in &lost {
             held.remove(thread);
