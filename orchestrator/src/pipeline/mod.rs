@@ -341,6 +341,18 @@ impl Pipeline {
         })
     }
 
+    /// Waits until user message `id` (stored by this node or, with clustering, a peer) has
+    /// finished, and answers with its outcome, as a repeat of its `clientMessageId` would.
+    pub async fn outcome(&self, id: &MessageId) -> Result<TurnReply, PipelineError> {
+        let first = self
+            .inner
+            .store
+            .get_message(id)
+            .await?
+            .ok_or_else(|| StoreError::MessageNotFound(id.clone()))?;
+        idempotency::wait_for_outcome(&self.inner.store, &self.inner.events, &first).await
+    }
+
     /// Creates a thread. A parked spare, when there is one, becomes its process: the thread takes
     /// the id the spare was started for, so its first turn finds a warm process.
     pub async fn create_thread(&self, mut new: NewThread) -> Result<Thread, StoreError> {

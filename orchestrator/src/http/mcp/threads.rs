@@ -18,10 +18,9 @@ use plugin_contract::{
 
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::cluster::{Cluster, ForwardError, Route, RouteError};
-use crate::pipeline::{NewMessage, Pipeline, PipelineError};
+use crate::pipeline::{NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::store::{
     Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
 };
@@ -72,7 +71,6 @@ impl Plugin for ThreadsPlugin {
             Arc::new(Create(self.pipeline.clone())),
             Arc::new(Send {
                 pipeline: self.pipeline.clone(),
-                store: self.store.clone(),
                 cluster: self.cluster.clone(),
                 timeout: self.send_timeout,
             }),
@@ -179,7 +177,6 @@ impl Tool for Create {
 /// `threads__send {threadId, content, clientMessageId?, model?}` → the reply.
 struct Send {
     pipeline: Pipeline,
-    store: Store,
     cluster: Option<Cluster>,
     timeout: Duration,
 }
@@ -253,35 +250,46 @@ impl Tool for Send {
             .accept_message(msg)
             .await
             .map_err(pipeline_error)?;
-        let message_id = accepted.message_id.clone();
-        let duplicate = accepted.duplicate;
-        match accepted.finish().await {
-            Ok(reply) => Ok(replied(&reply.message, &reply.user_message_id, duplicate)),
-            Err(PipelineError::Turn { status, error, .. }) => Ok(ended(
-                &thread,
-                &message_id,
-                status.as_str(),
-                &error.to_string(),
-                duplicate,
-            )),
-            Err(PipelineError::PreviousFailure { status, error, .. }) => Ok(ended(
-                &thread,
-                &message_id,
-                status.as_str(),
-                &error,
-                duplicate,
-            )),
-            Err(other) => Err(pipeline_error(other)),
+        let (message, duplicate) = (accepted.message_id.clone(), accepted.duplicate);
+        sent(&thread, &message, duplicate, accepted.finish().await)
+    }
+}
+
+/// `threads__send`'s result for how the turn of user message `message` ended.
+fn sent(
+    thread: &ThreadId,
+    message: &MessageId,
+    duplicate: bool,
+    outcome: Result<TurnReply, PipelineError>,
+) -> Result<ToolOutput, ToolError> {
+    match outcome {
+        Ok(reply) => Ok(replied(&reply.message, &reply.user_message_id, duplicate)),
+        Err(PipelineError::Turn { status, error, .. }) => Ok(ended(
+            thread,
+            message,
+            status.as_str(),
+            &error.to_string(),
+            duplicate,
+        )),
+        // Refused before it reached the model (a budget).
+        Err(PipelineError::PreviousFailure {
+            status: MessageStatus::Refused,
+            error,
+            ..
+        }) => Err(ToolError::Failed(error)),
+        Err(PipelineError::PreviousFailure { status, error, .. }) => {
+            Ok(ended(thread, message, status.as_str(), &error, duplicate))
         }
+        Err(other) => Err(pipeline_error(other)),
     }
 }
 
 impl Send {
     /// With clustering, the turn runs on the node that owns the thread, like a `POST
     /// /api/threads/{id}/messages`: here under this node's lease, or at the live owner, which the
-    /// message is forwarded to (`wait=false`). The owner's turn is then followed on the shared
-    /// event log until it ends, and its outcome read from the shared database. An owner that
-    /// cannot be reached is waited out: when its lease expires this node takes the thread.
+    /// message is forwarded to (`wait=false`); its outcome is then awaited as a repeat of the
+    /// message would be ([`Pipeline::outcome`]). An owner that cannot be reached is waited out:
+    /// when its lease expires this node takes the thread.
     async fn at_owner(
         &self,
         cluster: &Cluster,
@@ -296,8 +304,6 @@ impl Send {
                 return Err(ToolError::Failed(err.to_string()))
             }
         };
-        // Subscribed before the forward: the end of the turn cannot slip past.
-        let mut events = self.pipeline.subscribe(thread).await;
         let mut body = serde_json::Map::new();
         for key in ["content", "clientMessageId", "model"] {
             if let Some(value) = input.get(key) {
@@ -338,64 +344,18 @@ impl Send {
         };
         let message = MessageId::from_string(accepted["messageId"].as_str().unwrap_or_default());
         let duplicate = accepted["duplicate"].as_bool().unwrap_or(false);
+        // Followed on the shared event log and read from the shared database. Should the owner
+        // stop renewing its lease first, this node takes the thread over, which ends the turn
+        // (`interrupted`).
         loop {
-            if let Some(output) = self.outcome(thread, &message, duplicate).await? {
-                return Ok(Placed::There(output));
-            }
-            // Until the turn's last event (or a gap in what we heard: then read again). Should
-            // the owner stop renewing its lease first, this node takes the thread over, which
-            // ends the turn (`interrupted`).
-            let ended =
-                async {
-                    loop {
-                        match events.recv().await {
-                            Ok(event)
-                                if event.message_id.as_ref() == Some(&message)
-                                    && matches!(
-                                        event.kind.as_str(),
-                                        "turn_finished" | "turn_failed"
-                                    ) =>
-                            {
-                                return Ok(())
-                            }
-                            Ok(_) => continue,
-                            Err(RecvError::Lagged(_)) => return Ok(()),
-                            Err(RecvError::Closed) => return Err(ToolError::Failed(
-                                "the daemon is shutting down; retry with the same clientMessageId"
-                                    .into(),
-                            )),
-                        }
-                    }
-                };
             tokio::select! {
-                ended = ended => ended?,
+                outcome = self.pipeline.outcome(&message) => {
+                    return sent(thread, &message, duplicate, outcome).map(Placed::There);
+                }
                 () = cluster.owner_gone(thread, &url) => {
                     cluster.take(thread).await.map_err(store_error)?;
                 }
             }
-        }
-    }
-
-    /// How the turn of user message `id` ended, as stored; `None` while it runs.
-    async fn outcome(
-        &self,
-        thread: &ThreadId,
-        id: &MessageId,
-        duplicate: bool,
-    ) -> Result<Option<ToolOutput>, ToolError> {
-        let Some(user) = self.store.get_message(id).await.map_err(store_error)? else {
-            return Err(ToolError::Failed(format!("message {id} is not stored")));
-        };
-        let error = user.error.clone().unwrap_or_default();
-        match user.status {
-            MessageStatus::Pending => Ok(None),
-            MessageStatus::Done => match self.store.reply_for(id).await.map_err(store_error)? {
-                Some(reply) => Ok(Some(replied(&reply, id, duplicate))),
-                None => Err(ToolError::Failed(format!("message {id} has no reply"))),
-            },
-            // The owner refused it before it reached the model (a budget).
-            MessageStatus::Refused => Err(ToolError::Failed(error)),
-            status => Ok(Some(ended(thread, id, status.as_str(), &error, duplicate))),
         }
     }
 }
