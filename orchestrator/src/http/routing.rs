@@ -16,7 +16,7 @@ use tracing::{debug, warn};
 use plugin_contract::ThreadId;
 
 use super::{ApiError, ApiState};
-use crate::cluster::{Cluster, ForwardError, Route, RouteError, FORWARDED_HEADER};
+use crate::cluster::{Cluster, ForwardError, Forwarded, Route, RouteError, FORWARDED_HEADER};
 use crate::store::StoreError;
 
 /// Serves the request here when this node holds (or takes) the thread's lease, else forwards it
@@ -84,16 +84,7 @@ async fn forward(
         )
         .await
     {
-        Ok(answer) => {
-            let mut response = Response::new(Body::from(answer.body));
-            *response.status_mut() = answer.status;
-            if let Some(content_type) = answer.content_type {
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_TYPE, content_type);
-            }
-            response
-        }
+        Ok(answer) => relayed(answer),
         Err(ForwardError::Unreachable { url, source }) => {
             // Most likely dead: its lease runs out within a TTL, then the thread is ours.
             warn!(thread_id = %thread, owner = %url, error = %source, "The thread's owner cannot be reached; waiting for its lease to expire.");
@@ -159,16 +150,7 @@ pub async fn elsewhere(
         )
         .await;
     Some(match answer {
-        Ok(answer) => {
-            let mut response = Response::new(Body::from(answer.body));
-            *response.status_mut() = answer.status;
-            if let Some(content_type) = answer.content_type {
-                response
-                    .headers_mut()
-                    .insert(header::CONTENT_TYPE, content_type);
-            }
-            response
-        }
+        Ok(answer) => relayed(answer),
         Err(err) => {
             warn!(thread_id = %thread, error = %err, "Forwarding to the thread's owner failed.");
             ApiError::new(
@@ -179,6 +161,18 @@ pub async fn elsewhere(
             .into_response()
         }
     })
+}
+
+/// The owner's answer, passed back as it came: status, `content-type` and body.
+fn relayed(answer: Forwarded) -> Response {
+    let mut response = Response::new(Body::from(answer.body));
+    *response.status_mut() = answer.status;
+    if let Some(content_type) = answer.content_type {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, content_type);
+    }
+    response
 }
 
 fn route_error(err: RouteError) -> Response {
