@@ -30,11 +30,6 @@ use sqlx::Row;
 
 use super::{now_text, pg, Db, MessageId, Store, StoreError};
 
-/// Now, as [`Store::interrupt_pending_before`] takes it (stored timestamps' format).
-pub fn lease_clock() -> String {
-    now_text()
-}
-
 /// What a turn's writes must still hold to succeed: this node's lease on the thread, at the epoch
 /// it took. `None` where a fence is optional means clustering is off.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -415,11 +410,11 @@ impl Store {
         Ok(done)
     }
 
-    /// After a takeover: the thread's user messages still `pending` that were stored before
-    /// `before` (the moment the lease was taken) belonged to turns the old owner never finished;
-    /// they become `interrupted` with `reason`, so a retry with the same `clientMessageId` runs
-    /// them again. Fenced: only while `fence` holds the lease. Returns how many.
-    pub async fn interrupt_pending_before(
+    /// The thread's user messages still `pending` that were stored before `before` (this
+    /// node's clock, as it stores them) become `interrupted` with `reason`, so a retry with the
+    /// same `clientMessageId` runs them again ([`Store::interrupt_node_pending`]). Fenced: only
+    /// while `fence` holds the lease. Returns how many.
+    async fn interrupt_pending_before(
         &self,
         thread: &ThreadId,
         fence: &Fence,
@@ -738,7 +733,7 @@ mod tests {
             );
             // The owner keeping its lease interrupts nothing more; a pending message stored
             // after `before` is left alone at shutdown.
-            let before = super::lease_clock();
+            let before = super::now_text();
             let Inserted::New(third) = store.insert_user_message_fenced(new("four"), Some(&b)).await.unwrap() else {
                 panic!("a new message");
             };

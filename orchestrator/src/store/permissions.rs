@@ -139,7 +139,8 @@ impl Store {
             Db::Postgres(pool) => {
                 return postgres::decide_permission(
                     pool,
-                    (thread, self.fencing(None)),
+                    thread,
+                    self.fencing(None),
                     request_id,
                     status,
                     decided_by,
@@ -298,7 +299,8 @@ mod postgres {
 
     pub(super) async fn decide_permission(
         pool: &PgPool,
-        (thread, fencing): (&ThreadId, Fencing<'_>),
+        thread: &ThreadId,
+        fencing: Fencing<'_>,
         request_id: &str,
         status: &str,
         decided_by: &str,
