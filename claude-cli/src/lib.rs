@@ -45,4 +45,9 @@ pub enum CliError {
     /// The CLI refused one of our control requests.
     #[error("the claude CLI refused the request: {0}")]
     Refused(String),
+    /// The turn's `result` answers another message than the one the turn wrote (a turn the CLI
+    /// started by itself ended first): its output is not this turn's reply, and the process's
+    /// stream no longer pairs results with messages.
+    #[error("the claude CLI answered another message than this turn's (result for {got:?}); the process is replaced")]
+    Unpaired { got: Vec<String> },
 }

@@ -156,6 +156,10 @@ struct Shared {
     stderr_tail: Mutex<VecDeque<String>>,
     /// A `result` that arrived with no turn running (a failed `--resume` writes one, then exits).
     stray_result: Mutex<Option<TurnResult>>,
+    /// Set once the CLI ran a turn that is not one of ours (it started a turn with no turn of
+    /// ours written, wrote a `result` with none running, or a turn's `result` named another
+    /// message): from then on a `result` cannot be trusted to answer the turn that reads it.
+    unpaired: watch::Sender<bool>,
     /// The CLI's control requests not answered yet.
     waiting_on_host: Arc<AtomicUsize>,
     /// Where `transcript_mirror` frames go; let go at EOF, which ends the host's frame stream.
@@ -236,6 +240,7 @@ impl CliProcess {
             session_id: Mutex::new(resume.map(str::to_owned)),
             stderr_tail: Mutex::default(),
             stray_result: Mutex::default(),
+            unpaired: watch::Sender::new(false),
             waiting_on_host: Arc::default(),
             mirror: Mutex::new(Some(mirror_tx)),
             mirror_frames: AtomicU64::new(0),
@@ -411,6 +416,20 @@ impl CliProcess {
             .map(|_| true)
     }
 
+    /// False once the CLI ran a turn that is not one of ours (a scheduled task, a background
+    /// task's notice, a message from another session): its results may no longer answer the
+    /// turns that read them, so the process must not take another turn.
+    pub fn pairs(&self) -> bool {
+        !*self.shared.unpaired.borrow()
+    }
+
+    /// Resolves once [`Self::pairs`] turns false (never, for a process that only runs our turns).
+    pub async fn wait_unpaired(&self) {
+        let mut unpaired = self.shared.unpaired.subscribe();
+        // Err only when the sender is gone, which it is not while `self` holds it.
+        let _ = unpaired.wait_for(|u| *u).await;
+    }
+
     /// True while a turn is written and has not ended.
     pub fn in_turn(&self) -> bool {
         *self.shared.phase.borrow() != TurnPhase::Idle
@@ -538,10 +557,15 @@ impl TurnEvents {
                 Some(TurnLine::Events(events)) if events.is_empty() => return Ok(Step::Alive),
                 Some(TurnLine::Events(events)) => self.buffered.extend(events),
                 Some(TurnLine::Result(result)) => {
-                    if !result.user_message_uuids.is_empty()
-                        && !result.user_message_uuids.contains(&self.uuid)
-                    {
-                        warn!(expected = %self.uuid, got = ?result.user_message_uuids, "Result names another message.");
+                    // The CLI names the messages a result answers (every `result` of a turn we
+                    // wrote does, errors and interrupts included); one that does not name ours
+                    // ends a turn the CLI started by itself.
+                    if !result.user_message_uuids.contains(&self.uuid) {
+                        warn!(expected = %self.uuid, got = ?result.user_message_uuids, "Result names another message; the stream no longer pairs.");
+                        self.shared.unpaired.send_replace(true);
+                        return Err(CliError::Unpaired {
+                            got: result.user_message_uuids,
+                        });
                     }
                     return Ok(Step::Done(result));
                 }
@@ -697,10 +721,18 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
                 Some(tx) => {
                     let _ = tx.send(TurnLine::Result(result));
                 }
-                None => *lock(&shared.stray_result) = Some(*result),
+                None => {
+                    debug!(uuids = ?result.user_message_uuids, "A result with no turn running.");
+                    shared.unpaired.send_replace(true);
+                    *lock(&shared.stray_result) = Some(*result);
+                }
             }
         }
         CliMessage::Progress(line) => {
+            if line.starts_turn && *shared.phase.borrow() == TurnPhase::Idle {
+                warn!("The CLI started a turn of its own; the process will be replaced.");
+                shared.unpaired.send_replace(true);
+            }
             if line.starts_turn {
                 shared.phase.send_if_modified(|phase| {
                     let queued = *phase == TurnPhase::Queued;

@@ -36,6 +36,9 @@ pub struct SpawnOptions {
     pub builtin_tools: Option<String>,
     /// `--allowedTools`: tools (and patterns) that run without asking.
     pub allowed_tools: Vec<String>,
+    /// `--disallowedTools`: built-in tools removed from the model's tool list (in sub-agents too);
+    /// a call to one is a tool error (`No such tool available`).
+    pub disallowed_tools: Vec<String>,
     pub permission_mode: Option<String>,
     /// `--max-turns`: the CLI's own bound on API round trips in one turn.
     pub max_turns: Option<u32>,
@@ -81,6 +84,12 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     }
     if !options.allowed_tools.is_empty() {
         args.extend(["--allowedTools".to_owned(), options.allowed_tools.join(",")]);
+    }
+    if !options.disallowed_tools.is_empty() {
+        args.extend([
+            "--disallowedTools".to_owned(),
+            options.disallowed_tools.join(","),
+        ]);
     }
     // Equals form throughout: `--resume` takes an optional value, so a separate value starting with
     // `-` would be read as another flag.

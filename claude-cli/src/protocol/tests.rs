@@ -7,6 +7,7 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
     let options = SpawnOptions {
         model: Some("claude-x".into()),
         allowed_tools: vec!["mcp__harness".into(), "Read".into()],
+        disallowed_tools: vec!["ListAgents".into(), "CronCreate".into()],
         max_turns: Some(7),
         settings: Some(r#"{"a": 1}"#.into()),
         permission_prompt_tool: Some("stdio".into()),
@@ -22,6 +23,9 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
     assert!(args.contains(&"--resume=-looks-like-a-flag".to_owned()));
     let allowed = args.iter().position(|a| a == "--allowedTools").unwrap();
     assert_eq!(args[allowed + 1], "mcp__harness,Read");
+    let disallowed = args.iter().position(|a| a == "--disallowedTools").unwrap();
+    assert_eq!(args[disallowed + 1], "ListAgents,CronCreate");
+    assert!(!cli_args(&SpawnOptions::default(), None).contains(&"--disallowedTools".to_owned()));
     assert!(
         !args.iter().any(|a| a == "--mcp-config"),
         "in-process servers are declared in initialize"

@@ -130,6 +130,7 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         }
         TurnError::Process(CliError::ProcessDied { .. }) => (StatusCode::BAD_GATEWAY, "cli_died"),
         TurnError::Process(CliError::Refused(_)) => (StatusCode::BAD_GATEWAY, "cli_error"),
+        TurnError::Process(CliError::Unpaired { .. }) => (StatusCode::BAD_GATEWAY, "cli_unpaired"),
         TurnError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
         TurnError::StructuredOutput(_) => (StatusCode::BAD_GATEWAY, "structured_output_failed"),

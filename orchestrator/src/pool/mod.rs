@@ -262,6 +262,12 @@ impl Entry {
         self.retired.load(Ordering::SeqCst)
     }
 
+    /// Fit for another turn: running, not let go, and its results still answer our messages
+    /// ([`CliProcess::pairs`]).
+    fn usable(&self) -> bool {
+        !self.is_retired() && !self.process.has_exited() && self.process.pairs()
+    }
+
     fn idle_for(&self) -> Duration {
         if self.is_busy() {
             Duration::ZERO
@@ -300,7 +306,7 @@ impl Entry {
             pool: pool.clone(),
             finished: false,
         };
-        if self.is_retired() || self.process.has_exited() {
+        if !self.usable() {
             return None;
         }
         Some(lease)
@@ -404,7 +410,7 @@ impl Pool {
         let inner = &self.inner;
         for _ in 0..3 {
             if let Some(entry) = inner.cache.get(thread).await {
-                let alive = !entry.process.has_exited() && !entry.is_retired();
+                let alive = entry.usable();
                 let fit = entry.fits(options);
                 if alive && fit != Fit::No {
                     if let Some(lease) = entry.lease(self) {
@@ -468,9 +474,12 @@ impl Pool {
         resume: Option<&CliSessionId>,
     ) -> Result<bool, TurnError> {
         self.inner.metrics.prewarm();
-        let warm = self.inner.cache.get(thread).await.is_some_and(|e| {
-            !e.process.has_exited() && !e.is_retired() && e.fits(options) == Fit::Yes
-        });
+        let warm = self
+            .inner
+            .cache
+            .get(thread)
+            .await
+            .is_some_and(|e| e.usable() && e.fits(options) == Fit::Yes);
         let slot = if warm {
             None
         } else {
@@ -689,7 +698,17 @@ impl Pool {
         let pool = self.clone();
         let watched = entry.clone();
         inner.tasks.spawn(async move {
-            watched.process.wait_exit().await;
+            tokio::select! {
+                _ = watched.process.wait_exit() => {}
+                _ = watched.process.wait_unpaired() => {
+                    // The CLI ran a turn nobody sent (containment keeps the tools that start
+                    // one off): its output answers no message of ours, so the process goes
+                    // (now if idle; a running turn fails with `Unpaired` and discards it).
+                    warn!(thread_id = %watched.thread, pid = watched.process.pid(), "The CLI ran a turn of its own; retiring the process.");
+                    watched.retire();
+                    watched.process.wait_exit().await;
+                }
+            }
             let pid = watched.process.pid();
             lock(&pool.inner.live).remove(&pid);
             let mut spares = lock(&pool.inner.spares);
