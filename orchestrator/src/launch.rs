@@ -4,7 +4,9 @@
 //! **Invariant (isolation, SECURITY.md):** a thread's process works in a folder of its own
 //! (`<claude.workdir>/<thread id>`, mode 0700), so each thread is its own CLI project with its own
 //! transcripts and memory; auto-memory is off unless configured; deny rules keep the file tools
-//! out of the CLI config dir; the environment is an allow-list.
+//! out of the CLI config dir; the environment is an allow-list; the CLI's own tools that reach
+//! other sessions or start turns by themselves are off ([`CONTAINED_TOOLS`],
+//! [`CONTAINMENT_SWITCHES`]), in every profile, whatever `claude.env` says.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,8 +33,14 @@ pub struct Launcher {
 
 impl Launcher {
     /// Prepares the CLI's directories (mode 0700) and the options every child shares.
-    /// `manifest` is our MCP server's handshake ([`crate::mcp::McpAdapter::manifest`]).
-    pub fn new(config: &Config, manifest: serde_json::Value) -> std::io::Result<Launcher> {
+    /// `manifest` is our MCP server's handshake ([`crate::mcp::McpAdapter::manifest`]);
+    /// `approval_denies` are the approvals' deny rules in the CLI's terms
+    /// (`approvals::policy::Policy::cli_deny_rules`), added to every child's `permissions.deny`.
+    pub fn new(
+        config: &Config,
+        manifest: serde_json::Value,
+        approval_denies: &[String],
+    ) -> std::io::Result<Launcher> {
         let config_dir = config.claude_config_dir();
         let threads_dir = config.claude_workdir();
         crate::private_fs::create_dir(&config_dir)?;
@@ -48,9 +56,10 @@ impl Launcher {
                 Profile::Lean => config.claude.builtin_tools.clone().or(Some(String::new())),
             },
             allowed_tools,
+            disallowed_tools: CONTAINED_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
             permission_mode: config.claude.permission_mode.clone(),
             max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
-            settings: Some(session_settings(config, &config_dir).to_string()),
+            settings: Some(session_settings(config, &config_dir, approval_denies).to_string()),
             no_partial_messages: config.claude.profile == Profile::Lean,
             // Every permission the CLI would ask a person for comes to `approvals` instead.
             permission_prompt_tool: Some("stdio".to_owned()),
@@ -264,6 +273,7 @@ pub fn write_transcript<'a>(
 }
 
 /// The CLI's feature switches the `lean` profile sets (to `1`); `claude.env` can set any back.
+/// (Background tasks are off in every profile: [`CONTAINMENT_SWITCHES`].)
 /// Together with no built-in tools and no token deltas they save about a fifth of the CLI's CPU
 /// per warm turn (`just bench` measures it).
 pub const LEAN_SWITCHES: &[&str] = &[
@@ -275,7 +285,6 @@ pub const LEAN_SWITCHES: &[&str] = &[
     "CLAUDE_CODE_DISABLE_FILE_CHECKPOINTING",
     "CLAUDE_CODE_DISABLE_ATTACHMENTS",
     "CLAUDE_CODE_DISABLE_TERMINAL_TITLE",
-    "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
     "CLAUDE_CODE_DISABLE_AGENT_PROGRESS_SUMMARIES",
     "CLAUDE_CODE_DISABLE_BUNDLED_SKILLS",
     "CLAUDE_CODE_DISABLE_WORKFLOWS",
@@ -285,8 +294,59 @@ pub const LEAN_SWITCHES: &[&str] = &[
     "CLAUDE_CODE_DISABLE_CLAUDE_MDS",
 ];
 
+/// Built-in tools of `claude` 2.1.330 that let a thread's model reach outside its thread, each
+/// removed from every child with `--disallowedTools` (sub-agents included; a call is the tool
+/// error "No such tool available"). Enumerated from the CLI's own table of built-in tool names
+/// (55 in 2.1.330); those not listed here act within the turn that calls them. Measured with the
+/// real CLI: with the defaults, `ListAgents` listed every other thread's live process and
+/// `SendMessage` started a turn in it; `CronCreate`, `ScheduleWakeup`, `Monitor` and a
+/// background `Agent` or `Bash` each made the CLI start a turn of its own later, whose `result`
+/// then took the place of the next user message's reply.
+pub const CONTAINED_TOOLS: &[&str] = &[
+    // Other sessions on this machine (every thread's process registers in the shared config dir).
+    "ListAgents",
+    "SendMessage",
+    // Turns the CLI starts by itself, later: schedules, wake-ups, watchers, workflows, triggers.
+    "CronCreate",
+    "CronDelete",
+    "CronList",
+    "ScheduleWakeup",
+    "Monitor",
+    "Workflow",
+    "RemoteTrigger",
+    "TaskStop",
+    // Task lists kept in the shared config dir, shared by list id across sessions.
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskUpdate",
+    // Channels to a person outside the thread's API.
+    "PushNotification",
+    "ReadNotifications",
+    "SendUserFile",
+    "SendUserMessage",
+    // A worktree moves the session out of the thread's folder (its CLI project).
+    "EnterWorktree",
+    "ExitWorktree",
+];
+
+/// The CLI's switches that containment sets in every child, after `claude.env` (so no setting
+/// turns them back on). Each also holds where a tool list does not reach:
+/// - `CLAUDE_CODE_HARBOR_KITE=0`: no messaging socket and no peer key at all, so other sessions
+///   cannot reach this one either (`ListAgents` is gone even from `--tools default`);
+/// - `CLAUDE_CODE_DISABLE_CRON=1`: no scheduler, so a durable cron left in a thread's folder
+///   never fires;
+/// - `CLAUDE_CODE_DISABLE_BACKGROUND_TASKS=1`: `Agent` runs in the foreground (within the turn)
+///   and `Bash` refuses `run_in_background`, so no task finishes after its turn and starts
+///   another.
+pub const CONTAINMENT_SWITCHES: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_HARBOR_KITE", "0"),
+    ("CLAUDE_CODE_DISABLE_CRON", "1"),
+    ("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS", "1"),
+];
+
 /// A child's whole environment: the variables of the daemon's own that `claude.pass_env` names,
-/// then the CLI settings the daemon controls, then `claude.env`.
+/// then the CLI settings the daemon controls, then `claude.env`, then the containment switches.
 pub fn child_env(
     config: &Config,
     daemon_env: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
@@ -336,24 +396,35 @@ pub fn child_env(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone())),
     );
+    env.extend(
+        CONTAINMENT_SWITCHES
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     env
 }
 
-/// The `--settings` of every child: auto-memory as configured, and deny rules that keep every
-/// thread's file tools out of the CLI's config dir, where all threads' transcripts, memories,
-/// agent memory and task files live. In the CLI, a `Read(…)` path rule also governs Glob and Grep,
+/// The `--settings` of every child: auto-memory as configured, the approvals' deny rules (the
+/// CLI checks them before the reads and commands it runs without asking us), and deny rules
+/// that keep every thread's file tools out of the CLI's config dir, where all threads'
+/// transcripts, memories, agent memory and task files live. In the CLI, a `Read(…)` path rule also governs Glob and Grep,
 /// and an `Edit(…)` rule Write and NotebookEdit; deny rules are checked before every automatic
 /// allowance (the current project's memory folder, which the CLI lets the model write even with
 /// auto-memory off) and win over every allow rule and permission mode. `//` makes the path
 /// absolute. They go in the settings JSON rather than `--disallowedTools`, whose list a space
 /// or comma in the path would split.
-fn session_settings(config: &Config, config_dir: &Path) -> serde_json::Value {
+fn session_settings(
+    config: &Config,
+    config_dir: &Path,
+    approval_denies: &[String],
+) -> serde_json::Value {
     let dir = config_dir.to_string_lossy();
     let dir = dir.trim_end_matches('/');
-    let deny: Vec<String> = ["Read", "Edit"]
+    let mut deny: Vec<String> = ["Read", "Edit"]
         .iter()
         .map(|tool| format!("{tool}(/{dir}/**)"))
         .collect();
+    deny.extend(approval_denies.iter().cloned());
     serde_json::json!({
         "autoMemoryEnabled": config.claude.auto_memory,
         "permissions": {"deny": deny},
@@ -396,6 +467,40 @@ mod tests {
             .rev()
             .find(|(k, _)| k == "CLAUDE_CODE_DISABLE_CLAUDE_MDS");
         assert_eq!(last.map(|(_, v)| v.as_str()), Some("0"));
+    }
+
+    #[test]
+    fn containment_holds_in_every_profile_and_claude_env_cannot_undo_it() {
+        for profile in [Profile::Standard, Profile::Lean] {
+            let mut config = Config::default();
+            config.claude.profile = profile;
+            config
+                .claude
+                .env
+                .insert("CLAUDE_CODE_HARBOR_KITE".into(), "1".into());
+            let daemon_env = [("CLAUDE_CODE_DISABLE_CRON", "0")]
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+            let env = child_env(&config, daemon_env.into_iter());
+            for (name, value) in CONTAINMENT_SWITCHES {
+                // The last value of a name is the one a child gets.
+                let last = env.iter().rev().find(|(k, _)| k == name);
+                assert_eq!(last.map(|(_, v)| v.as_str()), Some(*value), "{name}");
+            }
+            let dir = tempfile::tempdir().unwrap();
+            config.data_dir = dir.path().to_path_buf();
+            let options = Launcher::new(&config, serde_json::json!({}), &[])
+                .unwrap()
+                .options(None);
+            for tool in [
+                "ListAgents",
+                "SendMessage",
+                "CronCreate",
+                "ScheduleWakeup",
+                "Monitor",
+            ] {
+                assert!(options.disallowed_tools.iter().any(|t| t == tool), "{tool}");
+            }
+        }
     }
 
     #[test]
@@ -476,7 +581,7 @@ mod tests {
             data_dir: dir.path().to_path_buf(),
             ..Default::default()
         };
-        let launcher = Launcher::new(&config, serde_json::json!({})).unwrap();
+        let launcher = Launcher::new(&config, serde_json::json!({}), &[]).unwrap();
         let thread = ThreadId::from_string("thr_a.b");
         let session = CliSessionId::from_string("s-1");
         assert!(!launcher.has_session(&thread, &session));

@@ -133,6 +133,9 @@ impl Daemon {
             }
         }
         let policy = Policy::new(&config.approvals).map_err(StartError::Approvals)?;
+        // The CLI runs some reads and commands without asking: the deny rules go to its own
+        // matcher too.
+        let cli_denies = policy.cli_deny_rules();
         let background = TaskTracker::new();
         let events = EventBus::start(store.clone(), &background);
         let approvals = Approvals::new(
@@ -140,10 +143,12 @@ impl Daemon {
             config.approvals.timeout,
             store.clone(),
             events.clone(),
+            config.claude_workdir(),
         );
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
-        let launcher = Launcher::new(&config, mcp.manifest()).map_err(StartError::Dirs)?;
+        let launcher =
+            Launcher::new(&config, mcp.manifest(), &cli_denies).map_err(StartError::Dirs)?;
         let pool = Pool::new(
             PoolSettings {
                 idle_ttl: config.pool.idle_ttl,

@@ -6,6 +6,7 @@ mod approvals;
 mod cluster;
 mod cluster_events;
 mod cluster_mcp;
+mod containment;
 mod events;
 mod faults;
 mod forks;
