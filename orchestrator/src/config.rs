@@ -263,7 +263,10 @@ impl RateLimitConfig {
 pub struct ApprovalsConfig {
     /// What happens to a request no rule matches (flag `--approvals`, env `HARNESS_APPROVALS`).
     pub mode: ApprovalMode,
-    /// Checked first, in order; the first match decides without asking.
+    /// Decide without asking, before the mode: a matching deny rule refuses wherever it stands
+    /// in the list, then a matching allow rule allows (the CLI's own order: deny, then allow).
+    /// Harness's own tools are allowed whatever the rules say. What each rule matches (a `Bash`
+    /// command part by part, paths after `..` is resolved) is in `approvals::policy`.
     pub rules: Vec<ApprovalRule>,
     /// How long a person has to answer in `ask` mode; then the request is denied.
     #[serde(with = "secs")]

@@ -8,9 +8,12 @@
 //! then wakes the turn); a refusal is a message the model reads, never a failed turn; nothing
 //! waits for a person past an interrupt, a shutdown or the end of its turn.
 
+mod paths;
 pub mod policy;
+mod shell;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -87,6 +90,8 @@ pub struct Approvals {
 
 struct Inner {
     policy: Policy,
+    /// Where the threads' folders are: path rules are anchored at the requesting thread's.
+    threads_dir: PathBuf,
     timeout: Duration,
     store: Store,
     events: EventBus,
@@ -96,10 +101,20 @@ struct Inner {
 }
 
 impl Approvals {
-    pub fn new(policy: Policy, timeout: Duration, store: Store, events: EventBus) -> Approvals {
+    /// `threads_dir` is the folder holding each thread's working folder (`claude.workdir`); made
+    /// absolute here, as the policy matches absolute paths.
+    pub fn new(
+        policy: Policy,
+        timeout: Duration,
+        store: Store,
+        events: EventBus,
+        threads_dir: PathBuf,
+    ) -> Approvals {
+        let threads_dir = std::path::absolute(&threads_dir).unwrap_or(threads_dir);
         Approvals {
             inner: Arc::new(Inner {
                 policy,
+                threads_dir,
                 timeout,
                 store,
                 events,
@@ -116,7 +131,12 @@ impl Approvals {
     /// Decides `request` (waiting for a person in `ask` mode) and returns the CLI's answer:
     /// `{"behavior": "allow", "updatedInput"}` or `{"behavior": "deny", "message"}`.
     pub async fn decide(&self, request: Request) -> Value {
-        let decision = match self.inner.policy.decide(&request.tool_name, &request.input) {
+        let cwd = crate::launch::thread_workdir(&self.inner.threads_dir, &request.thread);
+        let verdict = self
+            .inner
+            .policy
+            .decide(&request.tool_name, &request.input, &cwd);
+        let decision = match verdict {
             Verdict::Allow { by, reason } => self.settled(&request, true, by, reason).await,
             Verdict::Deny { by, reason } => {
                 let reason = refusal(&request.tool_name, by, &reason, self.inner.timeout);

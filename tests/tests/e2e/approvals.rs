@@ -160,9 +160,11 @@ async fn rules_allow_and_deny_without_asking() {
         ),
     );
     let reply = daemon.reply(&thread, "write by rule").await;
+    // A deny rule reaches the CLI's own settings too, where a bare tool name takes the tool
+    // away (as in the CLI): the model reads that, and the CLI never asks the daemon.
     assert!(
-        reply.contains("rule Write"),
-        "the model read which rule: {reply}"
+        reply.contains("No such tool available: Write"),
+        "the model read the refusal: {reply}"
     );
     assert!(!written.exists());
     let all = all_permissions(&daemon, &thread).await;
@@ -172,10 +174,7 @@ async fn rules_allow_and_deny_without_asking() {
         .collect();
     assert_eq!(
         decided,
-        [
-            (json!("allowed"), json!("rule")),
-            (json!("denied"), json!("rule"))
-        ],
+        [(json!("allowed"), json!("rule"))],
         "nobody was asked: {all:?}"
     );
     let events = crate::support::stored_events(&daemon, &thread).await;
@@ -327,5 +326,134 @@ async fn ask_unanswered_times_out_and_an_interrupt_denies_what_waits() {
     let all = all_permissions(&daemon, &thread).await;
     assert_eq!(all[0]["status"], "denied", "{all:?}");
     assert_eq!(all[0]["decidedBy"], "interrupt", "{all:?}");
+    daemon.stop().await;
+}
+
+/// The bypasses measured against string-matched rules, replayed with the real CLI: a prefix rule
+/// never allows a compound command, a redirection or a substitution; a deny rule holds for the
+/// command however it is written, in `allow` mode too; a path rule's `*` stays in one folder.
+/// Each attack would leave a file behind (or delete one); none may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_hold_against_the_measured_bypasses() {
+    let mock = MockApi::start().await;
+    let rule = |tool: &str, decision| ApprovalRule {
+        tool: tool.into(),
+        decision,
+    };
+    // `deny` mode, the README's allow rule, and a `*` rule over the thread folders.
+    let daemon = daemon_with_tools(&mock, |c| {
+        let work = c.claude_workdir().to_string_lossy().into_owned();
+        c.approvals.rules = vec![
+            rule("Bash(git status:*)", RuleDecision::Allow),
+            rule("Bash(echo:*)", RuleDecision::Allow),
+            rule(&format!("Write(/{work}/*)"), RuleDecision::Allow),
+        ];
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    let other = daemon.create_thread().await;
+    let here = folder(&daemon, &thread);
+    let attacks = [
+        "git status || touch made-by-or",
+        "git status\ntouch made-by-newline",
+        "git status; touch made-by-semicolon",
+        "git status | touch made-by-pipe",
+        "git status & touch made-by-background",
+        "git status $(touch made-by-substitution)",
+        "git status `touch made-by-backticks`",
+        "echo x > made-by-redirect",
+    ];
+    for (i, command) in attacks.iter().enumerate() {
+        let trigger = format!("prefix attack {i}");
+        bash_on(&mock, &trigger, command);
+        daemon.reply(&thread, &trigger).await;
+    }
+    let made: Vec<String> = std::fs::read_dir(&here)
+        .expect("the thread's folder")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("made-by"))
+        .collect();
+    assert!(made.is_empty(), "a prefix rule let these through: {made:?}");
+    // `work/<thread>/../<other>/CLAUDE.md` is not in `work/*`.
+    let escape = here.join("..").join(&other).join("CLAUDE.md");
+    mock.once_when_prompt_contains(
+        "write next door",
+        Reply::tool_use("Write", json!({"file_path": escape, "content": "planted"})),
+    );
+    daemon.reply(&thread, "write next door").await;
+    assert!(!folder(&daemon, &other).join("CLAUDE.md").exists());
+    daemon.stop().await;
+
+    // `allow` mode with a deny rule on `rm`: no form of it deletes the file.
+    let daemon = daemon_with_tools(&mock, |c| {
+        c.approvals.mode = ApprovalMode::Allow;
+        c.approvals.rules = vec![rule("Bash(rm:*)", RuleDecision::Deny)];
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    let here = folder(&daemon, &thread);
+    let forms = [
+        "/bin/rm victim",
+        " rm victim",
+        "true && rm victim",
+        "command rm victim",
+        "\\rm victim",
+        "env rm victim",
+        "find . -name victim -delete",
+        "unlink victim",
+    ];
+    daemon.reply(&thread, "warm up").await;
+    for (i, command) in forms.iter().enumerate() {
+        std::fs::write(here.join("victim"), "keep me").expect("the victim file");
+        let trigger = format!("delete attack {i}");
+        bash_on(&mock, &trigger, command);
+        daemon.reply(&thread, &trigger).await;
+        assert!(here.join("victim").exists(), "{command:?} deleted the file");
+    }
+    // The same rule allows other commands in `allow` mode: the test can tell a refusal apart.
+    bash_on(&mock, "plain touch", "touch allowed-file");
+    daemon.reply(&thread, "plain touch").await;
+    assert!(here.join("allowed-file").exists());
+    daemon.stop().await;
+}
+
+/// A deny rule on reads holds for the reads the CLI runs without asking (a file in the thread's
+/// own folder): it reaches the CLI's own matcher through the children's settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_rule_holds_for_reads_the_cli_never_asks_about() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.builtin_tools = Some("Read".into());
+        c.approvals.mode = ApprovalMode::Allow;
+        c.approvals.rules = vec![ApprovalRule {
+            tool: "Read(./secret.txt)".into(),
+            decision: RuleDecision::Deny,
+        }];
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    let here = folder(&daemon, &thread);
+    daemon.reply(&thread, "warm up").await;
+    let secret = "SECRET-CONTENT-5531";
+    std::fs::write(here.join("secret.txt"), secret).expect("secret");
+    std::fs::write(here.join("open.txt"), "OPEN-CONTENT-5532").expect("open");
+    for (trigger, file) in [
+        ("read the secret", "secret.txt"),
+        ("read the open", "open.txt"),
+    ] {
+        mock.once_when_prompt_contains(
+            trigger,
+            Reply::tool_use("Read", json!({"file_path": here.join(file)})),
+        );
+        daemon.reply(&thread, trigger).await;
+    }
+    let seen: String = mock
+        .message_requests()
+        .iter()
+        .map(|r| r.all_text())
+        .collect();
+    assert!(!seen.contains(secret), "the denied file reached the model");
+    assert!(seen.contains("OPEN-CONTENT-5532"), "the other read ran");
     daemon.stop().await;
 }
