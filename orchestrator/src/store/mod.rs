@@ -369,6 +369,15 @@ pub enum MessageStatus {
 }
 
 impl MessageStatus {
+    /// Every status, in the order the schema lists them.
+    pub const ALL: [MessageStatus; 5] = [
+        MessageStatus::Pending,
+        MessageStatus::Done,
+        MessageStatus::Error,
+        MessageStatus::Interrupted,
+        MessageStatus::Refused,
+    ];
+
     /// The value stored in `messages.status` (the schema's CHECK list).
     pub fn as_str(self) -> &'static str {
         match self {

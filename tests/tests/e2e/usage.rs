@@ -6,6 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
+use harness_tests::mcp::McpHttp;
 use harness_tests::mock::{usage_for, MockApi};
 
 use super::http_api::{check_against, openapi_doc};
@@ -148,6 +149,19 @@ async fn a_thread_past_its_budget_gets_402_and_the_model_sees_nothing() {
         .map(|m| m["status"].as_str().expect("status"))
         .collect();
     assert_eq!(statuses, ["done", "done", "refused", "refused"], "{stored}");
+    // `threads__get` answers for a refused message too, within its own output schema.
+    let mcp = McpHttp::new(&daemon.base, None);
+    let tools = mcp.tools().await;
+    let got = mcp
+        .call_tool(9, "threads__get", json!({"threadId": thread}))
+        .await;
+    let result = got.result();
+    assert_eq!(result.get("isError"), None, "{result}");
+    let listed = &result["structuredContent"];
+    let schema = &tools["threads__get"]["outputSchema"];
+    let validator = jsonschema::validator_for(schema).expect("a valid output schema");
+    assert!(validator.is_valid(listed), "{listed}");
+    assert_eq!(listed["messages"][3]["status"], "refused", "{listed}");
     let events = stored_events(&daemon, &thread).await;
     let refusal = events
         .iter()

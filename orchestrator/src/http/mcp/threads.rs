@@ -424,6 +424,8 @@ struct Get(Store);
 impl Tool for Get {
     fn spec(&self) -> ToolSpec {
         let mut properties = thread_schema();
+        // Every status a stored message can have (a budget's `refused` included).
+        let statuses: Vec<&str> = MessageStatus::ALL.iter().map(|s| s.as_str()).collect();
         properties["messages"] = json!({
             "type": "array",
             "items": {
@@ -433,7 +435,7 @@ impl Tool for Get {
                     "seq": {"type": "integer"},
                     "role": {"enum": ["user", "assistant"]},
                     "content": {"type": "string"},
-                    "status": {"enum": ["pending", "done", "error", "interrupted"]},
+                    "status": {"enum": statuses},
                     "error": {"type": ["string", "null"]},
                     "clientMessageId": {"type": ["string", "null"]},
                     "replyTo": {"type": ["string", "null"]}
