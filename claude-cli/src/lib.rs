@@ -21,8 +21,8 @@ mod process;
 pub mod protocol;
 
 pub use process::{
-    CliProcess, HostRequest, HostRequests, Launch, MirrorFrames, SpawnError, Started, Step,
-    TurnEvents,
+    CliProcess, HostRequest, HostRequests, Launch, MirrorFrames, OwnTurn, OwnTurns, SpawnError,
+    Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
     SdkMcpServer, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,

@@ -8,13 +8,16 @@
 //!   channel ([`HostRequests`]) with their reply handles, so the CLI's own MCP handshake is
 //!   served while we await our `initialize`.
 //! - One turn at a time: a second turn is written only after the first one's `result`.
+//! - Every line of a turn goes to the turn it belongs to: ours (the `command_lifecycle` that
+//!   starts it names the uuid we wrote) or one the CLI started by itself (a cron, a wake-up, a
+//!   background task's notice), which is handed to the host as an [`OwnTurn`].
 //! - The child is its own process group leader; [`CliProcess::kill`] signals the whole group and
 //!   the reaper task `wait()`s for it, so nothing is left as an orphan or a zombie.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -27,7 +30,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, trace, warn, Instrument};
 
-use crate::protocol::{self, CliMessage, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult};
+use crate::protocol::{
+    self, CliMessage, Lifecycle, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult,
+};
 use crate::CliError;
 
 /// Longest stdout line we accept (a `tools/list` reply or a long answer can be large).
@@ -51,6 +56,9 @@ pub struct Launch {
     pub ready_timeout: Duration,
     /// In-process MCP servers, declared in `initialize`.
     pub sdk_mcp_servers: Vec<protocol::SdkMcpServer>,
+    /// Registers a `Stop` hook: at the end of every turn the CLI sends a `hook_callback` whose
+    /// input lists its pending `background_tasks` and `session_crons` (see [`StopReport`]).
+    pub stop_hook: bool,
 }
 
 /// A started process: the handle, its control requests, and its answer to `initialize`.
@@ -62,6 +70,51 @@ pub struct Started {
     /// The process's `transcript_mirror` frames in stdout order (only with `--session-mirror`),
     /// whether a turn runs or not: the last ones come after stdin closes. Ends at stdout's EOF.
     pub mirror: MirrorFrames,
+    /// Turns the CLI starts by itself, in order. Dropped, such a turn makes the process stop
+    /// pairing ([`CliProcess::pairs`]).
+    pub own_turns: OwnTurns,
+}
+
+/// A turn the CLI started by itself: a cron firing, a `ScheduleWakeup`, the notice of a
+/// background task that finished. Its events end with its `result` like ours do; nobody's
+/// message is behind it.
+pub struct OwnTurn {
+    /// Why the CLI started it: its `wakeup_source` (`schedule_wakeup` for a cron, `loop_wakeup`
+    /// for a `ScheduleWakeup`), or `task_notification` for a turn with no lifecycle line.
+    pub source: String,
+    pub events: TurnEvents,
+}
+
+/// The [`OwnTurn`]s of one process, in the order the CLI started them.
+pub type OwnTurns = mpsc::UnboundedReceiver<OwnTurn>;
+
+/// What the CLI's `Stop` hook reports at the end of a turn: the work it will still start turns
+/// for by itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StopReport {
+    /// Background tasks still running (`background_tasks`).
+    pub background_tasks: usize,
+    /// Crons of the session (`session_crons`), recurring or not yet fired.
+    pub crons: usize,
+}
+
+impl StopReport {
+    /// The report in a `hook_callback` request for the `Stop` hook, if it is one.
+    pub fn from_request(request: &Value) -> Option<StopReport> {
+        let input = &request["input"];
+        if input["hook_event_name"] != "Stop" {
+            return None;
+        }
+        let count = |key: &str| input[key].as_array().map_or(0, Vec::len);
+        Some(StopReport {
+            background_tasks: count("background_tasks"),
+            crons: count("session_crons"),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.background_tasks == 0 && self.crons == 0
+    }
 }
 
 /// The `transcript_mirror` frames of one process, in the order the CLI wrote them.
@@ -84,6 +137,8 @@ pub struct HostRequest {
     pub subtype: String,
     /// The whole `request` object.
     pub request: Value,
+    /// True when the CLI asked while running a turn it started by itself ([`OwnTurn`]).
+    pub in_own_turn: bool,
     reply: Option<Reply>,
 }
 
@@ -150,15 +205,25 @@ struct Shared {
     host: Mutex<Option<mpsc::UnboundedSender<HostRequest>>>,
     /// Our control requests waiting for the CLI's answer.
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>,
-    /// The running turn's inbox, if a turn is running.
+    /// The inbox of our turn, while one is written and not ended.
     turn: Mutex<Option<mpsc::UnboundedSender<TurnLine>>>,
+    /// The uuid of our turn while it is written and not ended.
+    written: Mutex<Option<String>>,
+    /// Whose turn the CLI is running.
+    runner: Mutex<Runner>,
+    /// Set at the first `command_lifecycle` line: this CLI says which command a turn runs.
+    reports_lifecycle: AtomicBool,
+    /// Where the turns the CLI starts by itself go; `None` once the host let go.
+    own_turns: Mutex<Option<mpsc::UnboundedSender<OwnTurn>>>,
     session_id: Mutex<Option<String>>,
     stderr_tail: Mutex<VecDeque<String>>,
     /// A `result` that arrived with no turn running (a failed `--resume` writes one, then exits).
     stray_result: Mutex<Option<TurnResult>>,
-    /// Set once the CLI ran a turn that is not one of ours (it started a turn with no turn of
-    /// ours written, wrote a `result` with none running, or a turn's `result` named another
-    /// message): from then on a `result` cannot be trusted to answer the turn that reads it.
+    /// The reaper's report, for the turns the reader starts ([`OwnTurn`]).
+    exit: watch::Receiver<Option<ExitInfo>>,
+    /// Set once the stream cannot be trusted to pair results with turns: the CLI started a turn
+    /// of its own that the host did not take, wrote a `result` with no turn running, or ended a
+    /// turn of ours with a `result` that names another message.
     unpaired: watch::Sender<bool>,
     /// The CLI's control requests not answered yet.
     waiting_on_host: Arc<AtomicUsize>,
@@ -169,6 +234,15 @@ struct Shared {
     mirror_frames: AtomicU64,
     phase: watch::Sender<TurnPhase>,
     next_request: AtomicU64,
+}
+
+/// Whose turn the CLI is running.
+enum Runner {
+    Idle,
+    /// Ours (the lines go to [`Shared::turn`]).
+    Ours,
+    /// One it started by itself; the lines go to that turn's inbox.
+    Own(mpsc::UnboundedSender<TurnLine>),
 }
 
 /// What the reader hands the running turn.
@@ -231,12 +305,18 @@ impl CliProcess {
         let (writer_tx, writer_rx) = mpsc::unbounded_channel();
         let (host_tx, host_rx) = mpsc::unbounded_channel();
         let (mirror_tx, mirror_rx) = mpsc::unbounded_channel();
+        let (own_tx, own_rx) = mpsc::unbounded_channel();
         let (exit_tx, exit_rx) = watch::channel(None);
         let shared = Arc::new(Shared {
             writer: writer_tx,
             host: Mutex::new(Some(host_tx)),
             pending: Mutex::default(),
             turn: Mutex::default(),
+            written: Mutex::default(),
+            runner: Mutex::new(Runner::Idle),
+            reports_lifecycle: AtomicBool::new(false),
+            own_turns: Mutex::new(Some(own_tx)),
+            exit: exit_rx.clone(),
             session_id: Mutex::new(resume.map(str::to_owned)),
             stderr_tail: Mutex::default(),
             stray_result: Mutex::default(),
@@ -272,7 +352,7 @@ impl CliProcess {
             cancel,
             spawned_at: started,
         });
-        let initialize = protocol::initialize_request(&launch.sdk_mcp_servers);
+        let initialize = protocol::initialize_request(&launch.sdk_mcp_servers, launch.stop_hook);
         match tokio::time::timeout(launch.ready_timeout, process.initialize(initialize)).await {
             Ok(Ok(initialize)) => {
                 info!(
@@ -286,6 +366,7 @@ impl CliProcess {
                     requests: host_rx,
                     initialize,
                     mirror: mirror_rx,
+                    own_turns: own_rx,
                 })
             }
             Ok(Err(failure)) => {
@@ -366,21 +447,21 @@ impl CliProcess {
     pub async fn turn(&self, prompt: &str) -> Result<TurnEvents, CliError> {
         let guard = self.turn_lock.clone().lock_owned().await;
         let (tx, rx) = mpsc::unbounded_channel();
-        *lock(&self.shared.turn) = Some(tx);
-        self.shared.phase.send_replace(TurnPhase::Queued);
         let uuid = uuid::Uuid::new_v4().to_string();
+        *lock(&self.shared.turn) = Some(tx);
+        *lock(&self.shared.written) = Some(uuid.clone());
+        self.shared.phase.send_replace(TurnPhase::Queued);
         let events = TurnEvents {
             rx,
             buffered: VecDeque::new(),
             shared: self.shared.clone(),
             exit: self.exit.clone(),
-            uuid,
-            _guard: guard,
+            ours: Some((uuid.clone(), guard)),
         };
         if self
             .shared
             .writer
-            .send(protocol::user_turn(prompt, &events.uuid))
+            .send(protocol::user_turn(prompt, &uuid))
             .is_err()
             || self.has_exited()
         {
@@ -416,9 +497,20 @@ impl CliProcess {
             .map(|_| true)
     }
 
-    /// False once the CLI ran a turn that is not one of ours (a scheduled task, a background
-    /// task's notice, a message from another session): its results may no longer answer the
-    /// turns that read them, so the process must not take another turn.
+    /// Asks the CLI to stop the turn it started by itself ([`OwnTurn`]); it then ends with an
+    /// error `result` and the process stays usable. Returns false when none is running.
+    pub async fn interrupt_own_turn(&self) -> Result<bool, String> {
+        if !matches!(*lock(&self.shared.runner), Runner::Own(_)) {
+            return Ok(false);
+        }
+        self.request(json!({"subtype": "interrupt"}))
+            .await
+            .map(|_| true)
+    }
+
+    /// False once the stream stopped pairing: a turn the CLI started by itself that nobody took
+    /// ([`Started::own_turns`] dropped), a `result` with no turn running, or one of ours ending
+    /// with a `result` for another message. Such a process must not take another turn.
     pub fn pairs(&self) -> bool {
         !*self.shared.unpaired.borrow()
     }
@@ -430,9 +522,10 @@ impl CliProcess {
         let _ = unpaired.wait_for(|u| *u).await;
     }
 
-    /// True while a turn is written and has not ended.
+    /// True while a turn of ours is written and has not ended, or the CLI runs one of its own.
     pub fn in_turn(&self) -> bool {
         *self.shared.phase.borrow() != TurnPhase::Idle
+            || matches!(*lock(&self.shared.runner), Runner::Own(_))
     }
 
     /// True while one of the CLI's control requests waits for the host's answer: the CLI is
@@ -522,14 +615,15 @@ impl Drop for CliProcess {
 }
 
 /// The events of one turn, ending with its `result` ([`TurnEvents::next`] gives
-/// `Ok(Step::Done)`). Dropping it lets the next turn start.
+/// `Ok(Step::Done)`). Dropping one of ours lets the next turn of ours start.
 pub struct TurnEvents {
     rx: mpsc::UnboundedReceiver<TurnLine>,
     buffered: VecDeque<TurnEvent>,
     shared: Arc<Shared>,
     exit: watch::Receiver<Option<ExitInfo>>,
-    uuid: String,
-    _guard: tokio::sync::OwnedMutexGuard<()>,
+    /// Our turn: the uuid of its user line, and the turn lock it holds. `None` for a turn the CLI
+    /// started by itself ([`OwnTurn`]).
+    ours: Option<(String, tokio::sync::OwnedMutexGuard<()>)>,
 }
 
 /// One step of a turn.
@@ -559,9 +653,13 @@ impl TurnEvents {
                 Some(TurnLine::Result(result)) => {
                     // The CLI names the messages a result answers (every `result` of a turn we
                     // wrote does, errors and interrupts included); one that does not name ours
-                    // ends a turn the CLI started by itself.
-                    if !result.user_message_uuids.contains(&self.uuid) {
-                        warn!(expected = %self.uuid, got = ?result.user_message_uuids, "Result names another message; the stream no longer pairs.");
+                    // ends a turn the CLI started by itself. The lines are routed by turn, so
+                    // this is the last wall, not the first.
+                    let Some((uuid, _)) = &self.ours else {
+                        return Ok(Step::Done(result));
+                    };
+                    if !result.user_message_uuids.contains(uuid) {
+                        warn!(expected = %uuid, got = ?result.user_message_uuids, "Result names another message; the stream no longer pairs.");
                         self.shared.unpaired.send_replace(true);
                         return Err(CliError::Unpaired {
                             got: result.user_message_uuids,
@@ -595,8 +693,11 @@ impl TurnEvents {
 
 impl Drop for TurnEvents {
     fn drop(&mut self) {
-        *lock(&self.shared.turn) = None;
-        self.shared.phase.send_replace(TurnPhase::Idle);
+        if self.ours.is_some() {
+            *lock(&self.shared.turn) = None;
+            *lock(&self.shared.written) = None;
+            self.shared.phase.send_replace(TurnPhase::Idle);
+        }
     }
 }
 
@@ -676,6 +777,8 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc<Shared>) {
     }
     // EOF: wake everyone waiting on this process, and end the host's request stream.
     *lock(&shared.turn) = None;
+    *lock(&shared.runner) = Runner::Idle;
+    *lock(&shared.own_turns) = None;
     lock(&shared.pending).clear();
     *lock(&shared.host) = None;
     *lock(&shared.mirror) = None;
@@ -701,6 +804,7 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
                 request_id,
                 subtype,
                 request,
+                in_own_turn: matches!(*lock(&shared.runner), Runner::Own(_)),
                 reply: Some(Reply {
                     writer: shared.writer.clone(),
                     waiting: shared.waiting_on_host.clone(),
@@ -712,9 +816,15 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
         }
         CliMessage::ControlCancel { request_id } => debug!(%request_id, "CLI cancelled a request."),
+        CliMessage::Lifecycle(lifecycle) => started_command(shared, lifecycle),
         CliMessage::Result(result) => {
             if let Some(id) = &result.session_id {
                 *lock(&shared.session_id) = Some(id.clone());
+            }
+            let runner = std::mem::replace(&mut *lock(&shared.runner), Runner::Idle);
+            if let Runner::Own(tx) = runner {
+                let _ = tx.send(TurnLine::Result(result));
+                return;
             }
             let turn = lock(&shared.turn).clone();
             match turn {
@@ -729,18 +839,8 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
         }
         CliMessage::Progress(line) => {
-            if line.starts_turn && *shared.phase.borrow() == TurnPhase::Idle {
-                warn!("The CLI started a turn of its own; the process will be replaced.");
-                shared.unpaired.send_replace(true);
-            }
             if line.starts_turn {
-                shared.phase.send_if_modified(|phase| {
-                    let queued = *phase == TurnPhase::Queued;
-                    if queued {
-                        *phase = TurnPhase::Running;
-                    }
-                    queued
-                });
+                started_turn(shared);
             }
             if let Some(id) = &line.session_id {
                 let mut current = lock(&shared.session_id);
@@ -751,8 +851,13 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
             // Even a line with no events says the CLI is alive (a long thinking phase is silent
             // otherwise).
+            let events = TurnLine::Events(line.events);
+            if let Runner::Own(tx) = &*lock(&shared.runner) {
+                let _ = tx.send(events);
+                return;
+            }
             if let Some(tx) = lock(&shared.turn).as_ref() {
-                let _ = tx.send(TurnLine::Events(line.events));
+                let _ = tx.send(events);
             }
         }
         CliMessage::Mirror(frame) => {
@@ -764,6 +869,71 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
         }
         CliMessage::Ignored => {}
+    }
+}
+
+/// A `command_lifecycle` line: a `started` command is our turn when it names the uuid we wrote,
+/// else a turn the CLI starts by itself.
+fn started_command(shared: &Arc<Shared>, lifecycle: Lifecycle) {
+    shared.reports_lifecycle.store(true, Ordering::SeqCst);
+    if lifecycle.state != "started" {
+        return;
+    }
+    let ours = lock(&shared.written).as_deref() == Some(lifecycle.command_uuid.as_str());
+    if ours {
+        *lock(&shared.runner) = Runner::Ours;
+    } else {
+        let source = lifecycle.wakeup_source.unwrap_or_else(|| "cli".to_owned());
+        begin_own_turn(shared, source);
+    }
+}
+
+/// A `system/init`: the CLI starts a turn. With no command started before it, it is one the CLI
+/// starts by itself (a background task's notice has no lifecycle line), unless this CLI reports
+/// no lifecycle at all and a turn of ours is written.
+fn started_turn(shared: &Arc<Shared>) {
+    let idle = matches!(*lock(&shared.runner), Runner::Idle);
+    if idle {
+        let ours =
+            lock(&shared.written).is_some() && !shared.reports_lifecycle.load(Ordering::SeqCst);
+        if ours {
+            *lock(&shared.runner) = Runner::Ours;
+        } else {
+            begin_own_turn(shared, "task_notification".to_owned());
+        }
+    }
+    if matches!(*lock(&shared.runner), Runner::Ours) {
+        shared.phase.send_if_modified(|phase| {
+            let queued = *phase == TurnPhase::Queued;
+            if queued {
+                *phase = TurnPhase::Running;
+            }
+            queued
+        });
+    }
+}
+
+/// Routes the lines from here to the turn's `result` into a turn of its own, handed to the host.
+/// A host that does not take them leaves the process unpaired.
+fn begin_own_turn(shared: &Arc<Shared>, source: String) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    *lock(&shared.runner) = Runner::Own(tx);
+    let events = TurnEvents {
+        rx,
+        buffered: VecDeque::new(),
+        shared: shared.clone(),
+        exit: shared.exit.clone(),
+        ours: None,
+    };
+    debug!(%source, "The CLI started a turn of its own.");
+    let taken = lock(&shared.own_turns)
+        .as_ref()
+        .is_some_and(|host| host.send(OwnTurn { source, events }).is_ok());
+    if !taken {
+        warn!(
+            "The CLI started a turn of its own and nobody takes it; the process no longer pairs."
+        );
+        shared.unpaired.send_replace(true);
     }
 }
 

@@ -120,9 +120,13 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     args
 }
 
+/// The callback id of the `Stop` hook [`initialize_request`] registers.
+pub const STOP_HOOK_ID: &str = "harness_stop";
+
 /// Our `initialize` request, declaring `servers` as in-process MCP servers with their settings
-/// and, where given, their manifests.
-pub fn initialize_request(servers: &[SdkMcpServer]) -> Value {
+/// and, where given, their manifests; with `stop_hook`, a `Stop` hook whose callback
+/// ([`STOP_HOOK_ID`]) reports the session's pending background tasks and crons at each turn's end.
+pub fn initialize_request(servers: &[SdkMcpServer], stop_hook: bool) -> Value {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
     let configs: serde_json::Map<String, Value> = servers
         .iter()
@@ -134,7 +138,11 @@ pub fn initialize_request(servers: &[SdkMcpServer]) -> Value {
         .collect();
     let mut request = json!({
         "subtype": "initialize",
-        "hooks": null,
+        "hooks": if stop_hook {
+            json!({"Stop": [{"matcher": null, "hookCallbackIds": [STOP_HOOK_ID]}]})
+        } else {
+            Value::Null
+        },
         "sdkMcpServers": names,
         "sdkMcpServerConfigs": configs,
     });
@@ -196,8 +204,24 @@ pub enum CliMessage {
     Progress(Progress),
     /// Lines the CLI appended to a transcript file (`--session-mirror` only).
     Mirror(TranscriptMirror),
+    /// A command (a turn) changed state inside the CLI: `command_lifecycle`.
+    Lifecycle(Lifecycle),
     /// A line of a type the host does not use (new types appear often).
     Ignored,
+}
+
+/// A `command_lifecycle` line: the CLI queued, started or completed a command. Ours carry the
+/// `uuid` of the user line we wrote; a turn the CLI starts by itself (a cron firing, a
+/// `ScheduleWakeup`) has a fresh `command_uuid` and says why in `wakeup_source`. (A turn for a
+/// background task's notice has no lifecycle line at all: only its `system/init`.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lifecycle {
+    pub command_uuid: String,
+    /// `queued`, `started` or `completed`.
+    pub state: String,
+    /// Why the CLI started the command by itself: `schedule_wakeup` (a cron), `loop_wakeup` (a
+    /// `ScheduleWakeup`), …; `None` for the host's own commands.
+    pub wakeup_source: Option<String>,
 }
 
 /// One `transcript_mirror` line: the JSON objects the CLI appended, in order, to one transcript
@@ -563,6 +587,11 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
             file_path: line.file_path,
             entries: line.entries.into_iter().map(Value::Object).collect(),
         }),
+        Line::CommandLifecycle(line) => CliMessage::Lifecycle(Lifecycle {
+            command_uuid: line.command_uuid,
+            state: line.state,
+            wakeup_source: line.wakeup_source,
+        }),
         Line::Other => CliMessage::Ignored,
     })
 }
@@ -581,8 +610,19 @@ enum Line {
     StreamEvent(StreamEventLine),
     RateLimitEvent(RateLimitLine),
     TranscriptMirror(TranscriptMirrorLine),
+    CommandLifecycle(LifecycleLine),
     #[serde(other)]
     Other,
+}
+
+#[derive(Deserialize)]
+struct LifecycleLine {
+    #[serde(default, deserialize_with = "lenient")]
+    command_uuid: String,
+    #[serde(default, deserialize_with = "lenient")]
+    state: String,
+    #[serde(default, deserialize_with = "lenient")]
+    wakeup_source: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -60,19 +60,23 @@ fn user_turn_is_client_composed_and_escapes_everything() {
 #[test]
 fn initialize_declares_the_servers_with_their_settings_and_manifests() {
     let manifest = json!({"initializeResult": {"protocolVersion": "2025-11-25"}, "toolsListResult": {"tools": []}});
-    let request = initialize_request(&[
-        SdkMcpServer {
-            name: "harness".into(),
-            timeout_ms: 120_000,
-            manifest: Some(manifest.clone()),
-        },
-        SdkMcpServer {
-            name: "other".into(),
-            timeout_ms: 5,
-            manifest: None,
-        },
-    ]);
+    let request = initialize_request(
+        &[
+            SdkMcpServer {
+                name: "harness".into(),
+                timeout_ms: 120_000,
+                manifest: Some(manifest.clone()),
+            },
+            SdkMcpServer {
+                name: "other".into(),
+                timeout_ms: 5,
+                manifest: None,
+            },
+        ],
+        false,
+    );
     assert_eq!(request["subtype"], "initialize");
+    assert_eq!(request["hooks"], Value::Null);
     assert_eq!(request["sdkMcpServers"], json!(["harness", "other"]));
     assert_eq!(
         request["sdkMcpServerConfigs"]["harness"]["timeout"],
@@ -82,9 +86,33 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
         request["sdkMcpServerManifests"],
         json!({ "harness": manifest })
     );
-    assert!(initialize_request(&[])
+    assert!(initialize_request(&[], false)
         .get("sdkMcpServerManifests")
         .is_none());
+    let hooked = initialize_request(&[], true);
+    assert_eq!(
+        hooked["hooks"]["Stop"][0]["hookCallbackIds"],
+        json!([STOP_HOOK_ID])
+    );
+}
+
+#[test]
+fn command_lifecycle_lines_say_which_command_a_turn_runs() {
+    // As claude 2.1.330 writes them: ours name the uuid we sent; a cron's has its own.
+    let ours = decode(r#"{"type":"command_lifecycle","command_uuid":"a-0","state":"started","uuid":"x","session_id":"s"}"#).unwrap();
+    assert_eq!(
+        ours,
+        CliMessage::Lifecycle(Lifecycle {
+            command_uuid: "a-0".into(),
+            state: "started".into(),
+            wakeup_source: None,
+        })
+    );
+    let cron = decode(r#"{"type":"command_lifecycle","command_uuid":"f94f","state":"started","wakeup_source":"schedule_wakeup","uuid":"y","session_id":"s"}"#).unwrap();
+    let CliMessage::Lifecycle(cron) = cron else {
+        panic!("{cron:?}")
+    };
+    assert_eq!(cron.wakeup_source.as_deref(), Some("schedule_wakeup"));
 }
 
 #[test]
