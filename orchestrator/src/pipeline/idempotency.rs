@@ -41,6 +41,7 @@ pub(super) async fn admit(
                 content: msg.content.clone(),
                 client_message_id: msg.client_message_id.clone(),
                 model: msg.model.clone(),
+                origin: crate::store::Origin::User,
             },
             msg.fence.as_ref(),
         )

@@ -686,6 +686,7 @@ mod tests {
                 content: content.into(),
                 client_message_id: None,
                 model: None,
+                origin: crate::store::Origin::User,
             };
             let Inserted::New(first) = store.insert_user_message_fenced(new("one"), Some(&a)).await.unwrap() else {
                 panic!("a new message");
@@ -835,6 +836,7 @@ mod tests {
                 content: tag.into(),
                 client_message_id: None,
                 model: None,
+                origin: crate::store::Origin::User,
             })
             .await?
         else {

@@ -15,7 +15,7 @@ use sqlx::Row;
 
 use super::{
     is_unique_violation, now_text, pg, Db, Inserted, Message, MessageId, MessageStatus,
-    NewUserMessage, Role, Store, StoreError, Usage,
+    NewUserMessage, Origin, Role, Store, StoreError, Usage,
 };
 
 /// A `messages` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no sqlx,
@@ -31,6 +31,7 @@ struct MessageRecord {
     client_message_id: Option<String>,
     reply_to: Option<MessageId>,
     model: Option<String>,
+    origin: Origin,
     structured_output: Option<serde_json::Value>,
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
@@ -46,7 +47,7 @@ struct MessageRecord {
 macro_rules! pg_message_columns {
     () => {
         "id, thread_id, seq, role, content, status, error, client_message_id, reply_to, model,
-         structured_output, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+         origin, structured_output, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
          cost_usd, api_ms, created_at, updated_at"
     };
 }
@@ -64,6 +65,7 @@ impl MessageRecord {
             client_message_id: row.try_get("client_message_id")?,
             reply_to: row.try_get("reply_to")?,
             model: row.try_get("model")?,
+            origin: pg::parsed(row, "origin")?,
             structured_output: pg::opt_json(row, "structured_output")?,
             input_tokens: row.try_get("input_tokens")?,
             output_tokens: row.try_get("output_tokens")?,
@@ -90,6 +92,7 @@ impl From<MessageRecord> for Message {
             client_message_id: row.client_message_id,
             reply_to: row.reply_to,
             model: row.model,
+            origin: row.origin,
             structured_output: row.structured_output,
             // Written together: the cost stands for all of them.
             usage: row.cost_usd.map(|cost_usd| Usage {
@@ -136,19 +139,22 @@ impl Store {
         let id = MessageId::generate();
         let now = now_text();
         let thread_id = new.thread_id.as_str();
+        let origin = new.origin.as_str();
         // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
         // foreign key), and the seq subquery runs under the statement's write lock.
         let inserted = sqlx::query_as!(
             MessageRecord,
             r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                     client_message_id, reply_to, model, created_at, updated_at)
+                                     client_message_id, reply_to, model, origin, created_at,
+                                     updated_at)
                SELECT ?1, t.id,
                       (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = t.id),
-                      'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?5, ?5
+                      'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?7, ?5, ?5
                FROM threads t WHERE t.id = ?6
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -160,6 +166,7 @@ impl Store {
             new.model,
             now,
             thread_id,
+            origin,
         )
         .fetch_optional(pool)
         .await;
@@ -178,6 +185,7 @@ impl Store {
                     r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                               status AS "status: MessageStatus", error, client_message_id,
                               reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -283,14 +291,17 @@ impl Store {
             r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
                                      client_message_id, reply_to, model, structured_output,
                                      input_tokens, output_tokens, cache_read_tokens,
-                                     cache_write_tokens, cost_usd, api_ms, created_at, updated_at)
+                                     cache_write_tokens, cost_usd, api_ms, origin, created_at,
+                                     updated_at)
                VALUES (?1, ?2,
                        (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2),
                        'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?7,
-                       ?8, ?9, ?10, ?11, ?12, ?13, ?6, ?6)
+                       ?8, ?9, ?10, ?11, ?12, ?13,
+                       (SELECT origin FROM messages WHERE id = ?4), ?6, ?6)
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -420,6 +431,7 @@ impl Store {
             r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -446,6 +458,7 @@ impl Store {
             r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -471,6 +484,7 @@ impl Store {
             r#"SELECT id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                       status AS "status: MessageStatus", error, client_message_id,
                       reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -541,6 +555,7 @@ impl Store {
                RETURNING id AS "id: MessageId", thread_id, seq, role AS "role: Role", content,
                          status AS "status: MessageStatus", error, client_message_id,
                          reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -664,10 +679,11 @@ mod postgres {
         }
         let row = sqlx::query(concat!(
             "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                   client_message_id, reply_to, model, created_at, updated_at)
+                                   client_message_id, reply_to, model, origin, created_at,
+                                   updated_at)
              VALUES ($1, $6,
                      (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = $6),
-                     'user', $2, 'pending', NULL, $3, NULL, $4, $5, $5)
+                     'user', $2, 'pending', NULL, $3, NULL, $4, $7, $5, $5)
              RETURNING ",
             pg_message_columns!()
         ))
@@ -677,6 +693,7 @@ mod postgres {
         .bind(&new.model)
         .bind(&now)
         .bind(thread_id)
+        .bind(new.origin.as_str())
         .fetch_one(&mut *tx)
         .await?;
         let row = MessageRecord::from_pg(&row)?;
@@ -717,11 +734,13 @@ mod postgres {
             "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
                                    client_message_id, reply_to, model, structured_output,
                                    input_tokens, output_tokens, cache_read_tokens,
-                                   cache_write_tokens, cost_usd, api_ms, created_at, updated_at)
+                                   cache_write_tokens, cost_usd, api_ms, origin, created_at,
+                                   updated_at)
              VALUES ($1, $2,
                      (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = $2),
                      'assistant', $3, 'done', NULL, NULL, $4, $5, $7,
-                     $8, $9, $10, $11, $12, $13, $6, $6)
+                     $8, $9, $10, $11, $12, $13,
+                     (SELECT origin FROM messages WHERE id = $4), $6, $6)
              RETURNING ",
             pg_message_columns!()
         ))
@@ -967,6 +986,7 @@ mod tests {
                     content: "cut short".into(),
                     client_message_id: Some("c".into()),
                     model: None,
+                    origin: crate::store::Origin::User,
                 })
                 .await
                 .unwrap()
@@ -1001,6 +1021,7 @@ mod tests {
             content: content.into(),
             client_message_id: client.map(str::to_owned),
             model: None,
+            origin: crate::store::Origin::User,
         }
     }
 

@@ -458,6 +458,45 @@ impl fmt::Display for Role {
     }
 }
 
+/// Who started a turn: a client's message, or the CLI by itself (a cron, a wake-up, a
+/// background task's notice; only with `claude.scheduling_tools`). Both messages of a turn carry
+/// it. Stored in `messages.origin`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(rename_all = "lowercase")]
+pub enum Origin {
+    #[default]
+    User,
+    Cli,
+}
+
+impl Origin {
+    /// The value stored in `messages.origin`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::User => "user",
+            Origin::Cli => "cli",
+        }
+    }
+}
+
+impl FromStr for Origin {
+    type Err = ParseEnumError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "user" => Ok(Origin::User),
+            "cli" => Ok(Origin::Cli),
+            other => Err(ParseEnumError {
+                kind: "origin",
+                value: other.to_owned(),
+            }),
+        }
+    }
+}
+
 /// A string that is not one of an enum's stored values ([`MessageStatus`], [`Role`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {kind} `{value}`")]
@@ -536,6 +575,8 @@ pub struct NewUserMessage {
     pub client_message_id: Option<String>,
     /// The model asked for this turn, if any.
     pub model: Option<String>,
+    /// Who starts the turn: a client, or the CLI by itself.
+    pub origin: Origin,
 }
 
 /// The outcome of [`Store::insert_user_message`].
@@ -575,6 +616,9 @@ pub struct Message {
     /// For an assistant message: the user message it answers.
     pub reply_to: Option<MessageId>,
     pub model: Option<String>,
+    /// Who started the turn this message belongs to: `user` (a message sent to the API) or `cli`
+    /// (the CLI started it by itself).
+    pub origin: Origin,
     /// A reply of a thread with an `outputSchema`: the value, validated against it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<serde_json::Value>,
@@ -1058,6 +1102,7 @@ mod tests {
                     content: "ping".into(),
                     client_message_id: None,
                     model: None,
+                    origin: crate::store::Origin::User,
                 })
                 .await
                 .unwrap();

@@ -519,6 +519,7 @@ mod tests {
                     content: "hi".into(),
                     client_message_id: None,
                     model: None,
+                    origin: crate::store::Origin::User,
                 })
                 .await
                 .unwrap();
