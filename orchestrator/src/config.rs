@@ -143,8 +143,14 @@ pub struct ClaudeConfig {
     /// `lean` turns off CLI features a service rarely needs, for less CPU per turn: the CLI's
     /// built-in tools (unless `builtin_tools` is set), token deltas (`text_delta` events), and
     /// the features [`crate::launch::LEAN_SWITCHES`] lists (CLAUDE.md files, attachments, file
-    /// checkpoints, background tasks, bundled skills, telemetry, …).
+    /// checkpoints, bundled skills, telemetry, …).
     pub profile: Profile,
+    /// The CLI's own scheduling tools (`CronCreate`, `ScheduleWakeup`, `Monitor`, background
+    /// `Agent` and `Bash` tasks), off by default. On, each turn they make the CLI start is
+    /// recorded as a turn of the thread (origin `cli`), charged to its budgets before it runs
+    /// on, and a process with pending crons or background tasks is not evicted. The tools that
+    /// reach other sessions stay off either way.
+    pub scheduling_tools: bool,
 }
 
 /// How much of the CLI's feature set the children run with.
@@ -362,6 +368,7 @@ impl Default for ClaudeConfig {
             pass_env: DEFAULT_PASS_ENV.iter().map(|v| (*v).to_owned()).collect(),
             auto_memory: false,
             profile: Profile::Standard,
+            scheduling_tools: false,
         }
     }
 }

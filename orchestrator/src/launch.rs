@@ -29,6 +29,8 @@ pub struct Launcher {
     mcp_server: SdkMcpServer,
     base: SpawnOptions,
     default_model: Option<String>,
+    /// `claude.scheduling_tools`: the CLI may start turns by itself.
+    scheduling_tools: bool,
 }
 
 impl Launcher {
@@ -56,7 +58,7 @@ impl Launcher {
                 Profile::Lean => config.claude.builtin_tools.clone().or(Some(String::new())),
             },
             allowed_tools,
-            disallowed_tools: CONTAINED_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+            disallowed_tools: contained_tools(config).map(|t| (*t).to_owned()).collect(),
             permission_mode: config.claude.permission_mode.clone(),
             max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
             settings: Some(session_settings(config, &config_dir, approval_denies).to_string()),
@@ -82,6 +84,7 @@ impl Launcher {
             },
             base,
             default_model: config.claude.default_model.clone(),
+            scheduling_tools: config.claude.scheduling_tools,
         })
     }
 
@@ -102,6 +105,8 @@ impl Launcher {
             env: self.env.clone(),
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
+            // The pool keeps a process with pending crons or background tasks alive.
+            stop_hook: self.scheduling_tools,
         })
     }
 
@@ -188,6 +193,11 @@ impl Launcher {
 
     pub fn bin(&self) -> &Path {
         &self.bin
+    }
+
+    /// True when the CLI may start turns by itself (`claude.scheduling_tools`).
+    pub fn scheduling_tools(&self) -> bool {
+        self.scheduling_tools
     }
 
     /// Bound on a process becoming ready (`turn.ready_timeout`).
@@ -330,8 +340,39 @@ pub const CONTAINED_TOOLS: &[&str] = &[
     "ExitWorktree",
 ];
 
+/// The tools of [`CONTAINED_TOOLS`] that `claude.scheduling_tools` gives back: the CLI then
+/// starts turns by itself, which the pipeline records as the thread's own (origin `cli`).
+pub const SCHEDULING_TOOLS: &[&str] = &[
+    "CronCreate",
+    "CronDelete",
+    "CronList",
+    "ScheduleWakeup",
+    "Monitor",
+    "TaskStop",
+];
+
+/// The tools removed from `config`'s children.
+fn contained_tools(config: &Config) -> impl Iterator<Item = &'static &'static str> {
+    let scheduling = config.claude.scheduling_tools;
+    CONTAINED_TOOLS
+        .iter()
+        .filter(move |tool| !(scheduling && SCHEDULING_TOOLS.contains(tool)))
+}
+
+/// The switches of [`CONTAINMENT_SWITCHES`] `config`'s children get: with
+/// `claude.scheduling_tools`, messaging only.
+fn containment_switches(
+    config: &Config,
+) -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    let scheduling = config.claude.scheduling_tools;
+    CONTAINMENT_SWITCHES
+        .iter()
+        .filter(move |(name, _)| !scheduling || *name == "CLAUDE_CODE_HARBOR_KITE")
+}
+
 /// The CLI's switches that containment sets in every child, after `claude.env` (so no setting
-/// turns them back on). Each also holds where a tool list does not reach:
+/// turns them back on; `claude.scheduling_tools` leaves out the last two). Each also holds where
+/// a tool list does not reach:
 /// - `CLAUDE_CODE_HARBOR_KITE=0`: no messaging socket and no peer key at all, so other sessions
 ///   cannot reach this one either (`ListAgents` is gone even from `--tools default`);
 /// - `CLAUDE_CODE_DISABLE_CRON=1`: no scheduler, so a durable cron left in a thread's folder
@@ -396,11 +437,7 @@ pub fn child_env(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone())),
     );
-    env.extend(
-        CONTAINMENT_SWITCHES
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-    );
+    env.extend(containment_switches(config).map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
     env
 }
 
@@ -501,6 +538,35 @@ mod tests {
                 assert!(options.disallowed_tools.iter().any(|t| t == tool), "{tool}");
             }
         }
+    }
+
+    #[test]
+    fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        config.claude.scheduling_tools = true;
+        let launcher = Launcher::new(&config, serde_json::json!({}), &[]).unwrap();
+        let disallowed = launcher.options(None).disallowed_tools;
+        for tool in SCHEDULING_TOOLS {
+            assert!(!disallowed.iter().any(|t| t == tool), "{tool}");
+        }
+        for tool in ["ListAgents", "SendMessage", "Workflow", "RemoteTrigger"] {
+            assert!(disallowed.iter().any(|t| t == tool), "{tool}");
+        }
+        let env = child_env(&config, std::iter::empty());
+        let has = |name: &str| env.iter().any(|(k, _)| k == name);
+        assert!(has("CLAUDE_CODE_HARBOR_KITE"));
+        assert!(!has("CLAUDE_CODE_DISABLE_CRON"));
+        assert!(!has("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"));
+        assert!(
+            launcher
+                .launch(&ThreadId::from_string("t"))
+                .unwrap()
+                .stop_hook
+        );
     }
 
     #[test]

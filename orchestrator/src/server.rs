@@ -192,6 +192,8 @@ impl Daemon {
                 daily_usd: config.budget.daily_usd,
             },
         });
+        // Turns the CLI starts by itself (`claude.scheduling_tools`) run through the pipeline.
+        pipeline.serve_cli_turns();
         let cluster = Cluster::of(
             store.clone(),
             pool.clone(),

@@ -272,7 +272,7 @@ async function openThread(id, push) {
   }
   for (const message of answer.messages) {
     if (message.role !== 'user') continue;
-    const turn = addTurn(state, message.id, message.clientMessageId, message.content);
+    const turn = addTurn(state, message.id, message.clientMessageId, message.content, message.origin);
     if (message.model) state.model = message.model;
     const reply = replies.get(message.id);
     if (reply) {
@@ -300,11 +300,14 @@ function showModel(state) {
   ui.model.textContent = `model: ${model || 'default'}`;
 }
 
-function addTurn(state, messageId, clientId, content) {
+/** A turn: the message that starts it (a person's, or, with origin `cli`, one the CLI started by
+ * itself: a cron, a wake-up, a background task's notice) and the place for its reply. */
+function addTurn(state, messageId, clientId, content, origin) {
   const userEl = document.createElement('article');
-  userEl.className = 'message user';
+  userEl.className = origin === 'cli' ? 'message user cli' : 'message user';
   userEl.dataset.testid = 'message';
   userEl.dataset.role = 'user';
+  userEl.dataset.origin = origin || 'user';
   userEl.dataset.status = messageId ? 'sent' : 'sending';
   if (messageId) userEl.dataset.messageId = messageId;
   const body = document.createElement('div');
@@ -534,7 +537,7 @@ function applyEvent(state, event) {
     if (state.turns.has(messageId)) return;
     const turn = data.clientMessageId && state.pending.has(data.clientMessageId)
       ? bindTurn(state, data.clientMessageId, messageId)
-      : addTurn(state, messageId, data.clientMessageId, data.content);
+      : addTurn(state, messageId, data.clientMessageId, data.content, data.origin);
     if (turn && !turn.final) ensureReply(turn);
     updateInterrupt();
     scrollToEnd();

@@ -225,7 +225,7 @@ mod payload {
     use utoipa::ToSchema;
 
     use crate::budget::BudgetExceeded;
-    use crate::store::{Message, MessageId, MessageStatus};
+    use crate::store::{Message, MessageId, MessageStatus, Origin};
 
     /// `message_received`.
     #[derive(ToSchema)]
@@ -234,6 +234,9 @@ mod payload {
         pub message_id: MessageId,
         pub content: String,
         pub client_message_id: Option<String>,
+        /// `cli` for a turn the CLI started by itself (`claude.scheduling_tools`); its content
+        /// says what started it.
+        pub origin: Origin,
     }
 
     /// `turn_started`.
@@ -241,6 +244,10 @@ mod payload {
     #[serde(rename_all = "camelCase")]
     pub struct TurnStarted {
         pub message_id: MessageId,
+        pub origin: Origin,
+        /// For origin `cli`: why the CLI started the turn (`schedule_wakeup`: a cron,
+        /// `loop_wakeup`: a `ScheduleWakeup`, `task_notification`: a background task finished).
+        pub source: Option<String>,
     }
 
     /// How the process came to be (`SessionStart`).

@@ -18,6 +18,7 @@
 //! ends in `done`, `error` or `interrupted`, with exactly one `turn_finished` or `turn_failed`.
 //! Delegation is the pipeline calling itself: [`Pipeline`] implements [`Delegate`].
 
+mod cli_turn;
 mod context;
 mod idempotency;
 mod queue;
@@ -316,7 +317,7 @@ impl Pipeline {
                     &thread.id,
                     Some(&message.id),
                     EventKind::MessageReceived,
-                    json!({"messageId": message.id, "content": message.content, "clientMessageId": message.client_message_id}),
+                    json!({"messageId": message.id, "content": message.content, "clientMessageId": message.client_message_id, "origin": message.origin}),
                 );
                 // Refused here, the caller hears 402 at once; the turn checks again when it
                 // comes up, for what the turns ahead of it spend.

@@ -17,7 +17,7 @@ use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::budget::BudgetExceeded;
 use crate::events::EventKind;
-use crate::pool::{Finish, Lease, TurnItem};
+use crate::pool::{Finish, Lease, LeasedTurn, TurnItem};
 use crate::store::{Message, MessageId, MessageStatus, Usage};
 use crate::turn_error::TurnError;
 
@@ -110,7 +110,7 @@ impl Pipeline {
             &thread.id,
             Some(&user.id),
             EventKind::TurnStarted,
-            json!({"messageId": user.id}),
+            json!({"messageId": user.id, "origin": user.origin}),
         );
         let started = Instant::now();
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
@@ -250,7 +250,7 @@ impl Pipeline {
         err
     }
 
-    fn count_usage(&self, usage: Option<&Usage>) {
+    pub(super) fn count_usage(&self, usage: Option<&Usage>) {
         if let Some(usage) = usage {
             self.inner.turns.usage(&usage.tokens(), usage.cost_usd);
         }
@@ -447,10 +447,24 @@ impl Pipeline {
         tally: &mut TurnTally,
         permit: &mut Permit,
     ) -> Result<TurnResult, TurnError> {
+        let turn = lease.start_turn(prompt).await?;
+        self.drive(turn, user, deadline, tally, Some(permit)).await
+    }
+
+    /// Runs `turn` (ours, or one the CLI started by itself) to its `result`: what
+    /// [`Self::run_on_lease`] does once the prompt is written. `permit` is the turn's place
+    /// under the concurrency limit, when it took one.
+    pub(super) async fn drive(
+        &self,
+        mut turn: LeasedTurn<'_>,
+        user: &Message,
+        deadline: tokio::time::Instant,
+        tally: &mut TurnTally,
+        mut permit: Option<&mut Permit>,
+    ) -> Result<TurnResult, TurnError> {
         let inner = &self.inner;
         let idle = inner.settings.idle_timeout;
         let max_tool_calls = inner.settings.max_tool_calls;
-        let mut turn = lease.start_turn(prompt).await?;
         // Tool calls of this turn; the ones still running when it ends are stopped.
         let mut tools = JoinSet::new();
         let mut last_output = tokio::time::Instant::now();
@@ -464,9 +478,11 @@ impl Pipeline {
                             if tally.observe(&event) > u64::from(max_tool_calls) && !over_limit {
                                 over_limit = true;
                                 warn!(tool_calls = tally.tool_calls, limit = max_tool_calls, "Too many tool calls in one turn; stopping it.");
-                                lease.interrupt_now();
+                                turn.interrupt_now();
                             }
-                            permit.observe(&event);
+                            if let Some(permit) = permit.as_deref_mut() {
+                                permit.observe(&event);
+                            }
                             let kind = EventKind::from(&event);
                             let data = serde_json::to_value(&event).unwrap_or_default();
                             inner.events.emit(&user.thread_id, Some(&user.id), kind, data);
@@ -570,16 +586,16 @@ struct Done {
 
 /// What one turn showed, for its summary line and metrics.
 #[derive(Debug, Default)]
-struct TurnTally {
-    tool_calls: u64,
+pub(super) struct TurnTally {
+    pub(super) tool_calls: u64,
     /// How the turn's process started; `None` until a process took the turn.
-    start: Option<SessionStart>,
+    pub(super) start: Option<SessionStart>,
     /// What the turn cost; `None` until its `result` line came.
-    usage: Option<Usage>,
+    pub(super) usage: Option<Usage>,
 }
 
 /// The `result` line's usage in the store's terms.
-fn usage_of(result: &TurnResult) -> Usage {
+pub(super) fn usage_of(result: &TurnResult) -> Usage {
     let u = result.usage();
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     Usage {
@@ -601,7 +617,7 @@ impl TurnTally {
         self.tool_calls
     }
 
-    fn is_warm(&self) -> bool {
+    pub(super) fn is_warm(&self) -> bool {
         self.start.is_some_and(SessionStart::is_warm)
     }
 
@@ -618,7 +634,7 @@ impl TurnTally {
 /// The end of a turn on the thread's event stream. Sent exactly once: by [`Self::finished`] or
 /// [`Self::failed`], or on drop (the task running the turn panicked or was cancelled), so no
 /// client of the stream waits forever for a turn that is over.
-struct TerminalEvent {
+pub(super) struct TerminalEvent {
     pipeline: Pipeline,
     thread: plugin_contract::ThreadId,
     message: MessageId,
@@ -626,7 +642,7 @@ struct TerminalEvent {
 }
 
 impl TerminalEvent {
-    fn new(pipeline: &Pipeline, user: &Message) -> Self {
+    pub(super) fn new(pipeline: &Pipeline, user: &Message) -> Self {
         Self {
             pipeline: pipeline.clone(),
             thread: user.thread_id.clone(),
@@ -635,16 +651,16 @@ impl TerminalEvent {
         }
     }
 
-    async fn finished(self, data: serde_json::Value) {
+    pub(super) async fn finished(self, data: serde_json::Value) {
         self.end(EventKind::TurnFinished, data).await;
     }
 
-    async fn failed(self, status: MessageStatus, error: String) {
+    pub(super) async fn failed(self, status: MessageStatus, error: String) {
         let data = json!({"messageId": self.message, "status": status, "error": error});
         self.end(EventKind::TurnFailed, data).await;
     }
 
-    async fn refused(self, exceeded: &BudgetExceeded) {
+    pub(super) async fn refused(self, exceeded: &BudgetExceeded) {
         let data = json!({
             "messageId": self.message, "status": MessageStatus::Refused,
             "error": exceeded.to_string(), "budget": exceeded,

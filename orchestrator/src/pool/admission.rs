@@ -222,7 +222,7 @@ impl Pool {
         self.inner
             .cache
             .iter()
-            .filter(|(_, e)| !e.is_busy() && !e.is_retired())
+            .filter(|(_, e)| !e.is_busy() && !e.is_retired() && !e.has_pending_work())
             .map(|(thread, entry)| {
                 let back_in = expected_back_in(entry.idle_for(), history.gap(&thread));
                 Candidate {

@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use claude_cli::{
-    CliProcess, HostRequest, HostRequests, MirrorFrames, SpawnError, SpawnOptions, Step, TurnEvent,
-    TurnEvents, TurnResult,
+    CliProcess, HostRequest, HostRequests, MirrorFrames, OwnTurn, OwnTurns, SpawnError,
+    SpawnOptions, Step, StopReport, TurnEvent, TurnEvents, TurnResult,
 };
 use moka::future::Cache;
 use moka::notification::RemovalCause;
@@ -118,6 +118,9 @@ pub struct ProcessInfo {
     pub session_id: Option<CliSessionId>,
     /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
     pub rss_bytes: Option<u64>,
+    /// Crons and background tasks the CLI reported pending at its last turn's end
+    /// (`claude.scheduling_tools`): while any are, the process is never evicted.
+    pub pending_work: usize,
 }
 
 /// What the pool needs to start processes.
@@ -171,6 +174,23 @@ struct Inner {
     stopping: AtomicBool,
     /// Every task of every process (its IO, its control requests, its reaper).
     tasks: TaskTracker,
+    /// Turns the CLIs start by themselves, for the pipeline (`claude.scheduling_tools`);
+    /// the receiver is taken once ([`Pool::take_cli_turns`]).
+    cli_turns: mpsc::UnboundedSender<CliTurn>,
+    cli_turns_rx: Mutex<Option<mpsc::UnboundedReceiver<CliTurn>>>,
+    /// How often a process with pending work is touched, so it does not expire idle.
+    keep_alive_every: Duration,
+}
+
+/// A turn a thread's CLI started by itself (a cron firing, a `ScheduleWakeup`, a background
+/// task's notice), with a lease on its process: [`Lease::adopt`] its events to run it like a
+/// turn of ours, then end the lease.
+pub struct CliTurn {
+    pub thread: ThreadId,
+    /// Why the CLI started it ([`OwnTurn::source`]).
+    pub source: String,
+    pub lease: Lease,
+    pub events: TurnEvents,
 }
 
 /// A process as the pool sees it: the CLI process and the pool's bookkeeping around it.
@@ -192,7 +212,7 @@ struct Entry {
     turns: AtomicU64,
     last_used: Mutex<Instant>,
     /// Where the process's tool calls go while a turn runs.
-    calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
+    calls: Arc<Inboxes>,
     /// How many of the process's transcript frames have been stored (or given up on).
     transcript_stored: watch::Receiver<u64>,
 }
@@ -205,7 +225,7 @@ impl Entry {
         options: SpawnOptions,
         model: Option<String>,
         start: SessionStart,
-        calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
+        calls: Arc<Inboxes>,
         transcript_stored: watch::Receiver<u64>,
     ) -> Entry {
         Entry {
@@ -260,6 +280,12 @@ impl Entry {
 
     fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
+    }
+
+    /// The CLI holds crons or background tasks of the thread (its last `Stop` report): pushing
+    /// the process out would drop them, so it is never chosen for eviction.
+    fn has_pending_work(&self) -> bool {
+        self.calls.pending_work.load(Ordering::SeqCst) > 0
     }
 
     /// Fit for another turn: running, not let go, and its results still answer our messages
@@ -321,6 +347,7 @@ impl Pool {
         store: Store,
     ) -> Pool {
         let metrics = PoolMetrics::default();
+        let (cli_turns, cli_turns_rx) = mpsc::unbounded_channel();
         let pending_causes: Arc<Mutex<HashMap<ThreadId, EvictionCause>>> = Arc::default();
         let listener_metrics = metrics.clone();
         let listener_causes = pending_causes.clone();
@@ -368,8 +395,17 @@ impl Pool {
                 spare_retry_at: Mutex::new(Instant::now()),
                 stopping: AtomicBool::new(false),
                 tasks: TaskTracker::new(),
+                cli_turns,
+                cli_turns_rx: Mutex::new(Some(cli_turns_rx)),
+                keep_alive_every: settings.idle_ttl / 2,
             }),
         }
+    }
+
+    /// The turns the CLIs start by themselves, once (the pipeline runs them). Until taken, and
+    /// without `claude.scheduling_tools`, such a turn retires its process instead.
+    pub fn take_cli_turns(&self) -> Option<mpsc::UnboundedReceiver<CliTurn>> {
+        lock(&self.inner.cli_turns_rx).take()
     }
 
     /// Makes `session` of thread `from` resumable by processes of thread `to` (a fork); false
@@ -643,7 +679,7 @@ impl Pool {
         let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
             .as_str()
             .map(str::to_owned);
-        let calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>> = Arc::default();
+        let calls: Arc<Inboxes> = Arc::default();
         let (ready_tx, mut ready) = watch::channel(false);
         let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
         inner.tasks.spawn(
@@ -695,6 +731,10 @@ impl Pool {
         ));
         entry.one_turn.store(overflow, Ordering::SeqCst);
         lock(&inner.live).insert(entry.process.pid(), entry.clone());
+        inner.tasks.spawn(
+            self.clone()
+                .serve_own_turns(entry.clone(), started_process.own_turns),
+        );
         let pool = self.clone();
         let watched = entry.clone();
         inner.tasks.spawn(async move {
@@ -724,6 +764,53 @@ impl Pool {
         Ok(entry)
     }
 
+    /// Hands each turn `entry`'s CLI starts by itself to the pipeline, with a lease on the
+    /// process, until the process ends; and while the CLI reports pending crons or background
+    /// tasks, keeps the process from expiring idle. Without `claude.scheduling_tools` (or with
+    /// nobody taking [`Pool::take_cli_turns`]) such a turn means containment failed: the process
+    /// is retired.
+    async fn serve_own_turns(self, entry: Arc<Entry>, mut own_turns: OwnTurns) {
+        let scheduling = self.inner.launcher.scheduling_tools();
+        let mut keep_alive = tokio::time::interval(self.inner.keep_alive_every);
+        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let own: OwnTurn = tokio::select! {
+                own = own_turns.recv() => match own {
+                    Some(own) => own,
+                    None => return,
+                },
+                _ = keep_alive.tick() => {
+                    if entry.calls.pending_work.load(Ordering::SeqCst) > 0 {
+                        // Reading resets the time-to-idle of the thread's entry (if it is this).
+                        let _ = self.inner.cache.get(&entry.thread).await;
+                    }
+                    continue;
+                }
+                _ = entry.process.wait_exit() => return,
+            };
+            let lease = match (scheduling, entry.lease(&self)) {
+                (true, Some(lease)) => lease,
+                _ => {
+                    warn!(thread_id = %entry.thread, pid = entry.process.pid(), source = %own.source, "The CLI started a turn of its own; retiring the process.");
+                    entry.retire();
+                    return;
+                }
+            };
+            let turn = CliTurn {
+                thread: entry.thread.clone(),
+                source: own.source,
+                lease,
+                events: own.events,
+            };
+            if let Err(refused) = self.inner.cli_turns.send(turn) {
+                warn!(thread_id = %entry.thread, "Nobody runs the CLI's own turns; retiring the process.");
+                drop(refused);
+                entry.retire();
+                return;
+            }
+        }
+    }
+
     /// Kills every live process of `thread` (after its lease, if any) and waits for each to be
     /// reaped.
     async fn reap_thread(&self, thread: &ThreadId) {
@@ -743,7 +830,7 @@ impl Pool {
         self.inner
             .cache
             .iter()
-            .filter(|(_, e)| !e.is_busy() && e.idle_for() >= at_least)
+            .filter(|(_, e)| !e.is_busy() && !e.has_pending_work() && e.idle_for() >= at_least)
             .max_by_key(|(_, e)| e.idle_for())
             .map(|(thread, entry)| ((*thread).clone(), entry))
     }
@@ -837,6 +924,7 @@ impl Pool {
                 spare: lock(&self.inner.spares).iter().any(|s| Arc::ptr_eq(s, e)),
                 session_id: e.process.session_id().map(CliSessionId::from_string),
                 rss_bytes: rss_bytes(e.process.pid()),
+                pending_work: e.calls.pending_work.load(Ordering::SeqCst),
             })
             .collect();
         list.sort_by_key(|p| p.pid);
@@ -946,18 +1034,33 @@ impl Lease {
     /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.
     pub async fn start_turn(&self, prompt: &str) -> Result<LeasedTurn<'_>, TurnError> {
         let (tx, calls) = mpsc::unbounded_channel();
-        *lock(&self.entry.calls) = Some(tx);
+        *lock(&self.entry.calls.ours) = Some(tx);
         match self.entry.process.turn(prompt).await {
             Ok(events) => Ok(LeasedTurn {
                 events,
                 calls,
                 entry: &self.entry,
                 pool: &self.pool,
+                own: false,
             }),
             Err(err) => {
-                *lock(&self.entry.calls) = None;
+                *lock(&self.entry.calls.ours) = None;
                 Err(err.into())
             }
+        }
+    }
+
+    /// Takes over a turn the CLI started by itself on this lease's process: its events and
+    /// control requests come from the returned stream, as a turn of ours would.
+    pub fn adopt(&self, events: TurnEvents) -> LeasedTurn<'_> {
+        let (tx, calls) = mpsc::unbounded_channel();
+        *lock(&self.entry.calls.own) = Some(tx);
+        LeasedTurn {
+            events,
+            calls,
+            entry: &self.entry,
+            pool: &self.pool,
+            own: true,
         }
     }
 
@@ -1019,6 +1122,29 @@ pub struct LeasedTurn<'a> {
     calls: mpsc::UnboundedReceiver<HostCall>,
     entry: &'a Arc<Entry>,
     pool: &'a Pool,
+    /// A turn the CLI started by itself ([`CliTurn`]), not one of ours.
+    own: bool,
+}
+
+/// Where a process's control requests go: the turn of ours that runs, or the turn the CLI
+/// started by itself (the CLI runs one at a time, and says which with each request).
+#[derive(Default)]
+struct Inboxes {
+    ours: Mutex<Option<mpsc::UnboundedSender<HostCall>>>,
+    own: Mutex<Option<mpsc::UnboundedSender<HostCall>>>,
+    /// Crons and background tasks the CLI reported pending at its last turn's end (`Stop`
+    /// hook): a process with any is not evicted, since its thread's work is in it.
+    pending_work: AtomicUsize,
+}
+
+impl Inboxes {
+    fn slot(&self, own: bool) -> &Mutex<Option<mpsc::UnboundedSender<HostCall>>> {
+        if own {
+            &self.own
+        } else {
+            &self.ours
+        }
+    }
 }
 
 /// What a running turn produced next.
@@ -1037,6 +1163,19 @@ pub enum TurnItem {
 }
 
 impl LeasedTurn<'_> {
+    /// Sends the CLI an interrupt for this turn without waiting for its answer (the turn's
+    /// `result` says how it ended).
+    pub fn interrupt_now(&self) {
+        let (process, own) = (self.entry.process.clone(), self.own);
+        self.pool.inner.tasks.spawn(async move {
+            let _ = if own {
+                process.interrupt_own_turn().await
+            } else {
+                process.interrupt().await
+            };
+        });
+    }
+
     /// The next item; an error when the process went away mid-turn.
     pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
         tokio::select! {
@@ -1065,7 +1204,7 @@ impl LeasedTurn<'_> {
 
 impl Drop for LeasedTurn<'_> {
     fn drop(&mut self) {
-        *lock(&self.entry.calls) = None;
+        *lock(self.entry.calls.slot(self.own)) = None;
         self.entry.turns.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         *lock(&self.entry.last_used) = now;
@@ -1144,16 +1283,28 @@ async fn serve_host_requests(
     thread: ThreadId,
     mut requests: HostRequests,
     mcp: Arc<McpAdapter>,
-    calls: Arc<Mutex<Option<mpsc::UnboundedSender<HostCall>>>>,
+    calls: Arc<Inboxes>,
     ready: watch::Sender<bool>,
 ) {
     while let Some(request) = requests.recv().await {
         if request.subtype == "can_use_tool" {
-            let refused = to_turn(&calls, HostCall::Permission(PermissionRequest(request)));
+            let slot = calls.slot(request.in_own_turn);
+            let refused = to_turn(slot, HostCall::Permission(PermissionRequest(request)));
             if let Some(HostCall::Permission(request)) = refused {
                 let message = "no turn is running on this process; nothing was run";
                 request.answer(json!({"behavior": "deny", "message": message}));
             }
+            continue;
+        }
+        if request.subtype == "hook_callback" {
+            // The `Stop` hook (`claude.scheduling_tools`): what the CLI will still start turns
+            // for by itself. Answered empty: the turn ends as it would.
+            if let Some(report) = StopReport::from_request(&request.request) {
+                let pending = report.background_tasks + report.crons;
+                calls.pending_work.store(pending, Ordering::SeqCst);
+                debug!(thread_id = %thread, ?report, "The CLI reported its pending work.");
+            }
+            request.respond(Ok(json!({})));
             continue;
         }
         if request.subtype != "mcp_message" {
@@ -1180,7 +1331,8 @@ async fn serve_host_requests(
                 let _ = ready.send(true);
             }
             Route::Call(call) => {
-                let refused = to_turn(&calls, HostCall::Tool(PendingCall { call, request }));
+                let slot = calls.slot(request.in_own_turn);
+                let refused = to_turn(slot, HostCall::Tool(PendingCall { call, request }));
                 if let Some(HostCall::Tool(pending)) = refused {
                     let reply = json!({"jsonrpc": "2.0", "error": {
                         "code": -32603, "message": "no turn is running on this process",

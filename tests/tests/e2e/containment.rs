@@ -10,13 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use claude_cli::{CliError, CliProcess, Launch, SpawnOptions, Step};
+use claude_cli::{CliError, CliProcess, Launch, OwnTurn, SpawnOptions, Step, TurnEvents};
 use serde_json::{json, Value};
 use tokio_util::task::TaskTracker;
 
 use harness_tests::cli::{claude_bin, cli_env};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
+use harness_tests::util::{eventually, eventually_async};
 use orchestrator::config::{ApprovalMode, Config, Profile};
 use orchestrator::launch::CONTAINED_TOOLS;
 
@@ -209,8 +210,9 @@ async fn the_cli_starts_no_turn_of_its_own() {
 }
 
 /// Without containment (a raw process with the CLI's defaults), a background agent makes the CLI
-/// start a turn of its own after ours ended. The process notices (`pairs` turns false), and a
-/// turn that meets that turn's `result` fails as `Unpaired` rather than take it for its reply.
+/// start a turn of its own after ours ended. That turn's lines come out as an [`OwnTurn`], never
+/// in a turn of ours, whose reply stays its own; with nobody taking such turns, the process
+/// stops pairing and must take no further turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_never_takes_a_result_that_answers_another_message() {
     let mock = MockApi::start().await;
@@ -230,6 +232,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         env,
         ready_timeout: Duration::from_secs(60),
         sdk_mcp_servers: Vec::new(),
+        stop_hook: false,
     };
     let options = SpawnOptions {
         permission_prompt_tool: Some("stdio".into()),
@@ -240,6 +243,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         .await
         .expect("spawn");
     let process: Arc<CliProcess> = started.process;
+    let mut own_turns = started.own_turns;
     // Allow whatever the CLI asks about, as a host with no approvals would.
     let mut requests = started.requests;
     tokio::spawn(async move {
@@ -248,45 +252,51 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
             request.respond(Ok(json!({"behavior": "allow", "updatedInput": input})));
         }
     });
-    mock.once_when_prompt_contains(
-        "start the background agent",
+    let background = |prompt: &str| {
         Reply::tool_use(
             "Agent",
-            json!({"description": "bg", "prompt": "LATE-WORK", "subagent_type": "general-purpose", "run_in_background": true}),
-        ),
-    );
-    let first = run_turn(&process, "start the background agent").await;
-    let first = first.expect("our own turn pairs");
+            json!({"description": "bg", "prompt": prompt, "subagent_type": "general-purpose", "run_in_background": true}),
+        )
+    };
+    mock.once_when_prompt_contains("start the background agent", background("LATE-WORK-1"));
+    let first = run_turn(&process, "start the background agent")
+        .await
+        .expect("our own turn pairs");
     assert!(first.contains("tool said"), "{first}");
+
+    // A turn of ours sent now waits in the CLI's queue behind the CLI's own turn, or runs
+    // before it: either way its reply is its own, and the CLI's turn comes out on its own.
+    let second = run_turn(&process, "our second message")
+        .await
+        .expect("our second turn pairs");
+    assert!(
+        second.contains("our second message"),
+        "took another's reply: {second}"
+    );
+    let own: OwnTurn = tokio::time::timeout(Duration::from_secs(60), own_turns.recv())
+        .await
+        .expect("the CLI's own turn")
+        .expect("a turn");
+    assert_eq!(own.source, "task_notification");
+    drain(own.events).await.expect("the CLI's own turn ends");
     assert!(process.pairs());
 
-    // The agent's completion makes the CLI start a turn nobody sent; a turn of ours sent now
-    // either meets that turn's result (and fails as unpaired) or runs after it with its own.
-    let second = run_turn(&process, "our second message").await;
-    match &second {
-        Ok(text) => assert!(
-            text.contains("our second message"),
-            "took another's reply: {text}"
-        ),
-        Err(CliError::Unpaired { got }) => {
-            assert!(
-                got.is_empty(),
-                "the CLI's own turn names no message: {got:?}"
-            )
-        }
-        Err(other) => panic!("{other}"),
-    }
+    // Nobody takes such turns any more: the next one leaves the process unpaired.
+    drop(own_turns);
+    mock.once_when_prompt_contains("another background agent", background("LATE-WORK-2"));
+    run_turn(&process, "another background agent")
+        .await
+        .expect("our turn pairs");
     tokio::time::timeout(Duration::from_secs(60), process.wait_unpaired())
         .await
-        .expect("the CLI's own turn is noticed");
+        .expect("the unclaimed turn is noticed");
     assert!(!process.pairs());
     process.kill();
     tasks.close();
 }
 
-/// Runs one turn to its result: the reply text, or why there is none.
-async fn run_turn(process: &CliProcess, prompt: &str) -> Result<String, CliError> {
-    let mut turn = process.turn(prompt).await?;
+/// Reads a turn to its result: the reply text.
+async fn drain(mut turn: TurnEvents) -> Result<String, CliError> {
     loop {
         match tokio::time::timeout(Duration::from_secs(60), turn.next())
             .await
@@ -296,4 +306,273 @@ async fn run_turn(process: &CliProcess, prompt: &str) -> Result<String, CliError
             Step::Event(_) | Step::Alive => {}
         }
     }
+}
+
+/// Runs one turn of ours to its result: the reply text, or why there is none.
+async fn run_turn(process: &CliProcess, prompt: &str) -> Result<String, CliError> {
+    drain(process.turn(prompt).await?).await
+}
+
+/// The scheduling tools turned on, as an operator may: every turn the CLI starts by itself.
+fn scheduling(config: &mut Config) {
+    standard(config);
+    config.claude.scheduling_tools = true;
+    config.approvals.mode = ApprovalMode::Allow;
+}
+
+/// The thread's messages, oldest first.
+async fn messages_of(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
+    let (_, body) = daemon.get(&format!("/api/threads/{thread}")).await;
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits for a finished turn of `thread` that the CLI started by itself for `source` (the
+/// message that starts it names it), and returns that message and its reply.
+async fn cli_turn_from(
+    daemon: &TestDaemon,
+    thread: &str,
+    source: &str,
+    within: Duration,
+) -> (Value, Value) {
+    let found = std::sync::Mutex::new(None);
+    let what = format!("a CLI turn from {source}");
+    let polled = eventually_async(within, &what, || async {
+        let messages = messages_of(daemon, thread).await;
+        let started = messages.iter().find(|m| {
+            m["role"] == "user"
+                && m["origin"] == "cli"
+                && m["content"].as_str().is_some_and(|c| c.contains(source))
+        });
+        let reply = started.and_then(|s| messages.iter().find(|m| m["replyTo"] == s["id"]));
+        let pair = started.zip(reply).map(|(s, r)| (s.clone(), r.clone()));
+        let done = pair.is_some();
+        *found.lock().expect("not poisoned") = pair;
+        done
+    })
+    .await;
+    if let Err(err) = polled {
+        panic!("{err:#}");
+    }
+    let pair = found.lock().expect("not poisoned").take();
+    pair.expect("found")
+}
+
+/// With `claude.scheduling_tools`, a background agent, a cron and a wake-up each make the CLI
+/// start a turn of its own: each is recorded in the thread (origin `cli`, its source, its reply
+/// with usage, `turn_started` … `turn_finished`), and the user's messages still get their own
+/// replies. The peers stay out of reach. While a cron waits, the process is not pushed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_scheduling_tools_the_clis_own_turns_are_recorded_and_metered() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |config| {
+        scheduling(config);
+        config.pool.max_capacity = 1;
+        config.pool.prewarm_evicts_after = Duration::ZERO;
+        // Far below the wait for the cron: the process must not expire while its CLI holds
+        // the cron and the wake-up.
+        config.pool.idle_ttl = Duration::from_secs(4);
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+
+    // A background agent: its notice starts a turn once ours is over.
+    mock.once_when_prompt_contains(
+        "start the background agent",
+        Reply::tool_use(
+            "Agent",
+            json!({"description": "bg", "prompt": "LATE-AGENT-WORK", "subagent_type": "general-purpose", "run_in_background": true}),
+        ),
+    );
+    let launched = daemon.reply(&thread, "start the background agent").await;
+    assert!(launched.contains("launched"), "{launched}");
+    let (notice, notice_reply) = cli_turn_from(
+        &daemon,
+        &thread,
+        "task_notification",
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(notice["origin"], "cli");
+    assert_eq!(notice["role"], "user");
+    assert_eq!(notice["status"], "done");
+    assert!(
+        notice["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("task_notification"),
+        "{notice}"
+    );
+    assert!(
+        notice_reply["usage"]["costUsd"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0),
+        "{notice_reply}"
+    );
+    let after = daemon.reply(&thread, "plain after the agent").await;
+    assert!(after.contains("plain after the agent"), "{after}");
+
+    // A one-shot cron for the next minute and a wake-up a minute on, pending together.
+    for (trigger, tool, input) in [
+        (
+            "schedule a cron",
+            "CronCreate",
+            json!({"cron": "* * * * *", "prompt": "CRON-PROMPT-31", "recurring": false}),
+        ),
+        (
+            "schedule a wake-up",
+            "ScheduleWakeup",
+            json!({"delaySeconds": 60, "prompt": "WAKE-PROMPT-32", "reason": "later"}),
+        ),
+    ] {
+        mock.once_when_prompt_contains(trigger, Reply::tool_use(tool, input));
+        let reply = daemon.reply(&thread, trigger).await;
+        assert!(!reply.contains("No such tool"), "{reply}");
+    }
+    // The CLI reports the cron pending: the process is never pushed out for another thread.
+    let (_, pool) = daemon.get("/api/pool").await;
+    let ours = pool["processes"]
+        .as_array()
+        .and_then(|list| list.iter().find(|p| p["threadId"] == thread.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        ours["pendingWork"].as_u64().is_some_and(|n| n > 0),
+        "{pool}"
+    );
+    let pid = daemon.pid_of(&thread).expect("the thread's process");
+    let other = daemon.create_thread().await;
+    let (status, body) = daemon
+        .post("/api/prewarm", json!({"threadId": other}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    eventually(Duration::from_secs(10), "the prewarm is skipped", || {
+        daemon.counts().prewarms_skipped == 1
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        daemon.pid_of(&thread),
+        Some(pid),
+        "the process with a cron stays"
+    );
+
+    let (cron, cron_reply) =
+        cli_turn_from(&daemon, &thread, "schedule_wakeup", Duration::from_secs(75)).await;
+    assert!(
+        cron["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("schedule_wakeup"),
+        "{cron}"
+    );
+    assert!(
+        cron_reply["usage"]["costUsd"].as_f64().is_some(),
+        "{cron_reply}"
+    );
+    let (wake, _) = cli_turn_from(&daemon, &thread, "loop_wakeup", Duration::from_secs(150)).await;
+    // One process served all of it, idle for far longer than `pool.idle_ttl` in between.
+    assert_eq!(daemon.spawns(), 1);
+    // Each ran its own prompt.
+    for prompt in ["CRON-PROMPT-31", "WAKE-PROMPT-32"] {
+        assert!(
+            mock.message_requests()
+                .iter()
+                .any(|r| r.all_text().contains(prompt)),
+            "{prompt} never reached the model"
+        );
+    }
+    assert!(
+        wake["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("loop_wakeup"),
+        "{wake}"
+    );
+
+    // Every turn on the event stream: a `turn_started` with origin `cli` and its source, ended.
+    let events = crate::support::stored_events(&daemon, &thread).await;
+    for started in [&notice, &cron, &wake] {
+        let id = &started["id"];
+        let begun = events
+            .iter()
+            .find(|e| e.kind == "turn_started" && &e.data["messageId"] == id)
+            .expect("turn_started");
+        assert_eq!(begun.data["origin"], "cli");
+        assert!(begun.data["source"].is_string());
+        assert!(events
+            .iter()
+            .any(|e| e.kind == "turn_finished" && &e.data["messageId"] == id));
+    }
+    let last = daemon.reply(&thread, "plain at the end").await;
+    assert!(last.contains("plain at the end"), "{last}");
+    assert_replies_pair(&daemon, &thread).await;
+    // The peers stay out of reach.
+    mock.once_when_prompt_contains("list the peers", Reply::tool_use("ListAgents", json!({})));
+    let listed = daemon.reply(&thread, "list the peers").await;
+    assert!(
+        listed.contains("No such tool available: ListAgents"),
+        "{listed}"
+    );
+    daemon.stop().await;
+}
+
+/// A thread over its budget has the CLI's own turn stopped as it starts: recorded as refused,
+/// with what it spent metered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, scheduling).await;
+    let (status, body) = daemon
+        .post("/api/threads", json!({"maxBudgetUsd": 0.000001}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let thread = body["id"].as_str().expect("id").to_owned();
+    // The first turn runs (nothing was spent yet) and spends past the budget.
+    mock.once_when_prompt_contains(
+        "start the background agent",
+        Reply::tool_use(
+            "Agent",
+            json!({"description": "bg", "prompt": "OVER-BUDGET-WORK", "subagent_type": "general-purpose", "run_in_background": true}),
+        ),
+    );
+    daemon.reply(&thread, "start the background agent").await;
+    let refused = std::sync::Mutex::new(Value::Null);
+    eventually_async(
+        Duration::from_secs(60),
+        "the CLI's own turn refused",
+        || async {
+            let messages = messages_of(&daemon, &thread).await;
+            let found = messages
+                .iter()
+                .find(|m| m["origin"] == "cli" && m["role"] == "user" && m["status"] != "pending")
+                .cloned();
+            let done = found.is_some();
+            if let Some(found) = found {
+                *refused.lock().unwrap() = found;
+            }
+            done
+        },
+    )
+    .await
+    .unwrap();
+    let refused = refused.lock().unwrap().clone();
+    assert_eq!(refused["status"], "refused", "{refused}");
+    // The turn's end is stored just after its message.
+    let failed = std::sync::Mutex::new(None);
+    eventually_async(Duration::from_secs(10), "its turn_failed", || async {
+        let events = crate::support::stored_events(&daemon, &thread).await;
+        *failed.lock().unwrap() = events
+            .into_iter()
+            .find(|e| e.kind == "turn_failed" && e.data["messageId"] == refused["id"]);
+        failed.lock().unwrap().is_some()
+    })
+    .await
+    .unwrap();
+    let failed = failed.lock().unwrap().take().expect("turn_failed");
+    assert_eq!(failed.data["status"], "refused");
+    assert_eq!(failed.data["budget"]["budget"], "thread");
+    // No reply was stored for it.
+    let messages = messages_of(&daemon, &thread).await;
+    assert!(!messages.iter().any(|m| m["replyTo"] == refused["id"]));
+    daemon.stop().await;
 }

@@ -392,3 +392,48 @@ async fn the_page_and_its_assets_have_their_types_and_a_strict_policy() {
     assert_eq!(response.status(), 403);
     daemon.stop().await;
 }
+
+/// A turn the CLI starts by itself (`claude.scheduling_tools`: here a background agent's notice)
+/// shows in the open thread as it happens, marked as the CLI's, with its reply; and again after a
+/// reload, from the stored thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_the_cli_started_by_itself_shows_as_the_clis() {
+    let page = Page::open(|config| {
+        config.claude.builtin_tools = None;
+        config.claude.scheduling_tools = true;
+    })
+    .await;
+    let thread = page.new_thread().await;
+    page.mock.once_when_prompt_contains(
+        "start the background agent",
+        Reply::tool_use(
+            "Agent",
+            json!({"description": "bg", "prompt": "PAGE-AGENT-WORK", "subagent_type": "general-purpose", "run_in_background": true}),
+        ),
+    );
+    page.send("start the background agent").await;
+    let cli_turn = "const m = document.querySelector('[data-testid=message][data-origin=cli]');
+         const reply = m && m.nextElementSibling;
+         return m && reply && reply.dataset.status === 'done'
+             ? {text: m.textContent, reply: reply.dataset.role} : null;";
+    let shown = page
+        .wait_js(TURN, "the CLI's own turn, live, with its reply", cli_turn)
+        .await;
+    assert!(
+        shown["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("task_notification"),
+        "{shown}"
+    );
+    assert_eq!(shown["reply"], "assistant");
+    let stored = page.stored(&thread).await;
+    assert!(stored.iter().any(|m| m["origin"] == "cli"), "{stored:?}");
+
+    page.browser.client.refresh().await.expect("reload");
+    let shown = page
+        .wait_js(TURN, "the CLI's own turn, after a reload", cli_turn)
+        .await;
+    assert_eq!(shown["reply"], "assistant");
+    page.finish(false).await;
+}

@@ -71,7 +71,8 @@ impl Raw {
             child,
             requests: 0,
         };
-        raw.request(protocol::initialize_request(&[])).await?;
+        raw.request(protocol::initialize_request(&[], false))
+            .await?;
         Ok(raw)
     }
 

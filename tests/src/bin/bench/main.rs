@@ -763,11 +763,14 @@ async fn raw_cli_warm_turns(
         ..Default::default()
     };
     // The same declaration as the daemon's, without a manifest: the floor answers the handshake.
-    let initialize = protocol::initialize_request(&[SdkMcpServer {
-        name: SERVER_NAME.to_owned(),
-        timeout_ms: 150_000,
-        manifest: None,
-    }]);
+    let initialize = protocol::initialize_request(
+        &[SdkMcpServer {
+            name: SERVER_NAME.to_owned(),
+            timeout_ms: 150_000,
+            manifest: None,
+        }],
+        false,
+    );
     let config_dir = daemon.data_dir().join("raw-claude");
     let workdir = daemon.data_dir().join("raw-work");
     std::fs::create_dir_all(&config_dir)?;

@@ -1,0 +1,203 @@
+//! Turns a thread's CLI starts by itself (only with `claude.scheduling_tools`): a cron firing, a
+//! `ScheduleWakeup`, the notice of a background task that finished. The pool hands each over
+//! with a lease on its process ([`CliTurn`]); here it becomes a turn of the thread like a user's:
+//! a message with origin `cli` (its content says what started it), `turn_started`, the turn's
+//! events, tool calls and permissions, its reply with usage and cost, and one `turn_finished` or
+//! `turn_failed`. The thread's budgets are checked when it starts: over budget, the CLI is told
+//! to stop it at once and it ends `refused`, with what it spent until then metered.
+//!
+//! Such a turn is ordered with the user's by the CLI itself, which runs one turn at a time (a
+//! user's message sent meanwhile waits in the CLI's queue and gets its own reply: the lines of
+//! each turn are routed by the command the CLI says it runs).
+
+use std::time::Instant;
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use plugin_contract::SessionStart;
+
+use super::turn::{usage_of, TerminalEvent, TurnTally};
+use super::Pipeline;
+use crate::events::EventKind;
+use crate::pool::{CliTurn, Finish};
+use crate::store::{Inserted, MessageStatus, NewUserMessage, Origin};
+use crate::turn_error::TurnError;
+
+impl Pipeline {
+    /// Runs each turn the pool hands over ([`crate::pool::Pool::take_cli_turns`]) in a task of
+    /// its own, until the daemon stops. Called once, at start-up.
+    pub fn serve_cli_turns(&self) {
+        let Some(mut turns) = self.inner.pool.take_cli_turns() else {
+            return;
+        };
+        // Not on the pipeline's tracker, which shutdown waits on: this loop only ends with the
+        // daemon. Each turn it starts is tracked.
+        let pipeline = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let turn = tokio::select! {
+                    turn = turns.recv() => turn,
+                    _ = pipeline.inner.stopping.cancelled() => None,
+                };
+                let Some(turn) = turn else { return };
+                let running = pipeline.clone();
+                pipeline
+                    .inner
+                    .tasks
+                    .spawn(async move { running.run_cli_turn(turn).await });
+            }
+        });
+    }
+
+    async fn run_cli_turn(&self, cli: CliTurn) {
+        let inner = &self.inner;
+        let CliTurn {
+            thread,
+            source,
+            lease,
+            events,
+        } = cli;
+        let turn = lease.adopt(events);
+        let inserted = inner
+            .store
+            .insert_user_message(NewUserMessage {
+                thread_id: thread.clone(),
+                content: format!("(a turn the CLI started by itself: {source})"),
+                client_message_id: None,
+                model: None,
+                origin: Origin::Cli,
+            })
+            .await;
+        let user = match inserted {
+            Ok(Inserted::New(user) | Inserted::Duplicate(user)) => user,
+            Err(err) => {
+                // Unrecorded, it must not run on: stopped, and the process let go.
+                warn!(thread_id = %thread, %source, error = %err, "Could not record the CLI's own turn; stopping it.");
+                turn.interrupt_now();
+                drop(turn);
+                lease.finish(Finish::Discard).await;
+                return;
+            }
+        };
+        let terminal = TerminalEvent::new(self, &user);
+        inner.events.emit(
+            &thread,
+            Some(&user.id),
+            EventKind::MessageReceived,
+            json!({"messageId": user.id, "content": user.content, "clientMessageId": null, "origin": Origin::Cli}),
+        );
+        inner.events.emit(
+            &thread,
+            Some(&user.id),
+            EventKind::TurnStarted,
+            json!({"messageId": user.id, "origin": Origin::Cli, "source": source}),
+        );
+        // Charged before it runs on: a thread over budget has the turn stopped now.
+        let over_budget = match inner.store.require_thread(&thread).await {
+            Ok(row) => match inner.budgets.check(&inner.store, &row).await {
+                Ok(checked) => checked.err(),
+                Err(err) => {
+                    warn!(thread_id = %thread, error = %err, "Could not check the budgets of the CLI's own turn.");
+                    None
+                }
+            },
+            Err(err) => {
+                warn!(thread_id = %thread, error = %err, "The CLI's own turn has no thread.");
+                None
+            }
+        };
+        if over_budget.is_some() {
+            turn.interrupt_now();
+        }
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + inner.settings.turn_timeout;
+        let mut tally = TurnTally {
+            start: Some(SessionStart::Warm),
+            ..TurnTally::default()
+        };
+        let outcome = self.drive(turn, &user, deadline, &mut tally, None).await;
+        let usage = outcome.as_ref().ok().map(usage_of);
+        self.count_usage(usage.as_ref());
+        let session = lease.session_id();
+        let (finish, status) = match (over_budget, outcome) {
+            (Some(exceeded), _) => {
+                let stored = inner
+                    .store
+                    .fail_turn(
+                        &user.id,
+                        MessageStatus::Refused,
+                        &exceeded.to_string(),
+                        session.as_ref(),
+                        usage.as_ref(),
+                    )
+                    .await;
+                if let Err(err) = stored {
+                    warn!(message_id = %user.id, error = %err, "Could not record the refused CLI turn.");
+                }
+                terminal.refused(&exceeded).await;
+                (Finish::Keep, MessageStatus::Refused)
+            }
+            (None, Ok(result)) if !result.is_error => {
+                let session = result
+                    .session_id
+                    .clone()
+                    .map(plugin_contract::CliSessionId::from_string)
+                    .or(session);
+                let text = result.text.unwrap_or_default();
+                let stored = inner
+                    .store
+                    .complete_turn(
+                        &user.id,
+                        &text,
+                        None,
+                        None,
+                        session.as_ref(),
+                        usage.as_ref(),
+                    )
+                    .await;
+                match stored {
+                    Ok(reply) => {
+                        terminal
+                            .finished(json!({"messageId": user.id, "reply": reply}))
+                            .await
+                    }
+                    Err(err) => {
+                        warn!(message_id = %user.id, error = %err, "Could not record the CLI turn's reply.");
+                        terminal.failed(MessageStatus::Error, err.to_string()).await;
+                    }
+                }
+                (Finish::Keep, MessageStatus::Done)
+            }
+            (None, outcome) => {
+                let (status, error, finish) = match outcome {
+                    Ok(result) if result.was_interrupted() => (
+                        MessageStatus::Interrupted,
+                        TurnError::Interrupted.to_string(),
+                        Finish::Keep,
+                    ),
+                    Ok(result) => (MessageStatus::Error, result.error_reason(), Finish::Discard),
+                    Err(err) => (MessageStatus::Error, err.to_string(), Finish::Discard),
+                };
+                let stored = inner
+                    .store
+                    .fail_turn(&user.id, status, &error, session.as_ref(), usage.as_ref())
+                    .await;
+                if let Err(err) = stored {
+                    warn!(message_id = %user.id, error = %err, "Could not record the failed CLI turn.");
+                }
+                terminal.failed(status, error).await;
+                (finish, status)
+            }
+        };
+        lease.finish(finish).await;
+        inner
+            .turns
+            .finished(true, status.as_str(), started.elapsed());
+        info!(
+            thread_id = %thread, message_id = %user.id, %source, origin = "cli",
+            ms = started.elapsed().as_millis() as u64, tool_calls = tally.tool_calls,
+            outcome = status.as_str(), "The CLI's own turn ended."
+        );
+    }
+}
