@@ -4,7 +4,8 @@
 //! a message with origin `cli` (its content says what started it), `turn_started`, the turn's
 //! events, tool calls and permissions, its reply with usage and cost, and one `turn_finished` or
 //! `turn_failed`. The thread's budgets are checked when it starts: over budget, the CLI is told
-//! to stop it at once and it ends `refused`, with what it spent until then metered.
+//! to stop it at once and it ends `refused`, with what it spent until then metered, and the
+//! process is let go with the crons and background tasks it held.
 //!
 //! Such a turn is ordered with the user's by the CLI itself, which runs one turn at a time (a
 //! user's message sent meanwhile waits in the CLI's queue and gets its own reply: the lines of
@@ -136,7 +137,11 @@ impl Pipeline {
                     warn!(message_id = %user.id, error = %err, "Could not record the refused CLI turn.");
                 }
                 terminal.refused(&exceeded).await;
-                (Finish::Keep, MessageStatus::Refused)
+                // The process goes, and with it what would start the next such turn: the
+                // session's crons and background tasks. A durable cron stays in the thread's
+                // folder, but fires only in a running process, and a message to a thread over
+                // budget is refused before any process starts.
+                (Finish::Discard, MessageStatus::Refused)
             }
             (None, Ok(result)) if !result.is_error => {
                 let session = result

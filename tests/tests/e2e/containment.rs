@@ -571,8 +571,13 @@ async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
     let failed = failed.lock().unwrap().take().expect("turn_failed");
     assert_eq!(failed.data["status"], "refused");
     assert_eq!(failed.data["budget"]["budget"], "thread");
-    // No reply was stored for it.
+    // No reply was stored for it, and its process is gone with what would start the next one.
     let messages = messages_of(&daemon, &thread).await;
     assert!(!messages.iter().any(|m| m["replyTo"] == refused["id"]));
+    eventually(Duration::from_secs(10), "the process let go", || {
+        daemon.pid_of(&thread).is_none()
+    })
+    .await
+    .expect("the process is let go");
     daemon.stop().await;
 }
