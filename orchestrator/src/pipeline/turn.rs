@@ -163,7 +163,11 @@ impl Pipeline {
             Err(error) => {
                 let cause = error.to_string();
                 let (status, error) = match error {
-                    TurnError::Interrupted | TurnError::ShuttingDown => {
+                    // A turn that met a result for another message (a turn the CLI started by
+                    // itself) never ran as asked: it may be sent again, and runs on a new process.
+                    TurnError::Interrupted
+                    | TurnError::ShuttingDown
+                    | TurnError::Process(claude_cli::CliError::Unpaired { .. }) => {
                         (MessageStatus::Interrupted, error)
                     }
                     // Killed by shutdown (the process death is only how): the user did nothing

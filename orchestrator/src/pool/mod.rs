@@ -3,14 +3,19 @@
 //! the session started ([`SessionStart`]), runs the turn ([`Lease::start_turn`]), and its
 //! outcome decides whether the process stays warm.
 //!
-//! Each process's control requests are served here: the MCP handshake and `tools/list` are
-//! answered by the [`McpAdapter`] at once; a `tools/call` goes to the running turn as a
-//! [`TurnItem::ToolCall`], whose owner runs it with the turn's context and answers.
-//!
-//! Each process's transcript frames (`--session-mirror`) are stored by a task of their own, and
-//! a turn's [`TurnItem::Done`] waits until the frames before its `result` are stored. Before a
-//! `--resume` whose session file the CLI's config dir lacks, the stored transcript is written
-//! back; only a session with nothing stored falls back to a fresh one (history injected).
+//! Files:
+//! - `mod.rs`: the pool and its bookkeeping on each process; checkout, prewarm, eviction,
+//!   shutdown, and the status API's view.
+//! - `spawn.rs`: starting a process, its tasks and its reaper.
+//! - `lease.rs`: what a checked-out process offers a turn ([`Lease`], [`LeasedTurn`],
+//!   [`TurnItem`]).
+//! - `host.rs`: each process's control requests, answered by the [`McpAdapter`] at once or handed
+//!   to the running turn (a `tools/call` as a [`TurnItem::ToolCall`]), and the turns the CLI
+//!   starts by itself ([`CliTurn`]).
+//! - `transcript.rs`: each process's transcript frames stored; a turn's [`TurnItem::Done`] waits
+//!   for them, and a `--resume` the CLI's config dir lacks writes them back.
+//! - `admission.rs`: who gets a slot, and whose process makes room.
+//! - `spares.rs`: processes parked ahead of need for threads not created yet.
 //!
 //! Invariants:
 //! - The key is our stable thread id, never the CLI's session id (which can change); prewarm and
@@ -35,41 +40,38 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use claude_cli::{
-    CliProcess, HostRequest, HostRequests, MirrorFrames, OwnTurn, OwnTurns, SpawnError,
-    SpawnOptions, Step, StopReport, TurnEvent, TurnEvents, TurnResult,
-};
+use claude_cli::{CliProcess, SpawnOptions};
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use serde::Serialize;
-use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, SessionStart, ThreadId};
 
 use crate::launch::Launcher;
-use crate::mcp::{McpAdapter, Route, ToolCall, SERVER_NAME};
+use crate::mcp::McpAdapter;
 use crate::metrics::{PoolCounts, PoolMetrics};
 use crate::store::Store;
 use crate::sync::lock;
 use crate::turn_error::TurnError;
 
 mod admission;
+mod host;
+mod lease;
 mod spares;
+mod spawn;
+mod transcript;
 
 pub use admission::AdmissionSettings;
+pub use host::CliTurn;
+pub use lease::{CallReply, Finish, Lease, LeasedTurn, PendingCall, PermissionRequest, TurnItem};
 
-/// How long the CLI gets to finish its MCP handshake after the `initialize` reply; the first turn
-/// would wait for it otherwise.
-const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
+use lease::HostCall;
+
 /// How long after a failure to start a spare the next try waits.
 const SPARE_RETRY: Duration = Duration::from_secs(30);
-/// How long a turn's end waits for the transcript frames before its `result` to be stored.
-const TRANSCRIPT_WAIT: Duration = Duration::from_secs(10);
-/// Waits before the second and third try to store a transcript frame (as the SDKs retry).
-const TRANSCRIPT_RETRIES: [Duration; 2] = [Duration::from_millis(200), Duration::from_millis(800)];
 
 /// Why a process left the pool, as counted in `harness_pool_evictions_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -182,17 +184,6 @@ struct Inner {
     keep_alive_every: Duration,
 }
 
-/// A turn a thread's CLI started by itself (a cron firing, a `ScheduleWakeup`, a background
-/// task's notice), with a lease on its process: [`Lease::adopt`] its events to run it like a
-/// turn of ours, then end the lease.
-pub struct CliTurn {
-    pub thread: ThreadId,
-    /// Why the CLI started it ([`OwnTurn::source`]).
-    pub source: String,
-    pub lease: Lease,
-    pub events: TurnEvents,
-}
-
 /// A process as the pool sees it: the CLI process and the pool's bookkeeping around it.
 struct Entry {
     process: Arc<CliProcess>,
@@ -241,19 +232,6 @@ impl Entry {
             last_used: Mutex::new(Instant::now()),
             calls,
             transcript_stored,
-        }
-    }
-
-    /// Waits until every transcript frame the process has written so far is stored: called at
-    /// a turn's `result`, it makes the turn's transcript durable before the turn is.
-    async fn transcript_stored(&self) {
-        let written = self.process.mirror_frames_received();
-        let mut stored = self.transcript_stored.clone();
-        // An error means the store task ended: the frames ran out, every one was handled.
-        let waited =
-            tokio::time::timeout(TRANSCRIPT_WAIT, stored.wait_for(|n| *n >= written)).await;
-        if waited.is_err() {
-            warn!(thread_id = %self.thread, pid = self.process.pid(), written, "Transcript frames not stored in time; the turn ends without waiting for them.");
         }
     }
 
@@ -327,11 +305,7 @@ impl Entry {
         // Increment, then look: `retire` stores, then looks. With SeqCst at least one of the two
         // sees the other, so a process is never killed under a live lease.
         self.leases.fetch_add(1, Ordering::SeqCst);
-        let lease = Lease {
-            entry: self.clone(),
-            pool: pool.clone(),
-            finished: false,
-        };
+        let lease = Lease::new(self.clone(), pool.clone());
         if !self.usable() {
             return None;
         }
@@ -531,284 +505,11 @@ impl Pool {
         // The lease ends here: the process waits idle for the thread's first message, its
         // first-turn work partly done.
         let lease = self.checkout_with(thread, options, resume, slot).await?;
-        if lease.entry.turns.load(Ordering::Relaxed) == 0 {
-            spares::warm_up(&lease.entry).await;
+        if lease.entry().turns.load(Ordering::Relaxed) == 0 {
+            spares::warm_up(lease.entry()).await;
         }
         lease.finish(Finish::Keep).await;
         Ok(true)
-    }
-
-    async fn spawn_for(
-        &self,
-        thread: ThreadId,
-        options: SpawnOptions,
-        resume: Option<CliSessionId>,
-        slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Arc<Entry>, TurnError> {
-        self.inner.metrics.miss();
-        self.reap_thread(&thread).await;
-        if let Some(session) = &resume {
-            self.restore_session(&thread, session).await;
-        }
-        match self
-            .spawn_one(&thread, &options, resume.as_ref(), false, slot)
-            .await
-        {
-            Ok(entry) => Ok(entry),
-            Err(SpawnError::MissingSession(reason)) => {
-                warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
-                self.inner.metrics.resume_fallback();
-                match self.spawn_one(&thread, &options, None, true, None).await {
-                    Ok(entry) => Ok(entry),
-                    Err(SpawnError::MissingSession(reason)) => Err(TurnError::Cli(reason)),
-                    Err(SpawnError::Failed(err)) => Err(err.into()),
-                }
-            }
-            Err(SpawnError::Failed(err)) => Err(err.into()),
-        }
-    }
-
-    /// Makes `session` resumable by `thread`'s processes when the CLI's config dir does not have
-    /// it (another node, a wiped `data_dir/claude`, a fork whose parent's file is gone): writes
-    /// the stored transcript back. With nothing stored, or on failure, the resume fails as
-    /// before and the fresh session with injected history follows.
-    ///
-    /// With clustering the copy here may also be older than the stored one: the thread moved to
-    /// a peer, went on there, and came back. It is rewritten when it lacks the last entry stored
-    /// for its file.
-    async fn restore_session(&self, thread: &ThreadId, session: &CliSessionId) {
-        let inner = &self.inner;
-        let here = inner.launcher.has_session(thread, session);
-        if here && inner.store.node_id().is_none() {
-            return;
-        }
-        let entries = match inner.store.session_transcript(session).await {
-            Ok(entries) if entries.is_empty() => {
-                debug!(thread_id = %thread, session_id = %session, "No stored transcript for the session.");
-                return;
-            }
-            Ok(entries) => entries,
-            Err(err) => {
-                warn!(thread_id = %thread, session_id = %session, error = %err, "Could not read the stored transcript.");
-                return;
-            }
-        };
-        let count = entries.len();
-        let (launcher, owner, id) = (inner.launcher.clone(), thread.clone(), session.clone());
-        // Files of up to megabytes, synced: off the async workers.
-        let written = tokio::task::spawn_blocking(move || {
-            if here {
-                let main = format!("{}.jsonl", id.as_str());
-                let last = entries.iter().rev().find(|e| e.file == main);
-                match last.and_then(|e| e.uuid.as_deref()) {
-                    Some(uuid) if !launcher.session_has_entry(&owner, &id, uuid)? => {}
-                    // Up to date (or nothing to tell by): kept as it is.
-                    _ => return Ok(None),
-                }
-            }
-            let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
-            launcher.restore_transcript(&owner, lines).map(Some)
-        })
-        .await
-        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));
-        match written {
-            Ok(None) => {}
-            Ok(Some(files)) => {
-                inner.metrics.transcript_restored();
-                info!(thread_id = %thread, session_id = %session, entries = count, files, "Session restored from the stored transcript.");
-            }
-            Err(err) => {
-                warn!(thread_id = %thread, session_id = %session, error = %err, "Could not write the stored transcript back.");
-            }
-        }
-    }
-
-    async fn spawn_one(
-        &self,
-        thread: &ThreadId,
-        options: &SpawnOptions,
-        resume: Option<&CliSessionId>,
-        resume_failed: bool,
-        slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<Arc<Entry>, SpawnError> {
-        let inner = &self.inner;
-        let (permit, overflow) = match slot {
-            Some(permit) => (permit, false),
-            None => self.acquire_slot().await,
-        };
-        let launch = inner
-            .launcher
-            .launch(thread)
-            .map_err(|err| self.folder_error(err))?;
-        let start = match resume {
-            Some(_) => SessionStart::Resumed,
-            None => SessionStart::Fresh { resume_failed },
-        };
-        let resume_id = resume.map(CliSessionId::as_str);
-        self.start_process(&launch, thread, options, resume_id, start, overflow, permit)
-            .await
-    }
-
-    fn folder_error(&self, err: std::io::Error) -> SpawnError {
-        SpawnError::Failed(claude_cli::CliError::Spawn {
-            bin: self.inner.launcher.bin().display().to_string(),
-            reason: format!("cannot create the process's folder: {err}"),
-        })
-    }
-
-    /// Starts a process, serves its control requests, waits for its MCP handshake unless the
-    /// CLI took our manifest, and registers it as live (holding `permit` until it is reaped).
-    #[allow(clippy::too_many_arguments)]
-    async fn start_process(
-        &self,
-        launch: &claude_cli::Launch,
-        thread: &ThreadId,
-        options: &SpawnOptions,
-        resume: Option<&str>,
-        start: SessionStart,
-        overflow: bool,
-        permit: OwnedSemaphorePermit,
-    ) -> Result<Arc<Entry>, SpawnError> {
-        let inner = &self.inner;
-        inner.metrics.spawn();
-        let started = Instant::now();
-        let started_process = CliProcess::spawn(launch, options, resume, &inner.tasks).await?;
-        let (process, requests) = (started_process.process, started_process.requests);
-        let (stored_tx, transcript_stored) = watch::channel(0);
-        // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
-        let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
-            .as_str()
-            .map(str::to_owned);
-        let calls: Arc<Inboxes> = Arc::default();
-        let (ready_tx, mut ready) = watch::channel(false);
-        let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
-        inner.tasks.spawn(
-            store_transcript(
-                thread.clone(),
-                started_process.mirror,
-                inner.store.clone(),
-                stored_tx,
-            )
-            .instrument(span.clone()),
-        );
-        inner.tasks.spawn(
-            serve_host_requests(
-                thread.clone(),
-                requests,
-                inner.mcp.clone(),
-                calls.clone(),
-                ready_tx,
-            )
-            .instrument(span),
-        );
-        // Without a parked manifest the CLI runs its MCP handshake right after `initialize`; a
-        // first turn would wait for it.
-        let handshake = async {
-            if parked.as_deref() != Some("parked") {
-                debug!(thread_id = %thread, manifest = ?parked, "The CLI did not take our MCP manifest; waiting for its handshake.");
-                let _ = tokio::time::timeout(MCP_HANDSHAKE_WAIT, ready.wait_for(|r| *r)).await;
-            }
-        };
-        tokio::select! {
-            _ = handshake => {}
-            _ = process.wait_exit() => {
-                return Err(SpawnError::Failed(claude_cli::CliError::ProcessDied {
-                    status: process.exit_status(),
-                    stderr_tail: process.stderr_tail(),
-                }));
-            }
-        }
-        inner.metrics.ready(started.elapsed());
-        info!(thread_id = %thread, pid = process.pid(), ms = started.elapsed().as_millis() as u64, resumed = resume.is_some(), "Process ready.");
-        let entry = Arc::new(Entry::new(
-            process,
-            thread.clone(),
-            options.clone(),
-            options.model.clone(),
-            start,
-            calls,
-            transcript_stored,
-        ));
-        entry.one_turn.store(overflow, Ordering::SeqCst);
-        lock(&inner.live).insert(entry.process.pid(), entry.clone());
-        inner.tasks.spawn(
-            self.clone()
-                .serve_own_turns(entry.clone(), started_process.own_turns),
-        );
-        let pool = self.clone();
-        let watched = entry.clone();
-        inner.tasks.spawn(async move {
-            tokio::select! {
-                _ = watched.process.wait_exit() => {}
-                _ = watched.process.wait_unpaired() => {
-                    // The CLI ran a turn nobody sent (containment keeps the tools that start
-                    // one off): its output answers no message of ours, so the process goes
-                    // (now if idle; a running turn fails with `Unpaired` and discards it).
-                    warn!(thread_id = %watched.thread, pid = watched.process.pid(), "The CLI ran a turn of its own; retiring the process.");
-                    watched.retire();
-                    watched.process.wait_exit().await;
-                }
-            }
-            let pid = watched.process.pid();
-            lock(&pool.inner.live).remove(&pid);
-            let mut spares = lock(&pool.inner.spares);
-            if let Some(at) = spares.iter().position(|s| s.process.pid() == pid) {
-                spares.remove(at);
-                pool.inner.metrics.spare_gone();
-            }
-            drop(spares);
-            pool.inner.metrics.reaped();
-            // The slot is free only once the process is gone.
-            drop(permit);
-        });
-        Ok(entry)
-    }
-
-    /// Hands each turn `entry`'s CLI starts by itself to the pipeline, with a lease on the
-    /// process, until the process ends; and while the CLI reports pending crons or background
-    /// tasks, keeps the process from expiring idle. Without `claude.scheduling_tools` (or with
-    /// nobody taking [`Pool::take_cli_turns`]) such a turn means containment failed: the process
-    /// is retired.
-    async fn serve_own_turns(self, entry: Arc<Entry>, mut own_turns: OwnTurns) {
-        let scheduling = self.inner.launcher.scheduling_tools();
-        let mut keep_alive = tokio::time::interval(self.inner.keep_alive_every);
-        keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let own: OwnTurn = tokio::select! {
-                own = own_turns.recv() => match own {
-                    Some(own) => own,
-                    None => return,
-                },
-                _ = keep_alive.tick() => {
-                    if entry.calls.pending_work.load(Ordering::SeqCst) > 0 {
-                        // Reading resets the time-to-idle of the thread's entry (if it is this).
-                        let _ = self.inner.cache.get(&entry.thread).await;
-                    }
-                    continue;
-                }
-                _ = entry.process.wait_exit() => return,
-            };
-            let lease = match (scheduling, entry.lease(&self)) {
-                (true, Some(lease)) => lease,
-                _ => {
-                    warn!(thread_id = %entry.thread, pid = entry.process.pid(), source = %own.source, "The CLI started a turn of its own; retiring the process.");
-                    entry.retire();
-                    return;
-                }
-            };
-            let turn = CliTurn {
-                thread: entry.thread.clone(),
-                source: own.source,
-                lease,
-                events: own.events,
-            };
-            if let Err(refused) = self.inner.cli_turns.send(turn) {
-                warn!(thread_id = %entry.thread, "Nobody runs the CLI's own turns; retiring the process.");
-                drop(refused);
-                entry.retire();
-                return;
-            }
-        }
     }
 
     /// Kills every live process of `thread` (after its lease, if any) and waits for each to be
@@ -981,151 +682,6 @@ enum Fit {
     No,
 }
 
-/// How a lease ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// The process is fine: it stays warm for the thread's next turn.
-    Keep,
-    /// The turn failed in a way that leaves the process suspect: it is killed and reaped before
-    /// this returns, so the next turn starts clean (and resumes the session).
-    Discard,
-}
-
-/// A process checked out for one turn. End it with [`Lease::finish`]; a lease dropped without
-/// it lets the process go (the turn's state is unknown).
-pub struct Lease {
-    entry: Arc<Entry>,
-    pool: Pool,
-    finished: bool,
-}
-
-impl Lease {
-    /// How the session of this turn started: warm once the process has served a turn.
-    pub fn session_start(&self) -> SessionStart {
-        self.entry.session_start()
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.entry.process.pid()
-    }
-
-    /// The CLI session id the process reports.
-    pub fn session_id(&self) -> Option<CliSessionId> {
-        self.entry
-            .process
-            .session_id()
-            .map(CliSessionId::from_string)
-    }
-
-    /// Switches the process to `model` in place (the CLI's `set_model`; it may send the model a
-    /// one-token probe first). `Err` with the CLI's reason when it refuses.
-    async fn switch_model(&self, model: Option<String>) -> Result<(), String> {
-        let reply = self
-            .entry
-            .process
-            .request(json!({"subtype": "set_model", "model": model}))
-            .await?;
-        let now = reply.get("model").cloned().unwrap_or(Value::Null);
-        info!(thread_id = %self.entry.thread, model = ?model, %now, "Model switched in place.");
-        *lock(&self.entry.model) = model;
-        Ok(())
-    }
-
-    /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.
-    pub async fn start_turn(&self, prompt: &str) -> Result<LeasedTurn<'_>, TurnError> {
-        let (tx, calls) = mpsc::unbounded_channel();
-        *lock(&self.entry.calls.ours) = Some(tx);
-        match self.entry.process.turn(prompt).await {
-            Ok(events) => Ok(LeasedTurn {
-                events,
-                calls,
-                entry: &self.entry,
-                pool: &self.pool,
-                own: false,
-            }),
-            Err(err) => {
-                *lock(&self.entry.calls.ours) = None;
-                Err(err.into())
-            }
-        }
-    }
-
-    /// Takes over a turn the CLI started by itself on this lease's process: its events and
-    /// control requests come from the returned stream, as a turn of ours would.
-    pub fn adopt(&self, events: TurnEvents) -> LeasedTurn<'_> {
-        let (tx, calls) = mpsc::unbounded_channel();
-        *lock(&self.entry.calls.own) = Some(tx);
-        LeasedTurn {
-            events,
-            calls,
-            entry: &self.entry,
-            pool: &self.pool,
-            own: true,
-        }
-    }
-
-    /// Sends the CLI an interrupt for the running turn without waiting for its answer (the
-    /// turn's `result` says how it ended).
-    pub fn interrupt_now(&self) {
-        let process = self.entry.process.clone();
-        self.pool.inner.tasks.spawn(async move {
-            let _ = process.interrupt().await;
-        });
-    }
-
-    /// Ends the lease.
-    pub async fn finish(mut self, finish: Finish) {
-        self.finished = true;
-        let entry = self.entry.clone();
-        self.release();
-        match finish {
-            Finish::Keep => {
-                // Touch: resets the thread's idle timer; the process is now a candidate for a
-                // spawn that waits for a slot.
-                let _ = self.pool.inner.cache.get(&entry.thread).await;
-                self.pool.inner.idle.notify_waiters();
-            }
-            Finish::Discard => {
-                if let Some(current) = self.pool.inner.cache.get(&entry.thread).await {
-                    if Arc::ptr_eq(&current, &entry) {
-                        self.pool.remove(&entry.thread, EvictionCause::Error).await;
-                    }
-                }
-                entry.retire();
-                entry.process.kill_and_reap().await;
-            }
-        }
-    }
-
-    fn release(&self) {
-        let entry = &self.entry;
-        entry.leases.fetch_sub(1, Ordering::SeqCst);
-        if entry.one_turn.load(Ordering::SeqCst) {
-            entry.retire();
-        }
-        entry.kill_if_retired_and_unused();
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.entry.retired.store(true, Ordering::SeqCst);
-            self.release();
-        }
-    }
-}
-
-/// One running turn on a leased process.
-pub struct LeasedTurn<'a> {
-    events: TurnEvents,
-    calls: mpsc::UnboundedReceiver<HostCall>,
-    entry: &'a Arc<Entry>,
-    pool: &'a Pool,
-    /// A turn the CLI started by itself ([`CliTurn`]), not one of ours.
-    own: bool,
-}
-
 /// Where a process's control requests go: the turn of ours that runs, or the turn the CLI
 /// started by itself (the CLI runs one at a time, and says which with each request).
 #[derive(Default)]
@@ -1144,254 +700,6 @@ impl Inboxes {
         } else {
             &self.ours
         }
-    }
-}
-
-/// What a running turn produced next.
-#[derive(Debug)]
-pub enum TurnItem {
-    Event(TurnEvent),
-    /// The CLI wrote something with nothing to report: it is alive.
-    Alive,
-    /// The model called one of our tools: run it and answer ([`CallReply::send`]).
-    ToolCall(PendingCall),
-    /// The CLI asks whether a tool may run: decide and answer
-    /// ([`PermissionRequest::answer`]).
-    Permission(PermissionRequest),
-    /// The turn's `result`: the turn is over.
-    Done(Box<TurnResult>),
-}
-
-impl LeasedTurn<'_> {
-    /// Sends the CLI an interrupt for this turn without waiting for its answer (the turn's
-    /// `result` says how it ended).
-    pub fn interrupt_now(&self) {
-        let (process, own) = (self.entry.process.clone(), self.own);
-        self.pool.inner.tasks.spawn(async move {
-            let _ = if own {
-                process.interrupt_own_turn().await
-            } else {
-                process.interrupt().await
-            };
-        });
-    }
-
-    /// The next item; an error when the process went away mid-turn.
-    pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
-        tokio::select! {
-            biased;
-            Some(call) = self.calls.recv() => Ok(match call {
-                HostCall::Tool(call) => TurnItem::ToolCall(call),
-                HostCall::Permission(request) => TurnItem::Permission(request),
-            }),
-            step = self.events.next() => match step? {
-                Step::Event(event) => Ok(TurnItem::Event(event)),
-                Step::Alive => Ok(TurnItem::Alive),
-                Step::Done(result) => {
-                    // The frames before a `result` are the turn's transcript: stored first.
-                    self.entry.transcript_stored().await;
-                    Ok(TurnItem::Done(result))
-                }
-            },
-        }
-    }
-
-    /// True while the CLI waits on us (a tool call runs): its silence is ours then.
-    pub fn waiting_on_host(&self) -> bool {
-        self.entry.process.waiting_on_host()
-    }
-}
-
-impl Drop for LeasedTurn<'_> {
-    fn drop(&mut self) {
-        *lock(self.entry.calls.slot(self.own)) = None;
-        self.entry.turns.fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
-        *lock(&self.entry.last_used) = now;
-        lock(&self.pool.inner.history).ended(&self.entry.thread, now);
-    }
-}
-
-/// A `tools/call` of the running turn: the call, and where its answer goes.
-#[derive(Debug)]
-pub struct PendingCall {
-    call: ToolCall,
-    request: HostRequest,
-}
-
-impl PendingCall {
-    pub fn into_parts(self) -> (ToolCall, CallReply) {
-        (self.call, CallReply(self.request))
-    }
-}
-
-/// What a process's control requests hand to its running turn.
-#[derive(Debug)]
-enum HostCall {
-    Tool(PendingCall),
-    Permission(PermissionRequest),
-}
-
-/// A `can_use_tool` request of the running turn; dropped unanswered, the CLI gets an error (and
-/// does not run the tool).
-#[derive(Debug)]
-pub struct PermissionRequest(HostRequest);
-
-impl PermissionRequest {
-    pub fn request_id(&self) -> &str {
-        &self.0.request_id
-    }
-
-    fn field(&self, key: &str) -> Option<&Value> {
-        self.0.request.get(key)
-    }
-
-    pub fn tool_name(&self) -> &str {
-        self.field("tool_name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    pub fn input(&self) -> Value {
-        self.field("input").cloned().unwrap_or_else(|| json!({}))
-    }
-
-    pub fn tool_use_id(&self) -> Option<&str> {
-        self.field("tool_use_id").and_then(Value::as_str)
-    }
-
-    /// Sends the decision: `{"behavior": "allow", "updatedInput"}` or
-    /// `{"behavior": "deny", "message"}`.
-    pub fn answer(self, response: Value) {
-        self.0.respond(Ok(response));
-    }
-}
-
-/// Where a tool call's JSON-RPC reply goes; dropped unsent, the CLI gets an error.
-#[derive(Debug)]
-pub struct CallReply(HostRequest);
-
-impl CallReply {
-    pub fn send(self, reply: Value) {
-        self.0.respond(Ok(json!({ "mcp_response": reply })));
-    }
-}
-
-/// Serves one process's control requests until it exits: MCP messages the adapter can answer
-/// at once are answered here; tool calls and tool permissions go to the running turn.
-async fn serve_host_requests(
-    thread: ThreadId,
-    mut requests: HostRequests,
-    mcp: Arc<McpAdapter>,
-    calls: Arc<Inboxes>,
-    ready: watch::Sender<bool>,
-) {
-    while let Some(request) = requests.recv().await {
-        if request.subtype == "can_use_tool" {
-            let slot = calls.slot(request.in_own_turn);
-            let refused = to_turn(slot, HostCall::Permission(PermissionRequest(request)));
-            if let Some(HostCall::Permission(request)) = refused {
-                let message = "no turn is running on this process; nothing was run";
-                request.answer(json!({"behavior": "deny", "message": message}));
-            }
-            continue;
-        }
-        if request.subtype == "hook_callback" {
-            // The `Stop` hook (`claude.scheduling_tools`): what the CLI will still start turns
-            // for by itself. Answered empty: the turn ends as it would.
-            if let Some(report) = StopReport::from_request(&request.request) {
-                let pending = report.background_tasks + report.crons;
-                calls.pending_work.store(pending, Ordering::SeqCst);
-                debug!(thread_id = %thread, ?report, "The CLI reported its pending work.");
-            }
-            request.respond(Ok(json!({})));
-            continue;
-        }
-        if request.subtype != "mcp_message" {
-            warn!(subtype = %request.subtype, "Unsupported control request from the CLI.");
-            let reason = format!("unsupported control request: {}", request.subtype);
-            request.respond(Err(reason));
-            continue;
-        }
-        let server = request
-            .request
-            .get("server_name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let message = request
-            .request
-            .get("message")
-            .cloned()
-            .unwrap_or(Value::Null);
-        match mcp.route(&thread, &server, message) {
-            Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
-            Route::Listed(reply) => {
-                request.respond(Ok(json!({ "mcp_response": reply })));
-                let _ = ready.send(true);
-            }
-            Route::Call(call) => {
-                let slot = calls.slot(request.in_own_turn);
-                let refused = to_turn(slot, HostCall::Tool(PendingCall { call, request }));
-                if let Some(HostCall::Tool(pending)) = refused {
-                    let reply = json!({"jsonrpc": "2.0", "error": {
-                        "code": -32603, "message": "no turn is running on this process",
-                    }});
-                    pending.into_parts().1.send(reply);
-                }
-            }
-        }
-    }
-}
-
-/// Stores one process's transcript frames, in order, until its stdout ends; counts each frame
-/// handled in `stored`, which a turn's end waits on. A frame that cannot be stored after three
-/// tries is logged and skipped: the turn is not failed for it (a later restore misses it, and
-/// with nothing stored the fallback injects the history).
-async fn store_transcript(
-    thread: ThreadId,
-    mut frames: MirrorFrames,
-    store: Store,
-    stored: watch::Sender<u64>,
-) {
-    while let Some(frame) = frames.recv().await {
-        match (frame.session_id(), frame.project_relative_path()) {
-            (Some(session), Some(file)) => {
-                let session = CliSessionId::from_string(session);
-                let mut waits = TRANSCRIPT_RETRIES.iter();
-                loop {
-                    match store
-                        .append_transcript(&thread, &session, &file, &frame.entries)
-                        .await
-                    {
-                        Ok(_) => break,
-                        Err(err) => match waits.next() {
-                            Some(wait) => tokio::time::sleep(*wait).await,
-                            None => {
-                                warn!(session_id = %session, entries = frame.entries.len(), error = %err, "Could not store a transcript frame; a restore of the session will miss it.");
-                                break;
-                            }
-                        },
-                    }
-                }
-            }
-            _ => {
-                warn!(file = %frame.file_path, "Skipped a transcript frame outside the CLI's projects folder.")
-            }
-        }
-        stored.send_modify(|n| *n += 1);
-    }
-}
-
-/// Hands `call` to the running turn; gives it back when no turn is running.
-fn to_turn(
-    calls: &Mutex<Option<mpsc::UnboundedSender<HostCall>>>,
-    call: HostCall,
-) -> Option<HostCall> {
-    let inbox = lock(calls).clone();
-    match inbox {
-        Some(inbox) => inbox.send(call).err().map(|e| e.0),
-        None => Some(call),
     }
 }
 

@@ -1,0 +1,312 @@
+//! What a checked-out process offers a turn: a [`Lease`] ([`Pool::checkout`] hands it out; this
+//! file does not choose or start processes) starts a turn ([`Lease::start_turn`]) or adopts one
+//! the CLI started by itself ([`Lease::adopt`]), and the [`LeasedTurn`] yields [`TurnItem`]s:
+//! events, and the tool calls and permission requests the turn's owner answers through the
+//! handles they carry ([`CallReply`], [`PermissionRequest`]). How a lease ends ([`Finish`])
+//! decides whether the process stays warm.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use claude_cli::{HostRequest, Step, TurnEvent, TurnEvents, TurnResult};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tracing::info;
+
+use plugin_contract::{CliSessionId, SessionStart};
+
+use super::{Entry, EvictionCause, Pool};
+use crate::mcp::ToolCall;
+use crate::sync::lock;
+use crate::turn_error::TurnError;
+
+/// How a lease ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// The process is fine: it stays warm for the thread's next turn.
+    Keep,
+    /// The turn failed in a way that leaves the process suspect: it is killed and reaped before
+    /// this returns, so the next turn starts clean (and resumes the session).
+    Discard,
+}
+
+/// A process checked out for one turn. End it with [`Lease::finish`]; a lease dropped without
+/// it lets the process go (the turn's state is unknown).
+pub struct Lease {
+    entry: Arc<Entry>,
+    pool: Pool,
+    finished: bool,
+}
+
+impl Lease {
+    /// A lease on `entry`, whose lease count the caller has already taken ([`Entry::lease`]):
+    /// it is given back when the lease ends.
+    pub(super) fn new(entry: Arc<Entry>, pool: Pool) -> Lease {
+        Lease {
+            entry,
+            pool,
+            finished: false,
+        }
+    }
+
+    /// The leased process, for the pool's own use of it between checkout and turn (a prewarm).
+    pub(super) fn entry(&self) -> &Arc<Entry> {
+        &self.entry
+    }
+
+    /// How the session of this turn started: warm once the process has served a turn.
+    pub fn session_start(&self) -> SessionStart {
+        self.entry.session_start()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.entry.process.pid()
+    }
+
+    /// The CLI session id the process reports.
+    pub fn session_id(&self) -> Option<CliSessionId> {
+        self.entry
+            .process
+            .session_id()
+            .map(CliSessionId::from_string)
+    }
+
+    /// Switches the process to `model` in place (the CLI's `set_model`; it may send the model a
+    /// one-token probe first). `Err` with the CLI's reason when it refuses.
+    pub(super) async fn switch_model(&self, model: Option<String>) -> Result<(), String> {
+        let reply = self
+            .entry
+            .process
+            .request(json!({"subtype": "set_model", "model": model}))
+            .await?;
+        let now = reply.get("model").cloned().unwrap_or(Value::Null);
+        info!(thread_id = %self.entry.thread, model = ?model, %now, "Model switched in place.");
+        *lock(&self.entry.model) = model;
+        Ok(())
+    }
+
+    /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.
+    pub async fn start_turn(&self, prompt: &str) -> Result<LeasedTurn<'_>, TurnError> {
+        let (tx, calls) = mpsc::unbounded_channel();
+        *lock(&self.entry.calls.ours) = Some(tx);
+        match self.entry.process.turn(prompt).await {
+            Ok(events) => Ok(LeasedTurn {
+                events,
+                calls,
+                entry: &self.entry,
+                pool: &self.pool,
+                own: false,
+            }),
+            Err(err) => {
+                *lock(&self.entry.calls.ours) = None;
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Takes over a turn the CLI started by itself on this lease's process: its events and
+    /// control requests come from the returned stream, as a turn of ours would.
+    pub fn adopt(&self, events: TurnEvents) -> LeasedTurn<'_> {
+        let (tx, calls) = mpsc::unbounded_channel();
+        *lock(&self.entry.calls.own) = Some(tx);
+        LeasedTurn {
+            events,
+            calls,
+            entry: &self.entry,
+            pool: &self.pool,
+            own: true,
+        }
+    }
+
+    /// Sends the CLI an interrupt for the running turn without waiting for its answer (the
+    /// turn's `result` says how it ended).
+    pub fn interrupt_now(&self) {
+        let process = self.entry.process.clone();
+        self.pool.inner.tasks.spawn(async move {
+            let _ = process.interrupt().await;
+        });
+    }
+
+    /// Ends the lease.
+    pub async fn finish(mut self, finish: Finish) {
+        self.finished = true;
+        let entry = self.entry.clone();
+        self.release();
+        match finish {
+            Finish::Keep => {
+                // Touch: resets the thread's idle timer; the process is now a candidate for a
+                // spawn that waits for a slot.
+                let _ = self.pool.inner.cache.get(&entry.thread).await;
+                self.pool.inner.idle.notify_waiters();
+            }
+            Finish::Discard => {
+                if let Some(current) = self.pool.inner.cache.get(&entry.thread).await {
+                    if Arc::ptr_eq(&current, &entry) {
+                        self.pool.remove(&entry.thread, EvictionCause::Error).await;
+                    }
+                }
+                entry.retire();
+                entry.process.kill_and_reap().await;
+            }
+        }
+    }
+
+    fn release(&self) {
+        let entry = &self.entry;
+        entry.leases.fetch_sub(1, Ordering::SeqCst);
+        if entry.one_turn.load(Ordering::SeqCst) {
+            entry.retire();
+        }
+        entry.kill_if_retired_and_unused();
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.entry.retired.store(true, Ordering::SeqCst);
+            self.release();
+        }
+    }
+}
+
+/// One running turn on a leased process.
+pub struct LeasedTurn<'a> {
+    events: TurnEvents,
+    calls: mpsc::UnboundedReceiver<HostCall>,
+    entry: &'a Arc<Entry>,
+    pool: &'a Pool,
+    /// A turn the CLI started by itself ([`super::CliTurn`]), not one of ours.
+    own: bool,
+}
+
+/// What a running turn produced next.
+#[derive(Debug)]
+pub enum TurnItem {
+    Event(TurnEvent),
+    /// The CLI wrote something with nothing to report: it is alive.
+    Alive,
+    /// The model called one of our tools: run it and answer ([`CallReply::send`]).
+    ToolCall(PendingCall),
+    /// The CLI asks whether a tool may run: decide and answer
+    /// ([`PermissionRequest::answer`]).
+    Permission(PermissionRequest),
+    /// The turn's `result`: the turn is over.
+    Done(Box<TurnResult>),
+}
+
+impl LeasedTurn<'_> {
+    /// Sends the CLI an interrupt for this turn without waiting for its answer (the turn's
+    /// `result` says how it ended).
+    pub fn interrupt_now(&self) {
+        let (process, own) = (self.entry.process.clone(), self.own);
+        self.pool.inner.tasks.spawn(async move {
+            let _ = if own {
+                process.interrupt_own_turn().await
+            } else {
+                process.interrupt().await
+            };
+        });
+    }
+
+    /// The next item; an error when the process went away mid-turn.
+    pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
+        tokio::select! {
+            biased;
+            Some(call) = self.calls.recv() => Ok(match call {
+                HostCall::Tool(call) => TurnItem::ToolCall(call),
+                HostCall::Permission(request) => TurnItem::Permission(request),
+            }),
+            step = self.events.next() => match step? {
+                Step::Event(event) => Ok(TurnItem::Event(event)),
+                Step::Alive => Ok(TurnItem::Alive),
+                Step::Done(result) => {
+                    // The frames before a `result` are the turn's transcript: stored first.
+                    self.entry.transcript_stored().await;
+                    Ok(TurnItem::Done(result))
+                }
+            },
+        }
+    }
+
+    /// True while the CLI waits on us (a tool call runs): its silence is ours then.
+    pub fn waiting_on_host(&self) -> bool {
+        self.entry.process.waiting_on_host()
+    }
+}
+
+impl Drop for LeasedTurn<'_> {
+    fn drop(&mut self) {
+        *lock(self.entry.calls.slot(self.own)) = None;
+        self.entry.turns.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        *lock(&self.entry.last_used) = now;
+        lock(&self.pool.inner.history).ended(&self.entry.thread, now);
+    }
+}
+
+/// A `tools/call` of the running turn: the call, and where its answer goes.
+#[derive(Debug)]
+pub struct PendingCall {
+    pub(super) call: ToolCall,
+    pub(super) request: HostRequest,
+}
+
+impl PendingCall {
+    pub fn into_parts(self) -> (ToolCall, CallReply) {
+        (self.call, CallReply(self.request))
+    }
+}
+
+/// What a process's control requests hand to its running turn.
+#[derive(Debug)]
+pub(super) enum HostCall {
+    Tool(PendingCall),
+    Permission(PermissionRequest),
+}
+
+/// A `can_use_tool` request of the running turn; dropped unanswered, the CLI gets an error (and
+/// does not run the tool).
+#[derive(Debug)]
+pub struct PermissionRequest(pub(super) HostRequest);
+
+impl PermissionRequest {
+    pub fn request_id(&self) -> &str {
+        &self.0.request_id
+    }
+
+    fn field(&self, key: &str) -> Option<&Value> {
+        self.0.request.get(key)
+    }
+
+    pub fn tool_name(&self) -> &str {
+        self.field("tool_name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn input(&self) -> Value {
+        self.field("input").cloned().unwrap_or_else(|| json!({}))
+    }
+
+    pub fn tool_use_id(&self) -> Option<&str> {
+        self.field("tool_use_id").and_then(Value::as_str)
+    }
+
+    /// Sends the decision: `{"behavior": "allow", "updatedInput"}` or
+    /// `{"behavior": "deny", "message"}`.
+    pub fn answer(self, response: Value) {
+        self.0.respond(Ok(response));
+    }
+}
+
+/// Where a tool call's JSON-RPC reply goes; dropped unsent, the CLI gets an error.
+#[derive(Debug)]
+pub struct CallReply(HostRequest);
+
+impl CallReply {
+    pub fn send(self, reply: Value) {
+        self.0.respond(Ok(json!({ "mcp_response": reply })));
+    }
+}

@@ -1,0 +1,200 @@
+//! Starting a process for a thread: the older processes of the thread reaped first, its session
+//! restored when resumed ([`super::transcript`]), a fresh session when the resume fails; then
+//! the process's tasks (its control requests, its transcript, its own turns, its reaper) and its
+//! registration as live. Whether to start one, and in which slot, is the pool's and admission's.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use claude_cli::{CliProcess, SpawnError, SpawnOptions};
+use tokio::sync::{watch, OwnedSemaphorePermit};
+use tracing::{debug, info, warn, Instrument};
+
+use plugin_contract::{CliSessionId, SessionStart, ThreadId};
+
+use super::host::serve_host_requests;
+use super::transcript::store_transcript;
+use super::{Entry, Inboxes, Pool};
+use crate::mcp::SERVER_NAME;
+use crate::sync::lock;
+use crate::turn_error::TurnError;
+
+/// How long the CLI gets to finish its MCP handshake after the `initialize` reply; the first turn
+/// would wait for it otherwise.
+const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
+
+impl Pool {
+    /// A new process for `thread`, resuming `resume` when given (a fresh session with the history
+    /// injected when the CLI cannot), in `slot` or one admission finds.
+    pub(super) async fn spawn_for(
+        &self,
+        thread: ThreadId,
+        options: SpawnOptions,
+        resume: Option<CliSessionId>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<Arc<Entry>, TurnError> {
+        self.inner.metrics.miss();
+        self.reap_thread(&thread).await;
+        if let Some(session) = &resume {
+            self.restore_session(&thread, session).await;
+        }
+        match self
+            .spawn_one(&thread, &options, resume.as_ref(), false, slot)
+            .await
+        {
+            Ok(entry) => Ok(entry),
+            Err(SpawnError::MissingSession(reason)) => {
+                warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
+                self.inner.metrics.resume_fallback();
+                match self.spawn_one(&thread, &options, None, true, None).await {
+                    Ok(entry) => Ok(entry),
+                    Err(SpawnError::MissingSession(reason)) => Err(TurnError::Cli(reason)),
+                    Err(SpawnError::Failed(err)) => Err(err.into()),
+                }
+            }
+            Err(SpawnError::Failed(err)) => Err(err.into()),
+        }
+    }
+
+    async fn spawn_one(
+        &self,
+        thread: &ThreadId,
+        options: &SpawnOptions,
+        resume: Option<&CliSessionId>,
+        resume_failed: bool,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<Arc<Entry>, SpawnError> {
+        let inner = &self.inner;
+        let (permit, overflow) = match slot {
+            Some(permit) => (permit, false),
+            None => self.acquire_slot().await,
+        };
+        let launch = inner
+            .launcher
+            .launch(thread)
+            .map_err(|err| self.folder_error(err))?;
+        let start = match resume {
+            Some(_) => SessionStart::Resumed,
+            None => SessionStart::Fresh { resume_failed },
+        };
+        let resume_id = resume.map(CliSessionId::as_str);
+        self.start_process(&launch, thread, options, resume_id, start, overflow, permit)
+            .await
+    }
+
+    pub(super) fn folder_error(&self, err: std::io::Error) -> SpawnError {
+        SpawnError::Failed(claude_cli::CliError::Spawn {
+            bin: self.inner.launcher.bin().display().to_string(),
+            reason: format!("cannot create the process's folder: {err}"),
+        })
+    }
+
+    /// Starts a process, serves its control requests, waits for its MCP handshake unless the
+    /// CLI took our manifest, and registers it as live (holding `permit` until it is reaped).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn start_process(
+        &self,
+        launch: &claude_cli::Launch,
+        thread: &ThreadId,
+        options: &SpawnOptions,
+        resume: Option<&str>,
+        start: SessionStart,
+        overflow: bool,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Arc<Entry>, SpawnError> {
+        let inner = &self.inner;
+        inner.metrics.spawn();
+        let started = Instant::now();
+        let started_process = CliProcess::spawn(launch, options, resume, &inner.tasks).await?;
+        let (process, requests) = (started_process.process, started_process.requests);
+        let (stored_tx, transcript_stored) = watch::channel(0);
+        // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
+        let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
+            .as_str()
+            .map(str::to_owned);
+        let calls: Arc<Inboxes> = Arc::default();
+        let (ready_tx, mut ready) = watch::channel(false);
+        let span = tracing::info_span!("cli", thread_id = %thread, pid = process.pid());
+        inner.tasks.spawn(
+            store_transcript(
+                thread.clone(),
+                started_process.mirror,
+                inner.store.clone(),
+                stored_tx,
+            )
+            .instrument(span.clone()),
+        );
+        inner.tasks.spawn(
+            serve_host_requests(
+                thread.clone(),
+                requests,
+                inner.mcp.clone(),
+                calls.clone(),
+                ready_tx,
+            )
+            .instrument(span),
+        );
+        // Without a parked manifest the CLI runs its MCP handshake right after `initialize`; a
+        // first turn would wait for it.
+        let handshake = async {
+            if parked.as_deref() != Some("parked") {
+                debug!(thread_id = %thread, manifest = ?parked, "The CLI did not take our MCP manifest; waiting for its handshake.");
+                let _ = tokio::time::timeout(MCP_HANDSHAKE_WAIT, ready.wait_for(|r| *r)).await;
+            }
+        };
+        tokio::select! {
+            _ = handshake => {}
+            _ = process.wait_exit() => {
+                return Err(SpawnError::Failed(claude_cli::CliError::ProcessDied {
+                    status: process.exit_status(),
+                    stderr_tail: process.stderr_tail(),
+                }));
+            }
+        }
+        inner.metrics.ready(started.elapsed());
+        info!(thread_id = %thread, pid = process.pid(), ms = started.elapsed().as_millis() as u64, resumed = resume.is_some(), "Process ready.");
+        let entry = Arc::new(Entry::new(
+            process,
+            thread.clone(),
+            options.clone(),
+            options.model.clone(),
+            start,
+            calls,
+            transcript_stored,
+        ));
+        entry.one_turn.store(overflow, Ordering::SeqCst);
+        lock(&inner.live).insert(entry.process.pid(), entry.clone());
+        inner.tasks.spawn(
+            self.clone()
+                .serve_own_turns(entry.clone(), started_process.own_turns),
+        );
+        let pool = self.clone();
+        let watched = entry.clone();
+        inner.tasks.spawn(async move {
+            tokio::select! {
+                _ = watched.process.wait_exit() => {}
+                _ = watched.process.wait_unpaired() => {
+                    // The CLI ran a turn nobody sent (containment keeps the tools that start
+                    // one off): its output answers no message of ours, so the process goes
+                    // (now if idle; a running turn fails with `Unpaired` and discards it).
+                    warn!(thread_id = %watched.thread, pid = watched.process.pid(), "The CLI ran a turn of its own; retiring the process.");
+                    watched.retire();
+                    watched.process.wait_exit().await;
+                }
+            }
+            let pid = watched.process.pid();
+            lock(&pool.inner.live).remove(&pid);
+            let mut spares = lock(&pool.inner.spares);
+            if let Some(at) = spares.iter().position(|s| s.process.pid() == pid) {
+                spares.remove(at);
+                pool.inner.metrics.spare_gone();
+            }
+            drop(spares);
+            pool.inner.metrics.reaped();
+            // The slot is free only once the process is gone.
+            drop(permit);
+        });
+        Ok(entry)
+    }
+}
