@@ -3,7 +3,7 @@
 
 mod error;
 mod guard;
-pub mod mcp;
+pub mod mcp_endpoint;
 mod metrics;
 mod openapi;
 mod page;
@@ -43,7 +43,7 @@ pub struct ApiState {
     pub pool: Pool,
     pub mcp: Arc<McpAdapter>,
     /// `/mcp`: the tools and threads for outside MCP clients.
-    pub mcp_endpoint: Arc<mcp::McpEndpoint>,
+    pub mcp_endpoint: Arc<mcp_endpoint::McpEndpoint>,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
     /// This node among several (`cluster.advertise`); `None`: a single node.
@@ -138,11 +138,11 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
     let mcp = OpenApiRouter::with_openapi(openapi::McpDoc::openapi())
         .route_service(
             "/mcp",
-            mcp::service(state.mcp_endpoint.clone(), state.config.max_body_bytes),
+            mcp_endpoint::service(state.mcp_endpoint.clone(), state.config.max_body_bytes),
         )
         .route_layer(middleware::from_fn_with_state(
             state.mcp_endpoint.clone(),
-            mcp::screen,
+            mcp_endpoint::screen,
         ));
     let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))

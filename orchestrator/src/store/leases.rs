@@ -42,7 +42,7 @@ pub struct Fence {
 
 /// A thread's lease as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lease {
+pub struct ThreadLease {
     pub thread_id: ThreadId,
     pub owner: String,
     /// Where peers forward the thread's requests.
@@ -51,7 +51,7 @@ pub struct Lease {
     pub expires_at: DateTime<Utc>,
 }
 
-impl Lease {
+impl ThreadLease {
     /// True while the owner's last heartbeat still covers `now`.
     pub fn is_live(&self, now: DateTime<Utc>) -> bool {
         self.expires_at > now
@@ -466,7 +466,7 @@ impl Store {
     }
 
     /// The thread's lease, or `None` when no node ever took it.
-    pub async fn lease(&self, thread: &ThreadId) -> Result<Option<Lease>, StoreError> {
+    pub async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError> {
         let _timer = self.metrics.time("lease");
         let thread_id = thread.as_str();
         let row = match &self.db {
@@ -496,13 +496,15 @@ impl Store {
                 }
             }
         };
-        Ok(row.map(|(owner, owner_url, epoch, expires_at)| Lease {
-            thread_id: thread.clone(),
-            owner,
-            owner_url,
-            epoch,
-            expires_at,
-        }))
+        Ok(
+            row.map(|(owner, owner_url, epoch, expires_at)| ThreadLease {
+                thread_id: thread.clone(),
+                owner,
+                owner_url,
+                epoch,
+                expires_at,
+            }),
+        )
     }
 }
 

@@ -54,7 +54,7 @@ mod transcripts;
 mod usage;
 
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
-pub use leases::{Claim, Fence, Lease, TAKEOVER_REASON};
+pub use leases::{Claim, Fence, ThreadLease, TAKEOVER_REASON};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;
 
