@@ -11,8 +11,12 @@
 //! - Every line of a turn goes to the turn it belongs to: ours (the `command_lifecycle` that
 //!   starts it names the uuid we wrote) or one the CLI started by itself (a cron, a wake-up, a
 //!   background task's notice), which is handed to the host as an [`OwnTurn`].
-//! - The child is its own process group leader; [`CliProcess::kill`] signals the whole group and
-//!   the reaper task `wait()`s for it, so nothing is left as an orphan or a zombie.
+//! - A turn of ours ends only with a `result` that names its own message; [`CliProcess::pairs`]
+//!   turns false, for good, when one does not (`CliError::Unpaired`), when a `result` comes with
+//!   no turn running, or when nobody takes an [`OwnTurn`].
+//! - The child is its own process group leader (killed by `PR_SET_PDEATHSIG` if we die);
+//!   [`CliProcess::kill`] signals the whole group and the reaper task `wait()`s for it, so
+//!   nothing is left as an orphan or a zombie.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

@@ -8,6 +8,11 @@
 //! [`FORWARDED_HEADER`] and is never forwarded again: its receiver serves it (owning or taking the
 //! lease) or refuses it ([`RouteError::NotOwner`]).
 //!
+//! A node's id (`node_<uuid>`) is new at each start. The heartbeat runs every TTL / 3. A
+//! takeover ([`Cluster::take`]) stores the `turn_failed` of the turns it ended. A forward ends
+//! when the owner's lease does (`owner_gone`). Graceful shutdown releases the node's leases, so
+//! peers take over at once.
+//!
 //! Off unless `cluster.advertise` is set; then the server builds one [`Cluster`] and the HTTP
 //! layer consults it. Nothing below `http` imports this module: a turn sees only the
 //! [`Fence`] it was handed.

@@ -11,7 +11,9 @@
 //! listener task hears every append's `NOTIFY` and the writer wakes it for its own appends; each
 //! wake-up reads the thread's rows after the last one published (a thread's events commit in id
 //! order, see `store::events`), so every event reaches a subscriber once, in id order, whichever
-//! daemon stored it. After the listener (re)connects, every feed is read again.
+//! daemon stored it. After the listener (re)connects, every feed is read again. Idempotent
+//! retries and MCP progress subscribe through the same bus, so a retry on node B of a turn
+//! running on node A wakes at A's `turn_finished`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -7,6 +7,17 @@
 //! out of the CLI config dir; the environment is an allow-list; the CLI's own tools that reach
 //! other sessions or start turns by themselves are off ([`CONTAINED_TOOLS`],
 //! [`CONTAINMENT_SWITCHES`]), in every profile, whatever `claude.env` says.
+//!
+//! The folder is the CLI's project: the CLI keys its transcripts and memory folder by the
+//! folder's path (`<config dir>/projects/<key>/`), so the folder decides where a session's files
+//! live and which session a `--resume` finds. Writing a stored transcript back there
+//! ([`Launcher::restore_transcript`]) makes 0600 files, each written whole and renamed, the main
+//! transcript last.
+//!
+//! Besides: the environment from `claude.pass_env` + `claude.env` (the containment switches set
+//! last, so `claude.env` cannot undo them), `--max-turns`, `--session-mirror`, and our MCP server
+//! declared in `initialize` with its manifest (`initializeResult` + `toolsListResult`), so the
+//! CLI needs no MCP handshake before the first turn.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -13,11 +13,12 @@
 //! - [`launch`]: how children start: folders, environment, options.
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`events`]: event kinds and the bus that stores then publishes them.
+//! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
 //! - [`budget`]: the thread's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
-//! - [`config`], [`turn_error`], `private_fs`, `sync`: leaves.
+//! - [`turn_error`], `private_fs`, `sync`: leaves.
 
 pub mod approvals;
 pub mod budget;

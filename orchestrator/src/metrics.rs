@@ -1,11 +1,13 @@
-//! Prometheus metrics: one registry per [`App`](crate::app::App), rendered by `GET /metrics`.
+//! Prometheus metrics: one registry per [`Daemon`](crate::server::Daemon), rendered by
+//! `GET /metrics`.
 //!
 //! Built on `prometheus-client` (the Prometheus project's Rust client). Each daemon owns its own
 //! [`Metrics`]; nothing here is global, so several daemons in one process (the tests) never see
 //! each other's numbers. This module knows nothing of what it measures: the parts are plain
 //! series with methods that take labels, owned and updated by what they count and registered
 //! here: [`PoolMetrics`] by the pool, [`ToolMetrics`] by the MCP server, [`StoreMetrics`] by the
-//! store, [`TurnMetrics`] by the pipeline, [`ThrottleMetrics`] by its throttle. `/api/pool` reads the same counters
+//! store, [`TurnMetrics`] by the pipeline, [`ThrottleMetrics`] by its throttle,
+//! [`ApprovalMetrics`] by the approvals. `/api/pool` reads the same counters
 //! ([`PoolMetrics::counts`]), so it and `/metrics` never disagree.
 //!
 //! The body is OpenMetrics text (what Prometheus asks for first); counters end in `_total`.

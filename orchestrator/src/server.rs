@@ -4,7 +4,16 @@
 //!
 //! Build order: store (migrations, crash recovery) → event bus → tools and the MCP adapter →
 //! launcher and pool → pipeline → the MCP endpoint's tools → metrics → HTTP router and listener. Each part gets the parts
-//! it uses and nothing else; nothing is wired after construction.
+//! it uses and nothing else; nothing is wired after construction. With clustering the store is
+//! made the node's ([`Store::as_node`](crate::store::Store::as_node)) before any part gets a
+//! clone of it; with `cluster.advertise = "auto"` the listener is bound first, so the node
+//! advertises the address it got.
+//!
+//! Shutdown: stop accepting and start no queued turn → let running turns finish up to the grace
+//! period → kill every child → let the killed turns record their end → mark what is left
+//! `interrupted` (with clustering only the threads this node holds: on a shared database other
+//! pending turns are peers') → stop the heartbeat and release this node's leases. A second
+//! signal kills at once.
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -1,8 +1,8 @@
 //! The one path every message takes, from the HTTP API and from delegation:
 //!
 //! persist the user message (`pending`) → wait for the thread's turn (FIFO, one turn at a time
-//! per thread, threads in parallel) → take a place under the concurrency limit → check out the
-//! thread's process → add context → run the turn → persist the reply and the CLI session id →
+//! per thread, threads in parallel) → check out the thread's process → take a place under the
+//! concurrency limit → add context → run the turn → persist the reply and the CLI session id →
 //! emit events.
 //!
 //! - [`queue`]: the per-thread FIFO.
@@ -17,6 +17,11 @@
 //! was seen before never runs a second turn, unless its first run was interrupted; every turn
 //! ends in `done`, `error` or `interrupted`, with exactly one `turn_finished` or `turn_failed`.
 //! Delegation is the pipeline calling itself: [`Pipeline`] implements [`Delegate`].
+//!
+//! Forks ([`Pipeline::fork_thread`]): the store copies the parent's finished messages into a new
+//! thread that keeps the parent's CLI session as `forked_session`; the launcher copies that
+//! transcript into the fork's folder, and the fork's first process runs `--resume=<it>
+//! --fork-session` (a fresh session with the history injected when it is gone).
 
 mod cli_turn;
 mod context;

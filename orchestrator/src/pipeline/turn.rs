@@ -1,7 +1,10 @@
-//! One turn: wait for the thread's place in line, take a place under the concurrency limit
-//! (`throttle`), check out its process, add context, run the turn (idle and total timeouts, the
-//! tool-call cap, tool calls run with the turn's context), store the outcome, and end the turn on
-//! the event stream exactly once.
+//! One turn: wait for the thread's place in line, check out its process, take a place under the
+//! concurrency limit (`throttle`; a permit holder waits for nothing but the CLI), add context, run
+//! the turn (idle and total timeouts, the idle one paused while the CLI waits on us; the
+//! tool-call cap, which interrupts the turn; tool calls run with the turn's context), store the
+//! outcome, and end the turn on the event stream exactly once. An interrupt while the turn waits
+//! for its process cancels the wait and kills a half-started process. A thread with an
+//! `outputSchema` has the `result`'s `structured_output` checked against it, else the turn fails.
 
 use std::time::{Duration, Instant};
 

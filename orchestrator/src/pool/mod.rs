@@ -33,7 +33,16 @@
 //!   the host (a tool call: a delegation waiting for its child, say), a spawn takes one of
 //!   `max_capacity` overflow slots instead of waiting for a slot that only it could free.
 //! - moka does not run eviction listeners when the cache is dropped, so [`Pool::shutdown`] kills
-//!   what is left itself.
+//!   what is left itself, spares included.
+//! - A process that no longer pairs (`CliProcess::pairs` false) takes no further turn and is
+//!   retired at once.
+//! - A prewarm pushes out only processes idle at least `pool.prewarm_evicts_after`.
+//!
+//! A turn asking for another model switches the warm process in place (`set_model`); only a
+//! refusal replaces it. Any other start option (a different `--json-schema`, say) means a new
+//! process. With `claude.scheduling_tools`, the `Stop` hook's report of pending crons and
+//! background tasks keeps a process from eviction; without it, a turn the CLI starts by itself
+//! retires the process.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

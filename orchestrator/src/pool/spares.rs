@@ -1,7 +1,9 @@
 //! Parked spares (`pool.spares`): fresh processes started ahead of need, each for a thread id
 //! reserved for the next thread to be created and already working in that thread's folder. A
 //! new thread takes a spare's id ([`Pool::take_spare`]), and the spare becomes its process as if
-//! it had been prewarmed; a replacement is parked.
+//! it had been prewarmed; a replacement is parked. Only a new thread on the default model takes
+//! one. A spare that does not answer then (2 s, `SPARE_PING`) is killed and the thread starts
+//! cold. A spare never pushes out a process, and is the first to go when a turn needs its slot.
 //!
 //! Why not the CLI's own spares (`--await-claim` + `claim_session`, which any session can
 //! claim): measured on CLI 2.1.330 (`just bench`, "A process's first turn"), a claim followed by

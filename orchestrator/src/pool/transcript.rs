@@ -3,6 +3,9 @@
 //! frames before its `result` are stored. Before a `--resume` whose session file the CLI's
 //! config dir lacks, the stored transcript is written back; only a session with nothing stored
 //! falls back to a fresh one (history injected). The SQL is the store's; this file decides when.
+//!
+//! A frame is tried three times and then logged and skipped, never failing the turn (a later
+//! restore misses it); a turn's `Done` waits for its frames at most 10 s (`TRANSCRIPT_WAIT`).
 
 use std::time::Duration;
 

@@ -14,6 +14,7 @@
 //! - `leases.rs`: which node owns a thread when several share the database (take, renew,
 //!   release, look up), and the [`Fence`] a turn's writes carry.
 //! - `pg.rs`: reading PostgreSQL rows (the decoding the SQLite macros do for their side).
+//! - `usage.rs`, `permissions.rs`: a turn's usage and the day's totals; tool permissions.
 //!
 //! Each operation is written once per database, side by side in a `match` on the backend. Every
 //! SQLite statement is written out in a `sqlx::query!`-family macro, so the compiler checks it
@@ -21,7 +22,10 @@
 //! query data committed in `.sqlx/` at the workspace root (`just sqlx-prepare` regenerates it
 //! after a query or a migration changes). PostgreSQL statements are run-time `sqlx::query` with
 //! explicit row mapping (`pg.rs`): checking them at build time would need a server there; the
-//! store's tests run every operation on both databases instead.
+//! store's tests run every operation on both databases instead. `events.rs`, `messages.rs`,
+//! `permissions.rs`, `tool_calls.rs`, `transcripts.rs` and `usage.rs` keep their PostgreSQL
+//! side in a `postgres` module after their `impl Store` (before the tests); `threads.rs` and
+//! `leases.rs` write it inline in each `match` arm.
 //!
 //! sqlx decodes every column: [`Role`] and [`MessageStatus`] derive `sqlx::Type` over their stored
 //! strings (parsed with `FromStr` on PostgreSQL), [`MessageId`] is transparent over its text,
