@@ -93,6 +93,14 @@ const FILE_POOL_SIZE: u32 = 8;
 /// Connections to a PostgreSQL server: writers of different threads run at once there.
 const PG_POOL_SIZE: u32 = 16;
 
+/// PostgreSQL's `idle_in_transaction_session_timeout` for every connection of the daemon. Our
+/// transactions run their statements back to back and never wait on anything else, so a
+/// session idle inside one for this long belongs to a daemon that stopped (frozen, paused,
+/// SIGSTOPped) mid-write: the server ends it, and the lease row it locked (`FOR SHARE` in every
+/// fenced write) is free again for the node taking the thread over. Measured: without it, a
+/// node frozen inside a transcript write held a takeover's `FOR UPDATE` for good.
+const PG_IDLE_IN_TRANSACTION: &str = "5s";
+
 /// Why a store operation failed. Each variant says what the user of the API sees.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -244,6 +252,10 @@ impl Store {
     /// PostgreSQL's advisory lock, so two daemons starting at once migrate once).
     async fn open_postgres(url: &str) -> Result<Store, StoreError> {
         let options: PgConnectOptions = url.parse()?;
+        let options = options.options([(
+            "idle_in_transaction_session_timeout",
+            PG_IDLE_IN_TRANSACTION,
+        )]);
         let shown = PgLocation::of(&options);
         let pool = PgPoolOptions::new()
             .max_connections(PG_POOL_SIZE)
@@ -1007,6 +1019,15 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(tables, TABLES);
+        // A daemon frozen mid-transaction cannot hold its locks for good.
+        let idle_limit: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+            .fetch_one(match &store.db {
+                Db::Postgres(pool) => pool,
+                Db::Sqlite(_) => unreachable!(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(idle_limit, PG_IDLE_IN_TRANSACTION);
         assert_eq!(
             PG_MIGRATOR.migrations.len(),
             MIGRATOR.migrations.len(),
