@@ -1,6 +1,7 @@
 //! The protocol as strings: argv, stdin lines, stdout decoding (with property tests).
 
 use super::*;
+use serde_json::json;
 
 #[test]
 fn args_use_equals_form_and_declare_the_sdk_server() {

@@ -106,7 +106,7 @@ impl Pool {
     /// process, until the process ends; and while the CLI reports pending crons or background
     /// tasks, keeps the process from expiring idle. Without `claude.scheduling_tools` (or with
     /// nobody taking [`Pool::take_cli_turns`]) such a turn means containment failed: the process
-    /// is retired.
+    /// is retired, as it is once it no longer pairs ([`claude_cli::CliProcess::pairs`]).
     pub(super) async fn serve_own_turns(self, entry: Arc<Entry>, mut own_turns: OwnTurns) {
         let scheduling = self.inner.launcher.scheduling_tools();
         let mut keep_alive = tokio::time::interval(self.inner.keep_alive_every);
@@ -118,13 +118,20 @@ impl Pool {
                     None => return,
                 },
                 _ = keep_alive.tick() => {
-                    if entry.calls.pending_work.load(Ordering::SeqCst) > 0 {
+                    if entry.has_pending_work() {
                         // Reading resets the time-to-idle of the thread's entry (if it is this).
                         let _ = self.inner.cache.get(&entry.thread).await;
                     }
                     continue;
                 }
                 _ = entry.process.wait_exit() => return,
+                _ = entry.process.wait_unpaired() => {
+                    // A result that answers no message of ours: the process goes (now if
+                    // idle; a running turn fails with `Unpaired` and discards it).
+                    warn!(thread_id = %entry.thread, pid = entry.process.pid(), "The process no longer pairs results with messages; retiring it.");
+                    entry.retire();
+                    return;
+                }
             };
             let lease = match (scheduling, entry.lease(&self)) {
                 (true, Some(lease)) => lease,

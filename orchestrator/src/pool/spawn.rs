@@ -172,17 +172,7 @@ impl Pool {
         let pool = self.clone();
         let watched = entry.clone();
         inner.tasks.spawn(async move {
-            tokio::select! {
-                _ = watched.process.wait_exit() => {}
-                _ = watched.process.wait_unpaired() => {
-                    // The CLI ran a turn nobody sent (containment keeps the tools that start
-                    // one off): its output answers no message of ours, so the process goes
-                    // (now if idle; a running turn fails with `Unpaired` and discards it).
-                    warn!(thread_id = %watched.thread, pid = watched.process.pid(), "The CLI ran a turn of its own; retiring the process.");
-                    watched.retire();
-                    watched.process.wait_exit().await;
-                }
-            }
+            watched.process.wait_exit().await;
             let pid = watched.process.pid();
             lock(&pool.inner.live).remove(&pid);
             let mut spares = lock(&pool.inner.spares);
