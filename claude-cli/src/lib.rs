@@ -25,7 +25,8 @@ pub use process::{
     Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    SdkMcpServer, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
+    ApiRetry, AssistantText, RateLimit, SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished,
+    ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
 };
 
 use std::time::Duration;

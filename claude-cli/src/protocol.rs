@@ -117,48 +117,70 @@ pub struct Progress {
 
 /// Something that happened during a turn, in the order the CLI reported it. Lines from inside
 /// sub-agents (a non-null `parent_tool_use_id`) are not the turn's own text and give no events.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case", tag = "type")]
+/// Each variant's payload is a type of its own, so the daemon's thread events carry it as it is.
+#[derive(Clone, Debug, PartialEq)]
 pub enum TurnEvent {
-    /// A piece of the assistant's text, as the API streams it.
-    TextDelta { text: String },
-    /// A complete assistant text block.
-    AssistantText { text: String },
-    /// The model called a tool.
-    ToolCallStarted {
-        tool_use_id: String,
-        name: String,
-        input: Value,
-    },
-    /// A tool result went back to the model.
-    ToolCallFinished {
-        tool_use_id: String,
-        is_error: bool,
-        content: Value,
-    },
-    /// The CLI is retrying a failed Messages API request.
-    ApiRetry {
-        attempt: u64,
-        max_retries: u64,
-        retry_delay_ms: u64,
-        error: String,
-        status: Option<u64>,
-    },
-    /// The account's rate-limit state changed (`rate_limit_event`; only under a claude.ai/OAuth
-    /// login, never with an API key). `status` is `allowed`, `allowed_warning` or `rejected`; a
-    /// `rejected` one is followed at once by an error `result` (the CLI does not retry it).
-    RateLimit {
-        status: String,
-        /// Unix seconds when the limiting window resets.
-        resets_at: Option<u64>,
-        /// The window that limits: `five_hour`, `seven_day`, …
-        rate_limit_type: Option<String>,
-        /// Share of the window used, 0–1, when the CLI reports it.
-        utilization: Option<f64>,
-        /// The warning threshold crossed (`allowed_warning`).
-        surpassed_threshold: Option<f64>,
-        is_using_overage: Option<bool>,
-    },
+    TextDelta(TextDelta),
+    AssistantText(AssistantText),
+    ToolCallStarted(ToolCallStarted),
+    ToolCallFinished(ToolCallFinished),
+    ApiRetry(ApiRetry),
+    RateLimit(RateLimit),
+}
+
+/// A piece of the assistant's text, as the API streams it.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct TextDelta {
+    pub text: String,
+}
+
+/// A complete assistant text block.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AssistantText {
+    pub text: String,
+}
+
+/// The model called a tool.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ToolCallStarted {
+    pub tool_use_id: String,
+    pub name: String,
+    pub input: Value,
+}
+
+/// A tool result went back to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ToolCallFinished {
+    pub tool_use_id: String,
+    pub is_error: bool,
+    pub content: Value,
+}
+
+/// The CLI is retrying a failed Messages API request.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ApiRetry {
+    pub attempt: u64,
+    pub max_retries: u64,
+    pub retry_delay_ms: u64,
+    pub error: String,
+    pub status: Option<u64>,
+}
+
+/// The account's rate-limit state changed (`rate_limit_event`; only under a claude.ai/OAuth
+/// login, never with an API key). `status` is `allowed`, `allowed_warning` or `rejected`; a
+/// `rejected` one is followed at once by an error `result` (the CLI does not retry it).
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct RateLimit {
+    pub status: String,
+    /// Unix seconds when the limiting window resets.
+    pub resets_at: Option<u64>,
+    /// The window that limits: `five_hour`, `seven_day`, …
+    pub rate_limit_type: Option<String>,
+    /// Share of the window used, 0–1, when the CLI reports it.
+    pub utilization: Option<f64>,
+    /// The warning threshold crossed (`allowed_warning`).
+    pub surpassed_threshold: Option<f64>,
+    pub is_using_overage: Option<bool>,
 }
 
 /// The `result` line: exactly one per turn.
@@ -360,24 +382,26 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
         Line::System(line) => CliMessage::Progress(Progress {
             starts_turn: line.subtype == "init",
             events: match line.subtype.as_str() {
-                "api_retry" => vec![TurnEvent::ApiRetry {
+                "api_retry" => vec![TurnEvent::ApiRetry(ApiRetry {
                     attempt: line.attempt,
                     max_retries: line.max_retries,
                     retry_delay_ms: line.retry_delay_ms,
                     error: line.error,
                     status: line.error_status,
-                }],
+                })],
                 _ => Vec::new(),
             },
             session_id: line.session_id,
         }),
         Line::Assistant(line) => line.progress(|block| match block {
-            Block::Text { text } => Some(TurnEvent::AssistantText { text }),
-            Block::ToolUse { id, name, input } => Some(TurnEvent::ToolCallStarted {
-                tool_use_id: id,
-                name,
-                input,
-            }),
+            Block::Text { text } => Some(TurnEvent::AssistantText(AssistantText { text })),
+            Block::ToolUse { id, name, input } => {
+                Some(TurnEvent::ToolCallStarted(ToolCallStarted {
+                    tool_use_id: id,
+                    name,
+                    input,
+                }))
+            }
             _ => None,
         }),
         Line::User(line) => line.progress(|block| match block {
@@ -385,11 +409,11 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
                 tool_use_id,
                 is_error,
                 content,
-            } => Some(TurnEvent::ToolCallFinished {
+            } => Some(TurnEvent::ToolCallFinished(ToolCallFinished {
                 tool_use_id,
                 is_error,
                 content,
-            }),
+            })),
             _ => None,
         }),
         Line::StreamEvent(line) => {
@@ -400,7 +424,7 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
             };
             CliMessage::Progress(Progress {
                 events: text
-                    .map(|text| TurnEvent::TextDelta { text })
+                    .map(|text| TurnEvent::TextDelta(TextDelta { text }))
                     .into_iter()
                     .collect(),
                 session_id: line.session_id,
@@ -410,14 +434,14 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
         Line::RateLimitEvent(line) => {
             let info = line.rate_limit_info;
             CliMessage::Progress(Progress {
-                events: vec![TurnEvent::RateLimit {
+                events: vec![TurnEvent::RateLimit(RateLimit {
                     status: info.status,
                     resets_at: info.resets_at,
                     rate_limit_type: info.rate_limit_type,
                     utilization: info.utilization,
                     surpassed_threshold: info.surpassed_threshold,
                     is_using_overage: info.is_using_overage,
-                }],
+                })],
                 session_id: line.session_id,
                 starts_turn: false,
             })

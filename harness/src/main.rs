@@ -100,7 +100,7 @@ fn real_main() -> anyhow::Result<()> {
                         let _ = signals.wait_for(|count| *count >= n).await;
                     }
                 };
-                let plugins = harness::plugins(&config);
+                let plugins = harness::plugins(&config)?;
                 match orchestrator::server::run(config, plugins, nth(1), nth(2)).await? {
                     Stopped::Gracefully => Ok(()),
                     Stopped::Forced => {

@@ -121,6 +121,10 @@ impl TwoNodes {
             .events_after(&ThreadId::from_string(&self.thread), 0, 100_000)
             .await
             .expect("the events read");
+        let events: Vec<Value> = events
+            .into_iter()
+            .map(|e| json!({"id": e.id, "kind": e.kind, "messageId": e.message_id, "data": e.data}))
+            .collect();
         json!({
             "thread": self.b.get_ok(&format!("/api/threads/{}", self.thread)).await,
             "events": events,

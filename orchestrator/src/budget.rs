@@ -10,7 +10,7 @@
 use chrono::Utc;
 use serde::Serialize;
 
-use crate::store::{Store, StoreError, Thread};
+use crate::store::{Store, StoreError, ThreadRow};
 
 /// Which budget refused a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -64,7 +64,7 @@ impl Budgets {
     pub async fn check(
         &self,
         store: &Store,
-        thread: &Thread,
+        thread: &ThreadRow,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
         if let Some(limit) = thread.max_budget_usd {
             let spent = store.thread_usage(&thread.id).await?.cost_usd;
@@ -106,7 +106,7 @@ mod tests {
     use super::*;
     use crate::store::{NewThread, NewUserMessage, Usage};
 
-    async fn spend(store: &Store, thread: &Thread, cost_usd: f64) {
+    async fn spend(store: &Store, thread: &ThreadRow, cost_usd: f64) {
         let message = store
             .insert_user_message(NewUserMessage {
                 thread_id: thread.id.clone(),

@@ -22,14 +22,14 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use plugin_contract::ThreadId;
 
-use crate::events::{EventBus, EventKind};
+use crate::api::events::{ThreadEvent, TurnFailed};
+use crate::events::EventBus;
 use crate::pool::Pool;
 use crate::store::{Claim, Fence, MessageStatus, Store, StoreError, TAKEOVER_REASON};
 
@@ -178,9 +178,12 @@ impl Cluster {
                     self.inner.events.emit(
                         thread,
                         Some(message),
-                        EventKind::TurnFailed,
-                        json!({"messageId": message, "status": MessageStatus::Interrupted,
-                               "error": TAKEOVER_REASON}),
+                        ThreadEvent::TurnFailed(TurnFailed {
+                            message_id: message.clone(),
+                            status: MessageStatus::Interrupted,
+                            error: TAKEOVER_REASON.into(),
+                            budget: None,
+                        }),
                     );
                 }
                 Ok(Some(fence))

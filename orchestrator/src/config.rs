@@ -3,12 +3,21 @@
 //!
 //! Every field has a default so that `harness serve` works with no file at all. The README's
 //! configuration table mirrors this file.
+//!
+//! Plugins' settings are not here: each `[plugins.NAME]` table is kept as it is
+//! ([`Config::plugins`]) and handed to that plugin's constructor, which parses it into settings
+//! of its own (`plugin_contract::settings`). The core reads no key inside; it only refuses a
+//! table no loaded plugin owns ([`Config::check_plugin_tables`]). What the core must know of a
+//! plugin's bounds it learns from the plugin: a tool's timeout from its `ToolSpec`, a delegated
+//! turn's bound from each `Delegate::delegate` call.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use plugin_contract::settings::secs;
+use plugin_contract::PluginTable;
 use serde::Deserialize;
 
 /// The whole configuration of the daemon.
@@ -46,6 +55,10 @@ pub struct Config {
     pub budget: BudgetConfig,
     pub rate_limit: RateLimitConfig,
     pub cluster: ClusterConfig,
+    /// `[plugins.NAME]`: one table per plugin, by plugin name, opaque to the core. The binary's
+    /// plugin list hands each to its plugin's constructor, which refuses a key it does not know;
+    /// a table for a plugin that is not loaded stops start-up ([`Config::check_plugin_tables`]).
+    pub plugins: BTreeMap<String, PluginTable>,
 }
 
 /// Several nodes on one PostgreSQL database (`docs/scale-out.md`). Off unless `advertise` is set.
@@ -216,11 +229,6 @@ pub struct ToolsConfig {
     /// Per tool call, unless the tool sets its own.
     #[serde(with = "secs")]
     pub timeout: Duration,
-    /// How deep delegated child threads may nest.
-    pub delegation_max_depth: u32,
-    /// Per delegated turn.
-    #[serde(with = "secs")]
-    pub delegation_timeout: Duration,
 }
 
 /// The adaptive limit on turns running at once (`pipeline::throttle`): halved when the Messages
@@ -346,6 +354,7 @@ impl Default for Config {
             budget: BudgetConfig::default(),
             rate_limit: RateLimitConfig::default(),
             cluster: ClusterConfig::default(),
+            plugins: BTreeMap::new(),
         }
     }
 }
@@ -443,8 +452,6 @@ impl Default for ToolsConfig {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(120),
-            delegation_max_depth: 3,
-            delegation_timeout: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -511,6 +518,10 @@ pub enum ConfigError {
     TokenRequired(SocketAddr),
     #[error("invalid setting: {0}")]
     Invalid(String),
+    /// A `[plugins.NAME]` table whose plugin is not loaded: a misspelt name, most likely, whose
+    /// settings would otherwise be ignored.
+    #[error("[plugins.{name}]: no plugin `{name}` is loaded (loaded: {})", loaded.join(", "))]
+    UnknownPlugin { name: String, loaded: Vec<String> },
     #[error("cannot read the token file {path}: {error}")]
     TokenFile {
         path: PathBuf,
@@ -582,8 +593,30 @@ impl Config {
         Ok(())
     }
 
+    /// The file's settings over the defaults. A key that has moved is refused with a message
+    /// saying where it went ([`MOVED_KEYS`]), not serde's bare "unknown field".
     pub fn from_toml(text: &str) -> Result<Config, toml::de::Error> {
-        toml::from_str(text)
+        toml::from_str(text).map_err(|error| moved_key(text).unwrap_or(error))
+    }
+
+    /// Refuses a `[plugins.NAME]` table no plugin in `loaded` (the names of the plugins the
+    /// daemon runs) owns.
+    pub fn check_plugin_tables<'a>(
+        &self,
+        loaded: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), ConfigError> {
+        let loaded: Vec<&str> = loaded.into_iter().collect();
+        match self
+            .plugins
+            .keys()
+            .find(|name| !loaded.contains(&name.as_str()))
+        {
+            Some(name) => Err(ConfigError::UnknownPlugin {
+                name: name.clone(),
+                loaded: loaded.iter().map(|n| (*n).to_owned()).collect(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The flags that were given, over whatever is set.
@@ -709,21 +742,30 @@ fn default_data_dir() -> PathBuf {
     PathBuf::from("harness-data")
 }
 
-/// Durations are whole seconds in the file: `idle_ttl = 480`.
-mod secs {
-    use std::time::Duration;
+/// Keys that left the core's config: `(table, key, where it is now)`. A file that still sets
+/// one is refused with a message naming the new place.
+pub const MOVED_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "tools",
+        "delegation_max_depth",
+        "[plugins.delegation] max_depth",
+    ),
+    (
+        "tools",
+        "delegation_timeout",
+        "[plugins.delegation] timeout",
+    ),
+];
 
-    use serde::{Deserialize, Deserializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let secs = f64::deserialize(d)?;
-        if !(secs.is_finite() && secs >= 0.0) {
-            return Err(serde::de::Error::custom(
-                "a duration must be a non-negative number of seconds",
-            ));
-        }
-        Ok(Duration::from_secs_f64(secs))
-    }
+/// The error for the first key of [`MOVED_KEYS`] that `text` sets, if it sets one.
+fn moved_key(text: &str) -> Option<toml::de::Error> {
+    let file: toml::Table = text.parse().ok()?;
+    MOVED_KEYS.iter().find_map(|(table, key, now)| {
+        file.get(*table)?.as_table()?.get(*key)?;
+        Some(serde::de::Error::custom(format!(
+            "`{table}.{key}` has moved: set it as {now}"
+        )))
+    })
 }
 
 #[cfg(test)]
@@ -738,7 +780,7 @@ mod tests {
         assert_eq!(c.pool.max_capacity, 16);
         assert_eq!(c.turn.idle_timeout, Duration::from_secs(120));
         assert_eq!(c.tools.timeout, Duration::from_secs(120));
-        assert_eq!(c.tools.delegation_max_depth, 3);
+        assert!(c.plugins.is_empty());
         assert_eq!(c.claude.max_retries, 2);
         assert!(!c.claude.tool_search);
         assert!(c.db_path().ends_with("harness.db"));
@@ -918,6 +960,62 @@ mod tests {
         assert!(matches!(c.validate(), Err(ConfigError::Invalid(_))));
         let c = Config::from_toml("[rate_limit]\nmin_concurrent_turns = 0").unwrap();
         assert!(matches!(c.validate(), Err(ConfigError::Invalid(_))));
+    }
+
+    #[test]
+    fn plugin_tables_are_kept_whole_for_their_plugins() {
+        let c = Config::from_toml(
+            r#"
+            [tools]
+            timeout = 60
+            [plugins.delegation]
+            max_depth = 1
+            timeout = 30
+            anything = { the = "core does not look" }
+            [plugins.time]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.tools.timeout, Duration::from_secs(60));
+        assert_eq!(c.plugins.keys().collect::<Vec<_>>(), ["delegation", "time"]);
+        let delegation = &c.plugins["delegation"];
+        assert_eq!(delegation["max_depth"].as_integer(), Some(1));
+        assert_eq!(delegation["timeout"].as_integer(), Some(30));
+        assert!(delegation["anything"].is_table());
+        assert!(c.plugins["time"].is_empty());
+        c.check_plugin_tables(["time", "delegation", "context"])
+            .unwrap();
+        let err = Config::from_toml("[plugins]\ndelegation = 3").unwrap_err();
+        assert!(err.to_string().contains("invalid type"), "{err}");
+    }
+
+    #[test]
+    fn a_table_for_a_plugin_that_is_not_loaded_is_refused() {
+        let c = Config::from_toml("[plugins.delegaton]\nmax_depth = 1").unwrap();
+        let err = c.check_plugin_tables(["time", "delegation"]).unwrap_err();
+        assert!(matches!(&err, ConfigError::UnknownPlugin { name, .. } if name == "delegaton"));
+        assert_eq!(
+            err.to_string(),
+            "[plugins.delegaton]: no plugin `delegaton` is loaded (loaded: time, delegation)"
+        );
+        Config::default().check_plugin_tables([]).unwrap();
+    }
+
+    #[test]
+    fn the_old_delegation_keys_say_where_they_moved() {
+        for (key, now) in [
+            ("delegation_max_depth = 1", "[plugins.delegation] max_depth"),
+            ("delegation_timeout = 30", "[plugins.delegation] timeout"),
+        ] {
+            let err = Config::from_toml(&format!("[tools]\ntimeout = 5\n{key}")).unwrap_err();
+            assert!(err.to_string().contains(now), "{key}: {err}");
+        }
+        // Other mistakes keep serde's own message, with its line.
+        let err = Config::from_toml("[tools]\ntimeuot = 5").unwrap_err();
+        assert!(
+            err.to_string().contains("timeuot") && err.to_string().contains("line 2"),
+            "{err}"
+        );
     }
 
     #[test]

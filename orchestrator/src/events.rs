@@ -1,5 +1,5 @@
-//! Turn events: their kinds ([`EventKind`], whose names are the documented SSE event names), and
-//! the bus that persists them in order (their id in the store is the SSE event id) and then
+//! The event bus: it takes a thread's events ([`ThreadEvent`], defined with the API in
+//! `crate::api::events`), persists them in order (their id in the store is the SSE event id) and then
 //! publishes them to live subscribers of the thread.
 //!
 //! Invariant: one writer task per daemon appends its events, so its ids follow the order events
@@ -19,124 +19,23 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use plugin_contract::ThreadId;
 
+use crate::api::events::ThreadEvent;
 use crate::store::{EventListener, EventRow, MessageId, SharedEvents, Store, Wakeup};
 use crate::sync::lock;
 
 /// Live capacity per thread; a subscriber that falls this far behind re-reads from the store.
 const CHANNEL_CAPACITY: usize = 1024;
 
-/// Every kind of event a thread's stream carries. The serialized names are the SSE `event:`
-/// names the README lists. A new kind is documented in `http::openapi::event_data` (it does not
-/// compile until it is).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    /// A message was stored and queued: `{messageId, content, clientMessageId}`.
-    MessageReceived,
-    /// The message's turn began (before any process is found or started): `{messageId}`.
-    TurnStarted,
-    /// A process took the turn: `{start, pid}`; `start.kind` is `warm`, `resumed` or `fresh`.
-    ProcessReady,
-    /// A piece of the reply as the API streams it: `{text}`.
-    TextDelta,
-    /// A complete text block of the reply: `{text}`.
-    AssistantText,
-    /// The model called a tool: `{tool_use_id, name, input}`.
-    ToolCallStarted,
-    /// A tool result went back to the model: `{tool_use_id, is_error, content}`.
-    ToolCallFinished,
-    /// The CLI is retrying a failed API request: `{attempt, max_retries, retry_delay_ms, error, status}`.
-    ApiRetry,
-    /// The account's rate-limit state changed (OAuth logins only): `{status, resets_at,
-    /// rate_limit_type, utilization, surpassed_threshold, is_using_overage}`; `status` is
-    /// `allowed`, `allowed_warning` or `rejected`.
-    RateLimit,
-    /// The turn waits because as many turns as the concurrency limit allows are running (the
-    /// limit drops when the API answers 429/529): `{messageId, limit, running, position}`;
-    /// `position` 1 is next. Sent once, before the wait; the turn goes on in arrival order.
-    TurnThrottled,
-    /// The CLI asks whether a tool may run and a person is to answer (`approvals.mode = ask`):
-    /// `{requestId, toolName, input, toolUseId}`.
-    PermissionRequested,
-    /// A tool permission was decided: `{requestId, toolName, decision, decidedBy, reason}`.
-    PermissionDecided,
-    /// The turn ended with a reply: `{messageId, reply}`. Exactly one of this and `turn_failed`
-    /// ends every turn.
-    TurnFinished,
-    /// The turn ended without a reply: `{messageId, status, error}`.
-    TurnFailed,
-}
-
-impl EventKind {
-    pub const ALL: [EventKind; 14] = [
-        EventKind::MessageReceived,
-        EventKind::TurnStarted,
-        EventKind::ProcessReady,
-        EventKind::TextDelta,
-        EventKind::AssistantText,
-        EventKind::ToolCallStarted,
-        EventKind::ToolCallFinished,
-        EventKind::ApiRetry,
-        EventKind::RateLimit,
-        EventKind::TurnThrottled,
-        EventKind::PermissionRequested,
-        EventKind::PermissionDecided,
-        EventKind::TurnFinished,
-        EventKind::TurnFailed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::MessageReceived => "message_received",
-            EventKind::TurnStarted => "turn_started",
-            EventKind::ProcessReady => "process_ready",
-            EventKind::TextDelta => "text_delta",
-            EventKind::AssistantText => "assistant_text",
-            EventKind::ToolCallStarted => "tool_call_started",
-            EventKind::ToolCallFinished => "tool_call_finished",
-            EventKind::ApiRetry => "api_retry",
-            EventKind::RateLimit => "rate_limit",
-            EventKind::TurnThrottled => "turn_throttled",
-            EventKind::PermissionRequested => "permission_requested",
-            EventKind::PermissionDecided => "permission_decided",
-            EventKind::TurnFinished => "turn_finished",
-            EventKind::TurnFailed => "turn_failed",
-        }
-    }
-
-    /// True for the two kinds that end a turn.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, EventKind::TurnFinished | EventKind::TurnFailed)
-    }
-}
-
-impl From<&claude_cli::TurnEvent> for EventKind {
-    fn from(event: &claude_cli::TurnEvent) -> Self {
-        use claude_cli::TurnEvent;
-        match event {
-            TurnEvent::TextDelta { .. } => EventKind::TextDelta,
-            TurnEvent::AssistantText { .. } => EventKind::AssistantText,
-            TurnEvent::ToolCallStarted { .. } => EventKind::ToolCallStarted,
-            TurnEvent::ToolCallFinished { .. } => EventKind::ToolCallFinished,
-            TurnEvent::ApiRetry { .. } => EventKind::ApiRetry,
-            TurnEvent::RateLimit { .. } => EventKind::RateLimit,
-        }
-    }
-}
-
 struct Emit {
     thread: ThreadId,
     message: Option<MessageId>,
-    kind: EventKind,
-    data: Value,
+    event: ThreadEvent,
     done: Option<oneshot::Sender<()>>,
 }
 
@@ -190,9 +89,9 @@ impl EventBus {
         });
         tasks.spawn(async move {
             while let Some(emit) = rx.recv().await {
-                let kind = emit.kind.as_str();
+                let kind = emit.event.kind().as_str();
                 match store
-                    .append_event(&emit.thread, emit.message.as_ref(), kind, &emit.data)
+                    .append_event(&emit.thread, emit.message.as_ref(), kind, &emit.event.data())
                     .await
                 {
                     Ok(row) => match &follower {
@@ -218,19 +117,13 @@ impl EventBus {
         bus
     }
 
-    /// Queues an event; never blocks.
-    pub fn emit(
-        &self,
-        thread: &ThreadId,
-        message: Option<&MessageId>,
-        kind: EventKind,
-        data: Value,
-    ) {
+    /// Queues an event of `thread` (and of the turn of user message `message`, when there is
+    /// one); never blocks.
+    pub fn emit(&self, thread: &ThreadId, message: Option<&MessageId>, event: ThreadEvent) {
         let _ = self.tx.send(Emit {
             thread: thread.clone(),
             message: message.cloned(),
-            kind,
-            data,
+            event,
             done: None,
         });
     }
@@ -240,15 +133,13 @@ impl EventBus {
         &self,
         thread: &ThreadId,
         message: Option<&MessageId>,
-        kind: EventKind,
-        data: Value,
+        event: ThreadEvent,
     ) {
         let (done, wait) = oneshot::channel();
         let emit = Emit {
             thread: thread.clone(),
             message: message.cloned(),
-            kind,
-            data,
+            event,
             done: Some(done),
         };
         if self.tx.send(emit).is_ok() {
@@ -395,7 +286,21 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 mod tests {
     use super::*;
 
-    use crate::store::NewThread;
+    use crate::api::events::TurnFailed;
+    use crate::store::{MessageStatus, NewThread};
+
+    fn text(text: &str) -> ThreadEvent {
+        ThreadEvent::TextDelta(claude_cli::TextDelta { text: text.into() })
+    }
+
+    fn failed(error: &str) -> ThreadEvent {
+        ThreadEvent::TurnFailed(TurnFailed {
+            message_id: MessageId::from_string("msg_1"),
+            status: MessageStatus::Error,
+            error: error.into(),
+            budget: None,
+        })
+    }
 
     /// Two stores and event buses on one PostgreSQL database, as two daemons have, and a thread.
     struct TwoDaemons {
@@ -454,14 +359,13 @@ mod tests {
         else {
             return;
         };
-        a.emit_and_wait(&t, None, EventKind::TextDelta, serde_json::json!("before"))
-            .await;
+        a.emit_and_wait(&t, None, text("before")).await;
 
         let mut live = b.subscribe(&t).await;
-        for (bus, text) in [(&a, "a1"), (&b, "b1"), (&a, "a2"), (&a, "a3"), (&b, "b2")] {
-            bus.emit(&t, None, EventKind::TextDelta, serde_json::json!(text));
+        for (bus, said) in [(&a, "a1"), (&b, "b1"), (&a, "a2"), (&a, "a3"), (&b, "b2")] {
+            bus.emit(&t, None, text(said));
         }
-        a.emit(&t, None, EventKind::TurnFinished, serde_json::json!("end"));
+        a.emit(&t, None, failed("end"));
 
         let mut got = Vec::new();
         while got.len() < 6 {
@@ -478,7 +382,10 @@ mod tests {
             "every event after the subscription, once, in id order"
         );
         // Each daemon's events keep their order; the two daemons' interleave.
-        let texts: Vec<&str> = got.iter().filter_map(|e| e.data.as_str()).collect();
+        let texts: Vec<&str> = got
+            .iter()
+            .filter_map(|e| e.data["text"].as_str().or(e.data["error"].as_str()))
+            .collect();
         let from = |prefix: &[&str]| -> Vec<&str> {
             texts
                 .iter()
@@ -492,7 +399,7 @@ mod tests {
             "{texts:?}"
         );
         assert_eq!(from(&["b1", "b2"]), ["b1", "b2"], "{texts:?}");
-        assert!(got.iter().any(|e| e.kind == "turn_finished"));
+        assert!(got.iter().any(|e| e.kind == "turn_failed"));
         assert!(matches!(
             live.try_recv(),
             Err(broadcast::error::TryRecvError::Empty)
@@ -533,7 +440,8 @@ mod tests {
         store_a
             .test_execute(&format!(
                 "INSERT INTO events (thread_id, kind, data, created_at)
-                 VALUES ('{t}', 'text_delta', '\"unannounced\"', '2026-01-01T00:00:00.000000Z')"
+                 VALUES ('{t}', 'text_delta', '{{\"text\":\"unannounced\"}}',
+                         '2026-01-01T00:00:00.000000Z')"
             ))
             .await;
         store_a
@@ -546,38 +454,19 @@ mod tests {
             .await
             .expect("the event within 10 s")
             .unwrap();
-        assert_eq!(row.data, serde_json::json!("unannounced"));
+        assert_eq!(row.data, serde_json::json!({"text": "unannounced"}));
 
-        a.emit(&t, None, EventKind::TextDelta, serde_json::json!("after"));
+        a.emit(&t, None, text("after"));
         let row = tokio::time::timeout(Duration::from_secs(10), live.recv())
             .await
             .expect("the next event within 10 s")
             .unwrap();
-        assert_eq!(row.data, serde_json::json!("after"));
+        assert_eq!(row.data, serde_json::json!({"text": "after"}));
         assert!(matches!(
             live.try_recv(),
             Err(broadcast::error::TryRecvError::Empty)
         ));
         store_a.close().await;
         store_b.close().await;
-    }
-
-    #[test]
-    fn serialized_names_are_the_documented_ones() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-            .expect("the README");
-        let events_row = readme
-            .lines()
-            .find(|l| l.starts_with("| `GET /api/threads/{id}/events`"))
-            .expect("the README's API table lists the event stream");
-        for kind in EventKind::ALL {
-            let name = serde_json::to_value(kind).unwrap();
-            assert_eq!(name, kind.as_str(), "{kind:?}");
-            assert!(
-                events_row.contains(&format!("`{}`", kind.as_str())),
-                "the README's event list lacks {}",
-                kind.as_str()
-            );
-        }
     }
 }

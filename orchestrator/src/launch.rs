@@ -47,11 +47,14 @@ pub struct Launcher {
 impl Launcher {
     /// Prepares the CLI's directories (mode 0700) and the options every child shares.
     /// `manifest` is our MCP server's handshake ([`crate::mcp::McpAdapter::manifest`]);
-    /// `approval_denies` are the approvals' deny rules in the CLI's terms
+    /// `longest_tool_call` the longest any of its tools may run
+    /// ([`crate::mcp::ToolRegistry::longest_timeout`]), which the CLI's own limit on a call
+    /// must clear; `approval_denies` are the approvals' deny rules in the CLI's terms
     /// (`approvals::policy::Policy::cli_deny_rules`), added to every child's `permissions.deny`.
     pub fn new(
         config: &Config,
         manifest: serde_json::Value,
+        longest_tool_call: Duration,
         approval_denies: &[String],
     ) -> std::io::Result<Launcher> {
         let config_dir = config.claude_config_dir();
@@ -84,13 +87,13 @@ impl Launcher {
         };
         Ok(Launcher {
             bin: config.claude.bin.clone(),
-            env: child_env(config, std::env::vars_os()),
+            env: child_env(config, longest_tool_call, std::env::vars_os()),
             config_dir,
             threads_dir,
             ready_timeout: config.turn.ready_timeout,
             mcp_server: SdkMcpServer {
                 name: SERVER_NAME.to_owned(),
-                timeout_ms: mcp_timeout_ms(config),
+                timeout_ms: mcp_timeout_ms(longest_tool_call),
                 manifest: Some(manifest),
             },
             base,
@@ -399,8 +402,10 @@ pub const CONTAINMENT_SWITCHES: &[(&str, &str)] = &[
 
 /// A child's whole environment: the variables of the daemon's own that `claude.pass_env` names,
 /// then the CLI settings the daemon controls, then `claude.env`, then the containment switches.
+/// `longest_tool_call` sets `MCP_TOOL_TIMEOUT` (as in [`Launcher::new`]).
 pub fn child_env(
     config: &Config,
+    longest_tool_call: Duration,
     daemon_env: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Vec<(String, String)> {
     let passes = |name: &str| {
@@ -428,7 +433,7 @@ pub fn child_env(
         ),
         (
             "MCP_TOOL_TIMEOUT".to_owned(),
-            mcp_timeout_ms(config).to_string(),
+            mcp_timeout_ms(longest_tool_call).to_string(),
         ),
     ]);
     if !config.claude.auto_memory {
@@ -479,11 +484,10 @@ fn session_settings(
     })
 }
 
-/// The CLI's own per-call limit on our MCP server sits above ours (the adapter answers first with
-/// a clear error), and above delegation's longer limit.
-fn mcp_timeout_ms(config: &Config) -> u64 {
-    let longest = config.tools.timeout.max(config.tools.delegation_timeout);
-    (longest + Duration::from_secs(30)).as_millis() as u64
+/// The CLI's own per-call limit on our MCP server sits above the longest of ours (the adapter
+/// answers first with a clear error), delegation's included.
+fn mcp_timeout_ms(longest_tool_call: Duration) -> u64 {
+    (longest_tool_call + Duration::from_secs(30)).as_millis() as u64
 }
 
 #[cfg(test)]
@@ -492,10 +496,29 @@ mod tests {
 
     use super::*;
 
+    /// The longest tool call, where a test does not care.
+    const TOOL_BOUND: Duration = Duration::from_secs(120);
+
+    #[test]
+    fn the_cli_waits_on_our_tools_longer_than_the_longest_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Default::default()
+        };
+        let longest = Duration::from_secs(910);
+        let env = child_env(&config, longest, std::iter::empty());
+        let var = env.iter().find(|(k, _)| k == "MCP_TOOL_TIMEOUT");
+        assert_eq!(var.map(|(_, v)| v.as_str()), Some("940000"));
+        let launcher = Launcher::new(&config, serde_json::json!({}), longest, &[]).unwrap();
+        let launch = launcher.launch(&ThreadId::from_string("t")).unwrap();
+        assert_eq!(launch.sdk_mcp_servers[0].timeout_ms, 940_000);
+    }
+
     #[test]
     fn the_lean_profile_sets_its_switches_and_claude_env_can_set_one_back() {
         let mut config = Config::default();
-        let standard = child_env(&config, std::iter::empty());
+        let standard = child_env(&config, TOOL_BOUND, std::iter::empty());
         assert!(!standard
             .iter()
             .any(|(k, _)| LEAN_SWITCHES.contains(&k.as_str())));
@@ -505,7 +528,7 @@ mod tests {
             .claude
             .env
             .insert("CLAUDE_CODE_DISABLE_CLAUDE_MDS".into(), "0".into());
-        let env = child_env(&config, std::iter::empty());
+        let env = child_env(&config, TOOL_BOUND, std::iter::empty());
         for switch in LEAN_SWITCHES {
             assert!(env.iter().any(|(k, _)| k == switch), "{switch}");
         }
@@ -528,7 +551,7 @@ mod tests {
                 .insert("CLAUDE_CODE_HARBOR_KITE".into(), "1".into());
             let daemon_env = [("CLAUDE_CODE_DISABLE_CRON", "0")]
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-            let env = child_env(&config, daemon_env.into_iter());
+            let env = child_env(&config, TOOL_BOUND, daemon_env.into_iter());
             for (name, value) in CONTAINMENT_SWITCHES {
                 // The last value of a name is the one a child gets.
                 let last = env.iter().rev().find(|(k, _)| k == name);
@@ -536,7 +559,7 @@ mod tests {
             }
             let dir = tempfile::tempdir().unwrap();
             config.data_dir = dir.path().to_path_buf();
-            let options = Launcher::new(&config, serde_json::json!({}), &[])
+            let options = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[])
                 .unwrap()
                 .options(None);
             for tool in [
@@ -559,7 +582,7 @@ mod tests {
             ..Default::default()
         };
         config.claude.scheduling_tools = true;
-        let launcher = Launcher::new(&config, serde_json::json!({}), &[]).unwrap();
+        let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
         let disallowed = launcher.options(None).disallowed_tools;
         for tool in SCHEDULING_TOOLS {
             assert!(!disallowed.iter().any(|t| t == tool), "{tool}");
@@ -567,7 +590,7 @@ mod tests {
         for tool in ["ListAgents", "SendMessage", "Workflow", "RemoteTrigger"] {
             assert!(disallowed.iter().any(|t| t == tool), "{tool}");
         }
-        let env = child_env(&config, std::iter::empty());
+        let env = child_env(&config, TOOL_BOUND, std::iter::empty());
         let has = |name: &str| env.iter().any(|(k, _)| k == name);
         assert!(has("CLAUDE_CODE_HARBOR_KITE"));
         assert!(!has("CLAUDE_CODE_DISABLE_CRON"));
@@ -593,7 +616,7 @@ mod tests {
             ("CLAUDECODE", "1"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = child_env(&config, daemon_env.into_iter());
+        let env = child_env(&config, TOOL_BOUND, daemon_env.into_iter());
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         for kept in [
             "PATH",
@@ -658,7 +681,7 @@ mod tests {
             data_dir: dir.path().to_path_buf(),
             ..Default::default()
         };
-        let launcher = Launcher::new(&config, serde_json::json!({}), &[]).unwrap();
+        let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
         let thread = ThreadId::from_string("thr_a.b");
         let session = CliSessionId::from_string("s-1");
         assert!(!launcher.has_session(&thread, &session));

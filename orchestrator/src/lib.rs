@@ -12,7 +12,9 @@
 //! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
 //! - [`launch`]: how children start: folders, environment, options.
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
-//! - [`events`]: event kinds and the bus that stores then publishes them.
+//! - [`events`]: the bus that stores a thread's events, then publishes them.
+//! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
+//!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
 //! - [`budget`]: the thread's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
@@ -20,6 +22,7 @@
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
 //! - [`turn_error`], `private_fs`, `sync`: leaves.
 
+pub mod api;
 pub mod approvals;
 pub mod budget;
 pub mod cluster;

@@ -50,6 +50,9 @@ pub enum StartError {
     Tools(#[from] crate::mcp::schema::SchemaError),
     #[error("invalid approvals setting: {0}")]
     Approvals(String),
+    /// A setting only the loaded plugins can judge: a `[plugins.NAME]` table no plugin owns.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error("cannot prepare the data directories: {0}")]
     Dirs(std::io::Error),
     /// `cluster.advertise` on a database nodes cannot share (SQLite).
@@ -86,6 +89,8 @@ impl Daemon {
         config: Config,
         plugins: Vec<Arc<dyn Plugin>>,
     ) -> Result<Daemon, StartError> {
+        // Before anything is created: a settings table meant for no plugin is a typo.
+        config.check_plugin_tables(plugins.iter().map(|p| p.name()))?;
         crate::private_fs::create_dir(&config.data_dir).map_err(StartError::Dirs)?;
         let db_path = config.db_path();
         if db_path != ":memory:" && !crate::store::is_postgres_url(&db_path) {
@@ -156,8 +161,15 @@ impl Daemon {
         );
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
-        let launcher =
-            Launcher::new(&config, mcp.manifest(), &cli_denies).map_err(StartError::Dirs)?;
+        // The CLI's limit on a call to our MCP server must clear the longest tool's own bound,
+        // which the tools declare (delegation's comes from `[plugins.delegation]`).
+        let launcher = Launcher::new(
+            &config,
+            mcp.manifest(),
+            mcp.registry().longest_timeout(),
+            &cli_denies,
+        )
+        .map_err(StartError::Dirs)?;
         let pool = Pool::new(
             PoolSettings {
                 idle_ttl: config.pool.idle_ttl,
@@ -189,7 +201,6 @@ impl Daemon {
                 idle_timeout: config.turn.idle_timeout,
                 turn_timeout: config.turn.timeout,
                 max_tool_calls: config.turn.max_tool_calls,
-                delegation_timeout: config.tools.delegation_timeout,
                 throttle: ThrottleSettings {
                     enabled: config.rate_limit.enabled,
                     max: config.rate_limit.max_turns(&config.pool),

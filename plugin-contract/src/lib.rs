@@ -3,8 +3,9 @@
 //! Everything a plugin may name lives here, and nothing else: identities ([`ThreadId`],
 //! [`CliSessionId`]), tools ([`Tool`], [`ToolSpec`], [`ToolOutput`], [`ToolError`]), the per-turn
 //! context hook ([`ContextProvider`], [`TurnContext`], [`SessionStart`]) and the capabilities the
-//! daemon hands in through [`ToolContext`] ([`ThreadStore`], [`Delegate`]). With the `testing`
-//! feature, [`testing`] has one stand-in per capability for plugins' tests.
+//! daemon hands in through [`ToolContext`] ([`ThreadStore`], [`Delegate`]), and each plugin's own
+//! settings from its `[plugins.NAME]` table ([`settings`]). With the `testing` feature,
+//! [`testing`] has one stand-in per capability for plugins' tests.
 //!
 //! **Boundary:** plugins depend on this crate only, never on `orchestrator`.
 //! **Invariant:** no axum, sqlx or tokio::process in this crate's dependency list; it holds types and
@@ -12,12 +13,14 @@
 
 mod ids;
 mod session;
+pub mod settings;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tool;
 
 pub use ids::{CliSessionId, ThreadId};
 pub use session::SessionStart;
+pub use settings::{parse_settings, NoSettings, PluginTable, SettingsError};
 pub use tool::{
     ContextProvider, Delegate, DelegateReply, HistoryMessage, Plugin, ThreadInfo, ThreadStore,
     Tool, ToolContext, ToolError, ToolOutput, ToolSpec, TurnContext,

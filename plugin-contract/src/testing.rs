@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::{
     Delegate, DelegateReply, HistoryMessage, ThreadId, ThreadInfo, ThreadStore, ToolContext,
@@ -77,12 +78,21 @@ impl ThreadStore for StubStore {
 #[derive(Debug, Default)]
 pub struct StubDelegate {
     calls: Mutex<Vec<(ThreadId, String)>>,
+    timeouts: Mutex<Vec<Duration>>,
 }
 
 impl StubDelegate {
     /// The delegations so far: (parent, prompt).
     pub fn calls(&self) -> Vec<(ThreadId, String)> {
         self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The bound each delegation so far asked for its child's turn, in order.
+    pub fn timeouts(&self) -> Vec<Duration> {
+        self.timeouts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -96,11 +106,16 @@ impl Delegate for StubDelegate {
         parent: &ThreadId,
         prompt: String,
         _model: Option<String>,
+        timeout: Duration,
     ) -> Result<DelegateReply, String> {
         self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push((parent.clone(), prompt.clone()));
+        self.timeouts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(timeout);
         Ok(DelegateReply {
             child_thread_id: ThreadId::from_string("child"),
             text: format!("did: {prompt}"),

@@ -155,11 +155,15 @@ pub struct DelegateReply {
 /// Runs a prompt on a new child thread of `parent` through the daemon's one message pipeline.
 #[async_trait::async_trait]
 pub trait Delegate: Send + Sync {
+    /// `timeout` bounds the child's turn. It is the caller's setting (the delegation plugin's
+    /// `[plugins.delegation] timeout`), passed with each call so that the daemon keeps no
+    /// delegation setting of its own.
     async fn delegate(
         &self,
         parent: &ThreadId,
         prompt: String,
         model: Option<String>,
+        timeout: Duration,
     ) -> Result<DelegateReply, String>;
 }
 

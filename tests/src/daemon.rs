@@ -85,7 +85,7 @@ impl TestDaemon {
         extra_plugins: Vec<Arc<dyn Plugin>>,
         dir: Arc<tempfile::TempDir>,
     ) -> TestDaemon {
-        let mut plugins = harness::plugins(&config);
+        let mut plugins = harness::plugins(&config).expect("the plugins' settings are valid");
         plugins.extend(extra_plugins.iter().cloned());
         let running = server::start(config.clone(), plugins)
             .await

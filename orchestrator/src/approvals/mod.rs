@@ -23,7 +23,8 @@ use tracing::{info, warn};
 
 use plugin_contract::ThreadId;
 
-use crate::events::{EventBus, EventKind};
+use crate::api::events::{PermissionDecided, PermissionRequested, ThreadEvent};
+use crate::events::EventBus;
 use crate::metrics::ApprovalMetrics;
 use crate::store::{MessageId, NewPermission, PermissionRow, Store, StoreError};
 use crate::sync::lock;
@@ -218,9 +219,12 @@ impl Approvals {
             self.inner.events.emit(
                 &request.thread,
                 request.message.as_ref(),
-                EventKind::PermissionRequested,
-                json!({"requestId": id, "toolName": request.tool_name, "input": request.input,
-                       "toolUseId": request.tool_use_id}),
+                ThreadEvent::PermissionRequested(PermissionRequested {
+                    request_id: id.clone(),
+                    tool_name: request.tool_name.clone(),
+                    input: request.input.clone(),
+                    tool_use_id: request.tool_use_id.clone(),
+                }),
             );
             info!(thread_id = %request.thread, request_id = %id, tool = %request.tool_name, "Waiting for a person to approve a tool.");
         }
@@ -271,9 +275,13 @@ impl Approvals {
         self.inner.events.emit(
             thread,
             None,
-            EventKind::PermissionDecided,
-            json!({"requestId": id, "toolName": tool, "decision": verdict,
-                   "decidedBy": decision.by.as_str(), "reason": decision.reason}),
+            ThreadEvent::PermissionDecided(PermissionDecided {
+                request_id: id.to_owned(),
+                tool_name: tool.to_owned(),
+                decision: verdict.to_owned(),
+                decided_by: decision.by.as_str().to_owned(),
+                reason: Some(decision.reason.clone()),
+            }),
         );
     }
 

@@ -19,28 +19,23 @@
 //! The e2e test `http_api::a_real_turn_matches_the_openapi_document` checks what a real turn sends
 //! (reply, thread, tool calls, pool, every event) against the schemas here.
 //!
-//! Event kinds: [`event_data`] matches on every [`EventKind`], so a new kind does not compile
-//! until its `data` is documented here; the SSE response is `ThreadEvent`, a `oneOf` of one
-//! schema per kind, discriminated by `kind`.
+//! Event kinds: the SSE response is `ThreadEvent`, a `oneOf` of one schema per kind,
+//! discriminated by `kind`, each derived from its variant of `api::events::ThreadEvent`: the
+//! type the bus takes, so what is sent and what is documented are one definition.
 
 use std::sync::Arc;
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use chrono::{DateTime, Utc};
-use serde::Serialize;
 use utoipa::openapi::path::{Operation, PathItem};
-use utoipa::openapi::schema::{
-    AllOfBuilder, Discriminator, ObjectBuilder, OneOfBuilder, Schema, Type,
-};
+use utoipa::openapi::schema::{AllOfBuilder, Discriminator, OneOfBuilder, Schema};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
-use crate::events::EventKind;
-use crate::store::{EventRow, MessageId};
+use crate::api::events::{EventKind, StreamEvent, ThreadEvent};
 
 /// The document's frame: title, the shared components, and the modifiers that add what every
 /// operation has in common. The paths come from `http::router`.
@@ -106,23 +101,6 @@ pub async fn document(Extension(doc): Extension<Document>) -> Response {
         .into_response()
 }
 
-/// One frame of `GET /api/threads/{id}/events`: the `data:` line's JSON. The frame's `event:` is
-/// `kind` and its `id:` is `id` (send it back as `Last-Event-ID` to resume).
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StreamEvent {
-    /// Monotonic across the daemon: the SSE id.
-    pub id: i64,
-    /// The SSE event name.
-    #[schema(value_type = EventKind)]
-    pub kind: String,
-    /// The user message whose turn produced the event, if any.
-    pub message_id: Option<MessageId>,
-    /// The kind's payload (see each `…Event` schema).
-    pub data: serde_json::Value,
-    pub at: DateTime<Utc>,
-}
-
 /// `ThreadEvent` (built by [`EventSchemas`]) as a response body: `body = inline(ThreadEventRef)`.
 pub struct ThreadEventRef;
 
@@ -136,221 +114,6 @@ impl ToSchema for ThreadEventRef {}
 
 /// The `oneOf` of every event kind's schema.
 const THREAD_EVENT: &str = "ThreadEvent";
-
-impl From<EventRow> for StreamEvent {
-    fn from(row: EventRow) -> Self {
-        StreamEvent {
-            id: row.id,
-            kind: row.kind,
-            message_id: row.message_id,
-            data: row.data,
-            at: row.created_at,
-        }
-    }
-}
-
-/// What `data` holds for each kind, with a sentence about when it comes. Adding an
-/// [`EventKind`] means adding its arm here (the match has no wildcard), and a payload type in
-/// [`payload`] unless `claude_cli::TurnEvent` already describes it.
-fn event_data(kind: EventKind, schemas: &mut Schemas) -> (&'static str, RefOr<Schema>) {
-    use payload::*;
-    match kind {
-        EventKind::MessageReceived => (
-            "A message was stored and queued.",
-            payload::<MessageReceived>(schemas),
-        ),
-        EventKind::TurnStarted => (
-            "The message's turn began (before a process is found or started).",
-            payload::<TurnStarted>(schemas),
-        ),
-        EventKind::ProcessReady => ("A process took the turn.", payload::<ProcessReady>(schemas)),
-        EventKind::TextDelta => (
-            "A piece of the reply as the API streams it (not under `claude.profile = \"lean\"`).",
-            turn_event(kind),
-        ),
-        EventKind::AssistantText => ("A complete text block of the reply.", turn_event(kind)),
-        EventKind::ToolCallStarted => ("The model called a tool.", turn_event(kind)),
-        EventKind::ToolCallFinished => ("A tool result went back to the model.", turn_event(kind)),
-        EventKind::ApiRetry => (
-            "The CLI is retrying a failed Messages API request.",
-            turn_event(kind),
-        ),
-        EventKind::RateLimit => (
-            "The API's rate-limit state changed (OAuth logins only; with an API key the CLI \
-             reports pressure as `api_retry`).",
-            turn_event(kind),
-        ),
-        EventKind::TurnThrottled => (
-            "The turn waits for the concurrency limit, lowered while the API pushes back \
-             (`rate_limit.*`); sent once, before the wait.",
-            payload::<TurnThrottled>(schemas),
-        ),
-        EventKind::PermissionRequested => (
-            "The CLI asks whether a tool may run and a person is to answer \
-             (`approvals.mode = \"ask\"`).",
-            payload::<PermissionRequested>(schemas),
-        ),
-        EventKind::PermissionDecided => (
-            "A tool permission was decided.",
-            payload::<PermissionDecided>(schemas),
-        ),
-        EventKind::TurnFinished => (
-            "The turn ended with a reply. Exactly one of this and `turn_failed` ends every turn.",
-            payload::<TurnFinished>(schemas),
-        ),
-        EventKind::TurnFailed => (
-            "The turn ended without a reply.",
-            payload::<TurnFailed>(schemas),
-        ),
-    }
-}
-
-/// Component schemas a payload refers to, to add beside it.
-type Schemas = Vec<(String, RefOr<Schema>)>;
-
-/// `T`'s schema, the components it refers to added to `schemas`.
-fn payload<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
-    T::schemas(schemas);
-    T::schema()
-}
-
-/// The payloads the daemon builds itself (the CLI's come from `claude_cli::TurnEvent`).
-///
-/// FIXME: the emitting code (`pipeline`, `approvals`) still builds these with `json!`, so only the
-/// e2e check above holds the two together; emitting these types would make a drift a compile
-/// error.
-#[allow(dead_code)] // Read by the schema derive only, until the emitters use them.
-mod payload {
-    use serde_json::Value;
-    use utoipa::ToSchema;
-
-    use crate::budget::BudgetExceeded;
-    use crate::store::{Message, MessageId, MessageStatus, Origin};
-
-    /// `message_received`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct MessageReceived {
-        pub message_id: MessageId,
-        pub content: String,
-        pub client_message_id: Option<String>,
-        /// `cli` for a turn the CLI started by itself (`claude.scheduling_tools`); its content
-        /// says what started it.
-        pub origin: Origin,
-    }
-
-    /// `turn_started`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct TurnStarted {
-        pub message_id: MessageId,
-        pub origin: Origin,
-        /// For origin `cli`: why the CLI started the turn (`schedule_wakeup`: a cron,
-        /// `loop_wakeup`: a `ScheduleWakeup`, `task_notification`: a background task finished).
-        pub source: Option<String>,
-    }
-
-    /// How the process came to be (`SessionStart`).
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ProcessStart {
-        /// `warm`: it served this thread before; `resumed`: started with `--resume`; `fresh`: an
-        /// empty CLI session (the history is put into the prompt).
-        #[schema(value_type = String, pattern = "^(warm|resumed|fresh)$")]
-        pub kind: String,
-        /// For `fresh`: the thread had a session the CLI could no longer load.
-        #[serde(rename = "resume_failed")]
-        pub resume_failed: Option<bool>,
-    }
-
-    /// `process_ready`.
-    #[derive(ToSchema)]
-    pub struct ProcessReady {
-        /// Always `process_ready`.
-        #[serde(rename = "type")]
-        pub kind: String,
-        pub start: ProcessStart,
-        pub pid: Option<u32>,
-    }
-
-    /// `permission_requested`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct PermissionRequested {
-        /// The id to answer at `POST /api/threads/{id}/permissions/{requestId}`.
-        pub request_id: String,
-        pub tool_name: String,
-        pub input: Value,
-        pub tool_use_id: Option<String>,
-    }
-
-    /// `permission_decided`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct PermissionDecided {
-        pub request_id: String,
-        pub tool_name: String,
-        /// `allow` or `deny`.
-        pub decision: String,
-        /// `rule`, `person`, `timeout`, `policy` or `interrupt`.
-        pub decided_by: String,
-        pub reason: Option<String>,
-    }
-
-    /// `turn_finished`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct TurnFinished {
-        /// The user message the turn answered.
-        pub message_id: MessageId,
-        /// The stored reply.
-        pub reply: Message,
-    }
-
-    /// `turn_failed`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct TurnFailed {
-        pub message_id: MessageId,
-        /// `error`, `interrupted`, or `refused` (a budget is spent; nothing reached the model).
-        pub status: MessageStatus,
-        pub error: String,
-        /// With `refused`: which budget, its limit and what was spent.
-        pub budget: Option<BudgetExceeded>,
-    }
-
-    /// `turn_throttled`.
-    #[derive(ToSchema)]
-    #[serde(rename_all = "camelCase")]
-    pub struct TurnThrottled {
-        pub message_id: MessageId,
-        /// The concurrency limit now.
-        pub limit: u64,
-        /// Turns running now.
-        pub running: u64,
-        /// Place in the line, from 1.
-        pub position: u64,
-    }
-}
-
-/// The variant of `claude_cli::TurnEvent` whose `type` is `kind` (the daemon stores the CLI's
-/// events as they serialize); the whole `TurnEvent` when none matches.
-fn turn_event(kind: EventKind) -> RefOr<Schema> {
-    let all = claude_cli::TurnEvent::schema();
-    if let RefOr::T(Schema::OneOf(one_of)) = &all {
-        for item in &one_of.items {
-            let tag = serde_json::to_value(item).ok().and_then(|value| {
-                value
-                    .pointer("/properties/type/enum/0")
-                    .and_then(|v| v.as_str().map(str::to_owned))
-            });
-            if tag.as_deref() == Some(kind.as_str()) {
-                return item.clone();
-            }
-        }
-    }
-    all
-}
 
 /// `MessageReceivedEvent`, … from `message_received`, ….
 fn event_schema_name(kind: EventKind) -> String {
@@ -369,35 +132,35 @@ fn event_schema_name(kind: EventKind) -> String {
 }
 
 /// One schema per event kind (`StreamEvent` with its `kind` and `data` pinned), and `ThreadEvent`,
-/// the `oneOf` of them that the SSE endpoint answers.
+/// the `oneOf` of them that the SSE endpoint answers. Each kind's `kind` and `data` come from
+/// its variant of [`ThreadEvent`] (what the bus stores and sends), so a kind cannot be sent
+/// without being documented, nor documented with another payload.
 struct EventSchemas;
 
 impl Modify for EventSchemas {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
-        let mut referred = Schemas::new();
+        let mut referred = Vec::new();
+        ThreadEvent::schemas(&mut referred);
+        components.schemas.extend(referred);
         let mut one_of = OneOfBuilder::new().description(Some(
             "One Server-Sent Event of a thread: the `data:` line's JSON. The SSE `event:` name is \
              its `kind`.",
         ));
         let mut discriminator = Discriminator::new("kind");
-        for kind in EventKind::ALL {
-            let (description, data) = event_data(kind, &mut referred);
+        for variant in event_variants() {
+            let Some(kind) = variant_kind(&variant) else {
+                continue;
+            };
+            let description = match &variant {
+                RefOr::T(Schema::Object(object)) => object.description.clone(),
+                _ => None,
+            };
             let name = event_schema_name(kind);
-            let pinned = ObjectBuilder::new()
-                .property(
-                    "kind",
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .enum_values(Some([kind.as_str()])),
-                )
-                .required("kind")
-                .property("data", data)
-                .required("data");
             let schema = AllOfBuilder::new()
                 .item(Ref::from_schema_name(StreamEvent::name()))
-                .item(pinned)
-                .description(Some(description));
+                .item(variant)
+                .description(description);
             components.schemas.insert(name.clone(), schema.into());
             discriminator.mapping.insert(
                 kind.as_str().to_owned(),
@@ -409,8 +172,22 @@ impl Modify for EventSchemas {
         components
             .schemas
             .insert(THREAD_EVENT.into(), one_of.into());
-        components.schemas.extend(referred);
     }
+}
+
+/// The schema of each [`ThreadEvent`] variant: an object whose `kind` is one name and whose
+/// `data` is that kind's payload.
+fn event_variants() -> Vec<RefOr<Schema>> {
+    match ThreadEvent::schema() {
+        RefOr::T(Schema::OneOf(one_of)) => one_of.items,
+        other => vec![other],
+    }
+}
+
+/// The one `kind` a variant's schema allows.
+fn variant_kind(variant: &RefOr<Schema>) -> Option<EventKind> {
+    let value = serde_json::to_value(variant).ok()?;
+    EventKind::parse(value.pointer("/properties/kind/enum/0")?.as_str()?)
 }
 
 /// The bearer scheme; [`require_bearer`] names it on the operations behind the token.

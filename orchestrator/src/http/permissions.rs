@@ -11,12 +11,12 @@ use plugin_contract::ThreadId;
 
 use super::error::ErrorBody;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
+use crate::api;
 use crate::approvals::{Answer, AnswerError};
-use crate::store::PermissionRow;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Pending {
-    pub permissions: Vec<PermissionRow>,
+    pub permissions: Vec<api::Permission>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -46,7 +46,9 @@ pub async fn list(
         .require_thread(&ThreadId::from_string(id))
         .await?;
     let permissions = state.store.permissions(&thread.id, !query.all).await?;
-    Ok(Json(Pending { permissions }))
+    Ok(Json(Pending {
+        permissions: permissions.into_iter().map(api::Permission::from).collect(),
+    }))
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, utoipa::ToSchema)]
@@ -73,7 +75,7 @@ pub struct AnswerBody {
         ("request_id" = String, Path, description = "The permission's `requestId`.")),
     request_body = AnswerBody,
     responses(
-        (status = 200, description = "The decided permission.", body = PermissionRow),
+        (status = 200, description = "The decided permission.", body = api::Permission),
         (status = 404, description = "Unknown thread or request.", body = ErrorBody),
         (status = 409, description = "Already decided (by a person, the timeout or an interrupt).", body = ErrorBody),
         (status = 422, description = "A missing or invalid field.", body = ErrorBody),
@@ -83,7 +85,7 @@ pub async fn answer(
     State(state): State<ApiState>,
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<AnswerBody>,
-) -> Result<Json<PermissionRow>, ApiError> {
+) -> Result<Json<api::Permission>, ApiError> {
     let thread = state
         .store
         .require_thread(&ThreadId::from_string(id))
@@ -110,7 +112,7 @@ pub async fn answer(
         .answer(&thread.id, &request_id, answer)
         .await
     {
-        Ok(row) => Ok(Json(row)),
+        Ok(row) => Ok(Json(row.into())),
         Err(err @ AnswerError::NotFound { .. }) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "permission_not_found",

@@ -18,11 +18,13 @@ use tracing::{info, warn};
 use plugin_contract::ThreadId;
 
 use super::error::ErrorBody;
-use super::openapi::{StreamEvent, ThreadEventRef};
+use super::openapi::ThreadEventRef;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
+use crate::api;
+use crate::api::events::StreamEvent;
 use crate::budget::validate_usd;
 use crate::pipeline::{NewMessage, TurnReply};
-use crate::store::{EventRow, Message, MessageId, NewThread, Thread, ThreadSummary, Usage};
+use crate::store::{EventRow, MessageId, NewThread, Usage};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -39,7 +41,7 @@ pub struct CreateThread {
 #[utoipa::path(post, path = "/threads", operation_id = "createThread", tag = "threads",
     request_body(content = Option<CreateThread>, description = "Optional: an empty body makes an untitled thread on the default model."),
     responses(
-        (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = Thread),
+        (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = api::Thread),
         (status = 400, description = "Malformed JSON.", body = ErrorBody),
         (status = 422, description = "A mistyped field, or an `outputSchema` that does not compile.", body = ErrorBody),
     ))]
@@ -76,7 +78,7 @@ pub async fn create(
         })
         .await?;
     info!(thread_id = %thread.id, "Thread created.");
-    Ok((StatusCode::CREATED, Json(thread)))
+    Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -91,7 +93,7 @@ pub struct ForkThread {
     params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
     request_body(content = Option<ForkThread>, description = "Optional."),
     responses(
-        (status = 201, description = "The new thread, `parentId` set, with a copy of the parent's finished messages.", body = Thread),
+        (status = 201, description = "The new thread, `parentId` set, with a copy of the parent's finished messages.", body = api::Thread),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
         (status = 422, description = "A mistyped field.", body = ErrorBody),
     ))]
@@ -108,13 +110,13 @@ pub async fn fork(
     };
     let parent = ThreadId::from_string(id);
     let thread = state.pipeline.fork_thread(&parent, body.title).await?;
-    Ok((StatusCode::CREATED, Json(thread)))
+    Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
 }
 
 /// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ThreadList {
-    pub threads: Vec<ThreadSummary>,
+    pub threads: Vec<api::ThreadSummary>,
 }
 
 /// Every thread, newest first.
@@ -122,7 +124,13 @@ pub struct ThreadList {
     responses((status = 200, description = "The threads.", body = ThreadList)))]
 pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, ApiError> {
     Ok(Json(ThreadList {
-        threads: state.store.list_thread_summaries().await?,
+        threads: state
+            .store
+            .list_thread_summaries()
+            .await?
+            .into_iter()
+            .map(api::ThreadSummary::from)
+            .collect(),
     }))
 }
 
@@ -131,9 +139,9 @@ pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, Api
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ThreadWithMessages {
     #[serde(flatten)]
-    pub thread: Thread,
+    pub thread: api::Thread,
     pub usage: Usage,
-    pub messages: Vec<Message>,
+    pub messages: Vec<api::Message>,
 }
 
 /// One thread with its messages, oldest first.
@@ -159,9 +167,9 @@ async fn thread_with_messages(
     let usage = state.store.thread_usage(id).await?;
     let messages = state.store.list_messages(id).await?;
     Ok(ThreadWithMessages {
-        thread,
+        thread: thread.into(),
         usage,
-        messages,
+        messages: api::messages(messages),
     })
 }
 
@@ -246,7 +254,7 @@ pub struct MessageAccepted {
     params(("id" = String, Path, description = "The thread's id (`thr_…`)."), PostQuery),
     request_body = PostMessage,
     responses(
-        (status = 200, description = "The reply.", body = TurnReply),
+        (status = 200, description = "The reply.", body = api::Reply),
         (status = 202, description = "With `wait=false`: stored; the reply comes on the event stream.", body = MessageAccepted),
         (status = 402, description = "A budget is spent (`budget_exceeded`, with `budget`, `limitUsd`, `spentUsd`): the message is stored `refused`; nothing reached the model.", body = ErrorBody),
         (status = 400, description = "Malformed JSON or query.", body = ErrorBody),
@@ -286,7 +294,18 @@ pub async fn post_message(
         return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
     }
     let reply: TurnReply = accepted.finish().await?;
-    Ok(Json(reply).into_response())
+    Ok(Json(api::Reply::from(reply)).into_response())
+}
+
+impl From<TurnReply> for api::Reply {
+    fn from(reply: TurnReply) -> Self {
+        api::Reply {
+            message: reply.message.into(),
+            thread_id: reply.thread_id,
+            session_id: reply.session_id,
+            user_message_id: reply.user_message_id,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -9,9 +9,9 @@ use plugin_contract::ThreadId;
 
 use super::error::ErrorBody;
 use super::{ApiError, ApiJson, ApiPath, ApiState};
+use crate::api;
 use crate::metrics::PoolCounts;
 use crate::pool::ProcessInfo;
-use crate::store::ToolCallRow;
 
 /// `GET /api/tools`: every tool as `tools/list` shows it to the model.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -79,7 +79,7 @@ pub async fn call(
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallList {
-    pub tool_calls: Vec<ToolCallRow>,
+    pub tool_calls: Vec<api::ToolCall>,
 }
 
 /// The thread's recorded tool calls.
@@ -96,7 +96,13 @@ pub async fn thread_calls(
     let id = ThreadId::from_string(id);
     state.store.require_thread(&id).await?;
     Ok(Json(ToolCallList {
-        tool_calls: state.store.tool_calls(&id).await?,
+        tool_calls: state
+            .store
+            .tool_calls(&id)
+            .await?
+            .into_iter()
+            .map(api::ToolCall::from)
+            .collect(),
     }))
 }
 

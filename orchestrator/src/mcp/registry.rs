@@ -133,6 +133,15 @@ impl ToolRegistry {
         self.tools.keys().map(String::as_str)
     }
 
+    /// The longest a call to any of these tools may run: each tool's own timeout, else the
+    /// default. Whoever waits on a call from outside (the CLI) must wait longer than this.
+    pub fn longest_timeout(&self) -> Duration {
+        self.tools
+            .values()
+            .map(|t| t.compiled.timeout.unwrap_or(self.default_timeout))
+            .fold(self.default_timeout, Duration::max)
+    }
+
     /// The `tools/list` entries: API-safe input schemas, output schemas when declared.
     pub fn list(&self) -> Vec<rmcp::model::Tool> {
         let object = |schema: &Value| Arc::new(schema.as_object().cloned().unwrap_or_default());
@@ -272,5 +281,21 @@ mod tests {
         let registry = ToolRegistry::load(&[time], Duration::from_secs(1)).unwrap();
         assert_eq!(registry.names().collect::<Vec<_>>(), ["time__current_time"]);
         assert_eq!(registry.list().len(), 1);
+    }
+
+    #[test]
+    fn the_longest_timeout_is_the_default_or_a_longer_one_a_tool_sets() {
+        let probe: Arc<dyn Plugin> = Arc::new(harness_plugin_probe::ProbePlugin::default());
+        let slow = harness_plugin_probe::SLOW_TIMEOUT;
+        let registry =
+            ToolRegistry::load(std::slice::from_ref(&probe), Duration::from_secs(1)).unwrap();
+        assert_eq!(registry.longest_timeout(), Duration::from_secs(1));
+        let short = slow / 3;
+        let registry = ToolRegistry::load(&[probe], short).unwrap();
+        assert_eq!(registry.longest_timeout(), slow, "probe__slow sets its own");
+        assert_eq!(
+            ToolRegistry::empty().longest_timeout(),
+            Duration::from_secs(120)
+        );
     }
 }

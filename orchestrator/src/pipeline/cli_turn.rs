@@ -13,14 +13,13 @@
 
 use std::time::Instant;
 
-use serde_json::json;
 use tracing::{info, warn};
 
 use plugin_contract::SessionStart;
 
 use super::turn::{usage_of, TerminalEvent, TurnTally};
 use super::Pipeline;
-use crate::events::EventKind;
+use crate::api::events::{MessageReceived, ThreadEvent, TurnFinished, TurnStarted};
 use crate::pool::{CliTurn, Finish};
 use crate::store::{Inserted, MessageStatus, NewUserMessage, Origin};
 use crate::turn_error::TurnError;
@@ -85,14 +84,21 @@ impl Pipeline {
         inner.events.emit(
             &thread,
             Some(&user.id),
-            EventKind::MessageReceived,
-            json!({"messageId": user.id, "content": user.content, "clientMessageId": null, "origin": Origin::Cli}),
+            ThreadEvent::MessageReceived(MessageReceived {
+                message_id: user.id.clone(),
+                content: user.content.clone(),
+                client_message_id: None,
+                origin: Origin::Cli,
+            }),
         );
         inner.events.emit(
             &thread,
             Some(&user.id),
-            EventKind::TurnStarted,
-            json!({"messageId": user.id, "origin": Origin::Cli, "source": source}),
+            ThreadEvent::TurnStarted(TurnStarted {
+                message_id: user.id.clone(),
+                origin: Origin::Cli,
+                source: Some(source.clone()),
+            }),
         );
         // Charged before it runs on: a thread over budget has the turn stopped now.
         let over_budget = match inner.store.require_thread(&thread).await {
@@ -164,7 +170,10 @@ impl Pipeline {
                 match stored {
                     Ok(reply) => {
                         terminal
-                            .finished(json!({"messageId": user.id, "reply": reply}))
+                            .finished(TurnFinished {
+                                message_id: user.id.clone(),
+                                reply: reply.into(),
+                            })
                             .await
                     }
                     Err(err) => {

@@ -7,19 +7,20 @@ use tracing::info;
 
 use super::queue::QueueTicket;
 use super::{NewMessage, PipelineError, TurnReply};
+use crate::api::events::EventKind;
 use crate::events::EventBus;
-use crate::store::{Inserted, Message, MessageStatus, NewUserMessage, Store};
+use crate::store::{Inserted, MessageRow, MessageStatus, NewUserMessage, Store};
 
 /// What a stored message does next.
 pub(super) enum Admitted {
     /// Its turn runs (a new message, or the retry of an interrupted one).
-    Run(Message),
+    Run(MessageRow),
     /// A repeat of a message that ran or runs: answer with that run's outcome.
-    Wait(Message),
+    Wait(MessageRow),
 }
 
 impl Admitted {
-    pub(super) fn message(&self) -> &Message {
+    pub(super) fn message(&self) -> &MessageRow {
         match self {
             Admitted::Run(message) | Admitted::Wait(message) => message,
         }
@@ -82,7 +83,7 @@ pub(super) async fn admit(
 pub(super) async fn wait_for_outcome(
     store: &Store,
     events: &EventBus,
-    first: &Message,
+    first: &MessageRow,
 ) -> Result<TurnReply, PipelineError> {
     let mut live = events.subscribe(&first.thread_id).await;
     loop {
@@ -125,7 +126,5 @@ pub(super) async fn wait_for_outcome(
 }
 
 fn is_terminal(kind: &str) -> bool {
-    crate::events::EventKind::ALL
-        .iter()
-        .any(|k| k.is_terminal() && k.as_str() == kind)
+    EventKind::parse(kind).is_some_and(EventKind::is_terminal)
 }

@@ -16,7 +16,8 @@
 //! Invariants: the user's message is committed before the CLI sees it; a `clientMessageId` that
 //! was seen before never runs a second turn, unless its first run was interrupted; every turn
 //! ends in `done`, `error` or `interrupted`, with exactly one `turn_finished` or `turn_failed`.
-//! Delegation is the pipeline calling itself: [`Pipeline`] implements [`Delegate`].
+//! Delegation is the pipeline calling itself: [`Pipeline`] implements [`Delegate`]; the child's
+//! turn is bound by the timeout the caller passes (`[plugins.delegation] timeout`).
 //!
 //! Forks ([`Pipeline::fork_thread`]): the store copies the parent's finished messages into a new
 //! thread that keeps the parent's CLI session as `forked_session`; the launcher copies that
@@ -35,8 +36,6 @@ pub use throttle::ThrottleSettings;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, Instrument};
@@ -45,14 +44,15 @@ use plugin_contract::{
     CliSessionId, ContextProvider, Delegate, DelegateReply, ThreadId, ToolContext,
 };
 
+use crate::api::events::{MessageReceived, ThreadEvent};
 use crate::approvals::Approvals;
 use crate::budget::{BudgetExceeded, Budgets};
-use crate::events::{EventBus, EventKind};
+use crate::events::EventBus;
 use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
 use crate::store::{
-    Claim, Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
+    Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
 };
 use crate::turn_error::TurnError;
 use idempotency::Admitted;
@@ -73,14 +73,11 @@ pub struct NewMessage {
     pub fence: Option<Fence>,
 }
 
-/// The reply to a message.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
+/// The reply to a message (`api::Reply` is what clients see of it).
+#[derive(Clone, Debug)]
 pub struct TurnReply {
-    pub message: Message,
-    #[schema(value_type = String)]
+    pub message: MessageRow,
     pub thread_id: ThreadId,
-    #[schema(value_type = Option<String>)]
     pub session_id: Option<CliSessionId>,
     pub user_message_id: MessageId,
 }
@@ -146,7 +143,6 @@ pub struct PipelineSettings {
     pub idle_timeout: Duration,
     pub turn_timeout: Duration,
     pub max_tool_calls: u32,
-    pub delegation_timeout: Duration,
     /// The adaptive limit on turns at once (`[rate_limit]`).
     pub throttle: ThrottleSettings,
 }
@@ -321,8 +317,12 @@ impl Pipeline {
                 self.inner.events.emit(
                     &thread.id,
                     Some(&message.id),
-                    EventKind::MessageReceived,
-                    json!({"messageId": message.id, "content": message.content, "clientMessageId": message.client_message_id, "origin": message.origin}),
+                    ThreadEvent::MessageReceived(MessageReceived {
+                        message_id: message.id.clone(),
+                        content: message.content.clone(),
+                        client_message_id: message.client_message_id.clone(),
+                        origin: message.origin,
+                    }),
                 );
                 // Refused here, the caller hears 402 at once; the turn checks again when it
                 // comes up, for what the turns ahead of it spend.
@@ -361,7 +361,7 @@ impl Pipeline {
 
     /// Creates a thread. A parked spare, when there is one, becomes its process: the thread takes
     /// the id the spare was started for, so its first turn finds a warm process.
-    pub async fn create_thread(&self, mut new: NewThread) -> Result<Thread, StoreError> {
+    pub async fn create_thread(&self, mut new: NewThread) -> Result<ThreadRow, StoreError> {
         let spare = if new.id.is_none() {
             let options = claude_cli::SpawnOptions {
                 json_schema: new.output_schema.as_ref().map(|s| s.to_string()),
@@ -395,7 +395,7 @@ impl Pipeline {
     /// with no session of its own yet forks the one it came from.
     fn options(
         &self,
-        thread: &Thread,
+        thread: &ThreadRow,
         model: Option<String>,
     ) -> (claude_cli::SpawnOptions, Option<CliSessionId>) {
         let forking = thread.cli_session_id.is_none() && thread.forked_session.is_some();
@@ -422,7 +422,7 @@ impl Pipeline {
         &self,
         parent: &ThreadId,
         title: Option<String>,
-    ) -> Result<Thread, PipelineError> {
+    ) -> Result<ThreadRow, PipelineError> {
         let fork = self.inner.store.fork_thread(parent, title).await?;
         self.claim(&fork.id).await;
         if let Some(session) = &fork.forked_session {
@@ -516,6 +516,8 @@ impl Delegate for Pipeline {
         parent: &ThreadId,
         prompt: String,
         model: Option<String>,
+        // The delegation plugin's setting: the daemon holds no delegation settings.
+        timeout: Duration,
     ) -> Result<DelegateReply, String> {
         if self.is_shutting_down() {
             return Err("the daemon is shutting down".into());
@@ -555,7 +557,7 @@ impl Delegate for Pipeline {
             content: prompt,
             client_message_id: None,
             model: None,
-            timeout: Some(self.inner.settings.delegation_timeout),
+            timeout: Some(timeout),
             fence,
         };
         let reply = async {

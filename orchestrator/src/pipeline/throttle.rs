@@ -367,13 +367,13 @@ impl Permit {
     pub fn observe(&mut self, event: &TurnEvent) {
         let metrics = &self.throttle.shared.metrics;
         match event {
-            TurnEvent::ApiRetry { status, .. } => {
+            TurnEvent::ApiRetry(claude_cli::ApiRetry { status, .. }) => {
                 metrics.api_retry(*status);
                 if matches!(status, Some(429 | 529)) {
                     self.push_back(Signal::ApiRetry);
                 }
             }
-            TurnEvent::RateLimit { status, .. } => {
+            TurnEvent::RateLimit(claude_cli::RateLimit { status, .. }) => {
                 metrics.rate_limit_event(status);
                 if status == "rejected" {
                     self.push_back(Signal::RateLimitRejected);

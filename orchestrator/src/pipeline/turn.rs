@@ -9,7 +9,6 @@
 use std::time::{Duration, Instant};
 
 use claude_cli::{TurnEvent, TurnResult};
-use serde_json::json;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -18,10 +17,12 @@ use plugin_contract::SessionStart;
 use super::queue::QueueTicket;
 use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
+use crate::api::events::{
+    ProcessReady, ThreadEvent, TurnFailed, TurnFinished, TurnStarted, TurnThrottled,
+};
 use crate::budget::BudgetExceeded;
-use crate::events::EventKind;
 use crate::pool::{Finish, Lease, LeasedTurn, TurnItem};
-use crate::store::{Message, MessageId, MessageStatus, Usage};
+use crate::store::{MessageId, MessageRow, MessageStatus, Usage};
 use crate::turn_error::TurnError;
 
 impl Pipeline {
@@ -29,7 +30,7 @@ impl Pipeline {
     /// stream: `turn_finished` or `turn_failed`, stored before the caller hears the outcome.
     pub(super) async fn run_in_turn(
         &self,
-        user: &Message,
+        user: &MessageRow,
         msg: NewMessage,
         mut ticket: QueueTicket,
         nesting: Nesting,
@@ -41,7 +42,10 @@ impl Pipeline {
         match &result {
             Ok(reply) => {
                 terminal
-                    .finished(json!({"messageId": user.id, "reply": reply.message}))
+                    .finished(TurnFinished {
+                        message_id: user.id.clone(),
+                        reply: reply.message.clone().into(),
+                    })
                     .await
             }
             Err(PipelineError::Turn { status, error, .. }) => {
@@ -77,7 +81,7 @@ impl Pipeline {
 
     async fn execute(
         &self,
-        user: &Message,
+        user: &MessageRow,
         msg: NewMessage,
         nesting: Nesting,
     ) -> Result<TurnReply, PipelineError> {
@@ -112,8 +116,11 @@ impl Pipeline {
         inner.events.emit(
             &thread.id,
             Some(&user.id),
-            EventKind::TurnStarted,
-            json!({"messageId": user.id, "origin": user.origin}),
+            ThreadEvent::TurnStarted(TurnStarted {
+                message_id: user.id.clone(),
+                origin: user.origin,
+                source: None,
+            }),
         );
         let started = Instant::now();
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
@@ -212,7 +219,7 @@ impl Pipeline {
     /// Stores the message as refused by a budget, and returns the error its caller reports.
     pub(super) async fn store_refusal(
         &self,
-        user: &Message,
+        user: &MessageRow,
         exceeded: BudgetExceeded,
     ) -> PipelineError {
         let stored = self
@@ -243,7 +250,11 @@ impl Pipeline {
     }
 
     /// A refusal as the message arrives: stored, and its turn ended on the event stream.
-    pub(super) async fn refuse(&self, user: &Message, exceeded: BudgetExceeded) -> PipelineError {
+    pub(super) async fn refuse(
+        &self,
+        user: &MessageRow,
+        exceeded: BudgetExceeded,
+    ) -> PipelineError {
         let terminal = TerminalEvent::new(self, user);
         let err = self.store_refusal(user, exceeded).await;
         match &err {
@@ -276,7 +287,7 @@ impl Pipeline {
     #[allow(clippy::too_many_arguments)]
     async fn checkout_and_run(
         &self,
-        user: &Message,
+        user: &MessageRow,
         msg: &NewMessage,
         options: claude_cli::SpawnOptions,
         schema: Option<&serde_json::Value>,
@@ -327,8 +338,10 @@ impl Pipeline {
         inner.events.emit(
             &user.thread_id,
             Some(&user.id),
-            EventKind::ProcessReady,
-            json!({"type": "process_ready", "start": start, "pid": lease.pid()}),
+            ThreadEvent::ProcessReady(ProcessReady {
+                start: start.into(),
+                pid: Some(lease.pid()),
+            }),
         );
         debug!(thread_id = %user.thread_id, pid = lease.pid(), ?start, "Turn sent.");
         let outcome = self
@@ -404,7 +417,7 @@ impl Pipeline {
     /// shutdown; leaving the line frees the place.
     async fn take_permit(
         &self,
-        user: &Message,
+        user: &MessageRow,
         nesting: Nesting,
         starting: &Starting<'_>,
         deadline: tokio::time::Instant,
@@ -421,12 +434,11 @@ impl Pipeline {
         inner.events.emit(
             &user.thread_id,
             Some(&user.id),
-            EventKind::TurnThrottled,
-            json!({
-                "messageId": user.id,
-                "limit": queued.limit,
-                "running": queued.running,
-                "position": queued.position,
+            ThreadEvent::TurnThrottled(TurnThrottled {
+                message_id: user.id.clone(),
+                limit: queued.limit as u64,
+                running: queued.running as u64,
+                position: queued.position as u64,
             }),
         );
         debug!(
@@ -448,7 +460,7 @@ impl Pipeline {
     async fn run_on_lease(
         &self,
         lease: &Lease,
-        user: &Message,
+        user: &MessageRow,
         prompt: &str,
         deadline: tokio::time::Instant,
         tally: &mut TurnTally,
@@ -464,7 +476,7 @@ impl Pipeline {
     pub(super) async fn drive(
         &self,
         mut turn: LeasedTurn<'_>,
-        user: &Message,
+        user: &MessageRow,
         deadline: tokio::time::Instant,
         tally: &mut TurnTally,
         mut permit: Option<&mut Permit>,
@@ -490,9 +502,7 @@ impl Pipeline {
                             if let Some(permit) = permit.as_deref_mut() {
                                 permit.observe(&event);
                             }
-                            let kind = EventKind::from(&event);
-                            let data = serde_json::to_value(&event).unwrap_or_default();
-                            inner.events.emit(&user.thread_id, Some(&user.id), kind, data);
+                            inner.events.emit(&user.thread_id, Some(&user.id), event.into());
                         }
                         TurnItem::Alive => {}
                         TurnItem::ToolCall(pending) => {
@@ -618,7 +628,7 @@ pub(super) fn usage_of(result: &TurnResult) -> Usage {
 impl TurnTally {
     /// Counts the event; returns the tool calls so far.
     fn observe(&mut self, event: &TurnEvent) -> u64 {
-        if matches!(event, TurnEvent::ToolCallStarted { .. }) {
+        if matches!(event, TurnEvent::ToolCallStarted(_)) {
             self.tool_calls += 1;
         }
         self.tool_calls
@@ -649,7 +659,7 @@ pub(super) struct TerminalEvent {
 }
 
 impl TerminalEvent {
-    pub(super) fn new(pipeline: &Pipeline, user: &Message) -> Self {
+    pub(super) fn new(pipeline: &Pipeline, user: &MessageRow) -> Self {
         Self {
             pipeline: pipeline.clone(),
             thread: user.thread_id.clone(),
@@ -658,29 +668,36 @@ impl TerminalEvent {
         }
     }
 
-    pub(super) async fn finished(self, data: serde_json::Value) {
-        self.end(EventKind::TurnFinished, data).await;
+    pub(super) async fn finished(self, finished: TurnFinished) {
+        self.end(ThreadEvent::TurnFinished(finished)).await;
     }
 
     pub(super) async fn failed(self, status: MessageStatus, error: String) {
-        let data = json!({"messageId": self.message, "status": status, "error": error});
-        self.end(EventKind::TurnFailed, data).await;
+        let failed = TurnFailed {
+            message_id: self.message.clone(),
+            status,
+            error,
+            budget: None,
+        };
+        self.end(ThreadEvent::TurnFailed(failed)).await;
     }
 
     pub(super) async fn refused(self, exceeded: &BudgetExceeded) {
-        let data = json!({
-            "messageId": self.message, "status": MessageStatus::Refused,
-            "error": exceeded.to_string(), "budget": exceeded,
-        });
-        self.end(EventKind::TurnFailed, data).await;
+        let failed = TurnFailed {
+            message_id: self.message.clone(),
+            status: MessageStatus::Refused,
+            error: exceeded.to_string(),
+            budget: Some(exceeded.clone()),
+        };
+        self.end(ThreadEvent::TurnFailed(failed)).await;
     }
 
-    async fn end(mut self, kind: EventKind, data: serde_json::Value) {
+    async fn end(mut self, event: ThreadEvent) {
         self.sent = true;
         self.pipeline
             .inner
             .events
-            .emit_and_wait(&self.thread, Some(&self.message), kind, data)
+            .emit_and_wait(&self.thread, Some(&self.message), event)
             .await;
     }
 }
@@ -695,8 +712,12 @@ impl Drop for TerminalEvent {
         self.pipeline.inner.events.emit(
             &self.thread,
             Some(&self.message),
-            EventKind::TurnFailed,
-            json!({"messageId": self.message, "status": MessageStatus::Error, "error": error}),
+            ThreadEvent::TurnFailed(TurnFailed {
+                message_id: self.message.clone(),
+                status: MessageStatus::Error,
+                error: error.into(),
+                budget: None,
+            }),
         );
         if tokio::runtime::Handle::try_current().is_ok() {
             let (store, message) = (self.pipeline.inner.store.clone(), self.message.clone());

@@ -355,11 +355,8 @@ mod tests {
                     (second.id, "done".to_owned(), json!(null)),
                 ]
             );
-
-            let json = serde_json::to_value(&first).unwrap();
-            assert_eq!(json["threadId"], t.as_str());
-            assert_eq!(json["messageId"], "msg_1");
-            assert_eq!(json["data"]["text"], "he");
+            assert_eq!(first.thread_id, t);
+            assert_eq!(first.message_id, Some(MessageId::from_string("msg_1")));
         }
     }
 

@@ -4,17 +4,14 @@
 
 use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
-use serde::Serialize;
 
 use super::{now_text, Db, MessageId, Store, StoreError};
 
-/// A permission as the API shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
+/// A permission as stored. What clients see is `api::Permission`, built from it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct PermissionRow {
     /// The CLI's request id; the id a person answers.
     pub request_id: String,
-    #[schema(value_type = String)]
     pub thread_id: ThreadId,
     pub message_id: Option<MessageId>,
     pub tool_use_id: Option<String>,

@@ -3,6 +3,7 @@
 //! the real CLI (time, a wrong input, the calling thread, delegation, its depth limit and a full
 //! pool), and start-up refusing an invalid tool schema.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,13 +14,21 @@ use harness_tests::daemon::{test_config, TestDaemon};
 use harness_tests::mock::{MockApi, RecordedRequest, Reply};
 use harness_tests::probe::{ProbePlugin, SLOW_TIMEOUT};
 use harness_tests::util::eventually;
-use plugin_contract::{async_trait, Plugin, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use orchestrator::config::Config;
+use plugin_contract::{
+    async_trait, Plugin, PluginTable, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
 
 const TIME_TOOL: &str = "mcp__harness__time__current_time";
 const DELEGATE_TOOL: &str = "mcp__harness__delegation__delegate";
 
 async fn probe_daemon(mock: &MockApi) -> TestDaemon {
     TestDaemon::start_with_plugins(mock, vec![Arc::new(ProbePlugin::default())], |_| {}).await
+}
+
+/// The `[plugins.*]` tables of a config file holding `file`.
+fn plugin_tables(file: &str) -> BTreeMap<String, PluginTable> {
+    Config::from_toml(file).expect("a valid config").plugins
 }
 
 /// `POST /api/tools/{tool}/call` that must answer 200; returns the result (the MCP shape).
@@ -811,7 +820,10 @@ async fn delegation_runs_a_child_thread_on_its_own_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delegation_beyond_the_depth_limit_is_a_tool_error() {
     let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| c.tools.delegation_max_depth = 1).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.plugins = plugin_tables("[plugins.delegation]\nmax_depth = 1");
+    })
+    .await;
     mock.once_when_prompt_contains(
         "start the chain",
         Reply::tool_use(DELEGATE_TOOL, json!({"prompt": "level one LVL1"})),
@@ -904,7 +916,7 @@ async fn delegation_with_no_free_pool_slot_borrows_an_overflow_slot() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c| {
         c.pool.max_capacity = 1;
-        c.tools.delegation_timeout = Duration::from_secs(30);
+        c.plugins = plugin_tables("[plugins.delegation]\ntimeout = 30");
     })
     .await;
     mock.once_when_prompt_contains(
@@ -977,7 +989,7 @@ async fn an_invalid_plugin_schema_stops_start_up() {
     let mock = MockApi::start().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = test_config(&mock, dir.path(), "/nonexistent/claude".into());
-    let mut plugins = harness::plugins(&config);
+    let mut plugins = harness::plugins(&config).expect("the plugins' settings are valid");
     plugins.push(Arc::new(BadSchemaPlugin));
     let err = match orchestrator::server::start(config, plugins).await {
         Ok(running) => {

@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use crate::cluster::{Cluster, ForwardError, Route, RouteError};
 use crate::pipeline::{NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::store::{
-    Fence, Message, MessageId, MessageStatus, NewThread, Store, StoreError, Thread,
+    Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
 };
 
 /// The plugin name: the tools are `threads__<tool>`.
@@ -100,7 +100,7 @@ fn thread_object_schema() -> Value {
     })
 }
 
-fn thread_json(thread: &Thread) -> Value {
+fn thread_json(thread: &ThreadRow) -> Value {
     json!({
         "threadId": thread.id,
         "title": thread.title,
@@ -361,7 +361,7 @@ impl Send {
 }
 
 /// `threads__send`'s result for a turn that replied.
-fn replied(reply: &Message, user_message: &MessageId, duplicate: bool) -> ToolOutput {
+fn replied(reply: &MessageRow, user_message: &MessageId, duplicate: bool) -> ToolOutput {
     ToolOutput::structured(
         reply.content.clone(),
         json!({
@@ -466,7 +466,7 @@ impl Tool for Get {
         let thread = self.0.require_thread(&id).await.map_err(store_error)?;
         let messages = self.0.list_messages(&id).await.map_err(store_error)?;
         let mut structured = thread_json(&thread);
-        structured["messages"] = serde_json::to_value(&messages)
+        structured["messages"] = serde_json::to_value(crate::api::messages(messages.clone()))
             .map_err(|err| ToolError::Failed(format!("cannot encode the messages: {err}")))?;
         let text = format!("Thread {} has {} message(s).", thread.id, messages.len());
         Ok(ToolOutput::structured(text, structured))

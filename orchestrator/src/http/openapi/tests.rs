@@ -9,8 +9,8 @@ use axum::http::{Request, StatusCode};
 use serde_json::Value;
 use tower::ServiceExt;
 
+use crate::api::events::EventKind;
 use crate::config::Config;
-use crate::events::EventKind;
 use crate::server::Daemon;
 
 /// The methods a route can be registered for that the tests probe (HEAD comes with GET, OPTIONS
@@ -164,15 +164,27 @@ async fn the_document_is_openapi_3_1_and_served_without_the_token() {
             schema["allOf"][1]["properties"]["data"].is_object(),
             "{name} documents its data"
         );
+        assert!(
+            schema["description"]
+                .as_str()
+                .is_some_and(|d| !d.is_empty()),
+            "{name} says when it comes: {schema}"
+        );
     }
     let events = &doc["paths"]["/api/threads/{id}/events"]["get"]["responses"]["200"];
     assert_eq!(
         events["content"]["text/event-stream"]["schema"]["$ref"],
         "#/components/schemas/ThreadEvent"
     );
-    // The CLI's events are the exact `TurnEvent` variant, not the whole enum.
-    let text_delta = &schemas["TextDeltaEvent"]["allOf"][1]["properties"]["data"];
-    assert_eq!(text_delta["properties"]["type"]["enum"][0], "text_delta");
+    // Each kind's data is its own payload type: the CLI's events too, not the whole enum.
+    let payload = |kind: &str| {
+        let data = &schemas[kind]["allOf"][1]["properties"]["data"];
+        let name = data["$ref"].as_str().unwrap_or_default();
+        schemas[name.trim_start_matches("#/components/schemas/")].clone()
+    };
+    assert!(payload("TextDeltaEvent")["properties"]["text"].is_object());
+    assert!(payload("TurnFinishedEvent")["properties"]["reply"].is_object());
+    assert!(payload("TurnFailedEvent")["properties"]["budget"].is_object());
 
     // The token where the router puts it, and nowhere else.
     let needs_token = |method: &str, path: &str| {

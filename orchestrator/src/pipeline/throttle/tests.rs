@@ -3,20 +3,20 @@
 
 use std::time::{Duration, Instant};
 
-use claude_cli::{TurnEvent, TurnResult};
+use claude_cli::{ApiRetry, RateLimit, TurnEvent, TurnResult};
 
 use super::*;
 
 const COOLDOWN: Duration = Duration::from_secs(2);
 
 fn retry(status: u64) -> TurnEvent {
-    TurnEvent::ApiRetry {
+    TurnEvent::ApiRetry(ApiRetry {
         attempt: 1,
         max_retries: 2,
         retry_delay_ms: 500,
         error: "overloaded".into(),
         status: Some(status),
-    }
+    })
 }
 
 fn answered() -> TurnResult {
@@ -189,13 +189,13 @@ async fn signals_lower_the_limit_and_clean_turns_raise_it() {
     });
     assert_eq!(throttle.limit(), 2);
     // A retry of another kind (a dropped connection, a 500) is not a rate-limit signal.
-    permits[3].observe(&TurnEvent::ApiRetry {
+    permits[3].observe(&TurnEvent::ApiRetry(ApiRetry {
         attempt: 1,
         max_retries: 2,
         retry_delay_ms: 500,
         error: "unknown".into(),
         status: None,
-    });
+    }));
     permits[3].observe_result(&answered());
     // Four running over a limit of two: nothing new starts until two have ended.
     let waiter = queued(&throttle);
@@ -219,13 +219,15 @@ async fn signals_lower_the_limit_and_clean_turns_raise_it() {
 async fn a_rejected_rate_limit_is_a_signal_an_allowed_one_is_not() {
     let (throttle, _) = throttle(4);
     let mut permit = now_permit(&throttle);
-    let event = |status: &str| TurnEvent::RateLimit {
-        status: status.into(),
-        resets_at: Some(1),
-        rate_limit_type: Some("five_hour".into()),
-        utilization: Some(0.95),
-        surpassed_threshold: Some(0.9),
-        is_using_overage: Some(false),
+    let event = |status: &str| {
+        TurnEvent::RateLimit(RateLimit {
+            status: status.into(),
+            resets_at: Some(1),
+            rate_limit_type: Some("five_hour".into()),
+            utilization: Some(0.95),
+            surpassed_threshold: Some(0.9),
+            is_using_overage: Some(false),
+        })
     };
     permit.observe(&event("allowed_warning"));
     assert_eq!(throttle.limit(), 4);

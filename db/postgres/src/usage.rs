@@ -1,0 +1,84 @@
+//! What turns cost: a thread's sums, a UTC day's totals (`usage_days`), a thread's budget.
+
+use chrono::{NaiveDate, Utc};
+use harness_db::{now_text, StoreError, Usage};
+use plugin_contract::ThreadId;
+use sqlx::{PgConnection, PgPool};
+
+pub(crate) async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage, StoreError> {
+    // SUM of BIGINT is NUMERIC on PostgreSQL: cast back.
+    Ok(sqlx::query_as!(
+        Usage,
+        r#"SELECT COALESCE(SUM(input_tokens), 0)::BIGINT AS "input_tokens!",
+                  COALESCE(SUM(output_tokens), 0)::BIGINT AS "output_tokens!",
+                  COALESCE(SUM(cache_read_tokens), 0)::BIGINT AS "cache_read_tokens!",
+                  COALESCE(SUM(cache_write_tokens), 0)::BIGINT AS "cache_write_tokens!",
+                  COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION AS "cost_usd!",
+                  COALESCE(SUM(api_ms), 0)::BIGINT AS "api_ms!"
+           FROM messages WHERE thread_id = $1"#,
+        thread as &ThreadId,
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+pub(crate) async fn of_day(pool: &PgPool, day: NaiveDate) -> Result<Usage, StoreError> {
+    let day = day.format("%Y-%m-%d").to_string();
+    Ok(sqlx::query_as!(
+        Usage,
+        r#"SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+                  0::BIGINT AS "api_ms!"
+           FROM usage_days WHERE day = $1"#,
+        day,
+    )
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or_default())
+}
+
+pub(crate) async fn set_thread_budget(
+    pool: &PgPool,
+    thread: &ThreadId,
+    max_budget_usd: Option<f64>,
+) -> Result<(), StoreError> {
+    let updated = sqlx::query!(
+        "UPDATE threads SET max_budget_usd = $1, updated_at = $2 WHERE id = $3",
+        max_budget_usd,
+        now_text(),
+        thread as &ThreadId,
+    )
+    .execute(pool)
+    .await?
+    .rows_affected();
+    if updated == 0 {
+        return Err(StoreError::ThreadNotFound(thread.clone()));
+    }
+    Ok(())
+}
+
+/// Adds one turn's usage to today's totals, inside the transaction that stores it.
+#[allow(dead_code)] // Called by the messages' writes once they move here.
+pub(crate) async fn add_to_day(conn: &mut PgConnection, usage: &Usage) -> Result<(), StoreError> {
+    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
+    sqlx::query!(
+        "INSERT INTO usage_days (day, turns, input_tokens, output_tokens, cache_read_tokens,
+                                 cache_write_tokens, cost_usd)
+         VALUES ($1, 1, $2, $3, $4, $5, $6)
+         ON CONFLICT (day) DO UPDATE SET
+             turns = usage_days.turns + 1,
+             input_tokens = usage_days.input_tokens + excluded.input_tokens,
+             output_tokens = usage_days.output_tokens + excluded.output_tokens,
+             cache_read_tokens = usage_days.cache_read_tokens + excluded.cache_read_tokens,
+             cache_write_tokens = usage_days.cache_write_tokens + excluded.cache_write_tokens,
+             cost_usd = usage_days.cost_usd + excluded.cost_usd",
+        day,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.cost_usd,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

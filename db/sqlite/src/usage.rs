@@ -1,0 +1,86 @@
+//! What turns cost: a thread's sums, a UTC day's totals (`usage_days`), a thread's budget.
+
+use chrono::{NaiveDate, Utc};
+use harness_db::{now_text, StoreError, Usage};
+use plugin_contract::ThreadId;
+use sqlx::{SqliteConnection, SqlitePool};
+
+pub(crate) async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Usage, StoreError> {
+    Ok(sqlx::query_as!(
+        Usage,
+        r#"SELECT COALESCE(SUM(input_tokens), 0) AS "input_tokens!: i64",
+                  COALESCE(SUM(output_tokens), 0) AS "output_tokens!: i64",
+                  COALESCE(SUM(cache_read_tokens), 0) AS "cache_read_tokens!: i64",
+                  COALESCE(SUM(cache_write_tokens), 0) AS "cache_write_tokens!: i64",
+                  COALESCE(SUM(cost_usd), 0.0) AS "cost_usd!: f64",
+                  COALESCE(SUM(api_ms), 0) AS "api_ms!: i64"
+           FROM messages WHERE thread_id = ?1"#,
+        thread,
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+pub(crate) async fn of_day(pool: &SqlitePool, day: NaiveDate) -> Result<Usage, StoreError> {
+    let day = day.format("%Y-%m-%d").to_string();
+    Ok(sqlx::query_as!(
+        Usage,
+        r#"SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                  cost_usd AS "cost_usd: f64", 0 AS "api_ms!: i64"
+           FROM usage_days WHERE day = ?1"#,
+        day,
+    )
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or_default())
+}
+
+pub(crate) async fn set_thread_budget(
+    pool: &SqlitePool,
+    thread: &ThreadId,
+    max_budget_usd: Option<f64>,
+) -> Result<(), StoreError> {
+    let now = now_text();
+    let done = sqlx::query!(
+        "UPDATE threads SET max_budget_usd = ?1, updated_at = ?2 WHERE id = ?3",
+        max_budget_usd,
+        now,
+        thread,
+    )
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::ThreadNotFound(thread.clone()));
+    }
+    Ok(())
+}
+
+/// Adds one turn's usage to today's totals, inside the transaction that stores it.
+#[allow(dead_code)] // Called by the messages' writes once they move here.
+pub(crate) async fn add_to_day(
+    conn: &mut SqliteConnection,
+    usage: &Usage,
+) -> Result<(), StoreError> {
+    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
+    sqlx::query!(
+        "INSERT INTO usage_days (day, turns, input_tokens, output_tokens, cache_read_tokens,
+                                 cache_write_tokens, cost_usd)
+         VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (day) DO UPDATE SET
+             turns = turns + 1,
+             input_tokens = input_tokens + excluded.input_tokens,
+             output_tokens = output_tokens + excluded.output_tokens,
+             cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+             cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+             cost_usd = cost_usd + excluded.cost_usd",
+        day,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.cost_usd,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

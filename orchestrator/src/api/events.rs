@@ -1,0 +1,400 @@
+//! The events of a thread's stream: [`ThreadEvent`], one variant per kind, each with its payload
+//! type. The bus (`crate::events`) takes a `ThreadEvent`, stores `kind` and `data` as it
+//! serializes, and the OpenAPI document derives the SSE schemas from the same enum, so a kind's
+//! name, payload and documentation are one thing and cannot drift.
+//!
+//! The CLI's own events (`text_delta` … `rate_limit`) carry `claude_cli`'s payload types as they
+//! are; the daemon's (`message_received`, `turn_*`, `process_ready`, `permission_*`) are defined
+//! here.
+
+use chrono::{DateTime, Utc};
+use plugin_contract::SessionStart;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::Message;
+use crate::budget::BudgetExceeded;
+use crate::store::{EventRow, MessageId, MessageStatus, Origin};
+
+/// One event of a thread: the SSE `event:` name is its `kind`, the `data:` line holds `data`.
+/// Every turn ends with exactly one of `turn_finished` and `turn_failed`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum ThreadEvent {
+    /// A message was stored and queued.
+    MessageReceived(MessageReceived),
+    /// The message's turn began (before a process is found or started).
+    TurnStarted(TurnStarted),
+    /// A process took the turn.
+    ProcessReady(ProcessReady),
+    /// A piece of the reply as the API streams it (not under `claude.profile = "lean"`).
+    TextDelta(claude_cli::TextDelta),
+    /// A complete text block of the reply.
+    AssistantText(claude_cli::AssistantText),
+    /// The model called a tool.
+    ToolCallStarted(claude_cli::ToolCallStarted),
+    /// A tool result went back to the model.
+    ToolCallFinished(claude_cli::ToolCallFinished),
+    /// The CLI is retrying a failed Messages API request.
+    ApiRetry(claude_cli::ApiRetry),
+    /// The API's rate-limit state changed (OAuth logins only; with an API key the CLI reports
+    /// pressure as `api_retry`).
+    RateLimit(claude_cli::RateLimit),
+    /// The turn waits for the concurrency limit, lowered while the API pushes back
+    /// (`rate_limit.*`); sent once, before the wait. The turn goes on in arrival order.
+    TurnThrottled(TurnThrottled),
+    /// The CLI asks whether a tool may run and a person is to answer (`approvals.mode = "ask"`).
+    PermissionRequested(PermissionRequested),
+    /// A tool permission was decided.
+    PermissionDecided(PermissionDecided),
+    /// The turn ended with a reply. Exactly one of this and `turn_failed` ends every turn.
+    TurnFinished(TurnFinished),
+    /// The turn ended without a reply.
+    TurnFailed(TurnFailed),
+}
+
+impl ThreadEvent {
+    /// Its kind: the SSE event name, and what the store files it under.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            ThreadEvent::MessageReceived(_) => EventKind::MessageReceived,
+            ThreadEvent::TurnStarted(_) => EventKind::TurnStarted,
+            ThreadEvent::ProcessReady(_) => EventKind::ProcessReady,
+            ThreadEvent::TextDelta(_) => EventKind::TextDelta,
+            ThreadEvent::AssistantText(_) => EventKind::AssistantText,
+            ThreadEvent::ToolCallStarted(_) => EventKind::ToolCallStarted,
+            ThreadEvent::ToolCallFinished(_) => EventKind::ToolCallFinished,
+            ThreadEvent::ApiRetry(_) => EventKind::ApiRetry,
+            ThreadEvent::RateLimit(_) => EventKind::RateLimit,
+            ThreadEvent::TurnThrottled(_) => EventKind::TurnThrottled,
+            ThreadEvent::PermissionRequested(_) => EventKind::PermissionRequested,
+            ThreadEvent::PermissionDecided(_) => EventKind::PermissionDecided,
+            ThreadEvent::TurnFinished(_) => EventKind::TurnFinished,
+            ThreadEvent::TurnFailed(_) => EventKind::TurnFailed,
+        }
+    }
+
+    /// The payload as stored and sent (`data`).
+    pub fn data(&self) -> serde_json::Value {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(mut event)) => event.remove("data").unwrap_or_default(),
+            // Every payload is a struct of plain values; serializing one cannot fail.
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+impl From<claude_cli::TurnEvent> for ThreadEvent {
+    fn from(event: claude_cli::TurnEvent) -> Self {
+        use claude_cli::TurnEvent;
+        match event {
+            TurnEvent::TextDelta(e) => ThreadEvent::TextDelta(e),
+            TurnEvent::AssistantText(e) => ThreadEvent::AssistantText(e),
+            TurnEvent::ToolCallStarted(e) => ThreadEvent::ToolCallStarted(e),
+            TurnEvent::ToolCallFinished(e) => ThreadEvent::ToolCallFinished(e),
+            TurnEvent::ApiRetry(e) => ThreadEvent::ApiRetry(e),
+            TurnEvent::RateLimit(e) => ThreadEvent::RateLimit(e),
+        }
+    }
+}
+
+/// Every kind of event, by name: the SSE `event:` names the README lists. Each is the tag of one
+/// [`ThreadEvent`] variant ([`ThreadEvent::kind`]); the tests hold the two lists together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    MessageReceived,
+    TurnStarted,
+    ProcessReady,
+    TextDelta,
+    AssistantText,
+    ToolCallStarted,
+    ToolCallFinished,
+    ApiRetry,
+    RateLimit,
+    TurnThrottled,
+    PermissionRequested,
+    PermissionDecided,
+    TurnFinished,
+    TurnFailed,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 14] = [
+        EventKind::MessageReceived,
+        EventKind::TurnStarted,
+        EventKind::ProcessReady,
+        EventKind::TextDelta,
+        EventKind::AssistantText,
+        EventKind::ToolCallStarted,
+        EventKind::ToolCallFinished,
+        EventKind::ApiRetry,
+        EventKind::RateLimit,
+        EventKind::TurnThrottled,
+        EventKind::PermissionRequested,
+        EventKind::PermissionDecided,
+        EventKind::TurnFinished,
+        EventKind::TurnFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::MessageReceived => "message_received",
+            EventKind::TurnStarted => "turn_started",
+            EventKind::ProcessReady => "process_ready",
+            EventKind::TextDelta => "text_delta",
+            EventKind::AssistantText => "assistant_text",
+            EventKind::ToolCallStarted => "tool_call_started",
+            EventKind::ToolCallFinished => "tool_call_finished",
+            EventKind::ApiRetry => "api_retry",
+            EventKind::RateLimit => "rate_limit",
+            EventKind::TurnThrottled => "turn_throttled",
+            EventKind::PermissionRequested => "permission_requested",
+            EventKind::PermissionDecided => "permission_decided",
+            EventKind::TurnFinished => "turn_finished",
+            EventKind::TurnFailed => "turn_failed",
+        }
+    }
+
+    /// The kind a stored name stands for; `None` for a name this daemon does not know.
+    pub fn parse(name: &str) -> Option<EventKind> {
+        EventKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
+
+    /// True for the two kinds that end a turn.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, EventKind::TurnFinished | EventKind::TurnFailed)
+    }
+}
+
+/// `message_received`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageReceived {
+    pub message_id: MessageId,
+    pub content: String,
+    pub client_message_id: Option<String>,
+    /// `cli` for a turn the CLI started by itself (`claude.scheduling_tools`); its content says
+    /// what started it.
+    pub origin: Origin,
+}
+
+/// `turn_started`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStarted {
+    pub message_id: MessageId,
+    pub origin: Origin,
+    /// For origin `cli`: why the CLI started the turn (`schedule_wakeup`: a cron,
+    /// `loop_wakeup`: a `ScheduleWakeup`, `task_notification`: a background task finished).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// `process_ready`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ProcessReady {
+    pub start: ProcessStart,
+    pub pid: Option<u32>,
+}
+
+/// How the process that took a turn came to be.
+#[derive(Clone, Copy, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ProcessStart {
+    /// It served this thread before: the CLI holds the history.
+    Warm,
+    /// Started with `--resume`: the CLI loaded the history from its transcript.
+    Resumed,
+    /// An empty CLI session (the history is put into the prompt); `resume_failed`: the thread
+    /// had a session the CLI could no longer load.
+    Fresh { resume_failed: bool },
+}
+
+impl From<SessionStart> for ProcessStart {
+    fn from(start: SessionStart) -> Self {
+        match start {
+            SessionStart::Warm => ProcessStart::Warm,
+            SessionStart::Resumed => ProcessStart::Resumed,
+            SessionStart::Fresh { resume_failed } => ProcessStart::Fresh { resume_failed },
+        }
+    }
+}
+
+/// `turn_throttled`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnThrottled {
+    pub message_id: MessageId,
+    /// The concurrency limit now.
+    pub limit: u64,
+    /// Turns running now.
+    pub running: u64,
+    /// Place in the line, from 1.
+    pub position: u64,
+}
+
+/// `permission_requested`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequested {
+    /// The id to answer at `POST /api/threads/{id}/permissions/{requestId}`.
+    pub request_id: String,
+    pub tool_name: String,
+    pub input: serde_json::Value,
+    pub tool_use_id: Option<String>,
+}
+
+/// `permission_decided`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionDecided {
+    pub request_id: String,
+    pub tool_name: String,
+    /// `allow` or `deny`.
+    pub decision: String,
+    /// `rule`, `person`, `timeout`, `policy` or `interrupt`.
+    pub decided_by: String,
+    pub reason: Option<String>,
+}
+
+/// `turn_finished`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnFinished {
+    /// The user message the turn answered.
+    pub message_id: MessageId,
+    /// The stored reply.
+    pub reply: Message,
+}
+
+/// `turn_failed`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnFailed {
+    pub message_id: MessageId,
+    /// `error`, `interrupted`, or `refused` (a budget is spent; nothing reached the model).
+    pub status: MessageStatus,
+    pub error: String,
+    /// With `refused`: which budget, its limit and what was spent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetExceeded>,
+}
+
+/// One frame of `GET /api/threads/{id}/events`: the `data:` line's JSON. The frame's `event:` is
+/// `kind` and its `id:` is `id` (send it back as `Last-Event-ID` to resume). The document pins
+/// `kind` and `data` per kind (`ThreadEvent`'s variants).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamEvent {
+    /// Monotonic across the daemon: the SSE id.
+    pub id: i64,
+    /// The SSE event name.
+    #[schema(value_type = EventKind)]
+    pub kind: String,
+    /// The user message whose turn produced the event, if any.
+    pub message_id: Option<MessageId>,
+    /// The kind's payload (see each `…Event` schema).
+    pub data: serde_json::Value,
+    pub at: DateTime<Utc>,
+}
+
+impl From<EventRow> for StreamEvent {
+    fn from(row: EventRow) -> Self {
+        StreamEvent {
+            id: row.id,
+            kind: row.kind,
+            message_id: row.message_id,
+            data: row.data,
+            at: row.created_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::BudgetKind;
+
+    fn samples() -> Vec<ThreadEvent> {
+        let id = MessageId::from_string("msg_1");
+        vec![
+            ThreadEvent::MessageReceived(MessageReceived {
+                message_id: id.clone(),
+                content: "hi".into(),
+                client_message_id: None,
+                origin: Origin::User,
+            }),
+            ThreadEvent::TurnFailed(TurnFailed {
+                message_id: id.clone(),
+                status: MessageStatus::Refused,
+                error: "spent".into(),
+                budget: Some(BudgetExceeded {
+                    budget: BudgetKind::Daily,
+                    limit_usd: 1.0,
+                    spent_usd: 1.5,
+                }),
+            }),
+            ThreadEvent::ProcessReady(ProcessReady {
+                start: SessionStart::Fresh {
+                    resume_failed: true,
+                }
+                .into(),
+                pid: Some(7),
+            }),
+            ThreadEvent::from(claude_cli::TurnEvent::TextDelta(claude_cli::TextDelta {
+                text: "Hel".into(),
+            })),
+        ]
+    }
+
+    #[test]
+    fn the_serialized_kind_is_the_events_kind_and_data_is_its_payload() {
+        for event in samples() {
+            let json = serde_json::to_value(&event).expect("serializes");
+            assert_eq!(json["kind"], event.kind().as_str(), "{json}");
+            assert_eq!(json["data"], event.data(), "{json}");
+            assert!(event.data().is_object(), "{json}");
+        }
+    }
+
+    #[test]
+    fn payloads_keep_their_documented_field_names() {
+        let data: Vec<_> = samples().iter().map(ThreadEvent::data).collect();
+        assert_eq!(data[0]["messageId"], "msg_1");
+        assert_eq!(data[0]["clientMessageId"], serde_json::Value::Null);
+        assert_eq!(data[1]["budget"]["limitUsd"], 1.0);
+        assert_eq!(data[2]["start"]["kind"], "fresh");
+        assert_eq!(data[2]["start"]["resume_failed"], true);
+        assert_eq!(data[3]["text"], "Hel");
+    }
+
+    #[test]
+    fn every_kind_parses_back_from_its_name_and_unknown_names_do_not() {
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventKind::parse("turn_done"), None);
+    }
+
+    #[test]
+    fn serialized_names_are_the_documented_ones() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+            .expect("the README");
+        let events_row = readme
+            .lines()
+            .find(|l| l.starts_with("| `GET /api/threads/{id}/events`"))
+            .expect("the README's API table lists the event stream");
+        for kind in EventKind::ALL {
+            let name = serde_json::to_value(kind).expect("serializes");
+            assert_eq!(name, kind.as_str(), "{kind:?}");
+            assert!(
+                events_row.contains(&format!("`{}`", kind.as_str())),
+                "the README's event list lacks {}",
+                kind.as_str()
+            );
+        }
+    }
+}

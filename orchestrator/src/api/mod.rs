@@ -1,0 +1,312 @@
+//! What clients see: the bodies the HTTP API and `/mcp` answer with, and the events a thread's
+//! stream carries ([`events`]). Each type here is built from the store's rows (`From`), so a new
+//! column becomes an API field only when someone adds it here, on purpose.
+//!
+//! The OpenAPI document (`http::openapi`) is derived from these types, and so are the SSE
+//! payloads: a field added here is documented by the same edit.
+//!
+//! Kept apart from `http` because the event bus (`events`) and the pipeline build these values
+//! too; this module imports only [`crate::store`] and [`crate::budget`] (for their value types).
+
+pub mod events;
+
+use chrono::{DateTime, Utc};
+use plugin_contract::{CliSessionId, ThreadId};
+use serde::Serialize;
+
+use crate::store::{
+    MessageId, MessageRow, MessageStatus, Origin, PermissionRow, Role, ThreadRow, ThreadSummaryRow,
+    ToolCallRow, Usage,
+};
+
+/// A conversation.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    #[schema(value_type = String, example = "thr_0123456789abcdef0123456789abcdef")]
+    pub id: ThreadId,
+    pub title: Option<String>,
+    pub model: Option<String>,
+    /// The CLI session to `--resume` when no warm process serves the thread. It changes over the
+    /// thread's life; never a key.
+    #[schema(value_type = Option<String>)]
+    pub cli_session_id: Option<CliSessionId>,
+    /// The thread that delegated to this one, or that this one forked.
+    #[schema(value_type = Option<String>)]
+    pub parent_id: Option<ThreadId>,
+    /// The JSON Schema every reply matches (`structuredOutput`); absent: plain text replies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    /// For a fork: the CLI session it forked, which its first turn resumes with
+    /// `--fork-session` (until then `cli_session_id` is empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub forked_session: Option<CliSessionId>,
+    /// Most USD the thread's turns may cost together; `None`: only the daemon's daily budget.
+    pub max_budget_usd: Option<f64>,
+    pub created_at: DateTime<Utc>,
+    /// Last change to the thread row itself (its session), not to its messages.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<ThreadRow> for Thread {
+    fn from(row: ThreadRow) -> Self {
+        Thread {
+            id: row.id,
+            title: row.title,
+            model: row.model,
+            cli_session_id: row.cli_session_id,
+            parent_id: row.parent_id,
+            output_schema: row.output_schema,
+            forked_session: row.forked_session,
+            max_budget_usd: row.max_budget_usd,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+/// A thread as a list of threads shows it: when something last happened in it, and whether a
+/// turn is under way (a user message still `pending`).
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSummary {
+    #[serde(flatten)]
+    pub thread: Thread,
+    /// The newest change to the thread or any of its messages.
+    pub last_activity_at: DateTime<Utc>,
+    pub running: bool,
+}
+
+impl From<ThreadSummaryRow> for ThreadSummary {
+    fn from(row: ThreadSummaryRow) -> Self {
+        ThreadSummary {
+            thread: row.thread.into(),
+            last_activity_at: row.last_activity_at,
+            running: row.running,
+        }
+    }
+}
+
+/// One message of a thread.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub id: MessageId,
+    #[schema(value_type = String)]
+    pub thread_id: ThreadId,
+    /// Position in the thread, from 1, in arrival order.
+    pub seq: i64,
+    pub role: Role,
+    pub content: String,
+    pub status: MessageStatus,
+    /// Why the turn failed, for `error` and `interrupted`.
+    pub error: Option<String>,
+    pub client_message_id: Option<String>,
+    /// For an assistant message: the user message it answers.
+    pub reply_to: Option<MessageId>,
+    pub model: Option<String>,
+    /// Who started the turn this message belongs to: `user` (a message sent to the API) or `cli`
+    /// (the CLI started it by itself).
+    pub origin: Origin,
+    /// A reply of a thread with an `outputSchema`: the value, validated against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<serde_json::Value>,
+    /// What the turn cost: on the reply of a turn that replied, on the user message of a turn
+    /// that failed after reaching the API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<MessageRow> for Message {
+    fn from(row: MessageRow) -> Self {
+        Message {
+            id: row.id,
+            thread_id: row.thread_id,
+            seq: row.seq,
+            role: row.role,
+            content: row.content,
+            status: row.status,
+            error: row.error,
+            client_message_id: row.client_message_id,
+            reply_to: row.reply_to,
+            model: row.model,
+            origin: row.origin,
+            structured_output: row.structured_output,
+            usage: row.usage,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+/// The answer to a message: the stored reply, and the turn it ends.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = TurnReply)]
+pub struct Reply {
+    pub message: Message,
+    #[schema(value_type = String)]
+    pub thread_id: ThreadId,
+    /// The CLI session the turn ran in.
+    #[schema(value_type = Option<String>)]
+    pub session_id: Option<CliSessionId>,
+    pub user_message_id: MessageId,
+}
+
+/// The messages, in order, as the API shows them.
+pub fn messages(rows: Vec<MessageRow>) -> Vec<Message> {
+    rows.into_iter().map(Message::from).collect()
+}
+
+/// A recorded tool call.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    pub id: i64,
+    #[schema(value_type = Option<String>)]
+    pub thread_id: Option<ThreadId>,
+    pub tool: String,
+    pub tool_use_id: Option<String>,
+    pub input: serde_json::Value,
+    pub result: Option<serde_json::Value>,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<ToolCallRow> for ToolCall {
+    fn from(row: ToolCallRow) -> Self {
+        ToolCall {
+            id: row.id,
+            thread_id: row.thread_id,
+            tool: row.tool,
+            tool_use_id: row.tool_use_id,
+            input: row.input,
+            result: row.result,
+            is_error: row.is_error,
+            // Written from a `u64`: never negative.
+            duration_ms: u64::try_from(row.duration_ms).unwrap_or_default(),
+            created_at: row.created_at,
+        }
+    }
+}
+
+/// A tool permission the CLI asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Permission {
+    /// The CLI's request id; the id a person answers.
+    pub request_id: String,
+    #[schema(value_type = String)]
+    pub thread_id: ThreadId,
+    pub message_id: Option<MessageId>,
+    pub tool_use_id: Option<String>,
+    pub tool_name: String,
+    pub input: serde_json::Value,
+    /// `pending`, `allowed` or `denied`.
+    pub status: String,
+    /// `rule`, `person`, `timeout`, `policy` or `interrupt`; `None` while pending.
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub decided_at: Option<DateTime<Utc>>,
+}
+
+impl From<PermissionRow> for Permission {
+    fn from(row: PermissionRow) -> Self {
+        Permission {
+            request_id: row.request_id,
+            thread_id: row.thread_id,
+            message_id: row.message_id,
+            tool_use_id: row.tool_use_id,
+            tool_name: row.tool_name,
+            input: row.input,
+            status: row.status,
+            decided_by: row.decided_by,
+            reason: row.reason,
+            created_at: row.created_at,
+            decided_at: row.decided_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread_row() -> ThreadRow {
+        let at = DateTime::parse_from_rfc3339("2026-11-25T10:00:00Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        ThreadRow {
+            id: ThreadId::from_string("thr_1"),
+            title: None,
+            model: Some("sonnet".into()),
+            cli_session_id: None,
+            parent_id: None,
+            output_schema: None,
+            forked_session: None,
+            max_budget_usd: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn a_thread_is_camel_case_and_leaves_out_what_it_does_not_have() {
+        let json = serde_json::to_value(Thread::from(thread_row())).expect("serializes");
+        assert_eq!(json["id"], "thr_1");
+        assert_eq!(json["cliSessionId"], serde_json::Value::Null);
+        assert_eq!(json["parentId"], serde_json::Value::Null);
+        assert_eq!(json["createdAt"], "2026-11-25T10:00:00Z");
+        assert!(json.get("created_at").is_none());
+        assert!(json.get("outputSchema").is_none(), "{json}");
+        assert!(json.get("forkedSession").is_none(), "{json}");
+    }
+
+    #[test]
+    fn a_message_and_a_tool_call_are_camel_case() {
+        let row = thread_row();
+        let message = Message::from(MessageRow {
+            id: MessageId::from_string("msg_2"),
+            thread_id: row.id.clone(),
+            seq: 2,
+            role: Role::Assistant,
+            content: "hello".into(),
+            status: MessageStatus::Done,
+            error: None,
+            client_message_id: None,
+            reply_to: Some(MessageId::from_string("msg_1")),
+            model: None,
+            origin: Origin::User,
+            structured_output: None,
+            usage: None,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        });
+        let json = serde_json::to_value(message).expect("serializes");
+        assert_eq!(json["replyTo"], "msg_1");
+        assert_eq!(json["status"], "done");
+        assert_eq!(json["role"], "assistant");
+        assert!(json.get("usage").is_none(), "{json}");
+
+        let call = ToolCall::from(ToolCallRow {
+            id: 1,
+            thread_id: Some(row.id),
+            tool: "time__now".into(),
+            tool_use_id: Some("toolu_1".into()),
+            input: serde_json::json!({}),
+            result: None,
+            is_error: false,
+            duration_ms: 17,
+            created_at: row.created_at,
+        });
+        let json = serde_json::to_value(call).expect("serializes");
+        assert_eq!(json["toolUseId"], "toolu_1");
+        assert_eq!(json["isError"], false);
+        assert_eq!(json["durationMs"], 17);
+    }
+}
