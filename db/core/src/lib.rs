@@ -4,8 +4,13 @@
 //! [`Origin`]), what a write is given ([`NewThread`], …), the lease [`Fence`] a thread's writes
 //! carry, and [`StoreError`]. No SQL here.
 //!
-//! [`Backend`] is every operation of the store, implemented once per database; the facade
-//! calls whichever its database is, so an operation missing on one side does not compile.
+//! The operations are traits, one per table's module ([`ToolCallQueries`], [`UsageQueries`],
+//! …), each implemented once per database; the facade calls whichever its database is, so an
+//! operation missing on one side does not compile. Writes that belong to a thread take the
+//! [`Fence`] the facade picked; each implementation checks it inside the write's own
+//! transaction (its `ThreadTx` can only be opened by passing it), so no such write skips the
+//! check. Native `async fn`: the facade dispatches on the concrete backend, never through `dyn`,
+//! so the futures' `Send`-ness is known where they are awaited.
 //!
 //! Timestamps are stored as RFC 3339 UTC text of fixed width ([`now_text`]) on both databases,
 //! so text order is time order; JSON as its text; enums as their names.
@@ -13,9 +18,28 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
 use serde::{Deserialize, Serialize};
+
+mod events;
+mod leases;
+mod messages;
+mod permissions;
+mod threads;
+mod tool_calls;
+mod transcripts;
+mod usage;
+
+// Each module's trait, and the types only its operations use.
+pub use events::*;
+pub use leases::*;
+pub use messages::*;
+pub use permissions::*;
+pub use threads::*;
+pub use tool_calls::*;
+pub use transcripts::*;
+pub use usage::*;
 
 /// Why a store operation failed. Each variant says what the user of the API sees.
 #[derive(Debug, thiserror::Error)]
@@ -478,39 +502,4 @@ impl ThreadLease {
     pub fn is_live(&self, now: DateTime<Utc>) -> bool {
         self.expires_at > now
     }
-}
-
-/// Every operation of the store, as each database's crate implements it (`harness-db-sqlite`,
-/// `harness-db-postgres`). The facade (`orchestrator::store::Store`) times each call, picks the
-/// fence a write must pass, and calls its database's implementation. Writes that belong to a
-/// thread take that fence; each implementation checks it inside the write's own transaction
-/// (its `ThreadTx` can only be opened by passing it), so no such write can skip the check.
-///
-/// Native `async fn`: the facade dispatches on the concrete backend, never through `dyn`, so the
-/// futures' `Send`-ness is known where they are awaited.
-#[allow(async_fn_in_trait)]
-pub trait Backend {
-    /// Records a finished tool call; its id. [`StoreError::ThreadNotFound`] for an unknown
-    /// thread, [`StoreError::LeaseLost`] when `fence` no longer holds the thread.
-    async fn record_tool_call(
-        &self,
-        fence: Option<&Fence>,
-        call: &NewToolCall,
-    ) -> Result<i64, StoreError>;
-
-    /// The thread's tool calls, oldest first.
-    async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError>;
-
-    /// The sums over every message of the thread; zero for none.
-    async fn thread_usage(&self, thread: &ThreadId) -> Result<Usage, StoreError>;
-
-    /// The totals of turns that ended on `day` (UTC); `api_ms` is not kept per day and is zero.
-    async fn day_usage(&self, day: NaiveDate) -> Result<Usage, StoreError>;
-
-    /// Sets (or with `None` removes) the thread's own budget.
-    async fn set_thread_budget(
-        &self,
-        thread: &ThreadId,
-        max_budget_usd: Option<f64>,
-    ) -> Result<(), StoreError>;
 }

@@ -1,13 +1,30 @@
 //! `tool_calls`: a record of every tool call the in-process MCP server served.
 
-use harness_db::{is_foreign_key_violation, now_text, Fence, NewToolCall, StoreError, ToolCallRow};
+use harness_db::{
+    is_foreign_key_violation, now_text, Fence, NewToolCall, StoreError, ToolCallQueries,
+    ToolCallRow,
+};
 use plugin_contract::ThreadId;
 use sqlx::{PgConnection, PgPool};
 
-use crate::ThreadTx;
+use crate::{Postgres, ThreadTx};
+
+impl ToolCallQueries for Postgres {
+    async fn record_tool_call(
+        &self,
+        fence: Option<&Fence>,
+        call: &NewToolCall,
+    ) -> Result<i64, StoreError> {
+        record(self.pool(), fence, call).await
+    }
+
+    async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
+        of_thread(self.pool(), thread).await
+    }
+}
 
 /// Records a finished call: in the thread's fenced transaction when it has a thread.
-pub(crate) async fn record(
+async fn record(
     pool: &PgPool,
     fence: Option<&Fence>,
     call: &NewToolCall,
@@ -50,10 +67,7 @@ async fn insert(conn: &mut PgConnection, call: &NewToolCall) -> Result<i64, Stor
     }
 }
 
-pub(crate) async fn of_thread(
-    pool: &PgPool,
-    thread: &ThreadId,
-) -> Result<Vec<ToolCallRow>, StoreError> {
+async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
     Ok(sqlx::query_as!(
         ToolCallRow,
         r#"SELECT id, thread_id AS "thread_id: ThreadId", tool, tool_use_id,

@@ -1,11 +1,31 @@
 //! What turns cost: a thread's sums, a UTC day's totals (`usage_days`), a thread's budget.
 
 use chrono::{NaiveDate, Utc};
-use harness_db::{now_text, StoreError, Usage};
+use harness_db::{now_text, StoreError, Usage, UsageQueries};
 use plugin_contract::ThreadId;
 use sqlx::{PgConnection, PgPool};
 
-pub(crate) async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage, StoreError> {
+use crate::Postgres;
+
+impl UsageQueries for Postgres {
+    async fn thread_usage(&self, thread: &ThreadId) -> Result<Usage, StoreError> {
+        of_thread(self.pool(), thread).await
+    }
+
+    async fn day_usage(&self, day: NaiveDate) -> Result<Usage, StoreError> {
+        of_day(self.pool(), day).await
+    }
+
+    async fn set_thread_budget(
+        &self,
+        thread: &ThreadId,
+        max_budget_usd: Option<f64>,
+    ) -> Result<(), StoreError> {
+        set_thread_budget(self.pool(), thread, max_budget_usd).await
+    }
+}
+
+async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage, StoreError> {
     // SUM of BIGINT is NUMERIC on PostgreSQL: cast back.
     Ok(sqlx::query_as!(
         Usage,
@@ -22,7 +42,7 @@ pub(crate) async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage,
     .await?)
 }
 
-pub(crate) async fn of_day(pool: &PgPool, day: NaiveDate) -> Result<Usage, StoreError> {
+async fn of_day(pool: &PgPool, day: NaiveDate) -> Result<Usage, StoreError> {
     let day = day.format("%Y-%m-%d").to_string();
     Ok(sqlx::query_as!(
         Usage,
@@ -36,7 +56,7 @@ pub(crate) async fn of_day(pool: &PgPool, day: NaiveDate) -> Result<Usage, Store
     .unwrap_or_default())
 }
 
-pub(crate) async fn set_thread_budget(
+async fn set_thread_budget(
     pool: &PgPool,
     thread: &ThreadId,
     max_budget_usd: Option<f64>,

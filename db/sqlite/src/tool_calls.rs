@@ -1,14 +1,31 @@
 //! `tool_calls`: a record of every tool call the in-process MCP server served.
 
 use chrono::{DateTime, Utc};
-use harness_db::{is_foreign_key_violation, now_text, Fence, NewToolCall, StoreError, ToolCallRow};
+use harness_db::{
+    is_foreign_key_violation, now_text, Fence, NewToolCall, StoreError, ToolCallQueries,
+    ToolCallRow,
+};
 use plugin_contract::ThreadId;
 use sqlx::{SqliteConnection, SqlitePool};
 
-use crate::ThreadTx;
+use crate::{Sqlite, ThreadTx};
+
+impl ToolCallQueries for Sqlite {
+    async fn record_tool_call(
+        &self,
+        fence: Option<&Fence>,
+        call: &NewToolCall,
+    ) -> Result<i64, StoreError> {
+        record(self.pool(), fence, call).await
+    }
+
+    async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
+        of_thread(self.pool(), thread).await
+    }
+}
 
 /// Records a finished call: in the thread's fenced transaction when it has a thread.
-pub(crate) async fn record(
+async fn record(
     pool: &SqlitePool,
     fence: Option<&Fence>,
     call: &NewToolCall,
@@ -51,10 +68,7 @@ async fn insert(conn: &mut SqliteConnection, call: &NewToolCall) -> Result<i64, 
     }
 }
 
-pub(crate) async fn of_thread(
-    pool: &SqlitePool,
-    thread: &ThreadId,
-) -> Result<Vec<ToolCallRow>, StoreError> {
+async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
     Ok(sqlx::query_as!(
         ToolCallRow,
         r#"SELECT id AS "id!", thread_id AS "thread_id: ThreadId", tool, tool_use_id,

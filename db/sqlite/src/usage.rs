@@ -1,11 +1,31 @@
 //! What turns cost: a thread's sums, a UTC day's totals (`usage_days`), a thread's budget.
 
 use chrono::{NaiveDate, Utc};
-use harness_db::{now_text, StoreError, Usage};
+use harness_db::{now_text, StoreError, Usage, UsageQueries};
 use plugin_contract::ThreadId;
 use sqlx::{SqliteConnection, SqlitePool};
 
-pub(crate) async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Usage, StoreError> {
+use crate::Sqlite;
+
+impl UsageQueries for Sqlite {
+    async fn thread_usage(&self, thread: &ThreadId) -> Result<Usage, StoreError> {
+        of_thread(self.pool(), thread).await
+    }
+
+    async fn day_usage(&self, day: NaiveDate) -> Result<Usage, StoreError> {
+        of_day(self.pool(), day).await
+    }
+
+    async fn set_thread_budget(
+        &self,
+        thread: &ThreadId,
+        max_budget_usd: Option<f64>,
+    ) -> Result<(), StoreError> {
+        set_thread_budget(self.pool(), thread, max_budget_usd).await
+    }
+}
+
+async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Usage, StoreError> {
     Ok(sqlx::query_as!(
         Usage,
         r#"SELECT COALESCE(SUM(input_tokens), 0) AS "input_tokens!: i64",
@@ -21,7 +41,7 @@ pub(crate) async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Us
     .await?)
 }
 
-pub(crate) async fn of_day(pool: &SqlitePool, day: NaiveDate) -> Result<Usage, StoreError> {
+async fn of_day(pool: &SqlitePool, day: NaiveDate) -> Result<Usage, StoreError> {
     let day = day.format("%Y-%m-%d").to_string();
     Ok(sqlx::query_as!(
         Usage,
@@ -35,7 +55,7 @@ pub(crate) async fn of_day(pool: &SqlitePool, day: NaiveDate) -> Result<Usage, S
     .unwrap_or_default())
 }
 
-pub(crate) async fn set_thread_budget(
+async fn set_thread_budget(
     pool: &SqlitePool,
     thread: &ThreadId,
     max_budget_usd: Option<f64>,

@@ -58,12 +58,8 @@ mod transcripts;
 mod usage;
 
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
-use harness_db::Backend;
-pub use harness_db::{
-    is_foreign_key_violation, is_unique_violation, now_text, EventRow, Fence, Inserted, MessageId,
-    MessageRow, MessageStatus, NewThread, NewToolCall, NewUserMessage, Origin, ParseEnumError,
-    Role, StoreError, ThreadLease, ThreadRow, ThreadSummaryRow, ToolCallRow, Usage,
-};
+// The store's vocabulary and the query traits, from the crate both databases share.
+pub use harness_db::*;
 pub use leases::{Claim, TAKEOVER_REASON};
 pub use permissions::{NewPermission, PermissionRow};
 pub use transcripts::TranscriptEntry;

@@ -5,7 +5,7 @@
 use chrono::{NaiveDate, Utc};
 use plugin_contract::ThreadId;
 
-use super::{on_db, Backend, Backends, Store, StoreError, Usage};
+use super::{on_db, Backends, UsageQueries, Store, StoreError, Usage};
 
 impl Store {
     /// The sums over every message of the thread (replies, and failed turns that reached the

@@ -1,0 +1,1 @@
+//! Moves here from `orchestrator/src/store/messages.rs`.
