@@ -29,8 +29,9 @@ lint:
     cargo fmt --all
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Regenerate .sqlx/, the query data that lets a build without DATABASE_URL check the SQL; run after
-# changing a query or a migration, and commit it. Needs python3 and cargo only.
+# Regenerate the query data (db/sqlite/.sqlx, db/postgres/.sqlx, .sqlx) that lets a build without
+# DATABASE_URL check the SQL; run after changing a query or a migration, and commit it. Needs
+# python3, cargo and Debian's postgresql (installed with apt when missing).
 sqlx-prepare *ARGS:
     tests/sqlx-prepare.sh {{ARGS}}
 

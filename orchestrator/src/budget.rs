@@ -108,13 +108,16 @@ mod tests {
 
     async fn spend(store: &Store, thread: &ThreadRow, cost_usd: f64) {
         let message = store
-            .insert_user_message(NewUserMessage {
-                thread_id: thread.id.clone(),
-                content: "hi".into(),
-                client_message_id: None,
-                model: None,
-                origin: crate::store::Origin::User,
-            })
+            .insert_user_message(
+                NewUserMessage {
+                    thread_id: thread.id.clone(),
+                    content: "hi".into(),
+                    client_message_id: None,
+                    model: None,
+                    origin: crate::store::Origin::User,
+                },
+                None,
+            )
             .await
             .unwrap();
         let usage = Usage {
@@ -130,6 +133,7 @@ mod tests {
                 None,
                 None,
                 Some(&usage),
+                None,
             )
             .await
             .unwrap();

@@ -1,4 +1,61 @@
 //! The operations on `events`, the per-thread event log.
 
+use plugin_contract::ThreadId;
+
+use crate::{EventRow, Fence, MessageId, StoreError};
+
 #[allow(async_fn_in_trait)]
-pub trait EventQueries {}
+pub trait EventQueries {
+    /// Appends an event to the thread's log; the row with its id, which is greater than every
+    /// id stored before. [`StoreError::ThreadNotFound`] for an unknown thread,
+    /// [`StoreError::LeaseLost`] when `fence` no longer holds the thread.
+    async fn append_event(
+        &self,
+        fence: Option<&Fence>,
+        thread: &ThreadId,
+        message: Option<&MessageId>,
+        kind: &str,
+        data: &serde_json::Value,
+    ) -> Result<EventRow, StoreError>;
+
+    /// The thread's events with an id greater than `after`, oldest first, at most `limit`.
+    async fn events_after(
+        &self,
+        thread: &ThreadId,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<EventRow>, StoreError>;
+}
+
+/// `event_queries!(Backend)`: the [`EventQueries`] of a database crate's `Backend`, calling the
+/// functions of the same names in the invoking module, which hold that database's SQL. The
+/// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
+#[macro_export]
+macro_rules! event_queries {
+    ($backend:ty) => {
+        impl $crate::EventQueries for $backend {
+            async fn append_event(
+                &self,
+                fence: Option<&Fence>,
+                thread: &ThreadId,
+                message: Option<&MessageId>,
+                kind: &str,
+                data: &serde_json::Value,
+            ) -> Result<EventRow, StoreError> {
+                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                let row = append(&mut tx, thread, message, kind, data).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+
+            async fn events_after(
+                &self,
+                thread: &ThreadId,
+                after: i64,
+                limit: u32,
+            ) -> Result<Vec<EventRow>, StoreError> {
+                after_id(self.pool(), thread, after, limit).await
+            }
+        }
+    };
+}

@@ -1,4 +1,118 @@
-//! The operations on `leases`: which node owns a thread.
+//! The operations on `leases`: which node owns a thread when several share the database, and
+//! the epoch a takeover increments (the [`Fence`] a turn's writes carry).
+
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use plugin_contract::ThreadId;
+
+use crate::{Fence, MessageId, StoreError, ThreadLease};
+
+/// Why a turn ended when its thread's lease moved to another node: the `error` of the user
+/// messages a takeover interrupts ([`LeaseQueries::acquire_lease`]).
+pub const TAKEOVER_REASON: &str =
+    "the node running this turn stopped; another node took the thread over";
+
+/// A lease taken or kept ([`LeaseQueries::acquire_lease`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acquired {
+    /// What the node's writes of the thread carry from now on.
+    pub fence: Fence,
+    /// The user messages a takeover from a peer ended (their turns died with the old owner);
+    /// empty when the lease was free or already the node's.
+    pub interrupted: Vec<MessageId>,
+}
+
+/// `ttl` from now, as stored (the fixed-width text of [`crate::now_text`]). A TTL too long for
+/// chrono counts as a year.
+pub fn expiry_text(ttl: Duration) -> String {
+    let ttl = chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(365));
+    (Utc::now() + ttl).to_rfc3339_opts(SecondsFormat::Micros, true)
+}
 
 #[allow(async_fn_in_trait)]
-pub trait LeaseQueries {}
+pub trait LeaseQueries {
+    /// Takes the thread's lease for `owner` when it is free (no row), expired, or already
+    /// `owner`'s (then only its expiry moves), expiring `ttl` from now. A change of owner
+    /// increments the epoch; a new row starts at 1. In the same transaction, a takeover from a
+    /// peer ends the user messages the old owner left `pending` (`interrupted`,
+    /// [`TAKEOVER_REASON`]). `None` when a live peer holds the lease;
+    /// [`StoreError::ThreadNotFound`] for an unknown thread.
+    async fn acquire_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+        owner_url: &str,
+        ttl: Duration,
+    ) -> Result<Option<Acquired>, StoreError>;
+
+    /// The heartbeat: every lease `owner` holds expires `ttl` from now, in one UPDATE. Returns
+    /// the threads it still holds.
+    async fn renew_leases(&self, owner: &str, ttl: Duration) -> Result<Vec<ThreadId>, StoreError>;
+
+    /// Expires every lease `owner` holds now; how many. The epochs stay.
+    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;
+
+    /// The thread's user messages still `pending` stored before `before` (a [`crate::now_text`])
+    /// become `interrupted` with `reason`; how many. [`StoreError::LeaseLost`] when `fence` no
+    /// longer holds the thread.
+    async fn interrupt_pending_before(
+        &self,
+        fence: Option<&Fence>,
+        thread: &ThreadId,
+        before: &str,
+        reason: &str,
+    ) -> Result<u64, StoreError>;
+
+    /// The thread's lease, or `None` when no node ever took it.
+    async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError>;
+}
+
+/// `lease_queries!(Backend)`: the [`LeaseQueries`] of a database crate's `Backend`, calling the
+/// functions of the same names in the invoking module, which hold that database's SQL. The
+/// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
+#[macro_export]
+macro_rules! lease_queries {
+    ($backend:ty) => {
+        impl $crate::LeaseQueries for $backend {
+            async fn acquire_lease(
+                &self,
+                thread: &ThreadId,
+                owner: &str,
+                owner_url: &str,
+                ttl: Duration,
+            ) -> Result<Option<Acquired>, StoreError> {
+                acquire(self.pool(), thread, owner, owner_url, ttl).await
+            }
+
+            async fn renew_leases(
+                &self,
+                owner: &str,
+                ttl: Duration,
+            ) -> Result<Vec<ThreadId>, StoreError> {
+                renew(self.pool(), owner, ttl).await
+            }
+
+            async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+                release(self.pool(), owner).await
+            }
+
+            async fn interrupt_pending_before(
+                &self,
+                fence: Option<&Fence>,
+                thread: &ThreadId,
+                before: &str,
+                reason: &str,
+            ) -> Result<u64, StoreError> {
+                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                let count = interrupt_pending_before(&mut tx, thread, before, reason).await?;
+                tx.commit().await?;
+                Ok(count)
+            }
+
+            async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError> {
+                of_thread(self.pool(), thread).await
+            }
+        }
+    };
+}

@@ -1,4 +1,189 @@
-//! The operations on `messages` and the life of a turn.
+//! The operations on `messages` and the life of a turn: a user message stored `pending`, then
+//! ended by its reply or by a failure.
+
+use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
+
+use crate::{
+    Fence, Inserted, MessageId, MessageRow, MessageStatus, NewUserMessage, StoreError, Usage,
+};
+
+/// The assistant message that ends a turn ([`MessageQueries::complete_turn`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NewReply<'a> {
+    /// The reply's id, chosen by the caller.
+    pub id: &'a MessageId,
+    pub text: &'a str,
+    /// The model that answered, when the CLI said.
+    pub model: Option<&'a str>,
+    /// For a thread with an `outputSchema`: the reply's value, already validated against it.
+    pub structured_output: Option<&'a serde_json::Value>,
+}
 
 #[allow(async_fn_in_trait)]
-pub trait MessageQueries {}
+pub trait MessageQueries {
+    /// Stores `new` as a `pending` user message with `id`, next in its thread; or, when the
+    /// thread already has a message with its `client_message_id`, inserts nothing and returns
+    /// that first message ([`Inserted::Duplicate`]). [`StoreError::ThreadNotFound`] for an
+    /// unknown thread, [`StoreError::LeaseLost`] when `fence` no longer holds it.
+    async fn insert_user_message(
+        &self,
+        fence: Option<&Fence>,
+        id: &MessageId,
+        new: &NewUserMessage,
+    ) -> Result<Inserted, StoreError>;
+
+    /// The thread of the user message `id`; `None` when there is no such user message. The
+    /// thread's fence guards the end of the message's turn.
+    async fn user_message_thread(&self, id: &MessageId) -> Result<Option<ThreadId>, StoreError>;
+
+    /// Ends the turn of `user_message` (of `thread`) with `reply`, in one transaction: the
+    /// reply stored `done` next in the thread, the user message `done`, `session` (when set)
+    /// as the thread's CLI session, `usage` (when set) on the reply and added to the day's
+    /// totals. Returns the reply. [`StoreError::MessageNotFound`] when `user_message` is not a
+    /// user message of `thread`, [`StoreError::LeaseLost`] when `fence` no longer holds it.
+    async fn complete_turn(
+        &self,
+        fence: Option<&Fence>,
+        thread: &ThreadId,
+        user_message: &MessageId,
+        reply: NewReply<'_>,
+        session: Option<&CliSessionId>,
+        usage: Option<&Usage>,
+    ) -> Result<MessageRow, StoreError>;
+
+    /// Ends the turn of `user_message` (of `thread`) without a reply, in one transaction: its
+    /// `status` and `error`, `usage` (when set) added to what the message already cost and to
+    /// the day's totals, `session` (when set) as the thread's CLI session. Errors as
+    /// [`MessageQueries::complete_turn`].
+    #[allow(clippy::too_many_arguments)]
+    async fn fail_turn(
+        &self,
+        fence: Option<&Fence>,
+        thread: &ThreadId,
+        user_message: &MessageId,
+        status: MessageStatus,
+        error: &str,
+        session: Option<&CliSessionId>,
+        usage: Option<&Usage>,
+    ) -> Result<(), StoreError>;
+
+    /// The message, or `None`.
+    async fn get_message(&self, id: &MessageId) -> Result<Option<MessageRow>, StoreError>;
+
+    /// The thread's messages in `seq` order; none for an unknown thread.
+    async fn list_messages(&self, thread: &ThreadId) -> Result<Vec<MessageRow>, StoreError>;
+
+    /// The assistant message answering `user_message`, or `None`.
+    async fn reply_for(&self, user_message: &MessageId) -> Result<Option<MessageRow>, StoreError>;
+
+    /// The thread's `done` user messages each followed by its `done` reply, oldest first.
+    async fn history(&self, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError>;
+
+    /// Puts the user message `id` (of `thread`) back to `pending` when it is `interrupted` or
+    /// `refused`; the message when this call did it, else `None`. [`StoreError::LeaseLost`]
+    /// when `fence` no longer holds the thread.
+    async fn retry_interrupted(
+        &self,
+        fence: Option<&Fence>,
+        thread: &ThreadId,
+        id: &MessageId,
+    ) -> Result<Option<MessageRow>, StoreError>;
+
+    /// Every `pending` user message becomes `interrupted` with `reason`; how many.
+    async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError>;
+}
+
+/// `message_queries!(Backend)`: the [`MessageQueries`] of a database crate's `Backend`, calling the
+/// functions of the same names in the invoking module, which hold that database's SQL. The
+/// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
+#[macro_export]
+macro_rules! message_queries {
+    ($backend:ty) => {
+        impl $crate::MessageQueries for $backend {
+            async fn insert_user_message(
+                &self,
+                fence: Option<&Fence>,
+                id: &MessageId,
+                new: &NewUserMessage,
+            ) -> Result<Inserted, StoreError> {
+                insert_user_message(self.pool(), fence, id, new).await
+            }
+
+            async fn user_message_thread(
+                &self,
+                id: &MessageId,
+            ) -> Result<Option<ThreadId>, StoreError> {
+                user_message_thread(self.pool(), id).await
+            }
+
+            async fn complete_turn(
+                &self,
+                fence: Option<&Fence>,
+                thread: &ThreadId,
+                user_message: &MessageId,
+                reply: NewReply<'_>,
+                session: Option<&CliSessionId>,
+                usage: Option<&Usage>,
+            ) -> Result<MessageRow, StoreError> {
+                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                let reply =
+                    complete_turn(&mut tx, thread, user_message, reply, session, usage).await?;
+                tx.commit().await?;
+                Ok(reply)
+            }
+
+            async fn fail_turn(
+                &self,
+                fence: Option<&Fence>,
+                thread: &ThreadId,
+                user_message: &MessageId,
+                status: MessageStatus,
+                error: &str,
+                session: Option<&CliSessionId>,
+                usage: Option<&Usage>,
+            ) -> Result<(), StoreError> {
+                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                fail_turn(&mut tx, thread, user_message, status, error, session, usage).await?;
+                tx.commit().await
+            }
+
+            async fn get_message(&self, id: &MessageId) -> Result<Option<MessageRow>, StoreError> {
+                get_message(self.pool(), id).await
+            }
+
+            async fn list_messages(
+                &self,
+                thread: &ThreadId,
+            ) -> Result<Vec<MessageRow>, StoreError> {
+                list_messages(self.pool(), thread).await
+            }
+
+            async fn reply_for(
+                &self,
+                user_message: &MessageId,
+            ) -> Result<Option<MessageRow>, StoreError> {
+                reply_for(self.pool(), user_message).await
+            }
+
+            async fn history(&self, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
+                history(self.pool(), thread).await
+            }
+
+            async fn retry_interrupted(
+                &self,
+                fence: Option<&Fence>,
+                thread: &ThreadId,
+                id: &MessageId,
+            ) -> Result<Option<MessageRow>, StoreError> {
+                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                let row = retry_interrupted(&mut tx, thread, id).await?;
+                tx.commit().await?;
+                Ok(row)
+            }
+
+            async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError> {
+                interrupt_pending(self.pool(), reason).await
+            }
+        }
+    };
+}

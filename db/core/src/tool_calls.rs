@@ -17,3 +17,25 @@ pub trait ToolCallQueries {
     /// The thread's tool calls, oldest first.
     async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError>;
 }
+
+/// `tool_call_queries!(Backend)`: the [`ToolCallQueries`] of a database crate's `Backend`, calling the
+/// functions of the same names in the invoking module, which hold that database's SQL. The
+/// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
+#[macro_export]
+macro_rules! tool_call_queries {
+    ($backend:ty) => {
+        impl $crate::ToolCallQueries for $backend {
+            async fn record_tool_call(
+                &self,
+                fence: Option<&Fence>,
+                call: &NewToolCall,
+            ) -> Result<i64, StoreError> {
+                record(self.pool(), fence, call).await
+            }
+
+            async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
+                of_thread(self.pool(), thread).await
+            }
+        }
+    };
+}

@@ -20,3 +20,29 @@ pub trait UsageQueries {
         max_budget_usd: Option<f64>,
     ) -> Result<(), StoreError>;
 }
+
+/// `usage_queries!(Backend)`: the [`UsageQueries`] of a database crate's `Backend`, calling the
+/// functions of the same names in the invoking module, which hold that database's SQL. The
+/// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
+#[macro_export]
+macro_rules! usage_queries {
+    ($backend:ty) => {
+        impl $crate::UsageQueries for $backend {
+            async fn thread_usage(&self, thread: &ThreadId) -> Result<Usage, StoreError> {
+                of_thread(self.pool(), thread).await
+            }
+
+            async fn day_usage(&self, day: NaiveDate) -> Result<Usage, StoreError> {
+                of_day(self.pool(), day).await
+            }
+
+            async fn set_thread_budget(
+                &self,
+                thread: &ThreadId,
+                max_budget_usd: Option<f64>,
+            ) -> Result<(), StoreError> {
+                set_thread_budget(self.pool(), thread, max_budget_usd).await
+            }
+        }
+    };
+}

@@ -21,6 +21,7 @@ mod transcripts;
 mod tx;
 mod usage;
 
+pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 pub use tx::ThreadTx;
 
 use sqlx::PgPool;
@@ -39,5 +40,13 @@ impl Postgres {
     /// The pool, for what is not a query of the store (closing it, notifications, tests).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// True when the server answers a query (PostgreSQL checks its own pages).
+    pub async fn integrity_ok(&self) -> Result<bool, harness_db::StoreError> {
+        let one = sqlx::query_scalar!(r#"SELECT 1 AS "one!""#)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(one == 1)
     }
 }

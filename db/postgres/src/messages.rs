@@ -1,1 +1,392 @@
-//! Moves here from `orchestrator/src/store/messages.rs`.
+//! `messages`: a thread's user messages and replies, and the life of a turn.
+//!
+//! `seq` is computed inside the INSERT that writes the row. PostgreSQL has no database-wide
+//! write lock, so a write that inserts into a thread first locks the thread's row
+//! ([`lock_thread`]) in its [`ThreadTx`]: writers of one thread take turns, which keeps their
+//! `seq`s distinct and makes the `clientMessageId` check and the insert that follows it atomic.
+
+use harness_db::{
+    now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewReply, NewUserMessage,
+    Origin, Role, StoreError, Usage,
+};
+use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
+use sqlx::{PgConnection, PgPool};
+
+use crate::usage::add_to_day;
+use crate::{Postgres, ThreadTx};
+
+harness_db::message_queries!(Postgres);
+
+async fn insert_user_message(
+    pool: &PgPool,
+    fence: Option<&Fence>,
+    id: &MessageId,
+    new: &NewUserMessage,
+) -> Result<Inserted, StoreError> {
+    let thread = &new.thread_id;
+    let mut tx = ThreadTx::begin(pool, thread, fence).await?;
+    if !lock_thread(tx.conn(), thread).await? {
+        return Err(StoreError::ThreadNotFound(thread.clone()));
+    }
+    if let Some(client_id) = &new.client_message_id {
+        // Under the thread's lock: no other insert on this thread can come in between.
+        let first = sqlx::query_as!(
+            MessageRow,
+            r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                      role AS "role: Role", content, status AS "status: MessageStatus", error,
+                      client_message_id, reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
+                      structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
+                      created_at::timestamptz AS "created_at!",
+                      updated_at::timestamptz AS "updated_at!"
+               FROM messages WHERE thread_id = $1 AND client_message_id = $2"#,
+            thread as &ThreadId,
+            client_id,
+        )
+        .fetch_optional(tx.conn())
+        .await?;
+        if let Some(first) = first {
+            tx.commit().await?;
+            return Ok(Inserted::Duplicate(first));
+        }
+    }
+    let inserted = sqlx::query_as!(
+        MessageRow,
+        r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                 client_message_id, reply_to, model, origin, created_at,
+                                 updated_at)
+           VALUES ($1, $6,
+                   (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = $6),
+                   'user', $2, 'pending', NULL, $3, NULL, $4, $7, $5, $5)
+           RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                     role AS "role: Role", content, status AS "status: MessageStatus", error,
+                     client_message_id, reply_to AS "reply_to: MessageId", model,
+                     origin AS "origin: Origin",
+                     structured_output AS "structured_output: serde_json::Value",
+                     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                     cost_usd, api_ms,
+                     created_at::timestamptz AS "created_at!",
+                     updated_at::timestamptz AS "updated_at!""#,
+        id as &MessageId,
+        new.content,
+        new.client_message_id,
+        new.model,
+        now_text(),
+        thread as &ThreadId,
+        new.origin.as_str(),
+    )
+    .fetch_one(tx.conn())
+    .await?;
+    tx.commit().await?;
+    Ok(Inserted::New(inserted))
+}
+
+async fn user_message_thread(
+    pool: &PgPool,
+    id: &MessageId,
+) -> Result<Option<ThreadId>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT thread_id AS "thread_id: ThreadId" FROM messages
+           WHERE id = $1 AND role = 'user'"#,
+        id as &MessageId,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// Marks the user message `done`, then inserts the reply after it; see
+/// [`MessageQueries::complete_turn`].
+async fn complete_turn(
+    tx: &mut ThreadTx,
+    thread: &ThreadId,
+    user_message: &MessageId,
+    reply: NewReply<'_>,
+    session: Option<&CliSessionId>,
+    usage: Option<&Usage>,
+) -> Result<MessageRow, StoreError> {
+    // The reply's `seq` comes next in the thread.
+    lock_thread(tx.conn(), thread).await?;
+    let now = now_text();
+    let answered = sqlx::query!(
+        "UPDATE messages SET status = 'done', error = NULL, updated_at = $1
+         WHERE id = $2 AND thread_id = $3 AND role = 'user'",
+        now,
+        user_message as &MessageId,
+        thread as &ThreadId,
+    )
+    .execute(tx.conn())
+    .await?;
+    if answered.rows_affected() == 0 {
+        return Err(StoreError::MessageNotFound(user_message.clone()));
+    }
+
+    let structured = reply.structured_output.map(serde_json::Value::to_string);
+    let u = usage.copied().unwrap_or_default();
+    let cost = usage.map(|u| u.cost_usd);
+    let row = sqlx::query_as!(
+        MessageRow,
+        r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                 client_message_id, reply_to, model, structured_output,
+                                 input_tokens, output_tokens, cache_read_tokens,
+                                 cache_write_tokens, cost_usd, api_ms, origin, created_at,
+                                 updated_at)
+           VALUES ($1, $2,
+                   (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = $2),
+                   'assistant', $3, 'done', NULL, NULL, $4, $5, $7,
+                   $8, $9, $10, $11, $12, $13,
+                   (SELECT origin FROM messages WHERE id = $4), $6, $6)
+           RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                     role AS "role: Role", content, status AS "status: MessageStatus", error,
+                     client_message_id, reply_to AS "reply_to: MessageId", model,
+                     origin AS "origin: Origin",
+                     structured_output AS "structured_output: serde_json::Value",
+                     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                     cost_usd, api_ms,
+                     created_at::timestamptz AS "created_at!",
+                     updated_at::timestamptz AS "updated_at!""#,
+        reply.id as &MessageId,
+        thread as &ThreadId,
+        reply.text,
+        user_message as &MessageId,
+        reply.model,
+        now,
+        structured,
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        cost,
+        u.api_ms,
+    )
+    .fetch_one(tx.conn())
+    .await?;
+
+    record_session(tx.conn(), thread, session, &now).await?;
+    if let Some(usage) = usage {
+        add_to_day(tx.conn(), usage).await?;
+    }
+    Ok(row)
+}
+
+/// Sets the user message's `status` and error text; see [`MessageQueries::fail_turn`].
+async fn fail_turn(
+    tx: &mut ThreadTx,
+    thread: &ThreadId,
+    user_message: &MessageId,
+    status: MessageStatus,
+    error: &str,
+    session: Option<&CliSessionId>,
+    usage: Option<&Usage>,
+) -> Result<(), StoreError> {
+    let now = now_text();
+    let failed = sqlx::query!(
+        "UPDATE messages SET status = $1, error = $2, updated_at = $3
+         WHERE id = $4 AND thread_id = $5 AND role = 'user'",
+        status.as_str(),
+        error,
+        now,
+        user_message as &MessageId,
+        thread as &ThreadId,
+    )
+    .execute(tx.conn())
+    .await?;
+    if failed.rows_affected() == 0 {
+        return Err(StoreError::MessageNotFound(user_message.clone()));
+    }
+
+    if let Some(u) = usage {
+        // Added to what an earlier run of the same message (interrupted, then retried) cost.
+        sqlx::query!(
+            "UPDATE messages SET input_tokens = COALESCE(input_tokens, 0) + $1,
+                    output_tokens = COALESCE(output_tokens, 0) + $2,
+                    cache_read_tokens = COALESCE(cache_read_tokens, 0) + $3,
+                    cache_write_tokens = COALESCE(cache_write_tokens, 0) + $4,
+                    cost_usd = COALESCE(cost_usd, 0) + $5,
+                    api_ms = COALESCE(api_ms, 0) + $6
+             WHERE id = $7",
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+            u.cost_usd,
+            u.api_ms,
+            user_message as &MessageId,
+        )
+        .execute(tx.conn())
+        .await?;
+        add_to_day(tx.conn(), u).await?;
+    }
+    record_session(tx.conn(), thread, session, &now).await
+}
+
+async fn get_message(pool: &PgPool, id: &MessageId) -> Result<Option<MessageRow>, StoreError> {
+    let row = sqlx::query_as!(
+        MessageRow,
+        r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                  role AS "role: Role", content, status AS "status: MessageStatus", error,
+                  client_message_id, reply_to AS "reply_to: MessageId", model,
+                  origin AS "origin: Origin",
+                  structured_output AS "structured_output: serde_json::Value",
+                  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                  cost_usd, api_ms,
+                  created_at::timestamptz AS "created_at!",
+                  updated_at::timestamptz AS "updated_at!"
+           FROM messages WHERE id = $1"#,
+        id as &MessageId,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row)
+}
+
+async fn list_messages(pool: &PgPool, thread: &ThreadId) -> Result<Vec<MessageRow>, StoreError> {
+    let rows = sqlx::query_as!(
+        MessageRow,
+        r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                  role AS "role: Role", content, status AS "status: MessageStatus", error,
+                  client_message_id, reply_to AS "reply_to: MessageId", model,
+                  origin AS "origin: Origin",
+                  structured_output AS "structured_output: serde_json::Value",
+                  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                  cost_usd, api_ms,
+                  created_at::timestamptz AS "created_at!",
+                  updated_at::timestamptz AS "updated_at!"
+           FROM messages WHERE thread_id = $1 ORDER BY seq, rowid"#,
+        thread as &ThreadId,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows)
+}
+
+async fn reply_for(
+    pool: &PgPool,
+    user_message: &MessageId,
+) -> Result<Option<MessageRow>, StoreError> {
+    let row = sqlx::query_as!(
+        MessageRow,
+        r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                  role AS "role: Role", content, status AS "status: MessageStatus", error,
+                  client_message_id, reply_to AS "reply_to: MessageId", model,
+                  origin AS "origin: Origin",
+                  structured_output AS "structured_output: serde_json::Value",
+                  input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                  cost_usd, api_ms,
+                  created_at::timestamptz AS "created_at!",
+                  updated_at::timestamptz AS "updated_at!"
+           FROM messages WHERE reply_to = $1 AND role = 'assistant'"#,
+        user_message as &MessageId,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row)
+}
+
+async fn history(pool: &PgPool, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
+    let exchanges = sqlx::query!(
+        "SELECT u.content AS user_content, a.content AS reply_content
+         FROM messages u
+         JOIN messages a ON a.reply_to = u.id AND a.role = 'assistant' AND a.status = 'done'
+         WHERE u.thread_id = $1 AND u.role = 'user' AND u.status = 'done'
+         ORDER BY u.seq, u.rowid",
+        thread as &ThreadId,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(exchanges
+        .into_iter()
+        .flat_map(|e| {
+            [
+                HistoryMessage {
+                    role: Role::User.as_str().to_owned(),
+                    content: e.user_content,
+                },
+                HistoryMessage {
+                    role: Role::Assistant.as_str().to_owned(),
+                    content: e.reply_content,
+                },
+            ]
+        })
+        .collect())
+}
+
+async fn retry_interrupted(
+    tx: &mut ThreadTx,
+    thread: &ThreadId,
+    id: &MessageId,
+) -> Result<Option<MessageRow>, StoreError> {
+    let now = now_text();
+    let row = sqlx::query_as!(
+        MessageRow,
+        r#"UPDATE messages SET status = 'pending', error = NULL, updated_at = $1
+           WHERE id = $2 AND thread_id = $3 AND role = 'user'
+                 AND status IN ('interrupted', 'refused')
+           RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                     role AS "role: Role", content, status AS "status: MessageStatus", error,
+                     client_message_id, reply_to AS "reply_to: MessageId", model,
+                     origin AS "origin: Origin",
+                     structured_output AS "structured_output: serde_json::Value",
+                     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                     cost_usd, api_ms,
+                     created_at::timestamptz AS "created_at!",
+                     updated_at::timestamptz AS "updated_at!""#,
+        now,
+        id as &MessageId,
+        thread as &ThreadId,
+    )
+    .fetch_optional(tx.conn())
+    .await?;
+    Ok(row)
+}
+
+async fn interrupt_pending(pool: &PgPool, reason: &str) -> Result<u64, StoreError> {
+    Ok(sqlx::query!(
+        "UPDATE messages SET status = 'interrupted', error = $1, updated_at = $2
+         WHERE status = 'pending' AND role = 'user'",
+        reason,
+        now_text(),
+    )
+    .execute(pool)
+    .await?
+    .rows_affected())
+}
+
+/// Records `session` (when set) as the thread's CLI session to resume, inside the turn's
+/// transaction.
+async fn record_session(
+    conn: &mut PgConnection,
+    thread: &ThreadId,
+    session: Option<&CliSessionId>,
+    now: &str,
+) -> Result<(), StoreError> {
+    if let Some(session) = session {
+        sqlx::query!(
+            "UPDATE threads SET cli_session_id = $1, updated_at = $2 WHERE id = $3",
+            session as &CliSessionId,
+            now,
+            thread as &ThreadId,
+        )
+        .execute(conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Locks the thread's row until the transaction ends, so writers of one thread take turns:
+/// what SQLite's one write lock gives the `seq` subqueries and the `clientMessageId` check.
+/// `NO KEY`: inserts that merely reference the thread (events, tool calls) still pass. False
+/// for an unknown thread.
+pub(crate) async fn lock_thread(
+    conn: &mut PgConnection,
+    thread: &ThreadId,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar!(
+        "SELECT id FROM threads WHERE id = $1 FOR NO KEY UPDATE",
+        thread as &ThreadId,
+    )
+    .fetch_optional(conn)
+    .await?
+    .is_some())
+}

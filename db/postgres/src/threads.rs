@@ -1,1 +1,235 @@
-//! Moves here from `orchestrator/src/store/threads.rs`.
+//! `threads`: creating, forking, looking up and listing them, the CLI session each one resumes,
+//! and how deep a delegated child sits.
+//!
+//! A fork runs in one transaction (a [`ThreadTx`] on the new thread, with no fence: nobody
+//! holds a lease on a thread that does not exist yet); the parent's messages are read in one
+//! statement, so the copy is a consistent view of them.
+
+use std::collections::HashMap;
+
+use harness_db::{
+    now_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow, MAX_DEPTH_WALK,
+};
+use plugin_contract::{CliSessionId, ThreadId};
+use sqlx::PgPool;
+
+use crate::{Postgres, ThreadTx};
+
+harness_db::thread_queries!(Postgres);
+
+async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadRow, StoreError> {
+    let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
+    Ok(sqlx::query_as!(
+        ThreadRow,
+        r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
+                               max_budget_usd, created_at, updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $7)
+           RETURNING id AS "id: ThreadId", title, model,
+                     cli_session_id AS "cli_session_id: CliSessionId",
+                     parent_id AS "parent_id: ThreadId",
+                     output_schema AS "output_schema: serde_json::Value",
+                     forked_session AS "forked_session: CliSessionId",
+                     max_budget_usd,
+                     created_at::timestamptz AS "created_at!",
+                     updated_at::timestamptz AS "updated_at!""#,
+        id as &ThreadId,
+        new.title,
+        new.model,
+        new.parent_id.as_ref() as Option<&ThreadId>,
+        schema,
+        new.max_budget_usd,
+        now_text(),
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The fork's own row: the parent's model, schema and budget limit, its session to fork.
+async fn insert_fork(
+    tx: &mut ThreadTx,
+    id: &ThreadId,
+    parent: &ThreadRow,
+    title: &str,
+) -> Result<ThreadRow, StoreError> {
+    let schema = parent
+        .output_schema
+        .as_ref()
+        .map(serde_json::Value::to_string);
+    Ok(sqlx::query_as!(
+        ThreadRow,
+        r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
+                               forked_session, max_budget_usd, created_at, updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $8, $8)
+           RETURNING id AS "id: ThreadId", title, model,
+                     cli_session_id AS "cli_session_id: CliSessionId",
+                     parent_id AS "parent_id: ThreadId",
+                     output_schema AS "output_schema: serde_json::Value",
+                     forked_session AS "forked_session: CliSessionId",
+                     max_budget_usd,
+                     created_at::timestamptz AS "created_at!",
+                     updated_at::timestamptz AS "updated_at!""#,
+        id as &ThreadId,
+        title,
+        parent.model,
+        &parent.id as &ThreadId,
+        schema,
+        parent.cli_session_id.as_ref() as Option<&CliSessionId>,
+        parent.max_budget_usd,
+        now_text(),
+    )
+    .fetch_one(tx.conn())
+    .await?)
+}
+
+/// Copies `from`'s `done` messages into `to`: new ids, `seq` from 1 in the same order, each
+/// reply pointing at the copy of its question. The text columns are copied as they are.
+async fn copy_done_messages(
+    tx: &mut ThreadTx,
+    from: &ThreadId,
+    to: &ThreadId,
+) -> Result<(), StoreError> {
+    let now = now_text();
+    let messages = sqlx::query!(
+        r#"SELECT id AS "id: MessageId", role, content, reply_to AS "reply_to: MessageId",
+                  model, structured_output
+           FROM messages WHERE thread_id = $1 AND status = 'done' ORDER BY seq"#,
+        from as &ThreadId,
+    )
+    .fetch_all(tx.conn())
+    .await?;
+    let mut new_ids = HashMap::new();
+    for (seq, m) in (1_i64..).zip(messages) {
+        let new_id = MessageId::generate();
+        let reply_to = m.reply_to.as_ref().and_then(|old| new_ids.get(old));
+        sqlx::query!(
+            "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                   client_message_id, reply_to, model, structured_output,
+                                   created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, 'done', NULL, NULL, $6, $7, $8, $9, $9)",
+            &new_id as &MessageId,
+            to as &ThreadId,
+            seq,
+            m.role,
+            m.content,
+            reply_to as Option<&MessageId>,
+            m.model,
+            m.structured_output,
+            now,
+        )
+        .execute(tx.conn())
+        .await?;
+        new_ids.insert(m.id, new_id);
+    }
+    Ok(())
+}
+
+async fn one(pool: &PgPool, id: &ThreadId) -> Result<Option<ThreadRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ThreadRow,
+        r#"SELECT id AS "id: ThreadId", title, model,
+                  cli_session_id AS "cli_session_id: CliSessionId",
+                  parent_id AS "parent_id: ThreadId",
+                  output_schema AS "output_schema: serde_json::Value",
+                  forked_session AS "forked_session: CliSessionId",
+                  max_budget_usd,
+                  created_at::timestamptz AS "created_at!",
+                  updated_at::timestamptz AS "updated_at!"
+           FROM threads WHERE id = $1"#,
+        id as &ThreadId,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn all(pool: &PgPool) -> Result<Vec<ThreadRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ThreadRow,
+        r#"SELECT id AS "id: ThreadId", title, model,
+                  cli_session_id AS "cli_session_id: CliSessionId",
+                  parent_id AS "parent_id: ThreadId",
+                  output_schema AS "output_schema: serde_json::Value",
+                  forked_session AS "forked_session: CliSessionId",
+                  max_budget_usd,
+                  created_at::timestamptz AS "created_at!",
+                  updated_at::timestamptz AS "updated_at!"
+           FROM threads ORDER BY created_at DESC, rowid DESC"#,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
+    let rows = sqlx::query!(
+        r#"SELECT t.id AS "id: ThreadId", t.title, t.model,
+                  t.cli_session_id AS "cli_session_id: CliSessionId",
+                  t.parent_id AS "parent_id: ThreadId",
+                  t.output_schema AS "output_schema: serde_json::Value",
+                  t.forked_session AS "forked_session: CliSessionId",
+                  t.max_budget_usd,
+                  t.created_at::timestamptz AS "created_at!",
+                  t.updated_at::timestamptz AS "updated_at!",
+                  COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
+                           t.updated_at)::timestamptz AS "last_activity_at!",
+                  EXISTS(SELECT 1 FROM messages m
+                         WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!"
+           FROM threads t ORDER BY t.created_at DESC, t.rowid DESC"#,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ThreadSummaryRow {
+            thread: ThreadRow {
+                id: row.id,
+                title: row.title,
+                model: row.model,
+                cli_session_id: row.cli_session_id,
+                parent_id: row.parent_id,
+                output_schema: row.output_schema,
+                forked_session: row.forked_session,
+                max_budget_usd: row.max_budget_usd,
+                created_at: row.created_at,
+                updated_at: row.updated_at,
+            },
+            last_activity_at: row.last_activity_at,
+            running: row.running,
+        })
+        .collect())
+}
+
+async fn set_cli_session(
+    tx: &mut ThreadTx,
+    id: &ThreadId,
+    session: Option<&CliSessionId>,
+) -> Result<(), StoreError> {
+    let done = sqlx::query!(
+        "UPDATE threads SET cli_session_id = $1, updated_at = $2 WHERE id = $3",
+        session as Option<&CliSessionId>,
+        now_text(),
+        id as &ThreadId,
+    )
+    .execute(tx.conn())
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::ThreadNotFound(id.clone()));
+    }
+    Ok(())
+}
+
+async fn depth(pool: &PgPool, id: &ThreadId) -> Result<Option<i64>, StoreError> {
+    // MAX over no rows (an unknown thread) is NULL.
+    Ok(sqlx::query_scalar!(
+        r#"WITH RECURSIVE chain(id, parent_id, depth) AS (
+               SELECT id, parent_id, 0::BIGINT FROM threads WHERE id = $1
+               UNION ALL
+               SELECT t.id, t.parent_id, chain.depth + 1
+               FROM threads t JOIN chain ON t.id = chain.parent_id
+               WHERE chain.depth < $2
+           )
+           SELECT MAX(depth) AS "depth?" FROM chain"#,
+        id as &ThreadId,
+        MAX_DEPTH_WALK,
+    )
+    .fetch_one(pool)
+    .await?)
+}

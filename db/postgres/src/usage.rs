@@ -1,29 +1,13 @@
 //! What turns cost: a thread's sums, a UTC day's totals (`usage_days`), a thread's budget.
 
 use chrono::{NaiveDate, Utc};
-use harness_db::{now_text, StoreError, Usage, UsageQueries};
+use harness_db::{now_text, StoreError, Usage};
 use plugin_contract::ThreadId;
 use sqlx::{PgConnection, PgPool};
 
 use crate::Postgres;
 
-impl UsageQueries for Postgres {
-    async fn thread_usage(&self, thread: &ThreadId) -> Result<Usage, StoreError> {
-        of_thread(self.pool(), thread).await
-    }
-
-    async fn day_usage(&self, day: NaiveDate) -> Result<Usage, StoreError> {
-        of_day(self.pool(), day).await
-    }
-
-    async fn set_thread_budget(
-        &self,
-        thread: &ThreadId,
-        max_budget_usd: Option<f64>,
-    ) -> Result<(), StoreError> {
-        set_thread_budget(self.pool(), thread, max_budget_usd).await
-    }
-}
+harness_db::usage_queries!(Postgres);
 
 async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage, StoreError> {
     // SUM of BIGINT is NUMERIC on PostgreSQL: cast back.
@@ -77,7 +61,6 @@ async fn set_thread_budget(
 }
 
 /// Adds one turn's usage to today's totals, inside the transaction that stores it.
-#[allow(dead_code)] // Called by the messages' writes once they move here.
 pub(crate) async fn add_to_day(conn: &mut PgConnection, usage: &Usage) -> Result<(), StoreError> {
     let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
     sqlx::query!(

@@ -36,4 +36,12 @@ impl Sqlite {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+
+    /// True when `PRAGMA integrity_check` reports `ok`.
+    pub async fn integrity_ok(&self) -> Result<bool, harness_db::StoreError> {
+        let rows = sqlx::query_scalar!("PRAGMA integrity_check")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.len() == 1 && rows[0].as_deref() == Some("ok"))
+    }
 }

@@ -1,1 +1,102 @@
-//! Moves here from `orchestrator/src/store/permissions.rs`.
+//! `permissions`: the tool permissions the CLI asked for, recorded when asked and decided once.
+
+use chrono::{DateTime, Utc};
+use harness_db::{now_text, Fence, MessageId, NewPermission, PermissionRow, StoreError};
+use plugin_contract::ThreadId;
+use sqlx::SqlitePool;
+
+use crate::{Sqlite, ThreadTx};
+
+harness_db::permission_queries!(Sqlite);
+
+async fn insert(
+    tx: &mut ThreadTx,
+    new: &NewPermission<'_>,
+    status: &str,
+    decided_by: Option<&str>,
+    reason: Option<&str>,
+) -> Result<(), StoreError> {
+    let input = new.input.to_string();
+    let now = now_text();
+    let decided_at = decided_by.map(|_| now.clone());
+    sqlx::query!(
+        "INSERT INTO permissions (id, thread_id, message_id, tool_use_id, tool_name, input,
+                                  status, decided_by, reason, created_at, decided_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        new.request_id,
+        new.thread_id,
+        new.message_id,
+        new.tool_use_id,
+        new.tool_name,
+        input,
+        status,
+        decided_by,
+        reason,
+        now,
+        decided_at,
+    )
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+/// True when the request was pending and is now decided.
+async fn decide(
+    tx: &mut ThreadTx,
+    request_id: &str,
+    status: &str,
+    decided_by: &str,
+    reason: Option<&str>,
+) -> Result<bool, StoreError> {
+    let now = now_text();
+    let done = sqlx::query!(
+        "UPDATE permissions SET status = ?2, decided_by = ?3, reason = ?4, decided_at = ?5
+         WHERE id = ?1 AND status = 'pending'",
+        request_id,
+        status,
+        decided_by,
+        reason,
+        now,
+    )
+    .execute(tx.conn())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+async fn deny_pending(pool: &SqlitePool, reason: &str) -> Result<u64, StoreError> {
+    let now = now_text();
+    let done = sqlx::query!(
+        "UPDATE permissions SET status = 'denied', decided_by = 'interrupt', reason = ?1,
+                                decided_at = ?2
+         WHERE status = 'pending'",
+        reason,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+async fn select(
+    pool: &SqlitePool,
+    thread: &ThreadId,
+    pending_only: bool,
+    request_id: Option<&str>,
+) -> Result<Vec<PermissionRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        PermissionRow,
+        r#"SELECT id AS "request_id!", thread_id AS "thread_id: ThreadId",
+                  message_id AS "message_id: MessageId", tool_use_id, tool_name,
+                  input AS "input: serde_json::Value", status, decided_by, reason,
+                  created_at AS "created_at: DateTime<Utc>",
+                  decided_at AS "decided_at: DateTime<Utc>"
+           FROM permissions
+           WHERE thread_id = ?1 AND (?2 = 0 OR status = 'pending') AND (?3 IS NULL OR id = ?3)
+           ORDER BY created_at, id"#,
+        thread,
+        pending_only,
+        request_id,
+    )
+    .fetch_all(pool)
+    .await?)
+}

@@ -1,28 +1,13 @@
 //! `tool_calls`: a record of every tool call the in-process MCP server served.
 
 use chrono::{DateTime, Utc};
-use harness_db::{
-    is_foreign_key_violation, now_text, Fence, NewToolCall, StoreError, ToolCallQueries,
-    ToolCallRow,
-};
+use harness_db::{is_foreign_key_violation, now_text, Fence, NewToolCall, StoreError, ToolCallRow};
 use plugin_contract::ThreadId;
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::{Sqlite, ThreadTx};
 
-impl ToolCallQueries for Sqlite {
-    async fn record_tool_call(
-        &self,
-        fence: Option<&Fence>,
-        call: &NewToolCall,
-    ) -> Result<i64, StoreError> {
-        record(self.pool(), fence, call).await
-    }
-
-    async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {
-        of_thread(self.pool(), thread).await
-    }
-}
+harness_db::tool_call_queries!(Sqlite);
 
 /// Records a finished call: in the thread's fenced transaction when it has a thread.
 async fn record(

@@ -122,6 +122,7 @@ pub struct Message {
 
 impl From<MessageRow> for Message {
     fn from(row: MessageRow) -> Self {
+        let usage = row.usage();
         Message {
             id: row.id,
             thread_id: row.thread_id,
@@ -135,7 +136,7 @@ impl From<MessageRow> for Message {
             model: row.model,
             origin: row.origin,
             structured_output: row.structured_output,
-            usage: row.usage,
+            usage,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -283,7 +284,12 @@ mod tests {
             model: None,
             origin: Origin::User,
             structured_output: None,
-            usage: None,
+            input_tokens: None,
+            output_tokens: None,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
+            cost_usd: None,
+            api_ms: None,
             created_at: row.created_at,
             updated_at: row.updated_at,
         });

@@ -61,13 +61,16 @@ impl Pipeline {
         let turn = lease.adopt(events);
         let inserted = inner
             .store
-            .insert_user_message(NewUserMessage {
-                thread_id: thread.clone(),
-                content: format!("(a turn the CLI started by itself: {source})"),
-                client_message_id: None,
-                model: None,
-                origin: Origin::Cli,
-            })
+            .insert_user_message(
+                NewUserMessage {
+                    thread_id: thread.clone(),
+                    content: format!("(a turn the CLI started by itself: {source})"),
+                    client_message_id: None,
+                    model: None,
+                    origin: Origin::Cli,
+                },
+                None,
+            )
             .await;
         let user = match inserted {
             Ok(Inserted::New(user) | Inserted::Duplicate(user)) => user,
@@ -137,6 +140,7 @@ impl Pipeline {
                         &exceeded.to_string(),
                         session.as_ref(),
                         usage.as_ref(),
+                        None,
                     )
                     .await;
                 if let Err(err) = stored {
@@ -165,6 +169,7 @@ impl Pipeline {
                         None,
                         session.as_ref(),
                         usage.as_ref(),
+                        None,
                     )
                     .await;
                 match stored {
@@ -195,7 +200,14 @@ impl Pipeline {
                 };
                 let stored = inner
                     .store
-                    .fail_turn(&user.id, status, &error, session.as_ref(), usage.as_ref())
+                    .fail_turn(
+                        &user.id,
+                        status,
+                        &error,
+                        session.as_ref(),
+                        usage.as_ref(),
+                        None,
+                    )
                     .await;
                 if let Err(err) = stored {
                     warn!(message_id = %user.id, error = %err, "Could not record the failed CLI turn.");

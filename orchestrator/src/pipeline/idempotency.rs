@@ -36,7 +36,7 @@ pub(super) async fn admit(
 ) -> Result<(Admitted, QueueTicket), PipelineError> {
     let _in_order = ticket.lock_order().await;
     let inserted = store
-        .insert_user_message_fenced(
+        .insert_user_message(
             NewUserMessage {
                 thread_id: msg.thread_id.clone(),
                 content: msg.content.clone(),

@@ -59,13 +59,13 @@ impl Pipeline {
                 if let Err(err) = self
                     .inner
                     .store
-                    .fail_turn_fenced(
-                        msg_fence.as_ref(),
+                    .fail_turn(
                         &user.id,
                         MessageStatus::Error,
                         &error,
                         None,
                         None,
+                        msg_fence.as_ref(),
                     )
                     .await
                 {
@@ -93,13 +93,13 @@ impl Pipeline {
             let status = MessageStatus::Interrupted;
             inner
                 .store
-                .fail_turn_fenced(
-                    msg.fence.as_ref(),
+                .fail_turn(
                     &user.id,
                     status,
                     &error.to_string(),
                     None,
                     None,
+                    msg.fence.as_ref(),
                 )
                 .await?;
             return Err(PipelineError::Turn {
@@ -144,14 +144,14 @@ impl Pipeline {
             Ok(done) => {
                 let message = inner
                     .store
-                    .complete_turn_fenced(
-                        msg.fence.as_ref(),
+                    .complete_turn(
                         &user.id,
                         &done.text,
                         model.as_deref(),
                         done.structured_output.as_ref(),
                         done.session_id.as_ref(),
                         tally.usage.as_ref(),
+                        msg.fence.as_ref(),
                     )
                     .await?;
                 self.count_usage(tally.usage.as_ref());
@@ -189,13 +189,13 @@ impl Pipeline {
                 };
                 inner
                     .store
-                    .fail_turn_fenced(
-                        msg.fence.as_ref(),
+                    .fail_turn(
                         &user.id,
                         status,
                         &error.to_string(),
                         None,
                         tally.usage.as_ref(),
+                        msg.fence.as_ref(),
                     )
                     .await?;
                 self.count_usage(tally.usage.as_ref());
@@ -229,6 +229,7 @@ impl Pipeline {
                 &user.id,
                 MessageStatus::Refused,
                 &exceeded.to_string(),
+                None,
                 None,
                 None,
             )
@@ -723,7 +724,7 @@ impl Drop for TerminalEvent {
             let (store, message) = (self.pipeline.inner.store.clone(), self.message.clone());
             self.pipeline.inner.tasks.spawn(async move {
                 let _ = store
-                    .fail_turn(&message, MessageStatus::Error, error, None, None)
+                    .fail_turn(&message, MessageStatus::Error, error, None, None, None)
                     .await;
             });
         }

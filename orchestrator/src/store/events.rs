@@ -3,48 +3,20 @@
 //! one AUTOINCREMENT sequence (a BIGSERIAL on PostgreSQL), so they only grow, across threads and
 //! restarts.
 //!
-//! On PostgreSQL several daemons may append to one log, so two more things live here:
-//! - **Per-thread commit order.** An append takes a transaction-scoped advisory lock on its
-//!   thread before it draws an id, so a thread's events commit in id order: a reader that has
-//!   seen a thread's event N never later finds a smaller id of that thread committed.
+//! On PostgreSQL several daemons may append to one log, so two more things hold there
+//! (`harness-db-postgres`, `events.rs`, says how):
+//! - **Per-thread commit order.** A thread's events commit in id order: a reader that has seen a
+//!   thread's event N never later finds a smaller id of that thread committed.
 //!   ([`Store::events_after`] is exact without a look-back window.)
-//! - **Wake-ups.** The append also `NOTIFY`s [`EVENTS_CHANNEL`] (payload `<thread id> <event
-//!   id>`), in the same transaction, so the notification is delivered only after the row is
-//!   visible. [`SharedEvents::listener`] hears them for `events::EventBus`.
+//! - **Wake-ups.** Each append `NOTIFY`s [`EVENTS_CHANNEL`] (payload `<thread id> <event id>`),
+//!   delivered only once the row is visible. [`SharedEvents::listener`] hears them for
+//!   `events::EventBus`.
 
-use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
-use sqlx::postgres::PgListener;
-use sqlx::PgPool;
 
-use super::{now_text, Db, EventRow, MessageId, Store, StoreError};
+pub use harness_db_postgres::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 
-/// The PostgreSQL channel appends notify: one notification per stored event.
-pub const EVENTS_CHANNEL: &str = "harness_events";
-
-/// An `events` row as sqlx decodes it. The thread id is still text: `plugin-contract` has no sqlx,
-/// so it is wrapped here.
-struct EventRecord {
-    id: i64,
-    thread_id: String,
-    message_id: Option<MessageId>,
-    kind: String,
-    data: serde_json::Value,
-    created_at: DateTime<Utc>,
-}
-
-impl From<EventRecord> for EventRow {
-    fn from(row: EventRecord) -> Self {
-        EventRow {
-            id: row.id,
-            thread_id: ThreadId::from_string(row.thread_id),
-            message_id: row.message_id,
-            kind: row.kind,
-            data: row.data,
-            created_at: row.created_at,
-        }
-    }
-}
+use super::{on_db, Db, EventQueries, EventRow, MessageId, Store, StoreError};
 
 impl Store {
     /// Appends an event to the thread's log and returns it with its id.
@@ -58,42 +30,8 @@ impl Store {
         data: &serde_json::Value,
     ) -> Result<EventRow, StoreError> {
         let _timer = self.metrics.time("append_event");
-        let pool = match &self.db {
-            Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => {
-                return postgres::append_event(
-                    pool,
-                    thread,
-                    message,
-                    kind,
-                    data,
-                    self.fencing(None),
-                )
-                .await
-            }
-        };
-        let now = now_text();
-        let thread_id = thread.as_str();
-        super::leases::check_fence_sqlite_pool(pool, thread_id, self.fencing(None)).await?;
-        // Selecting FROM threads turns an unknown thread into "no row" rather than a foreign key
-        // error we would have to recognise.
-        let row = sqlx::query_as!(
-            EventRecord,
-            r#"INSERT INTO events (thread_id, message_id, kind, data, created_at)
-               SELECT t.id, ?1, ?2, ?3, ?4 FROM threads t WHERE t.id = ?5
-               RETURNING id AS "id!", thread_id, message_id AS "message_id: MessageId", kind,
-                         data AS "data: serde_json::Value",
-                         created_at AS "created_at: DateTime<Utc>""#,
-            message,
-            kind,
-            data,
-            now,
-            thread_id,
-        )
-        .fetch_optional(pool)
-        .await?;
-        row.map(EventRow::from)
-            .ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))
+        let fence = self.fence(thread, None)?;
+        on_db!(self, db => db.append_event(fence.as_ref(), thread, message, kind, data).await)
     }
 
     /// The thread's events with an id greater than `after`, oldest first, at most `limit` of them.
@@ -104,25 +42,7 @@ impl Store {
         after: i64,
         limit: u32,
     ) -> Result<Vec<EventRow>, StoreError> {
-        let pool = match &self.db {
-            Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => return postgres::events_after(pool, thread, after, limit).await,
-        };
-        let thread = thread.as_str();
-        let rows = sqlx::query_as!(
-            EventRecord,
-            r#"SELECT id AS "id!", thread_id, message_id AS "message_id: MessageId", kind,
-                      data AS "data: serde_json::Value",
-                      created_at AS "created_at: DateTime<Utc>"
-               FROM events WHERE thread_id = ?1 AND id > ?2
-               ORDER BY id LIMIT ?3"#,
-            thread,
-            after,
-            limit,
-        )
-        .fetch_all(pool)
-        .await?;
-        Ok(rows.into_iter().map(EventRow::from).collect())
+        on_db!(self, db => db.events_after(thread, after, limit).await)
     }
 
     /// The log other daemons append to as well: `Some` on PostgreSQL, `None` on SQLite (one
@@ -130,188 +50,8 @@ impl Store {
     pub fn shared_events(&self) -> Option<SharedEvents> {
         match &self.db {
             Db::Sqlite(_) => None,
-            Db::Postgres(pool) => Some(SharedEvents { pool: pool.clone() }),
+            Db::Postgres(db) => Some(db.shared_events()),
         }
-    }
-}
-
-/// The event log as several daemons share it (PostgreSQL): where a reader stands, and the
-/// notifications that say a new event was stored.
-#[derive(Clone, Debug)]
-pub struct SharedEvents {
-    pool: PgPool,
-}
-
-impl SharedEvents {
-    /// The id of the thread's latest stored event, 0 when it has none: a live reader that
-    /// starts now starts after it.
-    pub async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError> {
-        let id: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM events WHERE thread_id = $1")
-            .bind(thread.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(id.unwrap_or(0))
-    }
-
-    /// A listener on [`EVENTS_CHANNEL`]; it connects on its first [`EventListener::next`].
-    pub fn listener(&self) -> EventListener {
-        EventListener {
-            pool: self.pool.clone(),
-            listener: None,
-        }
-    }
-}
-
-/// What an [`EventListener`] heard.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Wakeup {
-    /// Some daemon (this one included) stored event `id` of `thread`.
-    Event { thread: ThreadId, id: i64 },
-    /// The listener (re)connected: notifications sent while it was not listening are lost, so
-    /// anything may have happened to any thread.
-    Connected,
-}
-
-/// Notifications of stored events, from one dedicated PostgreSQL connection.
-pub struct EventListener {
-    pool: PgPool,
-    /// `None` before the first connection and after one was lost.
-    listener: Option<PgListener>,
-}
-
-impl EventListener {
-    /// The next wake-up; `Ok(None)` once the store is closed (the daemon is stopping). After an
-    /// error the caller backs off and calls again, which reconnects.
-    pub async fn next(&mut self) -> Result<Option<Wakeup>, StoreError> {
-        let listener = match &mut self.listener {
-            Some(listener) => listener,
-            None => {
-                if self.pool.is_closed() {
-                    return Ok(None);
-                }
-                let mut listener = PgListener::connect_with(&self.pool).await?;
-                listener.listen(EVENTS_CHANNEL).await?;
-                self.listener = Some(listener);
-                return Ok(Some(Wakeup::Connected));
-            }
-        };
-        match listener.try_recv().await {
-            Ok(Some(notification)) => match parse_payload(notification.payload()) {
-                Some((thread, id)) => Ok(Some(Wakeup::Event { thread, id })),
-                // Not ours to read; treat it as "something happened".
-                None => Ok(Some(Wakeup::Connected)),
-            },
-            // The connection was lost; the next call connects again and says so.
-            Ok(None) => {
-                self.listener = None;
-                self.next_after_loss().await
-            }
-            // The listener holds a pool connection and the pool's close waits for it: let go.
-            Err(sqlx::Error::PoolClosed) => {
-                self.listener = None;
-                Ok(None)
-            }
-            Err(err) => {
-                self.listener = None;
-                Err(err.into())
-            }
-        }
-    }
-
-    async fn next_after_loss(&mut self) -> Result<Option<Wakeup>, StoreError> {
-        Box::pin(self.next()).await
-    }
-}
-
-/// `<thread id> <event id>`, as [`postgres::append_event`] writes it.
-fn parse_payload(payload: &str) -> Option<(ThreadId, i64)> {
-    let (thread, id) = payload.rsplit_once(' ')?;
-    Some((ThreadId::from_string(thread.to_owned()), id.parse().ok()?))
-}
-
-/// The same operations on PostgreSQL, in the order of `impl Store` above.
-mod postgres {
-    use sqlx::postgres::PgRow;
-    use sqlx::Row;
-
-    use super::super::pg;
-    use super::*;
-
-    /// The first key of the per-thread append locks (`pg_advisory_xact_lock(space, hash)`), so
-    /// they cannot meet other advisory locks on the database. "HEVT".
-    const EVENT_LOCK_SPACE: i32 = 0x4845_5654;
-
-    fn event(row: &PgRow) -> Result<EventRow, StoreError> {
-        Ok(EventRecord {
-            id: row.try_get("id")?,
-            thread_id: row.try_get("thread_id")?,
-            message_id: row.try_get("message_id")?,
-            kind: row.try_get("kind")?,
-            data: pg::json(row, "data")?,
-            created_at: pg::time(row, "created_at")?,
-        }
-        .into())
-    }
-
-    pub(super) async fn append_event(
-        pool: &PgPool,
-        thread: &ThreadId,
-        message: Option<&MessageId>,
-        kind: &str,
-        data: &serde_json::Value,
-        fencing: super::super::leases::Fencing<'_>,
-    ) -> Result<EventRow, StoreError> {
-        let mut tx = pool.begin().await?;
-        // Appends to one thread queue here, so they draw ids and commit in the same order (the
-        // lock is held until COMMIT, after the row is visible). Other threads are not held up.
-        sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(EVENT_LOCK_SPACE)
-            .bind(thread.as_str())
-            .execute(&mut *tx)
-            .await?;
-        super::super::leases::check_fence_pg(&mut tx, thread.as_str(), fencing).await?;
-        // The notification is queued in the transaction and delivered at COMMIT, never before
-        // the row can be read.
-        let row = sqlx::query(
-            "WITH e AS (
-                 INSERT INTO events (thread_id, message_id, kind, data, created_at)
-                 SELECT t.id, $1, $2, $3, $4 FROM threads t WHERE t.id = $5
-                 RETURNING id, thread_id, message_id, kind, data, created_at)
-             SELECT e.*, pg_notify($6, e.thread_id || ' ' || e.id) FROM e",
-        )
-        .bind(message.map(MessageId::as_str))
-        .bind(kind)
-        .bind(data.to_string())
-        .bind(now_text())
-        .bind(thread.as_str())
-        .bind(EVENTS_CHANNEL)
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        row.map(|row| event(&row))
-            .transpose()?
-            .ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))
-    }
-
-    pub(super) async fn events_after(
-        pool: &PgPool,
-        thread: &ThreadId,
-        after: i64,
-        limit: u32,
-    ) -> Result<Vec<EventRow>, StoreError> {
-        sqlx::query(
-            "SELECT id, thread_id, message_id, kind, data, created_at
-             FROM events WHERE thread_id = $1 AND id > $2
-             ORDER BY id LIMIT $3",
-        )
-        .bind(thread.as_str())
-        .bind(after)
-        .bind(i64::from(limit))
-        .fetch_all(pool)
-        .await?
-        .iter()
-        .map(event)
-        .collect()
     }
 }
 
@@ -489,16 +229,6 @@ mod tests {
             .expect("the store closes and the listener ends within 10 s");
             assert_eq!(last.unwrap(), None);
         }
-    }
-
-    #[test]
-    fn payloads_parse_back() {
-        assert_eq!(
-            parse_payload("thr_a b 42"),
-            Some((ThreadId::from_string("thr_a b".to_owned()), 42))
-        );
-        assert_eq!(parse_payload("thr_a"), None);
-        assert_eq!(parse_payload("thr_a x"), None);
     }
 
     store_tests! {

@@ -1,48 +1,32 @@
 //! The store: threads, their messages, turn events and tool calls, in SQLite (the embedded
-//! default, one machine) or PostgreSQL (`--db postgres://…`). All of the daemon's SQL lives in
-//! this module and its children; the schema lives in `migrations/` (SQLite, [`MIGRATOR`]) and
-//! `migrations/postgres/` ([`PG_MIGRATOR`]), applied when the store opens. Migration N is the same
-//! change on both databases.
+//! default, one machine) or PostgreSQL (`--db postgres://…`). The schema lives in `migrations/`
+//! (SQLite, [`MIGRATOR`]) and `migrations/postgres/` ([`PG_MIGRATOR`]), applied when the store
+//! opens; migration N is the same change on both databases.
 //!
-//! - `threads.rs`: create, look up and list threads; the CLI session to resume; depth of a child.
-//! - `messages.rs`: the life of a turn (user message pending → done/error/interrupted, assistant
-//!   reply), history for a fresh session, crash recovery.
-//! - `events.rs`: the per-thread event log that SSE replays.
-//! - `tool_calls.rs`: a record of every tool call the MCP server served.
-//! - `transcripts.rs`: the CLI's transcript entries as its processes mirror them, to restore a
-//!   session the CLI's config dir no longer has.
-//! - `leases.rs`: which node owns a thread when several share the database (take, renew,
-//!   release, look up), and the [`Fence`] a turn's writes carry.
-//! - `pg.rs`: reading PostgreSQL rows (the decoding the SQLite macros do for their side).
-//! - `usage.rs`, `permissions.rs`: a turn's usage and the day's totals; tool permissions.
+//! This is the facade. The SQL lives in two crates, one per database (`db/sqlite`,
+//! `db/postgres`), every statement in a `query!`-family macro checked at build time against that
+//! database's schema (their own `.sqlx/`, which `just sqlx-prepare` regenerates). Both implement
+//! the query traits of `harness-db` (`db/core`: the rows, the stored values, [`Fence`],
+//! [`StoreError`]), one trait per module; [`Store`] holds whichever database it opened and calls
+//! it once for both through `on_db!(self, db => db.op(..).await)`. What the facade adds:
+//! - a latency timer per call (`harness_sqlite_query_duration_seconds`, by method);
+//! - ids (`ThreadId`, `MessageId`) and the checks that need no SQL;
+//! - the fence a thread's write must pass (`Store::fence`: the caller's, else this node's from
+//!   its lease book, `leases/`); the query crates check it inside the write's own transaction
+//!   (`ThreadTx`), so no write of a thread skips it;
+//! - on PostgreSQL, the listener that hears other daemons' events (`events.rs`).
 //!
-//! Each operation is written once per database, side by side in a `match` on the backend. Every
-//! SQLite statement is written out in a `sqlx::query!`-family macro, so the compiler checks it
-//! against the schema: online when `DATABASE_URL` names a migrated database, otherwise from the
-//! query data committed in `.sqlx/` at the workspace root (`just sqlx-prepare` regenerates it
-//! after a query or a migration changes). PostgreSQL statements are run-time `sqlx::query` with
-//! explicit row mapping (`pg.rs`): checking them at build time would need a server there; the
-//! store's tests run every operation on both databases instead. `events.rs`, `messages.rs`,
-//! `permissions.rs`, `tool_calls.rs`, `transcripts.rs` and `usage.rs` keep their PostgreSQL
-//! side in a `postgres` module after their `impl Store` (before the tests); `threads.rs` and
-//! `leases.rs` write it inline in each `match` arm.
+//! Modules, each the facade of the same module in both query crates: `threads.rs` (create, fork,
+//! look up, list; the CLI session to resume; depth of a child), `messages/` (the life of a turn:
+//! user message pending → done/error/interrupted, the reply, history, crash recovery),
+//! `events.rs` (the per-thread log SSE replays), `tool_calls.rs`, `transcripts.rs` (the CLI's
+//! transcript entries, to restore a session), `leases/` (which node owns a thread when several
+//! share the database), `usage.rs` and `permissions.rs`. Each has its tests, run on both
+//! databases (`store_tests!`).
 //!
-//! sqlx decodes every column: [`Role`] and [`MessageStatus`] derive `sqlx::Type` over their stored
-//! strings (parsed with `FromStr` on PostgreSQL), [`MessageId`] is transparent over its text,
-//! JSON columns decode as `serde_json::Value`, timestamps as `DateTime<Utc>`. A stored value that
-//! does not decode becomes [`StoreError::Corrupt`] instead of a panic. Timestamps are written as
-//! RFC 3339 UTC text of fixed width (microseconds, `Z`; see `now_text`) on both databases, so
-//! text order is time order.
-//!
-//! Concurrency: SQLite runs each write under the database's one write lock (`BEGIN IMMEDIATE`
-//! for transactions); PostgreSQL has no such lock, so what SQLite gets from it (a thread's next
-//! `seq`, one message per `clientMessageId`) comes from locking the thread's row
-//! (`FOR NO KEY UPDATE`) in the writing transaction.
-//!
-//! The contract's ids (`ThreadId`, `CliSessionId`) are converted at this edge (`thread.as_str()`
-//! when binding, `from_string` when reading into a private `*Record` row), so `plugin-contract`
-//! needs no sqlx. The macros borrow their arguments until the query runs, so a converted value
-//! (`id.as_str()`, `now_text()`) is bound to a local first.
+//! A stored value that does not decode becomes [`StoreError::Corrupt`] instead of a panic.
+//! Timestamps are written as RFC 3339 UTC text of fixed width ([`now_text`]) on both databases,
+//! so text order is time order.
 //!
 //! **Invariant:** nothing here deletes rows; a thread, once created, exists for good. Code that
 //! checks a thread exists and then writes relies on it.
@@ -51,7 +35,6 @@ mod events;
 mod leases;
 mod messages;
 mod permissions;
-mod pg;
 mod threads;
 mod tool_calls;
 mod transcripts;
@@ -60,19 +43,15 @@ mod usage;
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 // The store's vocabulary and the query traits, from the crate both databases share.
 pub use harness_db::*;
-pub use leases::{Claim, TAKEOVER_REASON};
-pub use permissions::{NewPermission, PermissionRow};
-pub use transcripts::TranscriptEntry;
+pub use leases::Claim;
 
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
 use plugin_contract::{HistoryMessage, ThreadId, ThreadInfo};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 /// The SQLite schema migrations, embedded at compile time. Run by [`Store::open`]; tests that
 /// build their own pool run it too.
@@ -104,7 +83,6 @@ const PG_IDLE_IN_TRANSACTION: &str = "5s";
 #[derive(Clone, Debug)]
 pub struct Store {
     db: Db,
-    backends: Backends,
     /// Latency of store calls, shared by every clone; registered in `/metrics`.
     metrics: crate::metrics::StoreMetrics,
     /// This node's leases when several nodes share the database ([`Store::as_node`]): every
@@ -112,39 +90,21 @@ pub struct Store {
     node: Option<std::sync::Arc<leases::NodeLeases>>,
 }
 
-/// Which database the store runs on; operations not yet moved to the query crates match on it.
+/// Which database the store runs on, as its query crate: each operation is written once per
+/// database there (checked at build time) and called through [`on_db!`].
 #[derive(Clone, Debug)]
 enum Db {
-    Sqlite(SqlitePool),
-    Postgres(PgPool),
-}
-
-/// The same database as [`Db`], as its query crate's [`Backend`]: each operation the facade
-/// calls through [`on_db!`] is written once per database there, checked at build time.
-#[derive(Clone, Debug)]
-enum Backends {
     Sqlite(harness_db_sqlite::Sqlite),
     Postgres(harness_db_postgres::Postgres),
-}
-
-impl Db {
-    fn backends(&self) -> Backends {
-        match self {
-            Db::Sqlite(pool) => Backends::Sqlite(harness_db_sqlite::Sqlite::new(pool.clone())),
-            Db::Postgres(pool) => {
-                Backends::Postgres(harness_db_postgres::Postgres::new(pool.clone()))
-            }
-        }
-    }
 }
 
 /// `on_db!(self, db => db.op(args).await)`: the call on whichever database the store runs, the
 /// same expression for both (each crate implements [`Backend`] with the same signatures).
 macro_rules! on_db {
     ($store:expr, $db:ident => $call:expr) => {
-        match &$store.backends {
-            Backends::Sqlite($db) => $call,
-            Backends::Postgres($db) => $call,
+        match &$store.db {
+            Db::Sqlite($db) => $call,
+            Db::Postgres($db) => $call,
         }
     };
 }
@@ -231,8 +191,7 @@ impl Store {
         MIGRATOR.run(&pool).await?;
         tracing::info!(path, "Opened the store.");
         Ok(Store {
-            backends: Db::Sqlite(pool.clone()).backends(),
-            db: Db::Sqlite(pool),
+            db: Db::Sqlite(harness_db_sqlite::Sqlite::new(pool)),
             metrics: Default::default(),
             node: None,
         })
@@ -254,8 +213,7 @@ impl Store {
         PG_MIGRATOR.run(&pool).await?;
         tracing::info!(database = %shown, "Opened the store on PostgreSQL.");
         Ok(Store {
-            backends: Db::Postgres(pool.clone()).backends(),
-            db: Db::Postgres(pool),
+            db: Db::Postgres(harness_db_postgres::Postgres::new(pool)),
             metrics: Default::default(),
             node: None,
         })
@@ -277,26 +235,15 @@ impl Store {
     /// True when the database looks sound: SQLite's `PRAGMA integrity_check` reports `ok`; on
     /// PostgreSQL (which checks its pages itself) a query answers. The health check uses it.
     pub async fn integrity_ok(&self) -> Result<bool, StoreError> {
-        match &self.db {
-            Db::Sqlite(pool) => {
-                let rows = sqlx::query_scalar!("PRAGMA integrity_check")
-                    .fetch_all(pool)
-                    .await?;
-                Ok(rows.len() == 1 && rows[0].as_deref() == Some("ok"))
-            }
-            Db::Postgres(pool) => {
-                let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(pool).await?;
-                Ok(one == 1)
-            }
-        }
+        on_db!(self, db => db.integrity_ok().await)
     }
 
     /// Closes every connection, waiting for checked-out ones to come back. Call at shutdown so the
     /// WAL is checkpointed; later calls on any clone fail with [`StoreError::Db`].
     pub async fn close(&self) {
         match &self.db {
-            Db::Sqlite(pool) => pool.close().await,
-            Db::Postgres(pool) => pool.close().await,
+            Db::Sqlite(db) => db.pool().close().await,
+            Db::Postgres(db) => db.pool().close().await,
         }
     }
 }

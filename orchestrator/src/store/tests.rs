@@ -1,4 +1,5 @@
 use chrono::{DateTime, SecondsFormat, Utc};
+use sqlx::SqlitePool;
 
 use super::*;
 
@@ -73,6 +74,7 @@ async fn the_usage_migration_keeps_messages_and_what_points_at_them() {
             &MessageId::from_string("q"),
             MessageStatus::Refused,
             "budget",
+            None,
             None,
             None,
         )
@@ -154,31 +156,31 @@ impl Store {
     /// The SQLite pool, for tests of SQLite itself. Panics on PostgreSQL.
     pub(crate) fn sqlite_pool(&self) -> &SqlitePool {
         match &self.db {
-            Db::Sqlite(pool) => pool,
+            Db::Sqlite(db) => db.pool(),
             Db::Postgres(_) => panic!("a SQLite test got a PostgreSQL store"),
         }
     }
 
     pub(crate) async fn test_execute(&self, sql: &str) {
         match &self.db {
-            Db::Sqlite(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
-            Db::Postgres(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+            Db::Sqlite(db) => sqlx::raw_sql(sql).execute(db.pool()).await.map(drop),
+            Db::Postgres(db) => sqlx::raw_sql(sql).execute(db.pool()).await.map(drop),
         }
         .unwrap();
     }
 
     pub(crate) async fn test_count(&self, sql: &str) -> i64 {
         match &self.db {
-            Db::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
-            Db::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+            Db::Sqlite(db) => sqlx::query_scalar(sql).fetch_one(db.pool()).await,
+            Db::Postgres(db) => sqlx::query_scalar(sql).fetch_one(db.pool()).await,
         }
         .unwrap()
     }
 
     pub(crate) async fn test_text(&self, sql: &str) -> String {
         match &self.db {
-            Db::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
-            Db::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+            Db::Sqlite(db) => sqlx::query_scalar(sql).fetch_one(db.pool()).await,
+            Db::Postgres(db) => sqlx::query_scalar(sql).fetch_one(db.pool()).await,
         }
         .unwrap()
     }
@@ -271,7 +273,7 @@ async fn postgres_store_is_migrated_and_persists_across_reopen() {
          ORDER BY table_name",
     )
     .fetch_all(match &store.db {
-        Db::Postgres(pool) => pool,
+        Db::Postgres(db) => db.pool(),
         Db::Sqlite(_) => unreachable!(),
     })
     .await
@@ -280,7 +282,7 @@ async fn postgres_store_is_migrated_and_persists_across_reopen() {
     // A daemon frozen mid-transaction cannot hold its locks for good.
     let idle_limit: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
         .fetch_one(match &store.db {
-            Db::Postgres(pool) => pool,
+            Db::Postgres(db) => db.pool(),
             Db::Sqlite(_) => unreachable!(),
         })
         .await
@@ -380,17 +382,20 @@ store_tests! {
             .await
             .unwrap();
         let question = store
-            .insert_user_message(NewUserMessage {
-                thread_id: child.id.clone(),
-                content: "ping".into(),
-                client_message_id: None,
-                model: None,
-                origin: crate::store::Origin::User,
-            })
+            .insert_user_message(
+                NewUserMessage {
+                    thread_id: child.id.clone(),
+                    content: "ping".into(),
+                    client_message_id: None,
+                    model: None,
+                    origin: crate::store::Origin::User,
+                },
+                None,
+            )
             .await
             .unwrap();
         store
-            .complete_turn(&question.message().id, "pong", None, None, None, None)
+            .complete_turn(&question.message().id, "pong", None, None, None, None, None)
             .await
             .unwrap();
 

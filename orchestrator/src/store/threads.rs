@@ -1,74 +1,9 @@
-//! Threads: creating, looking up and listing them, the CLI session each one resumes, and how deep a
-//! delegated child sits. Messages of a thread are in `messages.rs`.
+//! Threads: creating, looking up and listing them, the CLI session each one resumes, and how
+//! deep a delegated child sits. Messages of a thread are in `messages.rs`.
 
-use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
 
-use sqlx::postgres::PgRow;
-use sqlx::Row;
-
-use super::{now_text, pg, Db, NewThread, Store, StoreError, ThreadRow, ThreadSummaryRow};
-
-/// Guards the depth walk against a parent cycle. Creation makes cycles impossible (a parent must
-/// exist before its child gets a fresh id), but a hand-edited database should not hang the daemon.
-const MAX_DEPTH_WALK: i64 = 10_000;
-
-/// A `threads` row as sqlx decodes it. The contract's ids are still text: `plugin-contract` has no
-/// sqlx, so they are wrapped here.
-struct ThreadRecord {
-    id: String,
-    title: Option<String>,
-    model: Option<String>,
-    cli_session_id: Option<String>,
-    parent_id: Option<String>,
-    output_schema: Option<serde_json::Value>,
-    forked_session: Option<String>,
-    max_budget_usd: Option<f64>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-/// The columns a [`ThreadRecord`] reads on PostgreSQL, for `concat!`.
-macro_rules! pg_thread_columns {
-    () => {
-        "id, title, model, cli_session_id, parent_id, output_schema, forked_session,
-         max_budget_usd, created_at, updated_at"
-    };
-}
-
-impl ThreadRecord {
-    fn from_pg(row: &PgRow) -> Result<Self, StoreError> {
-        Ok(ThreadRecord {
-            id: row.try_get("id")?,
-            title: row.try_get("title")?,
-            model: row.try_get("model")?,
-            cli_session_id: row.try_get("cli_session_id")?,
-            parent_id: row.try_get("parent_id")?,
-            output_schema: pg::opt_json(row, "output_schema")?,
-            forked_session: row.try_get("forked_session")?,
-            max_budget_usd: row.try_get("max_budget_usd")?,
-            created_at: pg::time(row, "created_at")?,
-            updated_at: pg::time(row, "updated_at")?,
-        })
-    }
-}
-
-impl From<ThreadRecord> for ThreadRow {
-    fn from(row: ThreadRecord) -> Self {
-        ThreadRow {
-            id: ThreadId::from_string(row.id),
-            title: row.title,
-            model: row.model,
-            cli_session_id: row.cli_session_id.map(CliSessionId::from_string),
-            parent_id: row.parent_id.map(ThreadId::from_string),
-            output_schema: row.output_schema,
-            forked_session: row.forked_session.map(CliSessionId::from_string),
-            max_budget_usd: row.max_budget_usd,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        }
-    }
-}
+use super::{on_db, Db, NewThread, Store, StoreError, ThreadQueries, ThreadRow, ThreadSummaryRow};
 
 impl Store {
     /// Creates a thread, with `new.id` or a fresh [`ThreadId`]. A `parent_id` must name an
@@ -80,53 +15,9 @@ impl Store {
             self.require_thread(parent).await?;
         }
         let id = new.id.clone().unwrap_or_else(ThreadId::generate);
-        let id_text = id.as_str();
-        let parent = new.parent_id.as_ref().map(ThreadId::as_str);
-        let now = now_text();
-        let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
-        let row = match &self.db {
-            Db::Sqlite(pool) => sqlx::query_as!(
-                ThreadRecord,
-                r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                                    max_budget_usd, created_at, updated_at)
-               VALUES (?1, ?2, ?3, NULL, ?4, ?6, ?7, ?5, ?5)
-               RETURNING id, title, model, cli_session_id, parent_id,
-                         output_schema AS "output_schema: serde_json::Value", forked_session,
-                      max_budget_usd,
-                         created_at AS "created_at: DateTime<Utc>",
-                         updated_at AS "updated_at: DateTime<Utc>""#,
-                id_text,
-                new.title,
-                new.model,
-                parent,
-                now,
-                schema,
-                new.max_budget_usd,
-            )
-            .fetch_one(pool)
-            .await?,
-            Db::Postgres(pool) => {
-                let row = sqlx::query(concat!(
-                    "INSERT INTO threads (id, title, model, cli_session_id, parent_id,
-                                          output_schema, max_budget_usd, created_at, updated_at)
-                     VALUES ($1, $2, $3, NULL, $4, $6, $7, $5, $5)
-                     RETURNING ",
-                    pg_thread_columns!()
-                ))
-                .bind(id_text)
-                .bind(&new.title)
-                .bind(&new.model)
-                .bind(parent)
-                .bind(&now)
-                .bind(&schema)
-                .bind(new.max_budget_usd)
-                .fetch_one(pool)
-                .await?;
-                ThreadRecord::from_pg(&row)?
-            }
-        };
+        let row = on_db!(self, db => db.create_thread(&id, &new).await)?;
         tracing::debug!(thread_id = %id, parent_id = ?new.parent_id, "Created a thread.");
-        Ok(row.into())
+        Ok(row)
     }
 
     /// A new thread that forks `parent`: its model, `outputSchema`, budget limit (not what it
@@ -141,171 +32,16 @@ impl Store {
         let _timer = self.metrics.time("fork_thread");
         let source = self.require_thread(parent).await?;
         let id = ThreadId::generate();
-        let (id_text, parent_text) = (id.as_str(), parent.as_str());
-        let now = now_text();
-        let schema = source
-            .output_schema
-            .as_ref()
-            .map(serde_json::Value::to_string);
-        let session = source.cli_session_id.as_ref().map(CliSessionId::as_str);
-        let title = title.or_else(|| Some(format!("fork of {parent}")));
-        let row = match &self.db {
-            Db::Sqlite(pool) => {
-                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-                let row = sqlx::query_as!(
-                    ThreadRecord,
-                    r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                                    forked_session, max_budget_usd, created_at, updated_at)
-               VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?7, ?7)
-               RETURNING id, title, model, cli_session_id, parent_id,
-                         output_schema AS "output_schema: serde_json::Value", forked_session,
-                      max_budget_usd,
-                         created_at AS "created_at: DateTime<Utc>",
-                         updated_at AS "updated_at: DateTime<Utc>""#,
-                    id_text,
-                    title,
-                    source.model,
-                    parent_text,
-                    schema,
-                    session,
-                    now,
-                    source.max_budget_usd,
-                )
-                .fetch_one(&mut *tx)
-                .await?;
-                let messages = sqlx::query!(
-                    r#"SELECT id AS "id!", role, content, reply_to, model, structured_output
-               FROM messages WHERE thread_id = ?1 AND status = 'done' ORDER BY seq"#,
-                    parent_text,
-                )
-                .fetch_all(&mut *tx)
-                .await?;
-                let mut new_ids = std::collections::HashMap::new();
-                for (seq, m) in (1_i64..).zip(messages) {
-                    let new_id = super::MessageId::generate();
-                    let reply_to = m
-                        .reply_to
-                        .as_ref()
-                        .and_then(|old| new_ids.get(old))
-                        .map(super::MessageId::as_str);
-                    let new_text = new_id.as_str();
-                    sqlx::query!(
-                        "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                       client_message_id, reply_to, model, structured_output,
-                                       created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'done', NULL, NULL, ?6, ?7, ?8, ?9, ?9)",
-                        new_text,
-                        id_text,
-                        seq,
-                        m.role,
-                        m.content,
-                        reply_to,
-                        m.model,
-                        m.structured_output,
-                        now,
-                    )
-                    .execute(&mut *tx)
-                    .await?;
-                    new_ids.insert(m.id, new_id.clone());
-                }
-                tx.commit().await?;
-                row
-            }
-            Db::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                let row = sqlx::query(concat!(
-                    "INSERT INTO threads (id, title, model, cli_session_id, parent_id,
-                                          output_schema, forked_session, max_budget_usd,
-                                          created_at, updated_at)
-                     VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $7, $7)
-                     RETURNING ",
-                    pg_thread_columns!()
-                ))
-                .bind(id_text)
-                .bind(&title)
-                .bind(&source.model)
-                .bind(parent_text)
-                .bind(&schema)
-                .bind(session)
-                .bind(&now)
-                .bind(source.max_budget_usd)
-                .fetch_one(&mut *tx)
-                .await?;
-                let row = ThreadRecord::from_pg(&row)?;
-                // One statement: a consistent view of the parent's messages.
-                let messages = sqlx::query(
-                    "SELECT id, role, content, reply_to, model, structured_output
-                     FROM messages WHERE thread_id = $1 AND status = 'done' ORDER BY seq",
-                )
-                .bind(parent_text)
-                .fetch_all(&mut *tx)
-                .await?;
-                let mut new_ids = std::collections::HashMap::<String, super::MessageId>::new();
-                for (seq, m) in (1_i64..).zip(messages) {
-                    let new_id = super::MessageId::generate();
-                    let old_reply_to: Option<String> = m.try_get("reply_to")?;
-                    let reply_to = old_reply_to
-                        .as_ref()
-                        .and_then(|old| new_ids.get(old))
-                        .map(super::MessageId::as_str);
-                    sqlx::query(
-                        "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                               client_message_id, reply_to, model,
-                                               structured_output, created_at, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, 'done', NULL, NULL, $6, $7, $8, $9, $9)",
-                    )
-                    .bind(new_id.as_str())
-                    .bind(id_text)
-                    .bind(seq)
-                    .bind(m.try_get::<String, _>("role")?)
-                    .bind(m.try_get::<String, _>("content")?)
-                    .bind(reply_to)
-                    .bind(m.try_get::<Option<String>, _>("model")?)
-                    .bind(m.try_get::<Option<String>, _>("structured_output")?)
-                    .bind(&now)
-                    .execute(&mut *tx)
-                    .await?;
-                    new_ids.insert(m.try_get("id")?, new_id);
-                }
-                tx.commit().await?;
-                row
-            }
-        };
+        let title = title.unwrap_or_else(|| format!("fork of {parent}"));
+        let row = on_db!(self, db => db.fork_thread(&id, &source, &title).await)?;
         tracing::debug!(thread_id = %id, parent_id = %parent, "Forked a thread.");
-        Ok(row.into())
+        Ok(row)
     }
 
     /// The thread, or `None` when we never created it.
     pub async fn get_thread(&self, id: &ThreadId) -> Result<Option<ThreadRow>, StoreError> {
         let _timer = self.metrics.time("get_thread");
-        let id_text = id.as_str();
-        let row = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_as!(
-                    ThreadRecord,
-                    r#"SELECT id, title, model, cli_session_id, parent_id,
-                      output_schema AS "output_schema: serde_json::Value", forked_session,
-                      max_budget_usd,
-                      created_at AS "created_at: DateTime<Utc>",
-                      updated_at AS "updated_at: DateTime<Utc>"
-               FROM threads WHERE id = ?1"#,
-                    id_text,
-                )
-                .fetch_optional(pool)
-                .await?
-            }
-            Db::Postgres(pool) => sqlx::query(concat!(
-                "SELECT ",
-                pg_thread_columns!(),
-                " FROM threads WHERE id = $1"
-            ))
-            .bind(id_text)
-            .fetch_optional(pool)
-            .await?
-            .map(|row| ThreadRecord::from_pg(&row))
-            .transpose()?,
-        };
-        Ok(row.map(ThreadRow::from))
+        on_db!(self, db => db.get_thread(id).await)
     }
 
     /// The thread, or [`StoreError::ThreadNotFound`].
@@ -317,98 +53,14 @@ impl Store {
 
     /// Every thread, newest first (creation order; ties broken by insertion order).
     pub async fn list_threads(&self) -> Result<Vec<ThreadRow>, StoreError> {
-        let rows = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_as!(
-                    ThreadRecord,
-                    r#"SELECT id, title, model, cli_session_id, parent_id,
-                      output_schema AS "output_schema: serde_json::Value", forked_session,
-                      max_budget_usd,
-                      created_at AS "created_at: DateTime<Utc>",
-                      updated_at AS "updated_at: DateTime<Utc>"
-               FROM threads ORDER BY created_at DESC, rowid DESC"#,
-                )
-                .fetch_all(pool)
-                .await?
-            }
-            Db::Postgres(pool) => sqlx::query(concat!(
-                "SELECT ",
-                pg_thread_columns!(),
-                " FROM threads ORDER BY created_at DESC, rowid DESC"
-            ))
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .map(ThreadRecord::from_pg)
-            .collect::<Result<_, _>>()?,
-        };
-        Ok(rows.into_iter().map(ThreadRow::from).collect())
+        on_db!(self, db => db.list_threads().await)
     }
 
     /// Every thread with its last activity and whether a turn is under way, newest first: what
     /// a list of threads shows people.
     pub async fn list_thread_summaries(&self) -> Result<Vec<ThreadSummaryRow>, StoreError> {
         let _timer = self.metrics.time("list_thread_summaries");
-        match &self.db {
-            Db::Sqlite(pool) => {
-                let rows = sqlx::query!(
-                    r#"SELECT t.id, t.title, t.model, t.cli_session_id, t.parent_id,
-                      t.output_schema AS "output_schema: serde_json::Value", t.forked_session,
-                      t.max_budget_usd,
-                      t.created_at AS "created_at: DateTime<Utc>",
-                      t.updated_at AS "updated_at: DateTime<Utc>",
-                      COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
-                               t.updated_at) AS "last_activity_at!: DateTime<Utc>",
-                      EXISTS(SELECT 1 FROM messages m
-                             WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!: bool"
-               FROM threads t ORDER BY t.created_at DESC, t.rowid DESC"#,
-                )
-                .fetch_all(pool)
-                .await?;
-                Ok(rows
-                    .into_iter()
-                    .map(|row| ThreadSummaryRow {
-                        thread: ThreadRecord {
-                            id: row.id,
-                            title: row.title,
-                            model: row.model,
-                            cli_session_id: row.cli_session_id,
-                            parent_id: row.parent_id,
-                            output_schema: row.output_schema,
-                            forked_session: row.forked_session,
-                            max_budget_usd: row.max_budget_usd,
-                            created_at: row.created_at,
-                            updated_at: row.updated_at,
-                        }
-                        .into(),
-                        last_activity_at: row.last_activity_at,
-                        running: row.running,
-                    })
-                    .collect())
-            }
-            Db::Postgres(pool) => {
-                let rows = sqlx::query(concat!(
-                    "SELECT ",
-                    pg_thread_columns!(),
-                    ", COALESCE((SELECT MAX(m.updated_at) FROM messages m
-                                 WHERE m.thread_id = t.id), t.updated_at) AS last_activity_at,
-                       EXISTS(SELECT 1 FROM messages m
-                              WHERE m.thread_id = t.id AND m.status = 'pending') AS running
-                     FROM threads t ORDER BY t.created_at DESC, t.rowid DESC"
-                ))
-                .fetch_all(pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        Ok(ThreadSummaryRow {
-                            thread: ThreadRecord::from_pg(row)?.into(),
-                            last_activity_at: pg::time(row, "last_activity_at")?,
-                            running: row.try_get("running")?,
-                        })
-                    })
-                    .collect()
-            }
-        }
+        on_db!(self, db => db.list_thread_summaries().await)
     }
 
     /// Records the CLI session the thread should `--resume` next (or forgets it with `None`, after
@@ -420,85 +72,16 @@ impl Store {
         session: Option<&CliSessionId>,
     ) -> Result<(), StoreError> {
         let _timer = self.metrics.time("set_cli_session");
-        let session = session.map(CliSessionId::as_str);
-        let now = now_text();
-        let id_text = id.as_str();
-        let updated = match &self.db {
-            Db::Sqlite(pool) => {
-                super::leases::check_fence_sqlite_pool(pool, id_text, self.fencing(None)).await?;
-                sqlx::query!(
-                    "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
-                    session,
-                    now,
-                    id_text,
-                )
-                .execute(pool)
-                .await?
-                .rows_affected()
-            }
-            Db::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                super::leases::check_fence_pg(&mut tx, id_text, self.fencing(None)).await?;
-                let updated = sqlx::query(
-                    "UPDATE threads SET cli_session_id = $1, updated_at = $2 WHERE id = $3",
-                )
-                .bind(session)
-                .bind(&now)
-                .bind(id_text)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                tx.commit().await?;
-                updated
-            }
-        };
-        if updated == 0 {
-            return Err(StoreError::ThreadNotFound(id.clone()));
-        }
-        Ok(())
+        let fence = self.fence(id, None)?;
+        on_db!(self, db => db.set_cli_session(fence.as_ref(), id, session).await)
     }
 
     /// How many ancestors the thread has through `parent_id`: 0 for a root thread, 1 for its
     /// child. Delegation uses it to bound nesting. [`StoreError::ThreadNotFound`] for an unknown
     /// thread.
     pub async fn thread_depth(&self, id: &ThreadId) -> Result<u32, StoreError> {
-        // MAX over no rows (an unknown thread) is NULL.
-        let id_text = id.as_str();
-        let depth = match &self.db {
-            Db::Sqlite(pool) => {
-                sqlx::query_scalar!(
-                    r#"WITH RECURSIVE chain(id, parent_id, depth) AS (
-                   SELECT id, parent_id, 0 FROM threads WHERE id = ?1
-                   UNION ALL
-                   SELECT t.id, t.parent_id, chain.depth + 1
-                   FROM threads t JOIN chain ON t.id = chain.parent_id
-                   WHERE chain.depth < ?2
-               )
-               SELECT MAX(depth) AS "depth?: i64" FROM chain"#,
-                    id_text,
-                    MAX_DEPTH_WALK,
-                )
-                .fetch_one(pool)
-                .await?
-            }
-            Db::Postgres(pool) => {
-                sqlx::query_scalar::<_, Option<i64>>(
-                    "WITH RECURSIVE chain(id, parent_id, depth) AS (
-                         SELECT id, parent_id, 0::BIGINT FROM threads WHERE id = $1
-                         UNION ALL
-                         SELECT t.id, t.parent_id, chain.depth + 1
-                         FROM threads t JOIN chain ON t.id = chain.parent_id
-                         WHERE chain.depth < $2
-                     )
-                     SELECT MAX(depth) FROM chain",
-                )
-                .bind(id_text)
-                .bind(MAX_DEPTH_WALK)
-                .fetch_one(pool)
-                .await?
-            }
-        };
-        let depth = depth.ok_or_else(|| StoreError::ThreadNotFound(id.clone()))?;
+        let depth = on_db!(self, db => db.thread_depth(id).await)?
+            .ok_or_else(|| StoreError::ThreadNotFound(id.clone()))?;
         u32::try_from(depth)
             .map_err(|_| StoreError::Corrupt(format!("thread {id} has depth {depth}")))
     }
@@ -514,13 +97,16 @@ mod tests {
             let idle = store.create_thread(NewThread::default()).await.unwrap();
             let busy = store.create_thread(NewThread::default()).await.unwrap();
             store
-                .insert_user_message(crate::store::NewUserMessage {
-                    thread_id: busy.id.clone(),
-                    content: "hi".into(),
-                    client_message_id: None,
-                    model: None,
-                    origin: crate::store::Origin::User,
-                })
+                .insert_user_message(
+                    crate::store::NewUserMessage {
+                        thread_id: busy.id.clone(),
+                        content: "hi".into(),
+                        client_message_id: None,
+                        model: None,
+                        origin: crate::store::Origin::User,
+                    },
+                    None,
+                )
                 .await
                 .unwrap();
             let summaries = store.list_thread_summaries().await.unwrap();
@@ -698,6 +284,88 @@ mod tests {
             assert!(matches!(
                 store.get_thread(&thread.id).await,
                 Err(StoreError::Corrupt(_))
+            ));
+        }
+    }
+
+    store_tests! {
+        async fn a_fork_copies_finished_messages_and_settings(store: sqlite_memory) {
+            let schema = serde_json::json!({"type": "object"});
+            let parent = store
+                .create_thread(NewThread {
+                    model: Some("sonnet".into()),
+                    output_schema: Some(schema.clone()),
+                    max_budget_usd: Some(2.0),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let session = CliSessionId::from_string("sess-parent");
+            store
+                .set_cli_session(&parent.id, Some(&session))
+                .await
+                .unwrap();
+            let send = |content: &str| crate::store::NewUserMessage {
+                thread_id: parent.id.clone(),
+                content: content.into(),
+                client_message_id: None,
+                model: None,
+                origin: crate::store::Origin::User,
+            };
+            let answered = store.insert_user_message(send("q1"), None).await.unwrap();
+            let answered = answered.message().id.clone();
+            let output = serde_json::json!({"a": 1});
+            store
+                .complete_turn(&answered, "a1", Some("sonnet"), Some(&output), None, None, None)
+                .await
+                .unwrap();
+            let failed = store.insert_user_message(send("q2"), None).await.unwrap();
+            store
+                .fail_turn(
+                    &failed.message().id,
+                    crate::store::MessageStatus::Error,
+                    "boom",
+                    None,
+                    None,
+                    None,
+                )
+                .await
+                .unwrap();
+            store.insert_user_message(send("q3"), None).await.unwrap();
+
+            let fork = store.fork_thread(&parent.id, None).await.unwrap();
+            assert_ne!(fork.id, parent.id);
+            assert_eq!(fork.parent_id.as_ref(), Some(&parent.id));
+            assert_eq!(fork.title, Some(format!("fork of {}", parent.id)));
+            assert_eq!(fork.model.as_deref(), Some("sonnet"));
+            assert_eq!(fork.output_schema, Some(schema));
+            assert_eq!(fork.max_budget_usd, Some(2.0));
+            assert_eq!(fork.forked_session, Some(session));
+            assert_eq!(fork.cli_session_id, None);
+            let got = store.require_thread(&fork.id).await.unwrap();
+            assert_eq!(got.forked_session, fork.forked_session);
+
+            // Only the finished turn, with new ids, the reply answering the copied question.
+            let copied = store.list_messages(&fork.id).await.unwrap();
+            let shape: Vec<_> = copied
+                .iter()
+                .map(|m| (m.seq, m.role.as_str(), m.content.as_str()))
+                .collect();
+            assert_eq!(shape, [(1, "user", "q1"), (2, "assistant", "a1")]);
+            assert_ne!(copied[0].id, answered);
+            assert_eq!(copied[1].reply_to.as_ref(), Some(&copied[0].id));
+            assert_eq!(copied[1].structured_output, Some(output));
+            assert_eq!(copied[1].model.as_deref(), Some("sonnet"));
+            assert_eq!(store.list_messages(&parent.id).await.unwrap().len(), 4);
+
+            let named = store
+                .fork_thread(&parent.id, Some("mine".into()))
+                .await
+                .unwrap();
+            assert_eq!(named.title.as_deref(), Some("mine"));
+            assert!(matches!(
+                store.fork_thread(&ThreadId::from_string("thr_nope"), None).await,
+                Err(StoreError::ThreadNotFound(_))
             ));
         }
     }

@@ -3,7 +3,7 @@
 
 use plugin_contract::ThreadId;
 
-use super::{on_db, Backends, ToolCallQueries, NewToolCall, Store, StoreError, ToolCallRow};
+use super::{on_db, Db, NewToolCall, Store, StoreError, ToolCallQueries, ToolCallRow};
 
 impl Store {
     /// Records a finished tool call and returns its id. [`StoreError::ThreadNotFound`] when

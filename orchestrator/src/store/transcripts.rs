@@ -9,40 +9,7 @@
 use plugin_contract::{CliSessionId, ThreadId};
 use serde_json::Value;
 
-use super::{now_text, Db, Store, StoreError};
-
-/// One stored transcript entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TranscriptEntry {
-    /// The CLI session the entry's file belongs to.
-    pub session_id: CliSessionId,
-    /// The file inside the CLI's project folder (`<session>.jsonl`, or a sub-agent's under
-    /// `<session>/`).
-    pub file: String,
-    /// The entry's own id, when it has one; what duplicates are recognised by.
-    pub uuid: Option<String>,
-    /// The entry as one compact JSON line (no newline), as it is written back.
-    pub line: String,
-}
-
-/// A `transcript_entries` row as the SQLite queries read it.
-struct EntryRecord {
-    session_id: String,
-    file: String,
-    uuid: Option<String>,
-    entry: String,
-}
-
-impl From<EntryRecord> for TranscriptEntry {
-    fn from(row: EntryRecord) -> Self {
-        TranscriptEntry {
-            session_id: CliSessionId::from_string(row.session_id),
-            file: row.file,
-            uuid: row.uuid,
-            line: row.entry,
-        }
-    }
-}
+use super::{on_db, Db, Store, StoreError, TranscriptEntry, TranscriptQueries};
 
 impl Store {
     /// Appends one mirrored frame of `thread`'s process: `entries`, in order, of `file` in
@@ -57,39 +24,11 @@ impl Store {
         entries: &[Value],
     ) -> Result<u64, StoreError> {
         let _timer = self.metrics.time("append_transcript");
-        let pool = match &self.db {
-            Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => {
-                return postgres::append(pool, thread, session, file, entries, self.fencing(None))
-                    .await
-            }
-        };
-        let thread = thread.as_str();
-        let session = session.as_str();
-        let now = now_text();
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        super::leases::check_fence_sqlite(&mut tx, thread, self.fencing(None)).await?;
-        let mut added = 0;
-        for entry in entries {
-            let uuid = entry.get("uuid").and_then(Value::as_str);
-            let line = entry.to_string();
-            let done = sqlx::query!(
-                "INSERT INTO transcript_entries (thread_id, session_id, file, uuid, entry, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT DO NOTHING",
-                thread,
-                session,
-                file,
-                uuid,
-                line,
-                now,
-            )
-            .execute(&mut *tx)
-            .await?;
-            added += done.rows_affected();
-        }
-        tx.commit().await?;
-        Ok(added)
+        let fence = self.fence(thread, None)?;
+        on_db!(self, db => {
+            db.append_transcript(fence.as_ref(), thread, session, file, entries)
+                .await
+        })
     }
 
     /// Every stored entry of `session`, in arrival order: what a restore writes back.
@@ -98,22 +37,7 @@ impl Store {
         session: &CliSessionId,
     ) -> Result<Vec<TranscriptEntry>, StoreError> {
         let _timer = self.metrics.time("session_transcript");
-        let pool = match &self.db {
-            Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => {
-                return postgres::entries(pool, "session_id", session.as_str()).await
-            }
-        };
-        let session = session.as_str();
-        let rows = sqlx::query_as!(
-            EntryRecord,
-            "SELECT session_id, file, uuid, entry FROM transcript_entries
-             WHERE session_id = ?1 ORDER BY id",
-            session,
-        )
-        .fetch_all(pool)
-        .await?;
-        Ok(rows.into_iter().map(TranscriptEntry::from).collect())
+        on_db!(self, db => db.session_transcript(session).await)
     }
 
     /// Every stored entry that `thread`'s processes wrote, in arrival order (all its sessions).
@@ -122,90 +46,7 @@ impl Store {
         thread: &ThreadId,
     ) -> Result<Vec<TranscriptEntry>, StoreError> {
         let _timer = self.metrics.time("thread_transcript");
-        let pool = match &self.db {
-            Db::Sqlite(pool) => pool,
-            Db::Postgres(pool) => {
-                return postgres::entries(pool, "thread_id", thread.as_str()).await
-            }
-        };
-        let thread = thread.as_str();
-        let rows = sqlx::query_as!(
-            EntryRecord,
-            "SELECT session_id, file, uuid, entry FROM transcript_entries
-             WHERE thread_id = ?1 ORDER BY id",
-            thread,
-        )
-        .fetch_all(pool)
-        .await?;
-        Ok(rows.into_iter().map(TranscriptEntry::from).collect())
-    }
-}
-
-mod postgres {
-    use plugin_contract::{CliSessionId, ThreadId};
-    use serde_json::Value;
-    use sqlx::{PgPool, Row};
-
-    use super::super::{now_text, StoreError};
-    use super::TranscriptEntry;
-
-    pub(super) async fn append(
-        pool: &PgPool,
-        thread: &ThreadId,
-        session: &CliSessionId,
-        file: &str,
-        entries: &[Value],
-        fencing: super::super::leases::Fencing<'_>,
-    ) -> Result<u64, StoreError> {
-        let now = now_text();
-        let mut tx = pool.begin().await?;
-        super::super::leases::check_fence_pg(&mut tx, thread.as_str(), fencing).await?;
-        let mut added = 0;
-        for entry in entries {
-            let done = sqlx::query(
-                "INSERT INTO transcript_entries (thread_id, session_id, file, uuid, entry, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(thread.as_str())
-            .bind(session.as_str())
-            .bind(file)
-            .bind(entry.get("uuid").and_then(Value::as_str))
-            .bind(entry.to_string())
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
-            added += done.rows_affected();
-        }
-        tx.commit().await?;
-        Ok(added)
-    }
-
-    /// The entries whose `column` (`session_id` or `thread_id`, never input) is `value`, in
-    /// arrival order.
-    pub(super) async fn entries(
-        pool: &PgPool,
-        column: &'static str,
-        value: &str,
-    ) -> Result<Vec<TranscriptEntry>, StoreError> {
-        let sql = format!(
-            "SELECT session_id, file, uuid, entry FROM transcript_entries
-             WHERE {column} = $1 ORDER BY id"
-        );
-        sqlx::query(&sql)
-            .bind(value)
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(TranscriptEntry {
-                    session_id: CliSessionId::from_string(row.try_get::<String, _>("session_id")?),
-                    file: row.try_get("file")?,
-                    uuid: row.try_get("uuid")?,
-                    line: row.try_get("entry")?,
-                })
-            })
-            .collect()
+        on_db!(self, db => db.thread_transcript(thread).await)
     }
 }
 

@@ -2,10 +2,10 @@
 //! `usage_days`, written in the same transaction as each turn's usage), and the thread's own
 //! budget.
 
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 use plugin_contract::ThreadId;
 
-use super::{on_db, Backends, UsageQueries, Store, StoreError, Usage};
+use super::{on_db, Db, Store, StoreError, Usage, UsageQueries};
 
 impl Store {
     /// The sums over every message of the thread (replies, and failed turns that reached the
@@ -32,62 +32,4 @@ impl Store {
         let _timer = self.metrics.time("set_thread_budget");
         on_db!(self, db => db.set_thread_budget(id, max_budget_usd).await)
     }
-}
-
-/// Adds one turn's usage to today's totals, inside the transaction that stores it.
-pub(super) async fn add_to_day(
-    tx: &mut sqlx::SqliteConnection,
-    usage: &Usage,
-) -> Result<(), StoreError> {
-    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
-    sqlx::query!(
-        "INSERT INTO usage_days (day, turns, input_tokens, output_tokens, cache_read_tokens,
-                                 cache_write_tokens, cost_usd)
-         VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (day) DO UPDATE SET
-             turns = turns + 1,
-             input_tokens = input_tokens + excluded.input_tokens,
-             output_tokens = output_tokens + excluded.output_tokens,
-             cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-             cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-             cost_usd = cost_usd + excluded.cost_usd",
-        day,
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_read_tokens,
-        usage.cache_write_tokens,
-        usage.cost_usd,
-    )
-    .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// [`add_to_day`] on PostgreSQL.
-pub(super) async fn pg_add_to_day(
-    tx: &mut sqlx::PgConnection,
-    usage: &Usage,
-) -> Result<(), StoreError> {
-    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
-    sqlx::query(
-        "INSERT INTO usage_days (day, turns, input_tokens, output_tokens, cache_read_tokens,
-                                 cache_write_tokens, cost_usd)
-         VALUES ($1, 1, $2, $3, $4, $5, $6)
-         ON CONFLICT (day) DO UPDATE SET
-             turns = usage_days.turns + 1,
-             input_tokens = usage_days.input_tokens + excluded.input_tokens,
-             output_tokens = usage_days.output_tokens + excluded.output_tokens,
-             cache_read_tokens = usage_days.cache_read_tokens + excluded.cache_read_tokens,
-             cache_write_tokens = usage_days.cache_write_tokens + excluded.cache_write_tokens,
-             cost_usd = usage_days.cost_usd + excluded.cost_usd",
-    )
-    .bind(day)
-    .bind(usage.input_tokens)
-    .bind(usage.output_tokens)
-    .bind(usage.cache_read_tokens)
-    .bind(usage.cache_write_tokens)
-    .bind(usage.cost_usd)
-    .execute(tx)
-    .await?;
-    Ok(())
 }

@@ -185,7 +185,9 @@ async fn rules_allow_and_deny_without_asking() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_then_allow_runs_the_command_then_deny_reaches_the_model() {
     let mock = MockApi::start().await;
-    let idle = Duration::from_secs(3);
+    // Long enough that the command and the next request fit in it on a loaded 2-core machine
+    // (3 s did not, while builds ran beside the suite); the person below takes longer still.
+    let idle = Duration::from_secs(5);
     let daemon = daemon_with_tools(&mock, |c| {
         c.approvals.mode = ApprovalMode::Ask;
         c.turn.idle_timeout = idle;

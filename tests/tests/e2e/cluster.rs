@@ -198,13 +198,13 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
     let err = a2
         .daemon()
         .store
-        .fail_turn_fenced(
-            Some(&old),
+        .fail_turn(
             &orchestrator::store::MessageId::from_string(pending["id"].as_str().unwrap()),
             orchestrator::store::MessageStatus::Error,
             "a stale owner",
             None,
             None,
+            Some(&old),
         )
         .await
         .unwrap_err();

@@ -72,14 +72,14 @@ store_tests! {
             model: None,
             origin: crate::store::Origin::User,
         };
-        let Inserted::New(first) = store.insert_user_message_fenced(new("one"), Some(&a)).await.unwrap() else {
+        let Inserted::New(first) = store.insert_user_message(new("one"), Some(&a)).await.unwrap() else {
             panic!("a new message");
         };
         store
-            .complete_turn_fenced(Some(&a), &first.id, "reply", None, None, None, None)
+            .complete_turn(&first.id, "reply", None, None, None, None, Some(&a))
             .await
             .unwrap();
-        let Inserted::New(second) = store.insert_user_message_fenced(new("two"), Some(&a)).await.unwrap() else {
+        let Inserted::New(second) = store.insert_user_message(new("two"), Some(&a)).await.unwrap() else {
             panic!("a new message");
         };
 
@@ -99,16 +99,16 @@ store_tests! {
         assert_eq!(ended.error.as_deref(), Some(TAKEOVER_REASON));
 
         let err = store
-            .complete_turn_fenced(Some(&a), &second.id, "stale", None, None, None, None)
+            .complete_turn(&second.id, "stale", None, None, None, None, Some(&a))
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost(_)), "{err:?}");
         let err = store
-            .fail_turn_fenced(Some(&a), &second.id, MessageStatus::Error, "stale", None, None)
+            .fail_turn(&second.id, MessageStatus::Error, "stale", None, None, Some(&a))
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost(_)), "{err:?}");
-        let err = store.insert_user_message_fenced(new("three"), Some(&a)).await.unwrap_err();
+        let err = store.insert_user_message(new("three"), Some(&a)).await.unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost(_)), "{err:?}");
         let messages = store.list_messages(&t).await.unwrap();
         let seen: Vec<_> = messages.iter().map(|m| (m.content.as_str(), m.status)).collect();
@@ -119,7 +119,7 @@ store_tests! {
         // The owner keeping its lease interrupts nothing more; a pending message stored
         // after `before` is left alone at shutdown.
         let before = super::now_text();
-        let Inserted::New(third) = store.insert_user_message_fenced(new("four"), Some(&b)).await.unwrap() else {
+        let Inserted::New(third) = store.insert_user_message(new("four"), Some(&b)).await.unwrap() else {
             panic!("a new message");
         };
         assert_eq!(store.acquire_lease(&t, "node_b", "http://b", TTL).await.unwrap(), Some(b.clone()));
@@ -129,7 +129,7 @@ store_tests! {
         assert_eq!(store.interrupt_pending_before(&t, &b, &before, "stopped").await.unwrap(), 0);
         // The new owner writes.
         store
-            .complete_turn_fenced(Some(&b), &third.id, "fresh", None, None, None, None)
+            .complete_turn(&third.id, "fresh", None, None, None, None, Some(&b))
             .await
             .unwrap();
     }
@@ -215,13 +215,16 @@ store_tests! {
 /// CLI session. The first refusal stops it. Returns the user message's id.
 async fn write_all(store: &Store, t: &ThreadId, tag: &str) -> Result<MessageId, StoreError> {
     let Inserted::New(message) = store
-        .insert_user_message(NewUserMessage {
-            thread_id: t.clone(),
-            content: tag.into(),
-            client_message_id: None,
-            model: None,
-            origin: crate::store::Origin::User,
-        })
+        .insert_user_message(
+            NewUserMessage {
+                thread_id: t.clone(),
+                content: tag.into(),
+                client_message_id: None,
+                model: None,
+                origin: crate::store::Origin::User,
+            },
+            None,
+        )
         .await?
     else {
         panic!("a new message");
@@ -293,12 +296,12 @@ async fn assert_refused(store: &Store, t: &ThreadId, tag: &str, pending: &Messag
     results.push(write_all(store, t, tag).await.map(drop));
     results.push(
         store
-            .fail_turn(pending, MessageStatus::Error, "stale", None, None)
+            .fail_turn(pending, MessageStatus::Error, "stale", None, None, None)
             .await,
     );
     results.push(
         store
-            .complete_turn(pending, "stale", None, None, None, None)
+            .complete_turn(pending, "stale", None, None, None, None, None)
             .await
             .map(drop),
     );

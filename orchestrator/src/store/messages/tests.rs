@@ -1,7 +1,7 @@
 use std::collections::HashSet;
 
 use super::super::tests::store_tests;
-use super::super::NewThread;
+use super::super::{NewThread, Role};
 use super::*;
 
 async fn thread(store: &Store) -> ThreadId {
@@ -12,13 +12,16 @@ store_tests! {
     async fn only_one_retry_puts_an_interrupted_message_back_to_pending(store: sqlite_memory) {
         let thread = thread(&store).await;
         let Inserted::New(message) = store
-            .insert_user_message(NewUserMessage {
-                thread_id: thread,
-                content: "cut short".into(),
-                client_message_id: Some("c".into()),
-                model: None,
-                origin: crate::store::Origin::User,
-            })
+            .insert_user_message(
+                NewUserMessage {
+                    thread_id: thread,
+                    content: "cut short".into(),
+                    client_message_id: Some("c".into()),
+                    model: None,
+                    origin: crate::store::Origin::User,
+                },
+                None,
+            )
             .await
             .unwrap()
         else {
@@ -58,7 +61,7 @@ fn user(thread: &ThreadId, content: &str, client: Option<&str>) -> NewUserMessag
 
 async fn send(store: &Store, thread: &ThreadId, content: &str) -> MessageRow {
     match store
-        .insert_user_message(user(thread, content, None))
+        .insert_user_message(user(thread, content, None), None)
         .await
         .unwrap()
     {
@@ -115,7 +118,7 @@ store_tests! {
     async fn message_to_unknown_thread_is_thread_not_found(store: sqlite_memory) {
         let unknown = ThreadId::from_string("thr_nope");
         let err = store
-            .insert_user_message(user(&unknown, "hi", Some("c1")))
+            .insert_user_message(user(&unknown, "hi", Some("c1")), None)
             .await
             .unwrap_err();
         assert!(
@@ -130,7 +133,7 @@ store_tests! {
     async fn duplicate_client_id_returns_the_first_message(store: sqlite_memory) {
         let t = thread(&store).await;
         let first = store
-            .insert_user_message(user(&t, "hello", Some("c1")))
+            .insert_user_message(user(&t, "hello", Some("c1")), None)
             .await
             .unwrap();
         let Inserted::New(first) = first else {
@@ -139,7 +142,7 @@ store_tests! {
         assert_eq!(first.client_message_id.as_deref(), Some("c1"));
 
         let again = store
-            .insert_user_message(user(&t, "hello again", Some("c1")))
+            .insert_user_message(user(&t, "hello again", Some("c1")), None)
             .await
             .unwrap();
         let Inserted::Duplicate(dup) = &again else {
@@ -162,11 +165,11 @@ store_tests! {
         let a = thread(&store).await;
         let b = thread(&store).await;
         let on_a = store
-            .insert_user_message(user(&a, "a", Some("same")))
+            .insert_user_message(user(&a, "a", Some("same")), None)
             .await
             .unwrap();
         let on_b = store
-            .insert_user_message(user(&b, "b", Some("same")))
+            .insert_user_message(user(&b, "b", Some("same")), None)
             .await
             .unwrap();
         assert!(matches!(on_a, Inserted::New(_)));
@@ -184,7 +187,7 @@ store_tests! {
         let session = CliSessionId::from_string("sess-42");
 
         let reply = store
-            .complete_turn(&question.id, "4", Some("opus"), None, Some(&session), None)
+            .complete_turn(&question.id, "4", Some("opus"), None, Some(&session), None, None)
             .await
             .unwrap();
         assert_eq!(reply.role, Role::Assistant);
@@ -221,7 +224,7 @@ store_tests! {
         store.set_cli_session(&t, Some(&old)).await.unwrap();
         let question = send(&store, &t, "hi").await;
         store
-            .complete_turn(&question.id, "hello", None, None, None, None)
+            .complete_turn(&question.id, "hello", None, None, None, None, None)
             .await
             .unwrap();
         assert_eq!(
@@ -236,7 +239,7 @@ store_tests! {
         let t = thread(&store).await;
         let unknown = MessageId::from_string("msg_nope");
         let err = store
-            .complete_turn(&unknown, "x", None, None, None, None)
+            .complete_turn(&unknown, "x", None, None, None, None, None)
             .await
             .unwrap_err();
         assert!(
@@ -246,13 +249,13 @@ store_tests! {
 
         let question = send(&store, &t, "q").await;
         let reply = store
-            .complete_turn(&question.id, "a", None, None, None, None)
+            .complete_turn(&question.id, "a", None, None, None, None, None)
             .await
             .unwrap();
         // An assistant message is not a user message to answer.
         assert!(matches!(
             store
-                .complete_turn(&reply.id, "x", None, None, None, None)
+                .complete_turn(&reply.id, "x", None, None, None, None, None)
                 .await,
             Err(StoreError::MessageNotFound(_))
         ));
@@ -261,7 +264,7 @@ store_tests! {
         let session = CliSessionId::from_string("must-not-stick");
         assert!(matches!(
             store
-                .complete_turn(&question.id, "again", None, None, Some(&session), None)
+                .complete_turn(&question.id, "again", None, None, Some(&session), None, None)
                 .await,
             Err(StoreError::Db(_))
         ));
@@ -283,6 +286,7 @@ store_tests! {
                 "CLI died",
                 Some(&session),
                 None,
+                None,
             )
             .await
             .unwrap();
@@ -297,7 +301,7 @@ store_tests! {
 
         let other = send(&store, &t, "q2").await;
         store
-            .fail_turn(&other.id, MessageStatus::Interrupted, "stopped", None, None)
+            .fail_turn(&other.id, MessageStatus::Interrupted, "stopped", None, None, None)
             .await
             .unwrap();
         let got = store.get_message(&other.id).await.unwrap().unwrap();
@@ -307,7 +311,7 @@ store_tests! {
         let unknown = MessageId::from_string("msg_nope");
         assert!(matches!(
             store
-                .fail_turn(&unknown, MessageStatus::Error, "x", None, None)
+                .fail_turn(&unknown, MessageStatus::Error, "x", None, None, None)
                 .await,
             Err(StoreError::MessageNotFound(_))
         ));
@@ -321,27 +325,27 @@ store_tests! {
 
         let q1 = send(&store, &t, "q1").await;
         store
-            .complete_turn(&q1.id, "a1", None, None, None, None)
+            .complete_turn(&q1.id, "a1", None, None, None, None, None)
             .await
             .unwrap();
         let failed = send(&store, &t, "failed").await;
         store
-            .fail_turn(&failed.id, MessageStatus::Error, "boom", None, None)
+            .fail_turn(&failed.id, MessageStatus::Error, "boom", None, None, None)
             .await
             .unwrap();
         let stopped = send(&store, &t, "stopped").await;
         store
-            .fail_turn(&stopped.id, MessageStatus::Interrupted, "stop", None, None)
+            .fail_turn(&stopped.id, MessageStatus::Interrupted, "stop", None, None, None)
             .await
             .unwrap();
         let q2 = send(&store, &t, "q2").await;
         let o1 = send(&store, &other, "other thread").await;
         store
-            .complete_turn(&o1.id, "other reply", None, None, None, None)
+            .complete_turn(&o1.id, "other reply", None, None, None, None, None)
             .await
             .unwrap();
         store
-            .complete_turn(&q2.id, "a2", None, None, None, None)
+            .complete_turn(&q2.id, "a2", None, None, None, None, None)
             .await
             .unwrap();
         send(&store, &t, "running now").await;
@@ -377,7 +381,7 @@ store_tests! {
         let t = thread(&store).await;
         let done = send(&store, &t, "done").await;
         store
-            .complete_turn(&done.id, "reply", None, None, None, None)
+            .complete_turn(&done.id, "reply", None, None, None, None, None)
             .await
             .unwrap();
         let p1 = send(&store, &t, "p1").await;
@@ -408,7 +412,7 @@ store_tests! {
                 let t = t.clone();
                 tokio::spawn(async move {
                     store
-                        .insert_user_message(user(&t, &format!("m{i}"), Some(&format!("c{i}"))))
+                        .insert_user_message(user(&t, &format!("m{i}"), Some(&format!("c{i}"))), None)
                         .await
                         .unwrap()
                         .message()
@@ -439,7 +443,7 @@ store_tests! {
             let store = store.clone();
             tokio::spawn(async move {
                 store
-                    .complete_turn(&q.id, "a", None, None, None, None)
+                    .complete_turn(&q.id, "a", None, None, None, None, None)
                     .await
                     .unwrap()
                     .seq
@@ -469,7 +473,7 @@ store_tests! {
                 let t = t.clone();
                 tokio::spawn(async move {
                     store
-                        .insert_user_message(user(&t, "same", Some("retry")))
+                        .insert_user_message(user(&t, "same", Some("retry")), None)
                         .await
                         .unwrap()
                 })
