@@ -14,7 +14,8 @@
 //! - the fence a thread's write must pass (`Store::fence`: the caller's, else this node's from
 //!   its lease book, `leases/`); the query crates check it inside the write's own transaction
 //!   (`ThreadTx`), so no write of a thread skips it;
-//! - on PostgreSQL, the listener that hears other daemons' events (`events.rs`).
+//! - on PostgreSQL, the listener that hears other daemons' events (from `harness-db-postgres`,
+//!   where the `NOTIFY` it parses is sent).
 //!
 //! Modules, each the facade of the same module in both query crates: `threads.rs` (create, fork,
 //! look up, list; the CLI session to resume; depth of a child), `messages/` (the life of a turn:

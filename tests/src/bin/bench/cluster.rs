@@ -145,9 +145,9 @@ pub fn render(out: &mut String, outcome: &Outcome, cold: Option<&Series>) -> std
         "| scenario | n | min | median | p95 | max | median / local |"
     )?;
     writeln!(out, "|---|---|---|---|---|---|---|")?;
-    crate::row(out, &c.local, Some(&c.local))?;
-    crate::row(out, &c.forwarded, Some(&c.local))?;
-    crate::row(out, &c.failover, Some(&c.local))?;
+    crate::report::row(out, &c.local, Some(&c.local))?;
+    crate::report::row(out, &c.forwarded, Some(&c.local))?;
+    crate::report::row(out, &c.failover, Some(&c.local))?;
     writeln!(out)?;
     writeln!(
         out,

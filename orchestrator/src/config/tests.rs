@@ -1,0 +1,251 @@
+use super::*;
+
+#[test]
+fn defaults_are_documented_values() {
+    let c = Config::default();
+    assert_eq!(c.bind.to_string(), "127.0.0.1:7878");
+    assert_eq!(c.pool.idle_ttl, Duration::from_secs(480));
+    assert_eq!(c.pool.max_capacity, 16);
+    assert_eq!(c.turn.idle_timeout, Duration::from_secs(120));
+    assert_eq!(c.tools.timeout, Duration::from_secs(120));
+    assert!(c.plugins.is_empty());
+    assert_eq!(c.claude.max_retries, 2);
+    assert!(!c.claude.tool_search);
+    assert!(c.db_path().ends_with("harness.db"));
+    assert_eq!(c.claude_config_dir(), c.data_dir.join("claude"));
+}
+
+#[test]
+fn file_values_override_defaults_and_flags_override_file() {
+    let mut c = Config::from_toml(
+        r#"
+        bind = "127.0.0.1:9000"
+        db = "/tmp/x.db"
+        [pool]
+        idle_ttl = 2.5
+        max_capacity = 3
+        [claude]
+        bin = "/opt/claude"
+        env = { FOO = "bar" }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(c.bind.port(), 9000);
+    assert_eq!(c.pool.idle_ttl, Duration::from_millis(2500));
+    assert_eq!(c.pool.max_capacity, 3);
+    assert_eq!(c.claude.env.get("FOO").map(String::as_str), Some("bar"));
+    // Untouched sections keep their defaults.
+    assert_eq!(c.turn.queue_limit, 32);
+    c.apply(&ServeArgs {
+        db: Some(":memory:".into()),
+        claude_bin: Some("/bin/c".into()),
+        ..Default::default()
+    });
+    assert_eq!(c.db_path(), ":memory:");
+    assert_eq!(c.claude.bin, PathBuf::from("/bin/c"));
+}
+
+#[test]
+fn approvals_deny_by_default_and_come_from_the_file_then_the_flag() {
+    let c = Config::default();
+    assert_eq!(c.approvals.mode, ApprovalMode::Deny);
+    assert_eq!(c.approvals.timeout, Duration::from_secs(300));
+    let mut c = Config::from_toml(
+        r#"
+        [approvals]
+        mode = "ask"
+        timeout = 20
+        [[approvals.rules]]
+        tool = "Bash(git status:*)"
+        decision = "allow"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(c.approvals.mode, ApprovalMode::Ask);
+    assert_eq!(c.approvals.timeout, Duration::from_secs(20));
+    assert_eq!(c.approvals.rules[0].tool, "Bash(git status:*)");
+    assert_eq!(c.approvals.rules[0].decision, RuleDecision::Allow);
+    c.apply(&ServeArgs {
+        approvals: Some(ApprovalMode::Allow),
+        ..Default::default()
+    });
+    assert_eq!(c.approvals.mode, ApprovalMode::Allow);
+    let err = Config::from_toml("[approvals]\nmode = \"maybe\"").unwrap_err();
+    assert!(err.to_string().contains("maybe"), "{err}");
+}
+
+#[test]
+fn clustering_comes_from_the_flags_and_needs_postgres() {
+    let c = Config::default();
+    assert_eq!(c.cluster.advertise, None);
+    assert_eq!(c.cluster.lease_ttl, Duration::from_secs(15));
+    let c = Config::from_toml("[cluster]\nadvertise = \"http://10.0.0.5:7878\"\nlease_ttl = 6")
+        .unwrap();
+    assert_eq!(c.cluster.lease_ttl, Duration::from_secs(6));
+    let err = c.validate().unwrap_err();
+    assert!(err.to_string().contains("PostgreSQL"), "{err}");
+
+    let mut c = Config::default();
+    c.apply(&ServeArgs {
+        db: Some("postgres://h/db".into()),
+        advertise: Some("auto".into()),
+        lease_ttl: Some(3.0),
+        ..Default::default()
+    });
+    assert_eq!(c.cluster.advertise.as_deref(), Some("auto"));
+    assert_eq!(c.cluster.lease_ttl, Duration::from_secs(3));
+    c.validate().unwrap();
+}
+
+#[test]
+fn unknown_keys_are_rejected() {
+    let err = Config::from_toml("bnid = \"127.0.0.1:1\"").unwrap_err();
+    assert!(err.to_string().contains("bnid"), "{err}");
+}
+
+#[test]
+fn non_loopback_bind_requires_a_token() {
+    let mut c = Config {
+        bind: "0.0.0.0:7878".parse().unwrap(),
+        ..Default::default()
+    };
+    assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));
+    c.auth_token = Some(String::new());
+    assert!(matches!(c.validate(), Err(ConfigError::TokenRequired(_))));
+    c.auth_token = Some("s3cret".into());
+    assert!(c.validate().is_ok());
+}
+
+#[test]
+fn the_token_comes_from_a_file_trimmed_and_an_empty_or_missing_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "  s3cret-from-file\n").unwrap();
+    let mut c = Config {
+        auth_token: Some("from-env".into()),
+        auth_token_file: Some(path.clone()),
+        ..Default::default()
+    };
+    c.read_token_file().unwrap();
+    assert_eq!(
+        c.auth_token.as_deref(),
+        Some("s3cret-from-file"),
+        "the file wins"
+    );
+
+    std::fs::write(&path, "\n").unwrap();
+    let err = c.read_token_file().unwrap_err();
+    assert!(err.to_string().contains("empty"), "{err}");
+    c.auth_token_file = Some(dir.path().join("missing"));
+    assert!(matches!(
+        c.read_token_file(),
+        Err(ConfigError::TokenFile { .. })
+    ));
+}
+
+#[test]
+fn the_file_then_the_token_variable_then_the_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("harness.toml");
+    std::fs::write(
+        &path,
+        "bind = \"127.0.0.1:9000\"\nauth_token = \"from-file\"\n",
+    )
+    .unwrap();
+    let args = ServeArgs {
+        config: Some(path),
+        bind: Some("127.0.0.1:9001".parse().unwrap()),
+        ..Default::default()
+    };
+    let c = Config::load_with(&args, None).unwrap();
+    assert_eq!(c.bind.port(), 9001, "the flag wins over the file");
+    assert_eq!(c.auth_token.as_deref(), Some("from-file"));
+    let c = Config::load_with(&args, Some("from-env".into())).unwrap();
+    assert_eq!(
+        c.auth_token.as_deref(),
+        Some("from-env"),
+        "the variable wins"
+    );
+}
+
+#[test]
+fn the_concurrency_limit_defaults_to_the_pool_and_comes_from_the_file() {
+    let c = Config::default();
+    assert!(c.rate_limit.enabled);
+    assert_eq!(c.rate_limit.max_turns(&c.pool), 16);
+    assert_eq!(c.rate_limit.min_concurrent_turns, 1);
+    assert_eq!(c.rate_limit.cooldown, Duration::from_secs(2));
+    let c = Config::from_toml(
+        "[pool]\nmax_capacity = 3\n[rate_limit]\ncooldown = 0.5\nmin_concurrent_turns = 2",
+    )
+    .unwrap();
+    assert_eq!(c.rate_limit.max_turns(&c.pool), 3);
+    assert_eq!(c.rate_limit.cooldown, Duration::from_millis(500));
+    assert!(c.validate().is_ok());
+    let c = Config::from_toml("[rate_limit]\nmax_concurrent_turns = 2\nmin_concurrent_turns = 3")
+        .unwrap();
+    assert!(matches!(c.validate(), Err(ConfigError::Invalid(_))));
+    let c = Config::from_toml("[rate_limit]\nmin_concurrent_turns = 0").unwrap();
+    assert!(matches!(c.validate(), Err(ConfigError::Invalid(_))));
+}
+
+#[test]
+fn plugin_tables_are_kept_whole_for_their_plugins() {
+    let c = Config::from_toml(
+        r#"
+        [tools]
+        timeout = 60
+        [plugins.delegation]
+        max_depth = 1
+        timeout = 30
+        anything = { the = "core does not look" }
+        [plugins.time]
+        "#,
+    )
+    .unwrap();
+    assert_eq!(c.tools.timeout, Duration::from_secs(60));
+    assert_eq!(c.plugins.keys().collect::<Vec<_>>(), ["delegation", "time"]);
+    let delegation = &c.plugins["delegation"];
+    assert_eq!(delegation["max_depth"].as_integer(), Some(1));
+    assert_eq!(delegation["timeout"].as_integer(), Some(30));
+    assert!(delegation["anything"].is_table());
+    assert!(c.plugins["time"].is_empty());
+    c.check_plugin_tables(["time", "delegation", "context"])
+        .unwrap();
+    let err = Config::from_toml("[plugins]\ndelegation = 3").unwrap_err();
+    assert!(err.to_string().contains("invalid type"), "{err}");
+}
+
+#[test]
+fn a_table_for_a_plugin_that_is_not_loaded_is_refused() {
+    let c = Config::from_toml("[plugins.delegaton]\nmax_depth = 1").unwrap();
+    let err = c.check_plugin_tables(["time", "delegation"]).unwrap_err();
+    assert!(matches!(&err, ConfigError::UnknownPlugin { name, .. } if name == "delegaton"));
+    assert_eq!(
+        err.to_string(),
+        "[plugins.delegaton]: no plugin `delegaton` is loaded (loaded: time, delegation)"
+    );
+    Config::default().check_plugin_tables([]).unwrap();
+}
+
+#[test]
+fn the_old_delegation_keys_say_where_they_moved() {
+    for (key, now) in [
+        ("delegation_max_depth = 1", "[plugins.delegation] max_depth"),
+        ("delegation_timeout = 30", "[plugins.delegation] timeout"),
+    ] {
+        let err = Config::from_toml(&format!("[tools]\ntimeout = 5\n{key}")).unwrap_err();
+        assert!(err.to_string().contains(now), "{key}: {err}");
+    }
+    // Other mistakes keep serde's own message, with its line.
+    let err = Config::from_toml("[tools]\ntimeuot = 5").unwrap_err();
+    assert!(
+        err.to_string().contains("timeuot") && err.to_string().contains("line 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn negative_durations_are_rejected() {
+    assert!(Config::from_toml("[pool]\nidle_ttl = -1").is_err());
+}
