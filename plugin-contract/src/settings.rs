@@ -55,12 +55,12 @@ pub mod secs {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let secs = f64::deserialize(d)?;
-        if !(secs.is_finite() && secs >= 0.0) {
-            return Err(serde::de::Error::custom(
-                "a duration must be a non-negative number of seconds",
-            ));
-        }
-        Ok(Duration::from_secs_f64(secs))
+        // `try_`: `from_secs_f64` panics on a value too large for a `Duration` (`1e30`).
+        Duration::try_from_secs_f64(secs).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "a duration must be a non-negative number of seconds that fits (got {secs})"
+            ))
+        })
     }
 }
 
@@ -141,6 +141,11 @@ mod tests {
             err.message.contains("non-negative") && err.message.contains("`wait`"),
             "{err}"
         );
+        // Finite but beyond what a `Duration` holds: an error, not a panic.
+        for text in ["wait = 1e30", "wait = inf", "wait = nan"] {
+            let err = parse_settings::<Example>("ex", Some(&table(text))).unwrap_err();
+            assert!(err.message.contains("`wait`"), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -495,8 +495,18 @@ pub struct ServeArgs {
     #[arg(long, env = "HARNESS_ADVERTISE")]
     pub advertise: Option<String>,
     /// Seconds a thread's lease outlives its owner's last heartbeat.
-    #[arg(long, env = "HARNESS_LEASE_TTL")]
-    pub lease_ttl: Option<f64>,
+    #[arg(long, env = "HARNESS_LEASE_TTL", value_parser = parse_seconds)]
+    pub lease_ttl: Option<Duration>,
+}
+
+/// A flag's seconds as a `Duration`: a clear error for what is not a non-negative number that
+/// fits (`-1`, `inf`, `1e30`), never a panic.
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("`{text}` is not a non-negative number of seconds that fits"))
 }
 
 /// A configuration that cannot be used. Shown to the operator at start-up.
@@ -650,7 +660,7 @@ impl Config {
             self.cluster.advertise = Some(v);
         }
         if let Some(v) = args.lease_ttl {
-            self.cluster.lease_ttl = Duration::from_secs_f64(v.max(0.0));
+            self.cluster.lease_ttl = v;
         }
     }
 

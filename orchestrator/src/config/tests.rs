@@ -89,12 +89,33 @@ fn clustering_comes_from_the_flags_and_needs_postgres() {
     c.apply(&ServeArgs {
         db: Some("postgres://h/db".into()),
         advertise: Some("auto".into()),
-        lease_ttl: Some(3.0),
+        lease_ttl: Some(Duration::from_secs(3)),
         ..Default::default()
     });
     assert_eq!(c.cluster.advertise.as_deref(), Some("auto"));
     assert_eq!(c.cluster.lease_ttl, Duration::from_secs(3));
     c.validate().unwrap();
+}
+
+/// `--lease-ttl inf` and `1e30` used to panic (exit 101) turning seconds into a `Duration`.
+#[test]
+fn a_duration_flag_that_does_not_fit_is_an_error_not_a_panic() {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+    let parse = |value: &str| Cli::try_parse_from(["harness", "--lease-ttl", value]);
+    let ok = parse("2.5").expect("a number of seconds parses");
+    assert_eq!(ok.serve.lease_ttl, Some(Duration::from_millis(2500)));
+    for bad in ["inf", "1e30", "-1", "NaN", "soon"] {
+        let err = parse(bad)
+            .err()
+            .unwrap_or_else(|| panic!("{bad} must be refused"));
+        assert!(err.to_string().contains(bad), "{bad}: {err}");
+    }
 }
 
 #[test]
