@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use plugin_contract::settings::secs;
@@ -541,7 +541,7 @@ pub enum ConfigError {
 
 impl Config {
     /// Defaults, then the file (if any), then `HARNESS_TOKEN`, then the flags; then the token
-    /// file; then checks the result.
+    /// file; then every path made absolute ([`Config::absolute_paths`]); then checks the result.
     pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         let token = std::env::var("HARNESS_TOKEN")
             .ok()
@@ -569,8 +569,37 @@ impl Config {
         }
         config.apply(args);
         config.read_token_file()?;
+        config.absolute_paths()?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Makes the folders and the database file absolute, against the directory the daemon
+    /// started in. A relative one would otherwise be read against each child's own folder (the
+    /// CLI runs in the thread's folder): its config dir, transcripts and deny rules would land
+    /// under every thread instead of in one place.
+    pub fn absolute_paths(&mut self) -> Result<(), ConfigError> {
+        let absolute = |path: &Path| {
+            std::path::absolute(path).map_err(|error| {
+                ConfigError::Invalid(format!(
+                    "cannot make `{}` absolute: {error}",
+                    path.display()
+                ))
+            })
+        };
+        self.data_dir = absolute(&self.data_dir)?;
+        for path in [&mut self.claude.config_dir, &mut self.claude.workdir]
+            .into_iter()
+            .flatten()
+        {
+            *path = absolute(path)?;
+        }
+        if let Some(db) = &self.db {
+            if db != ":memory:" && !crate::store::is_postgres_url(db) {
+                self.db = Some(absolute(Path::new(db))?.to_string_lossy().into_owned());
+            }
+        }
+        Ok(())
     }
 
     /// Replaces `auth_token` with the contents of `auth_token_file`, when one is named.

@@ -270,3 +270,36 @@ fn the_old_delegation_keys_say_where_they_moved() {
 fn negative_durations_are_rejected() {
     assert!(Config::from_toml("[pool]\nidle_ttl = -1").is_err());
 }
+
+/// A relative `--data-dir` was used as given: the CLI, running in each thread's folder, read it
+/// against that folder, so transcripts and deny rules landed under every thread.
+#[test]
+fn relative_paths_are_made_absolute_at_start() {
+    let cwd = std::env::current_dir().expect("a working directory");
+    let config = Config::load_with(
+        &ServeArgs {
+            data_dir: Some(PathBuf::from("rel/data")),
+            db: Some("rel/harness.db".into()),
+            ..Default::default()
+        },
+        None,
+    )
+    .expect("loads");
+    assert_eq!(config.data_dir, cwd.join("rel/data"));
+    assert!(config.claude_workdir().is_absolute());
+    assert_eq!(config.claude_config_dir(), cwd.join("rel/data/claude"));
+    assert_eq!(
+        config.db_path(),
+        cwd.join("rel/harness.db").to_string_lossy()
+    );
+
+    let memory = Config::load_with(
+        &ServeArgs {
+            db: Some(":memory:".into()),
+            ..Default::default()
+        },
+        None,
+    )
+    .expect("loads");
+    assert_eq!(memory.db_path(), ":memory:");
+}
