@@ -42,7 +42,9 @@ macro_rules! event_queries {
                 kind: &str,
                 data: &serde_json::Value,
             ) -> Result<EventRow, StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                // One statement on SQLite (the advisory lock and NOTIFY on PostgreSQL need the
+                // transaction `single` keeps there).
+                let mut tx = ThreadTx::single(self.pool(), thread, fence).await?;
                 let row = append(&mut tx, thread, message, kind, data).await?;
                 tx.commit().await?;
                 Ok(row)

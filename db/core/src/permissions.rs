@@ -88,7 +88,7 @@ macro_rules! permission_queries {
                 decided_by: Option<&str>,
                 reason: Option<&str>,
             ) -> Result<(), StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), new.thread_id, fence).await?;
+                let mut tx = ThreadTx::single(self.pool(), new.thread_id, fence).await?;
                 insert(&mut tx, new, status, decided_by, reason).await?;
                 tx.commit().await
             }

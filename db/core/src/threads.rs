@@ -97,7 +97,7 @@ macro_rules! thread_queries {
                 id: &ThreadId,
                 session: Option<&CliSessionId>,
             ) -> Result<(), StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), id, fence).await?;
+                let mut tx = ThreadTx::single(self.pool(), id, fence).await?;
                 set_cli_session(&mut tx, id, session).await?;
                 tx.commit().await
             }

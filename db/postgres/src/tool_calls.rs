@@ -18,7 +18,7 @@ async fn record(
         let mut conn = pool.acquire().await?;
         return insert(&mut conn, call).await;
     };
-    let mut tx = ThreadTx::begin(pool, thread, fence).await?;
+    let mut tx = ThreadTx::single(pool, thread, fence).await?;
     let id = insert(tx.conn(), call).await?;
     tx.commit().await?;
     Ok(id)

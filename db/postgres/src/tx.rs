@@ -39,6 +39,17 @@ impl ThreadTx {
         Ok(ThreadTx { tx })
     }
 
+    /// For a write of exactly one statement: the same as [`ThreadTx::begin`] here (the fence's
+    /// lock, and the event log's advisory lock, need a transaction); SQLite's skips the
+    /// transaction when there is no fence.
+    pub async fn single(
+        pool: &PgPool,
+        thread: &ThreadId,
+        fence: Option<&Fence>,
+    ) -> Result<ThreadTx, StoreError> {
+        Self::begin(pool, thread, fence).await
+    }
+
     /// The connection the transaction runs on.
     pub(crate) fn conn(&mut self) -> &mut PgConnection {
         &mut self.tx
