@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewReply, NewUserMessage,
-    Origin, Role, StoreError, Usage,
+    is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewReply,
+    NewUserMessage, Origin, Role, StoreError, Usage,
 };
 use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
 use sqlx::{SqliteConnection, SqlitePool};
@@ -24,31 +24,9 @@ async fn insert_user_message(
     new: &NewUserMessage,
 ) -> Result<Inserted, StoreError> {
     let thread = &new.thread_id;
-    let mut tx = ThreadTx::begin(pool, thread, fence).await?;
-    if let Some(client_id) = &new.client_message_id {
-        // Under the write lock: no other insert can come in between.
-        let first = sqlx::query_as!(
-            MessageRow,
-            r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
-                      role AS "role: Role", content, status AS "status: MessageStatus", error,
-                      client_message_id, reply_to AS "reply_to: MessageId", model,
-                      origin AS "origin: Origin",
-                      structured_output AS "structured_output: serde_json::Value",
-                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-                      cost_usd, api_ms,
-                      created_at AS "created_at: DateTime<Utc>",
-                      updated_at AS "updated_at: DateTime<Utc>"
-               FROM messages WHERE thread_id = ?1 AND client_message_id = ?2"#,
-            thread,
-            client_id,
-        )
-        .fetch_optional(tx.conn())
-        .await?;
-        if let Some(first) = first {
-            tx.commit().await?;
-            return Ok(Inserted::Duplicate(first));
-        }
-    }
+    // One statement: the unique index on (thread, clientMessageId) refuses a second message
+    // with the same key, and the first is read back below.
+    let mut tx = ThreadTx::single(pool, thread, fence).await?;
     let now = now_text();
     let origin = new.origin.as_str();
     // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
@@ -80,8 +58,32 @@ async fn insert_user_message(
         origin,
     )
     .fetch_optional(tx.conn())
-    .await?
-    .ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))?;
+    .await;
+    let inserted = match (inserted, &new.client_message_id) {
+        (Ok(row), _) => row.ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))?,
+        (Err(err), Some(client_id)) if is_unique_violation(&err) => {
+            let first = sqlx::query_as!(
+                MessageRow,
+                r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                      role AS "role: Role", content, status AS "status: MessageStatus", error,
+                      client_message_id, reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin",
+                      structured_output AS "structured_output: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
+                      created_at AS "created_at: DateTime<Utc>",
+                      updated_at AS "updated_at: DateTime<Utc>"
+               FROM messages WHERE thread_id = ?1 AND client_message_id = ?2"#,
+                thread,
+                client_id,
+            )
+            .fetch_one(tx.conn())
+            .await?;
+            tx.commit().await?;
+            return Ok(Inserted::Duplicate(first));
+        }
+        (Err(err), _) => return Err(err.into()),
+    };
     tx.commit().await?;
     Ok(Inserted::New(inserted))
 }
