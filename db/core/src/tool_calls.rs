@@ -30,7 +30,15 @@ macro_rules! tool_call_queries {
                 fence: Option<&Fence>,
                 call: &NewToolCall,
             ) -> Result<i64, StoreError> {
-                record(self.pool(), fence, call).await
+                // A call outside any thread has no fence to pass.
+                let Some(thread) = &call.thread_id else {
+                    let mut conn = self.pool().acquire().await?;
+                    return insert(&mut conn, call).await;
+                };
+                let mut tx = ThreadTx::single(self.pool(), thread, fence).await?;
+                let id = insert(tx.conn(), call).await?;
+                tx.commit().await?;
+                Ok(id)
             }
 
             async fn tool_calls(&self, thread: &ThreadId) -> Result<Vec<ToolCallRow>, StoreError> {

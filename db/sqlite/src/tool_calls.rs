@@ -9,22 +9,6 @@ use crate::{Sqlite, ThreadTx};
 
 harness_db::tool_call_queries!(Sqlite);
 
-/// Records a finished call: in the thread's fenced transaction when it has a thread.
-async fn record(
-    pool: &SqlitePool,
-    fence: Option<&Fence>,
-    call: &NewToolCall,
-) -> Result<i64, StoreError> {
-    let Some(thread) = &call.thread_id else {
-        let mut conn = pool.acquire().await?;
-        return insert(&mut conn, call).await;
-    };
-    let mut tx = ThreadTx::single(pool, thread, fence).await?;
-    let id = insert(tx.conn(), call).await?;
-    tx.commit().await?;
-    Ok(id)
-}
-
 async fn insert(conn: &mut SqliteConnection, call: &NewToolCall) -> Result<i64, StoreError> {
     // SQLite integers are signed; a call longer than 292 million years is clamped.
     let duration_ms = i64::try_from(call.duration_ms).unwrap_or(i64::MAX);
