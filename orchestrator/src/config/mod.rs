@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use plugin_contract::settings::secs;
@@ -337,7 +337,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             bind: SocketAddr::from(([127, 0, 0, 1], 7878)),
-            data_dir: default_data_dir(),
+            data_dir: paths::default_data_dir(),
             db: None,
             auth_token: None,
             auth_token_file: None,
@@ -574,34 +574,6 @@ impl Config {
         Ok(config)
     }
 
-    /// Makes the folders and the database file absolute, against the directory the daemon
-    /// started in. A relative one would otherwise be read against each child's own folder (the
-    /// CLI runs in the thread's folder): its config dir, transcripts and deny rules would land
-    /// under every thread instead of in one place.
-    pub fn absolute_paths(&mut self) -> Result<(), ConfigError> {
-        let absolute = |path: &Path| {
-            std::path::absolute(path).map_err(|error| {
-                ConfigError::Invalid(format!(
-                    "cannot make `{}` absolute: {error}",
-                    path.display()
-                ))
-            })
-        };
-        self.data_dir = absolute(&self.data_dir)?;
-        for path in [&mut self.claude.config_dir, &mut self.claude.workdir]
-            .into_iter()
-            .flatten()
-        {
-            *path = absolute(path)?;
-        }
-        if let Some(db) = &self.db {
-            if db != ":memory:" && !crate::store::is_postgres_url(db) {
-                self.db = Some(absolute(Path::new(db))?.to_string_lossy().into_owned());
-            }
-        }
-        Ok(())
-    }
-
     /// Replaces `auth_token` with the contents of `auth_token_file`, when one is named.
     pub fn read_token_file(&mut self) -> Result<(), ConfigError> {
         let Some(path) = &self.auth_token_file else {
@@ -743,42 +715,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// The database location: `db` (a file path, `:memory:` or a `postgres://` URL), or
-    /// `<data_dir>/harness.db`.
-    pub fn db_path(&self) -> String {
-        self.db.clone().unwrap_or_else(|| {
-            self.data_dir
-                .join("harness.db")
-                .to_string_lossy()
-                .into_owned()
-        })
-    }
-
-    pub fn claude_config_dir(&self) -> PathBuf {
-        self.claude
-            .config_dir
-            .clone()
-            .unwrap_or_else(|| self.data_dir.join("claude"))
-    }
-
-    pub fn claude_workdir(&self) -> PathBuf {
-        self.claude
-            .workdir
-            .clone()
-            .unwrap_or_else(|| self.data_dir.join("work"))
-    }
-}
-
-/// `$XDG_DATA_HOME/harness`, else `~/.local/share/harness`, else `./harness-data`.
-fn default_data_dir() -> PathBuf {
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(xdg).join("harness");
-    }
-    if let Some(home) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(home).join(".local/share/harness");
-    }
-    PathBuf::from("harness-data")
 }
 
 /// Keys that left the core's config: `(table, key, where it is now)`. A file that still sets
@@ -806,6 +742,8 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
         )))
     })
 }
+
+mod paths;
 
 #[cfg(test)]
 mod tests;
