@@ -127,7 +127,7 @@ mod tests {
         };
         store
             .complete_turn(
-                &message.message().id,
+                message.message().turn_key(),
                 "hello",
                 None,
                 None,

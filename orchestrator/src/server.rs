@@ -157,7 +157,6 @@ impl Daemon {
             config.approvals.timeout,
             store.clone(),
             events.clone(),
-            config.claude_workdir(),
         );
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));

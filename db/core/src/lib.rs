@@ -370,6 +370,15 @@ impl Inserted {
     }
 }
 
+/// The user message a turn answers, by its thread and id: what ending the turn needs. The
+/// thread picks the fence and scopes the write (a message of another thread is not found), so
+/// nothing is looked up first.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnKey<'a> {
+    pub thread: &'a ThreadId,
+    pub message: &'a MessageId,
+}
+
 /// A message as stored (`messages`). What clients see is `api::Message`, built from it.
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct MessageRow {
@@ -404,6 +413,14 @@ pub struct MessageRow {
 }
 
 impl MessageRow {
+    /// This user message as the turn that answers it ([`TurnKey`]).
+    pub fn turn_key(&self) -> TurnKey<'_> {
+        TurnKey {
+            thread: &self.thread_id,
+            message: &self.id,
+        }
+    }
+
     /// What the turn cost, when the message has usage: its columns are written together, so the
     /// cost stands for all of them.
     pub fn usage(&self) -> Option<Usage> {

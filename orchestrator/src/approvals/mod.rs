@@ -39,6 +39,9 @@ pub struct Request {
     pub tool_name: String,
     pub input: Value,
     pub tool_use_id: Option<String>,
+    /// The folder the asking process works in (its spec's): where relative paths and relative
+    /// path rules are anchored.
+    pub cwd: PathBuf,
 }
 
 /// A person's answer (`POST /api/threads/{id}/permissions/{requestId}`).
@@ -92,7 +95,6 @@ pub struct Approvals {
 struct Inner {
     policy: Policy,
     /// Where the threads' folders are: path rules are anchored at the requesting thread's.
-    threads_dir: PathBuf,
     timeout: Duration,
     store: Store,
     events: EventBus,
@@ -102,20 +104,10 @@ struct Inner {
 }
 
 impl Approvals {
-    /// `threads_dir` is the folder holding each thread's working folder (`claude.workdir`); made
-    /// absolute here, as the policy matches absolute paths.
-    pub fn new(
-        policy: Policy,
-        timeout: Duration,
-        store: Store,
-        events: EventBus,
-        threads_dir: PathBuf,
-    ) -> Approvals {
-        let threads_dir = std::path::absolute(&threads_dir).unwrap_or(threads_dir);
+    pub fn new(policy: Policy, timeout: Duration, store: Store, events: EventBus) -> Approvals {
         Approvals {
             inner: Arc::new(Inner {
                 policy,
-                threads_dir,
                 timeout,
                 store,
                 events,
@@ -132,7 +124,8 @@ impl Approvals {
     /// Decides `request` (waiting for a person in `ask` mode) and returns the CLI's answer:
     /// `{"behavior": "allow", "updatedInput"}` or `{"behavior": "deny", "message"}`.
     pub async fn decide(&self, request: Request) -> Value {
-        let cwd = crate::launch::thread_workdir(&self.inner.threads_dir, &request.thread);
+        // The policy matches absolute paths.
+        let cwd = std::path::absolute(&request.cwd).unwrap_or_else(|_| request.cwd.clone());
         let verdict = self
             .inner
             .policy

@@ -1,5 +1,7 @@
 //! How the daemon starts `claude` children: where each works, what it sees of the environment,
-//! and its command-line options, all derived from [`Config`] once.
+//! and its command-line options, all derived from [`Config`] once. [`Launcher::spec`] turns a
+//! thread's row into the [`ProcessSpec`] the pool starts (and matches) processes by; nothing
+//! else derives a process's folder or options.
 //!
 //! **Invariant (isolation, SECURITY.md):** a thread's process works in a folder of its own
 //! (`<claude.workdir>/<thread id>`, mode 0700), so each thread is its own CLI project with its own
@@ -27,6 +29,11 @@ use plugin_contract::{CliSessionId, ThreadId};
 
 use crate::config::{Config, Profile};
 use crate::mcp::SERVER_NAME;
+use crate::store::{NewThread, ThreadRow};
+
+mod spec;
+
+pub use spec::{Fit, ProcessSpec};
 
 /// Everything needed to start a process for any thread.
 #[derive(Clone, Debug)]
@@ -110,12 +117,55 @@ impl Launcher {
         }
     }
 
-    /// Where and how `thread`'s process starts; creates its folder.
-    pub fn launch(&self, thread: &ThreadId) -> std::io::Result<Launch> {
+    /// The spec of `thread`'s process on `model` (the default model when `None`): a process
+    /// started for one `outputSchema` never serves a turn that wants another; a fork with no
+    /// session of its own yet forks the one it came from.
+    pub fn spec(&self, thread: &ThreadRow, model: Option<String>) -> ProcessSpec {
+        let forking = thread.cli_session_id.is_none() && thread.forked_session.is_some();
+        let mut spec = self.fresh_spec(&thread.id, model, thread.output_schema.as_ref());
+        spec.options.fork_session = forking;
+        spec.resume = thread
+            .cli_session_id
+            .clone()
+            .or_else(|| thread.forked_session.clone());
+        spec
+    }
+
+    /// The spec of a thread about to be created from `new`, were its id `thread` (the id a
+    /// parked spare was started for).
+    pub fn new_thread_spec(&self, thread: &ThreadId, new: &NewThread) -> ProcessSpec {
+        self.fresh_spec(thread, new.model.clone(), new.output_schema.as_ref())
+    }
+
+    /// A parked spare's spec: the default options, in the folder of the thread id reserved for it.
+    pub fn spare_spec(&self, thread: &ThreadId) -> ProcessSpec {
+        self.fresh_spec(thread, None, None)
+    }
+
+    fn fresh_spec(
+        &self,
+        thread: &ThreadId,
+        model: Option<String>,
+        output_schema: Option<&serde_json::Value>,
+    ) -> ProcessSpec {
+        ProcessSpec {
+            thread: thread.clone(),
+            workdir: self.folder_of(thread),
+            options: SpawnOptions {
+                json_schema: output_schema.map(serde_json::Value::to_string),
+                ..self.options(model)
+            },
+            resume: None,
+        }
+    }
+
+    /// How a process of `spec` starts; creates its folder (mode 0700).
+    pub fn launch(&self, spec: &ProcessSpec) -> std::io::Result<Launch> {
+        crate::private_fs::create_dir(&spec.workdir)?;
         Ok(Launch {
             bin: self.bin.clone(),
             config_dir: self.config_dir.clone(),
-            workdir: self.thread_folder(thread)?,
+            workdir: spec.workdir.clone(),
             env: self.env.clone(),
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
@@ -124,74 +174,66 @@ impl Launcher {
         })
     }
 
-    /// `thread`'s folder (created, mode 0700): where its processes work.
-    pub fn thread_folder(&self, thread: &ThreadId) -> std::io::Result<PathBuf> {
-        let folder = self.folder_of(thread);
-        crate::private_fs::create_dir(&folder)?;
-        Ok(folder)
-    }
-
-    /// Where `thread`'s folder is (not created).
-    pub fn folder_of(&self, thread: &ThreadId) -> PathBuf {
+    /// Where `thread`'s own folder is (not created).
+    fn folder_of(&self, thread: &ThreadId) -> PathBuf {
         thread_workdir(&self.threads_dir, thread)
     }
 
-    /// Copies the CLI's transcript of `session` from `from`'s project to `to`'s (each thread
-    /// folder is its own CLI project), so that a process of `to` can `--resume` it. False when
-    /// the CLI no longer has the session.
+    /// Copies the CLI's transcript of `session` from the project of the folder `from` to that of
+    /// `to` (each folder is its own CLI project), so that a process working in `to` can
+    /// `--resume` it. False when the CLI no longer has the session.
     pub fn copy_session(
         &self,
-        from: &ThreadId,
-        to: &ThreadId,
+        from: &Path,
+        to: &Path,
         session: &CliSessionId,
     ) -> std::io::Result<bool> {
         let file = format!("{}.jsonl", session.as_str());
-        let source = self.project_dir(&self.folder_of(from)).join(&file);
+        let source = self.project_dir(from).join(&file);
         if !source.is_file() {
             return Ok(false);
         }
-        let target = self.project_dir(&self.thread_folder(to)?);
+        let target = self.project_dir(to);
         crate::private_fs::create_dir(&target)?;
         std::fs::copy(&source, target.join(&file))?;
         Ok(true)
     }
 
-    /// True when the CLI has `session`'s transcript in `thread`'s project: a `--resume` of it
-    /// finds it.
-    pub fn has_session(&self, thread: &ThreadId, session: &CliSessionId) -> bool {
-        self.project_dir(&self.folder_of(thread))
-            .join(format!("{}.jsonl", session.as_str()))
-            .is_file()
+    /// True when the CLI has `session`'s transcript in the project of `workdir`: a `--resume` of
+    /// it from there finds it.
+    pub fn has_session(&self, workdir: &Path, session: &CliSessionId) -> bool {
+        self.session_file(workdir, session).is_file()
     }
 
-    /// True when `thread`'s copy of `session`'s transcript holds the entry `uuid` (a line that
-    /// names it); false when it does not, or there is no copy.
+    /// True when the project of `workdir`'s copy of `session`'s transcript holds the entry
+    /// `uuid` (a line that names it); false when it does not, or there is no copy.
     pub fn session_has_entry(
         &self,
-        thread: &ThreadId,
+        workdir: &Path,
         session: &CliSessionId,
         uuid: &str,
     ) -> std::io::Result<bool> {
-        let file = self
-            .project_dir(&self.folder_of(thread))
-            .join(format!("{}.jsonl", session.as_str()));
-        match std::fs::read_to_string(file) {
+        match std::fs::read_to_string(self.session_file(workdir, session)) {
             Ok(text) => Ok(text.lines().any(|line| line.contains(uuid))),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(err) => Err(err),
         }
     }
 
-    /// Writes a stored transcript back into `thread`'s CLI project, so that a process of the
-    /// thread can `--resume` it: each `(file, line)` appended, in order, to `file` inside the
-    /// project folder (see [`write_transcript`]).
+    fn session_file(&self, workdir: &Path, session: &CliSessionId) -> PathBuf {
+        self.project_dir(workdir)
+            .join(format!("{}.jsonl", session.as_str()))
+    }
+
+    /// Writes a stored transcript back into the CLI project of `workdir`, so that a process
+    /// working there can `--resume` it: each `(file, line)` appended, in order, to `file` inside
+    /// the project folder (see [`write_transcript`]).
     pub fn restore_transcript<'a>(
         &self,
-        thread: &ThreadId,
+        workdir: &Path,
         entries: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> std::io::Result<usize> {
-        let project = self.project_dir(&self.thread_folder(thread)?);
-        write_transcript(&project, entries)
+        write_transcript(&self.project_dir(workdir), entries)
     }
 
     /// Where the CLI keeps the transcripts of a project (a working folder): `<config
@@ -491,225 +533,4 @@ fn mcp_timeout_ms(longest_tool_call: Duration) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::ffi::OsString;
-
-    use super::*;
-
-    /// The longest tool call, where a test does not care.
-    const TOOL_BOUND: Duration = Duration::from_secs(120);
-
-    #[test]
-    fn the_cli_waits_on_our_tools_longer_than_the_longest_of_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            data_dir: dir.path().to_path_buf(),
-            ..Default::default()
-        };
-        let longest = Duration::from_secs(910);
-        let env = child_env(&config, longest, std::iter::empty());
-        let var = env.iter().find(|(k, _)| k == "MCP_TOOL_TIMEOUT");
-        assert_eq!(var.map(|(_, v)| v.as_str()), Some("940000"));
-        let launcher = Launcher::new(&config, serde_json::json!({}), longest, &[]).unwrap();
-        let launch = launcher.launch(&ThreadId::from_string("t")).unwrap();
-        assert_eq!(launch.sdk_mcp_servers[0].timeout_ms, 940_000);
-    }
-
-    #[test]
-    fn the_lean_profile_sets_its_switches_and_claude_env_can_set_one_back() {
-        let mut config = Config::default();
-        let standard = child_env(&config, TOOL_BOUND, std::iter::empty());
-        assert!(!standard
-            .iter()
-            .any(|(k, _)| LEAN_SWITCHES.contains(&k.as_str())));
-
-        config.claude.profile = Profile::Lean;
-        config
-            .claude
-            .env
-            .insert("CLAUDE_CODE_DISABLE_CLAUDE_MDS".into(), "0".into());
-        let env = child_env(&config, TOOL_BOUND, std::iter::empty());
-        for switch in LEAN_SWITCHES {
-            assert!(env.iter().any(|(k, _)| k == switch), "{switch}");
-        }
-        // The last value of a name is the one a child gets.
-        let last = env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "CLAUDE_CODE_DISABLE_CLAUDE_MDS");
-        assert_eq!(last.map(|(_, v)| v.as_str()), Some("0"));
-    }
-
-    #[test]
-    fn containment_holds_in_every_profile_and_claude_env_cannot_undo_it() {
-        for profile in [Profile::Standard, Profile::Lean] {
-            let mut config = Config::default();
-            config.claude.profile = profile;
-            config
-                .claude
-                .env
-                .insert("CLAUDE_CODE_HARBOR_KITE".into(), "1".into());
-            let daemon_env = [("CLAUDE_CODE_DISABLE_CRON", "0")]
-                .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-            let env = child_env(&config, TOOL_BOUND, daemon_env.into_iter());
-            for (name, value) in CONTAINMENT_SWITCHES {
-                // The last value of a name is the one a child gets.
-                let last = env.iter().rev().find(|(k, _)| k == name);
-                assert_eq!(last.map(|(_, v)| v.as_str()), Some(*value), "{name}");
-            }
-            let dir = tempfile::tempdir().unwrap();
-            config.data_dir = dir.path().to_path_buf();
-            let options = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[])
-                .unwrap()
-                .options(None);
-            for tool in [
-                "ListAgents",
-                "SendMessage",
-                "CronCreate",
-                "ScheduleWakeup",
-                "Monitor",
-            ] {
-                assert!(options.disallowed_tools.iter().any(|t| t == tool), "{tool}");
-            }
-        }
-    }
-
-    #[test]
-    fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = Config {
-            data_dir: dir.path().to_path_buf(),
-            ..Default::default()
-        };
-        config.claude.scheduling_tools = true;
-        let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
-        let disallowed = launcher.options(None).disallowed_tools;
-        for tool in SCHEDULING_TOOLS {
-            assert!(!disallowed.iter().any(|t| t == tool), "{tool}");
-        }
-        for tool in ["ListAgents", "SendMessage", "Workflow", "RemoteTrigger"] {
-            assert!(disallowed.iter().any(|t| t == tool), "{tool}");
-        }
-        let env = child_env(&config, TOOL_BOUND, std::iter::empty());
-        let has = |name: &str| env.iter().any(|(k, _)| k == name);
-        assert!(has("CLAUDE_CODE_HARBOR_KITE"));
-        assert!(!has("CLAUDE_CODE_DISABLE_CRON"));
-        assert!(!has("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"));
-        assert!(
-            launcher
-                .launch(&ThreadId::from_string("t"))
-                .unwrap()
-                .stop_hook
-        );
-    }
-
-    #[test]
-    fn children_get_the_allow_list_and_the_configured_env_only() {
-        let mut config = Config::default();
-        config.claude.env.insert("EXTRA".into(), "1".into());
-        let daemon_env = [
-            ("PATH", "/bin"),
-            ("LC_ALL", "C"),
-            ("ANTHROPIC_API_KEY", "k"),
-            ("HARNESS_TOKEN", "secret"),
-            ("AWS_SECRET_ACCESS_KEY", "x"),
-            ("CLAUDECODE", "1"),
-        ]
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = child_env(&config, TOOL_BOUND, daemon_env.into_iter());
-        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-        for kept in [
-            "PATH",
-            "LC_ALL",
-            "ANTHROPIC_API_KEY",
-            "EXTRA",
-            "CLAUDE_CODE_DISABLE_AUTO_MEMORY",
-        ] {
-            assert!(names.contains(&kept), "{kept}: {names:?}");
-        }
-        for dropped in ["HARNESS_TOKEN", "AWS_SECRET_ACCESS_KEY", "CLAUDECODE"] {
-            assert!(!names.contains(&dropped), "{dropped}: {names:?}");
-        }
-    }
-
-    #[test]
-    fn a_restored_transcript_is_one_private_file_per_path_with_lines_in_order() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let project = dir.path().join("projects").join("-w-t1");
-        let written = write_transcript(
-            &project,
-            [
-                ("s1.jsonl", r#"{"type":"queue-operation"}"#),
-                ("s1/subagents/agent-a.jsonl", r#"{"uuid":"x"}"#),
-                ("s1.jsonl", r#"{"type":"user","uuid":"u1"}"#),
-                ("s1.jsonl", r#"{"type":"cost-state"}"#),
-            ],
-        )
-        .unwrap();
-        assert_eq!(written, 2);
-        let main = project.join("s1.jsonl");
-        assert_eq!(
-            std::fs::read_to_string(&main).unwrap(),
-            "{\"type\":\"queue-operation\"}\n{\"type\":\"user\",\"uuid\":\"u1\"}\n{\"type\":\"cost-state\"}\n"
-        );
-        assert_eq!(
-            std::fs::read_to_string(project.join("s1/subagents/agent-a.jsonl")).unwrap(),
-            "{\"uuid\":\"x\"}\n"
-        );
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&main), 0o600);
-        assert_eq!(mode(&project), 0o700);
-        assert_eq!(mode(&project.join("s1/subagents")), 0o700);
-        let leftovers: Vec<_> = std::fs::read_dir(&project)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .filter(|n| n.to_string_lossy().contains("restoring"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
-
-        for bad in ["../escape.jsonl", "/etc/x.jsonl", ""] {
-            assert!(write_transcript(&project, [(bad, "{}")]).is_err(), "{bad}");
-        }
-        assert!(!dir.path().join("projects/escape.jsonl").exists());
-    }
-
-    #[test]
-    fn the_session_file_is_where_the_cli_looks_for_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            data_dir: dir.path().to_path_buf(),
-            ..Default::default()
-        };
-        let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
-        let thread = ThreadId::from_string("thr_a.b");
-        let session = CliSessionId::from_string("s-1");
-        assert!(!launcher.has_session(&thread, &session));
-        launcher
-            .restore_transcript(&thread, [("s-1.jsonl", "{}")])
-            .unwrap();
-        assert!(launcher.has_session(&thread, &session));
-        // Key: the thread folder's path with every character but ASCII letters and digits as `-`.
-        let folder = launcher.folder_of(&thread).to_string_lossy().into_owned();
-        let key: String = folder
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let file = config
-            .claude_config_dir()
-            .join("projects")
-            .join(&key)
-            .join("s-1.jsonl");
-        assert!(file.is_file(), "{}", file.display());
-        assert!(key.ends_with("-thr-a-b"), "{key}");
-    }
-
-    #[test]
-    fn thread_folders_cannot_escape_the_threads_dir() {
-        let dir = Path::new("/data/threads");
-        let odd = ThreadId::from_string("../../etc");
-        assert_eq!(thread_workdir(dir, &odd), dir.join("______etc"));
-        let normal = ThreadId::from_string("thr_0123abc");
-        assert_eq!(thread_workdir(dir, &normal), dir.join("thr_0123abc"));
-    }
-}
+mod tests;

@@ -135,7 +135,7 @@ impl Pipeline {
                 let stored = inner
                     .store
                     .fail_turn(
-                        &user.id,
+                        user.turn_key(),
                         MessageStatus::Refused,
                         &exceeded.to_string(),
                         session.as_ref(),
@@ -163,7 +163,7 @@ impl Pipeline {
                 let stored = inner
                     .store
                     .complete_turn(
-                        &user.id,
+                        user.turn_key(),
                         &text,
                         None,
                         None,
@@ -201,7 +201,7 @@ impl Pipeline {
                 let stored = inner
                     .store
                     .fail_turn(
-                        &user.id,
+                        user.turn_key(),
                         status,
                         &error,
                         session.as_ref(),

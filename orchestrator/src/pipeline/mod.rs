@@ -363,11 +363,7 @@ impl Pipeline {
     /// the id the spare was started for, so its first turn finds a warm process.
     pub async fn create_thread(&self, mut new: NewThread) -> Result<ThreadRow, StoreError> {
         let spare = if new.id.is_none() {
-            let options = claude_cli::SpawnOptions {
-                json_schema: new.output_schema.as_ref().map(|s| s.to_string()),
-                ..self.inner.pool.options(new.model.clone())
-            };
-            self.inner.pool.take_spare(&options).await
+            self.inner.pool.take_spare(&new).await
         } else {
             None
         };
@@ -390,30 +386,6 @@ impl Pipeline {
         }
     }
 
-    /// The options of `thread`'s processes on `model`, and the CLI session they resume: a
-    /// process started for one `outputSchema` never serves a turn that wants another; a fork
-    /// with no session of its own yet forks the one it came from.
-    fn options(
-        &self,
-        thread: &ThreadRow,
-        model: Option<String>,
-    ) -> (claude_cli::SpawnOptions, Option<CliSessionId>) {
-        let forking = thread.cli_session_id.is_none() && thread.forked_session.is_some();
-        let options = claude_cli::SpawnOptions {
-            json_schema: thread
-                .output_schema
-                .as_ref()
-                .map(serde_json::Value::to_string),
-            fork_session: forking,
-            ..self.inner.pool.options(model)
-        };
-        let resume = thread
-            .cli_session_id
-            .clone()
-            .or_else(|| thread.forked_session.clone());
-        (options, resume)
-    }
-
     /// A new thread that continues `parent`'s conversation apart from it: its history, and its
     /// CLI session forked on the first turn (`--resume=<id> --fork-session`). When the CLI no
     /// longer has the parent's session, the fork's first turn starts fresh with the history
@@ -426,7 +398,10 @@ impl Pipeline {
         let fork = self.inner.store.fork_thread(parent, title).await?;
         self.claim(&fork.id).await;
         if let Some(session) = &fork.forked_session {
-            match self.inner.pool.copy_session(parent, &fork.id, session) {
+            let parent_row = self.inner.store.require_thread(parent).await?;
+            let from = self.inner.pool.spec(&parent_row, None).workdir;
+            let to = self.inner.pool.spec(&fork, None).workdir;
+            match self.inner.pool.copy_session(&from, &to, session) {
                 Ok(true) => {}
                 Ok(false) => {
                     info!(thread_id = %fork.id, parent_id = %parent, "The parent's CLI session is gone; the fork's history will be injected.");
@@ -447,12 +422,15 @@ impl Pipeline {
         model: Option<String>,
     ) -> Result<(), PipelineError> {
         let thread = self.inner.store.require_thread(thread).await?;
-        let (options, resume) = self.options(&thread, model.or(thread.model.clone()));
+        let spec = self
+            .inner
+            .pool
+            .spec(&thread, model.or(thread.model.clone()));
         let pool = self.inner.pool.clone();
         let span = tracing::info_span!("prewarm", thread_id = %thread.id);
         self.inner.tasks.spawn(
             async move {
-                if let Err(err) = pool.prewarm(&thread.id, &options, resume.as_ref()).await {
+                if let Err(err) = pool.prewarm(&spec).await {
                     tracing::warn!(error = %err, "Prewarm failed.");
                 }
             }

@@ -21,6 +21,7 @@ use crate::api::events::{
     ProcessReady, ThreadEvent, TurnFailed, TurnFinished, TurnStarted, TurnThrottled,
 };
 use crate::budget::BudgetExceeded;
+use crate::launch::ProcessSpec;
 use crate::pool::{Finish, Lease, LeasedTurn, TurnItem};
 use crate::store::{MessageId, MessageRow, MessageStatus, Usage};
 use crate::turn_error::TurnError;
@@ -60,7 +61,7 @@ impl Pipeline {
                     .inner
                     .store
                     .fail_turn(
-                        &user.id,
+                        user.turn_key(),
                         MessageStatus::Error,
                         &error,
                         None,
@@ -94,7 +95,7 @@ impl Pipeline {
             inner
                 .store
                 .fail_turn(
-                    &user.id,
+                    user.turn_key(),
                     status,
                     &error.to_string(),
                     None,
@@ -126,14 +127,13 @@ impl Pipeline {
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tally = TurnTally::default();
-        let (options, resume) = self.options(&thread, model.clone());
+        let spec = inner.pool.spec(&thread, model.clone());
         let outcome = self
             .checkout_and_run(
                 user,
                 &msg,
-                options,
+                &spec,
                 thread.output_schema.as_ref(),
-                resume.as_ref(),
                 deadline,
                 timeout,
                 &mut tally,
@@ -145,7 +145,7 @@ impl Pipeline {
                 let message = inner
                     .store
                     .complete_turn(
-                        &user.id,
+                        user.turn_key(),
                         &done.text,
                         model.as_deref(),
                         done.structured_output.as_ref(),
@@ -190,7 +190,7 @@ impl Pipeline {
                 inner
                     .store
                     .fail_turn(
-                        &user.id,
+                        user.turn_key(),
                         status,
                         &error.to_string(),
                         None,
@@ -226,7 +226,7 @@ impl Pipeline {
             .inner
             .store
             .fail_turn(
-                &user.id,
+                user.turn_key(),
                 MessageStatus::Refused,
                 &exceeded.to_string(),
                 None,
@@ -290,9 +290,8 @@ impl Pipeline {
         &self,
         user: &MessageRow,
         msg: &NewMessage,
-        options: claude_cli::SpawnOptions,
+        spec: &ProcessSpec,
         schema: Option<&serde_json::Value>,
-        resume: Option<&plugin_contract::CliSessionId>,
         deadline: tokio::time::Instant,
         timeout: Duration,
         tally: &mut TurnTally,
@@ -303,7 +302,7 @@ impl Pipeline {
         let lease = tokio::select! {
             lease = tokio::time::timeout_at(
                 deadline,
-                inner.pool.checkout(&user.thread_id, &options, resume),
+                inner.pool.checkout(spec),
             ) => lease.map_err(|_| TurnError::TurnTimeout(timeout))??,
             // Interrupted while its process starts: a half-started process is killed with
             // the dropped checkout.
@@ -521,6 +520,7 @@ impl Pipeline {
                                 tool_name: request.tool_name().to_owned(),
                                 input: request.input(),
                                 tool_use_id: request.tool_use_id().map(str::to_owned),
+                                cwd: turn.workdir().to_path_buf(),
                             };
                             tools.spawn(async move { request.answer(approvals.decide(asked).await) });
                         }
@@ -721,10 +721,15 @@ impl Drop for TerminalEvent {
             }),
         );
         if tokio::runtime::Handle::try_current().is_ok() {
-            let (store, message) = (self.pipeline.inner.store.clone(), self.message.clone());
+            let store = self.pipeline.inner.store.clone();
+            let (thread, message) = (self.thread.clone(), self.message.clone());
             self.pipeline.inner.tasks.spawn(async move {
+                let turn = crate::store::TurnKey {
+                    thread: &thread,
+                    message: &message,
+                };
                 let _ = store
-                    .fail_turn(&message, MessageStatus::Error, error, None, None, None)
+                    .fail_turn(turn, MessageStatus::Error, error, None, None, None)
                     .await;
             });
         }

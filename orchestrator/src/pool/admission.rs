@@ -15,7 +15,6 @@
 //! than that for an idle process. Waits, their time, and pushes past the grace are counted.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,8 +23,8 @@ use tracing::{info, warn};
 
 use plugin_contract::ThreadId;
 
-use super::{Entry, EvictionCause, Pool};
-use crate::sync::lock;
+use super::entry::Entry;
+use super::{EvictionCause, Pool};
 
 /// How often a spawn waiting for a slot checks for a nested-turn deadlock.
 const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
@@ -135,14 +134,14 @@ impl Pool {
             return (permit, false);
         }
         let arrived = Instant::now();
-        inner.waiting.fetch_add(1, Ordering::SeqCst);
+        inner.state.lock().wait_started();
         inner.metrics.slot_wait_started();
         let outcome = {
             // Arrival order: tokio's mutex is fair.
             let _line = inner.admission_line.lock().await;
             self.wait_for_slot(arrived).await
         };
-        inner.waiting.fetch_sub(1, Ordering::SeqCst);
+        inner.state.lock().wait_ended();
         inner.metrics.slot_waited(arrived.elapsed());
         outcome
     }
@@ -164,7 +163,7 @@ impl Pool {
             let mut wake = OVERFLOW_CHECK;
             if !made_room {
                 // A parked spare is a guess: it goes before any thread's process.
-                let spare = lock(&inner.spares).pop();
+                let spare = inner.state.lock().pop_spare();
                 if let Some(spare) = spare {
                     inner.metrics.spare_gone();
                     self.discard_spare(spare);
@@ -218,13 +217,13 @@ impl Pool {
 
     /// Idle cached processes, with when each is expected back.
     fn idle_candidates(&self) -> Vec<Candidate<(ThreadId, Arc<Entry>)>> {
-        let history = lock(&self.inner.history);
+        let state = self.inner.state.lock();
         self.inner
             .cache
             .iter()
             .filter(|(_, e)| !e.is_busy() && !e.is_retired() && !e.has_pending_work())
             .map(|(thread, entry)| {
-                let back_in = expected_back_in(entry.idle_for(), history.gap(&thread));
+                let back_in = expected_back_in(entry.idle_for(), state.history.gap(&thread));
                 Candidate {
                     item: ((*thread).clone(), entry),
                     back_in,

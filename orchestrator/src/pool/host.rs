@@ -18,8 +18,9 @@ use tracing::{debug, warn};
 
 use plugin_contract::ThreadId;
 
+use super::entry::{Entry, Inboxes};
 use super::lease::{HostCall, PendingCall, PermissionRequest};
-use super::{Entry, Inboxes, Lease, Pool};
+use super::{Lease, Pool};
 use crate::mcp::{McpAdapter, Route};
 use crate::sync::lock;
 
@@ -120,7 +121,7 @@ impl Pool {
                 _ = keep_alive.tick() => {
                     if entry.has_pending_work() {
                         // Reading resets the time-to-idle of the thread's entry (if it is this).
-                        let _ = self.inner.cache.get(&entry.thread).await;
+                        let _ = self.inner.cache.get(&entry.spec.thread).await;
                     }
                     continue;
                 }
@@ -128,7 +129,7 @@ impl Pool {
                 _ = entry.process.wait_unpaired() => {
                     // A result that answers no message of ours: the process goes (now if
                     // idle; a running turn fails with `Unpaired` and discards it).
-                    warn!(thread_id = %entry.thread, pid = entry.process.pid(), "The process no longer pairs results with messages; retiring it.");
+                    warn!(thread_id = %entry.spec.thread, pid = entry.process.pid(), "The process no longer pairs results with messages; retiring it.");
                     entry.retire();
                     return;
                 }
@@ -136,19 +137,19 @@ impl Pool {
             let lease = match (scheduling, entry.lease(&self)) {
                 (true, Some(lease)) => lease,
                 _ => {
-                    warn!(thread_id = %entry.thread, pid = entry.process.pid(), source = %own.source, "The CLI started a turn of its own; retiring the process.");
+                    warn!(thread_id = %entry.spec.thread, pid = entry.process.pid(), source = %own.source, "The CLI started a turn of its own; retiring the process.");
                     entry.retire();
                     return;
                 }
             };
             let turn = CliTurn {
-                thread: entry.thread.clone(),
+                thread: entry.spec.thread.clone(),
                 source: own.source,
                 lease,
                 events: own.events,
             };
             if let Err(refused) = self.inner.cli_turns.send(turn) {
-                warn!(thread_id = %entry.thread, "Nobody runs the CLI's own turns; retiring the process.");
+                warn!(thread_id = %entry.spec.thread, "Nobody runs the CLI's own turns; retiring the process.");
                 drop(refused);
                 entry.retire();
                 return;

@@ -16,7 +16,8 @@ use tracing::info;
 
 use plugin_contract::{CliSessionId, SessionStart};
 
-use super::{Entry, EvictionCause, Pool};
+use super::entry::Entry;
+use super::{EvictionCause, Pool};
 use crate::mcp::ToolCall;
 use crate::sync::lock;
 use crate::turn_error::TurnError;
@@ -81,7 +82,7 @@ impl Lease {
             .request(json!({"subtype": "set_model", "model": model}))
             .await?;
         let now = reply.get("model").cloned().unwrap_or(Value::Null);
-        info!(thread_id = %self.entry.thread, model = ?model, %now, "Model switched in place.");
+        info!(thread_id = %self.entry.spec.thread, model = ?model, %now, "Model switched in place.");
         *lock(&self.entry.model) = model;
         Ok(())
     }
@@ -137,13 +138,15 @@ impl Lease {
             Finish::Keep => {
                 // Touch: resets the thread's idle timer; the process is now a candidate for a
                 // spawn that waits for a slot.
-                let _ = self.pool.inner.cache.get(&entry.thread).await;
+                let _ = self.pool.inner.cache.get(&entry.spec.thread).await;
                 self.pool.inner.idle.notify_waiters();
             }
             Finish::Discard => {
-                if let Some(current) = self.pool.inner.cache.get(&entry.thread).await {
+                if let Some(current) = self.pool.inner.cache.get(&entry.spec.thread).await {
                     if Arc::ptr_eq(&current, &entry) {
-                        self.pool.remove(&entry.thread, EvictionCause::Error).await;
+                        self.pool
+                            .remove(&entry.spec.thread, EvictionCause::Error)
+                            .await;
                     }
                 }
                 entry.retire();
@@ -210,6 +213,11 @@ impl LeasedTurn<'_> {
         });
     }
 
+    /// The folder the process works in (its spec's): where its tools' relative paths lead.
+    pub fn workdir(&self) -> &std::path::Path {
+        &self.entry.spec.workdir
+    }
+
     /// The next item; an error when the process went away mid-turn.
     pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
         tokio::select! {
@@ -242,7 +250,12 @@ impl Drop for LeasedTurn<'_> {
         self.entry.turns.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         *lock(&self.entry.last_used) = now;
-        lock(&self.pool.inner.history).ended(&self.entry.thread, now);
+        self.pool
+            .inner
+            .state
+            .lock()
+            .history
+            .ended(&self.entry.spec.thread, now);
     }
 }
 

@@ -14,18 +14,19 @@
 //! serves only a thread created after it was parked, not an existing thread that has no session
 //! yet (that one starts cold, or is prewarmed).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use claude_cli::{SpawnError, SpawnOptions};
+use claude_cli::SpawnError;
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
 use plugin_contract::{SessionStart, ThreadId};
 
-use super::{Entry, EvictionCause, Fit, Pool, SPARE_RETRY};
-use crate::sync::lock;
+use super::entry::Entry;
+use super::{EvictionCause, Pool, SPARE_RETRY};
+use crate::launch::{Fit, ProcessSpec};
+use crate::store::NewThread;
 
 /// How long a spare has to answer before a thread takes it (it answers in a millisecond or two).
 const SPARE_PING: Duration = Duration::from_secs(2);
@@ -35,73 +36,63 @@ impl Pool {
     /// never pushes out a process). A failure to start one holds the next try back a while.
     pub fn ensure_spares(&self) {
         let inner = &self.inner;
-        if inner.spare_target == 0
-            || inner.stopping.load(Ordering::SeqCst)
-            // A slot freed for a waiting spawn is the spawn's.
-            || inner.waiting.load(Ordering::SeqCst) > 0
-            || Instant::now() < *lock(&inner.spare_retry_at)
-        {
-            return;
-        }
         loop {
-            let have = lock(&inner.spares).len() + inner.spares_starting.load(Ordering::SeqCst);
-            if have >= inner.spare_target {
-                return;
-            }
+            // A slot first, then the count: a spare never waits for a slot.
             let Ok(permit) = inner.slots.clone().try_acquire_owned() else {
                 return;
             };
-            inner.spares_starting.fetch_add(1, Ordering::SeqCst);
+            if !inner.state.lock().start_spare(Instant::now()) {
+                return;
+            }
             let pool = self.clone();
             inner.tasks.spawn(async move {
-                if let Err(err) = pool.start_spare(permit).await {
+                let started = pool.start_spare(permit).await;
+                if let Err(err) = &started {
                     warn!(error = ?err, "Could not start a spare; trying again in a while.");
-                    *lock(&pool.inner.spare_retry_at) = Instant::now() + SPARE_RETRY;
                 }
-                pool.inner.spares_starting.fetch_sub(1, Ordering::SeqCst);
+                let failed = started.is_err();
+                let mut state = pool.inner.state.lock();
+                state.spare_start_ended(failed, Instant::now(), SPARE_RETRY);
             });
         }
     }
 
     async fn start_spare(&self, permit: OwnedSemaphorePermit) -> Result<(), SpawnError> {
         let inner = &self.inner;
-        let reserved = ThreadId::generate();
-        let launch = inner
-            .launcher
-            .launch(&reserved)
-            .map_err(|err| self.folder_error(err))?;
-        let options = inner.launcher.options(None);
+        let spec = inner.launcher.spare_spec(&ThreadId::generate());
         let start = SessionStart::Fresh {
             resume_failed: false,
         };
-        let spare = self
-            .start_process(&launch, &reserved, &options, None, start, false, permit)
-            .await?;
+        let spare = self.start_process(&spec, start, false, permit).await?;
         warm_up(&spare).await;
-        if inner.stopping.load(Ordering::SeqCst) {
-            self.discard_spare(spare);
-            return Ok(());
+        let parked = inner.state.lock().park(spare.clone());
+        match parked {
+            Ok(()) => {
+                info!(pid = spare.process.pid(), thread_id = %spec.thread, "Spare parked.");
+                inner.metrics.spare_parked();
+            }
+            // Shutting down.
+            Err(spare) => self.discard_spare(spare),
         }
-        info!(pid = spare.process.pid(), thread_id = %reserved, "Spare parked.");
-        lock(&inner.spares).push(spare);
-        inner.metrics.spare_parked();
         Ok(())
     }
 
     /// The id of a parked spare that answers, now the thread's process (as if prewarmed), for a
-    /// thread about to be created to run with `options`; `None` when no spare fits (the thread
-    /// gets a fresh id and its first turn starts a process). Spares run the default options: a
-    /// thread on another model does not take one, since `set_model` on a process that has run
-    /// no turn sends the model a probe (a paid request). A spare that does not answer is killed
-    /// and counted.
-    pub async fn take_spare(&self, options: &SpawnOptions) -> Option<ThreadId> {
+    /// thread about to be created from `new`: a spare is claimed when the spec the thread would
+    /// have with the spare's id fits the spare's. `None` when no spare fits (the thread gets a
+    /// fresh id and its first turn starts a process). Spares run the default options: a thread
+    /// on another model does not take one, since `set_model` on a process that has run no turn
+    /// sends the model a probe (a paid request). A spare that does not answer is killed and
+    /// counted.
+    pub async fn take_spare(&self, new: &NewThread) -> Option<ThreadId> {
         let inner = &self.inner;
+        let wanted =
+            |thread: &ThreadId| -> ProcessSpec { inner.launcher.new_thread_spec(thread, new) };
         loop {
-            let spare = {
-                let mut spares = lock(&inner.spares);
-                let at = spares.iter().position(|s| s.fits(options) == Fit::Yes)?;
-                spares.remove(at)
-            };
+            let spare = inner
+                .state
+                .lock()
+                .take_spare(|s| s.fits(&wanted(&s.spec.thread)) == Fit::Yes)?;
             // Parked spares are not leased: a lease keeps admission off it while it is checked.
             let Some(lease) = spare.lease(self) else {
                 inner.metrics.spare_gone();
@@ -132,7 +123,7 @@ impl Pool {
                     continue;
                 }
             }
-            let thread = spare.thread.clone();
+            let thread = spare.spec.thread.clone();
             inner.cache.insert(thread.clone(), spare.clone()).await;
             inner.metrics.spare_claimed();
             info!(thread_id = %thread, pid = spare.process.pid(), "A new thread took a spare.");
@@ -146,7 +137,7 @@ impl Pool {
     pub(super) fn discard_spare(&self, spare: Arc<Entry>) {
         spare.retire();
         spare.process.kill();
-        let folder = self.inner.launcher.folder_of(&spare.thread);
+        let folder = spare.spec.workdir.clone();
         self.inner.tasks.spawn(async move {
             spare.process.wait_exit().await;
             if let Err(err) = std::fs::remove_dir_all(&folder) {

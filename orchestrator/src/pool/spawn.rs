@@ -7,17 +7,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use claude_cli::{CliProcess, SpawnError, SpawnOptions};
+use claude_cli::{CliProcess, SpawnError};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tracing::{debug, info, warn, Instrument};
 
-use plugin_contract::{CliSessionId, SessionStart, ThreadId};
+use plugin_contract::SessionStart;
 
+use super::entry::{Entry, Inboxes};
 use super::host::serve_host_requests;
 use super::transcript::store_transcript;
-use super::{Entry, Inboxes, Pool};
+use super::Pool;
+use crate::launch::ProcessSpec;
 use crate::mcp::SERVER_NAME;
-use crate::sync::lock;
 use crate::turn_error::TurnError;
 
 /// How long the CLI gets to finish its MCP handshake after the `initialize` reply; the first turn
@@ -25,29 +26,28 @@ use crate::turn_error::TurnError;
 const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
 
 impl Pool {
-    /// A new process for `thread`, resuming `resume` when given (a fresh session with the history
-    /// injected when the CLI cannot), in `slot` or one admission finds.
+    /// A new process of `spec`, resuming its session when it names one (a fresh session with
+    /// the history injected when the CLI cannot), in `slot` or one admission finds.
     pub(super) async fn spawn_for(
         &self,
-        thread: ThreadId,
-        options: SpawnOptions,
-        resume: Option<CliSessionId>,
+        spec: ProcessSpec,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Arc<Entry>, TurnError> {
         self.inner.metrics.miss();
-        self.reap_thread(&thread).await;
-        if let Some(session) = &resume {
-            self.restore_session(&thread, session).await;
+        self.reap_thread(&spec.thread).await;
+        if let Some(session) = &spec.resume {
+            self.restore_session(&spec, session).await;
         }
-        match self
-            .spawn_one(&thread, &options, resume.as_ref(), false, slot)
-            .await
-        {
+        match self.spawn_one(&spec, false, slot).await {
             Ok(entry) => Ok(entry),
             Err(SpawnError::MissingSession(reason)) => {
-                warn!(thread_id = %thread, session_id = ?resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
+                warn!(thread_id = %spec.thread, session_id = ?spec.resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
                 self.inner.metrics.resume_fallback();
-                match self.spawn_one(&thread, &options, None, true, None).await {
+                let fresh = ProcessSpec {
+                    resume: None,
+                    ..spec
+                };
+                match self.spawn_one(&fresh, true, None).await {
                     Ok(entry) => Ok(entry),
                     Err(SpawnError::MissingSession(reason)) => Err(TurnError::Cli(reason)),
                     Err(SpawnError::Failed(err)) => Err(err.into()),
@@ -59,28 +59,19 @@ impl Pool {
 
     async fn spawn_one(
         &self,
-        thread: &ThreadId,
-        options: &SpawnOptions,
-        resume: Option<&CliSessionId>,
+        spec: &ProcessSpec,
         resume_failed: bool,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Arc<Entry>, SpawnError> {
-        let inner = &self.inner;
         let (permit, overflow) = match slot {
             Some(permit) => (permit, false),
             None => self.acquire_slot().await,
         };
-        let launch = inner
-            .launcher
-            .launch(thread)
-            .map_err(|err| self.folder_error(err))?;
-        let start = match resume {
+        let start = match spec.resume {
             Some(_) => SessionStart::Resumed,
             None => SessionStart::Fresh { resume_failed },
         };
-        let resume_id = resume.map(CliSessionId::as_str);
-        self.start_process(&launch, thread, options, resume_id, start, overflow, permit)
-            .await
+        self.start_process(spec, start, overflow, permit).await
     }
 
     pub(super) fn folder_error(&self, err: std::io::Error) -> SpawnError {
@@ -90,23 +81,27 @@ impl Pool {
         })
     }
 
-    /// Starts a process, serves its control requests, waits for its MCP handshake unless the
-    /// CLI took our manifest, and registers it as live (holding `permit` until it is reaped).
-    #[allow(clippy::too_many_arguments)]
+    /// Starts a process of `spec` (its folder created), serves its control requests, waits for
+    /// its MCP handshake unless the CLI took our manifest, and registers it as live (holding
+    /// `permit` until it is reaped).
     pub(super) async fn start_process(
         &self,
-        launch: &claude_cli::Launch,
-        thread: &ThreadId,
-        options: &SpawnOptions,
-        resume: Option<&str>,
+        spec: &ProcessSpec,
         start: SessionStart,
         overflow: bool,
         permit: OwnedSemaphorePermit,
     ) -> Result<Arc<Entry>, SpawnError> {
         let inner = &self.inner;
+        let launch = inner
+            .launcher
+            .launch(spec)
+            .map_err(|err| self.folder_error(err))?;
+        let thread = &spec.thread;
+        let resume = spec.resume.as_ref().map(|s| s.as_str());
         inner.metrics.spawn();
         let started = Instant::now();
-        let started_process = CliProcess::spawn(launch, options, resume, &inner.tasks).await?;
+        let started_process =
+            CliProcess::spawn(&launch, &spec.options, resume, &inner.tasks).await?;
         let (process, requests) = (started_process.process, started_process.requests);
         let (stored_tx, transcript_stored) = watch::channel(0);
         // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
@@ -156,15 +151,13 @@ impl Pool {
         info!(thread_id = %thread, pid = process.pid(), ms = started.elapsed().as_millis() as u64, resumed = resume.is_some(), "Process ready.");
         let entry = Arc::new(Entry::new(
             process,
-            thread.clone(),
-            options.clone(),
-            options.model.clone(),
+            spec.clone(),
             start,
             calls,
             transcript_stored,
         ));
         entry.one_turn.store(overflow, Ordering::SeqCst);
-        lock(&inner.live).insert(entry.process.pid(), entry.clone());
+        inner.state.lock().started(entry.clone());
         inner.tasks.spawn(
             self.clone()
                 .serve_own_turns(entry.clone(), started_process.own_turns),
@@ -173,14 +166,10 @@ impl Pool {
         let watched = entry.clone();
         inner.tasks.spawn(async move {
             watched.process.wait_exit().await;
-            let pid = watched.process.pid();
-            lock(&pool.inner.live).remove(&pid);
-            let mut spares = lock(&pool.inner.spares);
-            if let Some(at) = spares.iter().position(|s| s.process.pid() == pid) {
-                spares.remove(at);
+            let was_spare = pool.inner.state.lock().reaped(watched.process.pid());
+            if was_spare {
                 pool.inner.metrics.spare_gone();
             }
-            drop(spares);
             pool.inner.metrics.reaped();
             // The slot is free only once the process is gone.
             drop(permit);

@@ -15,7 +15,9 @@ use tracing::{debug, info, warn};
 
 use plugin_contract::{CliSessionId, ThreadId};
 
-use super::{Entry, Pool};
+use super::entry::Entry;
+use super::Pool;
+use crate::launch::ProcessSpec;
 use crate::store::Store;
 
 /// How long a turn's end waits for the transcript frames before its `result` to be stored.
@@ -72,7 +74,7 @@ impl Entry {
         let waited =
             tokio::time::timeout(TRANSCRIPT_WAIT, stored.wait_for(|n| *n >= written)).await;
         if waited.is_err() {
-            warn!(thread_id = %self.thread, pid = self.process.pid(), written, "Transcript frames not stored in time; the turn ends without waiting for them.");
+            warn!(thread_id = %self.spec.thread, pid = self.process.pid(), written, "Transcript frames not stored in time; the turn ends without waiting for them.");
         }
     }
 }
@@ -86,9 +88,10 @@ impl Pool {
     /// With clustering the copy here may also be older than the stored one: the thread moved to
     /// a peer, went on there, and came back. It is rewritten when it lacks the last entry stored
     /// for its file.
-    pub(super) async fn restore_session(&self, thread: &ThreadId, session: &CliSessionId) {
+    pub(super) async fn restore_session(&self, spec: &ProcessSpec, session: &CliSessionId) {
         let inner = &self.inner;
-        let here = inner.launcher.has_session(thread, session);
+        let thread = &spec.thread;
+        let here = inner.launcher.has_session(&spec.workdir, session);
         if here && inner.store.node_id().is_none() {
             return;
         }
@@ -104,20 +107,24 @@ impl Pool {
             }
         };
         let count = entries.len();
-        let (launcher, owner, id) = (inner.launcher.clone(), thread.clone(), session.clone());
+        let (launcher, workdir, id) = (
+            inner.launcher.clone(),
+            spec.workdir.clone(),
+            session.clone(),
+        );
         // Files of up to megabytes, synced: off the async workers.
         let written = tokio::task::spawn_blocking(move || {
             if here {
                 let main = format!("{}.jsonl", id.as_str());
                 let last = entries.iter().rev().find(|e| e.file == main);
                 match last.and_then(|e| e.uuid.as_deref()) {
-                    Some(uuid) if !launcher.session_has_entry(&owner, &id, uuid)? => {}
+                    Some(uuid) if !launcher.session_has_entry(&workdir, &id, uuid)? => {}
                     // Up to date (or nothing to tell by): kept as it is.
                     _ => return Ok(None),
                 }
             }
             let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
-            launcher.restore_transcript(&owner, lines).map(Some)
+            launcher.restore_transcript(&workdir, lines).map(Some)
         })
         .await
         .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));

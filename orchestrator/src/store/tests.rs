@@ -71,7 +71,10 @@ async fn the_usage_migration_keeps_messages_and_what_points_at_them() {
     // And the new status is allowed.
     store
         .fail_turn(
-            &MessageId::from_string("q"),
+            TurnKey {
+                thread: &ThreadId::from_string("t"),
+                message: &MessageId::from_string("q"),
+            },
             MessageStatus::Refused,
             "budget",
             None,
@@ -149,6 +152,11 @@ macro_rules! store_tests {
     )*};
 }
 pub(crate) use store_tests;
+
+/// The turn of message `message` in `thread`, one the store may not have.
+pub(super) fn turn_of<'a>(thread: &'a ThreadId, message: &'a MessageId) -> TurnKey<'a> {
+    TurnKey { thread, message }
+}
 
 /// SQL the store does not offer, for tests on either database (no parameters: tests write
 /// their values into the text).
@@ -395,7 +403,7 @@ store_tests! {
             .await
             .unwrap();
         store
-            .complete_turn(&question.message().id, "pong", None, None, None, None, None)
+            .complete_turn(question.message().turn_key(), "pong", None, None, None, None, None)
             .await
             .unwrap();
 

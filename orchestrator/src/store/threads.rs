@@ -313,16 +313,16 @@ mod tests {
                 origin: crate::store::Origin::User,
             };
             let answered = store.insert_user_message(send("q1"), None).await.unwrap();
-            let answered = answered.message().id.clone();
+            let answered = answered.message().clone();
             let output = serde_json::json!({"a": 1});
             store
-                .complete_turn(&answered, "a1", Some("sonnet"), Some(&output), None, None, None)
+                .complete_turn(answered.turn_key(), "a1", Some("sonnet"), Some(&output), None, None, None)
                 .await
                 .unwrap();
             let failed = store.insert_user_message(send("q2"), None).await.unwrap();
             store
                 .fail_turn(
-                    &failed.message().id,
+                    failed.message().turn_key(),
                     crate::store::MessageStatus::Error,
                     "boom",
                     None,
@@ -352,7 +352,7 @@ mod tests {
                 .map(|m| (m.seq, m.role.as_str(), m.content.as_str()))
                 .collect();
             assert_eq!(shape, [(1, "user", "q1"), (2, "assistant", "a1")]);
-            assert_ne!(copied[0].id, answered);
+            assert_ne!(copied[0].id, answered.id);
             assert_eq!(copied[1].reply_to.as_ref(), Some(&copied[0].id));
             assert_eq!(copied[1].structured_output, Some(output));
             assert_eq!(copied[1].model.as_deref(), Some("sonnet"));

@@ -199,7 +199,12 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
         .daemon()
         .store
         .fail_turn(
-            &orchestrator::store::MessageId::from_string(pending["id"].as_str().unwrap()),
+            orchestrator::store::TurnKey {
+                thread: &ThreadId::from_string(thread.clone()),
+                message: &orchestrator::store::MessageId::from_string(
+                    pending["id"].as_str().unwrap(),
+                ),
+            },
             orchestrator::store::MessageStatus::Error,
             "a stale owner",
             None,

@@ -1,4 +1,4 @@
-use super::super::tests::store_tests;
+use super::super::tests::{store_tests, turn_of};
 use super::super::*;
 use std::time::Duration;
 
@@ -76,7 +76,7 @@ store_tests! {
             panic!("a new message");
         };
         store
-            .complete_turn(&first.id, "reply", None, None, None, None, Some(&a))
+            .complete_turn(first.turn_key(), "reply", None, None, None, None, Some(&a))
             .await
             .unwrap();
         let Inserted::New(second) = store.insert_user_message(new("two"), Some(&a)).await.unwrap() else {
@@ -99,12 +99,12 @@ store_tests! {
         assert_eq!(ended.error.as_deref(), Some(TAKEOVER_REASON));
 
         let err = store
-            .complete_turn(&second.id, "stale", None, None, None, None, Some(&a))
+            .complete_turn(second.turn_key(), "stale", None, None, None, None, Some(&a))
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost(_)), "{err:?}");
         let err = store
-            .fail_turn(&second.id, MessageStatus::Error, "stale", None, None, Some(&a))
+            .fail_turn(second.turn_key(), MessageStatus::Error, "stale", None, None, Some(&a))
             .await
             .unwrap_err();
         assert!(matches!(err, StoreError::LeaseLost(_)), "{err:?}");
@@ -129,7 +129,7 @@ store_tests! {
         assert_eq!(store.interrupt_pending_before(&t, &b, &before, "stopped").await.unwrap(), 0);
         // The new owner writes.
         store
-            .complete_turn(&third.id, "fresh", None, None, None, None, Some(&b))
+            .complete_turn(third.turn_key(), "fresh", None, None, None, None, Some(&b))
             .await
             .unwrap();
     }
@@ -296,12 +296,19 @@ async fn assert_refused(store: &Store, t: &ThreadId, tag: &str, pending: &Messag
     results.push(write_all(store, t, tag).await.map(drop));
     results.push(
         store
-            .fail_turn(pending, MessageStatus::Error, "stale", None, None, None)
+            .fail_turn(
+                turn_of(t, pending),
+                MessageStatus::Error,
+                "stale",
+                None,
+                None,
+                None,
+            )
             .await,
     );
     results.push(
         store
-            .complete_turn(pending, "stale", None, None, None, None, None)
+            .complete_turn(turn_of(t, pending), "stale", None, None, None, None, None)
             .await
             .map(drop),
     );

@@ -11,7 +11,7 @@ use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
 
 use super::{
     on_db, Db, Fence, Inserted, MessageId, MessageQueries, MessageRow, MessageStatus, NewReply,
-    NewUserMessage, Store, StoreError, Usage,
+    NewUserMessage, Store, StoreError, TurnKey, Usage,
 };
 
 impl Store {
@@ -45,17 +45,17 @@ impl Store {
     }
 
     /// Ends a turn that produced a reply, in one transaction: inserts the assistant message
-    /// (`done`, answering `user_message`, next in its thread), marks the user message `done`,
-    /// records the CLI session to resume when `session` is set, and adds `usage` to the day's
-    /// totals. Returns the assistant message.
+    /// (`done`, answering the user message `turn` names, next in its thread), marks that message
+    /// `done`, records the CLI session to resume when `session` is set, and adds `usage` to the
+    /// day's totals. Returns the assistant message.
     ///
-    /// [`StoreError::MessageNotFound`] when `user_message` is not a user message we have;
+    /// [`StoreError::MessageNotFound`] when `turn` names no user message of its thread;
     /// [`StoreError::LeaseLost`] when `fence` (when set; else this node's, when clustered) no
     /// longer holds the thread's lease, checked inside the transaction: nothing written.
     #[allow(clippy::too_many_arguments)]
     pub async fn complete_turn(
         &self,
-        user_message: &MessageId,
+        turn: TurnKey<'_>,
         reply_text: &str,
         model: Option<&str>,
         structured_output: Option<&serde_json::Value>,
@@ -64,8 +64,7 @@ impl Store {
         fence: Option<&Fence>,
     ) -> Result<MessageRow, StoreError> {
         let _timer = self.metrics.time("complete_turn");
-        let thread = self.thread_of_user_message(user_message).await?;
-        let fence = self.fence(&thread, fence)?;
+        let fence = self.fence(turn.thread, fence)?;
         let id = MessageId::generate();
         let reply = NewReply {
             id: &id,
@@ -74,7 +73,7 @@ impl Store {
             structured_output,
         };
         on_db!(self, db => {
-            db.complete_turn(fence.as_ref(), &thread, user_message, reply, session, usage)
+            db.complete_turn(fence.as_ref(), turn.thread, turn.message, reply, session, usage)
                 .await
         })
     }
@@ -84,11 +83,11 @@ impl Store {
     /// (a failed turn that reached the API) to the message's and the day's, and records the CLI
     /// session to resume when `session` is set (a failed turn may still have started one).
     ///
-    /// [`StoreError::MessageNotFound`] when `user_message` is not a user message we have;
+    /// [`StoreError::MessageNotFound`] when `turn` names no user message of its thread;
     /// [`StoreError::LeaseLost`] as for [`Store::complete_turn`].
     pub async fn fail_turn(
         &self,
-        user_message: &MessageId,
+        turn: TurnKey<'_>,
         status: MessageStatus,
         error: &str,
         session: Option<&CliSessionId>,
@@ -96,10 +95,9 @@ impl Store {
         fence: Option<&Fence>,
     ) -> Result<(), StoreError> {
         let _timer = self.metrics.time("fail_turn");
-        let thread = self.thread_of_user_message(user_message).await?;
-        let fence = self.fence(&thread, fence)?;
+        let fence = self.fence(turn.thread, fence)?;
         on_db!(self, db => {
-            db.fail_turn(fence.as_ref(), &thread, user_message, status, error, session, usage)
+            db.fail_turn(fence.as_ref(), turn.thread, turn.message, status, error, session, usage)
                 .await
         })
     }
@@ -164,13 +162,6 @@ impl Store {
             );
         }
         Ok(count)
-    }
-
-    /// The thread of the user message whose turn ends, whose fence the end must pass;
-    /// [`StoreError::MessageNotFound`] when there is no such user message.
-    async fn thread_of_user_message(&self, id: &MessageId) -> Result<ThreadId, StoreError> {
-        on_db!(self, db => db.user_message_thread(id).await)?
-            .ok_or_else(|| StoreError::MessageNotFound(id.clone()))
     }
 }
 

@@ -1,6 +1,6 @@
 use std::collections::HashSet;
 
-use super::super::tests::store_tests;
+use super::super::tests::{store_tests, turn_of};
 use super::super::{NewThread, Role};
 use super::*;
 
@@ -187,7 +187,7 @@ store_tests! {
         let session = CliSessionId::from_string("sess-42");
 
         let reply = store
-            .complete_turn(&question.id, "4", Some("opus"), None, Some(&session), None, None)
+            .complete_turn(question.turn_key(), "4", Some("opus"), None, Some(&session), None, None)
             .await
             .unwrap();
         assert_eq!(reply.role, Role::Assistant);
@@ -224,7 +224,7 @@ store_tests! {
         store.set_cli_session(&t, Some(&old)).await.unwrap();
         let question = send(&store, &t, "hi").await;
         store
-            .complete_turn(&question.id, "hello", None, None, None, None, None)
+            .complete_turn(question.turn_key(), "hello", None, None, None, None, None)
             .await
             .unwrap();
         assert_eq!(
@@ -239,7 +239,7 @@ store_tests! {
         let t = thread(&store).await;
         let unknown = MessageId::from_string("msg_nope");
         let err = store
-            .complete_turn(&unknown, "x", None, None, None, None, None)
+            .complete_turn(turn_of(&t, &unknown), "x", None, None, None, None, None)
             .await
             .unwrap_err();
         assert!(
@@ -248,14 +248,23 @@ store_tests! {
         );
 
         let question = send(&store, &t, "q").await;
+        // The question, named with another thread: not found, and nothing written.
+        let elsewhere = thread(&store).await;
+        assert!(matches!(
+            store
+                .complete_turn(turn_of(&elsewhere, &question.id), "x", None, None, None, None, None)
+                .await,
+            Err(StoreError::MessageNotFound(_))
+        ));
+        assert_eq!(count_messages(&store).await, 1);
         let reply = store
-            .complete_turn(&question.id, "a", None, None, None, None, None)
+            .complete_turn(question.turn_key(), "a", None, None, None, None, None)
             .await
             .unwrap();
         // An assistant message is not a user message to answer.
         assert!(matches!(
             store
-                .complete_turn(&reply.id, "x", None, None, None, None, None)
+                .complete_turn(reply.turn_key(), "x", None, None, None, None, None)
                 .await,
             Err(StoreError::MessageNotFound(_))
         ));
@@ -264,7 +273,7 @@ store_tests! {
         let session = CliSessionId::from_string("must-not-stick");
         assert!(matches!(
             store
-                .complete_turn(&question.id, "again", None, None, Some(&session), None, None)
+                .complete_turn(question.turn_key(), "again", None, None, Some(&session), None, None)
                 .await,
             Err(StoreError::Db(_))
         ));
@@ -281,7 +290,7 @@ store_tests! {
 
         store
             .fail_turn(
-                &question.id,
+                question.turn_key(),
                 MessageStatus::Error,
                 "CLI died",
                 Some(&session),
@@ -301,7 +310,7 @@ store_tests! {
 
         let other = send(&store, &t, "q2").await;
         store
-            .fail_turn(&other.id, MessageStatus::Interrupted, "stopped", None, None, None)
+            .fail_turn(other.turn_key(), MessageStatus::Interrupted, "stopped", None, None, None)
             .await
             .unwrap();
         let got = store.get_message(&other.id).await.unwrap().unwrap();
@@ -311,7 +320,7 @@ store_tests! {
         let unknown = MessageId::from_string("msg_nope");
         assert!(matches!(
             store
-                .fail_turn(&unknown, MessageStatus::Error, "x", None, None, None)
+                .fail_turn(turn_of(&t, &unknown), MessageStatus::Error, "x", None, None, None)
                 .await,
             Err(StoreError::MessageNotFound(_))
         ));
@@ -325,27 +334,27 @@ store_tests! {
 
         let q1 = send(&store, &t, "q1").await;
         store
-            .complete_turn(&q1.id, "a1", None, None, None, None, None)
+            .complete_turn(q1.turn_key(), "a1", None, None, None, None, None)
             .await
             .unwrap();
         let failed = send(&store, &t, "failed").await;
         store
-            .fail_turn(&failed.id, MessageStatus::Error, "boom", None, None, None)
+            .fail_turn(failed.turn_key(), MessageStatus::Error, "boom", None, None, None)
             .await
             .unwrap();
         let stopped = send(&store, &t, "stopped").await;
         store
-            .fail_turn(&stopped.id, MessageStatus::Interrupted, "stop", None, None, None)
+            .fail_turn(stopped.turn_key(), MessageStatus::Interrupted, "stop", None, None, None)
             .await
             .unwrap();
         let q2 = send(&store, &t, "q2").await;
         let o1 = send(&store, &other, "other thread").await;
         store
-            .complete_turn(&o1.id, "other reply", None, None, None, None, None)
+            .complete_turn(o1.turn_key(), "other reply", None, None, None, None, None)
             .await
             .unwrap();
         store
-            .complete_turn(&q2.id, "a2", None, None, None, None, None)
+            .complete_turn(q2.turn_key(), "a2", None, None, None, None, None)
             .await
             .unwrap();
         send(&store, &t, "running now").await;
@@ -381,7 +390,7 @@ store_tests! {
         let t = thread(&store).await;
         let done = send(&store, &t, "done").await;
         store
-            .complete_turn(&done.id, "reply", None, None, None, None, None)
+            .complete_turn(done.turn_key(), "reply", None, None, None, None, None)
             .await
             .unwrap();
         let p1 = send(&store, &t, "p1").await;
@@ -443,7 +452,7 @@ store_tests! {
             let store = store.clone();
             tokio::spawn(async move {
                 store
-                    .complete_turn(&q.id, "a", None, None, None, None, None)
+                    .complete_turn(q.turn_key(), "a", None, None, None, None, None)
                     .await
                     .unwrap()
                     .seq
