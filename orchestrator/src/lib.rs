@@ -39,3 +39,4 @@ pub mod server;
 pub mod store;
 mod sync;
 pub mod turn_error;
+pub mod workspace;

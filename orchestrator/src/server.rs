@@ -40,6 +40,7 @@ use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, PipelineParts, PipelineSettings, ThrottleSettings};
 use crate::pool::{AdmissionSettings, Pool, PoolSettings};
 use crate::store::Store;
+use crate::workspace::Workspaces;
 
 /// A start-up failure, shown to the operator.
 #[derive(Debug, thiserror::Error)]
@@ -184,7 +185,9 @@ impl Daemon {
             mcp.clone(),
             store.clone(),
         );
+        let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
         let pipeline = Pipeline::new(PipelineParts {
+            workspaces,
             store: store.clone(),
             pool: pool.clone(),
             mcp: mcp.clone(),

@@ -36,4 +36,8 @@ pub enum TurnError {
     /// The daemon is shutting down. The API answers 503.
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The thread's workspace is not on this node and cannot be made again here; the turn was
+    /// not run (never in another folder). The API answers 409.
+    #[error("{0}")]
+    WorkspaceUnavailable(String),
 }

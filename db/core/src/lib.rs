@@ -16,6 +16,7 @@
 //! so text order is time order; JSON as its text; enums as their names.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -302,6 +303,50 @@ pub struct NewThread {
     pub output_schema: Option<serde_json::Value>,
     /// Most USD the thread's turns may cost together.
     pub max_budget_usd: Option<f64>,
+    /// Where its processes work; `None`: a folder of its own.
+    pub workspace: Option<Workspace>,
+}
+
+/// Where a thread's processes work when it is not their own folder (`threads.workspace`, stored
+/// as JSON; `None` there: `<claude.workdir>/<thread id>`). Set once, when the thread is created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Workspace {
+    /// A folder, used as it is.
+    Path {
+        /// Canonical (no symlink, no `..`).
+        #[schema(value_type = String)]
+        path: PathBuf,
+    },
+    /// A git worktree of `repo` made for the thread at `path`, on its own `branch`, from
+    /// `base_commit` (what `base_ref` named then).
+    Worktree {
+        #[schema(value_type = String)]
+        repo: PathBuf,
+        #[schema(value_type = String)]
+        path: PathBuf,
+        branch: String,
+        base_ref: String,
+        base_commit: String,
+    },
+}
+
+impl Workspace {
+    /// The folder the thread's processes work in.
+    pub fn path(&self) -> &Path {
+        match self {
+            Workspace::Path { path } | Workspace::Worktree { path, .. } => path,
+        }
+    }
+}
+
+/// A workspace as its column holds it.
+pub fn workspace_text(workspace: &Workspace) -> Result<String, StoreError> {
+    serde_json::to_string(workspace).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
 /// A thread as stored. What clients see is `api::Thread`, built from it.
@@ -322,6 +367,8 @@ pub struct ThreadRow {
     pub forked_session: Option<CliSessionId>,
     /// Most USD the thread's turns may cost together; `None`: only the daemon's daily budget.
     pub max_budget_usd: Option<f64>,
+    /// Where its processes work; `None`: a folder of its own.
+    pub workspace: Option<sqlx::types::Json<Workspace>>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,

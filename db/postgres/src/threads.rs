@@ -8,9 +8,11 @@
 use std::collections::HashMap;
 
 use harness_db::{
-    now_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow, MAX_DEPTH_WALK,
+    now_text, workspace_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow,
+    Workspace, MAX_DEPTH_WALK,
 };
 use plugin_contract::{CliSessionId, ThreadId};
+use sqlx::types::Json;
 use sqlx::PgPool;
 
 use crate::{Postgres, ThreadTx};
@@ -19,17 +21,19 @@ harness_db::thread_queries!(Postgres);
 
 async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadRow, StoreError> {
     let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
+    let workspace = new.workspace.as_ref().map(workspace_text).transpose()?;
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               max_budget_usd, created_at, updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $7)
+                               max_budget_usd, workspace, created_at, updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $7, $7)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
+                     workspace AS "workspace: Json<Workspace>",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &ThreadId,
@@ -39,6 +43,7 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
         schema,
         new.max_budget_usd,
         now_text(),
+        workspace,
     )
     .fetch_one(pool)
     .await?)
@@ -55,17 +60,23 @@ async fn insert_fork(
         .output_schema
         .as_ref()
         .map(serde_json::Value::to_string);
+    let workspace = parent
+        .workspace
+        .as_ref()
+        .map(|w| workspace_text(&w.0))
+        .transpose()?;
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               forked_session, max_budget_usd, created_at, updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $8, $8)
+                               forked_session, max_budget_usd, workspace, created_at, updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $8, $8)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
+                     workspace AS "workspace: Json<Workspace>",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &ThreadId,
@@ -76,6 +87,7 @@ async fn insert_fork(
         parent.cli_session_id.as_ref() as Option<&CliSessionId>,
         parent.max_budget_usd,
         now_text(),
+        workspace,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -132,6 +144,7 @@ async fn one(pool: &PgPool, id: &ThreadId) -> Result<Option<ThreadRow>, StoreErr
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
+                  workspace AS "workspace: Json<Workspace>",
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM threads WHERE id = $1"#,
@@ -150,6 +163,7 @@ async fn all(pool: &PgPool) -> Result<Vec<ThreadRow>, StoreError> {
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
+                  workspace AS "workspace: Json<Workspace>",
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -166,6 +180,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                   t.output_schema AS "output_schema: serde_json::Value",
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
+                  t.workspace AS "workspace: Json<Workspace>",
                   t.created_at::timestamptz AS "created_at!",
                   t.updated_at::timestamptz AS "updated_at!",
                   COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -188,6 +203,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                 output_schema: row.output_schema,
                 forked_session: row.forked_session,
                 max_budget_usd: row.max_budget_usd,
+                workspace: row.workspace,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
             },

@@ -9,9 +9,11 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    now_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow, MAX_DEPTH_WALK,
+    now_text, workspace_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow,
+    Workspace, MAX_DEPTH_WALK,
 };
 use plugin_contract::{CliSessionId, ThreadId};
+use sqlx::types::Json;
 use sqlx::SqlitePool;
 
 use crate::{Sqlite, ThreadTx};
@@ -25,17 +27,19 @@ async fn create(
 ) -> Result<ThreadRow, StoreError> {
     let now = now_text();
     let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
+    let workspace = new.workspace.as_ref().map(workspace_text).transpose()?;
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               max_budget_usd, created_at, updated_at)
-           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?7)
+                               max_budget_usd, workspace, created_at, updated_at)
+           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?7, ?7)
            RETURNING id AS "id!: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
+                     workspace AS "workspace: Json<Workspace>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
@@ -45,6 +49,7 @@ async fn create(
         schema,
         new.max_budget_usd,
         now,
+        workspace,
     )
     .fetch_one(pool)
     .await?)
@@ -62,17 +67,23 @@ async fn insert_fork(
         .output_schema
         .as_ref()
         .map(serde_json::Value::to_string);
+    let workspace = parent
+        .workspace
+        .as_ref()
+        .map(|w| workspace_text(&w.0))
+        .transpose()?;
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               forked_session, max_budget_usd, created_at, updated_at)
-           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?8, ?8)
+                               forked_session, max_budget_usd, workspace, created_at, updated_at)
+           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?9, ?8, ?8)
            RETURNING id AS "id!: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
+                     workspace AS "workspace: Json<Workspace>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
@@ -83,6 +94,7 @@ async fn insert_fork(
         parent.cli_session_id,
         parent.max_budget_usd,
         now,
+        workspace,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -139,6 +151,7 @@ async fn one(pool: &SqlitePool, id: &ThreadId) -> Result<Option<ThreadRow>, Stor
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
+                  workspace AS "workspace: Json<Workspace>",
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM threads WHERE id = ?1"#,
@@ -157,6 +170,7 @@ async fn all(pool: &SqlitePool) -> Result<Vec<ThreadRow>, StoreError> {
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
+                  workspace AS "workspace: Json<Workspace>",
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -173,6 +187,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                   t.output_schema AS "output_schema: serde_json::Value",
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
+                  t.workspace AS "workspace: Json<Workspace>",
                   t.created_at AS "created_at: DateTime<Utc>",
                   t.updated_at AS "updated_at: DateTime<Utc>",
                   COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -195,6 +210,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                 output_schema: row.output_schema,
                 forked_session: row.forked_session,
                 max_budget_usd: row.max_budget_usd,
+                workspace: row.workspace,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
             },

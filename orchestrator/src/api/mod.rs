@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::store::{
     MessageId, MessageRow, MessageStatus, Origin, PermissionRow, Role, ThreadRow, ThreadSummaryRow,
-    ToolCallRow, Usage,
+    ToolCallRow, Usage, Workspace,
 };
 
 /// A conversation.
@@ -44,6 +44,9 @@ pub struct Thread {
     pub forked_session: Option<CliSessionId>,
     /// Most USD the thread's turns may cost together; `None`: only the daemon's daily budget.
     pub max_budget_usd: Option<f64>,
+    /// Where the thread works (a folder, or a worktree made for it); absent: a folder of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,
@@ -60,6 +63,7 @@ impl From<ThreadRow> for Thread {
             output_schema: row.output_schema,
             forked_session: row.forked_session,
             max_budget_usd: row.max_budget_usd,
+            workspace: row.workspace.map(|w| w.0),
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -251,6 +255,7 @@ mod tests {
             output_schema: None,
             forked_session: None,
             max_budget_usd: None,
+            workspace: None,
             created_at: at,
             updated_at: at,
         }

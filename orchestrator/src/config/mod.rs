@@ -55,6 +55,7 @@ pub struct Config {
     pub budget: BudgetConfig,
     pub rate_limit: RateLimitConfig,
     pub cluster: ClusterConfig,
+    pub workspaces: WorkspacesConfig,
     /// `[plugins.NAME]`: one table per plugin, by plugin name, opaque to the core. The binary's
     /// plugin list hands each to its plugin's constructor, which refuses a key it does not know;
     /// a table for a plugin that is not loaded stops start-up ([`Config::check_plugin_tables`]).
@@ -354,6 +355,7 @@ impl Default for Config {
             budget: BudgetConfig::default(),
             rate_limit: RateLimitConfig::default(),
             cluster: ClusterConfig::default(),
+            workspaces: WorkspacesConfig::default(),
             plugins: BTreeMap::new(),
         }
     }
@@ -744,6 +746,9 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
 }
 
 mod paths;
+mod workspaces;
+
+pub use workspaces::WorkspacesConfig;
 
 #[cfg(test)]
 mod tests;

@@ -20,11 +20,18 @@ impl Config {
             })
         };
         self.data_dir = absolute(&self.data_dir)?;
-        for path in [&mut self.claude.config_dir, &mut self.claude.workdir]
-            .into_iter()
-            .flatten()
+        for path in [
+            &mut self.claude.config_dir,
+            &mut self.claude.workdir,
+            &mut self.workspaces.worktrees_dir,
+        ]
+        .into_iter()
+        .flatten()
         {
             *path = absolute(path)?;
+        }
+        for root in &mut self.workspaces.roots {
+            *root = absolute(root)?;
         }
         if let Some(db) = &self.db {
             if db != ":memory:" && !crate::store::is_postgres_url(db) {
@@ -43,6 +50,14 @@ impl Config {
                 .to_string_lossy()
                 .into_owned()
         })
+    }
+
+    /// Where threads' worktrees are made: `workspaces.worktrees_dir`, or `<data_dir>/worktrees`.
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.workspaces
+            .worktrees_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("worktrees"))
     }
 
     pub fn claude_config_dir(&self) -> PathBuf {

@@ -13,6 +13,7 @@ use crate::budget::{BudgetExceeded, BudgetKind};
 use crate::pipeline::PipelineError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
+use crate::workspace::WorkspaceError;
 use claude_cli::CliError;
 
 #[derive(Debug)]
@@ -139,6 +140,20 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         }
         TurnError::Interrupted => (StatusCode::CONFLICT, "interrupted"),
         TurnError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        TurnError::WorkspaceUnavailable(_) => (StatusCode::CONFLICT, "workspace_unavailable"),
+    }
+}
+
+impl From<WorkspaceError> for ApiError {
+    fn from(err: WorkspaceError) -> Self {
+        let (status, code) = match &err {
+            WorkspaceError::Invalid(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_workspace"),
+            WorkspaceError::BranchExists(_) => (StatusCode::CONFLICT, "branch_exists"),
+            WorkspaceError::Unavailable(_) => (StatusCode::CONFLICT, "workspace_unavailable"),
+            WorkspaceError::NoDiff(_) => (StatusCode::CONFLICT, "no_diff"),
+            WorkspaceError::Git(_) => (StatusCode::INTERNAL_SERVER_ERROR, "git_failed"),
+        };
+        ApiError::new(status, code, err.to_string())
     }
 }
 
@@ -206,6 +221,7 @@ impl From<PipelineError> for ApiError {
                 "the daemon is shutting down",
             ),
             PipelineError::Store(err) => err.into(),
+            PipelineError::Workspace(err) => err.into(),
         }
     }
 }

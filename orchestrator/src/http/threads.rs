@@ -25,6 +25,7 @@ use crate::api::events::StreamEvent;
 use crate::budget::validate_usd;
 use crate::pipeline::{NewMessage, TurnReply};
 use crate::store::{EventRow, MessageId, NewThread, Usage};
+use crate::workspace::WorkspaceRequest;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -35,6 +36,10 @@ pub struct CreateThread {
     output_schema: Option<serde_json::Value>,
     /// Most USD the thread's turns may cost together; then its messages get 402.
     max_budget_usd: Option<f64>,
+    /// Where the thread works: `{"path": "/abs/dir"}`, or a worktree made for it:
+    /// `{"repo": "/abs/repo", "worktree": true, "baseRef"?, "branch"?}`. Under
+    /// `workspaces.roots` only. Default: a folder of its own.
+    workspace: Option<WorkspaceRequest>,
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
@@ -43,7 +48,8 @@ pub struct CreateThread {
     responses(
         (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = api::Thread),
         (status = 400, description = "Malformed JSON.", body = ErrorBody),
-        (status = 422, description = "A mistyped field, or an `outputSchema` that does not compile.", body = ErrorBody),
+        (status = 409, description = "The worktree's `branch` exists already (`branch_exists`).", body = ErrorBody),
+        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile, or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -57,6 +63,7 @@ pub async fn create(
             model: None,
             output_schema: None,
             max_budget_usd: None,
+            workspace: None,
         }
     } else {
         super::error::parse_json(&body)?
@@ -69,13 +76,16 @@ pub async fn create(
     }
     let thread = state
         .pipeline
-        .create_thread(NewThread {
-            title: body.title,
-            model: body.model,
-            output_schema: body.output_schema,
-            max_budget_usd: body.max_budget_usd,
-            ..NewThread::default()
-        })
+        .create_thread(
+            NewThread {
+                title: body.title,
+                model: body.model,
+                output_schema: body.output_schema,
+                max_budget_usd: body.max_budget_usd,
+                ..NewThread::default()
+            },
+            body.workspace.as_ref(),
+        )
         .await?;
     info!(thread_id = %thread.id, "Thread created.");
     Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
@@ -259,7 +269,7 @@ pub struct MessageAccepted {
         (status = 402, description = "A budget is spent (`budget_exceeded`, with `budget`, `limitUsd`, `spentUsd`): the message is stored `refused`; nothing reached the model.", body = ErrorBody),
         (status = 400, description = "Malformed JSON or query.", body = ErrorBody),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
-        (status = 409, description = "A `clientMessageId` reused with other content, or the turn was interrupted.", body = ErrorBody),
+        (status = 409, description = "A `clientMessageId` reused with other content, the turn was interrupted, or the thread's workspace is not on this node (`workspace_unavailable`).", body = ErrorBody),
         (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
         (status = 422, description = "A missing or invalid field.", body = ErrorBody),
         (status = 429, description = "Too many messages queued on the thread.", body = ErrorBody),

@@ -29,7 +29,7 @@ use plugin_contract::{CliSessionId, ThreadId};
 
 use crate::config::{Config, Profile};
 use crate::mcp::SERVER_NAME;
-use crate::store::{NewThread, ThreadRow};
+use crate::store::{NewThread, ThreadRow, Workspace};
 
 mod spec;
 
@@ -123,6 +123,16 @@ impl Launcher {
     pub fn spec(&self, thread: &ThreadRow, model: Option<String>) -> ProcessSpec {
         let forking = thread.cli_session_id.is_none() && thread.forked_session.is_some();
         let mut spec = self.fresh_spec(&thread.id, model, thread.output_schema.as_ref());
+        match thread.workspace.as_deref() {
+            None => {}
+            Some(workspace @ Workspace::Worktree { .. }) => {
+                spec.workdir = workspace.path().to_path_buf();
+            }
+            Some(workspace @ Workspace::Path { .. }) => {
+                spec.workdir = workspace.path().to_path_buf();
+                spec.config_dir = thread_workdir(&self.config_dir.join("threads"), &thread.id);
+            }
+        }
         spec.options.fork_session = forking;
         spec.resume = thread
             .cli_session_id
@@ -151,6 +161,7 @@ impl Launcher {
         ProcessSpec {
             thread: thread.clone(),
             workdir: self.folder_of(thread),
+            config_dir: self.config_dir.clone(),
             options: SpawnOptions {
                 json_schema: output_schema.map(serde_json::Value::to_string),
                 ..self.options(model)
@@ -159,12 +170,21 @@ impl Launcher {
         }
     }
 
-    /// How a process of `spec` starts; creates its folder (mode 0700).
+    /// How a process of `spec` starts. Creates a thread's own folder (mode 0700) and config dir;
+    /// a workspace must be there already (`NotFound` otherwise: never another folder).
     pub fn launch(&self, spec: &ProcessSpec) -> std::io::Result<Launch> {
-        crate::private_fs::create_dir(&spec.workdir)?;
+        if spec.workdir.starts_with(&self.threads_dir) {
+            crate::private_fs::create_dir(&spec.workdir)?;
+        } else if !spec.workdir.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("the workspace {} is not there", spec.workdir.display()),
+            ));
+        }
+        crate::private_fs::create_dir(&spec.config_dir)?;
         Ok(Launch {
             bin: self.bin.clone(),
-            config_dir: self.config_dir.clone(),
+            config_dir: spec.config_dir.clone(),
             workdir: spec.workdir.clone(),
             env: self.env.clone(),
             ready_timeout: self.ready_timeout,
@@ -179,72 +199,56 @@ impl Launcher {
         thread_workdir(&self.threads_dir, thread)
     }
 
-    /// Copies the CLI's transcript of `session` from the project of the folder `from` to that of
-    /// `to` (each folder is its own CLI project), so that a process working in `to` can
-    /// `--resume` it. False when the CLI no longer has the session.
+    /// Copies the CLI's transcript of `session` from the project of `from`'s process to that of
+    /// `to`'s (each folder is its own CLI project), so that a process of `to` can `--resume` it.
+    /// False when the CLI no longer has the session.
     pub fn copy_session(
         &self,
-        from: &Path,
-        to: &Path,
+        from: &ProcessSpec,
+        to: &ProcessSpec,
         session: &CliSessionId,
     ) -> std::io::Result<bool> {
         let file = format!("{}.jsonl", session.as_str());
-        let source = self.project_dir(from).join(&file);
+        let source = project_dir(from).join(&file);
         if !source.is_file() {
             return Ok(false);
         }
-        let target = self.project_dir(to);
+        let target = project_dir(to);
         crate::private_fs::create_dir(&target)?;
         std::fs::copy(&source, target.join(&file))?;
         Ok(true)
     }
 
-    /// True when the CLI has `session`'s transcript in the project of `workdir`: a `--resume` of
-    /// it from there finds it.
-    pub fn has_session(&self, workdir: &Path, session: &CliSessionId) -> bool {
-        self.session_file(workdir, session).is_file()
+    /// True when the CLI has `session`'s transcript in the project of `spec`'s process: a
+    /// `--resume` of it from there finds it.
+    pub fn has_session(&self, spec: &ProcessSpec, session: &CliSessionId) -> bool {
+        session_file(spec, session).is_file()
     }
 
-    /// True when the project of `workdir`'s copy of `session`'s transcript holds the entry
-    /// `uuid` (a line that names it); false when it does not, or there is no copy.
+    /// True when `spec`'s project's copy of `session`'s transcript holds the entry `uuid` (a
+    /// line that names it); false when it does not, or there is no copy.
     pub fn session_has_entry(
         &self,
-        workdir: &Path,
+        spec: &ProcessSpec,
         session: &CliSessionId,
         uuid: &str,
     ) -> std::io::Result<bool> {
-        match std::fs::read_to_string(self.session_file(workdir, session)) {
+        match std::fs::read_to_string(session_file(spec, session)) {
             Ok(text) => Ok(text.lines().any(|line| line.contains(uuid))),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(err) => Err(err),
         }
     }
 
-    fn session_file(&self, workdir: &Path, session: &CliSessionId) -> PathBuf {
-        self.project_dir(workdir)
-            .join(format!("{}.jsonl", session.as_str()))
-    }
-
-    /// Writes a stored transcript back into the CLI project of `workdir`, so that a process
-    /// working there can `--resume` it: each `(file, line)` appended, in order, to `file` inside
-    /// the project folder (see [`write_transcript`]).
+    /// Writes a stored transcript back into the CLI project of `spec`'s process, so that it can
+    /// `--resume` it: each `(file, line)` appended, in order, to `file` inside the project
+    /// folder (see [`write_transcript`]).
     pub fn restore_transcript<'a>(
         &self,
-        workdir: &Path,
+        spec: &ProcessSpec,
         entries: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> std::io::Result<usize> {
-        write_transcript(&self.project_dir(workdir), entries)
-    }
-
-    /// Where the CLI keeps the transcripts of a project (a working folder): `<config
-    /// dir>/projects/<the folder's path, every character but ASCII letters and digits as `-`>`.
-    fn project_dir(&self, folder: &Path) -> PathBuf {
-        let key: String = folder
-            .to_string_lossy()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        self.config_dir.join("projects").join(key)
+        write_transcript(&project_dir(spec), entries)
     }
 
     pub fn bin(&self) -> &Path {
@@ -260,6 +264,22 @@ impl Launcher {
     pub fn ready_timeout(&self) -> Duration {
         self.ready_timeout
     }
+}
+
+/// Where the CLI keeps the transcripts of `spec`'s project: `<config dir>/projects/<the
+/// folder's path, every character but ASCII letters and digits as `-`>`.
+fn project_dir(spec: &ProcessSpec) -> PathBuf {
+    let key: String = spec
+        .workdir
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    spec.config_dir.join("projects").join(key)
+}
+
+fn session_file(spec: &ProcessSpec, session: &CliSessionId) -> PathBuf {
+    project_dir(spec).join(format!("{}.jsonl", session.as_str()))
 }
 
 /// The working directory of `thread`'s processes: `<threads_dir>/<thread id>`, with anything but

@@ -18,6 +18,10 @@ pub struct ProcessSpec {
     /// The folder the process works in. The CLI keys its project (transcripts, memory) by this
     /// path, so it also decides which sessions a `--resume` finds.
     pub workdir: PathBuf,
+    /// The CLI's config dir (`CLAUDE_CONFIG_DIR`): its settings, and each project's data under
+    /// `projects/`. The daemon's, except for a thread on a `path` workspace, which another
+    /// thread may share: that one has a config dir of its own, so its project data is its own.
+    pub config_dir: PathBuf,
     /// The command-line options; `model` is the one the turn asks for.
     pub options: SpawnOptions,
     /// The CLI session to resume; `None` starts a fresh one.
@@ -41,6 +45,7 @@ impl ProcessSpec {
     pub fn fit(&self, model: &Option<String>, wanted: &ProcessSpec) -> Fit {
         let same_start = self.thread == wanted.thread
             && self.workdir == wanted.workdir
+            && self.config_dir == wanted.config_dir
             && SpawnOptions {
                 model: wanted.options.model.clone(),
                 fork_session: wanted.options.fork_session,
@@ -64,6 +69,7 @@ mod tests {
         ProcessSpec {
             thread: ThreadId::from_string(thread),
             workdir: PathBuf::from(format!("/threads/{thread}")),
+            config_dir: PathBuf::from("/claude"),
             options: SpawnOptions {
                 model: Some("sonnet".into()),
                 ..Default::default()

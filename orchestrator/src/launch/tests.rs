@@ -192,14 +192,14 @@ fn the_session_file_is_where_the_cli_looks_for_it() {
     let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
     let thread = ThreadId::from_string("thr_a.b");
     let session = CliSessionId::from_string("s-1");
-    let workdir = launcher.spare_spec(&thread).workdir;
-    assert!(!launcher.has_session(&workdir, &session));
+    let spec = launcher.spare_spec(&thread);
+    assert!(!launcher.has_session(&spec, &session));
     launcher
-        .restore_transcript(&workdir, [("s-1.jsonl", "{}")])
+        .restore_transcript(&spec, [("s-1.jsonl", "{}")])
         .unwrap();
-    assert!(launcher.has_session(&workdir, &session));
+    assert!(launcher.has_session(&spec, &session));
     // Key: the thread folder's path with every character but ASCII letters and digits as `-`.
-    let folder = workdir.to_string_lossy().into_owned();
+    let folder = spec.workdir.to_string_lossy().into_owned();
     let key: String = folder
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })

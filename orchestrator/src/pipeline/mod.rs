@@ -33,6 +33,7 @@ mod turn;
 
 pub use throttle::ThrottleSettings;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,7 @@ use crate::store::{
     Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
 };
 use crate::turn_error::TurnError;
+use crate::workspace::{DiffSummary, WorkspaceError, WorkspaceRequest, Workspaces};
 use idempotency::Admitted;
 use queue::ThreadQueues;
 use throttle::Throttle;
@@ -124,6 +126,9 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     Store(StoreError),
+    /// A workspace refused at creation, or one to diff that is not there.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
 }
 
 impl From<StoreError> for PipelineError {
@@ -157,6 +162,7 @@ pub struct PipelineParts {
     pub context: Vec<Arc<dyn ContextProvider>>,
     pub settings: PipelineSettings,
     pub budgets: Budgets,
+    pub workspaces: Workspaces,
 }
 
 /// The pipeline. Cheap to clone: clones share one.
@@ -174,6 +180,7 @@ struct Inner {
     context: Vec<Arc<dyn ContextProvider>>,
     settings: PipelineSettings,
     budgets: Budgets,
+    workspaces: Workspaces,
     queues: Arc<ThreadQueues>,
     /// Turns at once, across threads: a turn holds a permit from its checkout to its end.
     throttle: Throttle,
@@ -218,6 +225,7 @@ impl Pipeline {
                 context: parts.context,
                 settings: parts.settings,
                 budgets: parts.budgets,
+                workspaces: parts.workspaces,
                 queues: Arc::new(ThreadQueues::new(tasks.clone())),
                 throttle,
                 throttle_metrics,
@@ -360,8 +368,26 @@ impl Pipeline {
     }
 
     /// Creates a thread. A parked spare, when there is one, becomes its process: the thread takes
-    /// the id the spare was started for, so its first turn finds a warm process.
-    pub async fn create_thread(&self, mut new: NewThread) -> Result<ThreadRow, StoreError> {
+    /// the id the spare was started for, so its first turn finds a warm process. With a
+    /// `workspace`, the thread works there (a worktree is made for it first; see
+    /// [`crate::workspace`]) and starts cold: spares work in folders of their own.
+    pub async fn create_thread(
+        &self,
+        mut new: NewThread,
+        workspace: Option<&WorkspaceRequest>,
+    ) -> Result<ThreadRow, PipelineError> {
+        if let Some(request) = workspace {
+            let id = new.id.clone().unwrap_or_else(ThreadId::generate);
+            let prepared = self.inner.workspaces.prepare(&id, request).await?;
+            new.id = Some(id);
+            new.workspace = Some(prepared.clone());
+            let created = self.inner.store.create_thread(new).await;
+            match &created {
+                Ok(thread) => self.claim(&thread.id).await,
+                Err(_) => self.inner.workspaces.discard(&prepared).await,
+            }
+            return created.map_err(PipelineError::from);
+        }
         let spare = if new.id.is_none() {
             self.inner.pool.take_spare(&new).await
         } else {
@@ -374,7 +400,31 @@ impl Pipeline {
             (Ok(thread), _) => self.claim(&thread.id).await,
             (Err(_), None) => {}
         }
-        created
+        created.map_err(PipelineError::from)
+    }
+
+    /// The thread's changes against its workspace's base, as a patch (`text/x-diff`).
+    pub async fn diff_patch(&self, thread: &ThreadId) -> Result<String, PipelineError> {
+        let (dir, base) = self.diff_base(thread).await?;
+        let patch = crate::workspace::diff::patch(&dir, &base).await;
+        Ok(patch.map_err(WorkspaceError::from)?)
+    }
+
+    /// The thread's changes against its workspace's base, file by file.
+    pub async fn diff_summary(&self, thread: &ThreadId) -> Result<DiffSummary, PipelineError> {
+        let (dir, base) = self.diff_base(thread).await?;
+        let summary = crate::workspace::diff::summary(&dir, &base).await;
+        Ok(summary.map_err(WorkspaceError::from)?)
+    }
+
+    async fn diff_base(&self, thread: &ThreadId) -> Result<(PathBuf, String), PipelineError> {
+        let thread = self.inner.store.require_thread(thread).await?;
+        let workspaces = &self.inner.workspaces;
+        let workspace = thread.workspace.as_deref();
+        if let Some(workspace) = workspace {
+            workspaces.ready(workspace).await?;
+        }
+        Ok(workspaces.base_of(workspace).await?)
     }
 
     /// With clustering, a new thread belongs to the node that created it (its spare, if it got
@@ -395,12 +445,17 @@ impl Pipeline {
         parent: &ThreadId,
         title: Option<String>,
     ) -> Result<ThreadRow, PipelineError> {
+        let parent_row = self.inner.store.require_thread(parent).await?;
+        if let Some(crate::store::Workspace::Worktree { .. }) = parent_row.workspace.as_deref() {
+            return Err(PipelineError::InvalidInput(
+                "a thread on a worktree cannot be forked: two threads would share its working tree; create a thread with its own worktree of the repository instead".into(),
+            ));
+        }
         let fork = self.inner.store.fork_thread(parent, title).await?;
         self.claim(&fork.id).await;
         if let Some(session) = &fork.forked_session {
-            let parent_row = self.inner.store.require_thread(parent).await?;
-            let from = self.inner.pool.spec(&parent_row, None).workdir;
-            let to = self.inner.pool.spec(&fork, None).workdir;
+            let from = self.inner.pool.spec(&parent_row, None);
+            let to = self.inner.pool.spec(&fork, None);
             match self.inner.pool.copy_session(&from, &to, session) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -507,16 +562,21 @@ impl Delegate for Pipeline {
             .await
             .map_err(|e| e.to_string())?;
         let child = self
-            .create_thread(NewThread {
-                title: Some(format!("delegated from {parent}")),
-                model: model.clone().or(parent_thread.model),
-                parent_id: Some(parent.clone()),
-                id: None,
-                output_schema: None,
-                // A limit of its own, as large as the parent's: its spending is not the
-                // parent's, so the daily budget is what bounds a tree of delegations.
-                max_budget_usd: parent_thread.max_budget_usd,
-            })
+            .create_thread(
+                NewThread {
+                    title: Some(format!("delegated from {parent}")),
+                    model: model.clone().or(parent_thread.model),
+                    parent_id: Some(parent.clone()),
+                    id: None,
+                    output_schema: None,
+                    // A limit of its own, as large as the parent's: its spending is not the
+                    // parent's, so the daily budget is what bounds a tree of delegations.
+                    max_budget_usd: parent_thread.max_budget_usd,
+                    // Its own folder: a child never shares its parent's working tree.
+                    workspace: None,
+                },
+                None,
+            )
             .await
             .map_err(|e| e.to_string())?;
         // The child runs where its parent runs: this node took its lease when it was created.

@@ -128,18 +128,26 @@ impl Pipeline {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tally = TurnTally::default();
         let spec = inner.pool.spec(&thread, model.clone());
-        let outcome = self
-            .checkout_and_run(
-                user,
-                &msg,
-                &spec,
-                thread.output_schema.as_ref(),
-                deadline,
-                timeout,
-                &mut tally,
-                nesting,
-            )
-            .await;
+        let ready = match thread.workspace.as_deref() {
+            Some(workspace) => inner.workspaces.ready(workspace).await,
+            None => Ok(()),
+        };
+        let outcome = match ready {
+            Err(err) => Err(TurnError::WorkspaceUnavailable(err.to_string())),
+            Ok(()) => {
+                self.checkout_and_run(
+                    user,
+                    &msg,
+                    &spec,
+                    thread.output_schema.as_ref(),
+                    deadline,
+                    timeout,
+                    &mut tally,
+                    nesting,
+                )
+                .await
+            }
+        };
         match outcome {
             Ok(done) => {
                 let message = inner

@@ -51,7 +51,6 @@
 //! background tasks keeps a process from eviction; without it, a turn the CLI starts by itself
 //! retires the process.
 
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -226,12 +225,12 @@ impl Pool {
         lock(&self.inner.cli_turns_rx).take()
     }
 
-    /// Makes `session` resumable by processes working in `to` when it was made in `from` (a
-    /// fork, whose folder is another CLI project); false when the CLI no longer has it.
+    /// Makes `session`, made by a process of `from`, resumable by processes of `to` (a fork,
+    /// whose folder is another CLI project); false when the CLI no longer has it.
     pub fn copy_session(
         &self,
-        from: &Path,
-        to: &Path,
+        from: &ProcessSpec,
+        to: &ProcessSpec,
         session: &CliSessionId,
     ) -> std::io::Result<bool> {
         self.inner.launcher.copy_session(from, to, session)

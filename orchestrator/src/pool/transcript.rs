@@ -91,7 +91,7 @@ impl Pool {
     pub(super) async fn restore_session(&self, spec: &ProcessSpec, session: &CliSessionId) {
         let inner = &self.inner;
         let thread = &spec.thread;
-        let here = inner.launcher.has_session(&spec.workdir, session);
+        let here = inner.launcher.has_session(spec, session);
         if here && inner.store.node_id().is_none() {
             return;
         }
@@ -107,24 +107,20 @@ impl Pool {
             }
         };
         let count = entries.len();
-        let (launcher, workdir, id) = (
-            inner.launcher.clone(),
-            spec.workdir.clone(),
-            session.clone(),
-        );
+        let (launcher, spec, id) = (inner.launcher.clone(), spec.clone(), session.clone());
         // Files of up to megabytes, synced: off the async workers.
         let written = tokio::task::spawn_blocking(move || {
             if here {
                 let main = format!("{}.jsonl", id.as_str());
                 let last = entries.iter().rev().find(|e| e.file == main);
                 match last.and_then(|e| e.uuid.as_deref()) {
-                    Some(uuid) if !launcher.session_has_entry(&workdir, &id, uuid)? => {}
+                    Some(uuid) if !launcher.session_has_entry(&spec, &id, uuid)? => {}
                     // Up to date (or nothing to tell by): kept as it is.
                     _ => return Ok(None),
                 }
             }
             let lines = entries.iter().map(|e| (e.file.as_str(), e.line.as_str()));
-            launcher.restore_transcript(&workdir, lines).map(Some)
+            launcher.restore_transcript(&spec, lines).map(Some)
         })
         .await
         .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())));

@@ -386,6 +386,7 @@ store_tests! {
                 parent_id: Some(parent.id.clone()),
                 output_schema: None,
                 max_budget_usd: None,
+                workspace: None,
             })
             .await
             .unwrap();

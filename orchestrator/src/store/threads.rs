@@ -121,6 +121,13 @@ mod tests {
 
     store_tests! {
         async fn create_get_and_list_threads(store: sqlite_memory) {
+            let worktree = crate::store::Workspace::Worktree {
+                repo: "/srv/repos/app".into(),
+                path: "/data/worktrees/thr_1".into(),
+                branch: "harness/thr_1".into(),
+                base_ref: "main".into(),
+                base_commit: "0123abcd".into(),
+            };
             let first = store
                 .create_thread(NewThread {
                     id: None,
@@ -129,10 +136,12 @@ mod tests {
                     parent_id: None,
                     output_schema: Some(serde_json::json!({"type": "object"})),
                     max_budget_usd: Some(1.5),
+                    workspace: Some(worktree.clone()),
                 })
                 .await
                 .unwrap();
             assert_eq!(first.max_budget_usd, Some(1.5));
+            assert_eq!(first.workspace.as_deref(), Some(&worktree));
             assert_eq!(
                 first.output_schema,
                 Some(serde_json::json!({"type": "object"}))
@@ -147,6 +156,8 @@ mod tests {
             assert_eq!(first.created_at, first.updated_at);
 
             let got = store.get_thread(&first.id).await.unwrap().unwrap();
+            assert_eq!(got.workspace.as_deref(), Some(&worktree), "read back whole");
+            assert_eq!(second.workspace, None);
             assert_eq!(got.id, first.id);
             assert_eq!(got.title.as_deref(), Some("first"));
             assert_eq!(got.created_at, first.created_at);

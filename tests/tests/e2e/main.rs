@@ -26,3 +26,4 @@ mod support;
 mod tools;
 mod transcripts;
 mod usage;
+mod workspaces;

@@ -24,6 +24,7 @@ use crate::pipeline::{NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::store::{
     Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
 };
+use crate::workspace::{WorkspaceError, WorkspaceRequest};
 
 /// The plugin name: the tools are `threads__<tool>`.
 pub const PLUGIN: &str = "threads";
@@ -87,6 +88,7 @@ fn thread_schema() -> Value {
         "title": {"type": ["string", "null"]},
         "model": {"type": ["string", "null"]},
         "parentId": {"type": ["string", "null"]},
+        "workspace": {"type": ["object", "null"], "description": "Where the thread works; null: a folder of its own."},
         "createdAt": {"type": "string"},
         "updatedAt": {"type": "string"}
     })
@@ -106,6 +108,7 @@ fn thread_json(thread: &ThreadRow) -> Value {
         "title": thread.title,
         "model": thread.model,
         "parentId": thread.parent_id,
+        "workspace": thread.workspace.as_deref(),
         "createdAt": thread.created_at,
         "updatedAt": thread.updated_at,
     })
@@ -147,7 +150,19 @@ impl Tool for Create {
                 "type": "object",
                 "properties": {
                     "title": {"type": "string", "maxLength": 500, "description": "A title to find the thread by."},
-                    "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The model for the thread's turns; the daemon's default when absent."}
+                    "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The model for the thread's turns; the daemon's default when absent."},
+                    "workspace": {
+                        "type": "object",
+                        "description": "Where the thread works: {\"path\": \"/abs/dir\"}, or a git worktree made for it: {\"repo\": \"/abs/repo\", \"worktree\": true, \"baseRef\"?, \"branch\"?}. Only under the daemon's workspaces.roots.",
+                        "properties": {
+                            "path": {"type": "string"},
+                            "repo": {"type": "string"},
+                            "worktree": {"type": "boolean"},
+                            "baseRef": {"type": "string"},
+                            "branch": {"type": "string"}
+                        },
+                        "additionalProperties": false
+                    }
                 },
                 "additionalProperties": false
             }),
@@ -157,15 +172,31 @@ impl Tool for Create {
     }
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let workspace: Option<WorkspaceRequest> = match input.get("workspace") {
+            Some(value) => Some(
+                serde_json::from_value(value.clone())
+                    .map_err(|err| ToolError::InvalidInput(format!("workspace: {err}")))?,
+            ),
+            None => None,
+        };
+        let new = NewThread {
+            title: optional_string(&input, "title"),
+            model: optional_string(&input, "model"),
+            ..NewThread::default()
+        };
         let thread = self
             .0
-            .create_thread(NewThread {
-                title: optional_string(&input, "title"),
-                model: optional_string(&input, "model"),
-                ..NewThread::default()
-            })
+            .create_thread(new, workspace.as_ref())
             .await
-            .map_err(store_error)?;
+            .map_err(|err| match err {
+                PipelineError::Store(err) => store_error(err),
+                PipelineError::Workspace(err @ WorkspaceError::Git(_)) => {
+                    tracing::warn!(error = %err, "Git failed making a workspace over MCP.");
+                    ToolError::Failed(err.to_string())
+                }
+                PipelineError::Workspace(err) => ToolError::InvalidInput(err.to_string()),
+                other => ToolError::Failed(other.to_string()),
+            })?;
         tracing::info!(thread_id = %thread.id, "Thread created over MCP.");
         Ok(ToolOutput::structured(
             format!("Created thread {}.", thread.id),

@@ -1,0 +1,302 @@
+//! Workspaces against the real `git`: what is refused and why, the worktree made, its diff, and
+//! a worktree made again after it was removed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::*;
+
+/// Runs `git -C dir args…`, panicking with its stderr when it fails.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A root holding a repository `app` (one commit on `main`: README.md, .gitignore, and a
+/// `.worktreeinclude` naming `.env`), an ignored `.env` beside it, and a folder `plain`.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+    outside: PathBuf,
+    workspaces: Workspaces,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("test set-up");
+    let base = dir.path().canonicalize().expect("test set-up");
+    let root = base.join("root");
+    let repo = root.join("app");
+    let outside = base.join("outside");
+    for folder in [&repo, &outside, &root.join("plain")] {
+        std::fs::create_dir_all(folder).expect("test set-up");
+    }
+    git(&repo, &["init", "--quiet", "-b", "main"]);
+    git(&repo, &["config", "user.email", "t@example.com"]);
+    git(&repo, &["config", "user.name", "t"]);
+    std::fs::write(repo.join("README.md"), "hello\n").expect("test set-up");
+    std::fs::write(repo.join(".gitignore"), ".env\nbuild/\n").expect("test set-up");
+    std::fs::write(repo.join(".worktreeinclude"), ".env\n").expect("test set-up");
+    std::fs::write(repo.join(".env"), "SECRET=1\n").expect("test set-up");
+    std::fs::create_dir_all(repo.join("build")).expect("test set-up");
+    std::fs::write(repo.join("build/out.bin"), "x").expect("test set-up");
+    git(
+        &repo,
+        &["add", "README.md", ".gitignore", ".worktreeinclude"],
+    );
+    git(&repo, &["commit", "--quiet", "-m", "first"]);
+    let config = Config {
+        data_dir: base.join("data"),
+        workspaces: crate::config::WorkspacesConfig {
+            roots: vec![root.clone()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let workspaces = Workspaces::new(&config).expect("test set-up");
+    Fixture {
+        _dir: dir,
+        root,
+        repo,
+        outside,
+        workspaces,
+    }
+}
+
+fn path(path: &Path) -> WorkspaceRequest {
+    WorkspaceRequest {
+        path: Some(path.display().to_string()),
+        ..Default::default()
+    }
+}
+
+fn worktree(repo: &Path) -> WorkspaceRequest {
+    WorkspaceRequest {
+        repo: Some(repo.display().to_string()),
+        worktree: Some(true),
+        ..Default::default()
+    }
+}
+
+async fn refusal(f: &Fixture, request: WorkspaceRequest) -> String {
+    let thread = ThreadId::generate();
+    match f.workspaces.prepare(&thread, &request).await {
+        Err(WorkspaceError::Invalid(message)) => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_path_must_be_an_absolute_folder_under_the_roots_once_resolved() {
+    let f = fixture();
+    let thread = ThreadId::generate();
+    let plain = f.root.join("plain");
+    let made = f.workspaces.prepare(&thread, &path(&plain)).await.unwrap();
+    assert_eq!(made, Workspace::Path { path: plain });
+    // `..` back into the root is fine: it is where the path leads that counts.
+    let around = f.root.join("plain/../app");
+    let made = f.workspaces.prepare(&thread, &path(&around)).await.unwrap();
+    assert_eq!(made.path(), f.repo);
+
+    let message = refusal(&f, path(&f.outside)).await;
+    assert!(message.contains("outside workspaces.roots"), "{message}");
+    let escape = f.root.join("escape");
+    std::os::unix::fs::symlink(&f.outside, &escape).unwrap();
+    let message = refusal(&f, path(&escape)).await;
+    assert!(
+        message.contains(&format!("leads to {}", f.outside.display())),
+        "{message}"
+    );
+    let message = refusal(&f, path(Path::new("relative/dir"))).await;
+    assert!(message.contains("absolute"), "{message}");
+    let message = refusal(&f, path(&f.root.join("missing"))).await;
+    assert!(message.contains("missing"), "{message}");
+    let message = refusal(&f, path(&f.repo.join("README.md"))).await;
+    assert!(message.contains("not a folder"), "{message}");
+}
+
+#[tokio::test]
+async fn requests_that_mix_or_miss_their_fields_are_refused() {
+    let f = fixture();
+    let both = WorkspaceRequest {
+        repo: Some(f.repo.display().to_string()),
+        ..path(&f.repo)
+    };
+    assert!(refusal(&f, both).await.contains("not both"));
+    let repo_alone = WorkspaceRequest {
+        worktree: None,
+        ..worktree(&f.repo)
+    };
+    assert!(refusal(&f, repo_alone).await.contains("worktree"));
+    let branch_on_path = WorkspaceRequest {
+        branch: Some("x".into()),
+        ..path(&f.repo)
+    };
+    assert!(refusal(&f, branch_on_path).await.contains("go with `repo`"));
+    assert!(refusal(&f, WorkspaceRequest::default())
+        .await
+        .contains("needs `path` or `repo`"));
+    let not_a_repo = worktree(&f.root.join("plain"));
+    assert!(refusal(&f, not_a_repo)
+        .await
+        .contains("not a git repository"));
+    let bad_ref = WorkspaceRequest {
+        base_ref: Some("no-such-branch".into()),
+        ..worktree(&f.repo)
+    };
+    assert!(refusal(&f, bad_ref).await.contains("names no commit"));
+    let option = WorkspaceRequest {
+        base_ref: Some("--output=/tmp/x".into()),
+        ..worktree(&f.repo)
+    };
+    assert!(refusal(&f, option).await.contains("is not a ref"));
+    let bad_branch = WorkspaceRequest {
+        branch: Some("a..b".into()),
+        ..worktree(&f.repo)
+    };
+    assert!(refusal(&f, bad_branch).await.contains("not a valid branch"));
+}
+
+#[tokio::test]
+async fn workspaces_are_off_without_roots() {
+    let f = fixture();
+    let off = Workspaces::new(&Config::default()).unwrap();
+    let err = off
+        .prepare(&ThreadId::generate(), &path(&f.repo))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("workspaces are off"), "{err}");
+}
+
+#[tokio::test]
+async fn a_worktree_gets_its_own_branch_the_included_files_and_a_diff_of_its_changes() {
+    let f = fixture();
+    let thread = ThreadId::generate();
+    let made = f
+        .workspaces
+        .prepare(&thread, &worktree(&f.repo))
+        .await
+        .unwrap();
+    let Workspace::Worktree {
+        repo,
+        path,
+        branch,
+        base_ref,
+        base_commit,
+    } = &made
+    else {
+        panic!("a worktree: {made:?}")
+    };
+    assert_eq!(repo, &f.repo);
+    assert_eq!(branch, &format!("harness/{thread}"));
+    assert_eq!(base_ref, "HEAD");
+    assert_eq!(base_commit, git(&f.repo, &["rev-parse", "HEAD"]).trim());
+    assert_eq!(git(path, &["branch", "--show-current"]).trim(), branch);
+    assert_eq!(
+        std::fs::read_to_string(path.join(".env")).unwrap(),
+        "SECRET=1\n"
+    );
+    assert!(
+        !path.join("build").exists(),
+        "only what .worktreeinclude names"
+    );
+
+    // Nothing changed yet.
+    let (dir, base) = f.workspaces.base_of(Some(&made)).await.unwrap();
+    assert_eq!(diff::summary(&dir, &base).await.unwrap().files, []);
+
+    std::fs::write(path.join("new.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(path.join("README.md"), "hello\nworld\n").unwrap();
+    git(path, &["add", "README.md"]);
+    let summary = diff::summary(&dir, &base).await.unwrap();
+    let files: Vec<(&str, &str, Option<u64>)> = summary
+        .files
+        .iter()
+        .map(|c| (c.path.as_str(), c.status.as_str(), c.additions))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("README.md", "modified", Some(1)),
+            ("new.txt", "added", Some(2))
+        ]
+    );
+    let patch = diff::patch(&dir, &base).await.unwrap();
+    assert!(patch.contains("+++ b/new.txt"), "{patch}");
+    assert!(patch.contains("+world"), "{patch}");
+    assert!(!patch.contains(".env"), "ignored files stay out: {patch}");
+    // The workspace's own index is as the thread left it: new.txt is still untracked.
+    let status = git(path, &["status", "--porcelain"]);
+    assert!(status.contains("?? new.txt"), "{status}");
+    assert!(status.contains("M  README.md"), "{status}");
+    // The main checkout is untouched.
+    assert_eq!(git(&f.repo, &["status", "--porcelain"]), "");
+
+    // A second thread: a worktree and branch of its own; the first one's branch is taken.
+    let second = ThreadId::generate();
+    let other = f
+        .workspaces
+        .prepare(&second, &worktree(&f.repo))
+        .await
+        .unwrap();
+    assert_ne!(other.path(), made.path());
+    let taken = WorkspaceRequest {
+        branch: Some(branch.clone()),
+        ..worktree(&f.repo)
+    };
+    let err = f
+        .workspaces
+        .prepare(&ThreadId::generate(), &taken)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::BranchExists(ref b) if b == branch),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_removed_worktree_is_made_again_and_a_missing_folder_is_unavailable() {
+    let f = fixture();
+    let made = f
+        .workspaces
+        .prepare(&ThreadId::generate(), &worktree(&f.repo))
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(made.path()).unwrap();
+    f.workspaces.ready(&made).await.unwrap();
+    assert!(made.path().join("README.md").is_file());
+
+    let gone = Workspace::Path {
+        path: f.root.join("gone"),
+    };
+    let err = f.workspaces.ready(&gone).await.unwrap_err();
+    assert!(matches!(err, WorkspaceError::Unavailable(_)), "{err:?}");
+    let err = f.workspaces.base_of(None).await.unwrap_err();
+    assert!(matches!(err, WorkspaceError::NoDiff(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_unused_worktree_is_discarded_with_its_branch() {
+    let f = fixture();
+    let thread = ThreadId::generate();
+    let made = f
+        .workspaces
+        .prepare(&thread, &worktree(&f.repo))
+        .await
+        .unwrap();
+    f.workspaces.discard(&made).await;
+    assert!(!made.path().exists());
+    let branches = git(&f.repo, &["branch", "--list", "harness/*"]);
+    assert_eq!(branches, "");
+}

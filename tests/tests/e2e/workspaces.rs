@@ -1,0 +1,302 @@
+//! Workspaces with the real `git` and the real CLI: a thread on a worktree of a repository
+//! writes there through an allowed `Write`, its diff shows exactly that, the main checkout stays
+//! as it was; a second thread gets a worktree and branch of its own; a path outside
+//! `workspaces.roots` is refused; two threads on one `path` share the folder but not their CLI
+//! project; a thread whose folder is gone is refused rather than run elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::{MockApi, Reply};
+use orchestrator::config::{ApprovalRule, RuleDecision};
+
+/// Runs `git -C dir args…`, panicking with its stderr when it fails.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A root with a repository `app` (one commit) and an empty folder `shared`.
+struct Repos {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+}
+
+fn repos() -> Repos {
+    let dir = tempfile::tempdir().expect("test set-up");
+    let root = dir.path().canonicalize().expect("test set-up").join("root");
+    let repo = root.join("app");
+    std::fs::create_dir_all(&repo).expect("test set-up");
+    std::fs::create_dir_all(root.join("shared")).expect("test set-up");
+    git(&repo, &["init", "--quiet", "-b", "main"]);
+    git(&repo, &["config", "user.email", "t@example.com"]);
+    git(&repo, &["config", "user.name", "t"]);
+    std::fs::write(repo.join("README.md"), "hello\n").expect("test set-up");
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "--quiet", "-m", "first"]);
+    Repos {
+        _dir: dir,
+        root,
+        repo,
+    }
+}
+
+/// A daemon with workspaces under `root`, the built-in `Write`, and a rule that allows it.
+async fn daemon(mock: &MockApi, root: &Path) -> TestDaemon {
+    let root = root.to_path_buf();
+    TestDaemon::start(mock, move |c| {
+        c.workspaces.roots = vec![root];
+        c.claude.builtin_tools = Some("Write".into());
+        c.approvals.rules = vec![ApprovalRule {
+            tool: "Write".into(),
+            decision: RuleDecision::Allow,
+        }];
+    })
+    .await
+}
+
+async fn create(daemon: &TestDaemon, workspace: Value) -> (StatusCode, Value) {
+    daemon
+        .post("/api/threads", json!({"workspace": workspace}))
+        .await
+}
+
+/// `GET …/diff` as the patch text.
+async fn patch(daemon: &TestDaemon, thread: &str) -> (StatusCode, String) {
+    let url = format!("{}/api/threads/{thread}/diff", daemon.client().base());
+    let response = reqwest::get(url).await.expect("test set-up");
+    let status = response.status();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .expect("test set-up")
+        .to_owned();
+    let text = response.text().await.expect("test set-up");
+    if status == StatusCode::OK {
+        assert!(content_type.starts_with("text/x-diff"), "{content_type}");
+    }
+    (status, text)
+}
+
+#[tokio::test]
+async fn a_thread_on_a_worktree_writes_there_and_its_diff_shows_exactly_that() {
+    let repos = repos();
+    let mock = MockApi::start().await;
+    let daemon = daemon(&mock, &repos.root).await;
+    let (status, thread) = create(
+        &daemon,
+        json!({"repo": repos.repo, "worktree": true, "baseRef": "main"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{thread}");
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let workspace = &thread["workspace"];
+    assert_eq!(workspace["kind"], "worktree", "{thread}");
+    assert_eq!(workspace["branch"], format!("harness/{id}"));
+    assert_eq!(workspace["baseRef"], "main");
+    let folder = PathBuf::from(workspace["path"].as_str().unwrap());
+    assert!(
+        folder.starts_with(daemon.config.worktrees_dir()),
+        "{folder:?}"
+    );
+
+    let target = folder.join("notes/hello.txt");
+    mock.once_when_prompt_contains(
+        "write the note",
+        Reply::tool_use(
+            "Write",
+            json!({"file_path": target.display().to_string(), "content": "hello from the thread\n"}),
+        ),
+    );
+    let reply = daemon.reply(&id, "write the note").await;
+    assert!(!reply.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "hello from the thread\n"
+    );
+    let pid = daemon.pid_of(&id).expect("a live process");
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(cwd, folder, "the process works in the worktree");
+    // The main checkout is as it was.
+    assert_eq!(git(&repos.repo, &["status", "--porcelain"]), "");
+    assert!(!repos.repo.join("notes").exists());
+
+    let (status, text) = patch(&daemon, &id).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert!(text.contains("+++ b/notes/hello.txt"), "{text}");
+    assert!(text.contains("+hello from the thread"), "{text}");
+    assert_eq!(
+        text.matches("diff --git").count(),
+        1,
+        "exactly one file: {text}"
+    );
+    let (status, summary) = daemon
+        .get(&format!("/api/threads/{id}/diff?format=json"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    assert_eq!(
+        summary["files"],
+        json!([{"path": "notes/hello.txt", "status": "added", "additions": 1, "deletions": 0}])
+    );
+    assert_eq!(
+        summary["base"],
+        git(&repos.repo, &["rev-parse", "main"]).trim()
+    );
+
+    // A second thread on the same repository: its own worktree and branch, nothing changed.
+    let (status, second) = create(&daemon, json!({"repo": repos.repo, "worktree": true})).await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
+    let second_id = second["id"].as_str().unwrap();
+    assert_ne!(second["workspace"]["path"], workspace["path"]);
+    assert_eq!(
+        second["workspace"]["branch"],
+        format!("harness/{second_id}")
+    );
+    let (_, empty) = daemon
+        .get(&format!("/api/threads/{second_id}/diff?format=json"))
+        .await;
+    assert_eq!(empty["files"], json!([]), "{empty}");
+    let branches = git(&repos.repo, &["branch", "--list", "harness/*"]);
+    assert_eq!(branches.lines().count(), 2, "{branches}");
+
+    // Its branch is taken now.
+    let (status, taken) = create(
+        &daemon,
+        json!({"repo": repos.repo, "worktree": true, "branch": format!("harness/{id}")}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{taken}");
+    assert_eq!(taken["error"]["code"], "branch_exists");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn workspaces_outside_the_roots_are_refused_with_the_reason() {
+    let repos = repos();
+    let outside = tempfile::tempdir().unwrap();
+    let outside = outside.path().canonicalize().unwrap();
+    std::os::unix::fs::symlink(&outside, repos.root.join("link")).unwrap();
+    let mock = MockApi::start().await;
+    let daemon = daemon(&mock, &repos.root).await;
+    for (workspace, says) in [
+        (json!({"path": outside}), "outside workspaces.roots"),
+        (
+            json!({"path": repos.root.join("link")}),
+            &*format!("leads to {}", outside.display()),
+        ),
+        (json!({"path": "relative"}), "absolute"),
+        (json!({"repo": repos.repo}), "worktree"),
+        (
+            json!({"repo": repos.repo, "worktree": true, "baseRef": "nope"}),
+            "names no commit",
+        ),
+    ] {
+        let (status, body) = create(&daemon, workspace.clone()).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{workspace}: {body}"
+        );
+        assert_eq!(body["error"]["code"], "invalid_workspace", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{workspace}: {message}");
+    }
+    let (status, body) = create(&daemon, json!({"path": repos.repo, "extra": 1})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (_, threads) = daemon.get("/api/threads").await;
+    assert_eq!(threads["threads"], json!([]), "no thread was made");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn two_threads_on_one_path_share_the_folder_but_not_their_cli_project() {
+    let repos = repos();
+    let shared = repos.root.join("shared");
+    let mock = MockApi::start().await;
+    let daemon = daemon(&mock, &repos.root).await;
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let (status, thread) = create(&daemon, json!({"path": shared})).await;
+        assert_eq!(status, StatusCode::CREATED, "{thread}");
+        assert_eq!(thread["workspace"], json!({"kind": "path", "path": shared}));
+        let id = thread["id"].as_str().unwrap().to_owned();
+        assert_eq!(daemon.reply(&id, "hello").await, "echo: hello");
+        let (_, got) = daemon.get(&format!("/api/threads/{id}")).await;
+        let session = got["cliSessionId"].as_str().unwrap().to_owned();
+        sessions.push((id, session));
+    }
+    // Each thread's transcript is in its own config dir, and only there.
+    let threads_config = daemon.config.claude_config_dir().join("threads");
+    for (id, session) in &sessions {
+        let file = format!("{session}.jsonl");
+        let found: Vec<PathBuf> = walk(&daemon.config.claude_config_dir())
+            .into_iter()
+            .filter(|p| p.file_name().is_some_and(|n| n == file.as_str()))
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with(threads_config.join(id)), "{found:?}");
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_thread_whose_folder_is_gone_is_refused_not_run_elsewhere() {
+    let repos = repos();
+    let doomed = repos.root.join("doomed");
+    std::fs::create_dir_all(&doomed).unwrap();
+    let mock = MockApi::start().await;
+    let daemon = daemon(&mock, &repos.root).await;
+    let (_, thread) = create(&daemon, json!({"path": doomed})).await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    std::fs::remove_dir(&doomed).unwrap();
+    let (status, body) = daemon.send(&id, "are you there?").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "workspace_unavailable", "{body}");
+    assert!(
+        mock.message_requests().is_empty(),
+        "no turn reached the model"
+    );
+
+    // A worktree removed by hand is made again from its branch.
+    let (_, thread) = create(&daemon, json!({"repo": repos.repo, "worktree": true})).await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let folder = PathBuf::from(thread["workspace"]["path"].as_str().unwrap());
+    std::fs::remove_dir_all(&folder).unwrap();
+    assert_eq!(daemon.reply(&id, "again").await, "echo: again");
+    assert!(folder.join("README.md").is_file());
+    daemon.stop().await;
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&next) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
