@@ -25,6 +25,13 @@ const ui = {
   connection: hook('connection'),
   title: hook('thread-title'),
   model: hook('model'),
+  workspace: hook('workspace'),
+  workspaceInput: hook('workspace-input'),
+  workspaceWorktree: hook('workspace-worktree'),
+  diffToggle: hook('diff-toggle'),
+  diff: hook('diff'),
+  diffSummary: hook('diff-summary'),
+  diffPatch: hook('diff-patch'),
   empty: hook('empty'),
   messages: hook('messages'),
   sendError: hook('send-error'),
@@ -110,6 +117,7 @@ async function api(method, path, body, options = {}) {
       continue;
     }
     const text = await response.text();
+    if (response.ok && options.text) return text;
     let json = null;
     try {
       json = text ? JSON.parse(text) : null;
@@ -194,9 +202,18 @@ function ago(iso) {
   return `${Math.round(seconds / 86400)}d ago`;
 }
 
+/** The workspace the sidebar asks for, if any: a folder as it is, or a worktree of a repository. */
+function requestedWorkspace() {
+  const where = ui.workspaceInput.value.trim();
+  if (!where) return undefined;
+  return ui.workspaceWorktree.checked ? { repo: where, worktree: true } : { path: where };
+}
+
 ui.newThread.addEventListener('click', async () => {
   try {
-    const thread = await api('POST', '/api/threads', {});
+    const workspace = requestedWorkspace();
+    const thread = await api('POST', '/api/threads', workspace ? { workspace } : {});
+    ui.workspaceInput.value = '';
     threads.unshift({ ...thread, running: false, lastActivityAt: thread.updatedAt });
     renderThreads();
     await openThread(thread.id, true);
@@ -250,6 +267,7 @@ async function openThread(id, push) {
   ui.form.hidden = false;
   ui.title.textContent = 'Loading…';
   ui.model.textContent = '';
+  showWorkspace(null);
   renderThreads();
   let answer;
   try {
@@ -266,6 +284,7 @@ async function openThread(id, push) {
   if (current !== state) return;
   state.thread = answer;
   ui.title.textContent = answer.title || `Untitled ${answer.id.slice(-6)}`;
+  showWorkspace(answer.workspace || null);
   const replies = new Map();
   for (const message of answer.messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
@@ -294,6 +313,46 @@ async function openThread(id, push) {
   followEvents(state);
   flushOutbox();
 }
+
+/** Where the open thread works, with the diff button when it has a workspace. */
+function showWorkspace(workspace) {
+  ui.workspace.hidden = !workspace;
+  ui.diffToggle.hidden = !workspace;
+  ui.diff.hidden = true;
+  ui.diffToggle.setAttribute('aria-expanded', 'false');
+  if (!workspace) return;
+  ui.workspace.textContent = workspace.kind === 'worktree'
+    ? `worktree ${workspace.branch} of ${workspace.repo}`
+    : `folder ${workspace.path}`;
+  ui.workspace.title = workspace.path;
+}
+
+ui.diffToggle.addEventListener('click', async () => {
+  if (!ui.diff.hidden) {
+    ui.diff.hidden = true;
+    ui.diffToggle.setAttribute('aria-expanded', 'false');
+    return;
+  }
+  if (!current) return;
+  const path = `/api/threads/${encodeURIComponent(current.id)}/diff`;
+  try {
+    const [summary, patch] = await Promise.all([
+      api('GET', `${path}?format=json`),
+      api('GET', `${path}?format=patch`, undefined, { text: true }),
+    ]);
+    const files = summary.files.length;
+    ui.diffSummary.textContent = files === 0
+      ? `No changes since ${summary.base.slice(0, 10)}.`
+      : `${files} file${files === 1 ? '' : 's'} changed since ${summary.base.slice(0, 10)}: `
+        + `+${summary.additions} −${summary.deletions}`;
+    // The patch is the model's work: text only.
+    ui.diffPatch.textContent = patch;
+    ui.diff.hidden = false;
+    ui.diffToggle.setAttribute('aria-expanded', 'true');
+  } catch (err) {
+    showError(`Could not read the diff: ${err.message}`);
+  }
+});
 
 function showModel(state) {
   const model = (state.thread && state.thread.model) || state.model;

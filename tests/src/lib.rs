@@ -16,6 +16,7 @@ pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod git;
 pub mod mcp;
 pub mod mock;
 pub mod util;

@@ -5,30 +5,14 @@
 //! project; a thread whose folder is gone is refused rather than run elsewhere.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
+use harness_tests::git::{git, repository};
 use harness_tests::mock::{MockApi, Reply};
 use orchestrator::config::{ApprovalRule, RuleDecision};
-
-/// Runs `git -C dir args…`, panicking with its stderr when it fails.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A root with a repository `app` (one commit) and an empty folder `shared`.
 struct Repos {
@@ -38,17 +22,10 @@ struct Repos {
 }
 
 fn repos() -> Repos {
-    let dir = tempfile::tempdir().expect("test set-up");
-    let root = dir.path().canonicalize().expect("test set-up").join("root");
-    let repo = root.join("app");
-    std::fs::create_dir_all(&repo).expect("test set-up");
-    std::fs::create_dir_all(root.join("shared")).expect("test set-up");
-    git(&repo, &["init", "--quiet", "-b", "main"]);
-    git(&repo, &["config", "user.email", "t@example.com"]);
-    git(&repo, &["config", "user.name", "t"]);
-    std::fs::write(repo.join("README.md"), "hello\n").expect("test set-up");
-    git(&repo, &["add", "README.md"]);
-    git(&repo, &["commit", "--quiet", "-m", "first"]);
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let root = dir.path().canonicalize().expect("it resolves").join("root");
+    let repo = repository(&root.join("app"));
+    std::fs::create_dir_all(root.join("shared")).expect("a shared folder");
     Repos {
         _dir: dir,
         root,

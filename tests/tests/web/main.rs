@@ -6,3 +6,4 @@ mod approvals;
 mod chat;
 mod resilience;
 mod support;
+mod workspaces;

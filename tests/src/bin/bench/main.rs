@@ -4,8 +4,8 @@
 //! an in-process MCP tool call round trip, twice as many threads as pool slots used round-robin
 //! (hit rate), CPU per warm turn of the standard and lean profiles, concurrency scaling at 1, 4
 //! and 16 threads, the RSS of warm processes, clustering (two nodes on one real PostgreSQL: a warm
-//! turn forwarded to the owner next to one sent to it directly, and failover after the owner dies)
-//! and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock.
+//! turn forwarded to the owner next to one sent to it directly, and failover after the owner dies),
+//! threads on git worktrees of a repository of 10,000 files (creation, first turns) and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock.
 //! All figures come from this one run; ratios are printed beside absolute times.
 //!
 //! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
@@ -13,8 +13,8 @@
 //! Env: `BENCH_SAMPLES` (turn samples per scenario, default 20), `BENCH_TOOL_CALLS` (default 1000),
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
-//! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` runs only the
-//! clustering section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
+//! `workspaces`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod chart;
@@ -24,6 +24,7 @@ mod overload;
 mod profile;
 mod report;
 mod sdk;
+mod workspaces;
 
 use report::{render_report, Report};
 
@@ -139,7 +140,15 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
-        Some(other) => bail!("BENCH_ONLY={other}: only `cluster` runs alone"),
+        Some("workspaces") => {
+            eprintln!("bench: only workspaces, {samples} samples");
+            let outcome = workspaces::run(&mock, samples).await?;
+            let mut out = String::new();
+            workspaces::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
+        Some(other) => bail!("BENCH_ONLY={other}: only `cluster` or `workspaces` runs alone"),
     }
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
     eprintln!(
@@ -293,6 +302,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: clustering, {failovers} failovers");
     let cluster = cluster::run(&mock, samples, failovers).await?;
 
+    // Threads on worktrees of a repository of 10,000 files.
+    eprintln!("bench: workspaces");
+    let workspaces = workspaces::run(&mock, samples.min(10)).await?;
+
     // The Python SDK, on the same CLI binary and the same mock.
     let sdk = if std::env::var("BENCH_SDK").is_ok_and(|v| v == "0") {
         sdk::Outcome::Skipped("BENCH_SDK=0".into())
@@ -319,6 +332,7 @@ async fn main() -> anyhow::Result<()> {
         scaling: &scaling,
         rss: &rss,
         cluster: &cluster,
+        workspaces: &workspaces,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;
