@@ -25,8 +25,8 @@ pub use process::{
     Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    ApiRetry, AssistantText, RateLimit, SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished,
-    ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
+    ApiRetry, AssistantText, ExternalMcpServers, RateLimit, SdkMcpServer, SpawnOptions, TextDelta,
+    ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
 };
 
 use std::time::Duration;

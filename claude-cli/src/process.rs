@@ -62,6 +62,8 @@ pub struct Launch {
     pub ready_timeout: Duration,
     /// In-process MCP servers, declared in `initialize`.
     pub sdk_mcp_servers: Vec<protocol::SdkMcpServer>,
+    /// External MCP servers, added with `mcp_set_servers` right after `initialize`.
+    pub external_mcp_servers: Option<protocol::ExternalMcpServers>,
     /// Registers a `Stop` hook: at the end of every turn the CLI sends a `hook_callback` whose
     /// input lists its pending `background_tasks` and `session_crons` (see [`StopReport`]).
     pub stop_hook: bool,
@@ -355,7 +357,14 @@ impl CliProcess {
             spawned_at: started,
         });
         let initialize = protocol::initialize_request(&launch.sdk_mcp_servers, launch.stop_hook);
-        match tokio::time::timeout(launch.ready_timeout, process.initialize(initialize)).await {
+        let ready = async {
+            let answer = process.initialize(initialize).await?;
+            if let Some(servers) = &launch.external_mcp_servers {
+                process.add_external_servers(servers).await?;
+            }
+            Ok::<_, SpawnError>(answer)
+        };
+        match tokio::time::timeout(launch.ready_timeout, ready).await {
             Ok(Ok(initialize)) => {
                 info!(
                     pid,
@@ -393,6 +402,25 @@ impl CliProcess {
             Ok(reply) => Ok(reply),
             Err(err) => Err(self.initialize_failed(err).await),
         }
+    }
+
+    /// Adds the external MCP servers (`mcp_set_servers`). A server the CLI could not start is
+    /// logged, by name, with the CLI's reason; the process goes on without its tools. A refused
+    /// request fails the spawn.
+    async fn add_external_servers(
+        &self,
+        servers: &protocol::ExternalMcpServers,
+    ) -> Result<(), SpawnError> {
+        let request = serde_json::json!({"subtype": "mcp_set_servers", "servers": servers.0});
+        let reply = self.request(request).await.map_err(|err| {
+            SpawnError::Failed(CliError::Refused(format!("mcp_set_servers failed: {err}")))
+        })?;
+        if let Some(errors) = reply.get("errors").and_then(Value::as_object) {
+            for (server, error) in errors {
+                warn!(pid = self.pid, %server, %error, "An external MCP server did not start.");
+            }
+        }
+        Ok(())
     }
 
     /// Why `initialize` got no answer. Usually stdout closed because the process is exiting (a
@@ -737,7 +765,12 @@ async fn write_stdin(
             _ = cancel.cancelled() => None,
         };
         let Some(mut line) = line else { break };
-        trace!(line = %line, "stdin");
+        if line.contains(r#""subtype":"mcp_set_servers""#) {
+            // Its servers' environments hold credentials.
+            trace!("stdin: mcp_set_servers (not shown)");
+        } else {
+            trace!(line = %line, "stdin");
+        }
         line.push('\n');
         if let Err(err) = async {
             stdin.write_all(line.as_bytes()).await?;

@@ -17,8 +17,8 @@ use serde_json::Value;
 mod input;
 
 pub use input::{
-    cli_args, control_request, control_response, initialize_request, user_turn, SdkMcpServer,
-    SpawnOptions, STOP_HOOK_ID,
+    cli_args, control_request, control_response, initialize_request, user_turn, ExternalMcpServers,
+    SdkMcpServer, SpawnOptions, STOP_HOOK_ID,
 };
 
 /// One stdout line, sorted by what the host does with it.

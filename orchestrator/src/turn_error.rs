@@ -40,4 +40,8 @@ pub enum TurnError {
     /// not run (never in another folder). The API answers 409.
     #[error("{0}")]
     WorkspaceUnavailable(String),
+    /// The thread's profile is no longer configured; the turn was not run (never with another
+    /// profile's powers). The API answers 409.
+    #[error("{0}")]
+    ProfileUnavailable(String),
 }

@@ -15,6 +15,24 @@ pub struct SdkMcpServer {
     pub manifest: Option<Value>,
 }
 
+/// External MCP servers for one process: the `servers` of a `mcp_set_servers` control request
+/// (`{"NAME": {"type": "stdio", "command", "args", "env"}}`), sent on stdin right after
+/// `initialize`, so what `env` holds (credentials) is on no command line. Never shown: its
+/// `Debug` names the servers only, and the request's stdin line is not traced.
+#[derive(Clone, PartialEq)]
+pub struct ExternalMcpServers(pub Value);
+
+impl std::fmt::Debug for ExternalMcpServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&String> = self
+            .0
+            .as_object()
+            .map(|m| m.keys().collect())
+            .unwrap_or_default();
+        f.debug_tuple("ExternalMcpServers").field(&names).finish()
+    }
+}
+
 /// What makes two processes interchangeable: a change to any of these needs another process.
 /// Where the process works and which session it resumes are not part of it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

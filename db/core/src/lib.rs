@@ -305,6 +305,8 @@ pub struct NewThread {
     pub max_budget_usd: Option<f64>,
     /// Where its processes work; `None`: a folder of its own.
     pub workspace: Option<Workspace>,
+    /// Its agent profile; `None`: the daemon's default.
+    pub profile: Option<String>,
 }
 
 /// Where a thread's processes work when it is not their own folder (`threads.workspace`, stored
@@ -369,6 +371,8 @@ pub struct ThreadRow {
     pub max_budget_usd: Option<f64>,
     /// Where its processes work; `None`: a folder of its own.
     pub workspace: Option<sqlx::types::Json<Workspace>>,
+    /// Its agent profile (`[profiles.NAME]`, `standard`, `lean`); `None`: the daemon's default.
+    pub profile: Option<String>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,

@@ -25,15 +25,15 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               max_budget_usd, workspace, created_at, updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $7, $7)
+                               max_budget_usd, workspace, profile, created_at, updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $9, $7, $7)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>",
+                     workspace AS "workspace: Json<Workspace>", profile,
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &ThreadId,
@@ -44,6 +44,7 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
         new.max_budget_usd,
         now_text(),
         workspace,
+        new.profile,
     )
     .fetch_one(pool)
     .await?)
@@ -68,15 +69,16 @@ async fn insert_fork(
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               forked_session, max_budget_usd, workspace, created_at, updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $8, $8)
+                               forked_session, max_budget_usd, workspace, profile, created_at,
+                               updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $10, $8, $8)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>",
+                     workspace AS "workspace: Json<Workspace>", profile,
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &ThreadId,
@@ -88,6 +90,7 @@ async fn insert_fork(
         parent.max_budget_usd,
         now_text(),
         workspace,
+        parent.profile,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -144,7 +147,7 @@ async fn one(pool: &PgPool, id: &ThreadId) -> Result<Option<ThreadRow>, StoreErr
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
-                  workspace AS "workspace: Json<Workspace>",
+                  workspace AS "workspace: Json<Workspace>", profile,
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM threads WHERE id = $1"#,
@@ -163,7 +166,7 @@ async fn all(pool: &PgPool) -> Result<Vec<ThreadRow>, StoreError> {
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
-                  workspace AS "workspace: Json<Workspace>",
+                  workspace AS "workspace: Json<Workspace>", profile,
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -180,7 +183,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                   t.output_schema AS "output_schema: serde_json::Value",
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
-                  t.workspace AS "workspace: Json<Workspace>",
+                  t.workspace AS "workspace: Json<Workspace>", profile,
                   t.created_at::timestamptz AS "created_at!",
                   t.updated_at::timestamptz AS "updated_at!",
                   COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -204,6 +207,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                 forked_session: row.forked_session,
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
+                profile: row.profile,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
             },

@@ -31,15 +31,15 @@ async fn create(
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               max_budget_usd, workspace, created_at, updated_at)
-           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?7, ?7)
+                               max_budget_usd, workspace, profile, created_at, updated_at)
+           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?9, ?7, ?7)
            RETURNING id AS "id!: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>",
+                     workspace AS "workspace: Json<Workspace>", profile,
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
@@ -50,6 +50,7 @@ async fn create(
         new.max_budget_usd,
         now,
         workspace,
+        new.profile,
     )
     .fetch_one(pool)
     .await?)
@@ -75,15 +76,16 @@ async fn insert_fork(
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               forked_session, max_budget_usd, workspace, created_at, updated_at)
-           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?9, ?8, ?8)
+                               forked_session, max_budget_usd, workspace, profile, created_at,
+                               updated_at)
+           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?9, ?10, ?8, ?8)
            RETURNING id AS "id!: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>",
+                     workspace AS "workspace: Json<Workspace>", profile,
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
@@ -95,6 +97,7 @@ async fn insert_fork(
         parent.max_budget_usd,
         now,
         workspace,
+        parent.profile,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -151,7 +154,7 @@ async fn one(pool: &SqlitePool, id: &ThreadId) -> Result<Option<ThreadRow>, Stor
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
-                  workspace AS "workspace: Json<Workspace>",
+                  workspace AS "workspace: Json<Workspace>", profile,
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM threads WHERE id = ?1"#,
@@ -170,7 +173,7 @@ async fn all(pool: &SqlitePool) -> Result<Vec<ThreadRow>, StoreError> {
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
-                  workspace AS "workspace: Json<Workspace>",
+                  workspace AS "workspace: Json<Workspace>", profile,
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -187,7 +190,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                   t.output_schema AS "output_schema: serde_json::Value",
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
-                  t.workspace AS "workspace: Json<Workspace>",
+                  t.workspace AS "workspace: Json<Workspace>", profile,
                   t.created_at AS "created_at: DateTime<Utc>",
                   t.updated_at AS "updated_at: DateTime<Utc>",
                   COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -211,6 +214,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                 forked_session: row.forked_session,
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
+                profile: row.profile,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
             },

@@ -1,11 +1,13 @@
-//! The `harness` binary as a child process of a test, shared by the crash-recovery and the
-//! cluster tests: [`Harness::start`] runs `harness serve` on port 0 with its own data dir, the
+//! The `harness` binary as a child process of a test, shared by the crash-recovery, cluster
+//! and profile tests (each test binary uses part of it, hence `dead_code` allowed): [`Harness::start`] runs `harness serve` on port 0 with its own data dir, the
 //! real `claude` CLI pointed at the mock Messages API, and JSON logs in a file of that dir, so a
 //! test can SIGKILL or SIGTERM it and read what it logged.
 //!
 //! Every item here is used by both test files (each compiles its own copy of this module, and
 //! an item one of them does not use would be dead code there); helpers only one test needs live
 //! in that test's file.
+
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,8 @@ pub struct Launch<'a> {
     /// Added to the daemon's environment. A `HARNESS_TOKEN` here is sent as the bearer token on
     /// every request.
     pub env: &'a [(&'a str, &'a str)],
+    /// More of the config file (TOML tables), after the tests' own.
+    pub config: &'a str,
 }
 
 impl Launch<'static> {
@@ -42,6 +46,7 @@ impl Launch<'static> {
             db: None,
             args: &[],
             env: &[],
+            config: "",
         }
     }
 }
@@ -63,7 +68,7 @@ impl Harness {
             .await
             .expect("installer task")
             .expect("the claude CLI is installed by test support");
-        let config_path = write_config(dir, mock, launch.grace_secs);
+        let config_path = write_config(dir, mock, launch.grace_secs, launch.config);
         // One log per start: a restart on the same directory writes a new one.
         static STARTS: AtomicUsize = AtomicUsize::new(0);
         let log = dir.join(format!(
@@ -122,6 +127,20 @@ impl Harness {
         harness
     }
 
+    /// Stops the daemon with SIGTERM: it exits 0 and leaves no CLI.
+    pub async fn stop(mut self) {
+        let clis = self.cli_pids().await;
+        self.signal(Signal::SIGTERM);
+        let status = self.wait_exit(Duration::from_secs(30)).await;
+        assert_eq!(status.code(), Some(0), "{}", self.log_text());
+        for cli in clis {
+            assert!(
+                !harness_tests::util::process_exists(cli),
+                "CLI {cli} outlived its daemon"
+            );
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id().expect("the daemon is running")
     }
@@ -176,13 +195,13 @@ impl Harness {
 
 /// The config file in `dir`: the grace period, no spare processes, no built-in tools, and the
 /// CLI's environment pointing at `mock`.
-fn write_config(dir: &Path, mock: &MockApi, grace_secs: u64) -> PathBuf {
+fn write_config(dir: &Path, mock: &MockApi, grace_secs: u64, more: &str) -> PathBuf {
     let env: toml::Table = cli_env(&mock.url())
         .into_iter()
         .map(|(k, v)| (k, toml::Value::String(v)))
         .collect();
     let config = format!(
-        "shutdown_grace = {grace_secs}\n\n[pool]\nspares = 0\n\n[claude]\nbuiltin_tools = \"\"\nenv = {}\n",
+        "shutdown_grace = {grace_secs}\n\n[pool]\nspares = 0\n\n[claude]\nbuiltin_tools = \"\"\nenv = {}\n\n{more}\n",
         toml::Value::Table(env)
     );
     let path = dir.join("harness.toml");

@@ -47,6 +47,8 @@ pub struct Thread {
     /// Where the thread works (a folder, or a worktree made for it); absent: a folder of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
+    /// Its agent profile (`GET /api/profiles`); `null`: the daemon's default.
+    pub profile: Option<String>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,
@@ -64,6 +66,7 @@ impl From<ThreadRow> for Thread {
             forked_session: row.forked_session,
             max_budget_usd: row.max_budget_usd,
             workspace: row.workspace.map(|w| w.0),
+            profile: row.profile,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -256,6 +259,7 @@ mod tests {
             forked_session: None,
             max_budget_usd: None,
             workspace: None,
+            profile: None,
             created_at: at,
             updated_at: at,
         }

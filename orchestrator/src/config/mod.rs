@@ -56,6 +56,9 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     pub cluster: ClusterConfig,
     pub workspaces: WorkspacesConfig,
+    /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
+    /// [`ProfileConfig`]); `standard` and `lean` are built in.
+    pub profiles: BTreeMap<String, ProfileConfig>,
     /// `[plugins.NAME]`: one table per plugin, by plugin name, opaque to the core. The binary's
     /// plugin list hands each to its plugin's constructor, which refuses a key it does not know;
     /// a table for a plugin that is not loaded stops start-up ([`Config::check_plugin_tables`]).
@@ -356,6 +359,7 @@ impl Default for Config {
             rate_limit: RateLimitConfig::default(),
             cluster: ClusterConfig::default(),
             workspaces: WorkspacesConfig::default(),
+            profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
     }
@@ -675,6 +679,7 @@ impl Config {
         if let Some(daily) = self.budget.daily_usd {
             crate::budget::validate_usd(daily, "budget.daily_usd").map_err(ConfigError::Invalid)?;
         }
+        profiles::check(&self.profiles)?;
         if self.pool.max_capacity == 0 {
             return Err(ConfigError::Invalid(
                 "pool.max_capacity must be at least 1".into(),
@@ -746,8 +751,10 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
 }
 
 mod paths;
+mod profiles;
 mod workspaces;
 
+pub use profiles::{McpServerConfig, ProfileConfig, OVERRIDABLE};
 pub use workspaces::WorkspacesConfig;
 
 #[cfg(test)]

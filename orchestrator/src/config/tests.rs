@@ -303,3 +303,84 @@ fn relative_paths_are_made_absolute_at_start() {
     .expect("loads");
     assert_eq!(memory.db_path(), ":memory:");
 }
+
+#[test]
+fn profiles_come_from_their_tables_and_bad_ones_are_refused() {
+    let c = Config::from_toml(
+        r#"
+        [profiles.reviewer]
+        description = "reads, never writes"
+        base = "lean"
+        builtin_tools = "Read,Grep"
+        permission_mode = "plan"
+        overridable = []
+        [profiles.reviewer.mcp_servers.tickets]
+        command = "/usr/bin/tickets-mcp"
+        args = ["--stdio"]
+        env = { REGION = "eu" }
+        secrets = { TICKETS_TOKEN = "env:TICKETS_TOKEN" }
+        "#,
+    )
+    .unwrap();
+    c.validate().unwrap();
+    let reviewer = &c.profiles["reviewer"];
+    assert_eq!(reviewer.base, Some(Profile::Lean));
+    assert_eq!(reviewer.overridable.as_deref(), Some(&[][..]));
+    let tickets = &reviewer.mcp_servers["tickets"];
+    assert_eq!(tickets.args, ["--stdio"]);
+    // Debug names the secrets, never their sources' values.
+    assert!(format!("{tickets:?}").contains("TICKETS_TOKEN"));
+
+    for (toml, says) in [
+        ("[profiles.standard]", "built in"),
+        ("[profiles.\"a b\"]", "letters, digits"),
+        (
+            "[profiles.r]\noverridable = [\"system_prompt\"]",
+            "is not one of",
+        ),
+        (
+            "[profiles.r.mcp_servers.harness]\ncommand = \"x\"",
+            "not `harness`",
+        ),
+        (
+            "[profiles.r.mcp_servers.s]\nargs = []",
+            "`command` is required",
+        ),
+    ] {
+        let c = Config::from_toml(toml).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(says), "{toml}: {err}");
+    }
+    assert!(Config::from_toml("[profiles.r]\nnope = 1").is_err());
+}
+
+#[test]
+fn an_mcp_servers_secrets_come_from_the_environment_or_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "from-a-file\n").unwrap();
+    let server = McpServerConfig {
+        command: "/bin/true".into(),
+        env: [("PLAIN".to_owned(), "p".to_owned())].into(),
+        secrets: [
+            ("A".to_owned(), "env:SECRET_A".to_owned()),
+            ("B".to_owned(), format!("file:{}", file.display())),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let daemon_env = |name: &str| (name == "SECRET_A").then(|| "from-env".to_owned());
+    let env = server.resolved_env(daemon_env).unwrap();
+    assert_eq!(env["A"], "from-env");
+    assert_eq!(env["B"], "from-a-file");
+    assert_eq!(env["PLAIN"], "p");
+    let missing = server.resolved_env(|_| None).unwrap_err().to_string();
+    assert!(missing.contains("SECRET_A"), "{missing}");
+    assert!(!missing.contains("from-env"));
+    let odd = McpServerConfig {
+        secrets: [("C".to_owned(), "literal".to_owned())].into(),
+        ..server
+    };
+    let err = odd.resolved_env(daemon_env).unwrap_err().to_string();
+    assert!(err.contains("`env:NAME` or `file:/path`"), "{err}");
+}

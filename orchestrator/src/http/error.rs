@@ -141,6 +141,7 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         TurnError::Interrupted => (StatusCode::CONFLICT, "interrupted"),
         TurnError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
         TurnError::WorkspaceUnavailable(_) => (StatusCode::CONFLICT, "workspace_unavailable"),
+        TurnError::ProfileUnavailable(_) => (StatusCode::CONFLICT, "profile_unavailable"),
     }
 }
 
@@ -222,6 +223,9 @@ impl From<PipelineError> for ApiError {
             ),
             PipelineError::Store(err) => err.into(),
             PipelineError::Workspace(err) => err.into(),
+            err @ PipelineError::Profile(_) => {
+                ApiError::new(StatusCode::CONFLICT, "profile_unavailable", err.to_string())
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ mod metrics;
 mod openapi;
 mod page;
 mod permissions;
+mod profiles;
 mod routing;
 pub mod serve;
 mod threads;
@@ -130,6 +131,7 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(threads::events))
         .routes(routes!(threads::prewarm))
         .routes(routes!(tools::pool))
+        .routes(routes!(profiles::list))
         .routes(routes!(tools::list))
         .routes(routes!(tools::call));
     // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.

@@ -40,6 +40,8 @@ pub struct CreateThread {
     /// `{"repo": "/abs/repo", "worktree": true, "baseRef"?, "branch"?}`. Under
     /// `workspaces.roots` only. Default: a folder of its own.
     workspace: Option<WorkspaceRequest>,
+    /// The kind of agent (`GET /api/profiles`); default: the daemon's default profile.
+    profile: Option<String>,
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
@@ -49,7 +51,7 @@ pub struct CreateThread {
         (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = api::Thread),
         (status = 400, description = "Malformed JSON.", body = ErrorBody),
         (status = 409, description = "The worktree's `branch` exists already (`branch_exists`).", body = ErrorBody),
-        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile, or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
+        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile, an unknown `profile` or a field it keeps for itself (`overridable`), or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -64,6 +66,7 @@ pub async fn create(
             output_schema: None,
             max_budget_usd: None,
             workspace: None,
+            profile: None,
         }
     } else {
         super::error::parse_json(&body)?
@@ -82,6 +85,7 @@ pub async fn create(
                 model: body.model,
                 output_schema: body.output_schema,
                 max_budget_usd: body.max_budget_usd,
+                profile: body.profile,
                 ..NewThread::default()
             },
             body.workspace.as_ref(),

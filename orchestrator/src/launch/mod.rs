@@ -21,7 +21,9 @@
 //! declared in `initialize` with its manifest (`initializeResult` + `toolsListResult`), so the
 //! CLI needs no MCP handshake before the first turn.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use claude_cli::{Launch, SdkMcpServer, SpawnOptions};
@@ -31,7 +33,10 @@ use crate::config::{Config, Profile};
 use crate::mcp::SERVER_NAME;
 use crate::store::{NewThread, ThreadRow, Workspace};
 
+pub mod profile;
 mod spec;
+
+pub use profile::{AgentProfile, ProfileInfo};
 
 pub use spec::{Fit, ProcessSpec};
 
@@ -41,22 +46,29 @@ pub struct Launcher {
     bin: PathBuf,
     config_dir: PathBuf,
     threads_dir: PathBuf,
-    env: Vec<(String, String)>,
     ready_timeout: Duration,
     /// Our in-process MCP server, declared in every `initialize` with its manifest.
     mcp_server: SdkMcpServer,
-    base: SpawnOptions,
-    default_model: Option<String>,
+    /// Every profile by name (see [`profile`]).
+    profiles: BTreeMap<String, Arc<AgentProfile>>,
+    /// The profile of threads that ask for none (`claude.profile`).
+    default_profile: &'static str,
     /// `claude.scheduling_tools`: the CLI may start turns by itself.
     scheduling_tools: bool,
 }
 
+/// A thread whose profile the daemon no longer has: its turns are refused rather than run with
+/// another profile's powers.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("the thread's profile `{0}` is not configured on this daemon")]
+pub struct UnknownProfile(pub String);
+
 impl Launcher {
-    /// Prepares the CLI's directories (mode 0700) and the options every child shares.
-    /// `manifest` is our MCP server's handshake ([`crate::mcp::McpAdapter::manifest`]);
-    /// `longest_tool_call` the longest any of its tools may run
-    /// ([`crate::mcp::ToolRegistry::longest_timeout`]), which the CLI's own limit on a call
-    /// must clear; `approval_denies` are the approvals' deny rules in the CLI's terms
+    /// Prepares the CLI's directories (mode 0700) and every profile's options, reading the
+    /// secrets of their MCP servers. `manifest` is our MCP server's handshake
+    /// ([`crate::mcp::McpAdapter::manifest`]); `longest_tool_call` the longest any of its tools
+    /// may run ([`crate::mcp::ToolRegistry::longest_timeout`]), which the CLI's own limit on a
+    /// call must clear; `approval_denies` are the approvals' deny rules in the CLI's terms
     /// (`approvals::policy::Policy::cli_deny_rules`), added to every child's `permissions.deny`.
     pub fn new(
         config: &Config,
@@ -68,33 +80,14 @@ impl Launcher {
         let threads_dir = config.claude_workdir();
         crate::private_fs::create_dir(&config_dir)?;
         crate::private_fs::create_dir(&threads_dir)?;
-        let mut allowed_tools = vec![format!("mcp__{SERVER_NAME}")];
-        allowed_tools.extend(config.claude.allowed_tools.iter().cloned());
-        let base = SpawnOptions {
-            model: None,
-            system_prompt: config.claude.system_prompt.clone(),
-            append_system_prompt: config.claude.append_system_prompt.clone(),
-            builtin_tools: match config.claude.profile {
-                Profile::Standard => config.claude.builtin_tools.clone(),
-                Profile::Lean => config.claude.builtin_tools.clone().or(Some(String::new())),
-            },
-            allowed_tools,
-            disallowed_tools: contained_tools(config).map(|t| (*t).to_owned()).collect(),
-            permission_mode: config.claude.permission_mode.clone(),
-            max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
-            settings: Some(session_settings(config, &config_dir, approval_denies).to_string()),
-            no_partial_messages: config.claude.profile == Profile::Lean,
-            // Every permission the CLI would ask a person for comes to `approvals` instead.
-            permission_prompt_tool: Some("stdio".to_owned()),
-            json_schema: None,
-            fork_session: false,
-            // Every transcript write comes to the pool, which stores it: the database, not this
-            // machine's config dir, is what a resume relies on.
-            session_mirror: true,
-        };
+        let daemon_env = |name: &str| std::env::var(name).ok();
+        let profiles = profile::all(config, longest_tool_call, approval_denies, &daemon_env)
+            .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()))?
+            .into_iter()
+            .map(|(name, profile)| (name, Arc::new(profile)))
+            .collect();
         Ok(Launcher {
             bin: config.claude.bin.clone(),
-            env: child_env(config, longest_tool_call, std::env::vars_os()),
             config_dir,
             threads_dir,
             ready_timeout: config.turn.ready_timeout,
@@ -103,26 +96,42 @@ impl Launcher {
                 timeout_ms: mcp_timeout_ms(longest_tool_call),
                 manifest: Some(manifest),
             },
-            base,
-            default_model: config.claude.default_model.clone(),
+            profiles,
+            default_profile: profile::default_name(config),
             scheduling_tools: config.claude.scheduling_tools,
         })
     }
 
-    /// The options of a process for `model` (the default model when `None`).
-    pub fn options(&self, model: Option<String>) -> SpawnOptions {
-        SpawnOptions {
-            model: model.or_else(|| self.default_model.clone()),
-            ..self.base.clone()
-        }
+    /// The profile `name` (the default when `None`), or why there is none.
+    pub fn profile(&self, name: Option<&str>) -> Result<&Arc<AgentProfile>, UnknownProfile> {
+        let name = name.unwrap_or(self.default_profile);
+        self.profiles
+            .get(name)
+            .ok_or_else(|| UnknownProfile(name.to_owned()))
     }
 
-    /// The spec of `thread`'s process on `model` (the default model when `None`): a process
-    /// started for one `outputSchema` never serves a turn that wants another; a fork with no
-    /// session of its own yet forks the one it came from.
-    pub fn spec(&self, thread: &ThreadRow, model: Option<String>) -> ProcessSpec {
+    /// Every profile, by name.
+    pub fn profiles(&self) -> impl Iterator<Item = &Arc<AgentProfile>> {
+        self.profiles.values()
+    }
+
+    /// The spec of `thread`'s process on `model` (its profile's default model when `None`): a
+    /// process started for one `outputSchema` never serves a turn that wants another; a fork
+    /// with no session of its own yet forks the one it came from.
+    pub fn spec(
+        &self,
+        thread: &ThreadRow,
+        model: Option<String>,
+    ) -> Result<ProcessSpec, UnknownProfile> {
         let forking = thread.cli_session_id.is_none() && thread.forked_session.is_some();
-        let mut spec = self.fresh_spec(&thread.id, model, thread.output_schema.as_ref());
+        let profile = self.profile(thread.profile.as_deref())?;
+        let mut spec = fresh_spec(
+            self,
+            profile,
+            &thread.id,
+            model,
+            thread.output_schema.as_ref(),
+        );
         match thread.workspace.as_deref() {
             None => {}
             Some(workspace @ Workspace::Worktree { .. }) => {
@@ -138,36 +147,31 @@ impl Launcher {
             .cli_session_id
             .clone()
             .or_else(|| thread.forked_session.clone());
-        spec
+        Ok(spec)
     }
 
     /// The spec of a thread about to be created from `new`, were its id `thread` (the id a
     /// parked spare was started for).
-    pub fn new_thread_spec(&self, thread: &ThreadId, new: &NewThread) -> ProcessSpec {
-        self.fresh_spec(thread, new.model.clone(), new.output_schema.as_ref())
-    }
-
-    /// A parked spare's spec: the default options, in the folder of the thread id reserved for it.
-    pub fn spare_spec(&self, thread: &ThreadId) -> ProcessSpec {
-        self.fresh_spec(thread, None, None)
-    }
-
-    fn fresh_spec(
+    pub fn new_thread_spec(
         &self,
         thread: &ThreadId,
-        model: Option<String>,
-        output_schema: Option<&serde_json::Value>,
-    ) -> ProcessSpec {
-        ProcessSpec {
-            thread: thread.clone(),
-            workdir: self.folder_of(thread),
-            config_dir: self.config_dir.clone(),
-            options: SpawnOptions {
-                json_schema: output_schema.map(serde_json::Value::to_string),
-                ..self.options(model)
-            },
-            resume: None,
-        }
+        new: &NewThread,
+    ) -> Result<ProcessSpec, UnknownProfile> {
+        let profile = self.profile(new.profile.as_deref())?;
+        Ok(fresh_spec(
+            self,
+            profile,
+            thread,
+            new.model.clone(),
+            new.output_schema.as_ref(),
+        ))
+    }
+
+    /// A parked spare's spec: the default profile's options, in the folder of the thread id
+    /// reserved for it.
+    pub fn spare_spec(&self, thread: &ThreadId) -> ProcessSpec {
+        let profile = &self.profiles[self.default_profile];
+        fresh_spec(self, profile, thread, None, None)
     }
 
     /// How a process of `spec` starts. Creates a thread's own folder (mode 0700) and config dir;
@@ -182,13 +186,17 @@ impl Launcher {
             ));
         }
         crate::private_fs::create_dir(&spec.config_dir)?;
+        let profile = self
+            .profile(Some(&spec.profile))
+            .map_err(|err| std::io::Error::new(std::io::ErrorKind::NotFound, err.to_string()))?;
         Ok(Launch {
             bin: self.bin.clone(),
             config_dir: spec.config_dir.clone(),
             workdir: spec.workdir.clone(),
-            env: self.env.clone(),
+            env: profile.env().to_vec(),
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
+            external_mcp_servers: profile.external_mcp_servers().cloned(),
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
         })
@@ -263,6 +271,27 @@ impl Launcher {
     /// Bound on a process becoming ready (`turn.ready_timeout`).
     pub fn ready_timeout(&self) -> Duration {
         self.ready_timeout
+    }
+}
+
+/// A new thread's spec on `profile`: its own folder, the daemon's config dir, no session yet.
+fn fresh_spec(
+    launcher: &Launcher,
+    profile: &AgentProfile,
+    thread: &ThreadId,
+    model: Option<String>,
+    output_schema: Option<&serde_json::Value>,
+) -> ProcessSpec {
+    ProcessSpec {
+        thread: thread.clone(),
+        profile: profile.name().to_owned(),
+        workdir: launcher.folder_of(thread),
+        config_dir: launcher.config_dir.clone(),
+        options: SpawnOptions {
+            json_schema: output_schema.map(serde_json::Value::to_string),
+            ..profile.options(model)
+        },
+        resume: None,
     }
 }
 

@@ -15,6 +15,9 @@ use plugin_contract::{CliSessionId, ThreadId};
 pub struct ProcessSpec {
     /// The thread the process serves: the pool's key.
     pub thread: ThreadId,
+    /// The thread's profile (`[profiles.NAME]`, or `standard`/`lean`): the process's
+    /// environment and external MCP servers; its options are already in `options`.
+    pub profile: String,
     /// The folder the process works in. The CLI keys its project (transcripts, memory) by this
     /// path, so it also decides which sessions a `--resume` finds.
     pub workdir: PathBuf,
@@ -44,6 +47,7 @@ impl ProcessSpec {
     /// do not matter once it runs: its session is the thread's.
     pub fn fit(&self, model: &Option<String>, wanted: &ProcessSpec) -> Fit {
         let same_start = self.thread == wanted.thread
+            && self.profile == wanted.profile
             && self.workdir == wanted.workdir
             && self.config_dir == wanted.config_dir
             && SpawnOptions {
@@ -68,6 +72,7 @@ mod tests {
     fn spec(thread: &str) -> ProcessSpec {
         ProcessSpec {
             thread: ThreadId::from_string(thread),
+            profile: "standard".into(),
             workdir: PathBuf::from(format!("/threads/{thread}")),
             config_dir: PathBuf::from("/claude"),
             options: SpawnOptions {

@@ -67,17 +67,32 @@ fn containment_holds_in_every_profile_and_claude_env_cannot_undo_it() {
         }
         let dir = tempfile::tempdir().unwrap();
         config.data_dir = dir.path().to_path_buf();
-        let options = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[])
-            .unwrap()
-            .options(None);
-        for tool in [
-            "ListAgents",
-            "SendMessage",
-            "CronCreate",
-            "ScheduleWakeup",
-            "Monitor",
-        ] {
-            assert!(options.disallowed_tools.iter().any(|t| t == tool), "{tool}");
+        // In every profile, a named one too, whatever it takes away itself.
+        config.profiles.insert(
+            "reviewer".into(),
+            crate::config::ProfileConfig {
+                disallowed_tools: vec!["Bash".into()],
+                ..Default::default()
+            },
+        );
+        let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
+        let names: Vec<&str> = launcher.profiles().map(|p| p.name()).collect();
+        assert_eq!(names, ["lean", "reviewer", "standard"]);
+        for profile in launcher.profiles() {
+            let options = profile.options(None);
+            for tool in [
+                "ListAgents",
+                "SendMessage",
+                "CronCreate",
+                "ScheduleWakeup",
+                "Monitor",
+            ] {
+                let name = profile.name();
+                assert!(
+                    options.disallowed_tools.iter().any(|t| t == tool),
+                    "{name}: {tool}"
+                );
+            }
         }
     }
 }
@@ -91,7 +106,11 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
     };
     config.claude.scheduling_tools = true;
     let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
-    let disallowed = launcher.options(None).disallowed_tools;
+    let disallowed = launcher
+        .profile(None)
+        .unwrap()
+        .options(None)
+        .disallowed_tools;
     for tool in SCHEDULING_TOOLS {
         assert!(!disallowed.iter().any(|t| t == tool), "{tool}");
     }

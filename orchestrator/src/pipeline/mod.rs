@@ -49,6 +49,7 @@ use crate::api::events::{MessageReceived, ThreadEvent};
 use crate::approvals::Approvals;
 use crate::budget::{BudgetExceeded, Budgets};
 use crate::events::EventBus;
+use crate::launch::UnknownProfile;
 use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
@@ -129,6 +130,9 @@ pub enum PipelineError {
     /// A workspace refused at creation, or one to diff that is not there.
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    /// The thread's profile is gone from the config: the API answers 409.
+    #[error(transparent)]
+    Profile(#[from] UnknownProfile),
 }
 
 impl From<StoreError> for PipelineError {
@@ -288,6 +292,9 @@ impl Pipeline {
         }
         validate_content(&msg.content, self.inner.settings.max_message_chars)?;
         let thread = self.inner.store.require_thread(&msg.thread_id).await?;
+        if msg.model.is_some() {
+            self.check_overridable(thread.profile.as_deref(), "model")?;
+        }
         let limit = self.inner.settings.queue_limit;
         let ticket =
             self.inner
@@ -376,6 +383,17 @@ impl Pipeline {
         mut new: NewThread,
         workspace: Option<&WorkspaceRequest>,
     ) -> Result<ThreadRow, PipelineError> {
+        if let Some(name) = &new.profile {
+            self.inner.pool.profile(Some(name)).map_err(|err| {
+                PipelineError::InvalidInput(format!("{err}; GET /api/profiles lists them"))
+            })?;
+        }
+        if new.model.is_some() {
+            self.check_overridable(new.profile.as_deref(), "model")?;
+        }
+        if workspace.is_some() {
+            self.check_overridable(new.profile.as_deref(), "workspace")?;
+        }
         if let Some(request) = workspace {
             let id = new.id.clone().unwrap_or_else(ThreadId::generate);
             let prepared = self.inner.workspaces.prepare(&id, request).await?;
@@ -401,6 +419,18 @@ impl Pipeline {
             (Err(_), None) => {}
         }
         created.map_err(PipelineError::from)
+    }
+
+    /// Refuses a caller's choice of `field` that the profile `name` keeps for itself.
+    fn check_overridable(&self, name: Option<&str>, field: &str) -> Result<(), PipelineError> {
+        let profile = self.inner.pool.profile(name)?;
+        if profile.allows(field) {
+            return Ok(());
+        }
+        Err(PipelineError::InvalidInput(format!(
+            "the profile `{}` does not let a caller choose `{field}`",
+            profile.name()
+        )))
     }
 
     /// The thread's changes against its workspace's base, as a patch (`text/x-diff`).
@@ -454,8 +484,8 @@ impl Pipeline {
         let fork = self.inner.store.fork_thread(parent, title).await?;
         self.claim(&fork.id).await;
         if let Some(session) = &fork.forked_session {
-            let from = self.inner.pool.spec(&parent_row, None);
-            let to = self.inner.pool.spec(&fork, None);
+            let from = self.inner.pool.spec(&parent_row, None)?;
+            let to = self.inner.pool.spec(&fork, None)?;
             match self.inner.pool.copy_session(&from, &to, session) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -480,7 +510,7 @@ impl Pipeline {
         let spec = self
             .inner
             .pool
-            .spec(&thread, model.or(thread.model.clone()));
+            .spec(&thread, model.or(thread.model.clone()))?;
         let pool = self.inner.pool.clone();
         let span = tracing::info_span!("prewarm", thread_id = %thread.id);
         self.inner.tasks.spawn(
@@ -574,6 +604,8 @@ impl Delegate for Pipeline {
                     max_budget_usd: parent_thread.max_budget_usd,
                     // Its own folder: a child never shares its parent's working tree.
                     workspace: None,
+                    // The same kind of agent as its parent.
+                    profile: parent_thread.profile,
                 },
                 None,
             )

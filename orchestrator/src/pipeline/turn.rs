@@ -127,14 +127,18 @@ impl Pipeline {
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tally = TurnTally::default();
-        let spec = inner.pool.spec(&thread, model.clone());
+        let spec = inner
+            .pool
+            .spec(&thread, model.clone())
+            .map_err(|err| TurnError::ProfileUnavailable(err.to_string()));
         let ready = match thread.workspace.as_deref() {
             Some(workspace) => inner.workspaces.ready(workspace).await,
             None => Ok(()),
         };
-        let outcome = match ready {
-            Err(err) => Err(TurnError::WorkspaceUnavailable(err.to_string())),
-            Ok(()) => {
+        let outcome = match (spec, ready) {
+            (Err(err), _) => Err(err),
+            (_, Err(err)) => Err(TurnError::WorkspaceUnavailable(err.to_string())),
+            (Ok(spec), Ok(())) => {
                 self.checkout_and_run(
                     user,
                     &msg,

@@ -64,11 +64,11 @@ use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, ThreadId};
 
-use crate::launch::{Fit, Launcher, ProcessSpec};
+use crate::launch::{AgentProfile, Fit, Launcher, ProcessSpec, ProfileInfo, UnknownProfile};
 use crate::mcp::McpAdapter;
 use crate::metrics::{PoolCounts, PoolMetrics};
 use crate::store::Store;
-use crate::store::{NewThread, ThreadRow};
+use crate::store::ThreadRow;
 use crate::sync::lock;
 use crate::turn_error::TurnError;
 
@@ -237,13 +237,26 @@ impl Pool {
     }
 
     /// The spec of `thread`'s process on `model` (see [`Launcher::spec`]).
-    pub fn spec(&self, thread: &ThreadRow, model: Option<String>) -> ProcessSpec {
+    pub fn spec(
+        &self,
+        thread: &ThreadRow,
+        model: Option<String>,
+    ) -> Result<ProcessSpec, UnknownProfile> {
         self.inner.launcher.spec(thread, model)
     }
 
-    /// The spec a thread created from `new` would have, were its id `thread`.
-    pub fn new_thread_spec(&self, thread: &ThreadId, new: &NewThread) -> ProcessSpec {
-        self.inner.launcher.new_thread_spec(thread, new)
+    /// The profile `name` (the default when `None`).
+    pub fn profile(&self, name: Option<&str>) -> Result<&Arc<AgentProfile>, UnknownProfile> {
+        self.inner.launcher.profile(name)
+    }
+
+    /// What `GET /api/profiles` shows: every profile, by name.
+    pub fn profiles(&self) -> Vec<ProfileInfo> {
+        self.inner
+            .launcher
+            .profiles()
+            .map(|p| p.info().clone())
+            .collect()
     }
 
     /// The thread's warm process if it fits `spec`, else a new one started from it, leased: the

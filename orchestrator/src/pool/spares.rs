@@ -25,7 +25,7 @@ use plugin_contract::{SessionStart, ThreadId};
 
 use super::entry::Entry;
 use super::{EvictionCause, Pool, SPARE_RETRY};
-use crate::launch::{Fit, ProcessSpec};
+use crate::launch::Fit;
 use crate::store::NewThread;
 
 /// How long a spare has to answer before a thread takes it (it answers in a millisecond or two).
@@ -86,13 +86,12 @@ impl Pool {
     /// counted.
     pub async fn take_spare(&self, new: &NewThread) -> Option<ThreadId> {
         let inner = &self.inner;
-        let wanted =
-            |thread: &ThreadId| -> ProcessSpec { inner.launcher.new_thread_spec(thread, new) };
+        let fits = |spare: &Arc<Entry>| {
+            let wanted = inner.launcher.new_thread_spec(&spare.spec.thread, new);
+            wanted.is_ok_and(|wanted| spare.fits(&wanted) == Fit::Yes)
+        };
         loop {
-            let spare = inner
-                .state
-                .lock()
-                .take_spare(|s| s.fits(&wanted(&s.spec.thread)) == Fit::Yes)?;
+            let spare = inner.state.lock().take_spare(fits)?;
             // Parked spares are not leased: a lease keeps admission off it while it is checked.
             let Some(lease) = spare.lease(self) else {
                 inner.metrics.spare_gone();

@@ -387,6 +387,7 @@ store_tests! {
                 output_schema: None,
                 max_budget_usd: None,
                 workspace: None,
+                profile: None,
             })
             .await
             .unwrap();

@@ -137,6 +137,7 @@ mod tests {
                     output_schema: Some(serde_json::json!({"type": "object"})),
                     max_budget_usd: Some(1.5),
                     workspace: Some(worktree.clone()),
+                    profile: Some("reviewer".into()),
                 })
                 .await
                 .unwrap();
@@ -157,6 +158,8 @@ mod tests {
 
             let got = store.get_thread(&first.id).await.unwrap().unwrap();
             assert_eq!(got.workspace.as_deref(), Some(&worktree), "read back whole");
+            assert_eq!(got.profile.as_deref(), Some("reviewer"));
+            assert_eq!(second.profile, None);
             assert_eq!(second.workspace, None);
             assert_eq!(got.id, first.id);
             assert_eq!(got.title.as_deref(), Some("first"));
@@ -307,6 +310,10 @@ mod tests {
                     model: Some("sonnet".into()),
                     output_schema: Some(schema.clone()),
                     max_budget_usd: Some(2.0),
+                    workspace: Some(crate::store::Workspace::Path {
+                        path: "/srv/shared".into(),
+                    }),
+                    profile: Some("reviewer".into()),
                     ..Default::default()
                 })
                 .await
@@ -351,6 +358,8 @@ mod tests {
             assert_eq!(fork.model.as_deref(), Some("sonnet"));
             assert_eq!(fork.output_schema, Some(schema));
             assert_eq!(fork.max_budget_usd, Some(2.0));
+            assert_eq!(fork.workspace, parent.workspace, "a path workspace goes with the fork");
+            assert_eq!(fork.profile.as_deref(), Some("reviewer"));
             assert_eq!(fork.forked_session, Some(session));
             assert_eq!(fork.cli_session_id, None);
             let got = store.require_thread(&fork.id).await.unwrap();

@@ -88,6 +88,12 @@ fn worktree(repo: &Path) -> WorkspaceRequest {
     }
 }
 
+/// A worktree of the fixture's repository for `thread`.
+async fn made_worktree(f: &Fixture, thread: &ThreadId) -> Workspace {
+    let made = f.workspaces.prepare(thread, &worktree(&f.repo)).await;
+    made.expect("a worktree")
+}
+
 async fn refusal(f: &Fixture, request: WorkspaceRequest) -> String {
     let thread = ThreadId::generate();
     match f.workspaces.prepare(&thread, &request).await {
@@ -182,11 +188,7 @@ async fn workspaces_are_off_without_roots() {
 async fn a_worktree_gets_its_own_branch_the_included_files_and_a_diff_of_its_changes() {
     let f = fixture();
     let thread = ThreadId::generate();
-    let made = f
-        .workspaces
-        .prepare(&thread, &worktree(&f.repo))
-        .await
-        .unwrap();
+    let made = made_worktree(&f, &thread).await;
     let Workspace::Worktree {
         repo,
         path,
@@ -244,11 +246,7 @@ async fn a_worktree_gets_its_own_branch_the_included_files_and_a_diff_of_its_cha
 
     // A second thread: a worktree and branch of its own; the first one's branch is taken.
     let second = ThreadId::generate();
-    let other = f
-        .workspaces
-        .prepare(&second, &worktree(&f.repo))
-        .await
-        .unwrap();
+    let other = made_worktree(&f, &second).await;
     assert_ne!(other.path(), made.path());
     let taken = WorkspaceRequest {
         branch: Some(branch.clone()),
@@ -268,11 +266,7 @@ async fn a_worktree_gets_its_own_branch_the_included_files_and_a_diff_of_its_cha
 #[tokio::test]
 async fn a_removed_worktree_is_made_again_and_a_missing_folder_is_unavailable() {
     let f = fixture();
-    let made = f
-        .workspaces
-        .prepare(&ThreadId::generate(), &worktree(&f.repo))
-        .await
-        .unwrap();
+    let made = made_worktree(&f, &ThreadId::generate()).await;
     std::fs::remove_dir_all(made.path()).unwrap();
     f.workspaces.ready(&made).await.unwrap();
     assert!(made.path().join("README.md").is_file());
@@ -290,11 +284,7 @@ async fn a_removed_worktree_is_made_again_and_a_missing_folder_is_unavailable() 
 async fn an_unused_worktree_is_discarded_with_its_branch() {
     let f = fixture();
     let thread = ThreadId::generate();
-    let made = f
-        .workspaces
-        .prepare(&thread, &worktree(&f.repo))
-        .await
-        .unwrap();
+    let made = made_worktree(&f, &thread).await;
     f.workspaces.discard(&made).await;
     assert!(!made.path().exists());
     let branches = git(&f.repo, &["branch", "--list", "harness/*"]);

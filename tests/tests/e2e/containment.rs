@@ -232,6 +232,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         env,
         ready_timeout: Duration::from_secs(60),
         sdk_mcp_servers: Vec::new(),
+        external_mcp_servers: None,
         stop_hook: false,
     };
     let options = SpawnOptions {

@@ -89,6 +89,7 @@ fn thread_schema() -> Value {
         "model": {"type": ["string", "null"]},
         "parentId": {"type": ["string", "null"]},
         "workspace": {"type": ["object", "null"], "description": "Where the thread works; null: a folder of its own."},
+        "profile": {"type": ["string", "null"], "description": "The thread's kind of agent; null: the daemon's default."},
         "createdAt": {"type": "string"},
         "updatedAt": {"type": "string"}
     })
@@ -109,6 +110,7 @@ fn thread_json(thread: &ThreadRow) -> Value {
         "model": thread.model,
         "parentId": thread.parent_id,
         "workspace": thread.workspace.as_deref(),
+        "profile": thread.profile,
         "createdAt": thread.created_at,
         "updatedAt": thread.updated_at,
     })
@@ -151,6 +153,7 @@ impl Tool for Create {
                 "properties": {
                     "title": {"type": "string", "maxLength": 500, "description": "A title to find the thread by."},
                     "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The model for the thread's turns; the daemon's default when absent."},
+                    "profile": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The kind of agent (GET /api/profiles); the daemon's default when absent."},
                     "workspace": {
                         "type": "object",
                         "description": "Where the thread works: {\"path\": \"/abs/dir\"}, or a git worktree made for it: {\"repo\": \"/abs/repo\", \"worktree\": true, \"baseRef\"?, \"branch\"?}. Only under the daemon's workspaces.roots.",
@@ -182,6 +185,7 @@ impl Tool for Create {
         let new = NewThread {
             title: optional_string(&input, "title"),
             model: optional_string(&input, "model"),
+            profile: optional_string(&input, "profile"),
             ..NewThread::default()
         };
         let thread = self
@@ -195,6 +199,7 @@ impl Tool for Create {
                     ToolError::Failed(err.to_string())
                 }
                 PipelineError::Workspace(err) => ToolError::InvalidInput(err.to_string()),
+                PipelineError::InvalidInput(message) => ToolError::InvalidInput(message),
                 other => ToolError::Failed(other.to_string()),
             })?;
         tracing::info!(thread_id = %thread.id, "Thread created over MCP.");

@@ -1,0 +1,212 @@
+//! Agent profiles, on the real binary: a profile with an external stdio MCP server (written with
+//! the official Python SDK) gives that server's tools to its threads' model, which calls one,
+//! and to no thread of another profile; the server's secret reaches the server and nothing else:
+//! not a command line (`/proc/*/cmdline`), not the daemon's log at `trace`, not the API.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+use harness_tests::mcp::{python_sdk, PythonSdk};
+use harness_tests::mock::{MockApi, Reply};
+use support::{Harness, Launch};
+
+const SECRET: &str = "tk-4f1d9c2e-never-shown";
+
+/// A stdio MCP server with one tool, `lookup`, that says whether the server got its token.
+const SERVER: &str = r#"
+import os
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("tickets")
+
+@server.tool()
+def lookup(ticket: str) -> str:
+    """Looks a ticket up."""
+    token = os.environ.get("TICKETS_TOKEN")
+    return f"ticket {ticket}: " + ("token ok" if token == "SECRET_VALUE" else "no token")
+
+server.run()
+"#;
+
+/// Every process's command line, NULs as spaces.
+fn command_lines() -> String {
+    let mut all = String::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) {
+            all.push_str(&String::from_utf8_lossy(&bytes).replace('\0', " "));
+            all.push('\n');
+        }
+    }
+    all
+}
+
+fn config(dir: &Path, python: &Path) -> String {
+    let script = dir.join("tickets.py");
+    std::fs::write(&script, SERVER.replace("SECRET_VALUE", SECRET)).expect("the server script");
+    let token = dir.join("tickets-token");
+    std::fs::write(&token, format!("{SECRET}\n")).expect("the token file");
+    format!(
+        r#"
+[profiles.ticketer]
+description = "works the ticket queue"
+[profiles.ticketer.mcp_servers.tickets]
+command = {python:?}
+args = [{script:?}]
+secrets = {{ TICKETS_TOKEN = "file:{token}" }}
+"#,
+        python = python.display().to_string(),
+        script = script.display().to_string(),
+        token = token.display(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_mcp_server_serves_its_threads_only_and_its_secret_stays_hidden() {
+    let sdk = tokio::task::spawn_blocking(python_sdk)
+        .await
+        .expect("installer task")
+        .expect("the MCP Python SDK installs");
+    let python = match sdk {
+        PythonSdk::Ready(python) => python,
+        PythonSdk::NoPython(why) => {
+            eprintln!("SKIPPED: python3 is not available ({why})");
+            return;
+        }
+    };
+    let dir = TempDir::new().expect("a temporary folder");
+    let more = config(dir.path(), &python);
+    let launch = Launch {
+        env: &[("RUST_LOG", "trace")],
+        config: &more,
+        ..Launch::with_grace(5)
+    };
+    let mock = MockApi::start().await;
+    let daemon = Harness::start(dir.path(), &mock, &launch).await;
+
+    let profiles = daemon.get_ok("/api/profiles").await;
+    let names: Vec<&str> = profiles["profiles"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names, ["lean", "standard", "ticketer"], "{profiles}");
+    let ticketer = &profiles["profiles"][2];
+    assert_eq!(ticketer["mcpServers"][0]["name"], "tickets");
+    assert_eq!(ticketer["description"], "works the ticket queue");
+
+    let (status, thread) = daemon
+        .client
+        .post("/api/threads", json!({"profile": "ticketer"}))
+        .await;
+    assert_eq!(status, 201, "{thread}");
+    assert_eq!(thread["profile"], "ticketer");
+    let id = thread["id"].as_str().expect("an id").to_owned();
+    mock.once_when_prompt_contains(
+        "look up T-1",
+        Reply::tool_use("mcp__tickets__lookup", json!({"ticket": "T-1"})),
+    );
+    let (status, reply) = daemon
+        .client
+        .post(
+            &format!("/api/threads/{id}/messages"),
+            json!({"content": "look up T-1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
+    let asked = mock.message_requests();
+    let offered = asked[0].tool_names();
+    assert!(
+        offered.iter().any(|t| t == "mcp__tickets__lookup"),
+        "{offered:?}"
+    );
+    let results: Vec<_> = asked.iter().flat_map(|r| r.tool_results()).collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| !r.is_error && r.text.contains("ticket T-1: token ok")),
+        "the server got its token: {results:?}"
+    );
+    // The command lines of every process, the server's among them, while it runs.
+    let lines = command_lines();
+    assert!(lines.contains("tickets.py"), "the server runs");
+    assert!(!lines.contains(SECRET), "the secret is on a command line");
+
+    // A thread of the default profile is not offered the server's tools.
+    let (_, plain) = daemon.client.post("/api/threads", json!({})).await;
+    let plain = plain["id"].as_str().expect("an id").to_owned();
+    let before = mock.message_requests().len();
+    let (status, _) = daemon
+        .client
+        .post(
+            &format!("/api/threads/{plain}/messages"),
+            json!({"content": "hello"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let plain_offer = mock.message_requests()[before].tool_names();
+    assert!(
+        !plain_offer.iter().any(|t| t.starts_with("mcp__tickets")),
+        "{plain_offer:?}"
+    );
+
+    // Nowhere else: the API and the log (at trace, which shows every other stdin line).
+    for path in ["/api/profiles", &format!("/api/threads/{id}"), "/api/pool"] {
+        let body: Value = daemon.get_ok(path).await;
+        assert!(!body.to_string().contains(SECRET), "{path}: {body}");
+    }
+    let log = daemon.log_text();
+    assert!(
+        log.contains("mcp_set_servers (not shown)"),
+        "the request went"
+    );
+    assert!(!log.contains(SECRET), "the secret is in the log");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_keeps_what_it_does_not_let_callers_choose() {
+    let dir = TempDir::new().expect("a temporary folder");
+    let launch = Launch {
+        config: "[profiles.locked]\nmodel = \"claude-locked\"\noverridable = []\n",
+        ..Launch::with_grace(5)
+    };
+    let mock = MockApi::start().await;
+    let daemon = Harness::start(dir.path(), &mock, &launch).await;
+    for (body, says) in [
+        (json!({"profile": "nope"}), "not configured"),
+        (json!({"profile": "locked", "model": "other"}), "`model`"),
+        (
+            json!({"profile": "locked", "workspace": {"path": "/tmp"}}),
+            "`workspace`",
+        ),
+    ] {
+        let (status, answer) = daemon.client.post("/api/threads", body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        let message = answer["error"]["message"].as_str().expect("a message");
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let (_, thread) = daemon
+        .client
+        .post("/api/threads", json!({"profile": "locked"}))
+        .await;
+    let id = thread["id"].as_str().expect("an id").to_owned();
+    let path = format!("/api/threads/{id}/messages");
+    let (status, answer) = daemon
+        .client
+        .post(&path, json!({"content": "hi", "model": "other"}))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    let (status, reply) = daemon.client.post(&path, json!({"content": "hi"})).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        mock.message_requests().last().expect("a request").model(),
+        Some("claude-locked"),
+        "the profile's model"
+    );
+    daemon.stop().await;
+}

@@ -1,0 +1,154 @@
+//! `[profiles.NAME]`: named kinds of agent. A profile is `[claude]` with what it sets replaced:
+//! its prompt, its tools, its permission mode, its model, its own external MCP servers. The
+//! built-in `standard` and `lean` are `[claude]` itself on either feature set; `claude.profile`
+//! names the one threads get when they ask for none.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{ConfigError, Profile};
+
+/// What a caller may choose per thread, when its profile lets it (`overridable`).
+pub const OVERRIDABLE: &[&str] = &["model", "workspace"];
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfileConfig {
+    /// What `GET /api/profiles` says of it.
+    pub description: Option<String>,
+    /// The CLI feature set it starts from (`standard` or `lean`, as `claude.profile`); default
+    /// `standard`.
+    pub base: Option<Profile>,
+    /// `--system-prompt`; unset: `claude.system_prompt`.
+    pub system_prompt: Option<String>,
+    /// `--append-system-prompt`; unset: `claude.append_system_prompt`.
+    pub append_system_prompt: Option<String>,
+    /// `--tools`, the built-in tools; unset: `claude.builtin_tools`.
+    pub builtin_tools: Option<String>,
+    /// Tools that run without asking, beside Harness's own and the profile's MCP servers';
+    /// unset: `claude.allowed_tools`.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Tools taken away from the model, beside those containment always takes.
+    pub disallowed_tools: Vec<String>,
+    /// `--permission-mode`; unset: `claude.permission_mode`.
+    pub permission_mode: Option<String>,
+    /// The model of its threads that name none; unset: `claude.default_model`.
+    pub model: Option<String>,
+    /// External MCP servers its processes get (stdio), by name: their tools are
+    /// `mcp__NAME__…`, allowed without asking. They reach a process over its control channel,
+    /// never its command line.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// What a caller may choose per thread (of [`OVERRIDABLE`]); default: all of it. A field not
+    /// listed is refused with 422 when a caller sends it.
+    pub overridable: Option<Vec<String>>,
+}
+
+/// One external MCP server, started by the CLI over stdio.
+#[derive(Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpServerConfig {
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// Plain settings for its environment (not secrets: they are shown by `GET /api/profiles`
+    /// by name only, but live in the config file).
+    pub env: BTreeMap<String, String>,
+    /// Its secrets: each variable read at start-up from `env:NAME` (the daemon's environment) or
+    /// `file:/path` (a file's content, trailing white space trimmed). Never shown, logged or put
+    /// on a command line.
+    pub secrets: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for McpServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl McpServerConfig {
+    /// The server's environment: `env`, then each secret read from where it says.
+    pub fn resolved_env(
+        &self,
+        daemon_env: impl Fn(&str) -> Option<String>,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
+        let mut env = self.env.clone();
+        for (name, source) in &self.secrets {
+            let value = if let Some(var) = source.strip_prefix("env:") {
+                daemon_env(var).ok_or_else(|| {
+                    ConfigError::Invalid(format!(
+                        "MCP server secret {name}: the daemon's environment has no {var}"
+                    ))
+                })?
+            } else if let Some(path) = source.strip_prefix("file:") {
+                std::fs::read_to_string(path)
+                    .map_err(|err| {
+                        ConfigError::Invalid(format!(
+                            "MCP server secret {name}: cannot read {path}: {err}"
+                        ))
+                    })?
+                    .trim_end()
+                    .to_owned()
+            } else {
+                return Err(ConfigError::Invalid(format!(
+                    "MCP server secret {name}: say where it comes from with `env:NAME` or \
+                     `file:/path`"
+                )));
+            };
+            env.insert(name.clone(), value);
+        }
+        Ok(env)
+    }
+}
+
+/// Checks the profiles' names and fields (the secrets are read when the launcher is built).
+pub fn check(profiles: &BTreeMap<String, ProfileConfig>) -> Result<(), ConfigError> {
+    for (name, profile) in profiles {
+        let well_formed = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !well_formed {
+            return Err(ConfigError::Invalid(format!(
+                "profiles.{name}: a profile name is 1 to 64 letters, digits, `-` or `_`"
+            )));
+        }
+        if name == "standard" || name == "lean" {
+            return Err(ConfigError::Invalid(format!(
+                "profiles.{name}: `standard` and `lean` are built in (they are `[claude]`); \
+                 give yours another name"
+            )));
+        }
+        for field in profile.overridable.iter().flatten() {
+            if !OVERRIDABLE.contains(&field.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "profiles.{name}.overridable: `{field}` is not one of {OVERRIDABLE:?}"
+                )));
+            }
+        }
+        for (server, config) in &profile.mcp_servers {
+            let well_formed = !server.is_empty()
+                && server
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !well_formed || server == "harness" {
+                return Err(ConfigError::Invalid(format!(
+                    "profiles.{name}.mcp_servers.{server}: a server name is letters, digits, \
+                     `-` or `_`, and not `harness` (Harness's own)"
+                )));
+            }
+            if config.command.as_os_str().is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "profiles.{name}.mcp_servers.{server}: `command` is required"
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! [`AgentProfile`]: one kind of agent as the launcher runs it: the options, environment and
+//! external MCP servers of its processes, built once from `[claude]` and its `[profiles.NAME]`
+//! table. The built-in `standard` and `lean` are `[claude]` itself on either feature set.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use claude_cli::{ExternalMcpServers, SpawnOptions};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{child_env, contained_tools, session_settings};
+use crate::config::{Config, ConfigError, Profile, ProfileConfig, OVERRIDABLE};
+use crate::mcp::SERVER_NAME;
+
+/// One profile, ready to start processes.
+#[derive(Clone, Debug)]
+pub struct AgentProfile {
+    info: ProfileInfo,
+    base: SpawnOptions,
+    default_model: Option<String>,
+    env: Vec<(String, String)>,
+    external: Option<ExternalMcpServers>,
+}
+
+/// What `GET /api/profiles` shows of a profile: what it runs with, never a secret.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileInfo {
+    pub name: String,
+    pub description: Option<String>,
+    /// `standard` or `lean`: the CLI feature set.
+    pub base: String,
+    /// The model of its threads that name none; `null`: the CLI's own default.
+    pub model: Option<String>,
+    /// `--tools`; `null`: the CLI's default set.
+    pub builtin_tools: Option<String>,
+    pub allowed_tools: Vec<String>,
+    pub permission_mode: Option<String>,
+    /// Its external MCP servers: name and command (their environments are not shown).
+    pub mcp_servers: Vec<McpServerInfo>,
+    /// What a caller may choose per thread.
+    pub overridable: Vec<String>,
+    /// The profile of threads that ask for none.
+    pub default: bool,
+}
+
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+impl AgentProfile {
+    /// `name`'s profile: `[claude]` with what `table` sets replaced (`None`: a built-in, on the
+    /// feature set `base`).
+    pub fn build(
+        config: &Config,
+        name: &str,
+        table: Option<&ProfileConfig>,
+        base: Profile,
+        longest_tool_call: Duration,
+        approval_denies: &[String],
+        daemon_env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<AgentProfile, ConfigError> {
+        let empty = ProfileConfig::default();
+        let table = table.unwrap_or(&empty);
+        let mut own = config.clone();
+        let claude = &mut own.claude;
+        claude.profile = table.base.unwrap_or(base);
+        let replace = |field: &mut Option<String>, value: &Option<String>| {
+            if value.is_some() {
+                field.clone_from(value);
+            }
+        };
+        replace(&mut claude.system_prompt, &table.system_prompt);
+        replace(
+            &mut claude.append_system_prompt,
+            &table.append_system_prompt,
+        );
+        replace(&mut claude.builtin_tools, &table.builtin_tools);
+        replace(&mut claude.permission_mode, &table.permission_mode);
+        replace(&mut claude.default_model, &table.model);
+        if let Some(allowed) = &table.allowed_tools {
+            claude.allowed_tools.clone_from(allowed);
+        }
+        let mut base = base_options(&own, &config.claude_config_dir(), approval_denies);
+        base.disallowed_tools
+            .extend(table.disallowed_tools.iter().cloned());
+        let mut servers = serde_json::Map::new();
+        let mut listed = Vec::new();
+        for (server, spec) in &table.mcp_servers {
+            let env = spec.resolved_env(daemon_env)?;
+            servers.insert(
+                server.clone(),
+                json!({"type": "stdio", "command": spec.command, "args": spec.args, "env": env}),
+            );
+            base.allowed_tools.push(format!("mcp__{server}"));
+            listed.push(McpServerInfo {
+                name: server.clone(),
+                command: spec.command.display().to_string(),
+                args: spec.args.clone(),
+            });
+        }
+        let overridable = table
+            .overridable
+            .clone()
+            .unwrap_or_else(|| OVERRIDABLE.iter().map(|f| (*f).to_owned()).collect());
+        let daemon_vars = std::env::vars_os();
+        Ok(AgentProfile {
+            info: ProfileInfo {
+                name: name.to_owned(),
+                description: table.description.clone(),
+                base: match own.claude.profile {
+                    Profile::Standard => "standard".into(),
+                    Profile::Lean => "lean".into(),
+                },
+                model: own.claude.default_model.clone(),
+                builtin_tools: base.builtin_tools.clone(),
+                allowed_tools: base.allowed_tools.clone(),
+                permission_mode: base.permission_mode.clone(),
+                mcp_servers: listed,
+                overridable,
+                default: false,
+            },
+            env: child_env(&own, longest_tool_call, daemon_vars),
+            default_model: own.claude.default_model.clone(),
+            external: (!servers.is_empty()).then(|| ExternalMcpServers(servers.into())),
+            base,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// The options of its processes on `model` (its default when `None`).
+    pub fn options(&self, model: Option<String>) -> SpawnOptions {
+        SpawnOptions {
+            model: model.or_else(|| self.default_model.clone()),
+            ..self.base.clone()
+        }
+    }
+
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    pub fn external_mcp_servers(&self) -> Option<&ExternalMcpServers> {
+        self.external.as_ref()
+    }
+
+    /// Whether a caller may choose `field` (one of [`OVERRIDABLE`]) for a thread of this profile.
+    pub fn allows(&self, field: &str) -> bool {
+        self.info.overridable.iter().any(|f| f == field)
+    }
+
+    pub fn info(&self) -> &ProfileInfo {
+        &self.info
+    }
+
+    pub(super) fn mark_default(&mut self) {
+        self.info.default = true;
+    }
+}
+
+/// The options every process of a profile shares (`config.claude` is the profile's).
+fn base_options(config: &Config, config_dir: &Path, approval_denies: &[String]) -> SpawnOptions {
+    let mut allowed_tools = vec![format!("mcp__{SERVER_NAME}")];
+    allowed_tools.extend(config.claude.allowed_tools.iter().cloned());
+    SpawnOptions {
+        model: None,
+        system_prompt: config.claude.system_prompt.clone(),
+        append_system_prompt: config.claude.append_system_prompt.clone(),
+        builtin_tools: match config.claude.profile {
+            Profile::Standard => config.claude.builtin_tools.clone(),
+            Profile::Lean => config.claude.builtin_tools.clone().or(Some(String::new())),
+        },
+        allowed_tools,
+        disallowed_tools: contained_tools(config).map(|t| (*t).to_owned()).collect(),
+        permission_mode: config.claude.permission_mode.clone(),
+        max_turns: Some(config.turn.max_tool_calls.saturating_add(1)),
+        settings: Some(session_settings(config, config_dir, approval_denies).to_string()),
+        no_partial_messages: config.claude.profile == Profile::Lean,
+        // Every permission the CLI would ask a person for comes to `approvals` instead.
+        permission_prompt_tool: Some("stdio".to_owned()),
+        json_schema: None,
+        fork_session: false,
+        // Every transcript write comes to the pool, which stores it: the database, not this
+        // machine's config dir, is what a resume relies on.
+        session_mirror: true,
+    }
+}
+
+/// Every profile of `config`: the built-in `standard` and `lean`, then each `[profiles.NAME]`;
+/// the one `claude.profile` names is the default.
+pub fn all(
+    config: &Config,
+    longest_tool_call: Duration,
+    approval_denies: &[String],
+    daemon_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, AgentProfile>, ConfigError> {
+    let mut profiles = BTreeMap::new();
+    for (name, base) in [("standard", Profile::Standard), ("lean", Profile::Lean)] {
+        let profile = AgentProfile::build(
+            config,
+            name,
+            None,
+            base,
+            longest_tool_call,
+            approval_denies,
+            daemon_env,
+        )?;
+        profiles.insert(name.to_owned(), profile);
+    }
+    for (name, table) in &config.profiles {
+        let profile = AgentProfile::build(
+            config,
+            name,
+            Some(table),
+            Profile::Standard,
+            longest_tool_call,
+            approval_denies,
+            daemon_env,
+        )?;
+        profiles.insert(name.clone(), profile);
+    }
+    let default = default_name(config);
+    if let Some(profile) = profiles.get_mut(default) {
+        profile.mark_default();
+    }
+    Ok(profiles)
+}
+
+/// The profile of threads that ask for none: `claude.profile`.
+pub fn default_name(config: &Config) -> &'static str {
+    match config.claude.profile {
+        Profile::Standard => "standard",
+        Profile::Lean => "lean",
+    }
+}
