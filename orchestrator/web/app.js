@@ -27,6 +27,7 @@ const ui = {
   model: hook('model'),
   workspace: hook('workspace'),
   workspaceInput: hook('workspace-input'),
+  profileSelect: hook('profile-select'),
   workspaceWorktree: hook('workspace-worktree'),
   diffToggle: hook('diff-toggle'),
   diff: hook('diff'),
@@ -211,8 +212,11 @@ function requestedWorkspace() {
 
 ui.newThread.addEventListener('click', async () => {
   try {
+    const body = {};
     const workspace = requestedWorkspace();
-    const thread = await api('POST', '/api/threads', workspace ? { workspace } : {});
+    if (workspace) body.workspace = workspace;
+    if (ui.profileSelect.value) body.profile = ui.profileSelect.value;
+    const thread = await api('POST', '/api/threads', body);
     ui.workspaceInput.value = '';
     threads.unshift({ ...thread, running: false, lastActivityAt: thread.updatedAt });
     renderThreads();
@@ -356,7 +360,26 @@ ui.diffToggle.addEventListener('click', async () => {
 
 function showModel(state) {
   const model = (state.thread && state.thread.model) || state.model;
-  ui.model.textContent = `model: ${model || 'default'}`;
+  const profile = state.thread && state.thread.profile;
+  ui.model.textContent = `model: ${model || 'default'}${profile ? ` · profile: ${profile}` : ''}`;
+}
+
+/** The profiles a new thread can take, the default one first. */
+async function loadProfiles() {
+  try {
+    const { profiles } = await api('GET', '/api/profiles');
+    const ordered = [...profiles.filter((p) => p.default), ...profiles.filter((p) => !p.default)];
+    ui.profileSelect.replaceChildren(...ordered.map((profile) => {
+      const option = document.createElement('option');
+      option.value = profile.default ? '' : profile.name;
+      option.dataset.profile = profile.name;
+      option.textContent = profile.description
+        ? `${profile.name}: ${profile.description}` : profile.name;
+      return option;
+    }));
+  } catch (err) {
+    showError(`Could not read the profiles: ${err.message}`);
+  }
 }
 
 /** A turn: the message that starts it (a person's, or, with origin `cli`, one the CLI started by
@@ -941,6 +964,7 @@ function seconds(ms) {
 // Start.
 
 setConnection('idle', '');
+loadProfiles();
 refreshThreads();
 setInterval(refreshThreads, THREADS_REFRESH_MS);
 const initial = threadIdFromUrl();

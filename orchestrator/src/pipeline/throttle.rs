@@ -29,7 +29,7 @@
 //! request while its child runs. It still counts as running and still reports its signals.
 //!
 //! Not here: the per-thread order (`queue.rs`), process capacity (`pool`), the CLI's own retries
-//! (`CLAUDE_CODE_MAX_RETRIES`, `launch.rs`).
+//! (`CLAUDE_CODE_MAX_RETRIES`, `launch`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

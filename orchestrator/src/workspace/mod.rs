@@ -90,9 +90,10 @@ impl Workspaces {
             })?;
             roots.push(resolved);
         }
-        let worktrees_dir = config.worktrees_dir();
+        let mut worktrees_dir = config.worktrees_dir();
         if !roots.is_empty() {
             crate::private_fs::create_dir(&worktrees_dir)?;
+            worktrees_dir = worktrees_dir.canonicalize()?;
         }
         Ok(Workspaces {
             roots,
@@ -273,7 +274,18 @@ impl Workspaces {
     pub async fn ready(&self, workspace: &Workspace) -> Result<(), WorkspaceError> {
         let path = workspace.path();
         if path.is_dir() {
-            return Ok(());
+            // Checked again: a folder swapped for a symlink since must not lead a turn outside.
+            let resolved = path.canonicalize().ok();
+            let inside = |root: &PathBuf| resolved.as_ref().is_some_and(|r| r.starts_with(root));
+            let own_worktree = matches!(workspace, Workspace::Worktree { .. })
+                && inside(&self.worktrees_dir);
+            if own_worktree || self.roots.iter().any(inside) {
+                return Ok(());
+            }
+            return Err(WorkspaceError::Unavailable(format!(
+                "{} (it no longer lies under workspaces.roots)",
+                path.display()
+            )));
         }
         let unavailable = || WorkspaceError::Unavailable(path.display().to_string());
         let Workspace::Worktree { repo, branch, .. } = workspace else {

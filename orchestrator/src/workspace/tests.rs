@@ -271,6 +271,16 @@ async fn a_removed_worktree_is_made_again_and_a_missing_folder_is_unavailable() 
     f.workspaces.ready(&made).await.unwrap();
     assert!(made.path().join("README.md").is_file());
 
+    // A folder swapped for a symlink that leads outside the roots is not used.
+    let swapped = f.root.join("swapped");
+    std::os::unix::fs::symlink(&f.outside, &swapped).unwrap();
+    let err = f
+        .workspaces
+        .ready(&Workspace::Path { path: swapped })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no longer lies under"), "{err}");
+
     let gone = Workspace::Path {
         path: f.root.join("gone"),
     };

@@ -1,5 +1,6 @@
-//! A thread on a workspace from the page: made with a worktree of a repository, its workspace
-//! shown, and its diff read after the model wrote a file (as text, never markup).
+//! A thread on a workspace and a profile from the page: made with a worktree of a repository
+//! and the profile that has `Write`, both shown, and its diff read after the model wrote a file
+//! (as text, never markup).
 
 use serde_json::json;
 
@@ -16,7 +17,15 @@ async fn a_thread_on_a_worktree_shows_its_workspace_and_its_diff() {
     let repo = repository(&root.join("app"));
     let page = Page::open(|c| {
         c.workspaces.roots = vec![root.clone()];
-        c.claude.builtin_tools = Some("Write".into());
+        // Only this profile has `Write` (the tests' [claude] has no built-in tools).
+        c.profiles.insert(
+            "writer".into(),
+            orchestrator::config::ProfileConfig {
+                description: Some("may write".into()),
+                builtin_tools: Some("Write".into()),
+                ..Default::default()
+            },
+        );
         c.approvals.rules = vec![ApprovalRule {
             tool: "Write".into(),
             decision: RuleDecision::Allow,
@@ -45,6 +54,22 @@ async fn a_thread_on_a_worktree_shows_its_workspace_and_its_diff() {
         .click()
         .await
         .unwrap();
+    page.wait_js(
+        QUICK,
+        "the profiles are offered, the default first",
+        "const s = document.querySelector('[data-testid=profile-select]');
+         return s.options.length === 3 && s.options[0].value === ''
+             && s.options[0].dataset.profile === 'standard';",
+    )
+    .await;
+    page.browser
+        .client
+        .execute(
+            "document.querySelector('[data-testid=profile-select]').value = 'writer';",
+            vec![],
+        )
+        .await
+        .unwrap();
     let thread = page.new_thread().await;
     let shown = page
         .wait_js(
@@ -59,7 +84,15 @@ async fn a_thread_on_a_worktree_shows_its_workspace_and_its_diff() {
         json!(format!("worktree harness/{thread} of {}", repo.display()))
     );
 
+    page.wait_js(
+        QUICK,
+        "the thread's profile in the header",
+        "return document.querySelector('[data-testid=model]').textContent
+             .includes('profile: writer');",
+    )
+    .await;
     let (_, got) = page.daemon.get(&format!("/api/threads/{thread}")).await;
+    assert_eq!(got["profile"], "writer");
     let folder = got["workspace"]["path"].as_str().unwrap().to_owned();
     page.mock.once_when_prompt_contains(
         "write the page",
