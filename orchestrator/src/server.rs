@@ -186,6 +186,17 @@ impl Daemon {
             store.clone(),
         );
         let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
+        // The records of worktrees removed by hand since the last run go.
+        let threads = store.list_threads().await?;
+        let repos: std::collections::BTreeSet<&std::path::Path> = threads
+            .iter()
+            .filter_map(|t| match t.workspace.as_deref() {
+                Some(crate::store::Workspace::Worktree { repo, .. }) => Some(repo.as_path()),
+                _ => None,
+            })
+            .filter(|repo| repo.is_dir())
+            .collect();
+        workspaces.prune(repos).await;
         let pipeline = Pipeline::new(PipelineParts {
             workspaces,
             store: store.clone(),

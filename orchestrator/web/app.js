@@ -30,6 +30,8 @@ const ui = {
   profileSelect: hook('profile-select'),
   workspaceWorktree: hook('workspace-worktree'),
   diffToggle: hook('diff-toggle'),
+  archive: hook('archive'),
+  archived: hook('archived'),
   diff: hook('diff'),
   diffSummary: hook('diff-summary'),
   diffPatch: hook('diff-patch'),
@@ -272,6 +274,8 @@ async function openThread(id, push) {
   ui.title.textContent = 'Loading…';
   ui.model.textContent = '';
   showWorkspace(null);
+  ui.archive.hidden = true;
+  ui.archived.hidden = true;
   renderThreads();
   let answer;
   try {
@@ -289,6 +293,7 @@ async function openThread(id, push) {
   state.thread = answer;
   ui.title.textContent = answer.title || `Untitled ${answer.id.slice(-6)}`;
   showWorkspace(answer.workspace || null);
+  showArchived(Boolean(answer.archivedAt));
   const replies = new Map();
   for (const message of answer.messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
@@ -317,6 +322,30 @@ async function openThread(id, push) {
   followEvents(state);
   flushOutbox();
 }
+
+/** An archived thread takes no more messages: no composer, no archive button. */
+function showArchived(archived) {
+  ui.archived.hidden = !archived;
+  ui.archive.hidden = archived;
+  ui.form.hidden = archived;
+}
+
+ui.archive.addEventListener('click', async () => {
+  if (!current) return;
+  if (!window.confirm('Archive this thread? It takes no more messages.')) return;
+  try {
+    const answer = await api('POST', `/api/threads/${encodeURIComponent(current.id)}/archive`);
+    current.thread = { ...current.thread, ...answer.thread };
+    showArchived(true);
+    const worktree = answer.worktree;
+    if (worktree && worktree.keptDirty) {
+      showError('Archived. Its worktree holds uncommitted work, so it was kept.');
+    }
+    refreshThreads();
+  } catch (err) {
+    showError(`Could not archive the thread: ${err.message}`);
+  }
+});
 
 /** Where the open thread works, with the diff button when it has a workspace. */
 function showWorkspace(workspace) {

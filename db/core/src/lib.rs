@@ -373,6 +373,8 @@ pub struct ThreadRow {
     pub workspace: Option<sqlx::types::Json<Workspace>>,
     /// Its agent profile (`[profiles.NAME]`, `standard`, `lean`); `None`: the daemon's default.
     pub profile: Option<String>,
+    /// When it was archived (it takes no more messages); `None`: a live thread.
+    pub archived_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,

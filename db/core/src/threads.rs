@@ -49,6 +49,14 @@ pub trait ThreadQueries {
     /// How many ancestors the thread has through `parent_id` (walking at most
     /// [`MAX_DEPTH_WALK`]); `None` for an unknown thread.
     async fn thread_depth(&self, id: &ThreadId) -> Result<Option<i64>, StoreError>;
+
+    /// Marks the thread archived, once (a second call changes nothing); the thread as it is
+    /// then. [`StoreError::ThreadNotFound`] for an unknown thread.
+    async fn archive_thread(
+        &self,
+        fence: Option<&Fence>,
+        id: &ThreadId,
+    ) -> Result<ThreadRow, StoreError>;
 }
 
 /// `thread_queries!(Backend)`: the [`ThreadQueries`] of a database crate's `Backend`, calling the
@@ -100,6 +108,17 @@ macro_rules! thread_queries {
                 let mut tx = ThreadTx::single(self.pool(), id, fence).await?;
                 set_cli_session(&mut tx, id, session).await?;
                 tx.commit().await
+            }
+
+            async fn archive_thread(
+                &self,
+                fence: Option<&Fence>,
+                id: &ThreadId,
+            ) -> Result<ThreadRow, StoreError> {
+                let mut tx = ThreadTx::single(self.pool(), id, fence).await?;
+                let row = archive(&mut tx, id).await?;
+                tx.commit().await?;
+                row.ok_or_else(|| StoreError::ThreadNotFound(id.clone()))
             }
 
             async fn thread_depth(&self, id: &ThreadId) -> Result<Option<i64>, StoreError> {

@@ -34,6 +34,7 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &ThreadId,
@@ -79,6 +80,7 @@ async fn insert_fork(
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &ThreadId,
@@ -148,6 +150,7 @@ async fn one(pool: &PgPool, id: &ThreadId) -> Result<Option<ThreadRow>, StoreErr
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at::timestamptz AS "archived_at",
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM threads WHERE id = $1"#,
@@ -167,6 +170,7 @@ async fn all(pool: &PgPool) -> Result<Vec<ThreadRow>, StoreError> {
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at::timestamptz AS "archived_at",
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -184,6 +188,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
                   t.workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at::timestamptz AS "archived_at",
                   t.created_at::timestamptz AS "created_at!",
                   t.updated_at::timestamptz AS "updated_at!",
                   COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -208,6 +213,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
                 profile: row.profile,
+                archived_at: row.archived_at,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
             },
@@ -234,6 +240,29 @@ async fn set_cli_session(
         return Err(StoreError::ThreadNotFound(id.clone()));
     }
     Ok(())
+}
+
+/// Sets `archived_at` unless it is set; the row as it is then, `None` for an unknown thread.
+async fn archive(tx: &mut ThreadTx, id: &ThreadId) -> Result<Option<ThreadRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ThreadRow,
+        r#"UPDATE threads SET archived_at = COALESCE(archived_at, $1), updated_at = $1
+           WHERE id = $2
+           RETURNING id AS "id: ThreadId", title, model,
+                     cli_session_id AS "cli_session_id: CliSessionId",
+                     parent_id AS "parent_id: ThreadId",
+                     output_schema AS "output_schema: serde_json::Value",
+                     forked_session AS "forked_session: CliSessionId",
+                     max_budget_usd,
+                     workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at::timestamptz AS "archived_at",
+                     created_at::timestamptz AS "created_at!",
+                     updated_at::timestamptz AS "updated_at!""#,
+        now_text(),
+        id as &ThreadId,
+    )
+    .fetch_optional(tx.conn())
+    .await?)
 }
 
 async fn depth(pool: &PgPool, id: &ThreadId) -> Result<Option<i64>, StoreError> {

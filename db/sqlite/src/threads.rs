@@ -40,6 +40,7 @@ async fn create(
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at AS "archived_at: DateTime<Utc>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
@@ -86,6 +87,7 @@ async fn insert_fork(
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at AS "archived_at: DateTime<Utc>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
@@ -155,6 +157,7 @@ async fn one(pool: &SqlitePool, id: &ThreadId) -> Result<Option<ThreadRow>, Stor
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at AS "archived_at: DateTime<Utc>",
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM threads WHERE id = ?1"#,
@@ -174,6 +177,7 @@ async fn all(pool: &SqlitePool) -> Result<Vec<ThreadRow>, StoreError> {
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at AS "archived_at: DateTime<Utc>",
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM threads ORDER BY created_at DESC, rowid DESC"#,
@@ -191,6 +195,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
                   t.workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at AS "archived_at: DateTime<Utc>",
                   t.created_at AS "created_at: DateTime<Utc>",
                   t.updated_at AS "updated_at: DateTime<Utc>",
                   COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
@@ -215,6 +220,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
                 profile: row.profile,
+                archived_at: row.archived_at,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
             },
@@ -242,6 +248,30 @@ async fn set_cli_session(
         return Err(StoreError::ThreadNotFound(id.clone()));
     }
     Ok(())
+}
+
+/// Sets `archived_at` unless it is set; the row as it is then, `None` for an unknown thread.
+async fn archive(tx: &mut ThreadTx, id: &ThreadId) -> Result<Option<ThreadRow>, StoreError> {
+    let now = now_text();
+    Ok(sqlx::query_as!(
+        ThreadRow,
+        r#"UPDATE threads SET archived_at = COALESCE(archived_at, ?1), updated_at = ?1
+           WHERE id = ?2
+           RETURNING id AS "id!: ThreadId", title, model,
+                     cli_session_id AS "cli_session_id: CliSessionId",
+                     parent_id AS "parent_id: ThreadId",
+                     output_schema AS "output_schema: serde_json::Value",
+                     forked_session AS "forked_session: CliSessionId",
+                     max_budget_usd,
+                     workspace AS "workspace: Json<Workspace>", profile,
+                     archived_at AS "archived_at: DateTime<Utc>",
+                     created_at AS "created_at: DateTime<Utc>",
+                     updated_at AS "updated_at: DateTime<Utc>""#,
+        now,
+        id,
+    )
+    .fetch_optional(tx.conn())
+    .await?)
 }
 
 async fn depth(pool: &SqlitePool, id: &ThreadId) -> Result<Option<i64>, StoreError> {

@@ -49,6 +49,9 @@ pub struct Thread {
     pub workspace: Option<Workspace>,
     /// Its agent profile (`GET /api/profiles`); `null`: the daemon's default.
     pub profile: Option<String>,
+    /// When it was archived (it takes no more messages); absent: a live thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,
@@ -67,6 +70,7 @@ impl From<ThreadRow> for Thread {
             max_budget_usd: row.max_budget_usd,
             workspace: row.workspace.map(|w| w.0),
             profile: row.profile,
+            archived_at: row.archived_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -260,6 +264,7 @@ mod tests {
             max_budget_usd: None,
             workspace: None,
             profile: None,
+            archived_at: None,
             created_at: at,
             updated_at: at,
         }

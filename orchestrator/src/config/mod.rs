@@ -755,7 +755,7 @@ mod profiles;
 mod workspaces;
 
 pub use profiles::{McpServerConfig, ProfileConfig, OVERRIDABLE};
-pub use workspaces::WorkspacesConfig;
+pub use workspaces::{OnArchive, WorkspacesConfig};
 
 #[cfg(test)]
 mod tests;

@@ -17,4 +17,18 @@ pub struct WorkspacesConfig {
     /// Patterns (`.gitignore` syntax) of files the repository ignores that are copied into each
     /// new worktree, besides those its own `.worktreeinclude` lists: `[".env"]`, say.
     pub include: Vec<String>,
+    /// What becomes of a thread's worktree when the thread is archived: `keep`,
+    /// `remove-if-clean` (the default: removed when it holds no uncommitted or untracked work,
+    /// its branch deleted when it has no commit of its own), or `remove` (worktree and branch,
+    /// whatever they hold). A `path` workspace is the operator's and is never removed.
+    pub on_archive: OnArchive,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnArchive {
+    Keep,
+    #[default]
+    RemoveIfClean,
+    Remove,
 }

@@ -223,6 +223,9 @@ impl From<PipelineError> for ApiError {
             ),
             PipelineError::Store(err) => err.into(),
             PipelineError::Workspace(err) => err.into(),
+            err @ PipelineError::Archived(_) => {
+                ApiError::new(StatusCode::CONFLICT, "thread_archived", err.to_string())
+            }
             err @ PipelineError::Profile(_) => {
                 ApiError::new(StatusCode::CONFLICT, "profile_unavailable", err.to_string())
             }

@@ -1,6 +1,7 @@
 //! The HTTP API. Handlers are thin: extract, call the pipeline or the store, map the result into
 //! a typed response. `router(state)` is a function, so tests can call it without a socket.
 
+mod archive;
 mod diff;
 mod error;
 mod guard;
@@ -117,6 +118,7 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(threads::interrupt))
         .routes(routes!(permissions::answer))
         .routes(routes!(diff::diff))
+        .routes(routes!(archive::archive))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             routing::to_owner,

@@ -57,7 +57,9 @@ use crate::store::{
     Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
 };
 use crate::turn_error::TurnError;
-use crate::workspace::{DiffSummary, WorkspaceError, WorkspaceRequest, Workspaces};
+use crate::workspace::{
+    DiffSummary, WorkspaceError, WorkspaceRequest, Workspaces, WorktreeDisposition,
+};
 use idempotency::Admitted;
 use queue::ThreadQueues;
 use throttle::Throttle;
@@ -130,6 +132,9 @@ pub enum PipelineError {
     /// A workspace refused at creation, or one to diff that is not there.
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    /// The thread is archived: it takes no more messages. The API answers 409.
+    #[error("thread {0} is archived: it takes no more messages")]
+    Archived(ThreadId),
     /// The thread's profile is gone from the config: the API answers 409.
     #[error(transparent)]
     Profile(#[from] UnknownProfile),
@@ -196,6 +201,12 @@ struct Inner {
     stopping: CancellationToken,
     /// Turns waiting for their process, by thread: an interrupt cancels the wait.
     starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
+}
+
+/// An archived thread, and what became of its worktree.
+pub struct Archived {
+    pub thread: ThreadRow,
+    pub worktree: Option<WorktreeDisposition>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -292,6 +303,9 @@ impl Pipeline {
         }
         validate_content(&msg.content, self.inner.settings.max_message_chars)?;
         let thread = self.inner.store.require_thread(&msg.thread_id).await?;
+        if thread.archived_at.is_some() {
+            return Err(PipelineError::Archived(thread.id));
+        }
         if msg.model.is_some() {
             self.check_overridable(thread.profile.as_deref(), "model")?;
         }
@@ -419,6 +433,33 @@ impl Pipeline {
             (Err(_), None) => {}
         }
         created.map_err(PipelineError::from)
+    }
+
+    /// Archives the thread: a running turn is interrupted (what waits for a person denied), its
+    /// process let go, and its worktree dealt with as `workspaces.on_archive` says. It takes no
+    /// more messages; nothing of it is deleted. Archiving again changes nothing (and reports no
+    /// worktree).
+    pub async fn archive_thread(&self, thread: &ThreadId) -> Result<Archived, PipelineError> {
+        let before = self.inner.store.require_thread(thread).await?;
+        if before.archived_at.is_some() {
+            return Ok(Archived {
+                thread: before,
+                worktree: None,
+            });
+        }
+        self.interrupt(thread).await?;
+        let row = self.inner.store.archive_thread(thread).await?;
+        self.inner.pool.evict_thread(thread).await;
+        let worktree = self
+            .inner
+            .workspaces
+            .archive(row.workspace.as_deref())
+            .await?;
+        info!(thread_id = %thread, ?worktree, "Thread archived.");
+        Ok(Archived {
+            thread: row,
+            worktree,
+        })
     }
 
     /// Refuses a caller's choice of `field` that the profile `name` keeps for itself.

@@ -110,6 +110,22 @@ impl Pipeline {
             });
         }
         let thread = inner.store.require_thread(&user.thread_id).await?;
+        if thread.archived_at.is_some() {
+            // Archived while this message waited in line: archiving interrupts its turns.
+            let error = TurnError::Interrupted;
+            let status = MessageStatus::Interrupted;
+            let reason = "the thread was archived before this turn started";
+            let turn = user.turn_key();
+            inner
+                .store
+                .fail_turn(turn, status, reason, None, None, msg.fence.as_ref())
+                .await?;
+            return Err(PipelineError::Turn {
+                message_id: user.id.clone(),
+                status,
+                error,
+            });
+        }
         if let Err(exceeded) = inner.budgets.check(&inner.store, &thread).await? {
             return Err(self.store_refusal(user, exceeded).await);
         }

@@ -76,6 +76,14 @@ impl Store {
         on_db!(self, db => db.set_cli_session(fence.as_ref(), id, session).await)
     }
 
+    /// Archives the thread (once: again changes nothing) and returns it. [`StoreError::LeaseLost`]
+    /// on a node without the thread's lease.
+    pub async fn archive_thread(&self, id: &ThreadId) -> Result<ThreadRow, StoreError> {
+        let _timer = self.metrics.time("archive_thread");
+        let fence = self.fence(id, None)?;
+        on_db!(self, db => db.archive_thread(fence.as_ref(), id).await)
+    }
+
     /// How many ancestors the thread has through `parent_id`: 0 for a root thread, 1 for its
     /// child. Delegation uses it to bound nesting. [`StoreError::ThreadNotFound`] for an unknown
     /// thread.
@@ -298,6 +306,27 @@ mod tests {
             assert!(matches!(
                 store.get_thread(&thread.id).await,
                 Err(StoreError::Corrupt(_))
+            ));
+        }
+    }
+
+    store_tests! {
+        async fn a_thread_is_archived_once_and_an_unknown_one_is_not_found(store: sqlite_memory) {
+            let thread = store.create_thread(NewThread::default()).await.unwrap();
+            assert_eq!(thread.archived_at, None);
+            let archived = store.archive_thread(&thread.id).await.unwrap();
+            let at = archived.archived_at.expect("archived");
+            assert!(at >= thread.created_at);
+            let again = store.archive_thread(&thread.id).await.unwrap();
+            assert_eq!(again.archived_at, Some(at), "the first time stays");
+            let got = store.require_thread(&thread.id).await.unwrap();
+            assert_eq!(got.archived_at, Some(at));
+            let listed = store.list_thread_summaries().await.unwrap();
+            assert_eq!(listed[0].thread.archived_at, Some(at));
+            let unknown = ThreadId::from_string("thr_nope");
+            assert!(matches!(
+                store.archive_thread(&unknown).await,
+                Err(StoreError::ThreadNotFound(_))
             ));
         }
     }

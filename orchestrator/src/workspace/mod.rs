@@ -18,18 +18,19 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use plugin_contract::ThreadId;
 
-use crate::config::Config;
+use crate::config::{Config, OnArchive};
 use crate::store::Workspace;
 
 pub mod diff;
 mod git;
 
 pub use diff::{DiffSummary, FileChange};
+
 pub use git::GitError;
 
 /// What a caller asks for in `POST /api/threads` (`workspace`): `{"path": …}` or
@@ -74,6 +75,19 @@ pub struct Workspaces {
     roots: Vec<PathBuf>,
     worktrees_dir: PathBuf,
     include: Vec<String>,
+    on_archive: OnArchive,
+}
+
+/// What archiving did to a thread's worktree (`workspaces.on_archive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeDisposition {
+    /// The worktree's folder was removed.
+    pub removed: bool,
+    /// Kept because it held uncommitted or untracked work (`remove-if-clean`).
+    pub kept_dirty: bool,
+    /// Its branch was deleted (it had no commit of its own, or `remove`).
+    pub branch_deleted: bool,
 }
 
 impl Workspaces {
@@ -99,6 +113,7 @@ impl Workspaces {
             roots,
             worktrees_dir,
             include: config.workspaces.include.clone(),
+            on_archive: config.workspaces.on_archive,
         })
     }
 
@@ -269,6 +284,79 @@ impl Workspaces {
         }
     }
 
+    /// Does to an archived thread's worktree what `workspaces.on_archive` says; `None` for a
+    /// thread without one (a `path` is never touched). A worktree with uncommitted or untracked
+    /// work is removed only under `remove`.
+    pub async fn archive(
+        &self,
+        workspace: Option<&Workspace>,
+    ) -> Result<Option<WorktreeDisposition>, WorkspaceError> {
+        let Some(Workspace::Worktree {
+            repo,
+            path,
+            branch,
+            base_commit,
+            ..
+        }) = workspace
+        else {
+            return Ok(None);
+        };
+        let mut done = WorktreeDisposition {
+            removed: false,
+            kept_dirty: false,
+            branch_deleted: false,
+        };
+        if self.on_archive == OnArchive::Keep || !repo.is_dir() {
+            return Ok(Some(done));
+        }
+        let shown = path.to_string_lossy().into_owned();
+        let force = self.on_archive == OnArchive::Remove;
+        if path.is_dir() {
+            let status = git::run(path, &["status", "--porcelain"], &[]).await?;
+            if !status.trim().is_empty() && !force {
+                done.kept_dirty = true;
+                return Ok(Some(done));
+            }
+            let mut args = vec!["worktree", "remove"];
+            if force {
+                args.push("--force");
+            }
+            args.push(&shown);
+            git::run(repo, &args, &[]).await?;
+        } else {
+            git::run(repo, &["worktree", "prune"], &[]).await?;
+        }
+        done.removed = true;
+        let tip = git::run(
+            repo,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}"),
+            ],
+            &[],
+        )
+        .await
+        .ok();
+        let own_commits = tip.as_deref().map(str::trim) != Some(base_commit.as_str());
+        if tip.is_some() && (force || !own_commits) {
+            git::run(repo, &["branch", "-D", "--end-of-options", branch], &[]).await?;
+            done.branch_deleted = true;
+        }
+        info!(path = %shown, %branch, ?done, "Archived thread's worktree dealt with.");
+        Ok(Some(done))
+    }
+
+    /// `git worktree prune` in each repository: the records of worktrees removed by hand go.
+    pub async fn prune<'a>(&self, repos: impl IntoIterator<Item = &'a Path>) {
+        for repo in repos {
+            if let Err(err) = git::run(repo, &["worktree", "prune"], &[]).await {
+                tracing::warn!(repo = %repo.display(), error = %err, "git worktree prune failed.");
+            }
+        }
+    }
+
     /// Makes sure the thread's folder is here before a turn: a worktree that is gone is made
     /// again from its branch when its repository is here.
     pub async fn ready(&self, workspace: &Workspace) -> Result<(), WorkspaceError> {
@@ -277,8 +365,8 @@ impl Workspaces {
             // Checked again: a folder swapped for a symlink since must not lead a turn outside.
             let resolved = path.canonicalize().ok();
             let inside = |root: &PathBuf| resolved.as_ref().is_some_and(|r| r.starts_with(root));
-            let own_worktree = matches!(workspace, Workspace::Worktree { .. })
-                && inside(&self.worktrees_dir);
+            let own_worktree =
+                matches!(workspace, Workspace::Worktree { .. }) && inside(&self.worktrees_dir);
             if own_worktree || self.roots.iter().any(inside) {
                 return Ok(());
             }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::*;
+use crate::config::OnArchive;
 
 /// Runs `git -C dir args…`, panicking with its stderr when it fails.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -299,4 +300,99 @@ async fn an_unused_worktree_is_discarded_with_its_branch() {
     assert!(!made.path().exists());
     let branches = git(&f.repo, &["branch", "--list", "harness/*"]);
     assert_eq!(branches, "");
+}
+
+/// The fixture's workspaces with `on_archive` set to `rule`.
+fn with_rule(f: &Fixture, rule: OnArchive) -> Workspaces {
+    Workspaces {
+        on_archive: rule,
+        ..f.workspaces.clone()
+    }
+}
+
+fn branches(f: &Fixture) -> String {
+    git(&f.repo, &["branch", "--list", "harness/*"])
+}
+
+#[tokio::test]
+async fn archiving_removes_a_clean_worktree_and_its_branch_by_default() {
+    let f = fixture();
+    let made = made_worktree(&f, &ThreadId::generate()).await;
+    let done = f.workspaces.archive(Some(&made)).await.unwrap();
+    assert_eq!(
+        done,
+        Some(WorktreeDisposition {
+            removed: true,
+            kept_dirty: false,
+            branch_deleted: true
+        })
+    );
+    assert!(!made.path().exists());
+    assert_eq!(branches(&f), "");
+    // A path is the operator's: never touched.
+    let plain = Workspace::Path {
+        path: f.root.join("plain"),
+    };
+    assert_eq!(f.workspaces.archive(Some(&plain)).await.unwrap(), None);
+    assert!(f.root.join("plain").is_dir());
+}
+
+#[tokio::test]
+async fn remove_if_clean_keeps_uncommitted_work_and_committed_branches() {
+    let f = fixture();
+    let dirty = made_worktree(&f, &ThreadId::generate()).await;
+    std::fs::write(dirty.path().join("draft.txt"), "unsaved\n").unwrap();
+    let done = f.workspaces.archive(Some(&dirty)).await.unwrap().unwrap();
+    assert!(
+        done.kept_dirty && !done.removed && !done.branch_deleted,
+        "{done:?}"
+    );
+    assert!(dirty.path().join("draft.txt").is_file());
+
+    // Work committed on the branch: the folder goes, the branch with the commit stays.
+    let committed = made_worktree(&f, &ThreadId::generate()).await;
+    std::fs::write(committed.path().join("done.txt"), "kept\n").unwrap();
+    git(committed.path(), &["add", "done.txt"]);
+    git(committed.path(), &["commit", "--quiet", "-m", "work"]);
+    let done = f
+        .workspaces
+        .archive(Some(&committed))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(done.removed && !done.branch_deleted, "{done:?}");
+    assert!(!committed.path().exists());
+    let Workspace::Worktree { branch, .. } = &committed else {
+        panic!("a worktree")
+    };
+    assert!(branches(&f).contains(branch.as_str()));
+}
+
+#[tokio::test]
+async fn remove_takes_everything_and_keep_nothing() {
+    let f = fixture();
+    let remove = with_rule(&f, OnArchive::Remove);
+    let dirty = made_worktree(&f, &ThreadId::generate()).await;
+    std::fs::write(dirty.path().join("draft.txt"), "unsaved\n").unwrap();
+    let done = remove.archive(Some(&dirty)).await.unwrap().unwrap();
+    assert!(done.removed && done.branch_deleted, "{done:?}");
+    assert!(!dirty.path().exists());
+
+    let keep = with_rule(&f, OnArchive::Keep);
+    let kept = made_worktree(&f, &ThreadId::generate()).await;
+    let done = keep.archive(Some(&kept)).await.unwrap().unwrap();
+    assert!(!done.removed && !done.branch_deleted, "{done:?}");
+    assert!(kept.path().is_dir());
+    assert_eq!(branches(&f).lines().count(), 1);
+}
+
+#[tokio::test]
+async fn prune_forgets_worktrees_removed_by_hand() {
+    let f = fixture();
+    let made = made_worktree(&f, &ThreadId::generate()).await;
+    std::fs::remove_dir_all(made.path()).unwrap();
+    let listed = |f: &Fixture| git(&f.repo, &["worktree", "list", "--porcelain"]);
+    assert!(listed(&f).contains("prunable"), "{}", listed(&f));
+    f.workspaces.prune([f.repo.as_path()]).await;
+    assert!(!listed(&f).contains("prunable"), "{}", listed(&f));
 }

@@ -277,3 +277,76 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files
 }
+
+#[tokio::test]
+async fn archiving_follows_the_worktree_lifecycle_and_closes_the_thread() {
+    let repos = repos();
+    let mock = MockApi::start().await;
+    let daemon = daemon(&mock, &repos.root).await;
+    let worktree = json!({"repo": repos.repo, "worktree": true});
+
+    // Uncommitted work: under the default `remove-if-clean` the worktree stays.
+    let (_, dirty) = create(&daemon, worktree.clone()).await;
+    let dirty_id = dirty["id"].as_str().unwrap().to_owned();
+    let dirty_folder = PathBuf::from(dirty["workspace"]["path"].as_str().unwrap());
+    let draft = dirty_folder.join("draft.txt");
+    mock.once_when_prompt_contains(
+        "draft it",
+        Reply::tool_use(
+            "Write",
+            json!({"file_path": draft.display().to_string(), "content": "half done\n"}),
+        ),
+    );
+    daemon.reply(&dirty_id, "draft it").await;
+    assert!(daemon.pid_of(&dirty_id).is_some());
+    let (status, archived) = daemon
+        .post(&format!("/api/threads/{dirty_id}/archive"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{archived}");
+    assert!(archived["thread"]["archivedAt"].is_string(), "{archived}");
+    assert_eq!(
+        archived["worktree"],
+        json!({"removed": false, "keptDirty": true, "branchDeleted": false})
+    );
+    assert!(draft.is_file(), "the work is kept");
+    assert!(daemon.pid_of(&dirty_id).is_none(), "its process is let go");
+    let (status, refused) = daemon.send(&dirty_id, "more?").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["error"]["code"], "thread_archived");
+    // Again: nothing changes.
+    let (status, again) = daemon
+        .post(&format!("/api/threads/{dirty_id}/archive"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        again["thread"]["archivedAt"],
+        archived["thread"]["archivedAt"]
+    );
+    assert_eq!(again.get("worktree"), None, "{again}");
+
+    // Clean: worktree and branch go; the messages stay.
+    let (_, clean) = create(&daemon, worktree).await;
+    let clean_id = clean["id"].as_str().unwrap().to_owned();
+    let clean_folder = PathBuf::from(clean["workspace"]["path"].as_str().unwrap());
+    assert_eq!(
+        daemon.reply(&clean_id, "just talk").await,
+        "echo: just talk"
+    );
+    let (status, archived) = daemon
+        .post(&format!("/api/threads/{clean_id}/archive"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{archived}");
+    assert_eq!(
+        archived["worktree"],
+        json!({"removed": true, "keptDirty": false, "branchDeleted": true})
+    );
+    assert!(!clean_folder.exists());
+    let branches = git(
+        &repos.repo,
+        &["branch", "--list", "--format=%(refname:short)", "harness/*"],
+    );
+    assert_eq!(branches.trim(), format!("harness/{dirty_id}"));
+    let (_, got) = daemon.get(&format!("/api/threads/{clean_id}")).await;
+    assert_eq!(got["messages"].as_array().map(Vec::len), Some(2), "{got}");
+    daemon.stop().await;
+}

@@ -143,5 +143,36 @@ async fn a_thread_on_a_worktree_shows_its_workspace_and_its_diff() {
         "",
         "the checkout is untouched"
     );
+
+    // Archive it from the page: the worktree holds the new file, so it is kept, and said so.
+    page.browser
+        .client
+        .execute("window.confirm = () => true;", vec![])
+        .await
+        .unwrap();
+    page.browser
+        .hook("archive")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let shown = page
+        .wait_js(
+            QUICK,
+            "the thread shows archived, without a composer",
+            "const a = document.querySelector('[data-testid=archived]');
+             const form = document.querySelector('[data-testid=composer-form]');
+             const error = document.querySelector('[data-testid=send-error]');
+             return !a.hidden && form.hidden && !error.hidden && error.textContent;",
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains("uncommitted work"),
+        "{shown}"
+    );
+    let (_, got) = page.daemon.get(&format!("/api/threads/{thread}")).await;
+    assert!(got["archivedAt"].is_string(), "{got}");
+    assert!(std::path::Path::new(&folder).join("page.html").is_file());
     page.finish(false).await;
 }

@@ -286,6 +286,7 @@ async fn write_each(
             .await
             .map(drop),
         store.set_cli_session(t, Some(&session)).await,
+        store.archive_thread(t).await.map(drop),
     ]
 }
 
