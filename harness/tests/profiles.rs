@@ -201,6 +201,12 @@ async fn a_profile_keeps_what_it_does_not_let_callers_choose() {
         .post(&path, json!({"content": "hi", "model": "other"}))
         .await;
     assert_eq!(status, 422, "{answer}");
+    let (status, answer) = daemon
+        .client
+        .post(&path, json!({"content": "hi", "permissionMode": "plan"}))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer.to_string().contains("`permissionMode`"), "{answer}");
     let (status, reply) = daemon.client.post(&path, json!({"content": "hi"})).await;
     assert_eq!(status, 200, "{reply}");
     assert_eq!(

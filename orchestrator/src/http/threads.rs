@@ -240,6 +240,8 @@ pub struct PostMessage {
     content: String,
     client_message_id: Option<String>,
     model: Option<String>,
+    /// This turn's permission mode (`plan`, say), no wider than the profile's own.
+    permission_mode: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -293,6 +295,7 @@ pub async fn post_message(
         content: body.content,
         client_message_id: body.client_message_id,
         model: body.model,
+        permission_mode: body.permission_mode,
         timeout: None,
         // Set by `routing::to_owner` when clustering is on.
         fence: fence.map(|axum::Extension(fence)| fence),

@@ -38,7 +38,7 @@ mod spec;
 
 pub use profile::{AgentProfile, ProfileInfo};
 
-pub use spec::{Fit, ProcessSpec};
+pub use spec::{Fit, ProcessSpec, Switchable};
 
 /// Everything needed to start a process for any thread.
 #[derive(Clone, Debug)]

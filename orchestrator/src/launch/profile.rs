@@ -153,6 +153,32 @@ impl AgentProfile {
         self.external.as_ref()
     }
 
+    /// Why a turn may not run in permission mode `mode` on this profile, if it may not: only
+    /// modes that let the model do no more than the profile's own (`plan` < `default` <
+    /// `acceptEdits` < `bypassPermissions`; `dontAsk` with `plan`), so a caller narrows, never
+    /// widens.
+    pub fn refuses_mode(&self, mode: &str) -> Option<String> {
+        let rank = |mode: &str| match mode {
+            "plan" | "dontAsk" => Some(0),
+            "default" => Some(1),
+            "acceptEdits" => Some(2),
+            "bypassPermissions" => Some(3),
+            _ => None,
+        };
+        let own = self.base.permission_mode.as_deref().unwrap_or("default");
+        match (rank(mode), rank(own)) {
+            (None, _) => Some(format!(
+                "`{mode}` is not a permission mode (plan, dontAsk, default, acceptEdits, \
+                 bypassPermissions)"
+            )),
+            (Some(asked), Some(allowed)) if asked <= allowed => None,
+            _ => Some(format!(
+                "`{mode}` would let the model do more than the profile `{}` allows (`{own}`)",
+                self.info.name
+            )),
+        }
+    }
+
     /// Whether a caller may choose `field` (one of [`OVERRIDABLE`]) for a thread of this profile.
     pub fn allows(&self, field: &str) -> bool {
         self.info.overridable.iter().any(|f| f == field)

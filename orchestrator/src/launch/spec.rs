@@ -35,32 +35,52 @@ pub struct ProcessSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fit {
     Yes,
-    /// Everything but the model: `set_model` can switch it in place.
-    OtherModel,
+    /// Everything but the model or the permission mode, which the process can switch in place
+    /// (`set_model`, `set_permission_mode`).
+    Switch,
     /// Another thread, folder or start option: the turn needs another process.
     No,
 }
 
+/// What of a running process can change in place: its model and its permission mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Switchable {
+    pub model: Option<String>,
+    pub permission_mode: Option<String>,
+}
+
+impl Switchable {
+    /// What `options` asks for.
+    pub fn of(options: &SpawnOptions) -> Switchable {
+        Switchable {
+            model: options.model.clone(),
+            permission_mode: options.permission_mode.clone(),
+        }
+    }
+}
+
 impl ProcessSpec {
-    /// How a process started from this spec, on `model` now (`set_model` may have changed it),
-    /// fits a turn that asks for `wanted`. Which session it resumed, and whether it forked one,
-    /// do not matter once it runs: its session is the thread's.
-    pub fn fit(&self, model: &Option<String>, wanted: &ProcessSpec) -> Fit {
+    /// How a process started from this spec, on `now` (its model and permission mode, which
+    /// may have been switched since), fits a turn that asks for `wanted`. Which session it
+    /// resumed, and whether it forked one, do not matter once it runs: its session is the
+    /// thread's.
+    pub fn fit(&self, now: &Switchable, wanted: &ProcessSpec) -> Fit {
         let same_start = self.thread == wanted.thread
             && self.profile == wanted.profile
             && self.workdir == wanted.workdir
             && self.config_dir == wanted.config_dir
             && SpawnOptions {
                 model: wanted.options.model.clone(),
+                permission_mode: wanted.options.permission_mode.clone(),
                 fork_session: wanted.options.fork_session,
                 ..self.options.clone()
             } == wanted.options;
         if !same_start {
             Fit::No
-        } else if *model == wanted.options.model {
+        } else if *now == Switchable::of(&wanted.options) {
             Fit::Yes
         } else {
-            Fit::OtherModel
+            Fit::Switch
         }
     }
 }
@@ -83,6 +103,13 @@ mod tests {
         }
     }
 
+    fn on(model: &str, mode: Option<&str>) -> Switchable {
+        Switchable {
+            model: Some(model.into()),
+            permission_mode: mode.map(str::to_owned),
+        }
+    }
+
     #[test]
     fn a_process_fits_its_own_spec_whatever_session_it_resumed() {
         let started = ProcessSpec {
@@ -93,23 +120,32 @@ mod tests {
             },
             ..spec("t")
         };
-        let model = started.options.model.clone();
-        assert_eq!(started.fit(&model, &spec("t")), Fit::Yes);
+        assert_eq!(started.fit(&on("sonnet", None), &spec("t")), Fit::Yes);
     }
 
     #[test]
-    fn only_the_model_can_change_in_place() {
+    fn only_the_model_and_the_permission_mode_change_in_place() {
         let started = spec("t");
-        let opus = ProcessSpec {
+        let with = |model: &str, mode: Option<&str>| ProcessSpec {
             options: SpawnOptions {
-                model: Some("opus".into()),
+                model: Some(model.into()),
+                permission_mode: mode.map(str::to_owned),
                 ..started.options.clone()
             },
             ..started.clone()
         };
-        assert_eq!(started.fit(&Some("sonnet".into()), &opus), Fit::OtherModel);
+        let opus = with("opus", None);
+        assert_eq!(started.fit(&on("sonnet", None), &opus), Fit::Switch);
         // After `set_model`, the process is on the model asked for.
-        assert_eq!(started.fit(&Some("opus".into()), &opus), Fit::Yes);
+        assert_eq!(started.fit(&on("opus", None), &opus), Fit::Yes);
+        let plan = with("sonnet", Some("plan"));
+        assert_eq!(started.fit(&on("sonnet", None), &plan), Fit::Switch);
+        assert_eq!(started.fit(&on("sonnet", Some("plan")), &plan), Fit::Yes);
+        // And back.
+        assert_eq!(
+            started.fit(&on("sonnet", Some("plan")), &started),
+            Fit::Switch
+        );
         let schema = ProcessSpec {
             options: SpawnOptions {
                 json_schema: Some("{}".into()),
@@ -117,18 +153,23 @@ mod tests {
             },
             ..started.clone()
         };
-        assert_eq!(started.fit(&Some("sonnet".into()), &schema), Fit::No);
+        assert_eq!(started.fit(&on("sonnet", None), &schema), Fit::No);
     }
 
     #[test]
-    fn another_thread_or_folder_never_fits() {
+    fn another_thread_profile_or_folder_never_fits() {
         let started = spec("t");
-        let model = started.options.model.clone();
-        assert_eq!(started.fit(&model, &spec("u")), Fit::No);
+        let now = on("sonnet", None);
+        assert_eq!(started.fit(&now, &spec("u")), Fit::No);
         let elsewhere = ProcessSpec {
             workdir: PathBuf::from("/srv/repo"),
             ..spec("t")
         };
-        assert_eq!(started.fit(&model, &elsewhere), Fit::No);
+        assert_eq!(started.fit(&now, &elsewhere), Fit::No);
+        let reviewer = ProcessSpec {
+            profile: "reviewer".into(),
+            ..spec("t")
+        };
+        assert_eq!(started.fit(&now, &reviewer), Fit::No);
     }
 }

@@ -240,3 +240,43 @@ fn thread_folders_cannot_escape_the_threads_dir() {
     let normal = ThreadId::from_string("thr_0123abc");
     assert_eq!(thread_workdir(dir, &normal), dir.join("thr_0123abc"));
 }
+
+#[test]
+fn a_caller_may_narrow_a_profiles_permission_mode_never_widen_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Default::default()
+    };
+    config.profiles.insert(
+        "planner".into(),
+        crate::config::ProfileConfig {
+            permission_mode: Some("plan".into()),
+            ..Default::default()
+        },
+    );
+    config.profiles.insert(
+        "editor".into(),
+        crate::config::ProfileConfig {
+            permission_mode: Some("acceptEdits".into()),
+            ..Default::default()
+        },
+    );
+    let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
+    let refuses = |profile: &str, mode: &str| {
+        launcher
+            .profile(Some(profile))
+            .unwrap()
+            .refuses_mode(mode)
+            .is_some()
+    };
+    assert!(!refuses("planner", "plan"));
+    assert!(refuses("planner", "default"));
+    assert!(!refuses("standard", "plan"));
+    assert!(!refuses("standard", "default"));
+    assert!(refuses("standard", "acceptEdits"));
+    assert!(!refuses("editor", "acceptEdits"));
+    assert!(!refuses("editor", "plan"));
+    assert!(refuses("editor", "bypassPermissions"));
+    assert!(refuses("editor", "nonsense"));
+}

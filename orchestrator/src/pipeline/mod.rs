@@ -71,6 +71,9 @@ pub struct NewMessage {
     pub content: String,
     pub client_message_id: Option<String>,
     pub model: Option<String>,
+    /// The permission mode of this turn (`plan`, say), switched in place on the warm process;
+    /// `None`: the profile's own. Never wider than the profile's.
+    pub permission_mode: Option<String>,
     /// Bound on the turn; `None` = the daemon's default.
     pub timeout: Option<Duration>,
     /// The lease this node took on the thread when clustering is on: the turn's writes carry it
@@ -308,6 +311,15 @@ impl Pipeline {
         }
         if msg.model.is_some() {
             self.check_overridable(thread.profile.as_deref(), "model")?;
+        }
+        if let Some(mode) = &msg.permission_mode {
+            self.check_overridable(thread.profile.as_deref(), "permissionMode")?;
+            let profile = self.inner.pool.profile(thread.profile.as_deref())?;
+            if let Some(why) = profile.refuses_mode(mode) {
+                return Err(PipelineError::InvalidInput(format!(
+                    "permissionMode: {why}"
+                )));
+            }
         }
         let limit = self.inner.settings.queue_limit;
         let ticket =
@@ -668,6 +680,7 @@ impl Delegate for Pipeline {
             content: prompt,
             client_message_id: None,
             model: None,
+            permission_mode: None,
             timeout: Some(timeout),
             fence,
         };

@@ -146,6 +146,14 @@ impl Pipeline {
         let spec = inner
             .pool
             .spec(&thread, model.clone())
+            .map(|mut spec| {
+                if msg.permission_mode.is_some() {
+                    spec.options
+                        .permission_mode
+                        .clone_from(&msg.permission_mode);
+                }
+                spec
+            })
             .map_err(|err| TurnError::ProfileUnavailable(err.to_string()));
         let ready = match thread.workspace.as_deref() {
             Some(workspace) => inner.workspaces.ready(workspace).await,

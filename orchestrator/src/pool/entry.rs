@@ -13,7 +13,7 @@ use plugin_contract::SessionStart;
 
 use super::lease::{HostCall, Lease};
 use super::Pool;
-use crate::launch::{Fit, ProcessSpec};
+use crate::launch::{Fit, ProcessSpec, Switchable};
 use crate::sync::lock;
 
 /// A process as the pool sees it: the CLI process and the pool's bookkeeping around it.
@@ -22,7 +22,9 @@ pub(super) struct Entry {
     /// What the process was started from; its model may have changed since.
     pub(super) spec: ProcessSpec,
     /// The model the process uses now (`set_model` changes it in place).
-    pub(super) model: Mutex<Option<String>>,
+    /// Its model and permission mode now (`set_model`, `set_permission_mode` change them in
+    /// place).
+    pub(super) now: Mutex<Switchable>,
     start: SessionStart,
     /// Checkouts whose lease has not ended. A leased process counts as busy: the pool must not
     /// push it out between checkout and turn.
@@ -50,7 +52,7 @@ impl Entry {
     ) -> Entry {
         Entry {
             process,
-            model: Mutex::new(spec.options.model.clone()),
+            now: Mutex::new(Switchable::of(&spec.options)),
             spec,
             start,
             leases: AtomicUsize::new(0),
@@ -65,7 +67,7 @@ impl Entry {
 
     /// Whether a turn asking for `spec` can run on this process as it is.
     pub(super) fn fits(&self, spec: &ProcessSpec) -> Fit {
-        self.spec.fit(&lock(&self.model), spec)
+        self.spec.fit(&lock(&self.now), spec)
     }
 
     pub(super) fn is_busy(&self) -> bool {

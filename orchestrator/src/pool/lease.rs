@@ -18,6 +18,7 @@ use plugin_contract::{CliSessionId, SessionStart};
 
 use super::entry::Entry;
 use super::{EvictionCause, Pool};
+use crate::launch::Switchable;
 use crate::mcp::ToolCall;
 use crate::sync::lock;
 use crate::turn_error::TurnError;
@@ -73,18 +74,36 @@ impl Lease {
             .map(CliSessionId::from_string)
     }
 
-    /// Switches the process to `model` in place (the CLI's `set_model`; it may send the model a
-    /// one-token probe first). `Err` with the CLI's reason when it refuses.
-    pub(super) async fn switch_model(&self, model: Option<String>) -> Result<(), String> {
+    /// Switches the process in place to what `wanted` asks for: its model (the CLI's
+    /// `set_model`; it may send the model a one-token probe first) and its permission mode
+    /// (`set_permission_mode`). Returns whether the model changed; `Err` with the CLI's reason
+    /// when it refuses.
+    pub(super) async fn switch(&self, wanted: &Switchable) -> Result<bool, String> {
+        let now = lock(&self.entry.now).clone();
+        let thread = &self.entry.spec.thread;
+        if now.permission_mode != wanted.permission_mode {
+            // The process started without `--permission-mode` runs in `default`.
+            let mode = wanted.permission_mode.as_deref().unwrap_or("default");
+            self.entry
+                .process
+                .request(json!({"subtype": "set_permission_mode", "mode": mode}))
+                .await?;
+            info!(thread_id = %thread, mode, "Permission mode switched in place.");
+            lock(&self.entry.now).permission_mode = wanted.permission_mode.clone();
+        }
+        if now.model == wanted.model {
+            return Ok(false);
+        }
+        let model = &wanted.model;
         let reply = self
             .entry
             .process
             .request(json!({"subtype": "set_model", "model": model}))
             .await?;
-        let now = reply.get("model").cloned().unwrap_or(Value::Null);
-        info!(thread_id = %self.entry.spec.thread, model = ?model, %now, "Model switched in place.");
-        *lock(&self.entry.model) = model;
-        Ok(())
+        let answered = reply.get("model").cloned().unwrap_or(Value::Null);
+        info!(thread_id = %thread, model = ?model, now = %answered, "Model switched in place.");
+        lock(&self.entry.now).model = model.clone();
+        Ok(true)
     }
 
     /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.

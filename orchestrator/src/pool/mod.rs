@@ -45,8 +45,8 @@
 //!   retired at once.
 //! - A prewarm pushes out only processes idle at least `pool.prewarm_evicts_after`.
 //!
-//! A turn asking for another model switches the warm process in place (`set_model`); only a
-//! refusal replaces it. Any other difference of spec (a different `--json-schema` or folder,
+//! A turn asking for another model or permission mode switches the warm process in place
+//! (`set_model`, `set_permission_mode`); only a refusal replaces it. Any other difference of spec (a different `--json-schema` or folder,
 //! say) means a new process. With `claude.scheduling_tools`, the `Stop` hook's report of pending crons and
 //! background tasks keeps a process from eviction; without it, a turn the CLI starts by itself
 //! retires the process.
@@ -64,7 +64,9 @@ use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, ThreadId};
 
-use crate::launch::{AgentProfile, Fit, Launcher, ProcessSpec, ProfileInfo, UnknownProfile};
+use crate::launch::{
+    AgentProfile, Fit, Launcher, ProcessSpec, ProfileInfo, Switchable, UnknownProfile,
+};
 use crate::mcp::McpAdapter;
 use crate::metrics::{PoolCounts, PoolMetrics};
 use crate::store::Store;
@@ -287,14 +289,16 @@ impl Pool {
                             inner.metrics.hit();
                             return Ok(lease);
                         }
-                        match lease.switch_model(spec.options.model.clone()).await {
-                            Ok(()) => {
+                        match lease.switch(&Switchable::of(&spec.options)).await {
+                            Ok(model_changed) => {
                                 inner.metrics.hit();
-                                inner.metrics.model_switched();
+                                if model_changed {
+                                    inner.metrics.model_switched();
+                                }
                                 return Ok(lease);
                             }
                             Err(reason) => {
-                                warn!(thread_id = %thread, model = ?spec.options.model, %reason, "The CLI refused the model switch; starting a process for the model.");
+                                warn!(thread_id = %thread, model = ?spec.options.model, mode = ?spec.options.permission_mode, %reason, "The CLI refused a switch in place; starting a process for the turn.");
                                 // Dropped unfinished: the process is let go.
                                 drop(lease);
                             }

@@ -55,7 +55,7 @@ impl Pool {
             .filter(|(e, _)| !e.process.has_exited())
             .map(|(e, spare)| ProcessInfo {
                 thread_id: e.spec.thread.clone(),
-                model: lock(&e.model).clone(),
+                model: lock(&e.now).model.clone(),
                 pid: e.process.pid(),
                 age_ms: millis(e.process.age()),
                 idle_ms: millis(e.idle_for()),

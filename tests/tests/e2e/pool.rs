@@ -338,3 +338,52 @@ async fn shutdown_ends_every_task_of_every_process() {
     );
     daemon.stop().await;
 }
+
+/// `set_permission_mode` on the warm process for one turn, and back for the next: the CLI says
+/// so to the model ("Plan mode is active", then "Exited Plan Mode").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_mode_switches_the_warm_process_in_place_and_back() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    let path = format!("/api/threads/{thread}/messages");
+    daemon.reply(&thread, "as usual").await;
+    let pid = daemon.pid_of(&thread).unwrap();
+    let (status, body) = daemon
+        .post(
+            &path,
+            json!({"content": "only plan this", "permissionMode": "plan"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    daemon.reply(&thread, "back to work").await;
+    assert_eq!(daemon.pid_of(&thread), Some(pid), "the same process");
+    assert_eq!(daemon.spawns(), 1);
+    let turn = |said: &str| {
+        mock.message_requests()
+            .into_iter()
+            .rfind(|r| r.last_user_text().contains(said))
+            .expect("the turn reached the API")
+            .all_text()
+    };
+    assert!(!turn("as usual").contains("Plan mode is active"));
+    let planned = turn("only plan this");
+    assert!(planned.contains("Plan mode is active"), "{planned}");
+    let back = turn("back to work");
+    assert!(back.contains("Exited Plan Mode"), "{back}");
+
+    // Narrower only: the default profile runs in `default`.
+    for (mode, says) in [
+        ("bypassPermissions", "would let the model do more"),
+        ("acceptEdits", "would let the model do more"),
+        ("yolo", "is not a permission mode"),
+    ] {
+        let (status, body) = daemon
+            .post(&path, json!({"content": "x", "permissionMode": mode}))
+            .await;
+        assert_eq!(status, 422, "{mode}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{mode}: {message}");
+    }
+    daemon.stop().await;
+}

@@ -278,6 +278,7 @@ impl Tool for Send {
             content: optional_string(&input, "content").unwrap_or_default(),
             client_message_id: optional_string(&input, "clientMessageId"),
             model: optional_string(&input, "model"),
+            permission_mode: None,
             timeout: None,
             fence,
         };
