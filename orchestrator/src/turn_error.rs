@@ -23,7 +23,10 @@ pub enum TurnError {
     Cli(String),
     /// The model asked for more tool calls in one turn than `turn.max_tool_calls` allows; the
     /// turn was stopped. The API answers 502.
-    #[error("the turn was stopped after more than {0} tool calls (turn.max_tool_calls)")]
+    #[error(
+        "the turn was stopped after more than {0} tool calls (turn.max_tool_calls, or the \
+         profile's max_tool_calls)"
+    )]
     ToolCallLimit(u32),
     /// The thread has an `outputSchema` and the turn ended without a value matching it (the CLI
     /// gave up: `error_max_structured_output_retries`; no `StructuredOutput` call; a value that

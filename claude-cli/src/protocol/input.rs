@@ -38,6 +38,8 @@ impl std::fmt::Debug for ExternalMcpServers {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct SpawnOptions {
     pub model: Option<String>,
+    /// `--fallback-model`: the model the CLI turns to when the main one is overloaded.
+    pub fallback_model: Option<String>,
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
     /// `--tools`: `None` keeps the CLI's built-in set, `""` removes every built-in tool.
@@ -103,6 +105,7 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     // `-` would be read as another flag.
     let flags = [
         ("--model", &options.model),
+        ("--fallback-model", &options.fallback_model),
         ("--system-prompt", &options.system_prompt),
         ("--append-system-prompt", &options.append_system_prompt),
         ("--tools", &options.builtin_tools),

@@ -36,6 +36,10 @@ pub struct ProfileConfig {
     pub permission_mode: Option<String>,
     /// The model of its threads that name none; unset: `claude.default_model`.
     pub model: Option<String>,
+    /// `--fallback-model`: the model the CLI turns to when the main one is overloaded.
+    pub fallback_model: Option<String>,
+    /// Most tool calls in one turn; unset: `turn.max_tool_calls`.
+    pub max_tool_calls: Option<u32>,
     /// External MCP servers its processes get (stdio), by name: their tools are
     /// `mcp__NAME__…`, allowed without asking. They reach a process over its control channel,
     /// never its command line.
@@ -123,6 +127,11 @@ pub fn check(profiles: &BTreeMap<String, ProfileConfig>) -> Result<(), ConfigErr
             return Err(ConfigError::Invalid(format!(
                 "profiles.{name}: `standard` and `lean` are built in (they are `[claude]`); \
                  give yours another name"
+            )));
+        }
+        if profile.max_tool_calls == Some(0) {
+            return Err(ConfigError::Invalid(format!(
+                "profiles.{name}.max_tool_calls must be at least 1"
             )));
         }
         for field in profile.overridable.iter().flatten() {

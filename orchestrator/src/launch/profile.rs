@@ -38,6 +38,8 @@ pub struct ProfileInfo {
     pub builtin_tools: Option<String>,
     pub allowed_tools: Vec<String>,
     pub permission_mode: Option<String>,
+    /// Most tool calls in one turn.
+    pub max_tool_calls: u32,
     /// Its external MCP servers: name and command (their environments are not shown).
     pub mcp_servers: Vec<McpServerInfo>,
     /// What a caller may choose per thread.
@@ -87,9 +89,13 @@ impl AgentProfile {
         if let Some(allowed) = &table.allowed_tools {
             claude.allowed_tools.clone_from(allowed);
         }
+        if let Some(max) = table.max_tool_calls {
+            own.turn.max_tool_calls = max;
+        }
         let mut base = base_options(&own, &config.claude_config_dir(), approval_denies);
         base.disallowed_tools
             .extend(table.disallowed_tools.iter().cloned());
+        base.fallback_model.clone_from(&table.fallback_model);
         let mut servers = serde_json::Map::new();
         let mut listed = Vec::new();
         for (server, spec) in &table.mcp_servers {
@@ -122,6 +128,7 @@ impl AgentProfile {
                 builtin_tools: base.builtin_tools.clone(),
                 allowed_tools: base.allowed_tools.clone(),
                 permission_mode: base.permission_mode.clone(),
+                max_tool_calls: own.turn.max_tool_calls,
                 mcp_servers: listed,
                 overridable,
                 default: false,
@@ -199,6 +206,7 @@ fn base_options(config: &Config, config_dir: &Path, approval_denies: &[String]) 
     allowed_tools.extend(config.claude.allowed_tools.iter().cloned());
     SpawnOptions {
         model: None,
+        fallback_model: None,
         system_prompt: config.claude.system_prompt.clone(),
         append_system_prompt: config.claude.append_system_prompt.clone(),
         builtin_tools: match config.claude.profile {

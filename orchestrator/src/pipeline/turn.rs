@@ -519,7 +519,9 @@ impl Pipeline {
     ) -> Result<TurnResult, TurnError> {
         let inner = &self.inner;
         let idle = inner.settings.idle_timeout;
-        let max_tool_calls = inner.settings.max_tool_calls;
+        let max_tool_calls = turn
+            .max_tool_calls()
+            .unwrap_or(inner.settings.max_tool_calls);
         // Tool calls of this turn; the ones still running when it ends are stopped.
         let mut tools = JoinSet::new();
         let mut last_output = tokio::time::Instant::now();

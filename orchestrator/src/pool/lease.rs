@@ -232,6 +232,16 @@ impl LeasedTurn<'_> {
         });
     }
 
+    /// Most tool calls the turn may make: its profile's (one less than the process's
+    /// `--max-turns`, the CLI's own bound on API round trips).
+    pub fn max_tool_calls(&self) -> Option<u32> {
+        self.entry
+            .spec
+            .options
+            .max_turns
+            .map(|turns| turns.saturating_sub(1))
+    }
+
     /// The folder the process works in (its spec's): where its tools' relative paths lead.
     pub fn workdir(&self) -> &std::path::Path {
         &self.entry.spec.workdir

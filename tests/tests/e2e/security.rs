@@ -584,6 +584,71 @@ async fn a_looping_model_stops_at_the_tool_call_cap() {
     daemon.stop().await;
 }
 
+/// A profile's own cap (and its fallback model, on the command line) for its threads only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_tool_call_cap_stops_its_threads_only() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.profiles.insert(
+            "brief".into(),
+            orchestrator::config::ProfileConfig {
+                max_tool_calls: Some(2),
+                fallback_model: Some("claude-fallback-1".into()),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let (_, profiles) = daemon.get("/api/profiles").await;
+    let brief = profiles["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "brief")
+        .cloned()
+        .unwrap();
+    assert_eq!(brief["maxToolCalls"], 2, "{brief}");
+    let (_, thread) = daemon
+        .post("/api/threads", json!({"profile": "brief"}))
+        .await;
+    let thread = thread["id"].as_str().unwrap().to_owned();
+    let call = Reply::tool_use("mcp__harness__time__current_time", json!({}));
+    mock.when_prompt_contains("loop forever", call.clone());
+    mock.when_prompt_contains("timezone", call);
+    let (status, body) = daemon.send(&thread, "loop forever").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(body["error"]["code"], "tool_call_limit", "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("more than 2"));
+    let pid = daemon.pid_of(&thread).expect("kept warm after the cap");
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+    assert!(
+        argv.contains("--fallback-model=claude-fallback-1"),
+        "{argv}"
+    );
+    assert!(argv.contains("--max-turns=3"), "{argv}");
+
+    // A default-profile thread keeps the daemon's cap: three calls go through.
+    mock.reset();
+    let plain = daemon.create_thread().await;
+    let call = Reply::tool_use("mcp__harness__time__current_time", json!({}));
+    mock.once_when_prompt_contains("count to three", call.clone());
+    mock.once_when_prompt_contains("timezone", call.clone());
+    mock.once_when_prompt_contains("timezone", call);
+    let (status, body) = daemon.send(&plain, "count to three").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let results: usize = mock
+        .message_requests()
+        .iter()
+        .map(|r| r.tool_results().len())
+        .sum();
+    assert_eq!(results, 3, "three tool calls in one turn");
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prewarms_do_not_push_out_processes_that_just_served_a_turn() {
     let mock = MockApi::start().await;
