@@ -147,14 +147,22 @@ impl Daemon {
                 );
             }
         }
-        let policy = Policy::new(&config.approvals).map_err(StartError::Approvals)?;
-        // The CLI runs some reads and commands without asking: the deny rules go to its own
-        // matcher too.
-        let cli_denies = policy.cli_deny_rules();
+        let mut policies = std::collections::BTreeMap::new();
+        for name in config.profile_names() {
+            let policy = Policy::new(&config.approvals_of(&name))
+                .map_err(|err| StartError::Approvals(format!("profiles.{name}: {err}")))?;
+            policies.insert(name, policy);
+        }
+        // The CLI runs some reads and commands without asking: each profile's deny rules go to
+        // its processes' own matcher too.
+        let cli_denies: std::collections::BTreeMap<String, Vec<String>> = policies
+            .iter()
+            .map(|(name, policy)| (name.clone(), policy.cli_deny_rules()))
+            .collect();
         let background = TaskTracker::new();
         let events = EventBus::start(store.clone(), &background);
         let approvals = Approvals::new(
-            policy,
+            policies,
             config.approvals.timeout,
             store.clone(),
             events.clone(),

@@ -12,7 +12,7 @@ mod paths;
 pub mod policy;
 mod shell;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,6 +42,8 @@ pub struct Request {
     /// The folder the asking process works in (its spec's): where relative paths and relative
     /// path rules are anchored.
     pub cwd: PathBuf,
+    /// The asking process's profile, whose approvals decide.
+    pub profile: String,
 }
 
 /// A person's answer (`POST /api/threads/{id}/permissions/{requestId}`).
@@ -93,8 +95,8 @@ pub struct Approvals {
 }
 
 struct Inner {
-    policy: Policy,
-    /// Where the threads' folders are: path rules are anchored at the requesting thread's.
+    /// Each profile's policy, by profile name (`Config::approvals_of`).
+    policies: BTreeMap<String, Policy>,
     timeout: Duration,
     store: Store,
     events: EventBus,
@@ -104,10 +106,16 @@ struct Inner {
 }
 
 impl Approvals {
-    pub fn new(policy: Policy, timeout: Duration, store: Store, events: EventBus) -> Approvals {
+    /// `policies`: each profile's, by name; a request of a profile with none is denied.
+    pub fn new(
+        policies: BTreeMap<String, Policy>,
+        timeout: Duration,
+        store: Store,
+        events: EventBus,
+    ) -> Approvals {
         Approvals {
             inner: Arc::new(Inner {
-                policy,
+                policies,
                 timeout,
                 store,
                 events,
@@ -126,10 +134,16 @@ impl Approvals {
     pub async fn decide(&self, request: Request) -> Value {
         // The policy matches absolute paths.
         let cwd = std::path::absolute(&request.cwd).unwrap_or_else(|_| request.cwd.clone());
-        let verdict = self
-            .inner
-            .policy
-            .decide(&request.tool_name, &request.input, &cwd);
+        let verdict = match self.inner.policies.get(&request.profile) {
+            Some(policy) => policy.decide(&request.tool_name, &request.input, &cwd),
+            None => Verdict::Deny {
+                by: DecidedBy::Policy,
+                reason: format!(
+                    "the thread's profile `{}` has no approvals",
+                    request.profile
+                ),
+            },
+        };
         let decision = match verdict {
             Verdict::Allow { by, reason } => self.settled(&request, true, by, reason).await,
             Verdict::Deny { by, reason } => {

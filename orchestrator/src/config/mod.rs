@@ -754,7 +754,7 @@ mod paths;
 mod profiles;
 mod workspaces;
 
-pub use profiles::{McpServerConfig, ProfileConfig, OVERRIDABLE};
+pub use profiles::{McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use workspaces::{OnArchive, WorkspacesConfig};
 
 #[cfg(test)]

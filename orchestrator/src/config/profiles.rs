@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Profile};
+use super::{ApprovalMode, ApprovalRule, ApprovalsConfig, Config, ConfigError, Profile};
 
 /// What a caller may choose per thread, when its profile lets it (`overridable`).
 pub const OVERRIDABLE: &[&str] = &["model", "workspace", "permissionMode"];
@@ -47,6 +47,40 @@ pub struct ProfileConfig {
     /// What a caller may choose per thread (of [`OVERRIDABLE`]); default: all of it. A field not
     /// listed is refused with 422 when a caller sends it.
     pub overridable: Option<Vec<String>>,
+    /// Its own approvals: `mode` and `rules` replace `[approvals]`'s when set (the timeout is
+    /// the daemon's).
+    pub approvals: ProfileApprovals,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfileApprovals {
+    pub mode: Option<ApprovalMode>,
+    pub rules: Option<Vec<ApprovalRule>>,
+}
+
+impl Config {
+    /// The approvals of threads of profile `name`: `[approvals]` with what the profile's
+    /// `approvals` table sets replaced (the built-in profiles: `[approvals]` itself).
+    pub fn approvals_of(&self, name: &str) -> ApprovalsConfig {
+        let mut approvals = self.approvals.clone();
+        if let Some(own) = self.profiles.get(name).map(|p| &p.approvals) {
+            if let Some(mode) = own.mode {
+                approvals.mode = mode;
+            }
+            if let Some(rules) = &own.rules {
+                approvals.rules.clone_from(rules);
+            }
+        }
+        approvals
+    }
+
+    /// Every profile's name: the built-in `standard` and `lean`, then each `[profiles.NAME]`.
+    pub fn profile_names(&self) -> Vec<String> {
+        let mut names = vec!["standard".to_owned(), "lean".to_owned()];
+        names.extend(self.profiles.keys().cloned());
+        names
+    }
 }
 
 /// One external MCP server, started by the CLI over stdio.

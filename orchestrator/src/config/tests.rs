@@ -384,3 +384,29 @@ fn an_mcp_servers_secrets_come_from_the_environment_or_a_file() {
     let err = odd.resolved_env(daemon_env).unwrap_err().to_string();
     assert!(err.contains("`env:NAME` or `file:/path`"), "{err}");
 }
+
+#[test]
+fn a_profiles_approvals_replace_only_what_they_set() {
+    let c = Config::from_toml(
+        r#"
+        [approvals]
+        mode = "ask"
+        rules = [{ tool = "Bash(ls:*)", decision = "allow" }]
+        timeout = 30
+        [profiles.strict.approvals]
+        mode = "deny"
+        [profiles.open.approvals]
+        rules = []
+        "#,
+    )
+    .unwrap();
+    let strict = c.approvals_of("strict");
+    assert_eq!(strict.mode, ApprovalMode::Deny);
+    assert_eq!(strict.rules.len(), 1, "its rules are [approvals]'");
+    let open = c.approvals_of("open");
+    assert_eq!(open.mode, ApprovalMode::Ask);
+    assert!(open.rules.is_empty());
+    assert_eq!(open.timeout, Duration::from_secs(30));
+    assert_eq!(c.approvals_of("standard").mode, ApprovalMode::Ask);
+    assert_eq!(c.profile_names(), ["standard", "lean", "open", "strict"]);
+}

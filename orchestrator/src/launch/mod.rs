@@ -68,13 +68,14 @@ impl Launcher {
     /// secrets of their MCP servers. `manifest` is our MCP server's handshake
     /// ([`crate::mcp::McpAdapter::manifest`]); `longest_tool_call` the longest any of its tools
     /// may run ([`crate::mcp::ToolRegistry::longest_timeout`]), which the CLI's own limit on a
-    /// call must clear; `approval_denies` are the approvals' deny rules in the CLI's terms
-    /// (`approvals::policy::Policy::cli_deny_rules`), added to every child's `permissions.deny`.
+    /// call must clear; `approval_denies` are each profile's approval deny rules in the CLI's
+    /// terms (`approvals::policy::Policy::cli_deny_rules`), added to its children's
+    /// `permissions.deny`.
     pub fn new(
         config: &Config,
         manifest: serde_json::Value,
         longest_tool_call: Duration,
-        approval_denies: &[String],
+        approval_denies: &BTreeMap<String, Vec<String>>,
     ) -> std::io::Result<Launcher> {
         let config_dir = config.claude_config_dir();
         let threads_dir = config.claude_workdir();

@@ -234,9 +234,10 @@ fn base_options(config: &Config, config_dir: &Path, approval_denies: &[String]) 
 pub fn all(
     config: &Config,
     longest_tool_call: Duration,
-    approval_denies: &[String],
+    approval_denies: &BTreeMap<String, Vec<String>>,
     daemon_env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<BTreeMap<String, AgentProfile>, ConfigError> {
+    let denies_of = |name: &str| approval_denies.get(name).map_or(&[][..], Vec::as_slice);
     let mut profiles = BTreeMap::new();
     for (name, base) in [("standard", Profile::Standard), ("lean", Profile::Lean)] {
         let profile = AgentProfile::build(
@@ -245,7 +246,7 @@ pub fn all(
             None,
             base,
             longest_tool_call,
-            approval_denies,
+            denies_of(name),
             daemon_env,
         )?;
         profiles.insert(name.to_owned(), profile);
@@ -257,7 +258,7 @@ pub fn all(
             Some(table),
             Profile::Standard,
             longest_tool_call,
-            approval_denies,
+            denies_of(name),
             daemon_env,
         )?;
         profiles.insert(name.clone(), profile);

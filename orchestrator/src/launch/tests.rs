@@ -16,7 +16,8 @@ fn the_cli_waits_on_our_tools_longer_than_the_longest_of_them() {
     let env = child_env(&config, longest, std::iter::empty());
     let var = env.iter().find(|(k, _)| k == "MCP_TOOL_TIMEOUT");
     assert_eq!(var.map(|(_, v)| v.as_str()), Some("940000"));
-    let launcher = Launcher::new(&config, serde_json::json!({}), longest, &[]).unwrap();
+    let launcher =
+        Launcher::new(&config, serde_json::json!({}), longest, &Default::default()).unwrap();
     let launch = launcher
         .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
         .unwrap();
@@ -75,7 +76,13 @@ fn containment_holds_in_every_profile_and_claude_env_cannot_undo_it() {
                 ..Default::default()
             },
         );
-        let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
+        let launcher = Launcher::new(
+            &config,
+            serde_json::json!({}),
+            TOOL_BOUND,
+            &Default::default(),
+        )
+        .unwrap();
         let names: Vec<&str> = launcher.profiles().map(|p| p.name()).collect();
         assert_eq!(names, ["lean", "reviewer", "standard"]);
         for profile in launcher.profiles() {
@@ -105,7 +112,13 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
         ..Default::default()
     };
     config.claude.scheduling_tools = true;
-    let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
+    let launcher = Launcher::new(
+        &config,
+        serde_json::json!({}),
+        TOOL_BOUND,
+        &Default::default(),
+    )
+    .unwrap();
     let disallowed = launcher
         .profile(None)
         .unwrap()
@@ -208,7 +221,13 @@ fn the_session_file_is_where_the_cli_looks_for_it() {
         data_dir: dir.path().to_path_buf(),
         ..Default::default()
     };
-    let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
+    let launcher = Launcher::new(
+        &config,
+        serde_json::json!({}),
+        TOOL_BOUND,
+        &Default::default(),
+    )
+    .unwrap();
     let thread = ThreadId::from_string("thr_a.b");
     let session = CliSessionId::from_string("s-1");
     let spec = launcher.spare_spec(&thread);
@@ -262,7 +281,13 @@ fn a_caller_may_narrow_a_profiles_permission_mode_never_widen_it() {
             ..Default::default()
         },
     );
-    let launcher = Launcher::new(&config, serde_json::json!({}), TOOL_BOUND, &[]).unwrap();
+    let launcher = Launcher::new(
+        &config,
+        serde_json::json!({}),
+        TOOL_BOUND,
+        &Default::default(),
+    )
+    .unwrap();
     let refuses = |profile: &str, mode: &str| {
         launcher
             .profile(Some(profile))

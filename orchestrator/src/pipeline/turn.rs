@@ -559,6 +559,7 @@ impl Pipeline {
                                 input: request.input(),
                                 tool_use_id: request.tool_use_id().map(str::to_owned),
                                 cwd: turn.workdir().to_path_buf(),
+                                profile: turn.profile().to_owned(),
                             };
                             tools.spawn(async move { request.answer(approvals.decide(asked).await) });
                         }

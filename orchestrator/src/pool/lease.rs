@@ -242,6 +242,11 @@ impl LeasedTurn<'_> {
             .map(|turns| turns.saturating_sub(1))
     }
 
+    /// The process's profile, whose approvals decide its permission requests.
+    pub fn profile(&self) -> &str {
+        &self.entry.spec.profile
+    }
+
     /// The folder the process works in (its spec's): where its tools' relative paths lead.
     pub fn workdir(&self) -> &std::path::Path {
         &self.entry.spec.workdir

@@ -459,3 +459,61 @@ async fn a_deny_rule_holds_for_reads_the_cli_never_asks_about() {
     assert!(seen.contains("OPEN-CONTENT-5532"), "the other read ran");
     daemon.stop().await;
 }
+
+/// A profile's own approvals decide for its threads, and only for them: its allow rule lets a
+/// command run that the daemon's default refuses, and its deny rule reaches its processes'
+/// own settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_approvals_decide_for_its_threads_only() {
+    let mock = MockApi::start().await;
+    let daemon = daemon_with_tools(&mock, |c| {
+        c.profiles.insert(
+            "builder".into(),
+            orchestrator::config::ProfileConfig {
+                approvals: orchestrator::config::ProfileApprovals {
+                    mode: Some(ApprovalMode::Deny),
+                    rules: Some(vec![
+                        ApprovalRule {
+                            tool: "Bash(touch:*)".into(),
+                            decision: RuleDecision::Allow,
+                        },
+                        ApprovalRule {
+                            tool: "Write".into(),
+                            decision: RuleDecision::Deny,
+                        },
+                    ]),
+                },
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let (_, builder) = daemon
+        .post("/api/threads", json!({"profile": "builder"}))
+        .await;
+    let builder = builder["id"].as_str().unwrap().to_owned();
+    let plain = daemon.create_thread().await;
+    for (thread, allowed) in [(&builder, true), (&plain, false)] {
+        let touched = folder(&daemon, thread).join("made.txt");
+        let trigger = format!("touch for {thread}");
+        bash_on(&mock, &trigger, &format!("touch {}", touched.display()));
+        daemon.reply(thread, &trigger).await;
+        assert_eq!(touched.exists(), allowed, "{thread}");
+        let all = all_permissions(&daemon, thread).await;
+        let by = if allowed { "rule" } else { "policy" };
+        assert_eq!(all[0]["decidedBy"], by, "{all:?}");
+    }
+    // The profile's deny rule is in its processes' settings: the CLI takes `Write` away.
+    let written = folder(&daemon, &builder).join("never.txt");
+    mock.once_when_prompt_contains(
+        "write as builder",
+        Reply::tool_use(
+            "Write",
+            json!({"file_path": written.display().to_string(), "content": "x"}),
+        ),
+    );
+    let reply = daemon.reply(&builder, "write as builder").await;
+    assert!(reply.contains("No such tool available: Write"), "{reply}");
+    assert!(!written.exists());
+    daemon.stop().await;
+}
