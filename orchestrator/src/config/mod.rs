@@ -755,7 +755,7 @@ mod profiles;
 mod workspaces;
 
 pub use profiles::{McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
-pub use workspaces::{OnArchive, WorkspacesConfig};
+pub use workspaces::{OnArchive, WorkspaceRequest, WorkspacesConfig};
 
 #[cfg(test)]
 mod tests;

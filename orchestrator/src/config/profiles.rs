@@ -50,6 +50,13 @@ pub struct ProfileConfig {
     /// Its own approvals: `mode` and `rules` replace `[approvals]`'s when set (the timeout is
     /// the daemon's).
     pub approvals: ProfileApprovals,
+    /// The workspace of its threads when the caller gives none (`{path}` or `{repo, worktree,
+    /// baseRef?, branch?}`, as `POST /api/threads` takes it); checked against
+    /// `workspaces.roots` like any other.
+    pub workspace: Option<super::WorkspaceRequest>,
+    /// Most USD each of its threads may cost: the default of `maxBudgetUsd`, and its ceiling
+    /// (a caller's higher one is refused).
+    pub max_budget_usd: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -162,6 +169,10 @@ pub fn check(profiles: &BTreeMap<String, ProfileConfig>) -> Result<(), ConfigErr
                 "profiles.{name}: `standard` and `lean` are built in (they are `[claude]`); \
                  give yours another name"
             )));
+        }
+        if let Some(usd) = profile.max_budget_usd {
+            crate::budget::validate_usd(usd, &format!("profiles.{name}.max_budget_usd"))
+                .map_err(ConfigError::Invalid)?;
         }
         if profile.max_tool_calls == Some(0) {
             return Err(ConfigError::Invalid(format!(

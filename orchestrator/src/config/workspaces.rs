@@ -32,3 +32,19 @@ pub enum OnArchive {
     RemoveIfClean,
     Remove,
 }
+
+/// What a caller asks for in `POST /api/threads` (`workspace`): `{"path": …}` or
+/// `{"repo": …, "worktree": true, "baseRef"?: …, "branch"?: …}`.
+#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspaceRequest {
+    /// Work in this folder as it is (absolute).
+    pub path: Option<String>,
+    /// Make a worktree of this repository (absolute) for the thread; needs `"worktree": true`.
+    pub repo: Option<String>,
+    pub worktree: Option<bool>,
+    /// What the worktree starts from (a branch, tag or commit); default `HEAD`.
+    pub base_ref: Option<String>,
+    /// The worktree's new branch; default `harness/<thread id>`.
+    pub branch: Option<String>,
+}

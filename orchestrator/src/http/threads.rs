@@ -228,7 +228,7 @@ pub async fn patch(
         if let Some(usd) = budget {
             validate_usd(usd, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
         }
-        state.store.set_thread_budget(&id, budget).await?;
+        state.pipeline.set_thread_budget(&id, budget).await?;
         info!(thread_id = %id, max_budget_usd = ?budget, "Thread budget set.");
     }
     Ok(Json(thread_with_messages(&state, &id).await?))

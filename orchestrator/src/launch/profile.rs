@@ -11,13 +11,15 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{child_env, contained_tools, session_settings};
-use crate::config::{Config, ConfigError, Profile, ProfileConfig, OVERRIDABLE};
+use crate::config::{Config, ConfigError, Profile, ProfileConfig, WorkspaceRequest, OVERRIDABLE};
 use crate::mcp::SERVER_NAME;
 
 /// One profile, ready to start processes.
 #[derive(Clone, Debug)]
 pub struct AgentProfile {
     info: ProfileInfo,
+    /// The workspace of its threads when a caller gives none.
+    workspace: Option<WorkspaceRequest>,
     base: SpawnOptions,
     default_model: Option<String>,
     env: Vec<(String, String)>,
@@ -44,6 +46,8 @@ pub struct ProfileInfo {
     pub mcp_servers: Vec<McpServerInfo>,
     /// What a caller may choose per thread.
     pub overridable: Vec<String>,
+    /// Most USD each of its threads may cost (default and ceiling of `maxBudgetUsd`).
+    pub max_budget_usd: Option<f64>,
     /// The profile of threads that ask for none.
     pub default: bool,
 }
@@ -129,6 +133,7 @@ impl AgentProfile {
                 allowed_tools: base.allowed_tools.clone(),
                 permission_mode: base.permission_mode.clone(),
                 max_tool_calls: own.turn.max_tool_calls,
+                max_budget_usd: table.max_budget_usd,
                 mcp_servers: listed,
                 overridable,
                 default: false,
@@ -136,6 +141,7 @@ impl AgentProfile {
             env: child_env(&own, longest_tool_call, daemon_vars),
             default_model: own.claude.default_model.clone(),
             external: (!servers.is_empty()).then(|| ExternalMcpServers(servers.into())),
+            workspace: table.workspace.clone(),
             base,
         })
     }
@@ -189,6 +195,16 @@ impl AgentProfile {
     /// Whether a caller may choose `field` (one of [`OVERRIDABLE`]) for a thread of this profile.
     pub fn allows(&self, field: &str) -> bool {
         self.info.overridable.iter().any(|f| f == field)
+    }
+
+    /// The workspace of its threads when a caller gives none.
+    pub fn default_workspace(&self) -> Option<&WorkspaceRequest> {
+        self.workspace.as_ref()
+    }
+
+    /// Most USD each of its threads may cost.
+    pub fn max_budget_usd(&self) -> Option<f64> {
+        self.info.max_budget_usd
     }
 
     pub fn info(&self) -> &ProfileInfo {

@@ -409,18 +409,22 @@ impl Pipeline {
         mut new: NewThread,
         workspace: Option<&WorkspaceRequest>,
     ) -> Result<ThreadRow, PipelineError> {
-        if let Some(name) = &new.profile {
-            self.inner.pool.profile(Some(name)).map_err(|err| {
+        let profile = self
+            .inner
+            .pool
+            .profile(new.profile.as_deref())
+            .map_err(|err| {
                 PipelineError::InvalidInput(format!("{err}; GET /api/profiles lists them"))
             })?;
-        }
+        new.max_budget_usd = within_ceiling(profile, new.max_budget_usd)?;
         if new.model.is_some() {
             self.check_overridable(new.profile.as_deref(), "model")?;
         }
         if workspace.is_some() {
             self.check_overridable(new.profile.as_deref(), "workspace")?;
         }
-        if let Some(request) = workspace {
+        // The caller's, else the profile's own default.
+        if let Some(request) = workspace.or(profile.default_workspace()) {
             let id = new.id.clone().unwrap_or_else(ThreadId::generate);
             let prepared = self.inner.workspaces.prepare(&id, request).await?;
             new.id = Some(id);
@@ -472,6 +476,25 @@ impl Pipeline {
             thread: row,
             worktree,
         })
+    }
+
+    /// Sets (or with `None` removes) the thread's own budget, within its profile's ceiling.
+    pub async fn set_thread_budget(
+        &self,
+        thread: &ThreadId,
+        usd: Option<f64>,
+    ) -> Result<(), PipelineError> {
+        let row = self.inner.store.require_thread(thread).await?;
+        let profile = self.inner.pool.profile(row.profile.as_deref())?;
+        if usd.is_none() && profile.max_budget_usd().is_some() {
+            return Err(PipelineError::InvalidInput(format!(
+                "maxBudgetUsd: the profile `{}` caps each thread at {} USD; it cannot be removed",
+                profile.name(),
+                profile.max_budget_usd().unwrap_or_default()
+            )));
+        }
+        let usd = within_ceiling(profile, usd)?;
+        Ok(self.inner.store.set_thread_budget(thread, usd).await?)
     }
 
     /// Refuses a caller's choice of `field` that the profile `name` keeps for itself.
@@ -730,4 +753,22 @@ fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError
         ));
     }
     Ok(())
+}
+
+/// A thread budget within `profile`'s ceiling: the ceiling when none is asked for, the one asked
+/// for when it is no higher, else refused (a caller never widens what the profile allows).
+fn within_ceiling(
+    profile: &crate::launch::AgentProfile,
+    asked: Option<f64>,
+) -> Result<Option<f64>, PipelineError> {
+    match (asked, profile.max_budget_usd()) {
+        (Some(asked), Some(ceiling)) if asked > ceiling => {
+            Err(PipelineError::InvalidInput(format!(
+                "maxBudgetUsd: {asked} is over the {ceiling} USD the profile `{}` allows a thread",
+                profile.name()
+            )))
+        }
+        (None, ceiling) => Ok(ceiling),
+        (asked, _) => Ok(asked),
+    }
 }

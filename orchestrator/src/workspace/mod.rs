@@ -18,11 +18,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tracing::info;
 
 use plugin_contract::ThreadId;
 
+pub use crate::config::WorkspaceRequest;
 use crate::config::{Config, OnArchive};
 use crate::store::Workspace;
 
@@ -32,22 +33,6 @@ mod git;
 pub use diff::{DiffSummary, FileChange};
 
 pub use git::GitError;
-
-/// What a caller asks for in `POST /api/threads` (`workspace`): `{"path": …}` or
-/// `{"repo": …, "worktree": true, "baseRef"?: …, "branch"?: …}`.
-#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WorkspaceRequest {
-    /// Work in this folder as it is (absolute).
-    pub path: Option<String>,
-    /// Make a worktree of this repository (absolute) for the thread; needs `"worktree": true`.
-    pub repo: Option<String>,
-    pub worktree: Option<bool>,
-    /// What the worktree starts from (a branch, tag or commit); default `HEAD`.
-    pub base_ref: Option<String>,
-    /// The worktree's new branch; default `harness/<thread id>`.
-    pub branch: Option<String>,
-}
 
 /// Why a workspace was refused or is unusable.
 #[derive(Debug, thiserror::Error)]

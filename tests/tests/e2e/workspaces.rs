@@ -350,3 +350,62 @@ async fn archiving_follows_the_worktree_lifecycle_and_closes_the_thread() {
     assert_eq!(got["messages"].as_array().map(Vec::len), Some(2), "{got}");
     daemon.stop().await;
 }
+
+/// A profile's workspace is its threads' when they name none, and its budget is their default
+/// and their ceiling.
+#[tokio::test]
+async fn a_profiles_workspace_and_budget_are_its_threads_defaults() {
+    let repos = repos();
+    let mock = MockApi::start().await;
+    let repo = repos.repo.display().to_string();
+    let root = repos.root.clone();
+    let daemon = TestDaemon::start(&mock, move |c| {
+        c.workspaces.roots = vec![root];
+        c.profiles.insert(
+            "fixer".into(),
+            orchestrator::config::ProfileConfig {
+                workspace: Some(orchestrator::config::WorkspaceRequest {
+                    repo: Some(repo),
+                    worktree: Some(true),
+                    ..Default::default()
+                }),
+                max_budget_usd: Some(2.0),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let (status, thread) = daemon
+        .post("/api/threads", json!({"profile": "fixer"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{thread}");
+    assert_eq!(thread["workspace"]["kind"], "worktree", "{thread}");
+    assert_eq!(thread["maxBudgetUsd"], 2.0);
+    let id = thread["id"].as_str().unwrap();
+
+    let (status, body) = daemon
+        .post(
+            "/api/threads",
+            json!({"profile": "fixer", "maxBudgetUsd": 5.0}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let patch = |usd: Value| {
+        let url = format!("{}/api/threads/{id}", daemon.client().base());
+        async move {
+            let response = reqwest::Client::new()
+                .patch(url)
+                .json(&json!({"maxBudgetUsd": usd}))
+                .send()
+                .await
+                .unwrap();
+            response.status()
+        }
+    };
+    assert_eq!(patch(json!(3.0)).await, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(patch(Value::Null).await, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(patch(json!(1.0)).await, StatusCode::OK);
+    let (_, got) = daemon.get(&format!("/api/threads/{id}")).await;
+    assert_eq!(got["maxBudgetUsd"], 1.0);
+    daemon.stop().await;
+}
