@@ -90,7 +90,8 @@ impl Config {
     }
 }
 
-/// One external MCP server, started by the CLI over stdio.
+/// One external MCP server: a program the CLI starts over stdio (`command`), or one it reaches
+/// over Streamable HTTP (`url`).
 #[derive(Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpServerConfig {
@@ -99,9 +100,14 @@ pub struct McpServerConfig {
     /// Plain settings for its environment (not secrets: they are shown by `GET /api/profiles`
     /// by name only, but live in the config file).
     pub env: BTreeMap<String, String>,
-    /// Its secrets: each variable read at start-up from `env:NAME` (the daemon's environment) or
-    /// `file:/path` (a file's content, trailing white space trimmed). Never shown, logged or put
-    /// on a command line.
+    /// An HTTP server's URL (instead of `command`).
+    pub url: Option<String>,
+    /// Plain headers of an HTTP server's requests.
+    pub headers: BTreeMap<String, String>,
+    /// Its secrets: each read at start-up from `env:NAME` (the daemon's environment) or
+    /// `file:/path` (a file's content, trailing white space trimmed), and given as an
+    /// environment variable (stdio) or a header (`Authorization = "file:…"`, HTTP). Never
+    /// shown, logged or put on a command line.
     pub secrets: BTreeMap<String, String>,
 }
 
@@ -111,18 +117,25 @@ impl std::fmt::Debug for McpServerConfig {
             .field("command", &self.command)
             .field("args", &self.args)
             .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
 impl McpServerConfig {
-    /// The server's environment: `env`, then each secret read from where it says.
+    /// The server's environment (stdio) or headers (HTTP): `env` or `headers`, then each secret
+    /// read from where it says.
     pub fn resolved_env(
         &self,
         daemon_env: impl Fn(&str) -> Option<String>,
     ) -> Result<BTreeMap<String, String>, ConfigError> {
-        let mut env = self.env.clone();
+        let mut env = if self.url.is_some() {
+            self.headers.clone()
+        } else {
+            self.env.clone()
+        };
         for (name, source) in &self.secrets {
             let value = if let Some(var) = source.strip_prefix("env:") {
                 daemon_env(var).ok_or_else(|| {
@@ -197,9 +210,11 @@ pub fn check(profiles: &BTreeMap<String, ProfileConfig>) -> Result<(), ConfigErr
                      `-` or `_`, and not `harness` (Harness's own)"
                 )));
             }
-            if config.command.as_os_str().is_empty() {
+            let has_command = !config.command.as_os_str().is_empty();
+            if has_command == config.url.is_some() {
                 return Err(ConfigError::Invalid(format!(
-                    "profiles.{name}.mcp_servers.{server}: `command` is required"
+                    "profiles.{name}.mcp_servers.{server}: give `command` (stdio) or `url` \
+                     (HTTP), one of them"
                 )));
             }
         }

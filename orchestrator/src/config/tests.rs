@@ -342,9 +342,10 @@ fn profiles_come_from_their_tables_and_bad_ones_are_refused() {
             "[profiles.r.mcp_servers.harness]\ncommand = \"x\"",
             "not `harness`",
         ),
+        ("[profiles.r.mcp_servers.s]\nargs = []", "one of them"),
         (
-            "[profiles.r.mcp_servers.s]\nargs = []",
-            "`command` is required",
+            "[profiles.r.mcp_servers.s]\ncommand = \"x\"\nurl = \"http://h/mcp\"",
+            "one of them",
         ),
     ] {
         let c = Config::from_toml(toml).unwrap();

@@ -56,6 +56,7 @@ pub struct ProfileInfo {
 #[serde(rename_all = "camelCase")]
 pub struct McpServerInfo {
     pub name: String,
+    /// Its command (stdio), or its URL (HTTP).
     pub command: String,
     pub args: Vec<String>,
 }
@@ -104,14 +105,21 @@ impl AgentProfile {
         let mut listed = Vec::new();
         for (server, spec) in &table.mcp_servers {
             let env = spec.resolved_env(daemon_env)?;
-            servers.insert(
-                server.clone(),
-                json!({"type": "stdio", "command": spec.command, "args": spec.args, "env": env}),
-            );
+            let (config, shown) = match &spec.url {
+                Some(url) => (
+                    json!({"type": "http", "url": url, "headers": env}),
+                    url.clone(),
+                ),
+                None => (
+                    json!({"type": "stdio", "command": spec.command, "args": spec.args, "env": env}),
+                    spec.command.display().to_string(),
+                ),
+            };
+            servers.insert(server.clone(), config);
             base.allowed_tools.push(format!("mcp__{server}"));
             listed.push(McpServerInfo {
                 name: server.clone(),
-                command: spec.command.display().to_string(),
+                command: shown,
                 args: spec.args.clone(),
             });
         }

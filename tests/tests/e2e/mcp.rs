@@ -797,3 +797,56 @@ async fn the_claude_cli_calls_a_harness_tool_over_http() {
     );
     daemon.stop().await;
 }
+
+/// A profile's HTTP MCP server: another daemon's `/mcp`, its bearer token a secret read from a
+/// file. The profile's thread's model calls its tool through the CLI; the token is on no
+/// command line and in no API answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_http_mcp_server_is_reached_with_its_secret_header() {
+    const PEER_TOKEN: &str = "peer-token-7d1e-never-shown";
+    let mock = MockApi::start().await;
+    let peer = TestDaemon::start(&mock, |c| c.auth_token = Some(PEER_TOKEN.into())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("peer-token");
+    std::fs::write(&token_file, format!("Bearer {PEER_TOKEN}\n")).unwrap();
+    let url = format!("{}/mcp", peer.base);
+    let daemon = TestDaemon::start(&mock, |c| {
+        let mut server = orchestrator::config::McpServerConfig {
+            url: Some(url),
+            ..Default::default()
+        };
+        server.secrets.insert(
+            "Authorization".into(),
+            format!("file:{}", token_file.display()),
+        );
+        let mut profile = orchestrator::config::ProfileConfig::default();
+        profile.mcp_servers.insert("peer".into(), server);
+        c.profiles.insert("remote".into(), profile);
+    })
+    .await;
+    let (_, thread) = daemon
+        .post("/api/threads", json!({"profile": "remote"}))
+        .await;
+    let thread = thread["id"].as_str().unwrap().to_owned();
+    mock.once_when_prompt_contains(
+        "ask the peer",
+        Reply::tool_use("mcp__peer__time__current_time", json!({})),
+    );
+    let (status, body) = daemon.send(&thread, "ask the peer").await;
+    assert_eq!(status, 200, "{body}");
+    let asked = mock.message_requests();
+    let results: Vec<_> = asked.iter().flat_map(|r| r.tool_results()).collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| !r.is_error && r.text.contains("timezone")),
+        "the peer's tool answered: {results:?}"
+    );
+    let pid = daemon.pid_of(&thread).unwrap();
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(!String::from_utf8_lossy(&argv).contains(PEER_TOKEN));
+    let (_, profiles) = daemon.get("/api/profiles").await;
+    assert!(!profiles.to_string().contains(PEER_TOKEN), "{profiles}");
+    daemon.stop().await;
+    peer.stop().await;
+}
