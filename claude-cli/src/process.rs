@@ -64,6 +64,8 @@ pub struct Launch {
     pub sdk_mcp_servers: Vec<protocol::SdkMcpServer>,
     /// External MCP servers, added with `mcp_set_servers` right after `initialize`.
     pub external_mcp_servers: Option<protocol::ExternalMcpServers>,
+    /// Sub-agent definitions for the CLI's `Agent` tool, declared in `initialize` (`agents`).
+    pub agents: Option<Value>,
     /// Registers a `Stop` hook: at the end of every turn the CLI sends a `hook_callback` whose
     /// input lists its pending `background_tasks` and `session_crons` (see [`StopReport`]).
     pub stop_hook: bool,
@@ -356,7 +358,11 @@ impl CliProcess {
             cancel,
             spawned_at: started,
         });
-        let initialize = protocol::initialize_request(&launch.sdk_mcp_servers, launch.stop_hook);
+        let initialize = protocol::initialize_request(
+            &launch.sdk_mcp_servers,
+            launch.stop_hook,
+            launch.agents.as_ref(),
+        );
         let ready = async {
             let answer = process.initialize(initialize).await?;
             if let Some(servers) = &launch.external_mcp_servers {

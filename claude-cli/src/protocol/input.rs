@@ -137,7 +137,11 @@ pub const STOP_HOOK_ID: &str = "harness_stop";
 /// Our `initialize` request, declaring `servers` as in-process MCP servers with their settings
 /// and, where given, their manifests; with `stop_hook`, a `Stop` hook whose callback
 /// ([`STOP_HOOK_ID`]) reports the session's pending background tasks and crons at each turn's end.
-pub fn initialize_request(servers: &[SdkMcpServer], stop_hook: bool) -> Value {
+pub fn initialize_request(
+    servers: &[SdkMcpServer],
+    stop_hook: bool,
+    agents: Option<&Value>,
+) -> Value {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
     let configs: serde_json::Map<String, Value> = servers
         .iter()
@@ -159,6 +163,10 @@ pub fn initialize_request(servers: &[SdkMcpServer], stop_hook: bool) -> Value {
     });
     if !manifests.is_empty() {
         request["sdkMcpServerManifests"] = Value::Object(manifests);
+    }
+    if let Some(agents) = agents {
+        // The CLI's sub-agent definitions: `{NAME: {description, prompt, tools?, model?}}`.
+        request["agents"] = agents.clone();
     }
     request
 }

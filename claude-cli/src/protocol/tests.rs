@@ -75,7 +75,9 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
             },
         ],
         false,
+        Some(&json!({"reviewer": {"description": "d", "prompt": "p"}})),
     );
+    assert_eq!(request["agents"]["reviewer"]["prompt"], "p");
     assert_eq!(request["subtype"], "initialize");
     assert_eq!(request["hooks"], Value::Null);
     assert_eq!(request["sdkMcpServers"], json!(["harness", "other"]));
@@ -87,10 +89,11 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
         request["sdkMcpServerManifests"],
         json!({ "harness": manifest })
     );
-    assert!(initialize_request(&[], false)
+    assert!(initialize_request(&[], false, None).get("agents").is_none());
+    assert!(initialize_request(&[], false, None)
         .get("sdkMcpServerManifests")
         .is_none());
-    let hooked = initialize_request(&[], true);
+    let hooked = initialize_request(&[], true, None);
     assert_eq!(
         hooked["hooks"]["Stop"][0]["hookCallbackIds"],
         json!([STOP_HOOK_ID])

@@ -754,7 +754,7 @@ mod paths;
 mod profiles;
 mod workspaces;
 
-pub use profiles::{McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
+pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use workspaces::{OnArchive, WorkspaceRequest, WorkspacesConfig};
 
 #[cfg(test)]

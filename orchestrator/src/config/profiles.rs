@@ -57,6 +57,25 @@ pub struct ProfileConfig {
     /// Most USD each of its threads may cost: the default of `maxBudgetUsd`, and its ceiling
     /// (a caller's higher one is refused).
     pub max_budget_usd: Option<f64>,
+    /// Sub-agents its model can hand work to with the CLI's `Agent` tool, by name (declared in
+    /// each process's `initialize`).
+    pub agents: BTreeMap<String, AgentConfig>,
+}
+
+/// One sub-agent of a profile, as the CLI's `initialize.agents` takes it.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// When the model should use it.
+    pub description: String,
+    /// Its system prompt.
+    pub prompt: String,
+    /// The tools it may use; unset: the profile's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Its model; unset: the CLI's choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -198,6 +198,7 @@ impl Launcher {
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
             external_mcp_servers: profile.external_mcp_servers().cloned(),
+            agents: profile.agents().cloned(),
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
         })

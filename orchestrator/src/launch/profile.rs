@@ -24,6 +24,8 @@ pub struct AgentProfile {
     default_model: Option<String>,
     env: Vec<(String, String)>,
     external: Option<ExternalMcpServers>,
+    /// Its sub-agents (`initialize.agents`).
+    agents: Option<serde_json::Value>,
 }
 
 /// What `GET /api/profiles` shows of a profile: what it runs with, never a secret.
@@ -44,6 +46,8 @@ pub struct ProfileInfo {
     pub max_tool_calls: u32,
     /// Its external MCP servers: name and command (their environments are not shown).
     pub mcp_servers: Vec<McpServerInfo>,
+    /// Its sub-agents' names.
+    pub agents: Vec<String>,
     /// What a caller may choose per thread.
     pub overridable: Vec<String>,
     /// Most USD each of its threads may cost (default and ceiling of `maxBudgetUsd`).
@@ -143,6 +147,7 @@ impl AgentProfile {
                 max_tool_calls: own.turn.max_tool_calls,
                 max_budget_usd: table.max_budget_usd,
                 mcp_servers: listed,
+                agents: table.agents.keys().cloned().collect(),
                 overridable,
                 default: false,
             },
@@ -150,6 +155,7 @@ impl AgentProfile {
             default_model: own.claude.default_model.clone(),
             external: (!servers.is_empty()).then(|| ExternalMcpServers(servers.into())),
             workspace: table.workspace.clone(),
+            agents: (!table.agents.is_empty()).then(|| json!(table.agents)),
             base,
         })
     }
@@ -172,6 +178,10 @@ impl AgentProfile {
 
     pub fn external_mcp_servers(&self) -> Option<&ExternalMcpServers> {
         self.external.as_ref()
+    }
+
+    pub fn agents(&self) -> Option<&serde_json::Value> {
+        self.agents.as_ref()
     }
 
     /// Why a turn may not run in permission mode `mode` on this profile, if it may not: only

@@ -233,6 +233,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         ready_timeout: Duration::from_secs(60),
         sdk_mcp_servers: Vec::new(),
         external_mcp_servers: None,
+        agents: None,
         stop_hook: false,
     };
     let options = SpawnOptions {

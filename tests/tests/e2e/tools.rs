@@ -1045,3 +1045,48 @@ async fn an_invalid_plugin_schema_stops_start_up() {
         "{err}"
     );
 }
+
+/// A profile's sub-agents reach the CLI (`initialize.agents`): it lists them to the model as
+/// agent types for its `Agent` tool, in the profile's threads only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_sub_agents_are_offered_by_the_agent_tool() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.builtin_tools = Some("Agent".into());
+        let mut lead = orchestrator::config::ProfileConfig::default();
+        lead.agents.insert(
+            "bug-hunter".into(),
+            orchestrator::config::AgentConfig {
+                description: "Reads a diff and lists the bugs in it".into(),
+                prompt: "You find bugs.".into(),
+                ..Default::default()
+            },
+        );
+        c.profiles.insert("lead".into(), lead);
+    })
+    .await;
+    // The CLI lists the agent types to the model in a system message of the conversation.
+    let agent_tool = |said: &str| {
+        mock.message_requests()
+            .into_iter()
+            .rfind(|r| r.last_user_text().contains(said))
+            .expect("the turn reached the API")
+            .all_text()
+    };
+    let (_, lead) = daemon
+        .post("/api/threads", json!({"profile": "lead"}))
+        .await;
+    let lead = lead["id"].as_str().unwrap().to_owned();
+    daemon.reply(&lead, "hello lead").await;
+    let offered = agent_tool("hello lead");
+    assert!(offered.contains("bug-hunter"), "{offered}");
+    assert!(offered.contains("lists the bugs"), "{offered}");
+    let plain = daemon.create_thread().await;
+    daemon.reply(&plain, "hello plain").await;
+    let plain_offer = agent_tool("hello plain");
+    assert!(plain_offer.contains("general-purpose"), "{plain_offer}");
+    assert!(!plain_offer.contains("bug-hunter"), "{plain_offer}");
+    let (_, profiles) = daemon.get("/api/profiles").await;
+    assert!(profiles.to_string().contains("bug-hunter"));
+    daemon.stop().await;
+}

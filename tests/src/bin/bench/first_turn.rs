@@ -71,7 +71,7 @@ impl Raw {
             child,
             requests: 0,
         };
-        raw.request(protocol::initialize_request(&[], false))
+        raw.request(protocol::initialize_request(&[], false, None))
             .await?;
         Ok(raw)
     }

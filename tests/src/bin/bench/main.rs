@@ -563,6 +563,7 @@ async fn raw_cli_warm_turns(
             manifest: None,
         }],
         false,
+        None,
     );
     let config_dir = daemon.data_dir().join("raw-claude");
     let workdir = daemon.data_dir().join("raw-work");
