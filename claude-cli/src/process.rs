@@ -25,20 +25,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, trace, warn, Instrument};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::protocol::{self, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult};
 use crate::CliError;
 
+mod pipes;
 mod reader;
 
+use pipes::{drain_stderr, write_stdin};
 use reader::read_stdout;
 
 /// Longest stdout line we accept (a `tools/list` reply or a long answer can be large).
@@ -757,57 +756,5 @@ fn set_parent_death_signal(cmd: &mut tokio::process::Command) {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(std::io::Error::from)
         });
-    }
-}
-
-async fn write_stdin(
-    mut stdin: tokio::process::ChildStdin,
-    mut lines: mpsc::UnboundedReceiver<String>,
-    cancel: CancellationToken,
-) {
-    loop {
-        let line = tokio::select! {
-            line = lines.recv() => line,
-            _ = cancel.cancelled() => None,
-        };
-        let Some(mut line) = line else { break };
-        if line.contains(r#""subtype":"mcp_set_servers""#) {
-            // Its servers' environments hold credentials.
-            trace!("stdin: mcp_set_servers (not shown)");
-        } else {
-            trace!(line = %line, "stdin");
-        }
-        line.push('\n');
-        if let Err(err) = async {
-            stdin.write_all(line.as_bytes()).await?;
-            stdin.flush().await
-        }
-        .await
-        {
-            debug!(%err, "stdin closed.");
-            break;
-        }
-    }
-}
-
-async fn drain_stderr(
-    stderr: tokio::process::ChildStderr,
-    shared: Arc<Shared>,
-    cancel: CancellationToken,
-) {
-    let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(64 * 1024));
-    loop {
-        let line = tokio::select! {
-            line = lines.next() => line,
-            _ = cancel.cancelled() => None,
-        };
-        let Some(line) = line else { break };
-        let Ok(line) = line else { continue };
-        debug!(line = %line, "stderr");
-        let mut tail = lock(&shared.stderr_tail);
-        if tail.len() == STDERR_TAIL_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(line);
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use harness_tests::mcp::{python_sdk, PythonSdk};
+use harness_tests::mcp::python_or_skip;
 use harness_tests::mock::{MockApi, Reply};
 use support::{Harness, Launch};
 
@@ -66,16 +66,11 @@ secrets = {{ TICKETS_TOKEN = "file:{token}" }}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profiles_mcp_server_serves_its_threads_only_and_its_secret_stays_hidden() {
-    let sdk = tokio::task::spawn_blocking(python_sdk)
-        .await
-        .expect("installer task")
-        .expect("the MCP Python SDK installs");
-    let python = match sdk {
-        PythonSdk::Ready(python) => python,
-        PythonSdk::NoPython(why) => {
-            eprintln!("SKIPPED: python3 is not available ({why})");
-            return;
-        }
+    let Some(python) =
+        python_or_skip("a_profiles_mcp_server_serves_its_threads_only_and_its_secret_stays_hidden")
+            .await
+    else {
+        return;
     };
     let dir = TempDir::new().expect("a temporary folder");
     let more = config(dir.path(), &python);

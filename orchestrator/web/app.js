@@ -8,14 +8,15 @@
 // from the start and then live with Last-Event-ID, so a reload mid-turn shows the reply so far
 // and goes on with no gap and no repeat. Model output only reaches the DOM as text.
 
+import { api, ApiError, authHeaders, NetworkError, tokenRefused } from './api.js';
 import { renderMarkdown } from './markdown.js';
+import { poolPanel } from './pool.js';
+import { workspaceControls } from './workspace.js';
 
-const TOKEN_KEY = 'harness.token';
 const OUTBOX_KEY = 'harness.outbox';
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 8000;
 const THREADS_REFRESH_MS = 5000;
-const POOL_REFRESH_MS = 2000;
 const PREWARM_AGAIN_MS = 30000;
 
 const hook = (id) => document.querySelector(`[data-testid="${id}"]`);
@@ -25,16 +26,6 @@ const ui = {
   connection: hook('connection'),
   title: hook('thread-title'),
   model: hook('model'),
-  workspace: hook('workspace'),
-  workspaceInput: hook('workspace-input'),
-  profileSelect: hook('profile-select'),
-  workspaceWorktree: hook('workspace-worktree'),
-  diffToggle: hook('diff-toggle'),
-  archive: hook('archive'),
-  archived: hook('archived'),
-  diff: hook('diff'),
-  diffSummary: hook('diff-summary'),
-  diffPatch: hook('diff-patch'),
   empty: hook('empty'),
   messages: hook('messages'),
   sendError: hook('send-error'),
@@ -42,99 +33,7 @@ const ui = {
   composer: hook('composer'),
   send: hook('send'),
   interrupt: hook('interrupt'),
-  poolToggle: hook('pool-toggle'),
-  pool: hook('pool'),
-  poolSummary: hook('pool-summary'),
-  poolProcesses: hook('pool-processes'),
-  tokenDialog: hook('token-dialog'),
-  tokenForm: hook('token-form'),
-  tokenInput: hook('token-input'),
-  tokenError: hook('token-error'),
 };
-
-// ---------------------------------------------------------------------------------------------
-// The API: bearer token, JSON, and errors that say whether a retry can help.
-
-/** The daemon answered with an error: `retryable` when trying again later may succeed. */
-class ApiError extends Error {
-  constructor(status, code, message) {
-    super(message);
-    this.status = status;
-    this.code = code;
-    this.retryable = status === 408 || status === 429 || status >= 500;
-  }
-}
-
-/** The request never got an answer: the daemon or the network is down. */
-class NetworkError extends Error {}
-
-let tokenWaiters = [];
-
-function authHeaders() {
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  return token ? { authorization: `Bearer ${token}` } : {};
-}
-
-/** Shows the token dialog; resolves once a token was entered. */
-function askForToken(reason) {
-  ui.tokenDialog.hidden = false;
-  ui.tokenError.hidden = !reason;
-  ui.tokenError.textContent = reason || '';
-  ui.tokenInput.focus();
-  return new Promise((resolve) => tokenWaiters.push(resolve));
-}
-
-ui.tokenForm.addEventListener('submit', (event) => {
-  event.preventDefault();
-  const token = ui.tokenInput.value.trim();
-  if (!token) return;
-  sessionStorage.setItem(TOKEN_KEY, token);
-  ui.tokenInput.value = '';
-  ui.tokenDialog.hidden = true;
-  const waiters = tokenWaiters;
-  tokenWaiters = [];
-  waiters.forEach((resolve) => resolve());
-});
-
-/** One API call. Asks for the token on 401 and tries again; throws ApiError or NetworkError. */
-async function api(method, path, body, options = {}) {
-  for (;;) {
-    const headers = { ...authHeaders() };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    let response;
-    try {
-      response = await fetch(path, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: options.signal,
-      });
-    } catch (err) {
-      if (err.name === 'AbortError') throw err;
-      throw new NetworkError(`no answer from the daemon (${err.message})`);
-    }
-    if (response.status === 401) {
-      const hadToken = sessionStorage.getItem(TOKEN_KEY) !== null;
-      sessionStorage.removeItem(TOKEN_KEY);
-      await askForToken(hadToken ? 'That token was refused.' : '');
-      continue;
-    }
-    const text = await response.text();
-    if (response.ok && options.text) return text;
-    let json = null;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch {
-      json = null;
-    }
-    if (!response.ok) {
-      const error = json && json.error ? json.error : {};
-      throw new ApiError(response.status, error.code || 'http_error',
-        error.message || `HTTP ${response.status}`);
-    }
-    return json;
-  }
-}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -205,21 +104,10 @@ function ago(iso) {
   return `${Math.round(seconds / 86400)}d ago`;
 }
 
-/** The workspace the sidebar asks for, if any: a folder as it is, or a worktree of a repository. */
-function requestedWorkspace() {
-  const where = ui.workspaceInput.value.trim();
-  if (!where) return undefined;
-  return ui.workspaceWorktree.checked ? { repo: where, worktree: true } : { path: where };
-}
-
 ui.newThread.addEventListener('click', async () => {
   try {
-    const body = {};
-    const workspace = requestedWorkspace();
-    if (workspace) body.workspace = workspace;
-    if (ui.profileSelect.value) body.profile = ui.profileSelect.value;
-    const thread = await api('POST', '/api/threads', body);
-    ui.workspaceInput.value = '';
+    const thread = await api('POST', '/api/threads', place.newThreadBody());
+    place.clearNewThread();
     threads.unshift({ ...thread, running: false, lastActivityAt: thread.updatedAt });
     renderThreads();
     await openThread(thread.id, true);
@@ -273,9 +161,8 @@ async function openThread(id, push) {
   ui.form.hidden = false;
   ui.title.textContent = 'Loading…';
   ui.model.textContent = '';
-  showWorkspace(null);
-  ui.archive.hidden = true;
-  ui.archived.hidden = true;
+  place.showWorkspace(null);
+  place.showArchived(null);
   renderThreads();
   let answer;
   try {
@@ -292,8 +179,8 @@ async function openThread(id, push) {
   if (current !== state) return;
   state.thread = answer;
   ui.title.textContent = answer.title || `Untitled ${answer.id.slice(-6)}`;
-  showWorkspace(answer.workspace || null);
-  showArchived(Boolean(answer.archivedAt));
+  place.showWorkspace(answer.workspace || null);
+  place.showArchived(Boolean(answer.archivedAt));
   const replies = new Map();
   for (const message of answer.messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
@@ -323,92 +210,10 @@ async function openThread(id, push) {
   flushOutbox();
 }
 
-/** An archived thread takes no more messages: no composer, no archive button. */
-function showArchived(archived) {
-  ui.archived.hidden = !archived;
-  ui.archive.hidden = archived;
-  ui.form.hidden = archived;
-}
-
-ui.archive.addEventListener('click', async () => {
-  if (!current) return;
-  if (!window.confirm('Archive this thread? It takes no more messages.')) return;
-  try {
-    const answer = await api('POST', `/api/threads/${encodeURIComponent(current.id)}/archive`);
-    current.thread = { ...current.thread, ...answer.thread };
-    showArchived(true);
-    const worktree = answer.worktree;
-    if (worktree && worktree.keptDirty) {
-      showError('Archived. Its worktree holds uncommitted work, so it was kept.');
-    }
-    refreshThreads();
-  } catch (err) {
-    showError(`Could not archive the thread: ${err.message}`);
-  }
-});
-
-/** Where the open thread works, with the diff button when it has a workspace. */
-function showWorkspace(workspace) {
-  ui.workspace.hidden = !workspace;
-  ui.diffToggle.hidden = !workspace;
-  ui.diff.hidden = true;
-  ui.diffToggle.setAttribute('aria-expanded', 'false');
-  if (!workspace) return;
-  ui.workspace.textContent = workspace.kind === 'worktree'
-    ? `worktree ${workspace.branch} of ${workspace.repo}`
-    : `folder ${workspace.path}`;
-  ui.workspace.title = workspace.path;
-}
-
-ui.diffToggle.addEventListener('click', async () => {
-  if (!ui.diff.hidden) {
-    ui.diff.hidden = true;
-    ui.diffToggle.setAttribute('aria-expanded', 'false');
-    return;
-  }
-  if (!current) return;
-  const path = `/api/threads/${encodeURIComponent(current.id)}/diff`;
-  try {
-    const [summary, patch] = await Promise.all([
-      api('GET', `${path}?format=json`),
-      api('GET', `${path}?format=patch`, undefined, { text: true }),
-    ]);
-    const files = summary.files.length;
-    ui.diffSummary.textContent = files === 0
-      ? `No changes since ${summary.base.slice(0, 10)}.`
-      : `${files} file${files === 1 ? '' : 's'} changed since ${summary.base.slice(0, 10)}: `
-        + `+${summary.additions} −${summary.deletions}`;
-    // The patch is the model's work: text only.
-    ui.diffPatch.textContent = patch;
-    ui.diff.hidden = false;
-    ui.diffToggle.setAttribute('aria-expanded', 'true');
-  } catch (err) {
-    showError(`Could not read the diff: ${err.message}`);
-  }
-});
-
 function showModel(state) {
   const model = (state.thread && state.thread.model) || state.model;
   const profile = state.thread && state.thread.profile;
   ui.model.textContent = `model: ${model || 'default'}${profile ? ` · profile: ${profile}` : ''}`;
-}
-
-/** The profiles a new thread can take, the default one first. */
-async function loadProfiles() {
-  try {
-    const { profiles } = await api('GET', '/api/profiles');
-    const ordered = [...profiles.filter((p) => p.default), ...profiles.filter((p) => !p.default)];
-    ui.profileSelect.replaceChildren(...ordered.map((profile) => {
-      const option = document.createElement('option');
-      option.value = profile.default ? '' : profile.name;
-      option.dataset.profile = profile.name;
-      option.textContent = profile.description
-        ? `${profile.name}: ${profile.description}` : profile.name;
-      return option;
-    }));
-  } catch (err) {
-    showError(`Could not read the profiles: ${err.message}`);
-  }
 }
 
 /** A turn: the message that starts it (a person's, or, with origin `cli`, one the CLI started by
@@ -719,8 +524,7 @@ async function followEvents(state) {
       const response = await fetch(`/api/threads/${encodeURIComponent(state.id)}/events`,
         { headers, signal: state.abort.signal });
       if (response.status === 401) {
-        sessionStorage.removeItem(TOKEN_KEY);
-        await askForToken('');
+        await tokenRefused();
         continue;
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -932,68 +736,19 @@ function scrollToEnd() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The pool panel, refreshed while open.
-
-let poolTimer = null;
-
-ui.poolToggle.addEventListener('click', () => {
-  const open = ui.pool.hidden;
-  ui.pool.hidden = !open;
-  ui.poolToggle.setAttribute('aria-expanded', String(open));
-  clearInterval(poolTimer);
-  poolTimer = null;
-  if (open) {
-    refreshPool();
-    poolTimer = setInterval(refreshPool, POOL_REFRESH_MS);
-  }
-});
-
-async function refreshPool() {
-  let pool;
-  try {
-    pool = await api('GET', '/api/pool');
-  } catch (err) {
-    ui.poolSummary.textContent = `unavailable: ${err.message}`;
-    return;
-  }
-  const stats = pool.stats || {};
-  const rate = pool.hitRate === null || pool.hitRate === undefined
-    ? '–' : `${Math.round(pool.hitRate * 100)}%`;
-  ui.poolSummary.textContent = `${pool.live}/${pool.capacity} live · hits ${stats.hits} · `
-    + `misses ${stats.misses} · hit rate ${rate}`;
-  const rows = pool.processes.map((p) => {
-    const tr = document.createElement('tr');
-    tr.dataset.threadId = p.threadId;
-    tr.dataset.pid = String(p.pid);
-    const state = p.spare ? 'spare' : p.busy ? 'busy' : p.retired ? 'retired' : 'idle';
-    const cells = [
-      p.spare ? '(spare)' : p.threadId,
-      String(p.pid),
-      seconds(p.ageMs),
-      seconds(p.idleMs),
-      String(p.turnsServed),
-      p.rssBytes ? `${Math.round(p.rssBytes / 1048576)} MiB` : '–',
-      state,
-    ];
-    tr.append(...cells.map((text) => {
-      const td = document.createElement('td');
-      td.textContent = text;
-      return td;
-    }));
-    return tr;
-  });
-  ui.poolProcesses.replaceChildren(...rows);
-}
-
-function seconds(ms) {
-  return `${Math.round(ms / 1000)}s`;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Start.
 
+poolPanel(api);
+const place = workspaceControls({
+  api,
+  showError,
+  current: () => current,
+  composer: ui.form,
+  refreshThreads,
+});
+
 setConnection('idle', '');
-loadProfiles();
+place.loadProfiles();
 refreshThreads();
 setInterval(refreshThreads, THREADS_REFRESH_MS);
 const initial = threadIdFromUrl();

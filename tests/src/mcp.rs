@@ -225,6 +225,22 @@ pub fn python_sdk() -> anyhow::Result<PythonSdk> {
     Ok(PythonSdk::Ready(python))
 }
 
+/// The venv's `python` for test `test`, installing the SDK when missing; `None` (and a
+/// `SKIPPED` line saying why) only when there is no `python3`.
+pub async fn python_or_skip(test: &str) -> Option<PathBuf> {
+    let sdk = tokio::task::spawn_blocking(python_sdk)
+        .await
+        .expect("installer task")
+        .expect("the MCP Python SDK installs");
+    match sdk {
+        PythonSdk::Ready(python) => Some(python),
+        PythonSdk::NoPython(why) => {
+            eprintln!("SKIPPED {test}: python3 is not available ({why})");
+            None
+        }
+    }
+}
+
 /// Runs `python_client.py` with `config`; returns its JSON report.
 pub async fn run_python_client(python: PathBuf, config: Value) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;

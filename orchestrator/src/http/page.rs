@@ -40,6 +40,21 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../web/app.js"),
     },
     Asset {
+        name: "api.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/api.js"),
+    },
+    Asset {
+        name: "pool.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/pool.js"),
+    },
+    Asset {
+        name: "workspace.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/workspace.js"),
+    },
+    Asset {
         name: "markdown.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../web/markdown.js"),

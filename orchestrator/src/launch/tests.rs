@@ -2,6 +2,17 @@ use std::ffi::OsString;
 
 use super::*;
 
+/// A launcher for `config`, with no manifest and no approval deny rules.
+fn launcher(config: &Config) -> Launcher {
+    Launcher::new(
+        config,
+        serde_json::json!({}),
+        TOOL_BOUND,
+        &Default::default(),
+    )
+    .expect("the launcher starts")
+}
+
 /// The longest tool call, where a test does not care.
 const TOOL_BOUND: Duration = Duration::from_secs(120);
 
@@ -76,13 +87,7 @@ fn containment_holds_in_every_profile_and_claude_env_cannot_undo_it() {
                 ..Default::default()
             },
         );
-        let launcher = Launcher::new(
-            &config,
-            serde_json::json!({}),
-            TOOL_BOUND,
-            &Default::default(),
-        )
-        .unwrap();
+        let launcher = launcher(&config);
         let names: Vec<&str> = launcher.profiles().map(|p| p.name()).collect();
         assert_eq!(names, ["lean", "reviewer", "standard"]);
         for profile in launcher.profiles() {
@@ -112,13 +117,7 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
         ..Default::default()
     };
     config.claude.scheduling_tools = true;
-    let launcher = Launcher::new(
-        &config,
-        serde_json::json!({}),
-        TOOL_BOUND,
-        &Default::default(),
-    )
-    .unwrap();
+    let launcher = launcher(&config);
     let disallowed = launcher
         .profile(None)
         .unwrap()
@@ -221,13 +220,7 @@ fn the_session_file_is_where_the_cli_looks_for_it() {
         data_dir: dir.path().to_path_buf(),
         ..Default::default()
     };
-    let launcher = Launcher::new(
-        &config,
-        serde_json::json!({}),
-        TOOL_BOUND,
-        &Default::default(),
-    )
-    .unwrap();
+    let launcher = launcher(&config);
     let thread = ThreadId::from_string("thr_a.b");
     let session = CliSessionId::from_string("s-1");
     let spec = launcher.spare_spec(&thread);
@@ -281,13 +274,7 @@ fn a_caller_may_narrow_a_profiles_permission_mode_never_widen_it() {
             ..Default::default()
         },
     );
-    let launcher = Launcher::new(
-        &config,
-        serde_json::json!({}),
-        TOOL_BOUND,
-        &Default::default(),
-    )
-    .unwrap();
+    let launcher = launcher(&config);
     let refuses = |profile: &str, mode: &str| {
         launcher
             .profile(Some(profile))

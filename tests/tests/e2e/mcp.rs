@@ -11,8 +11,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::{
-    modern_meta, python_sdk, run_python_client, McpHttp, PythonSdk, HANDSHAKE_VERSION,
-    MODERN_VERSION,
+    modern_meta, python_or_skip, run_python_client, McpHttp, HANDSHAKE_VERSION, MODERN_VERSION,
 };
 use harness_tests::mock::{MockApi, Reply};
 use harness_tests::probe::ProbePlugin;
@@ -630,18 +629,8 @@ async fn rmcp_client_lists_and_calls() {
 
 #[tokio::test]
 async fn the_python_sdk_speaks_both_generations() {
-    let sdk = tokio::task::spawn_blocking(python_sdk)
-        .await
-        .expect("installer task")
-        .expect("the MCP Python SDK installs");
-    let python = match sdk {
-        PythonSdk::Ready(python) => python,
-        PythonSdk::NoPython(why) => {
-            eprintln!(
-                "SKIPPED the_python_sdk_speaks_both_generations: python3 is not available ({why})"
-            );
-            return;
-        }
+    let Some(python) = python_or_skip("the_python_sdk_speaks_both_generations").await else {
+        return;
     };
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(TOKEN.into())).await;
