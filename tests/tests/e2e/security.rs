@@ -555,22 +555,28 @@ async fn a_retry_of_an_interrupted_message_runs_it() {
     daemon.stop().await;
 }
 
+/// Sends `loop forever` to `thread`, whose model then asks for the time after every time result
+/// (or the trigger); the turn must end at the cap (502 `tool_call_limit`). Returns the message.
+async fn loop_until_capped(mock: &MockApi, daemon: &TestDaemon, thread: &str) -> String {
+    let call = Reply::tool_use("mcp__harness__time__current_time", json!({}));
+    mock.when_prompt_contains("loop forever", call.clone());
+    mock.when_prompt_contains("timezone", call);
+    let (status, body) = daemon.send(thread, "loop forever").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    assert_eq!(body["error"]["code"], "tool_call_limit", "{body}");
+    body["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_looping_model_stops_at_the_tool_call_cap() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c| c.turn.max_tool_calls = 3).await;
     let thread = daemon.create_thread().await;
-    // Every time the model sees a time result (or the trigger), it asks for the time again.
-    let call = Reply::tool_use("mcp__harness__time__current_time", json!({}));
-    mock.when_prompt_contains("loop forever", call.clone());
-    mock.when_prompt_contains("timezone", call);
-    let (status, body) = daemon.send(&thread, "loop forever").await;
-    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
-    assert_eq!(body["error"]["code"], "tool_call_limit", "{body}");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("turn.max_tool_calls"));
+    let message = loop_until_capped(&mock, &daemon, &thread).await;
+    assert!(message.contains("turn.max_tool_calls"), "{message}");
     let calls = mock.message_requests().len();
     assert!(
         (4..=6).contains(&calls),
@@ -612,16 +618,8 @@ async fn a_profiles_tool_call_cap_stops_its_threads_only() {
         .post("/api/threads", json!({"profile": "brief"}))
         .await;
     let thread = thread["id"].as_str().unwrap().to_owned();
-    let call = Reply::tool_use("mcp__harness__time__current_time", json!({}));
-    mock.when_prompt_contains("loop forever", call.clone());
-    mock.when_prompt_contains("timezone", call);
-    let (status, body) = daemon.send(&thread, "loop forever").await;
-    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
-    assert_eq!(body["error"]["code"], "tool_call_limit", "{body}");
-    assert!(body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("more than 2"));
+    let message = loop_until_capped(&mock, &daemon, &thread).await;
+    assert!(message.contains("more than 2"), "{message}");
     let pid = daemon.pid_of(&thread).expect("kept warm after the cap");
     let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
     let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
