@@ -40,6 +40,10 @@ pub struct SpawnOptions {
     pub model: Option<String>,
     /// `--fallback-model`: the model the CLI turns to when the main one is overloaded.
     pub fallback_model: Option<String>,
+    /// `--effort`: `low`, `medium`, `high`, `xhigh` or `max`.
+    pub effort: Option<String>,
+    /// `--plugin-dir`, once each: plugin folders (skills, commands, agents) for the session.
+    pub plugin_dirs: Vec<String>,
     pub system_prompt: Option<String>,
     pub append_system_prompt: Option<String>,
     /// `--tools`: `None` keeps the CLI's built-in set, `""` removes every built-in tool.
@@ -106,6 +110,7 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     let flags = [
         ("--model", &options.model),
         ("--fallback-model", &options.fallback_model),
+        ("--effort", &options.effort),
         ("--system-prompt", &options.system_prompt),
         ("--append-system-prompt", &options.append_system_prompt),
         ("--tools", &options.builtin_tools),
@@ -121,6 +126,9 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     }
     if let Some(max) = options.max_turns {
         args.push(format!("--max-turns={max}"));
+    }
+    for dir in &options.plugin_dirs {
+        args.push(format!("--plugin-dir={dir}"));
     }
     if let Some(session) = resume {
         args.push(format!("--resume={session}"));

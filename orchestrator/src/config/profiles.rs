@@ -40,6 +40,10 @@ pub struct ProfileConfig {
     pub fallback_model: Option<String>,
     /// Most tool calls in one turn; unset: `turn.max_tool_calls`.
     pub max_tool_calls: Option<u32>,
+    /// `--effort`: `low`, `medium`, `high`, `xhigh` or `max`.
+    pub effort: Option<String>,
+    /// Plugin folders (skills, commands, agents) its processes load (`--plugin-dir`).
+    pub plugin_dirs: Vec<PathBuf>,
     /// External MCP servers its processes get (stdio), by name: their tools are
     /// `mcp__NAME__…`, allowed without asking. They reach a process over its control channel,
     /// never its command line.
@@ -205,6 +209,19 @@ pub fn check(profiles: &BTreeMap<String, ProfileConfig>) -> Result<(), ConfigErr
         if let Some(usd) = profile.max_budget_usd {
             crate::budget::validate_usd(usd, &format!("profiles.{name}.max_budget_usd"))
                 .map_err(ConfigError::Invalid)?;
+        }
+        if let Some(effort) = &profile.effort {
+            if !["low", "medium", "high", "xhigh", "max"].contains(&effort.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "profiles.{name}.effort: `{effort}` is not low, medium, high, xhigh or max"
+                )));
+            }
+        }
+        if let Some(dir) = profile.plugin_dirs.iter().find(|d| !d.is_absolute()) {
+            return Err(ConfigError::Invalid(format!(
+                "profiles.{name}.plugin_dirs: {} is not an absolute path",
+                dir.display()
+            )));
         }
         if profile.max_tool_calls == Some(0) {
             return Err(ConfigError::Invalid(format!(

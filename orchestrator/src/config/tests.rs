@@ -411,3 +411,19 @@ fn a_profiles_approvals_replace_only_what_they_set() {
     assert_eq!(c.approvals_of("standard").mode, ApprovalMode::Ask);
     assert_eq!(c.profile_names(), ["standard", "lean", "open", "strict"]);
 }
+
+#[test]
+fn a_profiles_effort_and_plugin_folders_are_checked() {
+    for (toml, says) in [
+        ("[profiles.r]\neffort = \"huge\"", "is not low, medium"),
+        (
+            "[profiles.r]\nplugin_dirs = [\"plugins\"]",
+            "not an absolute path",
+        ),
+    ] {
+        let err = Config::from_toml(toml).unwrap().validate().unwrap_err();
+        assert!(err.to_string().contains(says), "{toml}: {err}");
+    }
+    let ok = Config::from_toml("[profiles.r]\neffort = \"max\"\nplugin_dirs = [\"/opt/p\"]");
+    ok.unwrap().validate().unwrap();
+}

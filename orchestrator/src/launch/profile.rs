@@ -105,6 +105,12 @@ impl AgentProfile {
         base.disallowed_tools
             .extend(table.disallowed_tools.iter().cloned());
         base.fallback_model.clone_from(&table.fallback_model);
+        base.effort.clone_from(&table.effort);
+        base.plugin_dirs = table
+            .plugin_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
         let mut servers = serde_json::Map::new();
         let mut listed = Vec::new();
         for (server, spec) in &table.mcp_servers {
@@ -241,6 +247,8 @@ fn base_options(config: &Config, config_dir: &Path, approval_denies: &[String]) 
     SpawnOptions {
         model: None,
         fallback_model: None,
+        effort: None,
+        plugin_dirs: Vec::new(),
         system_prompt: config.claude.system_prompt.clone(),
         append_system_prompt: config.claude.append_system_prompt.clone(),
         builtin_tools: match config.claude.profile {

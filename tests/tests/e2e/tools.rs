@@ -1090,3 +1090,64 @@ async fn a_profiles_sub_agents_are_offered_by_the_agent_tool() {
     assert!(profiles.to_string().contains("bug-hunter"));
     daemon.stop().await;
 }
+
+/// A profile's effort and plugin folders reach its processes: `--effort` and `--plugin-dir` on
+/// the command line, the effort in the API request, and the plugin's skill listed to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_effort_and_plugins_reach_its_processes() {
+    let plugin = tempfile::tempdir().unwrap();
+    let root = plugin.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    std::fs::write(
+        root.join(".claude-plugin/plugin.json"),
+        r#"{"name": "helpers", "version": "1.0.0", "description": "test helpers"}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("skills/greet-politely")).unwrap();
+    std::fs::write(
+        root.join("skills/greet-politely/SKILL.md"),
+        "---\nname: greet-politely\ndescription: Greets the user in a formal register\n---\nSay good day.\n",
+    )
+    .unwrap();
+    let mock = MockApi::start().await;
+    let dir = root.clone();
+    let daemon = TestDaemon::start(&mock, move |c| {
+        c.profiles.insert(
+            "deep".into(),
+            orchestrator::config::ProfileConfig {
+                effort: Some("high".into()),
+                plugin_dirs: vec![dir],
+                // The CLI lists skills to the model with its `Skill` tool.
+                builtin_tools: Some("Skill".into()),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let (_, thread) = daemon
+        .post("/api/threads", json!({"profile": "deep"}))
+        .await;
+    let thread = thread["id"].as_str().unwrap().to_owned();
+    daemon.reply(&thread, "hello deep").await;
+    let pid = daemon.pid_of(&thread).unwrap();
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+    assert!(argv.contains("--effort=high"), "{argv}");
+    assert!(
+        argv.contains(&format!("--plugin-dir={}", root.display())),
+        "{argv}"
+    );
+    let request = mock.message_requests().last().cloned().unwrap();
+    // The CLI asks the API for the effort (`output_config.effort`).
+    assert_eq!(
+        request.body["output_config"]["effort"], "high",
+        "{}",
+        request.body
+    );
+    let text = request.all_text();
+    assert!(
+        text.contains("greet-politely"),
+        "the plugin's skill: {text}"
+    );
+    daemon.stop().await;
+}
