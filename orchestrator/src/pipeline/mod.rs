@@ -305,6 +305,7 @@ impl Pipeline {
             return Err(PipelineError::ShuttingDown);
         }
         validate_content(&msg.content, self.inner.settings.max_message_chars)?;
+        validate_names(None, msg.model.as_deref())?;
         let thread = self.inner.store.require_thread(&msg.thread_id).await?;
         if thread.archived_at.is_some() {
             return Err(PipelineError::Archived(thread.id));
@@ -409,6 +410,7 @@ impl Pipeline {
         mut new: NewThread,
         workspace: Option<&WorkspaceRequest>,
     ) -> Result<ThreadRow, PipelineError> {
+        validate_names(new.title.as_deref(), new.model.as_deref())?;
         let profile = self
             .inner
             .pool
@@ -729,6 +731,33 @@ impl Delegate for Pipeline {
 enum Nesting {
     TopLevel,
     InToolCall,
+}
+
+/// Longest thread title, in characters (the same on `/api` and `/mcp`).
+pub const MAX_TITLE_CHARS: usize = 500;
+/// Longest model name, in characters: a model is a short identifier on the CLI's command line.
+pub const MAX_MODEL_CHARS: usize = 200;
+
+/// A title or model name as a caller sent it: bounded, and a model not empty (the same rule on
+/// `/api` and `/mcp`).
+fn validate_names(title: Option<&str>, model: Option<&str>) -> Result<(), PipelineError> {
+    if let Some(title) = title {
+        let chars = title.chars().count();
+        if chars > MAX_TITLE_CHARS {
+            return Err(PipelineError::InvalidInput(format!(
+                "title is {chars} characters; the limit is {MAX_TITLE_CHARS}"
+            )));
+        }
+    }
+    if let Some(model) = model {
+        let chars = model.chars().count();
+        if model.trim().is_empty() || chars > MAX_MODEL_CHARS {
+            return Err(PipelineError::InvalidInput(format!(
+                "model must be 1 to {MAX_MODEL_CHARS} characters (got {chars})"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {

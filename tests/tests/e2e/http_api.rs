@@ -257,3 +257,39 @@ async fn a_real_turn_matches_the_openapi_document() {
     assert!(!problems(&doc, "ThreadEvent", &wrong).is_empty(), "{wrong}");
     daemon.stop().await;
 }
+
+/// Titles and model names are bounded, and a model is never empty, with 422 (issue #24: a
+/// 900 KB title was taken, and a 150 KB model broke the spawn).
+#[tokio::test]
+async fn titles_and_models_are_bounded() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let long_title = "t".repeat(501);
+    let long_model = "m".repeat(201);
+    for body in [
+        json!({"title": long_title}),
+        json!({"model": ""}),
+        json!({"model": "  "}),
+        json!({"model": long_model}),
+    ] {
+        let (status, answer) = daemon.post("/api/threads", body.clone()).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+    }
+    let (status, thread) = daemon
+        .post("/api/threads", json!({"title": "t".repeat(500)}))
+        .await;
+    assert_eq!(status, 201, "{thread}");
+    let id = thread["id"].as_str().unwrap();
+    let (status, answer) = daemon
+        .post(
+            &format!("/api/threads/{id}/messages"),
+            json!({"content": "hi", "model": ""}),
+        )
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        mock.message_requests().is_empty(),
+        "nothing reached the model"
+    );
+    daemon.stop().await;
+}
