@@ -12,6 +12,8 @@
 //! - [`throttle`]: the adaptive limit on turns at once (AIMD on the API's 429/529 signals), one
 //!   FIFO line across threads.
 //! - [`turn`]: one turn on a leased process, its timeouts and limits, its events and its end.
+//! - [`threads`]: a thread as a whole: created (its profile's rules, its workspace, a spare),
+//!   forked, archived, its budget, its diff.
 //!
 //! Invariants: the user's message is committed before the CLI sees it; a `clientMessageId` that
 //! was seen before never runs a second turn, unless its first run was interrupted; every turn
@@ -28,12 +30,13 @@ mod cli_turn;
 mod context;
 mod idempotency;
 mod queue;
+mod threads;
 mod throttle;
 mod turn;
 
+pub use threads::Archived;
 pub use throttle::ThrottleSettings;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,14 +57,13 @@ use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
 use crate::store::{
-    Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
+    Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError,
 };
 use crate::turn_error::TurnError;
-use crate::workspace::{
-    DiffSummary, WorkspaceError, WorkspaceRequest, Workspaces, WorktreeDisposition,
-};
+use crate::workspace::{WorkspaceError, Workspaces};
 use idempotency::Admitted;
 use queue::ThreadQueues;
+use threads::{check_overridable, validate_names};
 use throttle::Throttle;
 
 /// A message to process.
@@ -206,12 +208,6 @@ struct Inner {
     starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
 }
 
-/// An archived thread, and what became of its worktree.
-pub struct Archived {
-    pub thread: ThreadRow,
-    pub worktree: Option<WorktreeDisposition>,
-}
-
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
 pub struct Accepted {
     pub message_id: MessageId,
@@ -310,16 +306,18 @@ impl Pipeline {
         if thread.archived_at.is_some() {
             return Err(PipelineError::Archived(thread.id));
         }
-        if msg.model.is_some() {
-            self.check_overridable(thread.profile.as_deref(), "model")?;
-        }
-        if let Some(mode) = &msg.permission_mode {
-            self.check_overridable(thread.profile.as_deref(), "permissionMode")?;
+        if msg.model.is_some() || msg.permission_mode.is_some() {
             let profile = self.inner.pool.profile(thread.profile.as_deref())?;
-            if let Some(why) = profile.refuses_mode(mode) {
-                return Err(PipelineError::InvalidInput(format!(
-                    "permissionMode: {why}"
-                )));
+            if msg.model.is_some() {
+                check_overridable(profile, "model")?;
+            }
+            if let Some(mode) = &msg.permission_mode {
+                check_overridable(profile, "permissionMode")?;
+                if let Some(why) = profile.refuses_mode(mode) {
+                    return Err(PipelineError::InvalidInput(format!(
+                        "permissionMode: {why}"
+                    )));
+                }
             }
         }
         let limit = self.inner.settings.queue_limit;
@@ -399,183 +397,6 @@ impl Pipeline {
             .await?
             .ok_or_else(|| StoreError::MessageNotFound(id.clone()))?;
         idempotency::wait_for_outcome(&self.inner.store, &self.inner.events, &first).await
-    }
-
-    /// Creates a thread. A parked spare, when there is one, becomes its process: the thread takes
-    /// the id the spare was started for, so its first turn finds a warm process. With a
-    /// `workspace`, the thread works there (a worktree is made for it first; see
-    /// [`crate::workspace`]) and starts cold: spares work in folders of their own.
-    pub async fn create_thread(
-        &self,
-        mut new: NewThread,
-        workspace: Option<&WorkspaceRequest>,
-    ) -> Result<ThreadRow, PipelineError> {
-        validate_names(new.title.as_deref(), new.model.as_deref())?;
-        let profile = self
-            .inner
-            .pool
-            .profile(new.profile.as_deref())
-            .map_err(|err| {
-                PipelineError::InvalidInput(format!("{err}; GET /api/profiles lists them"))
-            })?;
-        new.max_budget_usd = within_ceiling(profile, new.max_budget_usd)?;
-        if new.model.is_some() {
-            self.check_overridable(new.profile.as_deref(), "model")?;
-        }
-        if workspace.is_some() {
-            self.check_overridable(new.profile.as_deref(), "workspace")?;
-        }
-        // The caller's, else the profile's own default.
-        if let Some(request) = workspace.or(profile.default_workspace()) {
-            let id = new.id.clone().unwrap_or_else(ThreadId::generate);
-            let prepared = self.inner.workspaces.prepare(&id, request).await?;
-            new.id = Some(id);
-            new.workspace = Some(prepared.clone());
-            let created = self.inner.store.create_thread(new).await;
-            match &created {
-                Ok(thread) => self.claim(&thread.id).await,
-                Err(_) => self.inner.workspaces.discard(&prepared).await,
-            }
-            return created.map_err(PipelineError::from);
-        }
-        let spare = if new.id.is_none() {
-            self.inner.pool.take_spare(&new).await
-        } else {
-            None
-        };
-        new.id = new.id.or_else(|| spare.clone());
-        let created = self.inner.store.create_thread(new).await;
-        match (&created, &spare) {
-            (Err(_), Some(thread)) => self.inner.pool.forget(thread).await,
-            (Ok(thread), _) => self.claim(&thread.id).await,
-            (Err(_), None) => {}
-        }
-        created.map_err(PipelineError::from)
-    }
-
-    /// Archives the thread: a running turn is interrupted (what waits for a person denied), its
-    /// process let go, and its worktree dealt with as `workspaces.on_archive` says. It takes no
-    /// more messages; nothing of it is deleted. Archiving again changes nothing (and reports no
-    /// worktree).
-    pub async fn archive_thread(&self, thread: &ThreadId) -> Result<Archived, PipelineError> {
-        let before = self.inner.store.require_thread(thread).await?;
-        if before.archived_at.is_some() {
-            return Ok(Archived {
-                thread: before,
-                worktree: None,
-            });
-        }
-        self.interrupt(thread).await?;
-        let row = self.inner.store.archive_thread(thread).await?;
-        self.inner.pool.evict_thread(thread).await;
-        let worktree = self
-            .inner
-            .workspaces
-            .archive(row.workspace.as_deref())
-            .await?;
-        info!(thread_id = %thread, ?worktree, "Thread archived.");
-        Ok(Archived {
-            thread: row,
-            worktree,
-        })
-    }
-
-    /// Sets (or with `None` removes) the thread's own budget, within its profile's ceiling.
-    pub async fn set_thread_budget(
-        &self,
-        thread: &ThreadId,
-        usd: Option<f64>,
-    ) -> Result<(), PipelineError> {
-        let row = self.inner.store.require_thread(thread).await?;
-        let profile = self.inner.pool.profile(row.profile.as_deref())?;
-        if usd.is_none() && profile.max_budget_usd().is_some() {
-            return Err(PipelineError::InvalidInput(format!(
-                "maxBudgetUsd: the profile `{}` caps each thread at {} USD; it cannot be removed",
-                profile.name(),
-                profile.max_budget_usd().unwrap_or_default()
-            )));
-        }
-        let usd = within_ceiling(profile, usd)?;
-        Ok(self.inner.store.set_thread_budget(thread, usd).await?)
-    }
-
-    /// Refuses a caller's choice of `field` that the profile `name` keeps for itself.
-    fn check_overridable(&self, name: Option<&str>, field: &str) -> Result<(), PipelineError> {
-        let profile = self.inner.pool.profile(name)?;
-        if profile.allows(field) {
-            return Ok(());
-        }
-        Err(PipelineError::InvalidInput(format!(
-            "the profile `{}` does not let a caller choose `{field}`",
-            profile.name()
-        )))
-    }
-
-    /// The thread's changes against its workspace's base, as a patch (`text/x-diff`).
-    pub async fn diff_patch(&self, thread: &ThreadId) -> Result<String, PipelineError> {
-        let (dir, base) = self.diff_base(thread).await?;
-        let patch = crate::workspace::diff::patch(&dir, &base).await;
-        Ok(patch.map_err(WorkspaceError::from)?)
-    }
-
-    /// The thread's changes against its workspace's base, file by file.
-    pub async fn diff_summary(&self, thread: &ThreadId) -> Result<DiffSummary, PipelineError> {
-        let (dir, base) = self.diff_base(thread).await?;
-        let summary = crate::workspace::diff::summary(&dir, &base).await;
-        Ok(summary.map_err(WorkspaceError::from)?)
-    }
-
-    async fn diff_base(&self, thread: &ThreadId) -> Result<(PathBuf, String), PipelineError> {
-        let thread = self.inner.store.require_thread(thread).await?;
-        let workspaces = &self.inner.workspaces;
-        let workspace = thread.workspace.as_deref();
-        if let Some(workspace) = workspace {
-            workspaces.ready(workspace).await?;
-        }
-        Ok(workspaces.base_of(workspace).await?)
-    }
-
-    /// With clustering, a new thread belongs to the node that created it (its spare, if it got
-    /// one, is here): the lease is taken before anyone hears of the thread. Should that fail, the
-    /// thread's first request takes it.
-    async fn claim(&self, thread: &ThreadId) {
-        if let Err(err) = self.inner.store.claim_lease(thread).await {
-            tracing::warn!(thread_id = %thread, error = %err, "Could not take the new thread's lease; its first request will.");
-        }
-    }
-
-    /// A new thread that continues `parent`'s conversation apart from it: its history, and its
-    /// CLI session forked on the first turn (`--resume=<id> --fork-session`). When the CLI no
-    /// longer has the parent's session, the fork's first turn starts fresh with the history
-    /// injected.
-    pub async fn fork_thread(
-        &self,
-        parent: &ThreadId,
-        title: Option<String>,
-    ) -> Result<ThreadRow, PipelineError> {
-        let parent_row = self.inner.store.require_thread(parent).await?;
-        if let Some(crate::store::Workspace::Worktree { .. }) = parent_row.workspace.as_deref() {
-            return Err(PipelineError::InvalidInput(
-                "a thread on a worktree cannot be forked: two threads would share its working tree; create a thread with its own worktree of the repository instead".into(),
-            ));
-        }
-        let fork = self.inner.store.fork_thread(parent, title).await?;
-        self.claim(&fork.id).await;
-        if let Some(session) = &fork.forked_session {
-            let from = self.inner.pool.spec(&parent_row, None)?;
-            let to = self.inner.pool.spec(&fork, None)?;
-            match self.inner.pool.copy_session(&from, &to, session) {
-                Ok(true) => {}
-                Ok(false) => {
-                    info!(thread_id = %fork.id, parent_id = %parent, "The parent's CLI session is gone; the fork's history will be injected.");
-                }
-                Err(err) => {
-                    tracing::warn!(thread_id = %fork.id, error = %err, "Could not copy the parent's CLI session; the fork's history will be injected.");
-                }
-            }
-        }
-        info!(thread_id = %fork.id, parent_id = %parent, "Thread forked.");
-        Ok(fork)
     }
 
     /// Starts the thread's process ahead of its first message (see [`Pool::prewarm`]).
@@ -733,33 +554,6 @@ enum Nesting {
     InToolCall,
 }
 
-/// Longest thread title, in characters (the same on `/api` and `/mcp`).
-pub const MAX_TITLE_CHARS: usize = 500;
-/// Longest model name, in characters: a model is a short identifier on the CLI's command line.
-pub const MAX_MODEL_CHARS: usize = 200;
-
-/// A title or model name as a caller sent it: bounded, and a model not empty (the same rule on
-/// `/api` and `/mcp`).
-fn validate_names(title: Option<&str>, model: Option<&str>) -> Result<(), PipelineError> {
-    if let Some(title) = title {
-        let chars = title.chars().count();
-        if chars > MAX_TITLE_CHARS {
-            return Err(PipelineError::InvalidInput(format!(
-                "title is {chars} characters; the limit is {MAX_TITLE_CHARS}"
-            )));
-        }
-    }
-    if let Some(model) = model {
-        let chars = model.chars().count();
-        if model.trim().is_empty() || chars > MAX_MODEL_CHARS {
-            return Err(PipelineError::InvalidInput(format!(
-                "model must be 1 to {MAX_MODEL_CHARS} characters (got {chars})"
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {
     if content.trim().is_empty() {
         return Err(PipelineError::InvalidInput(
@@ -782,22 +576,4 @@ fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError
         ));
     }
     Ok(())
-}
-
-/// A thread budget within `profile`'s ceiling: the ceiling when none is asked for, the one asked
-/// for when it is no higher, else refused (a caller never widens what the profile allows).
-fn within_ceiling(
-    profile: &crate::launch::AgentProfile,
-    asked: Option<f64>,
-) -> Result<Option<f64>, PipelineError> {
-    match (asked, profile.max_budget_usd()) {
-        (Some(asked), Some(ceiling)) if asked > ceiling => {
-            Err(PipelineError::InvalidInput(format!(
-                "maxBudgetUsd: {asked} is over the {ceiling} USD the profile `{}` allows a thread",
-                profile.name()
-            )))
-        }
-        (None, ceiling) => Ok(ceiling),
-        (asked, _) => Ok(asked),
-    }
 }
