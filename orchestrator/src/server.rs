@@ -194,17 +194,15 @@ impl Daemon {
             store.clone(),
         );
         let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
-        // The records of worktrees removed by hand since the last run go.
-        let threads = store.list_threads().await?;
-        let repos: std::collections::BTreeSet<&std::path::Path> = threads
-            .iter()
-            .filter_map(|t| match t.workspace.as_deref() {
-                Some(crate::store::Workspace::Worktree { repo, .. }) => Some(repo.as_path()),
-                _ => None,
-            })
-            .filter(|repo| repo.is_dir())
-            .collect();
-        workspaces.prune(repos).await;
+        // The records of worktrees removed by hand since the last run go, off the start path: a
+        // scan of every thread and a git run per repository need not hold up the listener.
+        let (pruning, pruned) = (store.clone(), workspaces.clone());
+        background.spawn(async move {
+            match pruning.list_threads().await {
+                Ok(threads) => pruned.prune(worktree_repos(&threads)).await,
+                Err(err) => warn!(error = %err, "Could not list the threads to prune worktrees."),
+            }
+        });
         let pipeline = Pipeline::new(PipelineParts {
             workspaces,
             store: store.clone(),
@@ -466,4 +464,18 @@ pub async fn run(
             Ok(Stopped::Forced)
         }
     }
+}
+
+/// The repositories (still there) that hold the worktree of some thread.
+fn worktree_repos(
+    threads: &[crate::store::ThreadRow],
+) -> std::collections::BTreeSet<&std::path::Path> {
+    threads
+        .iter()
+        .filter_map(|t| match t.workspace.as_deref() {
+            Some(crate::store::Workspace::Worktree { repo, .. }) => Some(repo.as_path()),
+            _ => None,
+        })
+        .filter(|repo| repo.is_dir())
+        .collect()
 }

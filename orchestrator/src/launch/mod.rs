@@ -133,13 +133,10 @@ impl Launcher {
             model,
             thread.output_schema.as_ref(),
         );
-        match thread.workspace.as_deref() {
-            None => {}
-            Some(workspace @ Workspace::Worktree { .. }) => {
-                spec.workdir = workspace.path().to_path_buf();
-            }
-            Some(workspace @ Workspace::Path { .. }) => {
-                spec.workdir = workspace.path().to_path_buf();
+        if let Some(workspace) = thread.workspace.as_deref() {
+            spec.workdir = workspace.path().to_path_buf();
+            // A `path` others may share: a CLI project of the thread's own.
+            if let Workspace::Path { .. } = workspace {
                 spec.config_dir = thread_workdir(&self.config_dir.join("threads"), &thread.id);
             }
         }

@@ -413,14 +413,15 @@ fn invalid(message: impl Into<String>) -> WorkspaceError {
 /// `.worktreeinclude` or `patterns` name (`.gitignore` syntax), each to the same relative path.
 /// Symlinks are not copied. Returns how many files were.
 async fn copy_included(repo: &Path, to: &Path, patterns: &[String]) -> Result<usize, GitError> {
+    let listed_in_repo = repo.join(".worktreeinclude").is_file();
+    if !listed_in_repo && patterns.is_empty() {
+        return Ok(0);
+    }
     let mut args: Vec<String> = ["ls-files", "-z", "--others", "--ignored"]
         .map(str::to_owned)
         .to_vec();
-    if repo.join(".worktreeinclude").is_file() {
+    if listed_in_repo {
         args.push("--exclude-from=.worktreeinclude".into());
-    }
-    if patterns.is_empty() && args.len() == 4 {
-        return Ok(0);
     }
     args.extend(patterns.iter().map(|p| format!("--exclude={p}")));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
