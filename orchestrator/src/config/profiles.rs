@@ -150,7 +150,7 @@ impl std::fmt::Debug for McpServerConfig {
 impl McpServerConfig {
     /// The server's environment (stdio) or headers (HTTP): `env` or `headers`, then each secret
     /// read from where it says.
-    pub fn resolved_env(
+    pub fn resolved(
         &self,
         daemon_env: impl Fn(&str) -> Option<String>,
     ) -> Result<BTreeMap<String, String>, ConfigError> {

@@ -371,18 +371,18 @@ fn an_mcp_servers_secrets_come_from_the_environment_or_a_file() {
         ..Default::default()
     };
     let daemon_env = |name: &str| (name == "SECRET_A").then(|| "from-env".to_owned());
-    let env = server.resolved_env(daemon_env).unwrap();
+    let env = server.resolved(daemon_env).unwrap();
     assert_eq!(env["A"], "from-env");
     assert_eq!(env["B"], "from-a-file");
     assert_eq!(env["PLAIN"], "p");
-    let missing = server.resolved_env(|_| None).unwrap_err().to_string();
+    let missing = server.resolved(|_| None).unwrap_err().to_string();
     assert!(missing.contains("SECRET_A"), "{missing}");
     assert!(!missing.contains("from-env"));
     let odd = McpServerConfig {
         secrets: [("C".to_owned(), "literal".to_owned())].into(),
         ..server
     };
-    let err = odd.resolved_env(daemon_env).unwrap_err().to_string();
+    let err = odd.resolved(daemon_env).unwrap_err().to_string();
     assert!(err.contains("`env:NAME` or `file:/path`"), "{err}");
 }
 

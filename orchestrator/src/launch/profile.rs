@@ -114,7 +114,7 @@ impl AgentProfile {
         let mut servers = serde_json::Map::new();
         let mut listed = Vec::new();
         for (server, spec) in &table.mcp_servers {
-            let env = spec.resolved_env(daemon_env)?;
+            let env = spec.resolved(daemon_env)?;
             let (config, shown) = match &spec.url {
                 Some(url) => (
                     json!({"type": "http", "url": url, "headers": env}),

@@ -57,6 +57,14 @@ impl Reply {
         }
     }
 
+    /// The model asks the CLI's `Write` tool to write `content` to `path`.
+    pub fn write(path: &std::path::Path, content: &str) -> Reply {
+        Reply::tool_use(
+            "Write",
+            serde_json::json!({"file_path": path.display().to_string(), "content": content}),
+        )
+    }
+
     /// An error with the kind Anthropic uses for `status` and the message `mock <status>` (what the protocol notes'
     /// measurements used): 400 `invalid_request_error`, 401 `authentication_error`, 403 `permission_error`,
     /// 404 `not_found_error`, 413 `request_too_large`, 429 `rate_limit_error`, 529 `overloaded_error`,

@@ -98,13 +98,7 @@ async fn by_default_bash_and_write_are_refused_and_nothing_touches_the_disk() {
         reply.contains("Harness refused `Bash`"),
         "the model read the refusal: {reply}"
     );
-    mock.once_when_prompt_contains(
-        "write it",
-        Reply::tool_use(
-            "Write",
-            json!({"file_path": written.display().to_string(), "content": "x"}),
-        ),
-    );
+    mock.once_when_prompt_contains("write it", Reply::write(&written, "x"));
     let reply = daemon.reply(&thread, "write it").await;
     assert!(reply.contains("Harness refused `Write`"), "{reply}");
     assert!(!touched.exists(), "the refused touch ran");
@@ -152,13 +146,7 @@ async fn rules_allow_and_deny_without_asking() {
     daemon.reply(&thread, "touch by rule").await;
     assert!(touched.exists(), "the rule allowed the touch");
     let written = dir.join("never.txt");
-    mock.once_when_prompt_contains(
-        "write by rule",
-        Reply::tool_use(
-            "Write",
-            json!({"file_path": written.display().to_string(), "content": "x"}),
-        ),
-    );
+    mock.once_when_prompt_contains("write by rule", Reply::write(&written, "x"));
     let reply = daemon.reply(&thread, "write by rule").await;
     // A deny rule reaches the CLI's own settings too, where a bare tool name takes the tool
     // away (as in the CLI): the model reads that, and the CLI never asks the daemon.
@@ -505,13 +493,7 @@ async fn a_profiles_approvals_decide_for_its_threads_only() {
     }
     // The profile's deny rule is in its processes' settings: the CLI takes `Write` away.
     let written = folder(&daemon, &builder).join("never.txt");
-    mock.once_when_prompt_contains(
-        "write as builder",
-        Reply::tool_use(
-            "Write",
-            json!({"file_path": written.display().to_string(), "content": "x"}),
-        ),
-    );
+    mock.once_when_prompt_contains("write as builder", Reply::write(&written, "x"));
     let reply = daemon.reply(&builder, "write as builder").await;
     assert!(reply.contains("No such tool available: Write"), "{reply}");
     assert!(!written.exists());

@@ -94,10 +94,7 @@ async fn a_thread_on_a_worktree_writes_there_and_its_diff_shows_exactly_that() {
     let target = folder.join("notes/hello.txt");
     mock.once_when_prompt_contains(
         "write the note",
-        Reply::tool_use(
-            "Write",
-            json!({"file_path": target.display().to_string(), "content": "hello from the thread\n"}),
-        ),
+        Reply::write(&target, "hello from the thread\n"),
     );
     let reply = daemon.reply(&id, "write the note").await;
     assert!(!reply.is_empty());
@@ -290,13 +287,7 @@ async fn archiving_follows_the_worktree_lifecycle_and_closes_the_thread() {
     let dirty_id = dirty["id"].as_str().unwrap().to_owned();
     let dirty_folder = PathBuf::from(dirty["workspace"]["path"].as_str().unwrap());
     let draft = dirty_folder.join("draft.txt");
-    mock.once_when_prompt_contains(
-        "draft it",
-        Reply::tool_use(
-            "Write",
-            json!({"file_path": draft.display().to_string(), "content": "half done\n"}),
-        ),
-    );
+    mock.once_when_prompt_contains("draft it", Reply::write(&draft, "half done\n"));
     daemon.reply(&dirty_id, "draft it").await;
     assert!(daemon.pid_of(&dirty_id).is_some());
     let (status, archived) = daemon

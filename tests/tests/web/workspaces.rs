@@ -94,13 +94,9 @@ async fn a_thread_on_a_worktree_shows_its_workspace_and_its_diff() {
     let (_, got) = page.daemon.get(&format!("/api/threads/{thread}")).await;
     assert_eq!(got["profile"], "writer");
     let folder = got["workspace"]["path"].as_str().unwrap().to_owned();
-    page.mock.once_when_prompt_contains(
-        "write the page",
-        Reply::tool_use(
-            "Write",
-            json!({"file_path": format!("{folder}/page.html"), "content": "<b>bold</b>\n"}),
-        ),
-    );
+    let written = std::path::Path::new(&folder).join("page.html");
+    page.mock
+        .once_when_prompt_contains("write the page", Reply::write(&written, "<b>bold</b>\n"));
     page.send("write the page").await;
     page.wait_js(
         TURN,
@@ -173,6 +169,6 @@ async fn a_thread_on_a_worktree_shows_its_workspace_and_its_diff() {
     );
     let (_, got) = page.daemon.get(&format!("/api/threads/{thread}")).await;
     assert!(got["archivedAt"].is_string(), "{got}");
-    assert!(std::path::Path::new(&folder).join("page.html").is_file());
+    assert!(written.is_file());
     page.finish(false).await;
 }
