@@ -265,6 +265,9 @@ pub struct CliProcess {
     /// Stops the writer and the stderr drain when the process is let go.
     cancel: CancellationToken,
     spawned_at: Instant,
+    /// The names of the servers given at `initialize` (ours): `mcp_set_servers` sets the whole
+    /// set of servers, so each such request names them too.
+    sdk_servers: Vec<String>,
 }
 
 impl CliProcess {
@@ -356,6 +359,11 @@ impl CliProcess {
             turn_lock: Arc::default(),
             cancel,
             spawned_at: started,
+            sdk_servers: launch
+                .sdk_mcp_servers
+                .iter()
+                .map(|s| s.name.clone())
+                .collect(),
         });
         let initialize = protocol::initialize_request(
             &launch.sdk_mcp_servers,
@@ -409,17 +417,35 @@ impl CliProcess {
         }
     }
 
-    /// Adds the external MCP servers (`mcp_set_servers`). A server the CLI could not start is
-    /// logged, by name, with the CLI's reason; the process goes on without its tools. A refused
-    /// request fails the spawn.
+    /// Adds the external MCP servers (`mcp_set_servers`) at start. A refused request fails the
+    /// spawn.
     async fn add_external_servers(
         &self,
         servers: &protocol::ExternalMcpServers,
     ) -> Result<(), SpawnError> {
-        let request = serde_json::json!({"subtype": "mcp_set_servers", "servers": servers.0});
-        let reply = self.request(request).await.map_err(|err| {
+        self.set_external_servers(servers).await.map_err(|err| {
             SpawnError::Failed(CliError::Refused(format!("mcp_set_servers failed: {err}")))
-        })?;
+        })
+    }
+
+    /// Makes `servers` the process's external MCP servers (`mcp_set_servers`): those missing
+    /// start, those not named stop. The request sets the process's whole set of servers, so it
+    /// names the servers given at `initialize` (ours) too, which stay as they are. A server the
+    /// CLI could not start is logged, by name, with the CLI's reason; the process goes on
+    /// without its tools. `Err` with the CLI's reason when it refuses the request.
+    pub async fn set_external_servers(
+        &self,
+        servers: &protocol::ExternalMcpServers,
+    ) -> Result<(), String> {
+        let mut all = servers.0.as_object().cloned().unwrap_or_default();
+        for name in &self.sdk_servers {
+            all.insert(
+                name.clone(),
+                serde_json::json!({"type": "sdk", "name": name}),
+            );
+        }
+        let request = serde_json::json!({"subtype": "mcp_set_servers", "servers": all});
+        let reply = self.request(request).await?;
         if let Some(errors) = reply.get("errors").and_then(Value::as_object) {
             for (server, error) in errors {
                 warn!(pid = self.pid, %server, %error, "An external MCP server did not start.");

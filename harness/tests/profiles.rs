@@ -1,7 +1,9 @@
 //! Agent profiles, on the real binary: a profile with an external stdio MCP server (written with
 //! the official Python SDK) gives that server's tools to its threads' model, which calls one,
 //! and to no thread of another profile; the server's secret reaches the server and nothing else:
-//! not a command line (`/proc/*/cmdline`), not the daemon's log at `trace`, not the API.
+//! not a command line (`/proc/*/cmdline`), not the daemon's log at `trace`, not the API. A
+//! turn that names some of its profile's servers (`mcpServers`) has the others switched off in
+//! place, on the same process, and the next turn gets them back.
 
 mod support;
 
@@ -10,7 +12,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use harness_tests::mcp::python_or_skip;
+use harness_tests::mcp::{one_tool_server, python_or_skip};
 use harness_tests::mock::{MockApi, Reply};
 use support::{Harness, Launch};
 
@@ -44,23 +46,33 @@ fn command_lines() -> String {
     all
 }
 
+/// Profiles `ticketer` (the `tickets` server) and `desk` (`tickets` and `notes`).
 fn config(dir: &Path, python: &Path) -> String {
     let script = dir.join("tickets.py");
     std::fs::write(&script, SERVER.replace("SECRET_VALUE", SECRET)).expect("the server script");
+    let notes = one_tool_server(dir, "notes", "jot");
     let token = dir.join("tickets-token");
     std::fs::write(&token, format!("{SECRET}\n")).expect("the token file");
+    let tickets = format!(
+        "command = {python:?}\nargs = [{script:?}]\nsecrets = {{ TICKETS_TOKEN = \"file:{token}\" }}\n",
+        python = python.display().to_string(),
+        script = script.display().to_string(),
+        token = token.display(),
+    );
     format!(
         r#"
 [profiles.ticketer]
 description = "works the ticket queue"
 [profiles.ticketer.mcp_servers.tickets]
+{tickets}
+[profiles.desk.mcp_servers.tickets]
+{tickets}
+[profiles.desk.mcp_servers.notes]
 command = {python:?}
-args = [{script:?}]
-secrets = {{ TICKETS_TOKEN = "file:{token}" }}
+args = [{notes:?}]
 "#,
         python = python.display().to_string(),
-        script = script.display().to_string(),
-        token = token.display(),
+        notes = notes.display().to_string(),
     )
 }
 
@@ -89,8 +101,12 @@ async fn a_profiles_mcp_server_serves_its_threads_only_and_its_secret_stays_hidd
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    assert_eq!(names, ["lean", "standard", "ticketer"], "{profiles}");
-    let ticketer = &profiles["profiles"][2];
+    assert_eq!(
+        names,
+        ["desk", "lean", "standard", "ticketer"],
+        "{profiles}"
+    );
+    let ticketer = &profiles["profiles"][3];
     assert_eq!(ticketer["mcpServers"][0]["name"], "tickets");
     assert_eq!(ticketer["description"], "works the ticket queue");
 
@@ -117,6 +133,13 @@ async fn a_profiles_mcp_server_serves_its_threads_only_and_its_secret_stays_hidd
     let offered = asked[0].tool_names();
     assert!(
         offered.iter().any(|t| t == "mcp__tickets__lookup"),
+        "{offered:?}"
+    );
+    // Beside Harness's own: adding the profile's servers keeps the ones given at `initialize`.
+    assert!(
+        offered
+            .iter()
+            .any(|t| t == "mcp__harness__time__current_time"),
         "{offered:?}"
     );
     let results: Vec<_> = asked.iter().flat_map(|r| r.tool_results()).collect();
@@ -164,6 +187,96 @@ async fn a_profiles_mcp_server_serves_its_threads_only_and_its_secret_stays_hidd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_switches_its_profiles_mcp_servers_off_and_back_in_place() {
+    let Some(python) =
+        python_or_skip("a_turn_switches_its_profiles_mcp_servers_off_and_back_in_place").await
+    else {
+        return;
+    };
+    let dir = TempDir::new().expect("a temporary folder");
+    let more = config(dir.path(), &python);
+    let launch = Launch {
+        config: &more,
+        ..Launch::with_grace(5)
+    };
+    let mock = MockApi::start().await;
+    let daemon = Harness::start(dir.path(), &mock, &launch).await;
+    let (_, thread) = daemon
+        .client
+        .post("/api/threads", json!({"profile": "desk"}))
+        .await;
+    let id = thread["id"].as_str().expect("an id").to_owned();
+    let path = format!("/api/threads/{id}/messages");
+    // Each turn: what the model was offered, and the thread's process.
+    let turn = |body: Value| {
+        let (daemon, mock, path, id) = (&daemon, &mock, &path, &id);
+        async move {
+            let (status, reply) = daemon.client.post(path, body).await;
+            assert_eq!(status, 200, "{reply}\n{}", daemon.log_text());
+            let offered = mock
+                .message_requests()
+                .last()
+                .expect("a request")
+                .tool_names();
+            let pool = daemon.get_ok("/api/pool").await;
+            let processes = pool["processes"].as_array().cloned().unwrap_or_default();
+            let pid = processes
+                .iter()
+                .find(|p| p["threadId"] == id.as_str())
+                .and_then(|p| p["pid"].as_u64())
+                .expect("the thread's process");
+            (offered, pid)
+        }
+    };
+    let has = |offered: &[String], tool: &str| offered.iter().any(|t| t == tool);
+    let (lookup, jot) = ("mcp__tickets__lookup", "mcp__notes__jot");
+
+    let (all, pid) = turn(json!({"content": "first"})).await;
+    assert!(has(&all, lookup) && has(&all, jot), "{all:?}");
+    let ours: Vec<&String> = all
+        .iter()
+        .filter(|t| t.starts_with("mcp__harness__"))
+        .collect();
+    assert!(!ours.is_empty(), "{all:?}");
+
+    let (fewer, same) = turn(json!({"content": "second", "mcpServers": ["tickets"]})).await;
+    assert!(has(&fewer, lookup) && !has(&fewer, jot), "{fewer:?}");
+    assert!(
+        ours.iter().all(|t| fewer.contains(t)),
+        "Harness's own tools stay: {fewer:?}"
+    );
+    assert_eq!(same, pid, "switched in place");
+
+    let (none, same) = turn(json!({"content": "third", "mcpServers": []})).await;
+    assert!(
+        !none
+            .iter()
+            .any(|t| t.starts_with("mcp__tickets") || t.starts_with("mcp__notes")),
+        "{none:?}"
+    );
+    assert_eq!(same, pid);
+
+    let (back, same) = turn(json!({"content": "fourth"})).await;
+    assert!(has(&back, lookup) && has(&back, jot), "{back:?}");
+    assert_eq!(same, pid, "and back, in place");
+
+    let (status, answer) = daemon
+        .client
+        .post(
+            &path,
+            json!({"content": "x", "mcpServers": ["tickets", "github"]}),
+        )
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    let message = answer["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("no MCP server `github`") && message.contains("notes, tickets"),
+        "{message}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_keeps_what_it_does_not_let_callers_choose() {
     let dir = TempDir::new().expect("a temporary folder");
     let launch = Launch {
@@ -202,6 +315,12 @@ async fn a_profile_keeps_what_it_does_not_let_callers_choose() {
         .await;
     assert_eq!(status, 422, "{answer}");
     assert!(answer.to_string().contains("`permissionMode`"), "{answer}");
+    let (status, answer) = daemon
+        .client
+        .post(&path, json!({"content": "hi", "mcpServers": []}))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer.to_string().contains("`mcpServers`"), "{answer}");
     let (status, reply) = daemon.client.post(&path, json!({"content": "hi"})).await;
     assert_eq!(status, 200, "{reply}");
     assert_eq!(

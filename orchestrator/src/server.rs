@@ -178,31 +178,40 @@ impl Daemon {
             &cli_denies,
         )
         .map_err(StartError::Dirs)?;
+        let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
+        // Off the start path (a scan of every thread and a git run per repository need not hold
+        // up the listener): the records of worktrees removed by hand since the last run go, and
+        // so do the parked worktrees of spares a daemon that did not stop cleanly left.
+        let (pruning, pruned) = (store.clone(), workspaces.clone());
+        let started = std::time::SystemTime::now();
+        background.spawn(async move {
+            match pruning.list_threads().await {
+                Ok(threads) => {
+                    pruned.prune(worktree_repos(&threads)).await;
+                    pruned
+                        .remove_orphans(&worktree_folders(&threads), started)
+                        .await;
+                }
+                Err(err) => warn!(error = %err, "Could not list the threads to prune worktrees."),
+            }
+        });
         let pool = Pool::new(
             PoolSettings {
                 idle_ttl: config.pool.idle_ttl,
                 capacity: config.pool.max_capacity,
                 prewarm_evicts_after: config.pool.prewarm_evicts_after,
                 spares: config.pool.spares,
+                workspace_spares: config.pool.workspace_spares,
                 admission: AdmissionSettings {
                     evict_grace: config.pool.evict_grace,
                     slot_wait: config.pool.slot_wait,
                 },
             },
             launcher,
+            workspaces.clone(),
             mcp.clone(),
             store.clone(),
         );
-        let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
-        // The records of worktrees removed by hand since the last run go, off the start path: a
-        // scan of every thread and a git run per repository need not hold up the listener.
-        let (pruning, pruned) = (store.clone(), workspaces.clone());
-        background.spawn(async move {
-            match pruning.list_threads().await {
-                Ok(threads) => pruned.prune(worktree_repos(&threads)).await,
-                Err(err) => warn!(error = %err, "Could not list the threads to prune worktrees."),
-            }
-        });
         let pipeline = Pipeline::new(PipelineParts {
             workspaces,
             store: store.clone(),
@@ -467,6 +476,17 @@ pub async fn run(
 }
 
 /// The repositories (still there) that hold the worktree of some thread.
+/// The folders of the threads' worktrees.
+fn worktree_folders(threads: &[crate::store::ThreadRow]) -> Vec<std::path::PathBuf> {
+    threads
+        .iter()
+        .filter_map(|t| match t.workspace.as_deref() {
+            Some(crate::store::Workspace::Worktree { path, .. }) => Some(path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn worktree_repos(
     threads: &[crate::store::ThreadRow],
 ) -> std::collections::BTreeSet<&std::path::Path> {

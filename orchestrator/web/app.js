@@ -181,6 +181,7 @@ async function openThread(id, push) {
   ui.title.textContent = answer.title || `Untitled ${answer.id.slice(-6)}`;
   place.showWorkspace(answer.workspace || null);
   place.showArchived(Boolean(answer.archivedAt));
+  place.showTurnOptions();
   const replies = new Map();
   for (const message of answer.messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
@@ -596,7 +597,7 @@ function send() {
   const content = ui.composer.value;
   if (!current || !current.thread || !content.trim()) return;
   hideError();
-  const item = { threadId: current.id, clientMessageId: newClientId(), content };
+  const item = { threadId: current.id, clientMessageId: newClientId(), content, ...place.turnOptions() };
   outbox.push(item);
   saveOutbox();
   ui.composer.value = '';
@@ -617,7 +618,12 @@ async function flushOutbox() {
       try {
         const accepted = await api('POST',
           `/api/threads/${encodeURIComponent(item.threadId)}/messages?wait=false`,
-          { content: item.content, clientMessageId: item.clientMessageId });
+          {
+            content: item.content,
+            clientMessageId: item.clientMessageId,
+            permissionMode: item.permissionMode,
+            mcpServers: item.mcpServers,
+          });
         outbox.shift();
         saveOutbox();
         retryAttempt = 0;

@@ -1,6 +1,7 @@
 // Where a thread works and what kind of agent it is: the profile and workspace a new thread
-// asks for, the open thread's workspace with its diff, and archiving. The patch is the model's
-// work: it reaches the DOM only as text.
+// asks for, the open thread's workspace with its diff, archiving, and a turn's options within
+// its profile (a narrower permission mode, fewer of the profile's MCP servers). The patch is
+// the model's work: it reaches the DOM only as text.
 
 const hook = (id) => document.querySelector(`[data-testid="${id}"]`);
 
@@ -21,7 +22,11 @@ export function workspaceControls(deps) {
     diffPatch: hook('diff-patch'),
     archive: hook('archive'),
     archived: hook('archived'),
+    turnMode: hook('turn-mode'),
+    turnServers: hook('turn-servers'),
   };
+  /** The profiles by name, once read. */
+  const profiles = new Map();
 
   /** What `POST /api/threads` gets beside the title: the workspace and profile asked for. */
   function newThreadBody() {
@@ -102,11 +107,45 @@ export function workspaceControls(deps) {
     }
   });
 
+  /** The open thread's turn options: its profile's MCP servers, each on; the profile's mode. */
+  function showTurnOptions() {
+    const state = deps.current();
+    const name = state && state.thread && state.thread.profile;
+    const profile = profiles.get(name) || [...profiles.values()].find((p) => p.default);
+    const servers = profile ? profile.mcpServers : [];
+    ui.turnMode.value = '';
+    ui.turnServers.hidden = servers.length === 0;
+    ui.turnServers.replaceChildren(ui.turnServers.firstElementChild || document.createElement('legend'),
+      ...servers.map((server) => {
+        const label = document.createElement('label');
+        const box = document.createElement('input');
+        box.type = 'checkbox';
+        box.checked = true;
+        box.value = server.name;
+        box.dataset.testid = 'turn-server';
+        label.append(box, ` ${server.name}`);
+        return label;
+      }));
+  }
+
+  /** What `POST …/messages` gets beside the content: the mode and servers chosen, if any. */
+  function turnOptions() {
+    const options = {};
+    if (ui.turnMode.value) options.permissionMode = ui.turnMode.value;
+    const boxes = [...ui.turnServers.querySelectorAll('input[type="checkbox"]')];
+    if (boxes.some((box) => !box.checked)) {
+      options.mcpServers = boxes.filter((box) => box.checked).map((box) => box.value);
+    }
+    return options;
+  }
+
   /** The profiles a new thread can take, the default one first. */
   async function loadProfiles() {
     try {
-      const { profiles } = await deps.api('GET', '/api/profiles');
-      const ordered = [...profiles.filter((p) => p.default), ...profiles.filter((p) => !p.default)];
+      const { profiles: listed } = await deps.api('GET', '/api/profiles');
+      for (const profile of listed) profiles.set(profile.name, profile);
+      showTurnOptions();
+      const ordered = [...listed.filter((p) => p.default), ...listed.filter((p) => !p.default)];
       ui.profile.replaceChildren(...ordered.map((profile) => {
         const option = document.createElement('option');
         option.value = profile.default ? '' : profile.name;
@@ -120,5 +159,8 @@ export function workspaceControls(deps) {
     }
   }
 
-  return { newThreadBody, clearNewThread, showWorkspace, showArchived, loadProfiles };
+  return {
+    newThreadBody, clearNewThread, showWorkspace, showArchived, loadProfiles,
+    showTurnOptions, turnOptions,
+  };
 }

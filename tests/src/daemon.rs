@@ -44,6 +44,7 @@ pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::Pat
     config.turn.idle_timeout = Duration::from_secs(60);
     // Tests count processes and spawns; the ones about spares turn them on.
     config.pool.spares = 0;
+    config.pool.workspace_spares = 0;
     config.turn.timeout = Duration::from_secs(120);
     config
 }

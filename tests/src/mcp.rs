@@ -241,6 +241,21 @@ pub async fn python_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Writes `<dir>/<server>.py`, a stdio MCP server (the official Python SDK) named `server` with
+/// one tool, `tool`, which takes `text` and answers `done`; returns the script's path.
+pub fn one_tool_server(dir: &std::path::Path, server: &str, tool: &str) -> PathBuf {
+    let script = dir.join(format!("{server}.py"));
+    let source = format!(
+        "from mcp.server.mcpserver import MCPServer\n\n\
+         server = MCPServer({server:?})\n\n\
+         @server.tool()\n\
+         def {tool}(text: str) -> str:\n    \"\"\"Does its one thing.\"\"\"\n    return \"done\"\n\n\
+         server.run()\n"
+    );
+    std::fs::write(&script, source).expect("the server's script");
+    script
+}
+
 /// Runs `python_client.py` with `config`; returns its JSON report.
 pub async fn run_python_client(python: PathBuf, config: Value) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;

@@ -206,6 +206,12 @@ pub struct PoolConfig {
     /// prewarmed. They count against `max_capacity` and take about 200 MiB each; 0 turns them
     /// off.
     pub spares: usize,
+    /// How many (profile, repository) pairs keep a spare parked for their next worktree thread:
+    /// the pairs whose worktree threads were created last. A spare holds a process (against
+    /// `max_capacity`) and a worktree of the repository at its `HEAD`, detached, which a new
+    /// thread on that base takes as its own (its branch made there), so its creation skips the
+    /// checkout and its first turn is warm. 0 turns them off.
+    pub workspace_spares: usize,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -438,6 +444,7 @@ impl Default for PoolConfig {
             slot_wait: Duration::from_secs(3),
             prewarm_evicts_after: Duration::from_secs(120),
             spares: 1,
+            workspace_spares: 1,
         }
     }
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{ApprovalMode, ApprovalRule, ApprovalsConfig, Config, ConfigError, Profile};
 
 /// What a caller may choose per thread, when its profile lets it (`overridable`).
-pub const OVERRIDABLE: &[&str] = &["model", "workspace", "permissionMode"];
+pub const OVERRIDABLE: &[&str] = &["model", "workspace", "permissionMode", "mcpServers"];
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]

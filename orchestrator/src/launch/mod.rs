@@ -149,20 +149,25 @@ impl Launcher {
     }
 
     /// The spec of a thread about to be created from `new`, were its id `thread` (the id a
-    /// parked spare was started for).
+    /// parked spare was started for) and, for a worktree thread, its folder `worktree`.
     pub fn new_thread_spec(
         &self,
         thread: &ThreadId,
         new: &NewThread,
+        worktree: Option<&Path>,
     ) -> Result<ProcessSpec, UnknownProfile> {
         let profile = self.profile(new.profile.as_deref())?;
-        Ok(fresh_spec(
+        let mut spec = fresh_spec(
             self,
             profile,
             thread,
             new.model.clone(),
             new.output_schema.as_ref(),
-        ))
+        );
+        if let Some(worktree) = worktree {
+            spec.workdir = worktree.to_path_buf();
+        }
+        Ok(spec)
     }
 
     /// A parked spare's spec: the default profile's options, in the folder of the thread id
@@ -170,6 +175,21 @@ impl Launcher {
     pub fn spare_spec(&self, thread: &ThreadId) -> ProcessSpec {
         let profile = &self.profiles[self.default_profile];
         fresh_spec(self, profile, thread, None, None)
+    }
+
+    /// The spec of a spare parked for the next worktree thread of `profile`: its options, in
+    /// the worktree parked for it.
+    pub fn worktree_spare_spec(
+        &self,
+        thread: &ThreadId,
+        profile: &str,
+        worktree: PathBuf,
+    ) -> Result<ProcessSpec, UnknownProfile> {
+        let profile = self.profile(Some(profile))?;
+        Ok(ProcessSpec {
+            workdir: worktree,
+            ..fresh_spec(self, profile, thread, None, None)
+        })
     }
 
     /// How a process of `spec` starts. Creates a thread's own folder (mode 0700) and config dir;
@@ -194,7 +214,9 @@ impl Launcher {
             env: profile.env().to_vec(),
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
-            external_mcp_servers: profile.external_mcp_servers().cloned(),
+            external_mcp_servers: profile
+                .external_mcp_servers(spec.mcp_servers.as_deref())
+                .filter(|servers| servers.0.as_object().is_some_and(|m| !m.is_empty())),
             agents: profile.agents().cloned(),
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
@@ -290,6 +312,7 @@ fn fresh_spec(
             json_schema: output_schema.map(serde_json::Value::to_string),
             ..profile.options(model)
         },
+        mcp_servers: None,
         resume: None,
     }
 }

@@ -182,8 +182,35 @@ impl AgentProfile {
         &self.env
     }
 
-    pub fn external_mcp_servers(&self) -> Option<&ExternalMcpServers> {
-        self.external.as_ref()
+    /// Its external MCP servers, only those named in `only` when given; `None` when it has
+    /// none.
+    pub fn external_mcp_servers(&self, only: Option<&[String]>) -> Option<ExternalMcpServers> {
+        let all = self.external.as_ref()?.0.as_object()?;
+        let chosen = all
+            .iter()
+            .filter(|(name, _)| only.is_none_or(|only| only.contains(name)))
+            .map(|(name, server)| (name.clone(), server.clone()))
+            .collect::<serde_json::Map<_, _>>();
+        Some(ExternalMcpServers(chosen.into()))
+    }
+
+    /// The external MCP servers of a turn that asks for `names` only, as its process spec
+    /// holds them (sorted, each once; `None` when that is all of the profile's), or why it may
+    /// not: a name the profile has no server of. A caller only narrows the set.
+    pub fn mcp_selection(&self, names: &[String]) -> Result<Option<Vec<String>>, String> {
+        let own: Vec<&String> = self.info.mcp_servers.iter().map(|s| &s.name).collect();
+        if let Some(unknown) = names.iter().find(|name| !own.contains(name)) {
+            let own: Vec<&str> = own.iter().map(|s| s.as_str()).collect();
+            return Err(format!(
+                "the profile `{}` has no MCP server `{unknown}` (its servers: [{}])",
+                self.info.name,
+                own.join(", ")
+            ));
+        }
+        let mut chosen = names.to_vec();
+        chosen.sort();
+        chosen.dedup();
+        Ok((chosen.len() < own.len()).then_some(chosen))
     }
 
     pub fn agents(&self) -> Option<&serde_json::Value> {

@@ -27,6 +27,9 @@ pub struct ProcessSpec {
     pub config_dir: PathBuf,
     /// The command-line options; `model` is the one the turn asks for.
     pub options: SpawnOptions,
+    /// The profile's external MCP servers the process runs, by name (sorted); `None`: all of
+    /// them. A turn that asks for fewer has the others switched off in place.
+    pub mcp_servers: Option<Vec<String>>,
     /// The CLI session to resume; `None` starts a fresh one.
     pub resume: Option<CliSessionId>,
 }
@@ -35,33 +38,36 @@ pub struct ProcessSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fit {
     Yes,
-    /// Everything but the model or the permission mode, which the process can switch in place
-    /// (`set_model`, `set_permission_mode`).
+    /// Everything but the model, the permission mode or the external MCP servers, which the
+    /// process can switch in place (`set_model`, `set_permission_mode`, `mcp_set_servers`).
     Switch,
     /// Another thread, folder or start option: the turn needs another process.
     No,
 }
 
-/// What of a running process can change in place: its model and its permission mode.
+/// What of a running process can change in place: its model, its permission mode and its
+/// external MCP servers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Switchable {
     pub model: Option<String>,
     pub permission_mode: Option<String>,
+    pub mcp_servers: Option<Vec<String>>,
 }
 
 impl Switchable {
-    /// What `options` asks for.
-    pub fn of(options: &SpawnOptions) -> Switchable {
+    /// What `spec` asks for.
+    pub fn of(spec: &ProcessSpec) -> Switchable {
         Switchable {
-            model: options.model.clone(),
-            permission_mode: options.permission_mode.clone(),
+            model: spec.options.model.clone(),
+            permission_mode: spec.options.permission_mode.clone(),
+            mcp_servers: spec.mcp_servers.clone(),
         }
     }
 }
 
 impl ProcessSpec {
-    /// How a process started from this spec, on `now` (its model and permission mode, which
-    /// may have been switched since), fits a turn that asks for `wanted`. Which session it
+    /// How a process started from this spec, on `now` (its model, permission mode and external
+    /// MCP servers, which may have been switched since), fits a turn that asks for `wanted`. Which session it
     /// resumed, and whether it forked one, do not matter once it runs: its session is the
     /// thread's.
     pub fn fit(&self, now: &Switchable, wanted: &ProcessSpec) -> Fit {
@@ -77,7 +83,7 @@ impl ProcessSpec {
             } == wanted.options;
         if !same_start {
             Fit::No
-        } else if *now == Switchable::of(&wanted.options) {
+        } else if *now == Switchable::of(wanted) {
             Fit::Yes
         } else {
             Fit::Switch
@@ -99,6 +105,7 @@ mod tests {
                 model: Some("sonnet".into()),
                 ..Default::default()
             },
+            mcp_servers: None,
             resume: None,
         }
     }
@@ -107,6 +114,7 @@ mod tests {
         Switchable {
             model: Some(model.into()),
             permission_mode: mode.map(str::to_owned),
+            mcp_servers: None,
         }
     }
 
@@ -124,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_model_and_the_permission_mode_change_in_place() {
+    fn only_the_model_the_permission_mode_and_the_mcp_servers_change_in_place() {
         let started = spec("t");
         let with = |model: &str, mode: Option<&str>| ProcessSpec {
             options: SpawnOptions {
@@ -154,6 +162,20 @@ mod tests {
             ..started.clone()
         };
         assert_eq!(started.fit(&on("sonnet", None), &schema), Fit::No);
+        let fewer_servers = ProcessSpec {
+            mcp_servers: Some(vec!["tickets".into()]),
+            ..started.clone()
+        };
+        assert_eq!(
+            started.fit(&on("sonnet", None), &fewer_servers),
+            Fit::Switch
+        );
+        let switched = Switchable {
+            mcp_servers: Some(vec!["tickets".into()]),
+            ..on("sonnet", None)
+        };
+        assert_eq!(started.fit(&switched, &fewer_servers), Fit::Yes);
+        assert_eq!(started.fit(&switched, &started), Fit::Switch, "and back");
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct NewMessage {
     /// The permission mode of this turn (`plan`, say), switched in place on the warm process;
     /// `None`: the profile's own. Never wider than the profile's.
     pub permission_mode: Option<String>,
+    /// The external MCP servers of this turn, by name: a subset of the profile's, the others
+    /// switched off in place on the warm process; `None`: all of the profile's.
+    pub mcp_servers: Option<Vec<String>>,
     /// Bound on the turn; `None` = the daemon's default.
     pub timeout: Option<Duration>,
     /// The lease this node took on the thread when clustering is on: the turn's writes carry it
@@ -296,7 +299,11 @@ impl Pipeline {
     }
 
     /// [`Self::accept_message`] for a top-level turn or one nested in a tool call.
-    async fn accept(&self, msg: NewMessage, nesting: Nesting) -> Result<Accepted, PipelineError> {
+    async fn accept(
+        &self,
+        mut msg: NewMessage,
+        nesting: Nesting,
+    ) -> Result<Accepted, PipelineError> {
         if self.is_shutting_down() {
             return Err(PipelineError::ShuttingDown);
         }
@@ -306,7 +313,7 @@ impl Pipeline {
         if thread.archived_at.is_some() {
             return Err(PipelineError::Archived(thread.id));
         }
-        if msg.model.is_some() || msg.permission_mode.is_some() {
+        if msg.model.is_some() || msg.permission_mode.is_some() || msg.mcp_servers.is_some() {
             let profile = self.inner.pool.profile(thread.profile.as_deref())?;
             if msg.model.is_some() {
                 check_overridable(profile, "model")?;
@@ -318,6 +325,12 @@ impl Pipeline {
                         "permissionMode: {why}"
                     )));
                 }
+            }
+            if let Some(names) = &msg.mcp_servers {
+                check_overridable(profile, "mcpServers")?;
+                msg.mcp_servers = profile
+                    .mcp_selection(names)
+                    .map_err(|why| PipelineError::InvalidInput(format!("mcpServers: {why}")))?;
             }
         }
         let limit = self.inner.settings.queue_limit;
@@ -527,6 +540,7 @@ impl Delegate for Pipeline {
             client_message_id: None,
             model: None,
             permission_mode: None,
+            mcp_servers: None,
             timeout: Some(timeout),
             fence,
         };

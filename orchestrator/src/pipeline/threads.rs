@@ -9,8 +9,9 @@ use plugin_contract::ThreadId;
 
 use super::{Pipeline, PipelineError};
 use crate::launch::AgentProfile;
-use crate::store::{NewThread, ThreadRow};
-use crate::workspace::{DiffSummary, WorkspaceError, WorkspaceRequest, WorktreeDisposition};
+use crate::pool::WorktreeKey;
+use crate::store::{NewThread, ThreadRow, Workspace};
+use crate::workspace::{DiffSummary, Plan, WorkspaceError, WorkspaceRequest, WorktreeDisposition};
 
 /// An archived thread, and what became of its worktree.
 pub struct Archived {
@@ -21,8 +22,8 @@ pub struct Archived {
 impl Pipeline {
     /// Creates a thread. A parked spare, when there is one, becomes its process: the thread takes
     /// the id the spare was started for, so its first turn finds a warm process. With a
-    /// `workspace`, the thread works there (a worktree is made for it first; see
-    /// [`crate::workspace`]) and starts cold: spares work in folders of their own.
+    /// `workspace`, the thread works there (see [`crate::workspace`]): a worktree thread takes a
+    /// spare parked in a worktree of its repository when one fits, or gets a worktree made for it.
     pub async fn create_thread(
         &self,
         mut new: NewThread,
@@ -45,16 +46,8 @@ impl Pipeline {
         }
         // The caller's, else the profile's own default.
         if let Some(request) = workspace.or(profile.default_workspace()) {
-            let id = new.id.clone().unwrap_or_else(ThreadId::generate);
-            let prepared = self.inner.workspaces.prepare(&id, request).await?;
-            new.id = Some(id);
-            new.workspace = Some(prepared.clone());
-            let created = self.inner.store.create_thread(new).await;
-            match &created {
-                Ok(thread) => self.claim(&thread.id).await,
-                Err(_) => self.inner.workspaces.discard(&prepared).await,
-            }
-            return created.map_err(PipelineError::from);
+            let plan = self.inner.workspaces.plan(request).await?;
+            return self.create_in_workspace(new, profile, plan).await;
         }
         let spare = if new.id.is_none() {
             self.inner.pool.take_spare(&new).await
@@ -67,6 +60,62 @@ impl Pipeline {
             (Err(_), Some(thread)) => self.inner.pool.forget(thread).await,
             (Ok(thread), _) => self.claim(&thread.id).await,
             (Err(_), None) => {}
+        }
+        created.map_err(PipelineError::from)
+    }
+
+    /// Creates a thread on the workspace `plan`: a worktree thread takes a parked worktree
+    /// spare of its profile and repository when one is on its base, and the pair keeps a spare
+    /// for its next thread.
+    async fn create_in_workspace(
+        &self,
+        mut new: NewThread,
+        profile: &AgentProfile,
+        plan: Plan,
+    ) -> Result<ThreadRow, PipelineError> {
+        let (workspaces, pool) = (&self.inner.workspaces, &self.inner.pool);
+        let worktree = match plan {
+            Plan::Worktree(worktree) => worktree,
+            Plan::Path(path) => {
+                new.workspace = Some(Workspace::Path { path });
+                let created = self.inner.store.create_thread(new).await?;
+                self.claim(&created.id).await;
+                return Ok(created);
+            }
+        };
+        let key = WorktreeKey {
+            profile: profile.name().to_owned(),
+            repo: worktree.repo.clone(),
+        };
+        let spare = match new.id {
+            None if worktree.on_default_branch() => {
+                pool.take_worktree_spare(&new, &key, &worktree.commit).await
+            }
+            _ => None,
+        };
+        let (id, prepared) = match spare {
+            Some((id, parked)) => {
+                let adopted = workspaces.adopt(&id, &worktree, parked);
+                (id, adopted)
+            }
+            None => {
+                let id = new.id.clone().unwrap_or_else(ThreadId::generate);
+                let made = workspaces.make_worktree(&id, &worktree).await?;
+                (id, made)
+            }
+        };
+        new.id = Some(id.clone());
+        new.workspace = Some(prepared.clone());
+        let created = self.inner.store.create_thread(new).await;
+        match &created {
+            Ok(thread) => {
+                self.claim(&thread.id).await;
+                pool.worktree_used(&key, &worktree.commit);
+            }
+            Err(_) => {
+                pool.forget(&id).await;
+                workspaces.discard(&prepared).await;
+            }
         }
         created.map_err(PipelineError::from)
     }

@@ -152,6 +152,7 @@ impl Pipeline {
                         .permission_mode
                         .clone_from(&msg.permission_mode);
                 }
+                spec.mcp_servers.clone_from(&msg.mcp_servers);
                 spec
             })
             .map_err(|err| TurnError::ProfileUnavailable(err.to_string()));

@@ -21,9 +21,8 @@ pub(super) struct Entry {
     pub(super) process: Arc<CliProcess>,
     /// What the process was started from; its model may have changed since.
     pub(super) spec: ProcessSpec,
-    /// The model the process uses now (`set_model` changes it in place).
-    /// Its model and permission mode now (`set_model`, `set_permission_mode` change them in
-    /// place).
+    /// Its model, permission mode and external MCP servers now (`set_model`,
+    /// `set_permission_mode`, `mcp_set_servers` change them in place).
     pub(super) now: Mutex<Switchable>,
     start: SessionStart,
     /// Checkouts whose lease has not ended. A leased process counts as busy: the pool must not
@@ -52,7 +51,7 @@ impl Entry {
     ) -> Entry {
         Entry {
             process,
-            now: Mutex::new(Switchable::of(&spec.options)),
+            now: Mutex::new(Switchable::of(&spec)),
             spec,
             start,
             leases: AtomicUsize::new(0),

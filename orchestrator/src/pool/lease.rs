@@ -75,12 +75,24 @@ impl Lease {
     }
 
     /// Switches the process in place to what `wanted` asks for: its model (the CLI's
-    /// `set_model`; it may send the model a one-token probe first) and its permission mode
-    /// (`set_permission_mode`). Returns whether the model changed; `Err` with the CLI's reason
-    /// when it refuses.
+    /// `set_model`; it may send the model a one-token probe first), its permission mode
+    /// (`set_permission_mode`) and its profile's external MCP servers (`mcp_set_servers`).
+    /// Returns whether the model changed; `Err` with the CLI's reason when it refuses.
     pub(super) async fn switch(&self, wanted: &Switchable) -> Result<bool, String> {
         let now = lock(&self.entry.now).clone();
         let thread = &self.entry.spec.thread;
+        if now.mcp_servers != wanted.mcp_servers {
+            let launcher = &self.pool.inner.launcher;
+            let profile = launcher
+                .profile(Some(&self.entry.spec.profile))
+                .map_err(|err| err.to_string())?;
+            let only = wanted.mcp_servers.as_deref();
+            if let Some(servers) = profile.external_mcp_servers(only) {
+                self.entry.process.set_external_servers(&servers).await?;
+            }
+            info!(thread_id = %thread, servers = %servers_shown(only), "External MCP servers switched in place.");
+            lock(&self.entry.now).mcp_servers = wanted.mcp_servers.clone();
+        }
         if now.permission_mode != wanted.permission_mode {
             // The process started without `--permission-mode` runs in `default`.
             let mode = wanted.permission_mode.as_deref().unwrap_or("default");
@@ -356,4 +368,12 @@ impl CallReply {
     pub fn send(self, reply: Value) {
         self.0.respond(Ok(json!({ "mcp_response": reply })));
     }
+}
+
+/// The names of a process's external MCP servers, for the log.
+fn servers_shown(only: Option<&[String]>) -> String {
+    only.map_or_else(
+        || "all of the profile's".to_owned(),
+        |names| names.join(", "),
+    )
 }

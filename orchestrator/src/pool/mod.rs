@@ -45,8 +45,9 @@
 //!   retired at once.
 //! - A prewarm pushes out only processes idle at least `pool.prewarm_evicts_after`.
 //!
-//! A turn asking for another model or permission mode switches the warm process in place
-//! (`set_model`, `set_permission_mode`); only a refusal replaces it. Any other difference of spec (a different `--json-schema` or folder,
+//! A turn asking for another model, permission mode or set of its profile's MCP servers switches
+//! the warm process in place (`set_model`, `set_permission_mode`, `mcp_set_servers`); only a
+//! refusal replaces it. Any other difference of spec (a different `--json-schema` or folder,
 //! say) means a new process. With `claude.scheduling_tools`, the `Stop` hook's report of pending crons and
 //! background tasks keeps a process from eviction; without it, a turn the CLI starts by itself
 //! retires the process.
@@ -73,6 +74,7 @@ use crate::store::Store;
 use crate::store::ThreadRow;
 use crate::sync::lock;
 use crate::turn_error::TurnError;
+use crate::workspace::Workspaces;
 
 mod admission;
 mod entry;
@@ -87,6 +89,7 @@ mod transcript;
 pub use admission::AdmissionSettings;
 pub use host::CliTurn;
 pub use lease::{CallReply, Finish, Lease, LeasedTurn, PendingCall, PermissionRequest, TurnItem};
+pub use state::WorktreeKey;
 pub use status::{rss_bytes, ProcessInfo};
 
 use entry::Entry;
@@ -128,8 +131,10 @@ pub struct PoolSettings {
     pub capacity: u64,
     /// A prewarm pushes out only processes idle at least this long.
     pub prewarm_evicts_after: Duration,
-    /// Spares to keep parked.
+    /// Plain spares to keep parked (`pool.spares`).
     pub spares: usize,
+    /// (profile, repository) pairs that keep a worktree spare (`pool.workspace_spares`).
+    pub workspace_spares: usize,
     pub admission: AdmissionSettings,
 }
 
@@ -153,6 +158,8 @@ struct Inner {
     admission_line: tokio::sync::Mutex<()>,
     admission: AdmissionSettings,
     launcher: Launcher,
+    /// Where worktree spares park their worktrees.
+    workspaces: Workspaces,
     mcp: Arc<McpAdapter>,
     /// Where the processes' transcript frames are kept, and restored from.
     store: Store,
@@ -172,12 +179,17 @@ impl Pool {
     pub fn new(
         settings: PoolSettings,
         launcher: Launcher,
+        workspaces: Workspaces,
         mcp: Arc<McpAdapter>,
         store: Store,
     ) -> Pool {
         let metrics = PoolMetrics::default();
         let (cli_turns, cli_turns_rx) = mpsc::unbounded_channel();
-        let state = Arc::new(Shared::new(State::new(settings.spares, Instant::now())));
+        let state = Arc::new(Shared::new(State::new(
+            settings.spares,
+            settings.workspace_spares,
+            Instant::now(),
+        )));
         let listener_metrics = metrics.clone();
         let listener_state = state.clone();
         // No size bound in the cache: the slots bound the live processes, and admission chooses
@@ -209,6 +221,7 @@ impl Pool {
                 admission_line: tokio::sync::Mutex::new(()),
                 admission: settings.admission,
                 launcher,
+                workspaces,
                 mcp,
                 store,
                 metrics,
@@ -289,7 +302,7 @@ impl Pool {
                             inner.metrics.hit();
                             return Ok(lease);
                         }
-                        match lease.switch(&Switchable::of(&spec.options)).await {
+                        match lease.switch(&Switchable::of(spec)).await {
                             Ok(model_changed) => {
                                 inner.metrics.hit();
                                 if model_changed {

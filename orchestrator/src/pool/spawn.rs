@@ -169,6 +169,7 @@ impl Pool {
             let was_spare = pool.inner.state.lock().reaped(watched.process.pid());
             if was_spare {
                 pool.inner.metrics.spare_gone();
+                pool.remove_spare_folder(&watched.spec.workdir).await;
             }
             pool.inner.metrics.reaped();
             // The slot is free only once the process is gone.

@@ -17,6 +17,7 @@
 //!   otherwise the turn is refused (`workspace_unavailable`), never run in another folder.
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::Serialize;
 use tracing::info;
@@ -108,6 +109,14 @@ impl Workspaces {
         thread: &ThreadId,
         request: &WorkspaceRequest,
     ) -> Result<Workspace, WorkspaceError> {
+        match self.plan(request).await? {
+            Plan::Path(path) => Ok(Workspace::Path { path }),
+            Plan::Worktree(plan) => self.make_worktree(thread, &plan).await,
+        }
+    }
+
+    /// Checks `request` and resolves what it names, making nothing yet.
+    pub async fn plan(&self, request: &WorkspaceRequest) -> Result<Plan, WorkspaceError> {
         if self.roots.is_empty() {
             return Err(invalid(
                 "workspaces are off on this daemon (set [workspaces] roots in the config)",
@@ -120,9 +129,7 @@ impl Workspaces {
                 worktree: None | Some(false),
                 base_ref: None,
                 branch: None,
-            } => Ok(Workspace::Path {
-                path: self.resolve("path", path)?,
-            }),
+            } => Ok(Plan::Path(self.resolve("path", path)?)),
             WorkspaceRequest {
                 path: None,
                 repo: Some(repo),
@@ -130,8 +137,10 @@ impl Workspaces {
                 base_ref,
                 branch,
             } => {
-                self.make_worktree(thread, repo, base_ref.as_deref(), branch.as_deref())
-                    .await
+                let plan = self
+                    .plan_worktree(repo, base_ref.as_deref(), branch.as_deref())
+                    .await?;
+                Ok(Plan::Worktree(plan))
             }
             WorkspaceRequest {
                 path: None,
@@ -186,71 +195,140 @@ impl Workspaces {
         Ok(resolved)
     }
 
-    async fn make_worktree(
+    /// The repository's top folder, the base resolved to a commit, and the branch checked.
+    async fn plan_worktree(
         &self,
-        thread: &ThreadId,
         repo: &str,
         base_ref: Option<&str>,
         branch: Option<&str>,
-    ) -> Result<Workspace, WorkspaceError> {
+    ) -> Result<WorktreePlan, WorkspaceError> {
         let repo = self.resolve("repo", repo)?;
         let top = git::run(&repo, &["rev-parse", "--show-toplevel"], &[])
             .await
             .map_err(|_| invalid(format!("`repo` {} is not a git repository", repo.display())))?;
         let repo = self.resolve("repo", top.trim())?;
         let base_ref = base_ref.unwrap_or("HEAD").to_owned();
-        let branch = branch.map_or_else(|| format!("harness/{thread}"), str::to_owned);
-        if base_ref.starts_with('-') || base_ref.is_empty() {
-            return Err(invalid(format!("`baseRef` {base_ref:?} is not a ref")));
+        let commit = commit_of(&repo, &base_ref).await?;
+        if let Some(branch) = branch {
+            check_branch(&repo, branch).await?;
         }
-        let commit = git::run(
-            &repo,
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                &format!("{base_ref}^{{commit}}"),
-            ],
-            &[],
-        )
-        .await
-        .map_err(|_| {
-            invalid(format!(
-                "`baseRef` {base_ref} names no commit in {}",
-                repo.display()
-            ))
-        })?
-        .trim()
-        .to_owned();
-        let well_formed = !branch.starts_with('-')
-            && git::succeeds(&repo, &["check-ref-format", "--branch", &branch]).await?;
-        if !well_formed {
-            return Err(invalid(format!(
-                "`branch` {branch:?} is not a valid branch name"
-            )));
-        }
-        let branch_ref = format!("refs/heads/{branch}");
-        if git::succeeds(&repo, &["show-ref", "--verify", "--quiet", &branch_ref]).await? {
-            return Err(WorkspaceError::BranchExists(branch));
+        Ok(WorktreePlan {
+            repo,
+            base_ref,
+            commit,
+            branch: branch.map(str::to_owned),
+        })
+    }
+
+    /// Makes the worktree `plan` names for thread `thread`, on its own branch.
+    pub async fn make_worktree(
+        &self,
+        thread: &ThreadId,
+        plan: &WorktreePlan,
+    ) -> Result<Workspace, WorkspaceError> {
+        let repo = &plan.repo;
+        let branch = plan.branch_for(thread);
+        if plan.branch.is_none() {
+            check_branch(repo, &branch).await?;
         }
         let path = crate::launch::thread_workdir(&self.worktrees_dir, thread);
         let shown = path.to_string_lossy().into_owned();
         git::run(
-            &repo,
-            &["worktree", "add", "--quiet", "-b", &branch, &shown, &commit],
+            repo,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                &branch,
+                &shown,
+                &plan.commit,
+            ],
             &[],
         )
         .await?;
-        let copied = copy_included(&repo, &path, &self.include).await?;
-        info!(thread_id = %thread, repo = %repo.display(), %branch, base = %commit, copied, "Worktree made.");
-        Ok(Workspace::Worktree {
-            repo,
-            path,
-            branch,
-            base_ref,
-            base_commit: commit,
-        })
+        let copied = copy_included(repo, &path, &self.include).await?;
+        info!(thread_id = %thread, repo = %repo.display(), %branch, base = %plan.commit, copied, "Worktree made.");
+        Ok(plan.workspace(path, branch))
+    }
+
+    /// A worktree parked ahead of need for the next thread on `repo` (a spare's, whose reserved
+    /// id is `thread`): made as that thread's would be with no `branch` asked for, at the
+    /// repository's `HEAD`, on branch `harness/<thread>`. The branch is there from the start
+    /// because the CLI reads the git status when it starts. Returns its folder and commit.
+    pub async fn park(
+        &self,
+        thread: &ThreadId,
+        repo: &Path,
+    ) -> Result<(PathBuf, String), WorkspaceError> {
+        let plan = WorktreePlan {
+            repo: repo.to_path_buf(),
+            base_ref: "HEAD".into(),
+            commit: commit_of(repo, "HEAD").await?,
+            branch: None,
+        };
+        let made = self.make_worktree(thread, &plan).await?;
+        Ok((made.path().to_path_buf(), plan.commit))
+    }
+
+    /// The parked worktree at `path` (see [`Workspaces::park`]), made for thread `thread` on
+    /// `plan`'s commit, as the thread's workspace. Only a plan with no `branch` of the caller's
+    /// takes one: the parked worktree is on the default branch already.
+    pub fn adopt(&self, thread: &ThreadId, plan: &WorktreePlan, path: PathBuf) -> Workspace {
+        plan.workspace(path, plan.branch_for(thread))
+    }
+
+    /// Removes a spare's folder `path`, which no thread took; for a parked worktree, its record
+    /// in the repository and its branch go too.
+    pub async fn remove_parked(&self, path: &Path) {
+        let parked = if path.join(".git").is_file() {
+            let common = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
+            let common = git::run(path, &common, &[]).await;
+            let branch = git::run(path, &["symbolic-ref", "--quiet", "--short", "HEAD"], &[]).await;
+            common.ok().zip(branch.ok())
+        } else {
+            None
+        };
+        if let Err(err) = std::fs::remove_dir_all(path) {
+            tracing::debug!(folder = %path.display(), error = %err, "Could not remove a spare's folder.");
+        }
+        if let Some((common, branch)) = parked {
+            let common = PathBuf::from(common.trim());
+            let pruned = git::run(&common, &["worktree", "prune"], &[]).await;
+            let args = ["branch", "-D", "--end-of-options", branch.trim()];
+            if let Err(err) = pruned.and(git::run(&common, &args, &[]).await) {
+                tracing::warn!(repo = %common.display(), error = %err, "Could not remove a parked worktree's record or branch.");
+            }
+        }
+    }
+
+    /// Removes the parked worktrees no thread took (left by a daemon that did not stop
+    /// cleanly): those in the worktrees folder that no thread of `threads` names, last changed
+    /// before `started` (this daemon's own spares are newer), still on their default branch
+    /// (`harness/<folder name>`) with nothing changed in them.
+    pub async fn remove_orphans(&self, threads: &[PathBuf], started: SystemTime) {
+        let Ok(dir) = std::fs::read_dir(&self.worktrees_dir) else {
+            return;
+        };
+        for folder in dir.flatten().map(|e| e.path()) {
+            let changed = std::fs::metadata(&folder).and_then(|m| m.modified());
+            let old = changed.is_ok_and(|at| at < started);
+            if !old || threads.contains(&folder) || !folder.join(".git").is_file() {
+                continue;
+            }
+            let Some(name) = folder.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let head = ["symbolic-ref", "--quiet", "--short", "HEAD"];
+            let on_default = git::run(&folder, &head, &[])
+                .await
+                .is_ok_and(|b| b.trim() == format!("harness/{name}"));
+            let status = git::run(&folder, &["status", "--porcelain"], &[]).await;
+            if on_default && status.is_ok_and(|s| s.trim().is_empty()) {
+                info!(folder = %folder.display(), "Removing a parked worktree no thread took.");
+                self.remove_parked(&folder).await;
+            }
+        }
     }
 
     /// Undoes [`Workspaces::prepare`] for a thread that was not created after all: its worktree
@@ -403,6 +481,91 @@ impl Workspaces {
             )),
         }
     }
+}
+
+/// What a workspace request resolves to, before anything is made.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    Path(PathBuf),
+    Worktree(WorktreePlan),
+}
+
+/// A worktree to make (or a parked one to take): the repository, the base and the branch.
+#[derive(Clone, Debug)]
+pub struct WorktreePlan {
+    /// The repository's top folder, resolved.
+    pub repo: PathBuf,
+    pub base_ref: String,
+    /// `base_ref` resolved, when planned.
+    pub commit: String,
+    /// The caller's branch; `None`: `harness/<thread id>`.
+    branch: Option<String>,
+}
+
+impl WorktreePlan {
+    /// True when the thread gets the default branch (`harness/<thread id>`): a parked worktree
+    /// (on that branch already) can be its.
+    pub fn on_default_branch(&self) -> bool {
+        self.branch.is_none()
+    }
+
+    fn branch_for(&self, thread: &ThreadId) -> String {
+        self.branch
+            .clone()
+            .unwrap_or_else(|| format!("harness/{thread}"))
+    }
+
+    fn workspace(&self, path: PathBuf, branch: String) -> Workspace {
+        Workspace::Worktree {
+            repo: self.repo.clone(),
+            path,
+            branch,
+            base_ref: self.base_ref.clone(),
+            base_commit: self.commit.clone(),
+        }
+    }
+}
+
+/// The commit `base_ref` names in `repo`.
+async fn commit_of(repo: &Path, base_ref: &str) -> Result<String, WorkspaceError> {
+    if base_ref.starts_with('-') || base_ref.is_empty() {
+        return Err(invalid(format!("`baseRef` {base_ref:?} is not a ref")));
+    }
+    let commit = git::run(
+        repo,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{base_ref}^{{commit}}"),
+        ],
+        &[],
+    )
+    .await
+    .map_err(|_| {
+        invalid(format!(
+            "`baseRef` {base_ref} names no commit in {}",
+            repo.display()
+        ))
+    })?;
+    Ok(commit.trim().to_owned())
+}
+
+/// `branch` is a well-formed branch name that `repo` does not have yet.
+async fn check_branch(repo: &Path, branch: &str) -> Result<(), WorkspaceError> {
+    let well_formed = !branch.starts_with('-')
+        && git::succeeds(repo, &["check-ref-format", "--branch", branch]).await?;
+    if !well_formed {
+        return Err(invalid(format!(
+            "`branch` {branch:?} is not a valid branch name"
+        )));
+    }
+    let branch_ref = format!("refs/heads/{branch}");
+    if git::succeeds(repo, &["show-ref", "--verify", "--quiet", &branch_ref]).await? {
+        return Err(WorkspaceError::BranchExists(branch.to_owned()));
+    }
+    Ok(())
 }
 
 fn invalid(message: impl Into<String>) -> WorkspaceError {

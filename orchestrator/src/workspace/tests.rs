@@ -396,3 +396,101 @@ async fn prune_forgets_worktrees_removed_by_hand() {
     f.workspaces.prune([f.repo.as_path()]).await;
     assert!(!listed(&f).contains("prunable"), "{}", listed(&f));
 }
+
+/// The worktrees of the fixture's repository, as `git worktree list` shows them.
+fn listed_worktrees(f: &Fixture) -> String {
+    git(&f.repo, &["worktree", "list", "--porcelain"])
+}
+
+#[tokio::test]
+async fn a_parked_worktree_is_the_next_threads_on_its_default_branch() {
+    let f = fixture();
+    let spare = ThreadId::generate();
+    let (path, commit) = f.workspaces.park(&spare, &f.repo).await.expect("parked");
+    assert_eq!(commit, git(&f.repo, &["rev-parse", "HEAD"]).trim());
+    assert!(path.join(".env").is_file(), "the included files are in");
+    let branch = format!("harness/{spare}");
+    // On its branch from the start: the CLI reads the git status when it starts.
+    assert_eq!(
+        git(&path, &["symbolic-ref", "--short", "HEAD"]).trim(),
+        branch
+    );
+
+    let Ok(Plan::Worktree(plan)) = f.workspaces.plan(&worktree(&f.repo)).await else {
+        panic!("a worktree plan");
+    };
+    assert_eq!(plan.commit, commit);
+    assert!(plan.on_default_branch());
+    let taken = f.workspaces.adopt(&spare, &plan, path.clone());
+    let Workspace::Worktree {
+        path: taken_path,
+        branch: taken_branch,
+        base_commit,
+        ..
+    } = taken
+    else {
+        panic!("adopted: {taken:?}");
+    };
+    assert_eq!(
+        (taken_path, taken_branch, base_commit),
+        (path, branch, commit)
+    );
+
+    let mut named = worktree(&f.repo);
+    named.branch = Some("fix/login".into());
+    let Ok(Plan::Worktree(plan)) = f.workspaces.plan(&named).await else {
+        panic!("a worktree plan");
+    };
+    assert!(
+        !plan.on_default_branch(),
+        "a branch of its own: no parked worktree"
+    );
+}
+
+#[tokio::test]
+async fn a_parked_worktree_is_removed_with_its_record_and_branch_and_orphans_only_when_untouched() {
+    let f = fixture();
+    let spare = ThreadId::generate();
+    let (parked, _) = f.workspaces.park(&spare, &f.repo).await.expect("parked");
+    f.workspaces.remove_parked(&parked).await;
+    assert!(!parked.exists());
+    assert!(
+        !listed_worktrees(&f).contains(spare.as_str()),
+        "record pruned"
+    );
+    assert!(
+        !git(&f.repo, &["branch", "--list"]).contains(spare.as_str()),
+        "branch deleted"
+    );
+
+    // Left behind by a daemon that died: a parked worktree; a thread's worktree; a parked one
+    // with a change in it, and one on another branch (never removed: they may hold work).
+    let park = || async {
+        let (path, _) = f
+            .workspaces
+            .park(&ThreadId::generate(), &f.repo)
+            .await
+            .expect("parked");
+        path
+    };
+    let orphan = park().await;
+    let owned = park().await;
+    let changed = park().await;
+    std::fs::write(changed.join("README.md"), "changed\n").expect("test set-up");
+    let switched = park().await;
+    git(&switched, &["switch", "--quiet", "-c", "elsewhere"]);
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
+    f.workspaces
+        .remove_orphans(std::slice::from_ref(&owned), later)
+        .await;
+    assert!(!orphan.exists(), "the untouched orphan goes");
+    for kept in [&owned, &changed, &switched] {
+        assert!(kept.is_dir(), "{kept:?} stays");
+    }
+
+    // A spare parked after the daemon started is its own, not an orphan.
+    let fresh = park().await;
+    let before = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    f.workspaces.remove_orphans(&[], before).await;
+    assert!(fresh.is_dir());
+}

@@ -6,4 +6,5 @@ mod approvals;
 mod chat;
 mod resilience;
 mod support;
+mod turn_options;
 mod workspaces;

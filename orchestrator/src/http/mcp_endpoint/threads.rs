@@ -279,6 +279,7 @@ impl Tool for Send {
             client_message_id: optional_string(&input, "clientMessageId"),
             model: optional_string(&input, "model"),
             permission_mode: None,
+            mcp_servers: None,
             timeout: None,
             fence,
         };

@@ -242,6 +242,9 @@ pub struct PostMessage {
     model: Option<String>,
     /// This turn's permission mode (`plan`, say), no wider than the profile's own.
     permission_mode: Option<String>,
+    /// This turn's external MCP servers, by name: some of the profile's; the others are
+    /// switched off for the turn, in place. Omitted: all of the profile's.
+    mcp_servers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -296,6 +299,7 @@ pub async fn post_message(
         client_message_id: body.client_message_id,
         model: body.model,
         permission_mode: body.permission_mode,
+        mcp_servers: body.mcp_servers,
         timeout: None,
         // Set by `routing::to_owner` when clustering is on.
         fence: fence.map(|axum::Extension(fence)| fence),

@@ -1,7 +1,9 @@
 //! Workspaces (issue #25): making a thread on a git worktree of a repository of 10,000 files next
 //! to making a plain thread, and the first turn of a new worktree thread next to a new plain
-//! thread's first turn, a worktree thread's first turn after a prewarm, and a warm turn. Each
-//! pair alternates its order, so drift hits both alike.
+//! thread's first turn, a worktree thread's first turn after a prewarm, and a warm turn; then,
+//! on a second daemon with `pool.workspace_spares = 1`, a worktree thread made from the spare
+//! parked for the repository and its first turn. Each pair alternates its order, so drift hits
+//! both alike.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -26,6 +28,8 @@ pub struct Outcome {
     first_worktree: Series,
     first_prewarmed: Series,
     warm: Series,
+    create_spare: Series,
+    first_spare: Series,
 }
 
 /// A repository of `FILES` small files in 100 folders, one commit.
@@ -77,7 +81,17 @@ pub async fn run(mock: &MockApi, samples: usize) -> anyhow::Result<Outcome> {
         first_worktree: Series::new("first turn, worktree thread"),
         first_prewarmed: Series::new("first turn, worktree thread after prewarm"),
         warm: Series::new("warm turn, worktree thread"),
+        create_spare: Series::new("create a thread on a worktree, from a spare"),
+        first_spare: Series::new("first turn, worktree thread from a spare"),
     };
+    // The second daemon keeps a spare parked for the repository once a thread was made on it.
+    let with_spares = TestDaemon::start(mock, |c| {
+        c.workspaces.roots = vec![root_path.clone()];
+        c.pool.workspace_spares = 1;
+    })
+    .await;
+    let (status, seed) = with_spares.post("/api/threads", worktree.clone()).await;
+    ensure!(status == 201, "creating a thread failed: {seed}");
     for i in 0..samples {
         let (plain, worked) = if i % 2 == 0 {
             let plain = create(json!({})).await?;
@@ -124,9 +138,42 @@ pub async fn run(mock: &MockApi, samples: usize) -> anyhow::Result<Outcome> {
         let t = Instant::now();
         daemon.reply(&prewarmed, "first").await;
         out.first_prewarmed.samples.push(t.elapsed());
+
+        let spare = parked_spare(&with_spares).await?;
+        let t = Instant::now();
+        let (status, thread) = with_spares.post("/api/threads", worktree.clone()).await;
+        out.create_spare.samples.push(t.elapsed());
+        ensure!(status == 201, "creating a thread failed: {thread}");
+        ensure!(
+            thread["id"] == spare.as_str(),
+            "the thread did not take the spare"
+        );
+        let t = Instant::now();
+        with_spares.reply(&spare, "first").await;
+        out.first_spare.samples.push(t.elapsed());
+        // The replacement is parked before the next round measures anything.
+        parked_spare(&with_spares).await?;
     }
     daemon.stop().await;
+    with_spares.stop().await;
     Ok(out)
+}
+
+/// The thread id reserved by the daemon's parked spare, once one is parked.
+async fn parked_spare(daemon: &TestDaemon) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, pool) = daemon.get("/api/pool").await;
+        let processes = pool["processes"].as_array().into_iter().flatten();
+        let parked = processes
+            .filter(|p| p["spare"] == true)
+            .find_map(|p| p["threadId"].as_str());
+        if let Some(thread) = parked {
+            return Ok(thread.to_owned());
+        }
+        ensure!(Instant::now() < deadline, "no spare was parked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 pub fn render(out: &mut String, o: &Outcome) -> std::fmt::Result {
@@ -136,7 +183,9 @@ pub fn render(out: &mut String, o: &Outcome) -> std::fmt::Result {
         "A repository of {FILES} files (100 folders, one commit). Each round makes a plain thread \
          and a thread on a fresh worktree of it (the order alternating), sends each its first \
          message, then a second one to the worktree thread (warm), and makes one more worktree \
-         thread that is prewarmed before its first message.\n"
+         thread that is prewarmed before its first message. Then, on a second daemon with \
+         `pool.workspace_spares = 1`, it makes a worktree thread that takes the spare parked for \
+         the repository, and sends it its first message.\n"
     )?;
     writeln!(
         out,
@@ -150,6 +199,8 @@ pub fn render(out: &mut String, o: &Outcome) -> std::fmt::Result {
         (&o.first_worktree, &o.first_plain),
         (&o.first_prewarmed, &o.first_plain),
         (&o.warm, &o.first_plain),
+        (&o.create_spare, &o.create_plain),
+        (&o.first_spare, &o.first_plain),
     ] {
         crate::report::row(out, series, Some(against))?;
     }
@@ -158,12 +209,15 @@ pub fn render(out: &mut String, o: &Outcome) -> std::fmt::Result {
         out,
         "- a worktree of {FILES} files costs **{:.0} ms** more to create than a plain thread \
          (median {:.0} ms vs {:.0} ms); its first turn is {:.2}x a plain thread's, and after a \
-         prewarm {:.2}x; a warm turn on it is {:.2}x a plain first turn\n",
+         prewarm {:.2}x; a warm turn on it is {:.2}x a plain first turn; from a parked spare, \
+         creating it takes {:.0} ms and its first turn is {:.2}x a plain thread's\n",
         ms(o.create_worktree.median()) - ms(o.create_plain.median()),
         ms(o.create_worktree.median()),
         ms(o.create_plain.median()),
         ms(o.first_worktree.median()) / ms(o.first_plain.median()),
         ms(o.first_prewarmed.median()) / ms(o.first_plain.median()),
         ms(o.warm.median()) / ms(o.first_plain.median()),
+        ms(o.create_spare.median()),
+        ms(o.first_spare.median()) / ms(o.first_plain.median()),
     )
 }
