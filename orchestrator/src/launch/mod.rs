@@ -309,7 +309,7 @@ fn fresh_spec(
         workdir: launcher.folder_of(thread),
         config_dir: launcher.config_dir.clone(),
         options: SpawnOptions {
-            json_schema: output_schema.map(serde_json::Value::to_string),
+            json_schema: output_schema.map(crate::mcp::schema::for_cli),
             ..profile.options(model)
         },
         mcp_servers: None,

@@ -29,6 +29,9 @@ use serde_json::{json, Map, Value};
 
 mod advertise;
 mod defaults;
+mod output;
+
+pub use output::{for_cli, OutputSchema};
 #[cfg(test)]
 mod tests;
 
@@ -84,7 +87,7 @@ pub fn compile_tool(plugin: &str, spec: &ToolSpec) -> Result<CompiledTool, Schem
     let advertised_schema = advertise::advertised_schema(&input_schema)
         .map_err(|refusal| err(SchemaRole::Input).not_api_safe(refusal))?;
     let input_validator =
-        build_validator(&input_schema).map_err(|e| err(SchemaRole::Input).compile(e))?;
+        build_validator(&input_schema, true).map_err(|e| err(SchemaRole::Input).compile(e))?;
 
     let output_validator = match &spec.output_schema {
         None => None,
@@ -92,7 +95,7 @@ pub fn compile_tool(plugin: &str, spec: &ToolSpec) -> Result<CompiledTool, Schem
             check_is_2020_12(schema)
                 .map_err(|problems| err(SchemaRole::Output).invalid(problems))?;
             Some(Arc::new(
-                build_validator(schema).map_err(|e| err(SchemaRole::Output).compile(e))?,
+                build_validator(schema, true).map_err(|e| err(SchemaRole::Output).compile(e))?,
             ))
         }
     };
@@ -176,40 +179,6 @@ pub fn render_violations(tool: &str, violations: &[Violation]) -> String {
         text.push_str(&violation.to_string());
     }
     text
-}
-
-/// A thread's `outputSchema`, compiled once: what every structured reply must match.
-pub struct OutputSchema(Validator);
-
-impl OutputSchema {
-    /// `Err` lists what is wrong with the schema itself (draft 2020-12, self-contained, an
-    /// object schema), each with its place in the schema.
-    pub fn compile(schema: &Value) -> Result<OutputSchema, String> {
-        let listed = |problems: Vec<Violation>| {
-            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            format!(
-                "outputSchema is not a valid JSON Schema: {}",
-                lines.join("; ")
-            )
-        };
-        if !schema.is_object() {
-            return Err("outputSchema must be a JSON Schema object".into());
-        }
-        check_is_2020_12(schema).map_err(listed)?;
-        build_validator(schema)
-            .map(OutputSchema)
-            .map_err(|problem| listed(vec![problem]))
-    }
-
-    /// `Err` lists every way `value` does not match.
-    pub fn check(&self, value: &Value) -> Result<(), String> {
-        let problems = violations(&self.0, value);
-        if problems.is_empty() {
-            return Ok(());
-        }
-        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        Err(lines.join("; "))
-    }
 }
 
 /// What the model prefixes to our tool names: `mcp__<server>__`.
@@ -557,7 +526,7 @@ fn check_is_2020_12(schema: &Value) -> Result<(), Vec<Violation>> {
         }
     }
     let mut problems: Vec<Violation> = Vec::new();
-    for problem in violations(&jsonschema::draft202012::meta::VALIDATOR, schema) {
+    for problem in violations(&jsonschema::draft202012::meta::validator(), schema) {
         if !problems.contains(&problem) {
             problems.push(problem);
         }
@@ -576,7 +545,7 @@ fn check_is_2020_12(schema: &Value) -> Result<(), Vec<Violation>> {
 /// only annotates them as `"format": "regex"`, and `jsonschema`'s own compile error would name the
 /// enclosing schema, not the keyword; so each one is compiled alone, by the same engine.
 fn bad_regexes(schema: &Value) -> Vec<Violation> {
-    let compiles = |probe: Value| build_validator(&probe).is_ok();
+    let compiles = |probe: Value| build_validator(&probe, true).is_ok();
     let mut bad = Vec::new();
     let _ = advertise::walk(schema, "", &mut |node, pointer| {
         if let Some(Value::String(pattern)) = node.get("pattern") {
@@ -611,7 +580,7 @@ fn violations(validator: &Validator, instance: &Value) -> Vec<Violation> {
     let mut violations: Vec<Violation> = validator
         .iter_errors(instance)
         .map(|error| Violation {
-            pointer: error.instance_path.as_str().to_owned(),
+            pointer: error.instance_path().as_str().to_owned(),
             message: error.to_string(),
         })
         .collect();
@@ -638,16 +607,16 @@ fn pointer_order(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
-/// Compiles a schema as draft 2020-12 with format validation on and no fetching. `Err` says where
-/// (the pointer `jsonschema` reports) and what.
-fn build_validator(schema: &Value) -> Result<Validator, Violation> {
+/// Compiles a schema as draft 2020-12 with no fetching, `format` asserted when `formats`. `Err`
+/// says where (the pointer `jsonschema` reports) and what.
+fn build_validator(schema: &Value, formats: bool) -> Result<Validator, Violation> {
     jsonschema::options()
         .with_draft(Draft::Draft202012)
-        .should_validate_formats(true)
+        .should_validate_formats(formats)
         .with_retriever(NoFetch)
         .build(schema)
         .map_err(|error| Violation {
-            pointer: error.instance_path.as_str().to_owned(),
+            pointer: error.instance_path().as_str().to_owned(),
             message: error.to_string(),
         })
 }

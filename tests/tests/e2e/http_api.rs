@@ -177,7 +177,7 @@ fn problems(doc: &serde_json::Value, name: &str, value: &serde_json::Value) -> V
         .unwrap_or_else(|err| panic!("{name} does not compile: {err}"));
     validator
         .iter_errors(value)
-        .map(|e| format!("{} at {}", e, e.instance_path))
+        .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect()
 }
 

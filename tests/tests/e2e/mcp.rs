@@ -46,7 +46,7 @@ fn assert_valid(schema: &Value, instance: &Value) {
     let validator = jsonschema::validator_for(schema).expect("a valid output schema");
     let errors: Vec<String> = validator
         .iter_errors(instance)
-        .map(|e| format!("{}: {e}", e.instance_path))
+        .map(|e| format!("{}: {e}", e.instance_path()))
         .collect();
     assert!(errors.is_empty(), "{instance} fails {schema}: {errors:?}");
 }

@@ -102,13 +102,34 @@ async fn a_model_that_misses_the_schema_fails_the_message_clearly() {
     daemon.stop().await;
 }
 
+/// Schemas no turn could use are refused at creation with the reason: each of these was once
+/// taken (201) and then failed every turn of its thread, the CLI exiting on it (`cli_died`), or
+/// was refused by the CLI's argument limit (`Argument list too long`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_schema_is_refused_when_the_thread_is_created() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let with_a = |a: Value| json!({"type": "object", "properties": {"a": a}});
+    let huge: Vec<String> = (0..60_000).map(|i| format!("value-{i:05}")).collect();
     for (schema, says) in [
-        (json!({"type": "nonsense"}), "/type"),
+        (with_a(json!({"type": "nonsense"})), "/properties/a/type"),
         (json!("a string"), "JSON Schema object"),
+        (json!({"type": "string"}), r#""type": "object""#),
+        (json!({"type": "object", "x-note": "hi"}), "`x-note`"),
+        (
+            json!({"type": "object", "$dynamicAnchor": "n", "properties": {"a": {"$dynamicRef": "#n"}}}),
+            "`$dynamicAnchor`",
+        ),
+        (
+            json!({"type": "object", "$defs": {"x": {"$ref": "#/$defs/y"}, "y": {"$ref": "#/$defs/x"}},
+                   "properties": {"a": {"$ref": "#/$defs/x"}}}),
+            "never reaches a value",
+        ),
+        (
+            with_a(json!({"type": "string", "pattern": "(?i)abc"})),
+            "ECMAScript",
+        ),
+        (with_a(json!({"enum": huge})), "at most 65536"),
     ] {
         let (status, body) = daemon
             .post("/api/threads", json!({"outputSchema": schema}))
@@ -117,9 +138,48 @@ async fn an_invalid_schema_is_refused_when_the_thread_is_created() {
         let message = body["error"]["message"].as_str().unwrap();
         assert!(
             message.contains("outputSchema") && message.contains(says),
-            "{message}"
+            "{says}: {message}"
         );
     }
+    let (_, threads) = daemon.get("/api/threads").await;
+    assert_eq!(threads["threads"], json!([]), "no thread was made");
+    daemon.stop().await;
+}
+
+/// What the CLI takes runs: a schema that names draft 2020-12 as its `$schema` (the CLI gets it
+/// without), a `format` (asserted by neither), a Unicode-class pattern.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_the_cli_takes_run_their_turns() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "who": {"type": "string", "format": "email"},
+            "name": {"type": "string", "pattern": "^\\p{L}+$"}
+        },
+        "required": ["who", "name"]
+    });
+    let (status, body) = daemon
+        .post("/api/threads", json!({"outputSchema": schema}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let thread = body["id"].as_str().unwrap().to_owned();
+    let answer = json!({"who": "someone", "name": "Zoë"});
+    mock.once_when_prompt_contains(
+        "who is it",
+        Reply::tool_use("StructuredOutput", answer.clone()),
+    );
+    let (status, body) = daemon.send(&thread, "who is it").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["message"]["structuredOutput"], answer);
+    let offered = mock.message_requests().last().cloned().unwrap();
+    let offered = offered.tool("StructuredOutput").expect("the tool").clone();
+    assert!(
+        offered["input_schema"].get("$schema").is_none(),
+        "{offered}"
+    );
     daemon.stop().await;
 }
 

@@ -51,7 +51,7 @@ pub struct CreateThread {
         (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = api::Thread),
         (status = 400, description = "Malformed JSON.", body = ErrorBody),
         (status = 409, description = "The worktree's `branch` exists already (`branch_exists`).", body = ErrorBody),
-        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile, an unknown `profile` or a field it keeps for itself (`overridable`), or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
+        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile or that the CLI could not run (an unknown keyword, a non-ECMAScript pattern, a `$ref` cycle, over 64 KiB, 32 levels or 2,000 subschemas), an unknown `profile` or a field it keeps for itself (`overridable`), or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,

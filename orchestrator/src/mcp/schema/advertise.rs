@@ -120,7 +120,7 @@ fn is_api_property_name(name: &str) -> bool {
 }
 
 /// How a keyword holds subschemas.
-enum Holds {
+pub(super) enum Holds {
     One,
     List,
     Named,
@@ -128,7 +128,7 @@ enum Holds {
 
 /// The draft 2020-12 keywords whose values are schemas. `definitions` is not a 2020-12 keyword but
 /// a common home for `$ref` targets, so it is treated like `$defs`.
-fn holds(keyword: &str) -> Option<Holds> {
+pub(super) fn holds(keyword: &str) -> Option<Holds> {
     match keyword {
         "additionalProperties"
         | "propertyNames"

@@ -481,7 +481,7 @@ fn violations_name_the_path_and_the_problem() {
                 json!({"name": "Ada", "role": "root"}),
                 expect![[r#"
                     Invalid input for tool `test__probe`:
-                    - at /role: "root" is not one of ["admin","user"]"#]],
+                    - at /role: "root" is not one of "admin" or "user""#]],
             ),
             (
                 json!({"name": "Ada", "address": {"zip": "1234"}}),
@@ -832,8 +832,8 @@ fn validation_still_follows_refs_after_inlining() {
                 json!({"code": "abcdef"}),
                 expect![[r#"
                     Invalid input for tool `test__probe`:
-                    - at /code: "abcdef" does not match "^[A-Z]+$"
-                    - at /code: "abcdef" is longer than 4 characters"#]],
+                    - at /code: "abcdef" is longer than 4 characters
+                    - at /code: "abcdef" does not match "^[A-Z]+$""#]],
             ),
         ],
     );

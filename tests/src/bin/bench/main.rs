@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod chart;
@@ -23,6 +23,7 @@ mod first_turn;
 mod overload;
 mod profile;
 mod report;
+mod schemas;
 mod sdk;
 mod workspaces;
 
@@ -148,7 +149,17 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
-        Some(other) => bail!("BENCH_ONLY={other}: only `cluster` or `workspaces` runs alone"),
+        Some("schemas") => {
+            eprintln!("bench: only output schemas");
+            let outcome = schemas::run(&mock).await?;
+            let mut out = String::new();
+            schemas::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
+        Some(other) => {
+            bail!("BENCH_ONLY={other}: only `cluster`, `workspaces` or `schemas` runs alone")
+        }
     }
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
     eprintln!(
@@ -306,6 +317,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: workspaces");
     let workspaces = workspaces::run(&mock, samples.min(10)).await?;
 
+    // What output schemas cost the daemon's memory.
+    eprintln!("bench: output schemas");
+    let schemas = schemas::run(&mock).await?;
+
     // The Python SDK, on the same CLI binary and the same mock.
     let sdk = if std::env::var("BENCH_SDK").is_ok_and(|v| v == "0") {
         sdk::Outcome::Skipped("BENCH_SDK=0".into())
@@ -333,6 +348,7 @@ async fn main() -> anyhow::Result<()> {
         rss: &rss,
         cluster: &cluster,
         workspaces: &workspaces,
+        schemas: &schemas,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;
