@@ -48,3 +48,73 @@ pub enum TurnError {
     #[error("{0}")]
     ProfileUnavailable(String),
 }
+
+/// The CLI's error text as clients see it: the addresses in it (`host:port`, URLs) replaced by
+/// `<address>`, since they name the daemon's model endpoint (`check your inference gateway
+/// (127.0.0.1:35055)`). The daemon's log keeps the text whole.
+pub fn for_clients(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut rest = reason;
+    while !rest.is_empty() {
+        let word_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let (word, tail) = rest.split_at(word_end);
+        let space_end = tail
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(tail.len());
+        let (space, next) = tail.split_at(space_end);
+        out.push_str(&hide_address(word));
+        out.push_str(space);
+        rest = next;
+    }
+    out
+}
+
+/// `word` with an address in it replaced, its surrounding punctuation kept.
+fn hide_address(word: &str) -> std::borrow::Cow<'_, str> {
+    let is_edge = |c: char| "(){}<>,;.!?'\"`".contains(c);
+    let core = word.trim_start_matches(is_edge).trim_end_matches(is_edge);
+    let is_url = core.contains("://");
+    let is_host_port = core.rsplit_once(':').is_some_and(|(host, port)| {
+        !port.is_empty()
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && !host.is_empty()
+            && host
+                .bytes()
+                .any(|b| b == b'.' || b.is_ascii_alphabetic() || b == b']')
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-[]:".contains(&b))
+    });
+    if core.is_empty() || !(is_url || is_host_port) {
+        return std::borrow::Cow::Borrowed(word);
+    }
+    let start = word.len() - word.trim_start_matches(is_edge).len();
+    let end = start + core.len();
+    std::borrow::Cow::Owned(format!("{}<address>{}", &word[..start], &word[end..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_clients;
+
+    #[test]
+    fn addresses_in_the_clis_text_are_hidden_from_clients() {
+        assert_eq!(
+            for_clients(
+                "API Error: 529 mock 529. This is a server-side issue — try again. If it \
+                 persists, check your inference gateway (127.0.0.1:35055)."
+            ),
+            "API Error: 529 mock 529. This is a server-side issue — try again. If it \
+             persists, check your inference gateway (<address>)."
+        );
+        assert_eq!(
+            for_clients("Unable to connect to https://api.internal:8443/v1/messages, retrying"),
+            "Unable to connect to <address>, retrying"
+        );
+        assert_eq!(for_clients("at [::1]:9000"), "at <address>");
+        assert_eq!(for_clients("gateway localhost:3000."), "gateway <address>.");
+        // Not addresses: times, ratios, the error's own colon.
+        let kept = "API Error: Request rejected (429) at 10:30, ratio 3:2";
+        assert_eq!(for_clients(kept), kept);
+    }
+}

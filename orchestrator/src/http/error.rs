@@ -273,6 +273,23 @@ impl From<QueryRejection> for ApiError {
 /// Parses a JSON body read as bytes, with the same errors as [`super::ApiJson`]: 400 for bad JSON
 /// (with its line and column), 422 for a missing or mistyped field (named by its path).
 pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body we take is an object: a list would fill a struct positionally, or stand for
+    // `{}` where every field has a default.
+    if let Err(err) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("Failed to parse the request body as JSON: {err}"),
+        ));
+    }
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
+    }
     // axum's own parser: its errors carry the field's path (serde_path_to_error).
     axum::Json::<T>::from_bytes(bytes)
         .map(|axum::Json(value)| value)

@@ -283,7 +283,7 @@ fn host_name(host: &str) -> String {
 }
 
 /// `application/json`, with or without parameters (`; charset=utf-8`).
-fn is_json(content_type: &str) -> bool {
+pub(super) fn is_json(content_type: &str) -> bool {
     content_type
         .split(';')
         .next()

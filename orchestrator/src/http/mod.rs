@@ -53,11 +53,31 @@ pub struct ApiState {
     pub cluster: Option<crate::cluster::Cluster>,
 }
 
-/// `Json` whose rejections are our JSON errors (400 bad JSON with its position, 422 a missing or
-/// mistyped field named by serde, 413 too large).
-#[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON object body, whose rejections are our JSON errors: 415 not `application/json`, 400 bad
+/// JSON (with its position), 422 a body that is not an object or a missing or mistyped field
+/// (named by serde), 413 too large.
 pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let json = request
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(guard::is_json);
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Expected request with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(request, state).await?;
+        error::parse_json(&bytes).map(ApiJson)
+    }
+}
 
 impl<T: serde::Serialize> IntoResponse for ApiJson<T> {
     fn into_response(self) -> Response {
@@ -100,8 +120,9 @@ pub fn router(state: ApiState) -> Router {
         })
         .layer(axum::Extension(document))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
-        .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
+        // The guard outside CORS: a preflight from an origin it refuses gets its 403 too.
         .layer(cors(&guard))
+        .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
         // Outermost first: every request gets an `x-request-id` (the client's, or a new UUID),
         // carried by its `request` span and echoed on the answer.
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -226,12 +247,23 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_credentials);
         if !presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(token.as_bytes()))) {
-            return ApiError::new(
+            // RFC 6750 §3: the scheme to use; an error code only when credentials came.
+            let challenge = if presented.is_some() {
+                r#"Bearer realm="harness", error="invalid_token""#
+            } else {
+                r#"Bearer realm="harness""#
+            };
+            let mut refused = ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
                 "missing or wrong bearer token",
             )
             .into_response();
+            refused.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(challenge),
+            );
+            return refused;
         }
     }
     next.run(request).await

@@ -429,7 +429,7 @@ impl Pipeline {
                 let reason = result.error_reason();
                 warn!(thread_id = %user.thread_id, pid = lease.pid(), %reason, "Turn failed; evicting the process.");
                 lease.finish(Finish::Discard).await;
-                Err(TurnError::Cli(reason))
+                Err(TurnError::Cli(crate::turn_error::for_clients(&reason)))
             }
             Err(err @ TurnError::ToolCallLimit(_)) => {
                 // Stopped by an interrupt: the process stays usable.

@@ -261,6 +261,12 @@ async fn api_error_fails_with_the_cli_reason(status: u16) {
         text.contains(reason) && text.contains(&status.to_string()),
         "{text}"
     );
+    // The CLI names its endpoint, the daemon's upstream; clients do not see it.
+    let port = mock.url().rsplit(':').next().unwrap_or_default().to_owned();
+    assert!(
+        !text.contains(&port) && !text.contains("127.0.0.1"),
+        "{text}"
+    );
 
     let tries = mock
         .message_requests()

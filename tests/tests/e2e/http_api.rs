@@ -144,6 +144,28 @@ async fn a_token_is_required_when_configured() {
     let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some("s3cret".into())).await;
     let (status, body) = daemon.post("/api/threads", json!({})).await;
     assert_eq!(status, 401, "{body}");
+    // The challenge says how to authenticate (RFC 9110 §11.6.1); with an error code only when
+    // credentials came (RFC 6750 §3).
+    let challenge = |token: Option<&str>| {
+        let mut request = reqwest::Client::new().get(format!("{}/api/threads", daemon.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 401);
+            let header = response.headers().get("www-authenticate").cloned();
+            header.map(|v| v.to_str().unwrap().to_owned())
+        }
+    };
+    assert_eq!(
+        challenge(None).await.as_deref(),
+        Some(r#"Bearer realm="harness""#)
+    );
+    assert_eq!(
+        challenge(Some("wrong")).await.as_deref(),
+        Some(r#"Bearer realm="harness", error="invalid_token""#)
+    );
     let (status, _) = daemon.get("/healthz").await;
     assert_eq!(status, 200, "health needs no token");
     let response = reqwest::Client::new()

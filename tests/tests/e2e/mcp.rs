@@ -167,13 +167,16 @@ async fn a_handshake_then_calls_without_a_session() {
         answer.result()["structuredContent"]["iso"].is_string(),
         "{answer:?}"
     );
-    // So is a tool that is not there.
+    // A tool that is not there (delegation needs a calling thread): invalid params, as the
+    // specification says.
     let answer = mcp
         .call_tool(4, "delegation__delegate", json!({"prompt": "x"}))
         .await;
-    assert_eq!(answer.result()["isError"], true, "{answer:?}");
+    assert_eq!(answer.last()["error"]["code"], -32602, "{answer:?}");
     assert!(
-        text_of(answer.result()).contains("unknown tool"),
+        answer.last()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool")),
         "{answer:?}"
     );
 
@@ -288,14 +291,59 @@ async fn malformed_json_rpc_gets_an_error_never_a_5xx() {
         .await;
     assert!(!answer.status.is_server_error(), "{answer:?}");
     assert_eq!(answer.last()["error"]["code"], -32601, "{answer:?}");
-    // GET and DELETE: there are no sessions nor streams to open or end.
-    let response = reqwest::Client::new()
-        .get(format!("{}/mcp", daemon.base))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("GET /mcp answers");
-    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    // Params that are not an object: invalid params, not an invalid request.
+    let answer = mcp
+        .post(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": [1, 2]}))
+        .await;
+    assert_eq!(answer.last()["id"], 9, "{answer:?}");
+    assert_eq!(answer.last()["error"]["code"], -32602, "{answer:?}");
+    // A tool nobody serves: invalid params (the specification's answer), not a tool error.
+    let answer = mcp
+        .post(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                     "params": {"name": "no__such_tool", "arguments": {}}}))
+        .await;
+    assert_eq!(answer.last()["error"]["code"], -32602, "{answer:?}");
+    let message = answer.last()["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("no__such_tool"), "{answer:?}");
+    // Every other refusal is JSON-RPC too: other methods (GET and DELETE: there are no sessions
+    // nor streams to open or end), a client that takes neither JSON nor SSE, an unknown
+    // protocol version.
+    let http = reqwest::Client::new();
+    let url = format!("{}/mcp", daemon.base);
+    let refusals = [
+        (http.get(&url).header("accept", "text/event-stream"), 405),
+        (http.delete(&url), 405),
+        (http.put(&url).json(&json!({})), 405),
+        (
+            http.post(&url)
+                .header("accept", "text/html")
+                .json(&json!({"jsonrpc": "2.0", "id": 11, "method": "ping"})),
+            406,
+        ),
+        (
+            http.post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "1999-01-01")
+                .json(&json!({"jsonrpc": "2.0", "id": 12, "method": "ping"})),
+            400,
+        ),
+    ];
+    for (request, status) in refusals {
+        let request = request.build().unwrap();
+        let what = format!("{} {:?}", request.method(), request.headers().get("accept"));
+        let response = http.execute(request).await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{what}");
+        let content_type = response.headers().get("content-type").cloned();
+        let body = response.text().await.unwrap();
+        assert!(
+            content_type.is_some_and(|t| t.to_str().unwrap().starts_with("application/json")),
+            "{what}: {body}"
+        );
+        let body: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{what}: {body}"));
+        assert_eq!(body["jsonrpc"], "2.0", "{what}: {body}");
+        assert!(body["error"]["code"].is_i64(), "{what}: {body}");
+        assert!(body["error"]["message"].is_string(), "{what}: {body}");
+    }
     daemon.stop().await;
 }
 
@@ -308,6 +356,12 @@ async fn origin_and_token_guard_the_endpoint() {
         .initialize(HANDSHAKE_VERSION)
         .await;
     assert_eq!(none.status, StatusCode::UNAUTHORIZED, "{none:?}");
+    assert_eq!(
+        none.headers
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap()),
+        Some(r#"Bearer realm="harness""#)
+    );
     let wrong = McpHttp::new(&daemon.base, Some("not-the-token"))
         .initialize(HANDSHAKE_VERSION)
         .await;

@@ -254,6 +254,21 @@ async fn a_foreign_host_a_foreign_origin_and_a_form_post_are_refused() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "origin_not_allowed", "{body}");
 
+    // Its preflight is refused as well: the guard runs before CORS answers.
+    let response = http
+        .request(reqwest::Method::OPTIONS, url("/api/threads"))
+        .header("origin", "http://evil.example.com")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(response
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
+
     // A cross-site form can send text/plain without a preflight.
     let response = http
         .post(url("/api/threads"))
@@ -289,6 +304,26 @@ async fn listed_origins_and_hosts_are_served_with_cors_headers() {
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(
         response
+            .headers()
+            .get("access-control-allow-origin")
+            .and_then(|v| v.to_str().ok()),
+        Some("https://app.example.com")
+    );
+    let preflight = reqwest::Client::new()
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/api/threads", daemon.base),
+        )
+        .header("host", "harness.internal:7878")
+        .header("origin", "https://app.example.com")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    assert_eq!(
+        preflight
             .headers()
             .get("access-control-allow-origin")
             .and_then(|v| v.to_str().ok()),
@@ -425,6 +460,14 @@ async fn every_4xx_has_a_json_body() {
             415,
         ),
         (http.post(url("/api/prewarm")).json(&json!({})), 422),
+        // A list is not an object: it once stood for `{}`.
+        (
+            http.patch(url(&format!("/api/threads/{thread}")))
+                .json(&json!([])),
+            422,
+        ),
+        (http.post(url("/api/threads")).json(&json!([1, 2])), 422),
+        (http.post(url("/api/prewarm")).json(&json!("thr_x")), 422),
     ];
     for (request, expected) in requests {
         let request = request.build().unwrap();

@@ -164,7 +164,21 @@ pub async fn screen(
     next: Next,
 ) -> Response {
     if request.method() != axum::http::Method::POST {
-        return next.run(request).await;
+        let mut refused = rpc_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            Value::Null,
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "{} is not served: this endpoint is stateless, so there is no stream to open \
+                 (GET) nor session to end (DELETE); POST a JSON-RPC message",
+                request.method()
+            ),
+        );
+        refused.headers_mut().insert(
+            axum::http::header::ALLOW,
+            axum::http::HeaderValue::from_static("POST"),
+        );
+        return refused;
     }
     let (parts, body) = request.into_parts();
     // `http::guard` has already read the body within `max_body_bytes`.
@@ -191,6 +205,17 @@ pub async fn screen(
         }
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let params = message.get("params");
+    if message.get("method").is_some_and(Value::is_string)
+        && params.is_some_and(|p| !p.is_object() && !p.is_null())
+    {
+        return rpc_error(
+            StatusCode::OK,
+            id,
+            ErrorCode::INVALID_PARAMS,
+            "invalid params: `params` must be an object".into(),
+        );
+    }
     let parsed = match serde_json::from_value::<ClientJsonRpcMessage>(message.clone()) {
         Ok(parsed) => parsed,
         Err(err) => {
@@ -221,8 +246,34 @@ pub async fn screen(
         }
         _ => {}
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
+    let answer = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    as_json_rpc(answer, id).await
+}
+
+/// rmcp's own refusals (406 for an `Accept` that takes neither JSON nor SSE, 400 for an unknown
+/// protocol version, …) are plain text: the same, as a JSON-RPC error.
+async fn as_json_rpc(answer: Response, id: Value) -> Response {
+    let plain = answer
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|t| !t.starts_with("application/json") && !t.starts_with("text/event-stream"));
+    if !answer.status().is_client_error() || !plain {
+        return answer;
+    }
+    let status = answer.status();
+    let text = axum::body::to_bytes(answer.into_body(), 64 * 1024)
         .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        text
+    };
+    rpc_error(status, id, ErrorCode::INVALID_REQUEST, message)
 }
 
 /// Why the params of a request for a method we serve did not parse (rmcp then sees a custom
@@ -328,6 +379,12 @@ impl ServerHandler for Handler {
     ) -> Result<CallToolResponse, ErrorData> {
         self.metrics().http_request("tools/call");
         let name = request.name.into_owned();
+        if self.get_tool(&name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`; tools/list shows the tools there are"),
+                None,
+            ));
+        }
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let session = context
             .extensions
