@@ -1,16 +1,42 @@
 //! Budgets: a thread's own (`maxBudgetUsd`) and the daemon's per UTC day (`budget.daily_usd`).
 //!
 //! A turn starts only while what was spent is below every budget that applies; the check runs
-//! when a message arrives (so the API can answer 402 at once) and again when its turn comes up
-//! (a turn ahead of it in line may have spent the rest). Harness does the accounting from the
-//! usage it stores for every turn: the CLI's own `--max-budget-usd` counts from the process's
-//! start, which a warm pool makes meaningless. A turn is not cut short when it crosses a budget
-//! half-way: what it costs is known only at its end.
+//! when a message arrives (so the API can answer 402 at once) and again when its turn comes up,
+//! where the turn also reserves what it is expected to cost ([`Budgets::reserve`]) until it
+//! ends. Turns that start together see each other's reservations, so a dozen turns racing the
+//! last cents of a budget do not all start. Harness does the accounting from the usage it stores
+//! for every turn: the CLI's own `--max-budget-usd` counts from the process's start, which a warm
+//! pool makes meaningless. A turn is not cut short when it crosses a budget half-way: what it
+//! costs is known only at its end.
+//!
+//! The rule, per budget ([`Scope`]) of limit `L`: a turn starts when `spent + reserved +
+//! estimate <= L`, or when nothing else is reserved there and `spent < L` (one turn at a time on
+//! the last of a budget smaller than an estimate). So spending passes `L` by at most what the
+//! turns that ran at once cost beyond their estimates, or by one turn's cost when it ran alone.
+//! The estimate is the thread's recent cost per turn, or `budget.turn_estimate_usd` for a
+//! thread that has not finished a turn since the daemon started. Reservations live in this
+//! node's memory: on a cluster, each node reserves for its own turns.
 
-use chrono::Utc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use chrono::{NaiveDate, Utc};
 use serde::Serialize;
 
+use plugin_contract::ThreadId;
+
 use crate::store::{Store, StoreError, ThreadRow};
+use crate::sync::lock;
+
+/// What a budget is kept over. A value, so that the same reservations serve every kind of
+/// budget.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// One thread's turns.
+    Thread(ThreadId),
+    /// Every turn of a UTC day.
+    Day(NaiveDate),
+}
 
 /// Which budget refused a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -44,49 +70,178 @@ impl std::fmt::Display for BudgetKind {
 /// A turn refused because a budget is spent.
 #[derive(Clone, Debug, PartialEq, Serialize, thiserror::Error, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
-#[error("{budget} of {limit_usd} USD is spent ({spent_usd:.6} USD so far); nothing was sent to the model")]
+#[error("{budget} of {limit_usd} USD is spent or held by running turns ({spent_usd:.6} USD); nothing was sent to the model")]
 pub struct BudgetExceeded {
     pub budget: BudgetKind,
     pub limit_usd: f64,
     pub spent_usd: f64,
 }
 
-/// The budgets every turn is checked against.
+/// The budgets every turn is checked against, and the reservations of the turns running now.
 #[derive(Clone, Debug, Default)]
 pub struct Budgets {
     /// Most USD all turns of a UTC day may cost together.
     pub daily_usd: Option<f64>,
+    /// What a turn of a thread with no recent turn is expected to cost.
+    pub turn_estimate_usd: f64,
+    pub ledger: Arc<Ledger>,
+}
+
+/// The reservations of running turns, by scope, and each thread's recent cost per turn.
+#[derive(Debug, Default)]
+pub struct Ledger(Mutex<LedgerState>);
+
+#[derive(Debug, Default)]
+struct LedgerState {
+    reserved: HashMap<Scope, Held>,
+    /// Each thread's recent cost per turn (the mean of the last and the one before, weighted
+    /// half and half).
+    recent: HashMap<ThreadId, f64>,
+}
+
+/// What the running turns of one scope hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Held {
+    usd: f64,
+    turns: usize,
+}
+
+/// A budget that applies to a turn: its scope, kind and limit.
+struct Limit {
+    scope: Scope,
+    kind: BudgetKind,
+    usd: f64,
+}
+
+/// A running turn's hold on its budgets: given back when dropped, by when what the turn cost is
+/// stored. [`Reservation::settle`] also remembers the cost as the thread's recent one.
+#[derive(Debug)]
+pub struct Reservation {
+    ledger: Arc<Ledger>,
+    thread: ThreadId,
+    held: Vec<(Scope, f64)>,
+}
+
+impl Reservation {
+    /// The turn ended having cost `cost_usd` (`None`: it never got as far as the API's answer,
+    /// and its cost says nothing of the thread's turns).
+    pub fn settle(self, cost_usd: Option<f64>) {
+        let Some(cost_usd) = cost_usd else {
+            return;
+        };
+        let mut state = lock(&self.ledger.0);
+        let recent = state.recent.entry(self.thread.clone()).or_insert(cost_usd);
+        *recent = (*recent + cost_usd) / 2.0;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut state = lock(&self.ledger.0);
+        for (scope, usd) in self.held.drain(..) {
+            if let Some(held) = state.reserved.get_mut(&scope) {
+                held.usd -= usd;
+                held.turns = held.turns.saturating_sub(1);
+                if held.turns == 0 {
+                    state.reserved.remove(&scope);
+                }
+            }
+        }
+    }
 }
 
 impl Budgets {
+    /// The budgets that apply to `thread` today.
+    fn limits(&self, thread: &ThreadRow) -> Vec<Limit> {
+        let own = thread.max_budget_usd.map(|usd| Limit {
+            scope: Scope::Thread(thread.id.clone()),
+            kind: BudgetKind::Thread,
+            usd,
+        });
+        let daily = self.daily_usd.map(|usd| Limit {
+            scope: Scope::Day(Utc::now().date_naive()),
+            kind: BudgetKind::Daily,
+            usd,
+        });
+        own.into_iter().chain(daily).collect()
+    }
+
+    /// What has been spent in `scope`.
+    async fn spent(store: &Store, scope: &Scope) -> Result<f64, StoreError> {
+        Ok(match scope {
+            Scope::Thread(thread) => store.thread_usage(thread).await?.cost_usd,
+            Scope::Day(day) => store.day_usage(*day).await?.cost_usd,
+        })
+    }
+
     /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to the thread is spent: the
-    /// thread's own first, then the day's.
+    /// thread's own first, then the day's. Reserves nothing.
     pub async fn check(
         &self,
         store: &Store,
         thread: &ThreadRow,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
-        if let Some(limit) = thread.max_budget_usd {
-            let spent = store.thread_usage(&thread.id).await?.cost_usd;
-            if spent >= limit {
-                return Ok(Err(BudgetExceeded {
-                    budget: BudgetKind::Thread,
-                    limit_usd: limit,
-                    spent_usd: spent,
-                }));
-            }
-        }
-        if let Some(limit) = self.daily_usd {
-            let spent = store.day_usage(Utc::now().date_naive()).await?.cost_usd;
-            if spent >= limit {
-                return Ok(Err(BudgetExceeded {
-                    budget: BudgetKind::Daily,
-                    limit_usd: limit,
-                    spent_usd: spent,
-                }));
+        for limit in self.limits(thread) {
+            let spent = Self::spent(store, &limit.scope).await?;
+            if spent >= limit.usd {
+                return Ok(Err(limit.exceeded(spent)));
             }
         }
         Ok(Ok(()))
+    }
+
+    /// Reserves what a turn of `thread` is expected to cost in every budget that applies, or
+    /// says which budget has no room for it (see the rule in the module's doc).
+    pub async fn reserve(
+        &self,
+        store: &Store,
+        thread: &ThreadRow,
+    ) -> Result<Result<Reservation, BudgetExceeded>, StoreError> {
+        let limits = self.limits(thread);
+        let mut spent = Vec::with_capacity(limits.len());
+        for limit in &limits {
+            spent.push(Self::spent(store, &limit.scope).await?);
+        }
+        let mut state = lock(&self.ledger.0);
+        let estimate = state
+            .recent
+            .get(&thread.id)
+            .copied()
+            .unwrap_or(self.turn_estimate_usd);
+        for (limit, spent) in limits.iter().zip(&spent) {
+            let held = state
+                .reserved
+                .get(&limit.scope)
+                .copied()
+                .unwrap_or_default();
+            let fits = spent + held.usd + estimate <= limit.usd;
+            let alone = held.turns == 0 && *spent < limit.usd;
+            if !fits && !alone {
+                return Ok(Err(limit.exceeded(spent + held.usd)));
+            }
+        }
+        let mut held = Vec::with_capacity(limits.len());
+        for limit in limits {
+            let entry = state.reserved.entry(limit.scope.clone()).or_default();
+            entry.usd += estimate;
+            entry.turns += 1;
+            held.push((limit.scope, estimate));
+        }
+        Ok(Ok(Reservation {
+            ledger: self.ledger.clone(),
+            thread: thread.id.clone(),
+            held,
+        }))
+    }
+}
+
+impl Limit {
+    fn exceeded(&self, spent_usd: f64) -> BudgetExceeded {
+        BudgetExceeded {
+            budget: self.kind,
+            limit_usd: self.usd,
+            spent_usd,
+        }
     }
 }
 
@@ -152,6 +307,7 @@ mod tests {
         let other = store.create_thread(NewThread::default()).await.unwrap();
         let budgets = Budgets {
             daily_usd: Some(0.1),
+            ..Budgets::default()
         };
         assert_eq!(budgets.check(&store, &capped).await.unwrap(), Ok(()));
         spend(&store, &capped, 0.05).await;
@@ -169,6 +325,72 @@ mod tests {
             Budgets::default().check(&store, &other).await.unwrap(),
             Ok(())
         );
+    }
+
+    /// A store with `n` threads, and budgets of `daily` USD a day, each turn estimated at
+    /// `estimate`.
+    async fn racing(n: usize, daily: f64, estimate: f64) -> (Store, Vec<ThreadRow>, Budgets) {
+        let store = Store::open(":memory:").await.unwrap();
+        let mut threads = Vec::new();
+        for _ in 0..n {
+            threads.push(store.create_thread(NewThread::default()).await.unwrap());
+        }
+        let budgets = Budgets {
+            daily_usd: Some(daily),
+            turn_estimate_usd: estimate,
+            ..Budgets::default()
+        };
+        (store, threads, budgets)
+    }
+
+    #[tokio::test]
+    async fn turns_starting_together_see_each_others_reservations() {
+        let (store, threads, budgets) = racing(3, 0.10, 0.04).await;
+        let reserve = |t: usize| budgets.reserve(&store, &threads[t]);
+        let first = reserve(0).await.unwrap().expect("0.04 of 0.10");
+        let _second = reserve(1).await.unwrap().expect("0.08 of 0.10");
+        let refused = reserve(2).await.unwrap().unwrap_err();
+        assert_eq!(refused.budget, BudgetKind::Daily);
+        assert!((refused.spent_usd - 0.08).abs() < 1e-9, "held: {refused:?}");
+        // A turn that ends gives its hold back, and what it cost is counted instead.
+        spend(&store, &threads[0], 0.01).await;
+        first.settle(Some(0.01));
+        assert!(
+            reserve(2).await.unwrap().is_ok(),
+            "0.01 spent + 0.04 + 0.04"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_budget_smaller_than_an_estimate_runs_one_turn_at_a_time_until_spent() {
+        let (store, threads, budgets) = racing(2, 0.01, 0.05).await;
+        let alone = budgets.reserve(&store, &threads[0]).await.unwrap();
+        let alone = alone.expect("alone on an unspent budget");
+        assert!(budgets.reserve(&store, &threads[1]).await.unwrap().is_err());
+        spend(&store, &threads[0], 0.02).await;
+        alone.settle(Some(0.02));
+        let spent = budgets.reserve(&store, &threads[1]).await.unwrap();
+        assert_eq!(spent.unwrap_err().spent_usd, 0.02);
+    }
+
+    #[tokio::test]
+    async fn a_threads_later_turns_hold_its_recent_cost() {
+        let (store, threads, budgets) = racing(2, 0.05, 0.04).await;
+        budgets
+            .reserve(&store, &threads[0])
+            .await
+            .unwrap()
+            .unwrap()
+            .settle(Some(0.01));
+        // Thread 0 now holds 0.01, thread 1 the default 0.04: both fit in 0.05.
+        let _a = budgets.reserve(&store, &threads[0]).await.unwrap().unwrap();
+        let _b = budgets.reserve(&store, &threads[1]).await.unwrap().unwrap();
+        // A turn that never reached the API teaches nothing.
+        let (store, threads, budgets) = racing(1, 1.0, 0.04).await;
+        let reservation = budgets.reserve(&store, &threads[0]).await.unwrap().unwrap();
+        reservation.settle(None);
+        assert!(lock(&budgets.ledger.0).recent.is_empty());
+        assert!(lock(&budgets.ledger.0).reserved.is_empty(), "given back");
     }
 
     #[test]

@@ -238,6 +238,8 @@ impl Daemon {
             },
             budgets: crate::budget::Budgets {
                 daily_usd: config.budget.daily_usd,
+                turn_estimate_usd: config.budget.turn_estimate_usd,
+                ledger: Default::default(),
             },
         });
         // Turns the CLI starts by itself (`claude.scheduling_tools`) run through the pipeline.

@@ -90,13 +90,27 @@ impl Default for ClusterConfig {
 }
 
 /// What the turns may cost. A thread's own limit is `maxBudgetUsd` on the thread.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetConfig {
     /// Most USD all turns of a UTC day may cost together (flag `--budget-daily-usd`, env
     /// `HARNESS_BUDGET_DAILY_USD`); `None`: no daily limit. A message that would start a turn
     /// once it is spent gets 402.
     pub daily_usd: Option<f64>,
+    /// What a turn is expected to cost before its thread has finished one (since the daemon
+    /// started): each turn holds its estimate in every budget that applies while it runs, so
+    /// turns starting together cannot all spend the same last cents. Later turns of a thread
+    /// hold its recent cost per turn instead.
+    pub turn_estimate_usd: f64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> BudgetConfig {
+        BudgetConfig {
+            daily_usd: None,
+            turn_estimate_usd: 0.05,
+        }
+    }
 }
 
 /// Who may talk to the listener, and how long a connection may hold it.
@@ -683,6 +697,8 @@ impl Config {
         if !self.bind.ip().is_loopback() && !token_set {
             return Err(ConfigError::TokenRequired(self.bind));
         }
+        crate::budget::validate_usd(self.budget.turn_estimate_usd, "budget.turn_estimate_usd")
+            .map_err(ConfigError::Invalid)?;
         if let Some(daily) = self.budget.daily_usd {
             crate::budget::validate_usd(daily, "budget.daily_usd").map_err(ConfigError::Invalid)?;
         }

@@ -126,9 +126,11 @@ impl Pipeline {
                 error,
             });
         }
-        if let Err(exceeded) = inner.budgets.check(&inner.store, &thread).await? {
-            return Err(self.store_refusal(user, exceeded).await);
-        }
+        // Held until the turn ends: turns starting together see each other's.
+        let reservation = match inner.budgets.reserve(&inner.store, &thread).await? {
+            Ok(reservation) => reservation,
+            Err(exceeded) => return Err(self.store_refusal(user, exceeded).await),
+        };
         let model = msg.model.clone().or(thread.model.clone());
         inner.events.emit(
             &thread.id,
@@ -192,6 +194,7 @@ impl Pipeline {
                     )
                     .await?;
                 self.count_usage(tally.usage.as_ref());
+                reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
                 inner
                     .turns
                     .finished(tally.is_warm(), "done", started.elapsed());
@@ -236,6 +239,7 @@ impl Pipeline {
                     )
                     .await?;
                 self.count_usage(tally.usage.as_ref());
+                reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
                 inner
                     .turns
                     .finished(tally.is_warm(), status.as_str(), started.elapsed());

@@ -263,3 +263,58 @@ async fn budgets_must_be_amounts_and_threads_must_exist() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     daemon.stop().await;
 }
+
+/// Twelve threads send at once on the last of the daily budget. Each turn holds its estimate
+/// while it runs, so only those that fit start; the others get 402 at once, and the day's
+/// spending passes its limit by at most one turn's cost (once it measured 3.7× the limit: every
+/// waiting turn saw the same spending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_racing_the_daily_budget_do_not_all_run() {
+    let mock = MockApi::start().await;
+    // What one turn costs on the mock.
+    let probe = TestDaemon::start(&mock, |_| {}).await;
+    let thread = probe.create_thread().await;
+    probe.reply(&thread, "what does a turn cost").await;
+    let (_, body) = probe.get(&format!("/api/threads/{thread}")).await;
+    let turn = usd(&body["usage"]);
+    probe.stop().await;
+    assert!(turn > 0.0, "{body}");
+
+    let limit = turn * 3.5;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.budget.daily_usd = Some(limit);
+        c.budget.turn_estimate_usd = turn;
+    })
+    .await;
+    let first = daemon.create_thread().await;
+    daemon.reply(&first, "spend one turn").await;
+    let mut threads = Vec::new();
+    for _ in 0..12 {
+        threads.push(daemon.create_thread().await);
+    }
+    let answers = futures::future::join_all(
+        threads
+            .iter()
+            .map(|thread| daemon.send(thread, "all at once")),
+    )
+    .await;
+    let ran = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+    let refused = answers
+        .iter()
+        .filter(|(s, b)| *s == StatusCode::PAYMENT_REQUIRED && b["error"]["budget"] == "daily")
+        .count();
+    assert_eq!(ran + refused, 12, "{answers:?}");
+    assert!(
+        (1..=3).contains(&ran),
+        "{ran} of 12 ran on 2.5 turns' worth"
+    );
+
+    let text = scrape(&daemon).await;
+    let spent = value(&text, "harness_cost_usd_total").expect("the cost series");
+    let most = limit + turn * 1.5;
+    assert!(
+        spent <= most,
+        "spent {spent:.6} USD on a {limit:.6} budget (one turn: {turn:.6})"
+    );
+    daemon.stop().await;
+}
