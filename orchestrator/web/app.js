@@ -9,7 +9,7 @@
 // and goes on with no gap and no repeat. Model output only reaches the DOM as text.
 
 import { api, ApiError, authHeaders, NetworkError, tokenRefused } from './api.js';
-import { renderMarkdown } from './markdown.js';
+import { StreamRenderer } from './markdown.js';
 import { poolPanel } from './pool.js';
 import { workspaceControls } from './workspace.js';
 
@@ -285,17 +285,18 @@ function appendText(turn, text) {
   if (!turn.textEl) {
     turn.textEl = document.createElement('div');
     turn.textEl.className = 'text md';
-    turn.textEl.dataset.raw = '';
+    // The text so far, on the element (an attribute would be copied whole on every delta).
+    turn.textEl.raw = '';
+    turn.textEl.renderer = new StreamRenderer(turn.textEl);
     turn.parts.append(turn.textEl);
   }
-  const raw = turn.textEl.dataset.raw + text;
-  turn.textEl.dataset.raw = raw;
-  turn.textEl.replaceChildren(renderMarkdown(raw));
+  turn.textEl.raw += text;
+  turn.textEl.renderer.update(turn.textEl.raw);
 }
 
 function streamedText(turn) {
   if (!turn.parts) return '';
-  return Array.from(turn.parts.querySelectorAll('.text'), (node) => node.dataset.raw).join('');
+  return Array.from(turn.parts.querySelectorAll('.text'), (node) => node.raw || '').join('');
 }
 
 function finishReply(turn, content, status) {
@@ -308,6 +309,8 @@ function finishReply(turn, content, status) {
     turn.textEl = null;
     appendText(turn, content);
   }
+  // Each text part once more in one piece: what spans a blank line joins up.
+  turn.parts.querySelectorAll('.text').forEach((node) => node.renderer.finish(node.raw));
   turn.final = true;
   turn.replyEl.dataset.status = status;
 }

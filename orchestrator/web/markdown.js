@@ -1,12 +1,19 @@
-// A small Markdown renderer for untrusted text (model output). It never parses HTML: every
-// piece of text reaches the DOM through textContent, and the only attribute it sets from the
-// input is a link's href, and only for http, https and mailto URLs. HTML in the input shows as
-// text; a javascript: link shows as text.
+// Markdown for untrusted text (model output), parsed by markdown-it (vendored, see
+// vendor/README.md) with raw HTML off, and turned into DOM nodes here from its tokens: every
+// piece of text reaches the DOM through textContent, never as HTML, and the only attributes set
+// from the input are a link's href (http, https and mailto only), an ordered list's start and a
+// code block's language. HTML in the input shows as text; a javascript: link shows as text;
+// an image shows as its description (the page loads nothing a reply names).
 //
-// Blocks: paragraphs (single newlines kept as line breaks), #-headings, ``` fences, > quotes,
-// - * + and 1. lists, --- rules. Inline: `code`, **strong**, *em* / _em_, [text](url), bare URLs.
+// A streaming reply is rendered by a `StreamRenderer`: what lies before the last blank line
+// outside a code fence is rendered once and kept, and only the rest is rendered again as text
+// arrives, so a long reply costs about its length, not its length squared.
+
+import MarkdownIt from './markdown-it.js';
 
 const SAFE_SCHEMES = new Set(['http:', 'https:', 'mailto:']);
+
+const parser = new MarkdownIt({ html: false, linkify: true, breaks: true });
 
 /** The URL when it is safe to link to, else null. */
 export function safeUrl(raw) {
@@ -21,141 +28,140 @@ export function safeUrl(raw) {
 /** Renders `text` into a DocumentFragment. */
 export function renderMarkdown(text) {
   const fragment = document.createDocumentFragment();
-  const lines = String(text).replace(/\r\n?/g, '\n').split('\n');
-  let i = 0;
-  while (i < lines.length) {
-    const line = lines[i];
-    const fence = line.match(/^\s*(```|~~~)\s*([\w+-]*)\s*$/);
-    if (fence) {
-      const body = [];
-      i += 1;
-      while (i < lines.length && !lines[i].trim().startsWith(fence[1])) {
-        body.push(lines[i]);
-        i += 1;
-      }
-      i += 1; // the closing fence (or the end)
-      const pre = el('pre');
-      const code = el('code', body.join('\n'));
-      if (fence[2]) code.dataset.lang = fence[2];
-      pre.append(code);
-      fragment.append(pre);
-      continue;
-    }
-    if (!line.trim()) {
-      i += 1;
-      continue;
-    }
-    const heading = line.match(/^(#{1,6})\s+(.*)$/);
-    if (heading) {
-      const level = Math.min(6, heading[1].length + 2); // the page's own titles are h1, h2
-      fragment.append(inline(el(`h${level}`), heading[2].replace(/\s+#+\s*$/, '')));
-      i += 1;
-      continue;
-    }
-    if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
-      fragment.append(el('hr'));
-      i += 1;
-      continue;
-    }
-    if (/^\s*>/.test(line)) {
-      const body = [];
-      while (i < lines.length && /^\s*>/.test(lines[i])) {
-        body.push(lines[i].replace(/^\s*>\s?/, ''));
-        i += 1;
-      }
-      const quote = el('blockquote');
-      quote.append(renderMarkdown(body.join('\n')));
-      fragment.append(quote);
-      continue;
-    }
-    const item = listItem(line);
-    if (item) {
-      const list = el(item.ordered ? 'ol' : 'ul');
-      if (item.ordered && item.start !== 1) list.start = item.start;
-      while (i < lines.length) {
-        const next = listItem(lines[i]);
-        if (next && next.ordered === item.ordered) {
-          list.append(inline(el('li'), next.text));
-          i += 1;
-        } else if (lines[i].trim() && /^\s{2,}/.test(lines[i]) && list.lastChild) {
-          // A continuation line of the item above.
-          list.lastChild.append(el('br'));
-          inline(list.lastChild, lines[i].trim());
-          i += 1;
-        } else {
-          break;
-        }
-      }
-      fragment.append(list);
-      continue;
-    }
-    const paragraph = el('p');
-    let first = true;
-    while (i < lines.length && lines[i].trim() && !startsBlock(lines[i])) {
-      if (!first) paragraph.append(el('br'));
-      inline(paragraph, lines[i]);
-      first = false;
-      i += 1;
-    }
-    fragment.append(paragraph);
-  }
+  build(parser.parse(String(text), {}), fragment);
   return fragment;
 }
 
-function startsBlock(line) {
-  return /^\s*(```|~~~)/.test(line) || /^#{1,6}\s/.test(line) || /^\s*>/.test(line)
-    || listItem(line) !== null || /^\s*([-*_])(\s*\1){2,}\s*$/.test(line);
-}
-
-function listItem(line) {
-  const bullet = line.match(/^\s{0,3}[-*+]\s+(.*)$/);
-  if (bullet) return { ordered: false, text: bullet[1] };
-  const number = line.match(/^\s{0,3}(\d{1,9})[.)]\s+(.*)$/);
-  if (number) return { ordered: true, start: Number(number[1]), text: number[2] };
-  return null;
-}
-
-// Inline spans, earliest match first. Each pattern's first group is the content.
-const INLINE = [
-  { re: /`([^`\n]+)`/, make: (m) => el('code', m[1]) },
-  { re: /\[([^\]\n]+)\]\(([^)\s]+)\)/, make: (m) => link(m[1], m[2], m[0]) },
-  { re: /\*\*([^*\n]+)\*\*/, make: (m) => inline(el('strong'), m[1]) },
-  { re: /(?<!\w)__([^_\n]+)__(?!\w)/, make: (m) => inline(el('strong'), m[1]) },
-  { re: /\*([^*\s][^*\n]*)\*/, make: (m) => inline(el('em'), m[1]) },
-  { re: /(?<![\w])_([^_\s][^_\n]*)_(?![\w])/, make: (m) => inline(el('em'), m[1]) },
-  { re: /\bhttps?:\/\/[^\s<>()]+[^\s<>().,;:!?'"]/, make: (m) => link(m[0], m[0], m[0]) },
-];
-
-/** Appends the inline Markdown `text` to `parent`, and returns `parent`. */
-function inline(parent, text) {
-  let rest = text;
-  while (rest) {
-    let best = null;
-    for (const rule of INLINE) {
-      const m = rule.re.exec(rest);
-      if (m && (best === null || m.index < best.m.index)) best = { m, rule };
-    }
-    if (!best) {
-      parent.append(document.createTextNode(rest));
-      break;
-    }
-    if (best.m.index > 0) parent.append(document.createTextNode(rest.slice(0, best.m.index)));
-    parent.append(best.rule.make(best.m));
-    rest = rest.slice(best.m.index + best.m[0].length);
+/** Renders a reply that grows: `update(text)` with the whole text so far, `finish(text)` once. */
+export class StreamRenderer {
+  constructor(element) {
+    this.element = element;
+    // How much of the text is rendered for good, and the node that holds the rest.
+    this.stable = 0;
+    this.inFence = false;
+    this.tail = document.createElement('div');
+    this.tail.className = 'md-tail';
+    element.replaceChildren(this.tail);
   }
-  return parent;
+
+  update(text) {
+    const boundary = this.boundary(text);
+    if (boundary > this.stable) {
+      this.tail.before(renderMarkdown(text.slice(this.stable, boundary)));
+      this.stable = boundary;
+    }
+    this.tail.replaceChildren(renderMarkdown(text.slice(this.stable)));
+  }
+
+  /** The whole text, rendered in one piece (a list or link that spans a blank line joins up). */
+  finish(text) {
+    this.element.replaceChildren(renderMarkdown(text));
+  }
+
+  /** The end of the last blank line after `stable` that lies outside a code fence, or
+   * `stable` when there is none. */
+  boundary(text) {
+    let at = this.stable;
+    let inFence = this.inFence;
+    let found = this.stable;
+    while (at < text.length) {
+      const end = text.indexOf('\n', at);
+      if (end < 0) break; // the last line may still grow
+      const line = text.slice(at, end);
+      if (/^\s{0,3}(```|~~~)/.test(line)) inFence = !inFence;
+      else if (!inFence && line.trim() === '' && at > this.stable) {
+        found = end + 1;
+        this.inFence = inFence;
+      }
+      at = end + 1;
+    }
+    return found;
+  }
 }
 
-function link(label, target, source) {
-  const href = safeUrl(target);
-  if (!href) return document.createTextNode(source); // inert: shown as written
-  const a = el('a');
-  a.href = href;
-  a.rel = 'noopener noreferrer nofollow';
-  a.target = '_blank';
-  inline(a, label);
-  return a;
+/** Appends the nodes `tokens` stand for to `parent`. */
+function build(tokens, parent) {
+  const open = [parent];
+  const top = () => open[open.length - 1];
+  for (const token of tokens) {
+    if (token.nesting === 1) {
+      const node = opened(token);
+      top().append(node);
+      open.push(node);
+      continue;
+    }
+    if (token.nesting === -1) {
+      if (open.length > 1) open.pop();
+      continue;
+    }
+    switch (token.type) {
+      case 'inline':
+        build(token.children || [], top());
+        break;
+      case 'text':
+      case 'html_inline':
+      case 'html_block':
+        top().append(document.createTextNode(token.content));
+        break;
+      case 'code_inline':
+        top().append(el('code', token.content));
+        break;
+      case 'softbreak':
+      case 'hardbreak':
+        top().append(el('br'));
+        break;
+      case 'fence':
+      case 'code_block': {
+        const pre = el('pre');
+        const code = el('code', token.content.replace(/\n$/, ''));
+        const lang = (token.info || '').trim().split(/\s+/)[0];
+        if (/^[\w+-]{1,40}$/.test(lang)) code.dataset.lang = lang;
+        pre.append(code);
+        top().append(pre);
+        break;
+      }
+      case 'hr':
+        top().append(el('hr'));
+        break;
+      case 'image':
+        top().append(document.createTextNode(token.content || ''));
+        break;
+      default:
+        if (token.content) top().append(document.createTextNode(token.content));
+    }
+  }
 }
+
+/** The element an opening token stands for. */
+function opened(token) {
+  if (token.type === 'link_open') {
+    const href = safeUrl(token.attrGet('href') || '');
+    // Unsafe: its text shows, in a span, as plain text.
+    if (!href) return el('span');
+    const a = el('a');
+    a.href = href;
+    a.rel = 'noopener noreferrer nofollow';
+    a.target = '_blank';
+    return a;
+  }
+  if (token.type === 'heading_open') {
+    // The page's own titles are h1 and h2.
+    const level = Math.min(6, Number(token.tag.slice(1)) + 2);
+    return el(`h${level}`);
+  }
+  const node = el(ALLOWED.has(token.tag) ? token.tag : 'span');
+  if (token.type === 'ordered_list_open') {
+    const start = Number(token.attrGet('start'));
+    if (Number.isInteger(start) && start !== 1) node.start = start;
+  }
+  return node;
+}
+
+/** The elements a token may open; anything else becomes a span. */
+const ALLOWED = new Set([
+  'p', 'blockquote', 'ul', 'ol', 'li', 'em', 'strong', 's', 'table', 'thead', 'tbody', 'tr',
+  'th', 'td',
+]);
 
 function el(tag, text) {
   const node = document.createElement(tag);

@@ -6,7 +6,7 @@
 //! 401 and sends it as a bearer header. Every answer carries a strict `Content-Security-Policy`:
 //! scripts and styles only from this origin (none inline), requests only to this origin, no
 //! frames, no plugins, no form posts. Model output is untrusted: the page renders Markdown by
-//! building DOM nodes with `textContent` only (`web/markdown.js`), and the policy is the second
+//! building DOM nodes with `textContent` only from markdown-it's tokens (`web/markdown.js`), and the policy is the second
 //! wall should that ever slip.
 
 use axum::http::{header, HeaderValue, StatusCode};
@@ -60,6 +60,12 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../web/markdown.js"),
     },
     Asset {
+        // markdown-it 15.0.3, vendored (web/vendor/README.md).
+        name: "markdown-it.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/vendor/markdown-it.js"),
+    },
+    Asset {
         name: "style.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("../../web/style.css"),
@@ -76,7 +82,7 @@ pub async fn index() -> Response {
 
 /// `GET /assets/{name}`: a script or style sheet of the page; 404 for any other name.
 #[utoipa::path(get, path = "/assets/{name}", operation_id = "pageAsset", tag = "service",
-    params(("name" = String, Path, description = "`app.js`, `markdown.js` or `style.css`.")),
+    params(("name" = String, Path, description = "A script or style sheet the page names (`app.js`, `markdown.js`, `markdown-it.js`, `style.css`, …).")),
     responses(
         (status = 200, description = "The file.", content(
             (String = "text/javascript"),

@@ -355,6 +355,7 @@ async fn the_page_and_its_assets_have_their_types_and_a_strict_policy() {
         ("/", "text/html; charset=utf-8"),
         ("/assets/app.js", "text/javascript; charset=utf-8"),
         ("/assets/markdown.js", "text/javascript; charset=utf-8"),
+        ("/assets/markdown-it.js", "text/javascript; charset=utf-8"),
         ("/assets/api.js", "text/javascript; charset=utf-8"),
         ("/assets/pool.js", "text/javascript; charset=utf-8"),
         ("/assets/workspace.js", "text/javascript; charset=utf-8"),

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod chat;
+mod markdown;
 mod resilience;
 mod support;
 mod turn_options;
