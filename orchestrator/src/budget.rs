@@ -13,6 +13,9 @@
 //! estimate <= L`, or when nothing else is reserved there and `spent < L` (one turn at a time on
 //! the last of a budget smaller than an estimate). So spending passes `L` by at most what the
 //! turns that ran at once cost beyond their estimates, or by one turn's cost when it ran alone.
+//! A thread's budget covers the turns of the threads it delegated to (and they to): a delegated
+//! child's turn holds its estimate in, and counts against, its own budget, those of whoever
+//! delegated to it, and the day's.
 //! The estimate is the thread's recent cost per turn, or `budget.turn_estimate_usd` for a
 //! thread that has not finished a turn since the daemon started. Reservations live in this
 //! node's memory: on a cluster, each node reserves for its own turns.
@@ -151,37 +154,55 @@ impl Drop for Reservation {
 }
 
 impl Budgets {
-    /// The budgets that apply to `thread` today.
-    fn limits(&self, thread: &ThreadRow) -> Vec<Limit> {
-        let own = thread.max_budget_usd.map(|usd| Limit {
-            scope: Scope::Thread(thread.id.clone()),
-            kind: BudgetKind::Thread,
-            usd,
+    /// `thread` and the threads whose budgets its turns also count against (whoever delegated
+    /// to it, and so on): what [`Budgets::check`] and [`Budgets::reserve`] take.
+    pub async fn chain(store: &Store, thread: ThreadRow) -> Result<Vec<ThreadRow>, StoreError> {
+        let mut chain = Vec::new();
+        // Only a thread with a parent can have been delegated to.
+        if thread.parent_id.is_some() {
+            for id in store.delegators(&thread.id).await? {
+                chain.push(store.require_thread(&id).await?);
+            }
+        }
+        chain.insert(0, thread);
+        Ok(chain)
+    }
+
+    /// The budgets that apply to the turns of `chain[0]` today (see [`Budgets::chain`]).
+    fn limits(&self, chain: &[ThreadRow]) -> Vec<Limit> {
+        let own = chain.iter().filter_map(|thread| {
+            thread.max_budget_usd.map(|usd| Limit {
+                scope: Scope::Thread(thread.id.clone()),
+                kind: BudgetKind::Thread,
+                usd,
+            })
         });
         let daily = self.daily_usd.map(|usd| Limit {
             scope: Scope::Day(Utc::now().date_naive()),
             kind: BudgetKind::Daily,
             usd,
         });
-        own.into_iter().chain(daily).collect()
+        own.chain(daily).collect()
     }
 
-    /// What has been spent in `scope`.
+    /// What has been spent in `scope`: a thread's, with the turns of the threads it delegated
+    /// to.
     async fn spent(store: &Store, scope: &Scope) -> Result<f64, StoreError> {
         Ok(match scope {
-            Scope::Thread(thread) => store.thread_usage(thread).await?.cost_usd,
+            Scope::Thread(thread) => store.tree_cost_usd(thread).await?,
             Scope::Day(day) => store.day_usage(*day).await?.cost_usd,
         })
     }
 
-    /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to the thread is spent: the
-    /// thread's own first, then the day's. Reserves nothing.
+    /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to the turns of `chain[0]`
+    /// is spent: the thread's own first, then those of whoever delegated to it, then the
+    /// day's. Reserves nothing.
     pub async fn check(
         &self,
         store: &Store,
-        thread: &ThreadRow,
+        chain: &[ThreadRow],
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
-        for limit in self.limits(thread) {
+        for limit in self.limits(chain) {
             let spent = Self::spent(store, &limit.scope).await?;
             if spent >= limit.usd {
                 return Ok(Err(limit.exceeded(spent)));
@@ -190,14 +211,15 @@ impl Budgets {
         Ok(Ok(()))
     }
 
-    /// Reserves what a turn of `thread` is expected to cost in every budget that applies, or
-    /// says which budget has no room for it (see the rule in the module's doc).
+    /// Reserves what a turn of `chain[0]` is expected to cost in every budget that applies,
+    /// or says which budget has no room for it (see the rule in the module's doc).
     pub async fn reserve(
         &self,
         store: &Store,
-        thread: &ThreadRow,
+        chain: &[ThreadRow],
     ) -> Result<Result<Reservation, BudgetExceeded>, StoreError> {
-        let limits = self.limits(thread);
+        let thread = &chain[0];
+        let limits = self.limits(chain);
         let mut spent = Vec::with_capacity(limits.len());
         for limit in &limits {
             spent.push(Self::spent(store, &limit.scope).await?);
@@ -309,20 +331,43 @@ mod tests {
             daily_usd: Some(0.1),
             ..Budgets::default()
         };
-        assert_eq!(budgets.check(&store, &capped).await.unwrap(), Ok(()));
+        assert_eq!(
+            budgets
+                .check(&store, std::slice::from_ref(&capped))
+                .await
+                .unwrap(),
+            Ok(())
+        );
         spend(&store, &capped, 0.05).await;
-        let refused = budgets.check(&store, &capped).await.unwrap().unwrap_err();
+        let refused = budgets
+            .check(&store, std::slice::from_ref(&capped))
+            .await
+            .unwrap()
+            .unwrap_err();
         assert_eq!(refused.budget, BudgetKind::Thread);
         assert_eq!((refused.limit_usd, refused.spent_usd), (0.05, 0.05));
         // The other thread has no budget of its own; the day still has 0.05 left.
-        assert_eq!(budgets.check(&store, &other).await.unwrap(), Ok(()));
+        assert_eq!(
+            budgets
+                .check(&store, std::slice::from_ref(&other))
+                .await
+                .unwrap(),
+            Ok(())
+        );
         spend(&store, &other, 0.06).await;
-        let refused = budgets.check(&store, &other).await.unwrap().unwrap_err();
+        let refused = budgets
+            .check(&store, std::slice::from_ref(&other))
+            .await
+            .unwrap()
+            .unwrap_err();
         assert_eq!(refused.budget, BudgetKind::Daily);
         assert!((refused.spent_usd - 0.11).abs() < 1e-9, "{refused:?}");
         // Without a daily budget the uncapped thread runs on.
         assert_eq!(
-            Budgets::default().check(&store, &other).await.unwrap(),
+            Budgets::default()
+                .check(&store, std::slice::from_ref(&other))
+                .await
+                .unwrap(),
             Ok(())
         );
     }
@@ -346,7 +391,7 @@ mod tests {
     #[tokio::test]
     async fn turns_starting_together_see_each_others_reservations() {
         let (store, threads, budgets) = racing(3, 0.10, 0.04).await;
-        let reserve = |t: usize| budgets.reserve(&store, &threads[t]);
+        let reserve = |t: usize| budgets.reserve(&store, std::slice::from_ref(&threads[t]));
         let first = reserve(0).await.unwrap().expect("0.04 of 0.10");
         let _second = reserve(1).await.unwrap().expect("0.08 of 0.10");
         let refused = reserve(2).await.unwrap().unwrap_err();
@@ -364,12 +409,22 @@ mod tests {
     #[tokio::test]
     async fn a_budget_smaller_than_an_estimate_runs_one_turn_at_a_time_until_spent() {
         let (store, threads, budgets) = racing(2, 0.01, 0.05).await;
-        let alone = budgets.reserve(&store, &threads[0]).await.unwrap();
+        let alone = budgets
+            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .await
+            .unwrap();
         let alone = alone.expect("alone on an unspent budget");
-        assert!(budgets.reserve(&store, &threads[1]).await.unwrap().is_err());
+        assert!(budgets
+            .reserve(&store, std::slice::from_ref(&threads[1]))
+            .await
+            .unwrap()
+            .is_err());
         spend(&store, &threads[0], 0.02).await;
         alone.settle(Some(0.02));
-        let spent = budgets.reserve(&store, &threads[1]).await.unwrap();
+        let spent = budgets
+            .reserve(&store, std::slice::from_ref(&threads[1]))
+            .await
+            .unwrap();
         assert_eq!(spent.unwrap_err().spent_usd, 0.02);
     }
 
@@ -377,17 +432,29 @@ mod tests {
     async fn a_threads_later_turns_hold_its_recent_cost() {
         let (store, threads, budgets) = racing(2, 0.05, 0.04).await;
         budgets
-            .reserve(&store, &threads[0])
+            .reserve(&store, std::slice::from_ref(&threads[0]))
             .await
             .unwrap()
             .unwrap()
             .settle(Some(0.01));
         // Thread 0 now holds 0.01, thread 1 the default 0.04: both fit in 0.05.
-        let _a = budgets.reserve(&store, &threads[0]).await.unwrap().unwrap();
-        let _b = budgets.reserve(&store, &threads[1]).await.unwrap().unwrap();
+        let _a = budgets
+            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .await
+            .unwrap()
+            .unwrap();
+        let _b = budgets
+            .reserve(&store, std::slice::from_ref(&threads[1]))
+            .await
+            .unwrap()
+            .unwrap();
         // A turn that never reached the API teaches nothing.
         let (store, threads, budgets) = racing(1, 1.0, 0.04).await;
-        let reservation = budgets.reserve(&store, &threads[0]).await.unwrap().unwrap();
+        let reservation = budgets
+            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .await
+            .unwrap()
+            .unwrap();
         reservation.settle(None);
         assert!(lock(&budgets.ledger.0).recent.is_empty());
         assert!(lock(&budgets.ledger.0).reserved.is_empty(), "given back");

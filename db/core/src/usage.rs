@@ -19,6 +19,22 @@ pub trait UsageQueries {
         thread: &ThreadId,
         max_budget_usd: Option<f64>,
     ) -> Result<(), StoreError>;
+
+    /// Records that `parent` delegated to `child`: the child's turns count against the
+    /// parent's budgets.
+    async fn record_delegation(
+        &self,
+        child: &ThreadId,
+        parent: &ThreadId,
+    ) -> Result<(), StoreError>;
+
+    /// The threads `thread`'s turns also count against: the one that delegated to it, the one
+    /// that delegated to that, and so on, nearest first.
+    async fn delegators(&self, thread: &ThreadId) -> Result<Vec<ThreadId>, StoreError>;
+
+    /// What the turns of `thread` and of every thread it delegated to (and they to, and so on)
+    /// cost, in USD.
+    async fn tree_cost_usd(&self, thread: &ThreadId) -> Result<f64, StoreError>;
 }
 
 /// `usage_queries!(Backend)`: the [`UsageQueries`] of a database crate's `Backend`, calling the
@@ -42,6 +58,22 @@ macro_rules! usage_queries {
                 max_budget_usd: Option<f64>,
             ) -> Result<(), StoreError> {
                 set_thread_budget(self.pool(), thread, max_budget_usd).await
+            }
+
+            async fn record_delegation(
+                &self,
+                child: &ThreadId,
+                parent: &ThreadId,
+            ) -> Result<(), StoreError> {
+                record_delegation(self.pool(), child, parent).await
+            }
+
+            async fn delegators(&self, thread: &ThreadId) -> Result<Vec<ThreadId>, StoreError> {
+                delegators(self.pool(), thread).await
+            }
+
+            async fn tree_cost_usd(&self, thread: &ThreadId) -> Result<f64, StoreError> {
+                tree_cost_usd(self.pool(), thread).await
             }
         }
     };

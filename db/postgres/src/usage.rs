@@ -60,6 +60,50 @@ async fn set_thread_budget(
     Ok(())
 }
 
+async fn record_delegation(
+    pool: &PgPool,
+    child: &ThreadId,
+    parent: &ThreadId,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "INSERT INTO delegations (child, parent) VALUES ($1, $2) ON CONFLICT (child) DO NOTHING",
+        child as &ThreadId,
+        parent as &ThreadId,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn delegators(pool: &PgPool, thread: &ThreadId) -> Result<Vec<ThreadId>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"WITH RECURSIVE up(id, depth) AS (
+               SELECT parent, 1 FROM delegations WHERE child = $1
+               UNION ALL
+               SELECT d.parent, up.depth + 1 FROM delegations d JOIN up ON d.child = up.id
+           )
+           SELECT id AS "id!: ThreadId" FROM up ORDER BY depth"#,
+        thread as &ThreadId,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn tree_cost_usd(pool: &PgPool, thread: &ThreadId) -> Result<f64, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"WITH RECURSIVE tree(id) AS (
+               SELECT $1::TEXT
+               UNION ALL
+               SELECT d.child FROM delegations d JOIN tree ON d.parent = tree.id
+           )
+           SELECT COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION AS "cost!"
+           FROM messages WHERE thread_id IN (SELECT id FROM tree)"#,
+        thread as &ThreadId,
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
 /// Adds one turn's usage to today's totals, inside the transaction that stores it.
 pub(crate) async fn add_to_day(conn: &mut PgConnection, usage: &Usage) -> Result<(), StoreError> {
     let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();

@@ -105,7 +105,7 @@ impl Pipeline {
         );
         // Charged before it runs on: a thread over budget has the turn stopped now.
         let over_budget = match inner.store.require_thread(&thread).await {
-            Ok(row) => match inner.budgets.check(&inner.store, &row).await {
+            Ok(row) => match check_chain(inner, row).await {
                 Ok(checked) => checked.err(),
                 Err(err) => {
                     warn!(thread_id = %thread, error = %err, "Could not check the budgets of the CLI's own turn.");
@@ -226,4 +226,13 @@ impl Pipeline {
             outcome = status.as_str(), "The CLI's own turn ended."
         );
     }
+}
+
+/// [`crate::budget::Budgets::check`] for the turns of `thread`, with whoever delegated to it.
+async fn check_chain(
+    inner: &super::Inner,
+    thread: crate::store::ThreadRow,
+) -> Result<Result<(), crate::budget::BudgetExceeded>, crate::store::StoreError> {
+    let chain = crate::budget::Budgets::chain(&inner.store, thread).await?;
+    inner.budgets.check(&inner.store, &chain).await
 }

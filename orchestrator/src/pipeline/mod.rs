@@ -379,7 +379,8 @@ impl Pipeline {
                 );
                 // Refused here, the caller hears 402 at once; the turn checks again when it
                 // comes up, for what the turns ahead of it spend.
-                if let Err(exceeded) = self.inner.budgets.check(&self.inner.store, &thread).await? {
+                let chain = Budgets::chain(&self.inner.store, thread.clone()).await?;
+                if let Err(exceeded) = self.inner.budgets.check(&self.inner.store, &chain).await? {
                     drop(ticket);
                     return Err(self.refuse(&message, exceeded).await);
                 }
@@ -511,9 +512,9 @@ impl Delegate for Pipeline {
                     parent_id: Some(parent.clone()),
                     id: None,
                     output_schema: None,
-                    // A limit of its own, as large as the parent's: its spending is not the
-                    // parent's, so the daily budget is what bounds a tree of delegations.
-                    max_budget_usd: parent_thread.max_budget_usd,
+                    // None of its own: its turns count against the parent's budget (and
+                    // those of whoever delegated to the parent), recorded below.
+                    max_budget_usd: None,
                     // Its own folder: a child never shares its parent's working tree.
                     workspace: None,
                     // The same kind of agent as its parent.
@@ -521,6 +522,10 @@ impl Delegate for Pipeline {
                 },
                 None,
             )
+            .await
+            .map_err(|e| e.to_string())?;
+        store
+            .record_delegation(&child.id, parent)
             .await
             .map_err(|e| e.to_string())?;
         // The child runs where its parent runs: this node took its lease when it was created.

@@ -127,7 +127,8 @@ impl Pipeline {
             });
         }
         // Held until the turn ends: turns starting together see each other's.
-        let reservation = match inner.budgets.reserve(&inner.store, &thread).await? {
+        let chain = crate::budget::Budgets::chain(&inner.store, thread.clone()).await?;
+        let reservation = match inner.budgets.reserve(&inner.store, &chain).await? {
             Ok(reservation) => reservation,
             Err(exceeded) => return Err(self.store_refusal(user, exceeded).await),
         };

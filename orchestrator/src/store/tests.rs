@@ -117,7 +117,8 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 9] = [
+    "delegations",
     "events",
     "leases",
     "messages",
@@ -542,4 +543,54 @@ fn errors_display_what_users_see() {
     );
     let db = StoreError::from(sqlx::Error::RowNotFound);
     assert!(db.to_string().starts_with("database error: "), "{db}");
+}
+
+store_tests! {
+    async fn a_threads_budget_tree_holds_what_it_delegated_and_not_its_forks(store: sqlite_memory) {
+        let thread = |parent: Option<&ThreadRow>| NewThread {
+            parent_id: parent.map(|p| p.id.clone()),
+            ..NewThread::default()
+        };
+        let root = store.create_thread(thread(None)).await.unwrap();
+        let child = store.create_thread(thread(Some(&root))).await.unwrap();
+        let grandchild = store.create_thread(thread(Some(&child))).await.unwrap();
+        let fork = store.create_thread(thread(Some(&root))).await.unwrap();
+        store.record_delegation(&child.id, &root.id).await.unwrap();
+        store.record_delegation(&grandchild.id, &child.id).await.unwrap();
+        // Again: nothing changes.
+        store.record_delegation(&child.id, &root.id).await.unwrap();
+        for (thread, cost_usd) in [(&root, 0.01), (&child, 0.02), (&grandchild, 0.04), (&fork, 0.08)] {
+            let question = store
+                .insert_user_message(
+                    NewUserMessage {
+                        thread_id: thread.id.clone(),
+                        content: "hi".into(),
+                        client_message_id: None,
+                        model: None,
+                        origin: crate::store::Origin::User,
+                    },
+                    None,
+                )
+                .await
+                .unwrap();
+            let usage = crate::store::Usage {
+                cost_usd,
+                ..Default::default()
+            };
+            store
+                .complete_turn(question.message().turn_key(), "ok", None, None, None, Some(&usage), None)
+                .await
+                .unwrap();
+        }
+        for (thread, expected) in [(&root, 0.07), (&child, 0.06), (&grandchild, 0.04), (&fork, 0.08)] {
+            let got = store.tree_cost_usd(&thread.id).await.unwrap();
+            assert!((got - expected).abs() < 1e-9, "{}: {got} != {expected}", thread.id);
+        }
+        assert_eq!(
+            store.delegators(&grandchild.id).await.unwrap(),
+            vec![child.id.clone(), root.id.clone()]
+        );
+        assert!(store.delegators(&root.id).await.unwrap().is_empty());
+        assert!(store.delegators(&fork.id).await.unwrap().is_empty());
+    }
 }

@@ -22,6 +22,30 @@ impl Store {
         on_db!(self, db => db.day_usage(day).await)
     }
 
+    /// Records that `parent` delegated to `child`: the child's turns count against the parent's
+    /// budgets (and against those of whoever delegated to the parent).
+    pub async fn record_delegation(
+        &self,
+        child: &ThreadId,
+        parent: &ThreadId,
+    ) -> Result<(), StoreError> {
+        let _timer = self.metrics.time("record_delegation");
+        on_db!(self, db => db.record_delegation(child, parent).await)
+    }
+
+    /// The threads whose budgets `thread`'s turns also count against, nearest first: empty for
+    /// a thread nobody delegated to.
+    pub async fn delegators(&self, thread: &ThreadId) -> Result<Vec<ThreadId>, StoreError> {
+        let _timer = self.metrics.time("delegators");
+        on_db!(self, db => db.delegators(thread).await)
+    }
+
+    /// What the turns of `thread` and of the threads it delegated to (theirs too) cost, in USD.
+    pub async fn tree_cost_usd(&self, thread: &ThreadId) -> Result<f64, StoreError> {
+        let _timer = self.metrics.time("tree_cost_usd");
+        on_db!(self, db => db.tree_cost_usd(thread).await)
+    }
+
     /// Sets (or with `None` removes) the thread's own budget. [`StoreError::ThreadNotFound`] for
     /// an unknown thread.
     pub async fn set_thread_budget(

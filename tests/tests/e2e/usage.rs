@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::McpHttp;
-use harness_tests::mock::{usage_for, MockApi};
+use harness_tests::mock::{usage_for, MockApi, Reply};
 
 use super::http_api::{check_against, openapi_doc};
 use super::metrics::{scrape, value};
@@ -271,14 +271,7 @@ async fn budgets_must_be_amounts_and_threads_must_exist() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn threads_racing_the_daily_budget_do_not_all_run() {
     let mock = MockApi::start().await;
-    // What one turn costs on the mock.
-    let probe = TestDaemon::start(&mock, |_| {}).await;
-    let thread = probe.create_thread().await;
-    probe.reply(&thread, "what does a turn cost").await;
-    let (_, body) = probe.get(&format!("/api/threads/{thread}")).await;
-    let turn = usd(&body["usage"]);
-    probe.stop().await;
-    assert!(turn > 0.0, "{body}");
+    let turn = one_turns_cost(&mock).await;
 
     let limit = turn * 3.5;
     let daemon = TestDaemon::start(&mock, |c| {
@@ -316,5 +309,78 @@ async fn threads_racing_the_daily_budget_do_not_all_run() {
         spent <= most,
         "spent {spent:.6} USD on a {limit:.6} budget (one turn: {turn:.6})"
     );
+    daemon.stop().await;
+}
+
+/// What one turn costs on `mock`, measured on a daemon of its own.
+async fn one_turns_cost(mock: &MockApi) -> f64 {
+    let probe = TestDaemon::start(mock, |_| {}).await;
+    let thread = probe.create_thread().await;
+    probe.reply(&thread, "what does a turn cost").await;
+    let (_, body) = probe.get(&format!("/api/threads/{thread}")).await;
+    let turn = usd(&body["usage"]);
+    probe.stop().await;
+    assert!(turn > 0.0, "{body}");
+    turn
+}
+
+/// A thread whose model delegates again after every child's answer: the children's turns count
+/// against the thread's budget, so the children stop once it is held or spent (once, one parent
+/// turn delegating six times spent 12× the parent's limit: each child had a limit of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegated_turns_count_against_the_delegating_threads_budget() {
+    const DELEGATE: &str = "mcp__harness__delegation__delegate";
+    let mock = MockApi::start().await;
+    let turn = one_turns_cost(&mock).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.budget.turn_estimate_usd = turn;
+        c.turn.max_tool_calls = 8;
+    })
+    .await;
+    let limit = turn * 2.5;
+    let (status, body) = daemon
+        .post("/api/threads", json!({"maxBudgetUsd": limit}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let parent = body["id"].as_str().unwrap().to_owned();
+    let again = Reply::tool_use(DELEGATE, json!({"prompt": "child job"}));
+    mock.once_when_prompt_contains("delegate a lot", again.clone());
+    mock.when_prompt_contains("echo: child job", again);
+    let (status, body) = daemon.send(&parent, "delegate a lot").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let (_, list) = daemon.get("/api/threads").await;
+    let children: Vec<String> = list["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["parentId"] == parent.as_str())
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    let (_, parent_body) = daemon.get(&format!("/api/threads/{parent}")).await;
+    let mut tree = usd(&parent_body["usage"]);
+    let mut ran = 0;
+    for child in &children {
+        let (_, body) = daemon.get(&format!("/api/threads/{child}")).await;
+        let cost = usd(&body["usage"]);
+        ran += usize::from(cost > 0.0);
+        tree += cost;
+    }
+    assert!(ran >= 1, "a child ran: {children:?}");
+    assert!(ran <= 2, "{ran} children ran on a budget of 2.5 turns");
+    // The parent's own turn went on past its estimate (a request per tool call): the bound is
+    // the limit plus what the turn cost beyond it.
+    let own = usd(&parent_body["usage"]);
+    assert!(
+        tree <= limit + own,
+        "the tree spent {tree:.6} on {limit:.6}"
+    );
+    // The refusal reached the parent's model as the tool's error.
+    let refused = mock
+        .message_requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .any(|r| r.is_error && r.text.contains("budget"));
+    assert!(refused, "a delegation was refused by the budget");
     daemon.stop().await;
 }
