@@ -131,8 +131,14 @@ fn real_main() -> anyhow::Result<()> {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // rmcp writes three lines at info for every `/mcp` request (and more when a client goes
+    // away); the endpoint writes one of its own. `RUST_LOG` brings them back.
+    // An empty `RUST_LOG` is the default too.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info,rmcp=off"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

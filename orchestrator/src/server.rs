@@ -79,6 +79,8 @@ pub struct Daemon {
     pub metrics: Arc<Metrics>,
     /// This node's place among several (`cluster.advertise`); `None`: a single node.
     pub cluster: Option<Cluster>,
+    /// The listener's bounds (connections, streams), set from the open-file limit.
+    pub door: crate::http::serve::Door,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
 }
@@ -271,7 +273,9 @@ impl Daemon {
             approvals.metrics(),
             pipeline.throttle_metrics(),
         ));
+        let door = crate::http::serve::Door::open(&config.http);
         Ok(Daemon {
+            door,
             config: Arc::new(config),
             store,
             pool,
@@ -295,6 +299,7 @@ impl Daemon {
             metrics: self.metrics.clone(),
             config: self.config.clone(),
             cluster: self.cluster.clone(),
+            streams: self.door.streams.clone(),
         }
     }
 
@@ -411,8 +416,9 @@ pub async fn start(
         }
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();
+        let door = serving.door.clone();
         let server = tokio::spawn(async move {
-            crate::http::serve::serve(listener, router, &http, stopping).await;
+            crate::http::serve::serve(listener, router, &http, &door, stopping).await;
         });
         tokio::select! {
             biased;

@@ -36,6 +36,8 @@ pub struct Launch<'a> {
     pub env: &'a [(&'a str, &'a str)],
     /// More of the config file (TOML tables), after the tests' own.
     pub config: &'a str,
+    /// The daemon's limit on open files (soft and hard), as `ulimit -n` would set it.
+    pub open_files: Option<u64>,
 }
 
 impl Launch<'static> {
@@ -47,6 +49,7 @@ impl Launch<'static> {
             args: &[],
             env: &[],
             config: "",
+            open_files: None,
         }
     }
 }
@@ -105,6 +108,15 @@ impl Harness {
             }
         }
         command.envs(launch.env.iter().copied());
+        if let Some(limit) = launch.open_files {
+            // SAFETY: between fork and exec only `setrlimit` runs, which is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    use nix::sys::resource::{setrlimit, Resource};
+                    setrlimit(Resource::RLIMIT_NOFILE, limit, limit).map_err(std::io::Error::from)
+                });
+            }
+        }
         let child = command.spawn().expect("harness starts");
         let (child, addr) = wait_listening(child, &log).await;
         let base = format!("http://{addr}");

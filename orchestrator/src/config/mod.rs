@@ -129,8 +129,13 @@ pub struct HttpConfig {
     /// again its body.
     #[serde(with = "secs")]
     pub read_timeout: Duration,
-    /// Most connections open at once; beyond it the listener stops accepting until one closes.
+    /// Most connections open at once (lowered to what the open-file limit allows); past it the
+    /// oldest connection serving nothing (a head not finished, an idle keep-alive) is closed to
+    /// make room.
     pub max_connections: usize,
+    /// Most long-lived streams (`GET …/events`) at once, and at most half the connections;
+    /// past it a stream gets 503, so streams alone cannot take every connection.
+    pub max_streams: usize,
 }
 /// How `claude` children are started.
 #[derive(Clone, Debug, Deserialize)]
@@ -445,6 +450,7 @@ impl Default for HttpConfig {
             allowed_origins: Vec::new(),
             read_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            max_streams: 512,
         }
     }
 }
@@ -706,6 +712,11 @@ impl Config {
         if self.pool.max_capacity == 0 {
             return Err(ConfigError::Invalid(
                 "pool.max_capacity must be at least 1".into(),
+            ));
+        }
+        if self.http.max_streams == 0 {
+            return Err(ConfigError::Invalid(
+                "http.max_streams must be at least 1".into(),
             ));
         }
         if self.http.max_connections == 0 {

@@ -51,6 +51,8 @@ pub struct ApiState {
     pub config: Arc<Config>,
     /// This node among several (`cluster.advertise`); `None`: a single node.
     pub cluster: Option<crate::cluster::Cluster>,
+    /// Permits for long-lived streams (`http.max_streams`, see [`serve::Door`]).
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// A JSON object body, whose rejections are our JSON errors: 415 not `application/json`, 400 bad
@@ -126,7 +128,15 @@ pub fn router(state: ApiState) -> Router {
         // Outermost first: every request gets an `x-request-id` (the client's, or a new UUID),
         // carried by its `request` span and echoed on the answer.
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(request_span))
+        // A 5xx is the handler's to log, with its reason (a refused stream, a failed turn): not
+        // an ERROR line per answer, which a flood of refusals would turn into a flood of lines.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_failure(
+                    tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG),
+                ),
+        )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state)
 }

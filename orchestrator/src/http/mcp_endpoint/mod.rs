@@ -246,9 +246,17 @@ pub async fn screen(
         }
         _ => {}
     }
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("(a response)")
+        .to_owned();
+    let started = std::time::Instant::now();
     let answer = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
+    // One line per request (rmcp's own are off by default).
+    info!(%method, status = answer.status().as_u16(), ms = started.elapsed().as_millis() as u64, "MCP request.");
     as_json_rpc(answer, id).await
 }
 

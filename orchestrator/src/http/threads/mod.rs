@@ -432,6 +432,7 @@ pub struct EventsQuery {
         (status = 200, description = "Server-Sent Events: each frame's `event:` is the kind, `id:` the event id, `data:` a `ThreadEvent` (see the `…Event` schemas for each kind's `data`).",
          content_type = "text/event-stream", body = inline(ThreadEventRef)),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 503, description = "Every event stream the daemon allows is open (`too_many_streams`, `http.max_streams`).", body = ErrorBody),
     ))]
 pub async fn events(
     State(state): State<ApiState>,
@@ -441,6 +442,14 @@ pub async fn events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = ThreadId::from_string(id);
     state.store.require_thread(&id).await?;
+    // Held while the stream runs: streams alone cannot take every connection.
+    let Ok(permit) = state.streams.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            "every event stream this daemon allows is open (http.max_streams); try again later",
+        ));
+    };
     let header_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -453,6 +462,7 @@ pub async fn events(
     let store = state.store.clone();
     // Ends with the client, with the daemon's shutdown, or when the bus closes.
     tokio::spawn(async move {
+        let _permit = permit;
         let mut last = after;
         if !replay(&store, &id, &mut last, &tx).await {
             return;

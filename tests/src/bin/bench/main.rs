@@ -14,11 +14,12 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod chart;
 mod cluster;
+mod door;
 mod first_turn;
 mod overload;
 mod profile;
@@ -149,6 +150,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("door") => {
+            eprintln!("bench: only the door, {samples} samples");
+            let outcome = door::run(&mock, samples).await?;
+            let mut out = String::new();
+            door::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("schemas") => {
             eprintln!("bench: only output schemas");
             let outcome = schemas::run(&mock).await?;
@@ -158,7 +167,9 @@ async fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Some(other) => {
-            bail!("BENCH_ONLY={other}: only `cluster`, `workspaces` or `schemas` runs alone")
+            bail!(
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas` or `door` runs alone"
+            )
         }
     }
     let daemon = TestDaemon::start(&mock, |c| c.pool.max_capacity = 64).await;
@@ -317,6 +328,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: workspaces");
     let workspaces = workspaces::run(&mock, samples.min(10)).await?;
 
+    // Answers while connections are held.
+    eprintln!("bench: the door");
+    let door = door::run(&mock, samples.min(10)).await?;
+
     // What output schemas cost the daemon's memory.
     eprintln!("bench: output schemas");
     let schemas = schemas::run(&mock).await?;
@@ -349,6 +364,7 @@ async fn main() -> anyhow::Result<()> {
         cluster: &cluster,
         workspaces: &workspaces,
         schemas: &schemas,
+        door: &door,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;

@@ -21,6 +21,7 @@ pub(super) struct Report<'a> {
     pub(super) cluster: &'a cluster::Outcome,
     pub(super) workspaces: &'a workspaces::Outcome,
     pub(super) schemas: &'a schemas::Outcome,
+    pub(super) door: &'a door::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -167,6 +168,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     cluster::render(&mut out, r.cluster, Some(r.cold))?;
     workspaces::render(&mut out, r.workspaces)?;
     schemas::render(&mut out, r.schemas)?;
+    door::render(&mut out, r.door)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
