@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use orchestrator::config::{Config, LogFormat, ServeArgs};
 use orchestrator::server::Stopped;
 
+mod first_run;
+
 #[derive(Parser)]
 #[command(
     name = "harness",
@@ -91,8 +93,9 @@ fn real_main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => {
-                let config = Config::load(&args)?;
+                let mut config = Config::load(&args)?;
                 init_tracing(config.log_format);
+                first_run::ensure_cli(&mut config)?;
                 let signals = count_signals()?;
                 let nth = |n: u32| {
                     let mut signals = signals.clone();

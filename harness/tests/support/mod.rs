@@ -38,6 +38,8 @@ pub struct Launch<'a> {
     pub config: &'a str,
     /// The daemon's limit on open files (soft and hard), as `ulimit -n` would set it.
     pub open_files: Option<u64>,
+    /// `--claude-bin`, instead of the CLI test support installed.
+    pub claude_bin: Option<&'a str>,
 }
 
 impl Launch<'static> {
@@ -50,6 +52,7 @@ impl Launch<'static> {
             env: &[],
             config: "",
             open_files: None,
+            claude_bin: None,
         }
     }
 }
@@ -90,7 +93,12 @@ impl Harness {
             .arg("--bind=127.0.0.1:0")
             .arg(format!("--db={db}"))
             .arg(format!("--data-dir={}", dir.display()))
-            .arg(format!("--claude-bin={}", claude.display()))
+            .arg(format!(
+                "--claude-bin={}",
+                launch
+                    .claude_bin
+                    .map_or_else(|| claude.display().to_string(), str::to_owned)
+            ))
             .arg(format!("--config={}", config_path.display()))
             .arg("--log-format=json")
             .args(launch.args)

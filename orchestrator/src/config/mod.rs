@@ -143,6 +143,10 @@ pub struct HttpConfig {
 pub struct ClaudeConfig {
     /// The CLI binary (env `HARNESS_CLAUDE_BIN`); looked up on PATH when not a path.
     pub bin: PathBuf,
+    /// When `bin` names no program: use the CLI installed under `<data_dir>/cli`, or install the
+    /// pinned one there with npm on start (`harness serve` only). Off: the daemon refuses to
+    /// start, saying what to install.
+    pub install: bool,
     /// `CLAUDE_CONFIG_DIR` of every child, owned by the daemon so concurrent CLIs never share
     /// (and corrupt) the user's `~/.claude.json`. Default `<data_dir>/claude`.
     pub config_dir: Option<PathBuf>,
@@ -394,6 +398,7 @@ impl Default for ClaudeConfig {
     fn default() -> Self {
         Self {
             bin: PathBuf::from("claude"),
+            install: true,
             config_dir: None,
             workdir: None,
             default_model: None,
