@@ -462,3 +462,75 @@ async fn a_frozen_owner_loses_the_thread_and_writes_nothing_when_it_wakes() {
     stop(nodes.b).await;
     nodes.store.close().await;
 }
+
+/// `harness serve` as a node on the database at `url` with `token`; whether it refused to start,
+/// and what it said. It gets 20 s, and is killed if it came up.
+async fn refused_node(url: &str, token: Option<&str>) -> (bool, String) {
+    let dir = temp_dir();
+    let claude = tokio::task::spawn_blocking(harness_tests::cli::claude_bin)
+        .await
+        .expect("installer task")
+        .expect("the claude CLI");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"));
+    command
+        .arg("serve")
+        .arg("--bind=127.0.0.1:0")
+        .arg("--advertise=auto")
+        .arg(format!("--db={url}"))
+        .arg(format!("--data-dir={}", dir.path().display()))
+        .arg(format!("--claude-bin={}", claude.display()))
+        .env_remove("HARNESS_TOKEN")
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    if let Some(token) = token {
+        command.env("HARNESS_TOKEN", token);
+    }
+    let child = command.spawn().expect("harness runs");
+    match tokio::time::timeout(Duration::from_secs(20), child.wait_with_output()).await {
+        Ok(out) => {
+            let out = out.expect("its output");
+            (
+                !out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+        Err(_) => (false, "it started".into()),
+    }
+}
+
+/// A node whose token is not the cluster's refuses to start. Once, a node started without the
+/// token joined, served every thread without asking for one, and was sent the cluster's token
+/// with every request its peers forwarded to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_the_clusters_token_refuses_to_join() {
+    let url = pg_test::database_url().await.expect("a test PostgreSQL");
+    let mock = MockApi::start().await;
+    let args = ["--advertise=auto", "--lease-ttl=2"];
+    let with_token = |dir: &TempDir| {
+        let launch = Launch {
+            db: Some(&url),
+            args: &args,
+            env: &[("HARNESS_TOKEN", "the-cluster-secret")],
+            ..Launch::with_grace(5)
+        };
+        let (dir, mock) = (dir.path().to_owned(), &mock);
+        async move { Harness::start(&dir, mock, &launch).await }
+    };
+    let a_dir = temp_dir();
+    let a = with_token(&a_dir).await;
+    for token in [None, Some("another-secret")] {
+        let (refused, said) = refused_node(&url, token).await;
+        assert!(refused, "{token:?}: {said}");
+        assert!(
+            said.contains("not the one the cluster's nodes share"),
+            "{token:?}: {said}"
+        );
+    }
+    let b_dir = temp_dir();
+    let b = with_token(&b_dir).await;
+    let thread = a.client.create_thread().await;
+    assert_echoed(&b, &thread, "through the peer").await;
+    stop(a).await;
+    stop(b).await;
+}

@@ -115,6 +115,15 @@ impl Daemon {
             ));
         }
         let store = Store::open(&db_path).await?;
+        let token = config.auth_token.as_deref().filter(|t| !t.is_empty());
+        if clustered && !store.join_cluster(token).await? {
+            return Err(StartError::Cluster(
+                "this node's token is not the one the cluster's nodes share (the database holds \
+                 the hash of another, or of none): give every node the same HARNESS_TOKEN; to \
+                 change it, stop every node and `DELETE FROM cluster_credential`"
+                    .into(),
+            ));
+        }
         // A node's store holds its leases: every write of a thread's turn checks them.
         let store = match &config.cluster.advertise {
             Some(advertise) => {

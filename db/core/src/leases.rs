@@ -66,6 +66,10 @@ pub trait LeaseQueries {
 
     /// The thread's lease, or `None` when no node ever took it.
     async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError>;
+
+    /// Records `hash` as the cluster's credential when none is yet; whether the cluster's is
+    /// `hash`.
+    async fn join_cluster(&self, hash: &str) -> Result<bool, StoreError>;
 }
 
 /// `lease_queries!(Backend)`: the [`LeaseQueries`] of a database crate's `Backend`, calling the
@@ -112,6 +116,10 @@ macro_rules! lease_queries {
 
             async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError> {
                 of_thread(self.pool(), thread).await
+            }
+
+            async fn join_cluster(&self, hash: &str) -> Result<bool, StoreError> {
+                join_cluster(self.pool(), hash).await
             }
         }
     };

@@ -143,3 +143,19 @@ fn lease_error(err: sqlx::Error, thread: &ThreadId) -> StoreError {
         err.into()
     }
 }
+
+async fn join_cluster(pool: &SqlitePool, hash: &str) -> Result<bool, StoreError> {
+    let now = harness_db::now_text();
+    sqlx::query!(
+        "INSERT INTO cluster_credential (id, hash, created_at) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO NOTHING",
+        hash,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    let held = sqlx::query_scalar!("SELECT hash FROM cluster_credential WHERE id = 1")
+        .fetch_one(pool)
+        .await?;
+    Ok(held == hash)
+}

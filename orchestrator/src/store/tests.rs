@@ -117,7 +117,8 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
+    "cluster_credential",
     "delegations",
     "events",
     "leases",
@@ -592,5 +593,15 @@ store_tests! {
         );
         assert!(store.delegators(&root.id).await.unwrap().is_empty());
         assert!(store.delegators(&fork.id).await.unwrap().is_empty());
+    }
+}
+
+store_tests! {
+    async fn the_first_node_sets_the_clusters_credential_and_the_others_must_match(store: sqlite_memory) {
+        assert!(store.join_cluster(Some("secret")).await.unwrap(), "the first sets it");
+        assert!(store.join_cluster(Some("secret")).await.unwrap());
+        assert!(!store.join_cluster(None).await.unwrap(), "no token is not the token");
+        assert!(!store.join_cluster(Some("other")).await.unwrap());
+        assert!(!store.join_cluster(Some("")).await.unwrap());
     }
 }

@@ -270,6 +270,25 @@ impl Store {
         let _timer = self.metrics.time("lease");
         on_db!(self, db => db.lease(thread).await)
     }
+
+    /// Whether this node holds the cluster's credential: `token` (or none) hashes as the first
+    /// node's did, which it recorded. A node that does not may not join: it would hold leases,
+    /// be sent requests, and send them on with its own token.
+    pub async fn join_cluster(&self, token: Option<&str>) -> Result<bool, StoreError> {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(b"harness cluster credential v1\0");
+        match token {
+            Some(token) => {
+                hash.update(b"token\0");
+                hash.update(token.as_bytes());
+            }
+            None => hash.update(b"none"),
+        }
+        let hash: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let _timer = self.metrics.time("join_cluster");
+        on_db!(self, db => db.join_cluster(&hash).await)
+    }
 }
 
 #[cfg(test)]
