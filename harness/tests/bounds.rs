@@ -30,18 +30,9 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("a number of KiB")
 }
 
-/// A schema with a string nested `depth` levels deep in `not`, `allOf` and `items`, in the
-/// order `turn` picks: distinct shapes for distinct `(depth, turn)`.
+/// A schema under 1 KB, distinct for distinct `(depth, turn)`.
 fn nested(depth: usize, turn: usize) -> Value {
-    let mut schema = json!({"type": "string"});
-    for level in 0..depth {
-        schema = match (level + turn) % 3 {
-            0 => json!({ "not": schema }),
-            1 => json!({ "allOf": [schema] }),
-            _ => json!({ "items": schema }),
-        };
-    }
-    json!({"type": "object", "properties": {"a": schema}})
+    harness_tests::util::nested_schema(depth, turn, "a")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -281,39 +281,10 @@ pub fn validate_usd(value: f64, name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{NewThread, NewUserMessage, Usage};
+    use crate::store::NewThread;
 
     async fn spend(store: &Store, thread: &ThreadRow, cost_usd: f64) {
-        let message = store
-            .insert_user_message(
-                NewUserMessage {
-                    thread_id: thread.id.clone(),
-                    content: "hi".into(),
-                    client_message_id: None,
-                    model: None,
-                    origin: crate::store::Origin::User,
-                },
-                None,
-            )
-            .await
-            .unwrap();
-        let usage = Usage {
-            cost_usd,
-            input_tokens: 10,
-            ..Usage::default()
-        };
-        store
-            .complete_turn(
-                message.message().turn_key(),
-                "hello",
-                None,
-                None,
-                None,
-                Some(&usage),
-                None,
-            )
-            .await
-            .unwrap();
+        crate::store::tests::spend(store, &thread.id, cost_usd).await;
     }
 
     #[tokio::test]

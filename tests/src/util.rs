@@ -71,6 +71,22 @@ pub fn init_tracing() {
     });
 }
 
+/// An `outputSchema` with a string `depth` levels deep in `not`, `allOf` and `items`, in the
+/// order `turn` picks, under property `name`: a distinct shape for each distinct argument, to
+/// measure what schemas cost the daemon.
+pub fn nested_schema(depth: usize, turn: usize, name: &str) -> serde_json::Value {
+    use serde_json::json;
+    let mut schema = json!({"type": "string"});
+    for level in 0..depth {
+        schema = match (level + turn) % 3 {
+            0 => json!({ "not": schema }),
+            1 => json!({ "allOf": [schema] }),
+            _ => json!({ "items": schema }),
+        };
+    }
+    json!({"type": "object", "properties": { name: schema }})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

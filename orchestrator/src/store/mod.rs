@@ -271,4 +271,4 @@ impl plugin_contract::ThreadStore for Store {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -155,6 +155,40 @@ macro_rules! store_tests {
 }
 pub(crate) use store_tests;
 
+/// A turn of `thread` that cost `cost_usd`: a question and its reply, stored.
+pub(crate) async fn spend(store: &Store, thread: &ThreadId, cost_usd: f64) {
+    let question = store
+        .insert_user_message(
+            NewUserMessage {
+                thread_id: thread.clone(),
+                content: "hi".into(),
+                client_message_id: None,
+                model: None,
+                origin: crate::store::Origin::User,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let usage = crate::store::Usage {
+        cost_usd,
+        input_tokens: 10,
+        ..Default::default()
+    };
+    store
+        .complete_turn(
+            question.message().turn_key(),
+            "hello",
+            None,
+            None,
+            None,
+            Some(&usage),
+            None,
+        )
+        .await
+        .unwrap();
+}
+
 /// The turn of message `message` in `thread`, one the store may not have.
 pub(super) fn turn_of<'a>(thread: &'a ThreadId, message: &'a MessageId) -> TurnKey<'a> {
     TurnKey { thread, message }
@@ -561,27 +595,7 @@ store_tests! {
         // Again: nothing changes.
         store.record_delegation(&child.id, &root.id).await.unwrap();
         for (thread, cost_usd) in [(&root, 0.01), (&child, 0.02), (&grandchild, 0.04), (&fork, 0.08)] {
-            let question = store
-                .insert_user_message(
-                    NewUserMessage {
-                        thread_id: thread.id.clone(),
-                        content: "hi".into(),
-                        client_message_id: None,
-                        model: None,
-                        origin: crate::store::Origin::User,
-                    },
-                    None,
-                )
-                .await
-                .unwrap();
-            let usage = crate::store::Usage {
-                cost_usd,
-                ..Default::default()
-            };
-            store
-                .complete_turn(question.message().turn_key(), "ok", None, None, None, Some(&usage), None)
-                .await
-                .unwrap();
+            spend(&store, &thread.id, cost_usd).await;
         }
         for (thread, expected) in [(&root, 0.07), (&child, 0.06), (&grandchild, 0.04), (&fork, 0.08)] {
             let got = store.tree_cost_usd(&thread.id).await.unwrap();

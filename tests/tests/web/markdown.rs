@@ -52,7 +52,13 @@ async fn a_bare_url_is_one_link_whole_or_streamed_in_pieces() {
         Reply::slow_text(chunks, Duration::from_millis(80)),
     );
     page.send("stream it").await;
-    page.wait_last_reply("done", TURN).await;
+    page.wait_js(
+        TURN,
+        "the second reply is done",
+        "const r = document.querySelectorAll('[data-testid=message][data-role=assistant]');
+         return r.length === 2 && r[1].dataset.status === 'done';",
+    )
+    .await;
     let shown = last_reply(&page).await;
     assert_eq!(
         shown["text"],

@@ -9,10 +9,11 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use anyhow::ensure;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
+use harness_tests::util::nested_schema;
 
 use crate::{ms, Series};
 
@@ -23,20 +24,6 @@ pub struct Outcome {
     create: Series,
     largest_bytes: usize,
     grown_mib: f64,
-}
-
-/// A schema with a string `depth` levels deep, keywords in the order `turn` picks, and property
-/// `name`: distinct for distinct arguments.
-fn nested(depth: usize, turn: usize, name: &str) -> Value {
-    let mut schema = json!({"type": "string"});
-    for level in 0..depth {
-        schema = match (level + turn) % 3 {
-            0 => json!({ "not": schema }),
-            1 => json!({ "allOf": [schema] }),
-            _ => json!({ "items": schema }),
-        };
-    }
-    json!({"type": "object", "properties": { name: schema }})
 }
 
 /// This process's `VmRSS`, in MiB.
@@ -56,7 +43,7 @@ pub async fn run(mock: &MockApi) -> anyhow::Result<Outcome> {
     let (status, _) = daemon
         .post(
             "/api/threads",
-            json!({"outputSchema": nested(2, 0, "warm")}),
+            json!({"outputSchema": nested_schema(2, 0, "warm")}),
         )
         .await;
     ensure!(status == 201, "creating a thread failed");
@@ -67,7 +54,7 @@ pub async fn run(mock: &MockApi) -> anyhow::Result<Outcome> {
         grown_mib: 0.0,
     };
     for i in 0..SCHEMAS {
-        let schema = nested(2 + i % 30, i / 30, &format!("p{i}"));
+        let schema = nested_schema(2 + i % 30, i / 30, &format!("p{i}"));
         let bytes = schema.to_string().len();
         ensure!(bytes < 1024, "schema {i} is {bytes} bytes");
         out.largest_bytes = out.largest_bytes.max(bytes);
