@@ -29,6 +29,7 @@
 mod cli_turn;
 mod context;
 mod idempotency;
+mod line;
 mod queue;
 mod threads;
 mod throttle;
@@ -62,6 +63,7 @@ use crate::store::{
 use crate::turn_error::TurnError;
 use crate::workspace::{WorkspaceError, Workspaces};
 use idempotency::Admitted;
+pub use line::Stopped;
 use queue::ThreadQueues;
 use threads::{check_overridable, validate_names};
 use throttle::Throttle;
@@ -209,6 +211,8 @@ struct Inner {
     stopping: CancellationToken,
     /// Turns waiting for their process, by thread: an interrupt cancels the wait.
     starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
+    /// Messages sent with a `clientMessageId`, waiting or running (see [`line`]).
+    lines: std::sync::Mutex<line::Lines>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -250,6 +254,7 @@ impl Pipeline {
                 tasks,
                 stopping: CancellationToken::new(),
                 starting: Default::default(),
+                lines: Default::default(),
             }),
         }
     }

@@ -36,10 +36,21 @@ impl Pipeline {
         mut ticket: QueueTicket,
         nesting: Nesting,
     ) -> Result<TurnReply, PipelineError> {
-        ticket.wait_turn().await;
+        let client = msg.client_message_id.clone();
+        let withdrawn = !self
+            .wait_turn(&user.thread_id, client.as_deref(), &mut ticket)
+            .await;
         let msg_fence = msg.fence.clone();
         let terminal = TerminalEvent::new(self, user);
-        let result = self.execute(user, msg, nesting).await;
+        let result = if withdrawn {
+            self.withdrawn(user, msg.fence.as_ref()).await
+        } else {
+            let result = self.execute(user, msg, nesting).await;
+            if client.is_some() {
+                self.turn_ended(&user.thread_id);
+            }
+            result
+        };
         match &result {
             Ok(reply) => {
                 terminal

@@ -315,3 +315,75 @@ async fn titles_and_models_are_bounded() {
     );
     daemon.stop().await;
 }
+
+/// `POST …/interrupt?clientMessageId=`: a message still waiting in line is withdrawn (it never
+/// runs), one that names no waiting or running message stops nothing, and the turn ahead goes
+/// on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_message_is_withdrawn_by_its_client_id_and_the_turn_ahead_goes_on() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    mock.once_when_prompt_contains(
+        "slow one",
+        harness_tests::mock::Reply::slow_text(
+            ["a ", "b ", "c"],
+            std::time::Duration::from_millis(500),
+        ),
+    );
+    let path = format!("/api/threads/{thread}/messages?wait=false");
+    for (content, client) in [("slow one", "c-1"), ("queued one", "c-2")] {
+        let (status, body) = daemon
+            .post(
+                &path,
+                json!({"content": content, "clientMessageId": client}),
+            )
+            .await;
+        assert_eq!(status, 202, "{body}");
+    }
+    mock.wait_for_requests(1, std::time::Duration::from_secs(60))
+        .await
+        .expect("the first turn runs");
+    let stop = |client: &'static str| {
+        let (daemon, thread) = (&daemon, &thread);
+        async move {
+            let (status, body) = daemon
+                .post(
+                    &format!("/api/threads/{thread}/interrupt?clientMessageId={client}"),
+                    json!({}),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+            (body["interrupted"].clone(), body["withdrawn"].clone())
+        }
+    };
+    assert_eq!(stop("c-2").await, (json!(false), json!(true)));
+    assert_eq!(stop("nobody").await, (json!(false), json!(false)));
+    assert_eq!(daemon.reply(&thread, "after").await, "echo: after");
+    let (_, body) = daemon.get(&format!("/api/threads/{thread}")).await;
+    let statuses: Vec<(String, String)> = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| {
+            let content = m["content"].as_str().unwrap_or_default().to_owned();
+            (content, m["status"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let status_of = |c: &str| {
+        statuses
+            .iter()
+            .find(|(t, _)| t == c)
+            .map(|(_, s)| s.as_str())
+    };
+    assert_eq!(status_of("slow one"), Some("done"), "{statuses:?}");
+    assert_eq!(status_of("queued one"), Some("interrupted"), "{statuses:?}");
+    let asked: Vec<String> = mock
+        .message_requests()
+        .iter()
+        .map(|r| r.last_user_text())
+        .collect();
+    assert!(!asked.iter().any(|t| t.contains("queued one")), "{asked:?}");
+    daemon.stop().await;
+}

@@ -624,6 +624,79 @@ async fn a_long_send_reports_progress_and_a_cancel_on_another_post_interrupts_it
     daemon.stop().await;
 }
 
+/// A cancel of a call whose message still waits behind another caller's turn withdraws that
+/// message (it never reaches the model), and the turn ahead goes on. Once, it interrupted the
+/// running turn, another caller's, and its own message ran later all the same.
+#[tokio::test]
+async fn cancelling_a_queued_send_withdraws_it_and_spares_the_turn_ahead() {
+    let (mock, daemon, mcp) = start().await;
+    let created = mcp.call_tool(1, "threads__create", json!({})).await;
+    let thread = created.result()["structuredContent"]["threadId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    mock.once_when_prompt_contains(
+        "the long one",
+        Reply::slow_text(["first ", "second ", "done"], Duration::from_millis(600)),
+    );
+    let send = |id: u64, content: &'static str| {
+        let (caller, thread) = (mcp.clone(), thread.clone());
+        tokio::spawn(async move {
+            caller
+                .post(json!({
+                    "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "threads__send",
+                               "arguments": {"threadId": thread, "content": content}}
+                }))
+                .await
+        })
+    };
+    let ahead = send(50, "the long one");
+    mock.wait_for_requests(1, Duration::from_secs(60))
+        .await
+        .expect("the first turn reaches the model");
+    let queued = send(51, "the queued one");
+    let endpoint = daemon.daemon().mcp_endpoint.clone();
+    eventually(Duration::from_secs(10), "both calls run", || {
+        endpoint.in_flight().len() == 2
+    })
+    .await
+    .expect("two calls");
+    let cancel = mcp
+        .post(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": 51}}),
+        )
+        .await;
+    assert_eq!(cancel.status, StatusCode::ACCEPTED, "{cancel:?}");
+    let withdrawn = tokio::time::timeout(Duration::from_secs(30), queued)
+        .await
+        .expect("the cancelled call answers")
+        .expect("the call task");
+    assert_eq!(
+        withdrawn.last()["result"]["structuredContent"]["status"],
+        "interrupted",
+        "{withdrawn:?}"
+    );
+    let finished = tokio::time::timeout(Duration::from_secs(60), ahead)
+        .await
+        .expect("the turn ahead answers")
+        .expect("the call task");
+    let reply = &finished.last()["result"]["structuredContent"];
+    assert_eq!(reply["status"], "done", "{finished:?}");
+    assert_eq!(reply["reply"], "first second done", "{finished:?}");
+    let asked: Vec<String> = mock
+        .message_requests()
+        .iter()
+        .map(|r| r.last_user_text())
+        .collect();
+    assert!(
+        !asked.iter().any(|t| t.contains("the queued one")),
+        "the withdrawn message reached the model: {asked:?}"
+    );
+    daemon.stop().await;
+}
+
 #[tokio::test]
 async fn rmcp_client_lists_and_calls() {
     use rmcp::model::CallToolRequestParams;

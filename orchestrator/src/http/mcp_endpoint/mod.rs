@@ -99,10 +99,21 @@ impl McpEndpoint {
 
     /// Interrupts the thread's running turn where it runs: here, or (with clustering) on the
     /// thread's owner, through its `POST /api/threads/{id}/interrupt`.
-    async fn interrupt(&self, thread: &ThreadId) {
+    /// Stops the `threads__send` of `client` (its `clientMessageId`) on `thread`: withdrawn
+    /// while it waits in line, interrupted once it runs; on the thread's node.
+    async fn stop_send(&self, thread: &ThreadId, client: &str) {
         if let Some(cluster) = &self.cluster {
             if let Ok(Route::Forward(url)) = cluster.route(thread, false).await {
-                let path = format!("/api/threads/{thread}/interrupt");
+                let client: String = client
+                    .bytes()
+                    .map(|b| match b {
+                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                            char::from(b).to_string()
+                        }
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect();
+                let path = format!("/api/threads/{thread}/interrupt?clientMessageId={client}");
                 let answer = cluster
                     .forward(
                         thread,
@@ -119,8 +130,13 @@ impl McpEndpoint {
                 return;
             }
         }
-        if let Err(err) = self.pipeline.interrupt(thread).await {
-            debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn.");
+        match self.pipeline.stop_message(thread, client).await {
+            Ok(stopped) => {
+                debug!(thread_id = %thread, ?stopped, "A cancelled call's message stopped.")
+            }
+            Err(err) => {
+                debug!(thread_id = %thread, error = %err, "Could not stop a cancelled call's message.")
+            }
         }
     }
 
@@ -393,7 +409,11 @@ impl ServerHandler for Handler {
                 None,
             ));
         }
-        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let mut arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        // A send names its message, so a cancel stops that message and no other.
+        let client = (name == threads::SEND)
+            .then(|| send_client_id(&mut arguments))
+            .flatten();
         let session = context
             .extensions
             .get::<axum::http::request::Parts>()
@@ -425,12 +445,13 @@ impl ServerHandler for Handler {
                 outcome = &mut call => break outcome.result,
                 _ = registration.cancel.cancelled(), if !cancelled => {
                     cancelled = true;
-                    let Some(thread) = &thread else {
+                    let (Some(thread), Some(client)) = (&thread, &client) else {
                         // Dropping the call aborts the tool's task.
                         break crate::mcp::CallOutcome::error_result(format!("tool `{name}` was cancelled"));
                     };
-                    // The turn ends as `interrupted`, and the call answers with that.
-                    self.0.interrupt(thread).await;
+                    // Its message ends `interrupted` (withdrawn, or its turn interrupted), and
+                    // the call answers with that.
+                    self.0.stop_send(thread, client).await;
                 }
                 event = next_event(&mut events) => {
                     let Some(event) = event else {
@@ -455,6 +476,22 @@ impl ServerHandler for Handler {
         result.result_type = Some(ResultType::COMPLETE);
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// The `clientMessageId` of a `threads__send`: the caller's, or one given to it here.
+fn send_client_id(arguments: &mut Value) -> Option<String> {
+    let given = arguments
+        .get("clientMessageId")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if given.is_some() {
+        return given;
+    }
+    let made = format!("mcp-{}", uuid::Uuid::new_v4());
+    arguments
+        .as_object_mut()?
+        .insert("clientMessageId".into(), Value::String(made.clone()));
+    Some(made)
 }
 
 /// The next event of the thread, or `None` once there will be none; pending forever without a

@@ -23,7 +23,7 @@ use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api;
 use crate::api::events::StreamEvent;
 use crate::budget::validate_usd;
-use crate::pipeline::{NewMessage, TurnReply};
+use crate::pipeline::{NewMessage, Stopped, TurnReply};
 use crate::store::{EventRow, MessageId, NewThread, Usage};
 use crate::workspace::WorkspaceRequest;
 
@@ -392,27 +392,51 @@ pub async fn prewarm(
 pub struct Interrupted {
     #[schema(value_type = String)]
     pub thread_id: ThreadId,
-    /// False when no turn was running.
+    /// False when no turn (of that message, with `clientMessageId`) was running.
     pub interrupted: bool,
+    /// With `clientMessageId`: the message still waited in line, and will not run.
+    pub withdrawn: bool,
 }
 
-/// Interrupts the running turn; its message ends `interrupted`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptQuery {
+    /// Stop only this message (its `clientMessageId`): withdrawn while it waits in line,
+    /// interrupted once it runs; another message's turn goes on.
+    client_message_id: Option<String>,
+}
+
+/// Interrupts the running turn; its message ends `interrupted`. With `clientMessageId`, only
+/// that message's: a message still waiting in line is withdrawn instead.
 #[utoipa::path(post, path = "/threads/{id}/interrupt", operation_id = "interruptThread", tag = "threads",
-    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    params(("id" = String, Path, description = "The thread's id (`thr_…`)."), InterruptQuery),
     responses(
-        (status = 200, description = "Whether a turn was interrupted.", body = Interrupted),
+        (status = 200, description = "Whether a turn was interrupted, or the message withdrawn.", body = Interrupted),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
         (status = 503, description = "With clustering: the thread is moving between nodes (`not_owner`); retry.", body = ErrorBody),
     ))]
 pub async fn interrupt(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<InterruptQuery>,
 ) -> Result<Json<Interrupted>, ApiError> {
     let id = ThreadId::from_string(id);
-    let interrupted = state.pipeline.interrupt(&id).await?;
+    let (interrupted, withdrawn) = match &query.client_message_id {
+        Some(client) => {
+            state.store.require_thread(&id).await?;
+            match state.pipeline.stop_message(&id, client).await? {
+                Stopped::Withdrawn => (false, true),
+                Stopped::Interrupted => (true, false),
+                Stopped::Neither => (false, false),
+            }
+        }
+        None => (state.pipeline.interrupt(&id).await?, false),
+    };
     Ok(Json(Interrupted {
         thread_id: id,
         interrupted,
+        withdrawn,
     }))
 }
 
