@@ -219,7 +219,21 @@ impl Modify for BearerScheme {
 pub fn add_common_errors(doc: &mut utoipa::openapi::OpenApi) {
     for item in doc.paths.paths.values_mut() {
         for operation in operations_mut(item) {
+            let takes_body = operation.request_body.is_some();
             let responses = &mut operation.responses.responses;
+            responses.entry("400".into()).or_insert_with(|| {
+                error_response("Malformed JSON, query or path (`invalid_json`, `invalid_query`, `invalid_path`).")
+            });
+            if takes_body {
+                responses
+                    .entry("415".into())
+                    .or_insert_with(|| error_response("A body that is not `application/json`."));
+                responses.entry("422".into()).or_insert_with(|| {
+                    error_response(
+                        "A body that is not a JSON object, or a missing or mistyped field.",
+                    )
+                });
+            }
             for (status, why) in [
                 ("403", "A `Host` or `Origin` the daemon does not serve."),
                 ("405", "A method the endpoint does not take."),

@@ -387,3 +387,72 @@ async fn one_message_is_withdrawn_by_its_client_id_and_the_turn_ahead_goes_on() 
     assert!(!asked.iter().any(|t| t.contains("queued one")), "{asked:?}");
     daemon.stop().await;
 }
+
+/// The document says what the server does: every operation names the 400 it gives for bad JSON,
+/// query or path, and every one with a body its 415 and 422; and for bodies on each side of the
+/// documented bounds (title and model lengths, blank strings, negative budgets, empty content),
+/// the server takes what the schema allows and refuses what it does not, with a status the
+/// operation documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_and_the_server_agree_on_what_is_taken() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let doc = openapi_doc(&daemon).await;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("an item") {
+            let responses = &operation["responses"];
+            assert!(responses.get("400").is_some(), "{method} {path}: no 400");
+            if operation.get("requestBody").is_some() && path != "/mcp" {
+                for status in ["415", "422"] {
+                    assert!(
+                        responses.get(status).is_some(),
+                        "{method} {path}: no {status}"
+                    );
+                }
+            }
+        }
+    }
+    let documented = |path: &str, status: u16| {
+        doc["paths"][path]["post"]["responses"]
+            .get(status.to_string())
+            .is_some()
+    };
+    let thread = daemon.create_thread().await;
+    let long = |n: usize| "m".repeat(n);
+    let bodies = [
+        json!({"title": long(500)}),
+        json!({"title": long(501)}),
+        json!({"model": "claude-x"}),
+        json!({"model": ""}),
+        json!({"model": "   "}),
+        json!({"model": long(200)}),
+        json!({"model": long(201)}),
+        json!({"maxBudgetUsd": 0.0}),
+        json!({"maxBudgetUsd": -0.5}),
+    ];
+    for body in bodies {
+        let allowed = problems(&doc, "CreateThread", &body).is_empty();
+        let (status, answer) = daemon.post("/api/threads", body.clone()).await;
+        assert_eq!(allowed, status.is_success(), "{body}: {status} {answer}");
+        assert!(
+            documented("/api/threads", status.as_u16()),
+            "{body}: {status}"
+        );
+    }
+    let path = format!("/api/threads/{thread}/messages?wait=false");
+    for body in [
+        json!({"content": "hello"}),
+        json!({"content": ""}),
+        json!({"content": "  \n "}),
+        json!({"content": "hi", "model": ""}),
+    ] {
+        let allowed = problems(&doc, "PostMessage", &body).is_empty();
+        let (status, answer) = daemon.post(&path, body.clone()).await;
+        assert_eq!(allowed, status.is_success(), "{body}: {status} {answer}");
+        let documented = doc["paths"]["/api/threads/{id}/messages"]["post"]["responses"]
+            .get(status.as_u16().to_string())
+            .is_some();
+        assert!(documented, "{body}: {status}");
+    }
+    daemon.stop().await;
+}

@@ -30,11 +30,15 @@ use crate::workspace::WorkspaceRequest;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateThread {
+    #[schema(max_length = 500)]
     title: Option<String>,
+    /// A model name (1 to 200 characters, not blank); default: the profile's.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     model: Option<String>,
     /// A JSON Schema (draft 2020-12) every reply must match: `--json-schema`.
     output_schema: Option<serde_json::Value>,
     /// Most USD the thread's turns may cost together; then its messages get 402.
+    #[schema(minimum = 0.0)]
     max_budget_usd: Option<f64>,
     /// Where the thread works: `{"path": "/abs/dir"}`, or a worktree made for it:
     /// `{"repo": "/abs/repo", "worktree": true, "baseRef"?, "branch"?}`. Under
@@ -193,7 +197,7 @@ async fn thread_with_messages(
 pub struct PatchThread {
     /// Absent: unchanged; `null`: no limit; a number (USD, zero or more): the new limit.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<f64>)]
+    #[schema(value_type = Option<f64>, minimum = 0.0)]
     max_budget_usd: Option<Option<f64>>,
 }
 
@@ -237,8 +241,12 @@ pub async fn patch(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PostMessage {
+    /// The message; not blank, at most `max_message_chars`.
+    #[schema(min_length = 1, pattern = r"\S")]
     content: String,
     client_message_id: Option<String>,
+    /// This turn's model (1 to 200 characters, not blank).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     model: Option<String>,
     /// This turn's permission mode (`plan`, say), no wider than the profile's own.
     permission_mode: Option<String>,
