@@ -7,10 +7,9 @@
 use std::collections::HashMap;
 
 use tokio_util::sync::CancellationToken;
+use tracing::info;
 
 use plugin_contract::ThreadId;
-
-use tracing::info;
 
 use super::queue::QueueTicket;
 use super::{Pipeline, PipelineError, TurnReply};
