@@ -64,7 +64,8 @@ pub struct AnswerBody {
     decision: Decision,
     /// For a denial, what the model reads.
     message: Option<String>,
-    /// For an allow, the input the tool runs with instead of the model's.
+    /// For an allow, the input the tool runs with instead of the model's: a JSON object.
+    #[schema(value_type = Option<Object>)]
     updated_input: Option<Value>,
 }
 

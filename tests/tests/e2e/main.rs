@@ -7,6 +7,7 @@ mod cluster;
 mod cluster_events;
 mod cluster_mcp;
 mod containment;
+mod contract;
 mod events;
 mod faults;
 mod forks;

@@ -35,7 +35,8 @@ pub struct CreateThread {
     /// A model name (1 to 200 characters, not blank); default: the profile's.
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     model: Option<String>,
-    /// A JSON Schema (draft 2020-12) every reply must match: `--json-schema`.
+    /// A JSON Schema (draft 2020-12, an object) every reply must match: `--json-schema`.
+    #[schema(value_type = Option<Object>)]
     output_schema: Option<serde_json::Value>,
     /// Most USD the thread's turns may cost together; then its messages get 402.
     #[schema(minimum = 0.0)]
@@ -63,7 +64,7 @@ pub async fn create(
 ) -> Result<impl IntoResponse, ApiError> {
     // Our JSON error for a body over the limit, not axum's plain-text one.
     let body = body?;
-    let body: CreateThread = if body.iter().all(u8::is_ascii_whitespace) {
+    let body: CreateThread = if no_body(&body) {
         CreateThread {
             title: None,
             model: None,
@@ -99,6 +100,12 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
 }
 
+/// An optional body that is not there: empty, blank, or JSON `null` (as the document allows).
+fn no_body(body: &[u8]) -> bool {
+    let text = body.trim_ascii();
+    text.is_empty() || text == b"null"
+}
+
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForkThread {
@@ -121,7 +128,7 @@ pub async fn fork(
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let body = body?;
-    let body: ForkThread = if body.iter().all(u8::is_ascii_whitespace) {
+    let body: ForkThread = if no_body(&body) {
         ForkThread::default()
     } else {
         super::error::parse_json(&body)?
@@ -249,10 +256,24 @@ pub struct PostMessage {
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     model: Option<String>,
     /// This turn's permission mode (`plan`, say), no wider than the profile's own.
+    #[schema(value_type = Option<PermissionModeName>)]
     permission_mode: Option<String>,
     /// This turn's external MCP servers, by name: some of the profile's; the others are
     /// switched off for the turn, in place. Omitted: all of the profile's.
     mcp_servers: Option<Vec<String>>,
+}
+
+/// A permission mode, as the CLI names it (for the document: the field is checked against the
+/// profile's own mode as a string).
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // Never built: it names the values in the document.
+pub enum PermissionModeName {
+    Plan,
+    DontAsk,
+    Default,
+    AcceptEdits,
+    BypassPermissions,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
