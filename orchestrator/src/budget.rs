@@ -257,6 +257,44 @@ impl Budgets {
     }
 }
 
+impl Budgets {
+    /// Checks again, once a reserved turn has its process and its permit (it may have waited
+    /// while other turns spent past their estimates): `Err` when what was spent since, with
+    /// what running turns hold (its own estimate included), no longer fits, unless it runs
+    /// alone on a budget not yet spent.
+    pub async fn recheck(
+        &self,
+        store: &Store,
+        chain: &[ThreadRow],
+        reservation: &Reservation,
+    ) -> Result<Result<(), BudgetExceeded>, StoreError> {
+        let limits = self.limits(chain);
+        let mut spent = Vec::with_capacity(limits.len());
+        for limit in &limits {
+            spent.push(Self::spent(store, &limit.scope).await?);
+        }
+        let state = lock(&self.ledger.0);
+        for (limit, spent) in limits.iter().zip(&spent) {
+            let held = state
+                .reserved
+                .get(&limit.scope)
+                .copied()
+                .unwrap_or_default();
+            let own = reservation
+                .held
+                .iter()
+                .find(|(scope, _)| *scope == limit.scope)
+                .map_or(0.0, |(_, usd)| *usd);
+            let fits = spent + held.usd <= limit.usd;
+            let alone = held.turns <= 1 && *spent < limit.usd;
+            if !fits && !alone {
+                return Ok(Err(limit.exceeded(spent + held.usd - own)));
+            }
+        }
+        Ok(Ok(()))
+    }
+}
+
 impl Limit {
     fn exceeded(&self, spent_usd: f64) -> BudgetExceeded {
         BudgetExceeded {
@@ -375,6 +413,26 @@ mod tests {
             reserve(2).await.unwrap().is_ok(),
             "0.01 spent + 0.04 + 0.04"
         );
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_waited_is_refused_when_others_spent_past_their_estimates() {
+        let (store, threads, budgets) = racing(3, 0.12, 0.04).await;
+        let chain = |t: usize| std::slice::from_ref(&threads[t]);
+        let first = budgets.reserve(&store, chain(0)).await.unwrap().unwrap();
+        let _second = budgets.reserve(&store, chain(1)).await.unwrap().unwrap();
+        let waited = budgets.reserve(&store, chain(2)).await.unwrap().unwrap();
+        assert_eq!(
+            budgets.recheck(&store, chain(2), &waited).await.unwrap(),
+            Ok(())
+        );
+        // The first turn ends having cost 0.09, not its 0.04.
+        spend(&store, &threads[0], 0.09).await;
+        first.settle(Some(0.09));
+        let refused = budgets.recheck(&store, chain(2), &waited).await.unwrap();
+        let refused = refused.expect_err("0.09 spent + 0.04 held + its own 0.04 > 0.12");
+        // What was spent, and what the other running turn holds.
+        assert!((refused.spent_usd - 0.13).abs() < 1e-9, "{refused:?}");
     }
 
     #[tokio::test]

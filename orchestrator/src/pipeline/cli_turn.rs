@@ -17,7 +17,8 @@ use tracing::{info, warn};
 
 use plugin_contract::SessionStart;
 
-use super::turn::{usage_of, TerminalEvent, TurnTally};
+use super::tally::{usage_of, TurnTally};
+use super::turn::TerminalEvent;
 use super::Pipeline;
 use crate::api::events::{MessageReceived, ThreadEvent, TurnFinished, TurnStarted};
 use crate::pool::{CliTurn, Finish};

@@ -31,6 +31,7 @@ mod context;
 mod idempotency;
 mod line;
 mod queue;
+mod tally;
 mod threads;
 mod throttle;
 mod turn;

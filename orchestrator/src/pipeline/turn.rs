@@ -8,13 +8,12 @@
 
 use std::time::{Duration, Instant};
 
-use claude_cli::{TurnEvent, TurnResult};
+use claude_cli::TurnResult;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use plugin_contract::SessionStart;
-
 use super::queue::QueueTicket;
+use super::tally::{usage_of, Recheck, TurnTally};
 use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::api::events::{
@@ -157,6 +156,7 @@ impl Pipeline {
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
         let mut tally = TurnTally::default();
+        let mut refused = None;
         let spec = inner
             .pool
             .spec(&thread, model.clone())
@@ -187,10 +187,19 @@ impl Pipeline {
                     timeout,
                     &mut tally,
                     nesting,
+                    Recheck {
+                        chain: &chain,
+                        reservation: &reservation,
+                        refused: &mut refused,
+                    },
                 )
                 .await
             }
         };
+        if let Some(exceeded) = refused {
+            // Refused once it had its process: nothing reached the CLI.
+            return Err(self.store_refusal(user, exceeded).await);
+        }
         match outcome {
             Ok(done) => {
                 let message = inner
@@ -349,6 +358,7 @@ impl Pipeline {
         timeout: Duration,
         tally: &mut TurnTally,
         nesting: Nesting,
+        recheck: Recheck<'_>,
     ) -> Result<Done, TurnError> {
         let inner = &self.inner;
         let starting = Starting::new(self, &user.thread_id);
@@ -378,6 +388,22 @@ impl Pipeline {
             }
         };
         drop(starting);
+        // It may have waited while other turns spent past their estimates.
+        match (inner.budgets)
+            .recheck(&inner.store, recheck.chain, recheck.reservation)
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(exceeded)) => {
+                lease.finish(Finish::Keep).await;
+                *recheck.refused = Some(exceeded);
+                // Not reported: the caller reports the refusal it finds in `refused`.
+                return Err(TurnError::Interrupted);
+            }
+            Err(err) => {
+                warn!(thread_id = %user.thread_id, error = %err, "Could not check the budgets again; the turn runs on its reservation.");
+            }
+        }
         let start = lease.session_start();
         tally.start = Some(start);
         let prompt = context::prepare_prompt(
@@ -656,53 +682,6 @@ struct Done {
     structured_output: Option<serde_json::Value>,
     session_id: Option<plugin_contract::CliSessionId>,
     num_turns: u64,
-}
-
-/// What one turn showed, for its summary line and metrics.
-#[derive(Debug, Default)]
-pub(super) struct TurnTally {
-    pub(super) tool_calls: u64,
-    /// How the turn's process started; `None` until a process took the turn.
-    pub(super) start: Option<SessionStart>,
-    /// What the turn cost; `None` until its `result` line came.
-    pub(super) usage: Option<Usage>,
-}
-
-/// The `result` line's usage in the store's terms.
-pub(super) fn usage_of(result: &TurnResult) -> Usage {
-    let u = result.usage();
-    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    Usage {
-        input_tokens: count(u.input_tokens),
-        output_tokens: count(u.output_tokens),
-        cache_read_tokens: count(u.cache_read_tokens),
-        cache_write_tokens: count(u.cache_write_tokens),
-        cost_usd: u.cost_usd,
-        api_ms: count(u.api_ms),
-    }
-}
-
-impl TurnTally {
-    /// Counts the event; returns the tool calls so far.
-    fn observe(&mut self, event: &TurnEvent) -> u64 {
-        if matches!(event, TurnEvent::ToolCallStarted(_)) {
-            self.tool_calls += 1;
-        }
-        self.tool_calls
-    }
-
-    pub(super) fn is_warm(&self) -> bool {
-        self.start.is_some_and(SessionStart::is_warm)
-    }
-
-    /// `warm` or `cold`, for log lines; `cold` when no process took the turn.
-    fn label(&self) -> &'static str {
-        if self.is_warm() {
-            "warm"
-        } else {
-            "cold"
-        }
-    }
 }
 
 /// The end of a turn on the thread's event stream. Sent exactly once: by [`Self::finished`] or

@@ -1,0 +1,64 @@
+//! What one turn showed ([`TurnTally`]: tool calls, how its session started, what it cost), and
+//! what it checks its budgets with once it has its process ([`Recheck`]).
+
+use claude_cli::{TurnEvent, TurnResult};
+
+use plugin_contract::SessionStart;
+
+use crate::budget::BudgetExceeded;
+use crate::store::Usage;
+
+/// What a turn checks its budgets with once it has its process and its permit
+/// (`Budgets::recheck`); a refusal is left in `refused`.
+pub(super) struct Recheck<'a> {
+    pub(super) chain: &'a [crate::store::ThreadRow],
+    pub(super) reservation: &'a crate::budget::Reservation,
+    pub(super) refused: &'a mut Option<BudgetExceeded>,
+}
+
+/// What one turn showed, for its summary line and metrics.
+#[derive(Debug, Default)]
+pub(super) struct TurnTally {
+    pub(super) tool_calls: u64,
+    /// How the turn's process started; `None` until a process took the turn.
+    pub(super) start: Option<SessionStart>,
+    /// What the turn cost; `None` until its `result` line came.
+    pub(super) usage: Option<Usage>,
+}
+
+/// The `result` line's usage in the store's terms.
+pub(super) fn usage_of(result: &TurnResult) -> Usage {
+    let u = result.usage();
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    Usage {
+        input_tokens: count(u.input_tokens),
+        output_tokens: count(u.output_tokens),
+        cache_read_tokens: count(u.cache_read_tokens),
+        cache_write_tokens: count(u.cache_write_tokens),
+        cost_usd: u.cost_usd,
+        api_ms: count(u.api_ms),
+    }
+}
+
+impl TurnTally {
+    /// Counts the event; returns the tool calls so far.
+    pub(super) fn observe(&mut self, event: &TurnEvent) -> u64 {
+        if matches!(event, TurnEvent::ToolCallStarted(_)) {
+            self.tool_calls += 1;
+        }
+        self.tool_calls
+    }
+
+    pub(super) fn is_warm(&self) -> bool {
+        self.start.is_some_and(SessionStart::is_warm)
+    }
+
+    /// `warm` or `cold`, for log lines; `cold` when no process took the turn.
+    pub(super) fn label(&self) -> &'static str {
+        if self.is_warm() {
+            "warm"
+        } else {
+            "cold"
+        }
+    }
+}
