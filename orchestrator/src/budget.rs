@@ -220,10 +220,7 @@ impl Budgets {
     ) -> Result<Result<Reservation, BudgetExceeded>, StoreError> {
         let thread = &chain[0];
         let limits = self.limits(chain);
-        let mut spent = Vec::with_capacity(limits.len());
-        for limit in &limits {
-            spent.push(Self::spent(store, &limit.scope).await?);
-        }
+        let spent = Self::spent_in(store, &limits).await?;
         let mut state = lock(&self.ledger.0);
         let estimate = state
             .recent
@@ -231,15 +228,13 @@ impl Budgets {
             .copied()
             .unwrap_or(self.turn_estimate_usd);
         for (limit, spent) in limits.iter().zip(&spent) {
-            let held = state
-                .reserved
-                .get(&limit.scope)
-                .copied()
-                .unwrap_or_default();
-            let fits = spent + held.usd + estimate <= limit.usd;
-            let alone = held.turns == 0 && *spent < limit.usd;
-            if !fits && !alone {
-                return Ok(Err(limit.exceeded(spent + held.usd)));
+            let others = state.held(&limit.scope);
+            let with_own = Held {
+                usd: others.usd + estimate,
+                turns: others.turns + 1,
+            };
+            if !with_own.admits(*spent, limit.usd) {
+                return Ok(Err(limit.exceeded(spent + others.usd)));
             }
         }
         let mut held = Vec::with_capacity(limits.len());
@@ -255,9 +250,7 @@ impl Budgets {
             held,
         }))
     }
-}
 
-impl Budgets {
     /// Checks again, once a reserved turn has its process and its permit (it may have waited
     /// while other turns spent past their estimates): `Err` when what was spent since, with
     /// what running turns hold (its own estimate included), no longer fits, unless it runs
@@ -269,29 +262,44 @@ impl Budgets {
         reservation: &Reservation,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
         let limits = self.limits(chain);
-        let mut spent = Vec::with_capacity(limits.len());
-        for limit in &limits {
-            spent.push(Self::spent(store, &limit.scope).await?);
-        }
+        let spent = Self::spent_in(store, &limits).await?;
         let state = lock(&self.ledger.0);
         for (limit, spent) in limits.iter().zip(&spent) {
-            let held = state
-                .reserved
-                .get(&limit.scope)
-                .copied()
-                .unwrap_or_default();
-            let own = reservation
-                .held
-                .iter()
-                .find(|(scope, _)| *scope == limit.scope)
-                .map_or(0.0, |(_, usd)| *usd);
-            let fits = spent + held.usd <= limit.usd;
-            let alone = held.turns <= 1 && *spent < limit.usd;
-            if !fits && !alone {
-                return Ok(Err(limit.exceeded(spent + held.usd - own)));
+            let with_own = state.held(&limit.scope);
+            if !with_own.admits(*spent, limit.usd) {
+                let own = reservation
+                    .held
+                    .iter()
+                    .find(|(scope, _)| *scope == limit.scope)
+                    .map_or(0.0, |(_, usd)| *usd);
+                return Ok(Err(limit.exceeded(spent + with_own.usd - own)));
             }
         }
         Ok(Ok(()))
+    }
+
+    /// What has been spent in each of `limits`' scopes.
+    async fn spent_in(store: &Store, limits: &[Limit]) -> Result<Vec<f64>, StoreError> {
+        let mut spent = Vec::with_capacity(limits.len());
+        for limit in limits {
+            spent.push(Self::spent(store, &limit.scope).await?);
+        }
+        Ok(spent)
+    }
+}
+
+impl LedgerState {
+    /// What the running turns of `scope` hold.
+    fn held(&self, scope: &Scope) -> Held {
+        self.reserved.get(scope).copied().unwrap_or_default()
+    }
+}
+
+impl Held {
+    /// The rule, for holds that include the turn in question: it fits with what was `spent`
+    /// under `limit`, or it runs alone on a budget not yet spent.
+    fn admits(self, spent: f64, limit: f64) -> bool {
+        spent + self.usd <= limit || (self.turns <= 1 && spent < limit)
     }
 }
 

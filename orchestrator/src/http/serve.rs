@@ -49,7 +49,6 @@ pub struct Door {
     pub connections: usize,
     /// Permits for long-lived streams.
     pub streams: Arc<Semaphore>,
-    pub max_streams: usize,
 }
 
 impl Door {
@@ -72,7 +71,6 @@ impl Door {
         Door {
             connections,
             streams: Arc::new(Semaphore::new(max_streams)),
-            max_streams,
         }
     }
 }

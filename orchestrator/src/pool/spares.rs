@@ -22,7 +22,7 @@
 //! price: a spare serves only a thread created after it was parked, not an existing thread that
 //! has no session yet (that one starts cold, or is prewarmed).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -236,13 +236,11 @@ impl Pool {
         let pool = self.clone();
         self.inner.tasks.spawn(async move {
             spare.process.wait_exit().await;
-            pool.remove_spare_folder(&spare.spec.workdir).await;
+            pool.inner
+                .workspaces
+                .remove_parked(&spare.spec.workdir)
+                .await;
         });
-    }
-
-    /// Removes the folder of a spare that is gone.
-    pub(super) async fn remove_spare_folder(&self, folder: &Path) {
-        self.inner.workspaces.remove_parked(folder).await;
     }
 
     /// Forgets a thread's process (its thread was never created, say).

@@ -169,7 +169,10 @@ impl Pool {
             let was_spare = pool.inner.state.lock().reaped(watched.process.pid());
             if was_spare {
                 pool.inner.metrics.spare_gone();
-                pool.remove_spare_folder(&watched.spec.workdir).await;
+                pool.inner
+                    .workspaces
+                    .remove_parked(&watched.spec.workdir)
+                    .await;
             }
             pool.inner.metrics.reaped();
             // The slot is free only once the process is gone.

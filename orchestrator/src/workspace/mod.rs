@@ -103,7 +103,10 @@ impl Workspaces {
         })
     }
 
-    /// Checks `request` and makes what it asks for (a worktree) for thread `thread`.
+    /// Checks `request` and makes what it asks for (a worktree) for thread `thread`: the tests'
+    /// one call for [`Workspaces::plan`] and the making (thread creation plans first, to
+    /// look for a parked worktree).
+    #[cfg(test)]
     pub async fn prepare(
         &self,
         thread: &ThreadId,

@@ -10,6 +10,8 @@ use serde_json::{json, Map, Value};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
 
+use super::http_api::schema_problems;
+
 /// Bodies per operation.
 const CASES: usize = 25;
 
@@ -121,19 +123,6 @@ fn generate(doc: &Value, schema: &Value, rng: &mut Rng, depth: usize) -> Value {
     }
 }
 
-/// What is wrong with `value` as `schema` (a response's, refs into `doc`'s components).
-fn mismatches(doc: &Value, schema: &Value, value: &Value) -> Vec<String> {
-    let root = json!({"allOf": [schema], "components": doc["components"]});
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(&root)
-        .expect("a documented schema compiles");
-    validator
-        .iter_errors(value)
-        .map(|e| e.to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_bodies_from_the_document_get_documented_answers_and_no_malformed_refusal() {
     let mock = MockApi::start().await;
@@ -189,7 +178,7 @@ async fn random_bodies_from_the_document_get_documented_answers_and_no_malformed
                     assert_ne!(answer["error"]["code"], "invalid_body", "{what}: {text}");
                 }
                 if let Some(schema) = documented["content"]["application/json"].get("schema") {
-                    let problems = mismatches(&doc, schema, &answer);
+                    let problems = schema_problems(&doc, schema, &answer);
                     assert!(problems.is_empty(), "{what}: {text}: {problems:?}");
                 }
             }

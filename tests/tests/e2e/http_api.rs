@@ -189,14 +189,21 @@ pub(crate) async fn openapi_doc(daemon: &TestDaemon) -> serde_json::Value {
 /// What is wrong with `value` as the OpenAPI document's component schema `name` (JSON Schema
 /// 2020-12, as OpenAPI 3.1 writes it; `discriminator` and `example` are annotations).
 fn problems(doc: &serde_json::Value, name: &str, value: &serde_json::Value) -> Vec<String> {
-    let schema = json!({
-        "$ref": format!("#/components/schemas/{name}"),
-        "components": doc["components"],
-    });
+    let schema = json!({"$ref": format!("#/components/schemas/{name}")});
+    schema_problems(doc, &schema, value)
+}
+
+/// What is wrong with `value` as `schema`, whose `$ref`s point into `doc`'s components.
+pub(crate) fn schema_problems(
+    doc: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+) -> Vec<String> {
+    let root = json!({"allOf": [schema], "components": doc["components"]});
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
-        .build(&schema)
-        .unwrap_or_else(|err| panic!("{name} does not compile: {err}"));
+        .build(&root)
+        .unwrap_or_else(|err| panic!("{schema} does not compile: {err}"));
     validator
         .iter_errors(value)
         .map(|e| format!("{} at {}", e, e.instance_path()))
