@@ -19,6 +19,27 @@ use harness_tests::util::{eventually, process_exists};
 use orchestrator::store::Store;
 use support::{start_hanging_turn, Harness, Launch};
 
+/// The turn of `message` ended once, for `cause`: one outcome, and the `turn_failed` it names.
+async fn assert_ended_once(store: &Store, thread: &str, message: &str, cause: &str) {
+    let id = orchestrator::store::MessageId::from_string(message);
+    let outcomes = store.outcomes_of(&id).await.expect("outcomes readable");
+    let causes: Vec<&str> = outcomes.iter().map(|o| o.cause.as_str()).collect();
+    assert_eq!(causes, [cause], "{outcomes:?}");
+    let thread = plugin_contract::ThreadId::from_string(thread);
+    let events = store
+        .events_after(&thread, 0, 1000)
+        .await
+        .expect("events readable");
+    let ends: Vec<_> = events
+        .iter()
+        .filter(|e| e.message_id.as_ref() == Some(&id))
+        .filter(|e| e.kind == "turn_failed" || e.kind == "turn_finished")
+        .collect();
+    assert_eq!(ends.len(), 1, "{events:?}");
+    assert_eq!(ends[0].id, outcomes[0].event_id);
+    assert_eq!(ends[0].data["cause"], cause, "{:?}", ends[0]);
+}
+
 /// A thread with one finished exchange and a second message whose API request hangs; returns the
 /// thread id, the hanging message's id and the CLI's pid.
 async fn thread_with_a_hanging_turn(daemon: &Harness, mock: &MockApi) -> (String, String, u32) {
@@ -99,6 +120,12 @@ async fn a_daemon_killed_mid_turn_recovers_on_restart() {
         messages[2]["error"], "the daemon stopped before this turn finished",
         "the reason is stored"
     );
+    // Ended at the start, like any turn: its outcome and its `turn_failed`.
+    let store = Store::open(&db.to_string_lossy())
+        .await
+        .expect("the database opens");
+    assert_ended_once(&store, &thread, &hanging, "crash").await;
+    store.close().await;
 
     // The client retries under the same id: the interrupted message runs now.
     let (status, retried) = daemon
@@ -173,6 +200,7 @@ async fn sigterm_mid_turn_exits_0_within_the_grace_period_and_leaves_no_cli() {
             .len(),
         3
     );
+    assert_ended_once(&store, &thread, &hanging, "shutdown").await;
     store.close().await;
 }
 
@@ -182,7 +210,7 @@ async fn a_second_signal_stops_at_once_without_waiting_out_the_grace_period() {
     let dir = tempfile::tempdir().expect("temp dir");
     // A grace period no test would wait for.
     let mut daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(3600)).await;
-    let (_thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
+    let (thread, hanging, cli) = thread_with_a_hanging_turn(&daemon, &mock).await;
 
     daemon.signal(Signal::SIGTERM);
     eventually(
@@ -211,6 +239,7 @@ async fn a_second_signal_stops_at_once_without_waiting_out_the_grace_period() {
         "interrupted",
         "nothing lost, retryable"
     );
+    assert_ended_once(&store, &thread, &hanging, "shutdown").await;
     store.close().await;
 }
 

@@ -24,14 +24,13 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use plugin_contract::ThreadId;
 
-use crate::api::events::{ThreadEvent, TurnFailed};
-use crate::events::EventBus;
 use crate::pool::Pool;
-use crate::store::{Claim, Fence, MessageStatus, Store, StoreError, TAKEOVER_REASON};
+use crate::store::{Claim, Ending, Fence, Store, StoreError};
+use crate::webhooks::Webhooks;
 
 /// Marks a request one node passed to another; its value is the sending node's id.
 pub const FORWARDED_HEADER: &str = "x-harness-forwarded";
@@ -105,8 +104,8 @@ struct Inner {
     ttl: Duration,
     /// Where a lost thread's process is evicted.
     pool: Pool,
-    /// Where a takeover ends the old owner's turns.
-    events: EventBus,
+    /// Told of the turns a takeover ends.
+    webhooks: Webhooks,
     http: reqwest::Client,
     /// Sent to peers as the bearer token (the nodes of a cluster share one).
     token: Option<String>,
@@ -118,7 +117,7 @@ impl Cluster {
     pub fn of(
         store: Store,
         pool: Pool,
-        events: EventBus,
+        webhooks: Webhooks,
         token: Option<String>,
     ) -> Option<Cluster> {
         let node = store.node_id()?.to_owned();
@@ -136,7 +135,7 @@ impl Cluster {
                 url,
                 ttl,
                 pool,
-                events,
+                webhooks,
                 http,
                 token: token.filter(|t| !t.is_empty()),
             }),
@@ -162,7 +161,9 @@ impl Cluster {
     /// writes carry. `None` while a live peer holds it. A lease this node held and finds gone
     /// has its process evicted.
     pub async fn take(&self, thread: &ThreadId) -> Result<Option<Fence>, StoreError> {
-        match self.inner.store.claim_lease(thread).await? {
+        let webhooks = &self.inner.webhooks;
+        let announce = |ending: &Ending<'_>| crate::events::announce(Some(webhooks), ending, None);
+        match self.inner.store.claim_lease(thread, &announce).await? {
             Claim::Held {
                 fence,
                 interrupted,
@@ -173,18 +174,11 @@ impl Cluster {
                     // has not seen what the peer did.
                     self.lost(thread).await;
                 }
-                // The turns that died with the old owner end on the thread's stream too.
-                for message in &interrupted {
-                    self.inner.events.emit(
-                        thread,
-                        Some(message),
-                        ThreadEvent::TurnFailed(TurnFailed {
-                            message_id: message.clone(),
-                            status: MessageStatus::Interrupted,
-                            error: TAKEOVER_REASON.into(),
-                            budget: None,
-                        }),
-                    );
+                // The turns that died with the old owner ended with the lease, each with its
+                // outcome and `turn_failed`, which every node's bus publishes from the store.
+                if !interrupted.is_empty() {
+                    webhooks.poke();
+                    debug!(thread_id = %thread, turns = interrupted.len(), "Ended the turns the old owner left.");
                 }
                 Ok(Some(fence))
             }

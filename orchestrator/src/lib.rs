@@ -39,4 +39,5 @@ pub mod server;
 pub mod store;
 mod sync;
 pub mod turn_error;
+pub mod webhooks;
 pub mod workspace;

@@ -39,7 +39,7 @@ use crate::mcp::{McpAdapter, ToolRegistry};
 use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, PipelineParts, PipelineSettings, ThrottleSettings};
 use crate::pool::{AdmissionSettings, Pool, PoolSettings};
-use crate::store::Store;
+use crate::store::{EndCause, Store};
 use crate::workspace::Workspaces;
 
 /// A start-up failure, shown to the operator.
@@ -59,6 +59,8 @@ pub enum StartError {
     /// `cluster.advertise` on a database nodes cannot share (SQLite).
     #[error("{0}")]
     Cluster(String),
+    #[error("invalid webhooks setting: {0}")]
+    Webhooks(String),
     #[error("cannot bind {addr}: {error}")]
     Bind {
         addr: SocketAddr,
@@ -81,6 +83,10 @@ pub struct Daemon {
     pub cluster: Option<Cluster>,
     /// The listener's bounds (connections, streams), set from the open-file limit.
     pub door: crate::http::serve::Door,
+    /// The event bus, which also ends turns.
+    pub events: EventBus,
+    /// The webhook endpoints and their dispatcher.
+    pub webhooks: crate::webhooks::Webhooks,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
 }
@@ -135,19 +141,7 @@ impl Daemon {
             }
             None => store,
         };
-        // A shared database holds the peers' running turns too: what a dead node left pending
-        // is not ours to mark: the node that takes a thread over ends them
-        // (`Cluster::take`).
         if !clustered {
-            let recovered = store
-                .interrupt_pending("the daemon stopped before this turn finished")
-                .await?;
-            if recovered > 0 {
-                warn!(
-                    messages = recovered,
-                    "Marked messages left pending by an earlier run as interrupted."
-                );
-            }
             let denied = store
                 .deny_pending_permissions("the daemon stopped before anyone answered")
                 .await?;
@@ -171,7 +165,27 @@ impl Daemon {
             .map(|(name, policy)| (name.clone(), policy.cli_deny_rules()))
             .collect();
         let background = TaskTracker::new();
-        let events = EventBus::start(store.clone(), &background);
+        let node = store.node_id().unwrap_or("local").to_owned();
+        let webhooks = crate::webhooks::Webhooks::new(&config.webhooks, store.clone(), &node)
+            .map_err(StartError::Webhooks)?;
+        let events = EventBus::start(store.clone(), &background, Some(webhooks.clone()));
+        // A shared database holds the peers' running turns too: what a dead node left pending
+        // is not ours to end: the node that takes a thread over ends them (`Cluster::take`).
+        // Here, before any turn runs, each ends with its outcome and `turn_failed`.
+        if !clustered {
+            let recovered = events
+                .end_left_pending(
+                    EndCause::Crash,
+                    "the daemon stopped before this turn finished",
+                )
+                .await?;
+            if recovered > 0 {
+                warn!(
+                    messages = recovered,
+                    "Ended the turns an earlier run left pending (interrupted)."
+                );
+            }
+        }
         let approvals = Approvals::new(
             policies,
             config.approvals.timeout,
@@ -258,7 +272,7 @@ impl Daemon {
         let cluster = Cluster::of(
             store.clone(),
             pool.clone(),
-            events.clone(),
+            webhooks.clone(),
             config.auth_token.clone(),
         );
         let mcp_endpoint = Arc::new(McpEndpoint::new(
@@ -285,6 +299,8 @@ impl Daemon {
         let door = crate::http::serve::Door::open(&config.http);
         Ok(Daemon {
             door,
+            events,
+            webhooks,
             config: Arc::new(config),
             store,
             pool,
@@ -309,6 +325,7 @@ impl Daemon {
             config: self.config.clone(),
             cluster: self.cluster.clone(),
             streams: self.door.streams.clone(),
+            webhooks: self.webhooks.clone(),
         }
     }
 
@@ -324,7 +341,7 @@ impl Daemon {
         if !self.pipeline.wait_turns(Duration::from_secs(2)).await {
             warn!("Some turns did not record their end after their processes were killed.");
         }
-        self.mark_interrupted("the daemon shut down before this turn finished")
+        self.end_unfinished("the daemon shut down before this turn finished")
             .await;
     }
 
@@ -332,23 +349,24 @@ impl Daemon {
     pub async fn kill_now(&self) {
         self.pipeline.stopping().cancel();
         self.pool.shutdown().await;
-        self.mark_interrupted("the daemon was stopped before this turn finished")
+        self.end_unfinished("the daemon was stopped before this turn finished")
             .await;
     }
 
-    async fn mark_interrupted(&self, reason: &str) {
-        // On a shared database only this node's threads: the peers' pending turns are running.
-        let marked = match &self.cluster {
-            Some(_) => self.store.interrupt_node_pending(reason).await,
-            None => self.store.interrupt_pending(reason).await,
-        };
-        match marked {
+    /// Ends what is still pending (on a shared database, only on this node's threads: the
+    /// peers' pending turns are running).
+    async fn end_unfinished(&self, reason: &str) {
+        match self
+            .events
+            .end_left_pending(EndCause::Shutdown, reason)
+            .await
+        {
             Ok(0) => {}
             Ok(n) => warn!(
                 messages = n,
-                "Turns cut short by shutdown were marked interrupted."
+                "Turns cut short by shutdown were ended (interrupted)."
             ),
-            Err(err) => warn!(error = %err, "Could not mark unfinished turns."),
+            Err(err) => warn!(error = %err, "Could not end unfinished turns."),
         }
     }
 }
@@ -423,6 +441,10 @@ pub async fn start(
         if let Some(cluster) = &serving.cluster {
             cluster.spawn_heartbeat(&serving.background, heartbeat_stop.clone());
         }
+        // Deliveries go on through the grace period (turns ending in it are announced too).
+        serving
+            .webhooks
+            .start(&serving.background, heartbeat_stop.clone());
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();
         let door = serving.door.clone();
@@ -432,9 +454,12 @@ pub async fn start(
         tokio::select! {
             biased;
             _ = aborted.cancelled() => {
-                warn!("Aborting: no lease released, no turn marked.");
+                warn!("Aborting: no lease released, no turn ended.");
                 heartbeat_stop.cancel();
                 server.abort();
+                // As a process killed with SIGKILL: nothing more reaches the database, so
+                // what ran is found pending by the next start or by the node taking over.
+                serving.store.close().await;
                 serving.pipeline.stopping().cancel();
                 serving.pool.shutdown().await;
                 return;

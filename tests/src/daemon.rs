@@ -119,6 +119,17 @@ impl TestDaemon {
         Self::start_with(config, extra, self._dir.clone()).await
     }
 
+    /// Dies like `kill -9` ([`TestDaemon::abort`]: nothing ended, nothing released) and starts
+    /// again on the same data directory: what it left pending is found at start-up.
+    pub async fn crash_and_restart(mut self) -> TestDaemon {
+        if let Some(running) = self.running.take() {
+            running.abort().await;
+        }
+        let config = self.config.clone();
+        let extra = std::mem::take(&mut self.extra_plugins);
+        Self::start_with(config, extra, self._dir.clone()).await
+    }
+
     /// The running daemon's parts.
     pub fn daemon(&self) -> &Daemon {
         &self.running.as_ref().expect("daemon is running").daemon

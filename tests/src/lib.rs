@@ -20,5 +20,6 @@ pub mod git;
 pub mod mcp;
 pub mod mock;
 pub mod util;
+pub mod webhooks;
 
 pub use harness_plugin_probe as probe;

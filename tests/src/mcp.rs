@@ -20,6 +20,10 @@ use crate::cli::{lock_within, run_with_timeout, stray_cli_env, target_dir};
 /// The SDK release the tests speak with.
 pub const PYTHON_SDK_SPEC: &str = "mcp==2.3.0";
 
+/// The Standard Webhooks reference library (PyPI), in the same venv: the webhook receiver of
+/// the tests verifies signatures with it (`webhooks.rs`).
+pub const STANDARD_WEBHOOKS_SPEC: &str = "standardwebhooks==1.1.0";
+
 /// The script the SDK runs (see its docstring).
 const PYTHON_CLIENT: &str = include_str!("mcp/python_client.py");
 
@@ -183,7 +187,7 @@ pub enum PythonSdk {
     NoPython(String),
 }
 
-/// The venv's `python` with [`PYTHON_SDK_SPEC`] installed. Blocking: call from `spawn_blocking`.
+/// The venv's `python` with [`PYTHON_SDK_SPEC`] and [`STANDARD_WEBHOOKS_SPEC`] installed. Blocking: call from `spawn_blocking`.
 /// Installs once across test processes (a lock file beside the venv).
 pub fn python_sdk() -> anyhow::Result<PythonSdk> {
     if let Err(err) = run_with_timeout(Command::new("python3").arg("--version"), INSTALL_TIMEOUT) {
@@ -193,7 +197,9 @@ pub fn python_sdk() -> anyhow::Result<PythonSdk> {
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let venv = dir.join("venv");
     let python = venv.join("bin").join("python");
-    let marker = venv.join(format!("installed-{PYTHON_SDK_SPEC}"));
+    let marker = venv.join(format!(
+        "installed-{PYTHON_SDK_SPEC}-{STANDARD_WEBHOOKS_SPEC}"
+    ));
     if marker.is_file() {
         return Ok(PythonSdk::Ready(python));
     }
@@ -218,8 +224,9 @@ pub fn python_sdk() -> anyhow::Result<PythonSdk> {
             "--quiet",
             "--disable-pip-version-check",
             PYTHON_SDK_SPEC,
+            STANDARD_WEBHOOKS_SPEC,
         ]),
-        &format!("pip install {PYTHON_SDK_SPEC}"),
+        &format!("pip install {PYTHON_SDK_SPEC} {STANDARD_WEBHOOKS_SPEC}"),
     )?;
     std::fs::write(&marker, "").with_context(|| format!("write {}", marker.display()))?;
     Ok(PythonSdk::Ready(python))

@@ -45,7 +45,7 @@ macro_rules! event_queries {
                 // One statement on SQLite (the advisory lock and NOTIFY on PostgreSQL need the
                 // transaction `single` keeps there).
                 let mut tx = ThreadTx::single(self.pool(), thread, fence).await?;
-                let row = append(&mut tx, thread, message, kind, data).await?;
+                let row = append(tx.conn(), thread, message, kind, data).await?;
                 tx.commit().await?;
                 Ok(row)
             }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use plugin_contract::ThreadId;
 
-use crate::{Fence, MessageId, StoreError, ThreadLease};
+use crate::{Announce, Ended, Fence, StoreError, ThreadLease};
 
 /// Why a turn ended when its thread's lease moved to another node: the `error` of the user
 /// messages a takeover interrupts ([`LeaseQueries::acquire_lease`]).
@@ -14,13 +14,13 @@ pub const TAKEOVER_REASON: &str =
     "the node running this turn stopped; another node took the thread over";
 
 /// A lease taken or kept ([`LeaseQueries::acquire_lease`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Acquired {
     /// What the node's writes of the thread carry from now on.
     pub fence: Fence,
-    /// The user messages a takeover from a peer ended (their turns died with the old owner);
-    /// empty when the lease was free or already the node's.
-    pub interrupted: Vec<MessageId>,
+    /// The turns a takeover from a peer ended (they died with the old owner), with their
+    /// outcomes and events; empty when the lease was free or already the node's.
+    pub ended: Vec<Ended>,
 }
 
 /// `ttl` from now, as stored (the fixed-width text of [`crate::now_text`]). A TTL too long for
@@ -35,8 +35,9 @@ pub trait LeaseQueries {
     /// Takes the thread's lease for `owner` when it is free (no row), expired, or already
     /// `owner`'s (then only its expiry moves), expiring `ttl` from now. A change of owner
     /// increments the epoch; a new row starts at 1. In the same transaction, a takeover from a
-    /// peer ends the user messages the old owner left `pending` (`interrupted`,
-    /// [`TAKEOVER_REASON`]). `None` when a live peer holds the lease;
+    /// peer ends the turns the old owner left `pending` ([`crate::EndCause::Takeover`],
+    /// [`TAKEOVER_REASON`], each with the event `announce` builds, as
+    /// [`crate::OutcomeQueries::end_turn`] ends a turn). `None` when a live peer holds the lease;
     /// [`StoreError::ThreadNotFound`] for an unknown thread.
     async fn acquire_lease(
         &self,
@@ -44,6 +45,7 @@ pub trait LeaseQueries {
         owner: &str,
         owner_url: &str,
         ttl: Duration,
+        announce: Announce<'_>,
     ) -> Result<Option<Acquired>, StoreError>;
 
     /// The heartbeat: every lease `owner` holds expires `ttl` from now, in one UPDATE. Returns
@@ -52,17 +54,6 @@ pub trait LeaseQueries {
 
     /// Expires every lease `owner` holds now; how many. The epochs stay.
     async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;
-
-    /// The thread's user messages still `pending` stored before `before` (a [`crate::now_text`])
-    /// become `interrupted` with `reason`; how many. [`StoreError::LeaseLost`] when `fence` no
-    /// longer holds the thread.
-    async fn interrupt_pending_before(
-        &self,
-        fence: Option<&Fence>,
-        thread: &ThreadId,
-        before: &str,
-        reason: &str,
-    ) -> Result<u64, StoreError>;
 
     /// The thread's lease, or `None` when no node ever took it.
     async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError>;
@@ -85,8 +76,9 @@ macro_rules! lease_queries {
                 owner: &str,
                 owner_url: &str,
                 ttl: Duration,
+                announce: Announce<'_>,
             ) -> Result<Option<Acquired>, StoreError> {
-                acquire(self.pool(), thread, owner, owner_url, ttl).await
+                acquire(self.pool(), thread, owner, owner_url, ttl, announce).await
             }
 
             async fn renew_leases(
@@ -99,19 +91,6 @@ macro_rules! lease_queries {
 
             async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
                 release(self.pool(), owner).await
-            }
-
-            async fn interrupt_pending_before(
-                &self,
-                fence: Option<&Fence>,
-                thread: &ThreadId,
-                before: &str,
-                reason: &str,
-            ) -> Result<u64, StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
-                let count = interrupt_pending_before(&mut tx, thread, before, reason).await?;
-                tx.commit().await?;
-                Ok(count)
             }
 
             async fn lease(&self, thread: &ThreadId) -> Result<Option<ThreadLease>, StoreError> {

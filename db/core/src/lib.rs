@@ -26,21 +26,25 @@ use serde::{Deserialize, Serialize};
 mod events;
 mod leases;
 mod messages;
+mod outcomes;
 mod permissions;
 mod threads;
 mod tool_calls;
 mod transcripts;
 mod usage;
+mod webhooks;
 
 // Each module's trait, and the types only its operations use.
 pub use events::*;
 pub use leases::*;
 pub use messages::*;
+pub use outcomes::*;
 pub use permissions::*;
 pub use threads::*;
 pub use tool_calls::*;
 pub use transcripts::*;
 pub use usage::*;
+pub use webhooks::*;
 
 /// Why a store operation failed. Each variant says what the user of the API sees.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +142,8 @@ impl fmt::Display for MessageId {
 #[serde(rename_all = "lowercase")]
 #[sqlx(rename_all = "lowercase")]
 pub enum MessageStatus {
-    /// The turn is running (or the daemon died while it ran; see `Store::interrupt_pending`).
+    /// The turn is running or waits in line (or the daemon died while it ran: the next start ends
+    /// it, [`EndCause::Crash`]).
     Pending,
     /// The turn produced a reply.
     Done,

@@ -1,13 +1,11 @@
-//! The operations on `messages` and the life of a turn: a user message stored `pending`, then
-//! ended by its reply or by a failure.
+//! The operations on `messages`: a user message stored `pending` (its turn ends through
+//! [`crate::OutcomeQueries`]), the reads, and a retry putting it back.
 
-use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
+use plugin_contract::{HistoryMessage, ThreadId};
 
-use crate::{
-    Fence, Inserted, MessageId, MessageRow, MessageStatus, NewUserMessage, StoreError, Usage,
-};
+use crate::{Fence, Inserted, MessageId, MessageRow, NewUserMessage, StoreError};
 
-/// The assistant message that ends a turn ([`MessageQueries::complete_turn`]).
+/// The assistant message that ends a turn ([`crate::TurnEnd::reply`]).
 #[derive(Clone, Copy, Debug)]
 pub struct NewReply<'a> {
     /// The reply's id, chosen by the caller.
@@ -36,37 +34,6 @@ pub trait MessageQueries {
     /// thread's fence guards the end of the message's turn.
     async fn user_message_thread(&self, id: &MessageId) -> Result<Option<ThreadId>, StoreError>;
 
-    /// Ends the turn of `user_message` (of `thread`) with `reply`, in one transaction: the
-    /// reply stored `done` next in the thread, the user message `done`, `session` (when set)
-    /// as the thread's CLI session, `usage` (when set) on the reply and added to the day's
-    /// totals. Returns the reply. [`StoreError::MessageNotFound`] when `user_message` is not a
-    /// user message of `thread`, [`StoreError::LeaseLost`] when `fence` no longer holds it.
-    async fn complete_turn(
-        &self,
-        fence: Option<&Fence>,
-        thread: &ThreadId,
-        user_message: &MessageId,
-        reply: NewReply<'_>,
-        session: Option<&CliSessionId>,
-        usage: Option<&Usage>,
-    ) -> Result<MessageRow, StoreError>;
-
-    /// Ends the turn of `user_message` (of `thread`) without a reply, in one transaction: its
-    /// `status` and `error`, `usage` (when set) added to what the message already cost and to
-    /// the day's totals, `session` (when set) as the thread's CLI session. Errors as
-    /// [`MessageQueries::complete_turn`].
-    #[allow(clippy::too_many_arguments)]
-    async fn fail_turn(
-        &self,
-        fence: Option<&Fence>,
-        thread: &ThreadId,
-        user_message: &MessageId,
-        status: MessageStatus,
-        error: &str,
-        session: Option<&CliSessionId>,
-        usage: Option<&Usage>,
-    ) -> Result<(), StoreError>;
-
     /// The message, or `None`.
     async fn get_message(&self, id: &MessageId) -> Result<Option<MessageRow>, StoreError>;
 
@@ -88,9 +55,6 @@ pub trait MessageQueries {
         thread: &ThreadId,
         id: &MessageId,
     ) -> Result<Option<MessageRow>, StoreError>;
-
-    /// Every `pending` user message becomes `interrupted` with `reason`; how many.
-    async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError>;
 }
 
 /// `message_queries!(Backend)`: the [`MessageQueries`] of a database crate's `Backend`, calling the
@@ -114,37 +78,6 @@ macro_rules! message_queries {
                 id: &MessageId,
             ) -> Result<Option<ThreadId>, StoreError> {
                 user_message_thread(self.pool(), id).await
-            }
-
-            async fn complete_turn(
-                &self,
-                fence: Option<&Fence>,
-                thread: &ThreadId,
-                user_message: &MessageId,
-                reply: NewReply<'_>,
-                session: Option<&CliSessionId>,
-                usage: Option<&Usage>,
-            ) -> Result<MessageRow, StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
-                let reply =
-                    complete_turn(&mut tx, thread, user_message, reply, session, usage).await?;
-                tx.commit().await?;
-                Ok(reply)
-            }
-
-            async fn fail_turn(
-                &self,
-                fence: Option<&Fence>,
-                thread: &ThreadId,
-                user_message: &MessageId,
-                status: MessageStatus,
-                error: &str,
-                session: Option<&CliSessionId>,
-                usage: Option<&Usage>,
-            ) -> Result<(), StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
-                fail_turn(&mut tx, thread, user_message, status, error, session, usage).await?;
-                tx.commit().await
             }
 
             async fn get_message(&self, id: &MessageId) -> Result<Option<MessageRow>, StoreError> {
@@ -179,10 +112,6 @@ macro_rules! message_queries {
                 let row = retry_interrupted(&mut tx, thread, id).await?;
                 tx.commit().await?;
                 Ok(row)
-            }
-
-            async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError> {
-                interrupt_pending(self.pool(), reason).await
             }
         }
     };

@@ -13,7 +13,7 @@
 use harness_db::{now_text, EventRow, Fence, MessageId, StoreError};
 use plugin_contract::ThreadId;
 use sqlx::postgres::PgListener;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::{Postgres, ThreadTx};
 
@@ -35,8 +35,8 @@ impl Postgres {
     }
 }
 
-async fn append(
-    tx: &mut ThreadTx,
+pub(crate) async fn append(
+    conn: &mut PgConnection,
     thread: &ThreadId,
     message: Option<&MessageId>,
     kind: &str,
@@ -49,7 +49,7 @@ async fn append(
         EVENT_LOCK_SPACE,
         thread as &ThreadId,
     )
-    .execute(tx.conn())
+    .execute(&mut *conn)
     .await?;
     // Selecting FROM threads turns an unknown thread into "no row" rather than a foreign key
     // error. The notification is queued in the transaction and delivered at COMMIT, never
@@ -72,7 +72,7 @@ async fn append(
         thread as &ThreadId,
         EVENTS_CHANNEL,
     )
-    .fetch_optional(tx.conn())
+    .fetch_optional(conn)
     .await?;
     let row = row.ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))?;
     Ok(EventRow {

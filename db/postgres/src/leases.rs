@@ -8,13 +8,13 @@
 use std::time::Duration;
 
 use harness_db::{
-    expiry_text, is_foreign_key_violation, now_text, Acquired, Fence, MessageId, StoreError,
-    ThreadLease, TAKEOVER_REASON,
+    expiry_text, is_foreign_key_violation, now_text, Acquired, Announce, EndCause, Fence,
+    StoreError, ThreadLease, TurnEnd, TurnKey, TAKEOVER_REASON,
 };
 use plugin_contract::ThreadId;
 use sqlx::PgPool;
 
-use crate::{Postgres, ThreadTx};
+use crate::Postgres;
 
 harness_db::lease_queries!(Postgres);
 
@@ -27,6 +27,7 @@ async fn acquire(
     owner: &str,
     owner_url: &str,
     ttl: Duration,
+    announce: Announce<'_>,
 ) -> Result<Option<Acquired>, StoreError> {
     let now = now_text();
     let mut tx = pool.begin().await?;
@@ -59,25 +60,29 @@ async fn acquire(
     let Some(epoch) = epoch else {
         return Ok(None);
     };
-    let mut interrupted = Vec::new();
+    let mut ended = Vec::new();
     if previous.is_some_and(|previous| previous != owner) {
-        interrupted = sqlx::query_scalar!(
-            r#"UPDATE messages SET status = 'interrupted', error = $1, updated_at = $2
-               WHERE thread_id = $3 AND status = 'pending' AND role = 'user'
-               RETURNING id AS "id!: MessageId""#,
-            TAKEOVER_REASON,
-            now,
-            thread as &ThreadId,
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        for pending in crate::outcomes::pending(&mut *tx, Some(thread)).await? {
+            let turn = TurnKey {
+                thread,
+                message: &pending.message_id,
+            };
+            let end = TurnEnd {
+                cause: EndCause::Takeover,
+                error: Some(TAKEOVER_REASON),
+                reply: None,
+                session: None,
+                usage: None,
+            };
+            ended.extend(crate::outcomes::end_in(&mut tx, turn, end, announce).await?);
+        }
     }
     tx.commit().await?;
     let fence = Fence {
         owner: owner.to_owned(),
         epoch,
     };
-    Ok(Some(Acquired { fence, interrupted }))
+    Ok(Some(Acquired { fence, ended }))
 }
 
 async fn renew(pool: &PgPool, owner: &str, ttl: Duration) -> Result<Vec<ThreadId>, StoreError> {
@@ -98,25 +103,6 @@ async fn release(pool: &PgPool, owner: &str) -> Result<u64, StoreError> {
         owner,
     )
     .execute(pool)
-    .await?;
-    Ok(done.rows_affected())
-}
-
-async fn interrupt_pending_before(
-    tx: &mut ThreadTx,
-    thread: &ThreadId,
-    before: &str,
-    reason: &str,
-) -> Result<u64, StoreError> {
-    let done = sqlx::query!(
-        "UPDATE messages SET status = 'interrupted', error = $1, updated_at = $2
-         WHERE thread_id = $3 AND status = 'pending' AND role = 'user' AND created_at < $4",
-        reason,
-        now_text(),
-        thread as &ThreadId,
-        before,
-    )
-    .execute(tx.conn())
     .await?;
     Ok(done.rows_affected())
 }

@@ -14,12 +14,14 @@
 mod events;
 mod leases;
 mod messages;
+mod outcomes;
 mod permissions;
 mod threads;
 mod tool_calls;
 mod transcripts;
 mod tx;
 mod usage;
+mod webhooks;
 
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 pub use tx::ThreadTx;

@@ -4,14 +4,14 @@
 use chrono::{DateTime, Utc};
 use harness_db::{now_text, EventRow, Fence, MessageId, StoreError};
 use plugin_contract::ThreadId;
-use sqlx::SqlitePool;
+use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::{Sqlite, ThreadTx};
 
 harness_db::event_queries!(Sqlite);
 
-async fn append(
-    tx: &mut ThreadTx,
+pub(crate) async fn append(
+    conn: &mut SqliteConnection,
     thread: &ThreadId,
     message: Option<&MessageId>,
     kind: &str,
@@ -34,7 +34,7 @@ async fn append(
         now,
         thread,
     )
-    .fetch_optional(tx.conn())
+    .fetch_optional(conn)
     .await?;
     row.ok_or_else(|| StoreError::ThreadNotFound(thread.clone()))
 }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    expiry_text, is_foreign_key_violation, now_text, Acquired, Fence, MessageId, StoreError,
-    ThreadLease, TAKEOVER_REASON,
+    expiry_text, is_foreign_key_violation, now_text, Acquired, Announce, EndCause, Fence,
+    StoreError, ThreadLease, TurnEnd, TurnKey, TAKEOVER_REASON,
 };
 use plugin_contract::ThreadId;
 use sqlx::SqlitePool;
 
-use crate::{Sqlite, ThreadTx};
+use crate::Sqlite;
 
 harness_db::lease_queries!(Sqlite);
 
@@ -26,6 +26,7 @@ async fn acquire(
     owner: &str,
     owner_url: &str,
     ttl: Duration,
+    announce: Announce<'_>,
 ) -> Result<Option<Acquired>, StoreError> {
     let now = now_text();
     let expires = expiry_text(ttl);
@@ -55,25 +56,29 @@ async fn acquire(
     let Some(epoch) = epoch else {
         return Ok(None);
     };
-    let mut interrupted = Vec::new();
+    let mut ended = Vec::new();
     if previous.is_some_and(|previous| previous != owner) {
-        interrupted = sqlx::query_scalar!(
-            r#"UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
-               WHERE thread_id = ?3 AND status = 'pending' AND role = 'user'
-               RETURNING id AS "id!: MessageId""#,
-            TAKEOVER_REASON,
-            now,
-            thread,
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        for pending in crate::outcomes::pending(&mut *tx, Some(thread)).await? {
+            let turn = TurnKey {
+                thread,
+                message: &pending.message_id,
+            };
+            let end = TurnEnd {
+                cause: EndCause::Takeover,
+                error: Some(TAKEOVER_REASON),
+                reply: None,
+                session: None,
+                usage: None,
+            };
+            ended.extend(crate::outcomes::end_in(&mut tx, turn, end, announce).await?);
+        }
     }
     tx.commit().await?;
     let fence = Fence {
         owner: owner.to_owned(),
         epoch,
     };
-    Ok(Some(Acquired { fence, interrupted }))
+    Ok(Some(Acquired { fence, ended }))
 }
 
 async fn renew(pool: &SqlitePool, owner: &str, ttl: Duration) -> Result<Vec<ThreadId>, StoreError> {
@@ -96,26 +101,6 @@ async fn release(pool: &SqlitePool, owner: &str) -> Result<u64, StoreError> {
         owner
     )
     .execute(pool)
-    .await?;
-    Ok(done.rows_affected())
-}
-
-async fn interrupt_pending_before(
-    tx: &mut ThreadTx,
-    thread: &ThreadId,
-    before: &str,
-    reason: &str,
-) -> Result<u64, StoreError> {
-    let now = now_text();
-    let done = sqlx::query!(
-        "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
-         WHERE thread_id = ?3 AND status = 'pending' AND role = 'user' AND created_at < ?4",
-        reason,
-        now,
-        thread,
-        before,
-    )
-    .execute(tx.conn())
     .await?;
     Ok(done.rows_affected())
 }

@@ -1,4 +1,4 @@
-//! `messages`: a thread's user messages and replies, and the life of a turn.
+//! `messages`: a thread's user messages and replies (a turn's end is `outcomes.rs`).
 //!
 //! `seq` is computed inside the INSERT that writes the row; every write runs in a [`ThreadTx`]
 //! (`BEGIN IMMEDIATE`), under the database's one write lock, so concurrent writers on one thread
@@ -6,13 +6,12 @@
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewReply,
-    NewUserMessage, Origin, Role, StoreError, Usage,
+    is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus,
+    NewUserMessage, Origin, Role, StoreError,
 };
-use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
-use sqlx::{SqliteConnection, SqlitePool};
+use plugin_contract::{HistoryMessage, ThreadId};
+use sqlx::SqlitePool;
 
-use crate::usage::add_to_day;
 use crate::{Sqlite, ThreadTx};
 
 harness_db::message_queries!(Sqlite);
@@ -99,129 +98,6 @@ async fn user_message_thread(
     )
     .fetch_optional(pool)
     .await?)
-}
-
-/// Marks the user message `done`, then inserts the reply after it; see
-/// [`MessageQueries::complete_turn`].
-async fn complete_turn(
-    tx: &mut ThreadTx,
-    thread: &ThreadId,
-    user_message: &MessageId,
-    reply: NewReply<'_>,
-    session: Option<&CliSessionId>,
-    usage: Option<&Usage>,
-) -> Result<MessageRow, StoreError> {
-    let now = now_text();
-    let answered = sqlx::query!(
-        "UPDATE messages SET status = 'done', error = NULL, updated_at = ?1
-         WHERE id = ?2 AND thread_id = ?3 AND role = 'user'",
-        now,
-        user_message,
-        thread,
-    )
-    .execute(tx.conn())
-    .await?;
-    if answered.rows_affected() == 0 {
-        return Err(StoreError::MessageNotFound(user_message.clone()));
-    }
-
-    let structured = reply.structured_output.map(serde_json::Value::to_string);
-    let u = usage.copied().unwrap_or_default();
-    let cost = usage.map(|u| u.cost_usd);
-    let row = sqlx::query_as!(
-        MessageRow,
-        r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                 client_message_id, reply_to, model, structured_output,
-                                 input_tokens, output_tokens, cache_read_tokens,
-                                 cache_write_tokens, cost_usd, api_ms, origin, created_at,
-                                 updated_at)
-           VALUES (?1, ?2,
-                   (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2),
-                   'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?7,
-                   ?8, ?9, ?10, ?11, ?12, ?13,
-                   (SELECT origin FROM messages WHERE id = ?4), ?6, ?6)
-           RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
-                     role AS "role: Role", content, status AS "status: MessageStatus", error,
-                     client_message_id, reply_to AS "reply_to: MessageId", model,
-                     origin AS "origin: Origin",
-                     structured_output AS "structured_output: serde_json::Value",
-                     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
-                     cost_usd, api_ms,
-                     created_at AS "created_at: DateTime<Utc>",
-                     updated_at AS "updated_at: DateTime<Utc>""#,
-        reply.id,
-        thread,
-        reply.text,
-        user_message,
-        reply.model,
-        now,
-        structured,
-        u.input_tokens,
-        u.output_tokens,
-        u.cache_read_tokens,
-        u.cache_write_tokens,
-        cost,
-        u.api_ms,
-    )
-    .fetch_one(tx.conn())
-    .await?;
-
-    record_session(tx.conn(), thread, session, &now).await?;
-    if let Some(usage) = usage {
-        add_to_day(tx.conn(), usage).await?;
-    }
-    Ok(row)
-}
-
-/// Sets the user message's `status` and error text; see [`MessageQueries::fail_turn`].
-async fn fail_turn(
-    tx: &mut ThreadTx,
-    thread: &ThreadId,
-    user_message: &MessageId,
-    status: MessageStatus,
-    error: &str,
-    session: Option<&CliSessionId>,
-    usage: Option<&Usage>,
-) -> Result<(), StoreError> {
-    let now = now_text();
-    let failed = sqlx::query!(
-        "UPDATE messages SET status = ?1, error = ?2, updated_at = ?3
-         WHERE id = ?4 AND thread_id = ?5 AND role = 'user'",
-        status,
-        error,
-        now,
-        user_message,
-        thread,
-    )
-    .execute(tx.conn())
-    .await?;
-    if failed.rows_affected() == 0 {
-        return Err(StoreError::MessageNotFound(user_message.clone()));
-    }
-
-    if let Some(u) = usage {
-        // Added to what an earlier run of the same message (interrupted, then retried) cost.
-        sqlx::query!(
-            "UPDATE messages SET input_tokens = COALESCE(input_tokens, 0) + ?1,
-                    output_tokens = COALESCE(output_tokens, 0) + ?2,
-                    cache_read_tokens = COALESCE(cache_read_tokens, 0) + ?3,
-                    cache_write_tokens = COALESCE(cache_write_tokens, 0) + ?4,
-                    cost_usd = COALESCE(cost_usd, 0) + ?5,
-                    api_ms = COALESCE(api_ms, 0) + ?6
-             WHERE id = ?7",
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_read_tokens,
-            u.cache_write_tokens,
-            u.cost_usd,
-            u.api_ms,
-            user_message,
-        )
-        .execute(tx.conn())
-        .await?;
-        add_to_day(tx.conn(), u).await?;
-    }
-    record_session(tx.conn(), thread, session, &now).await
 }
 
 async fn get_message(pool: &SqlitePool, id: &MessageId) -> Result<Option<MessageRow>, StoreError> {
@@ -345,38 +221,4 @@ async fn retry_interrupted(
     .fetch_optional(tx.conn())
     .await?;
     Ok(row)
-}
-
-async fn interrupt_pending(pool: &SqlitePool, reason: &str) -> Result<u64, StoreError> {
-    let now = now_text();
-    Ok(sqlx::query!(
-        "UPDATE messages SET status = 'interrupted', error = ?1, updated_at = ?2
-         WHERE status = 'pending' AND role = 'user'",
-        reason,
-        now,
-    )
-    .execute(pool)
-    .await?
-    .rows_affected())
-}
-
-/// Records `session` (when set) as the thread's CLI session to resume, inside the turn's
-/// transaction.
-async fn record_session(
-    conn: &mut SqliteConnection,
-    thread: &ThreadId,
-    session: Option<&CliSessionId>,
-    now: &str,
-) -> Result<(), StoreError> {
-    if let Some(session) = session {
-        sqlx::query!(
-            "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
-            session,
-            now,
-            thread,
-        )
-        .execute(conn)
-        .await?;
-    }
-    Ok(())
 }

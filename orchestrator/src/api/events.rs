@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use super::Message;
 use crate::budget::BudgetExceeded;
-use crate::store::{EventRow, MessageId, MessageStatus, Origin};
+use crate::store::{EndCause, Ending, EventDraft, EventRow, MessageId, MessageStatus, Origin};
 
 /// One event of a thread: the SSE `event:` name is its `kind`, the `data:` line holds `data`.
 /// Every turn ends with exactly one of `turn_finished` and `turn_failed`.
@@ -277,10 +277,43 @@ pub struct TurnFailed {
     pub message_id: MessageId,
     /// `error`, `interrupted`, or `refused` (a budget is spent; nothing reached the model).
     pub status: MessageStatus,
+    /// What ended it: `error`, `refused`, `withdrawn` (its caller withdrew it while it waited;
+    /// it never ran), `interrupted` (someone interrupted it), `shutdown`, `crash` (found at the
+    /// next start), or `takeover` (another node took the thread over).
+    pub cause: EndCause,
     pub error: String,
     /// With `refused`: which budget, its limit and what was spent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetExceeded>,
+}
+
+/// The event that announces an ending, built inside the transaction that writes it
+/// (`harness_db::OutcomeQueries`): `turn_finished` with the reply, else `turn_failed`; `budget`
+/// names what refused the turn.
+pub fn announce(ending: &Ending<'_>, budget: Option<&BudgetExceeded>) -> EventDraft {
+    let event = match (ending.cause, ending.reply) {
+        (EndCause::Done, Some(reply)) => ThreadEvent::TurnFinished(TurnFinished {
+            message_id: ending.message.clone(),
+            reply: reply.clone().into(),
+        }),
+        (cause, _) => ThreadEvent::TurnFailed(TurnFailed {
+            message_id: ending.message.clone(),
+            status: cause.status(),
+            cause,
+            error: ending.error.unwrap_or_default().to_owned(),
+            budget: budget.cloned(),
+        }),
+    };
+    EventDraft {
+        kind: event.kind().as_str(),
+        data: event.data(),
+        webhooks: Vec::new(),
+    }
+}
+
+/// [`announce`] for an ending no budget caused (a takeover's).
+pub fn announce_end(ending: &Ending<'_>) -> EventDraft {
+    announce(ending, None)
 }
 
 /// One frame of `GET /api/threads/{id}/events`: the `data:` line's JSON. The frame's `event:` is
@@ -330,6 +363,7 @@ mod tests {
             ThreadEvent::TurnFailed(TurnFailed {
                 message_id: id.clone(),
                 status: MessageStatus::Refused,
+                cause: EndCause::Refused,
                 error: "spent".into(),
                 budget: Some(BudgetExceeded {
                     budget: BudgetKind::Daily,

@@ -56,6 +56,7 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     pub cluster: ClusterConfig,
     pub workspaces: WorkspacesConfig,
+    pub webhooks: WebhooksConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
     pub profiles: BTreeMap<String, ProfileConfig>,
@@ -63,30 +64,6 @@ pub struct Config {
     /// plugin list hands each to its plugin's constructor, which refuses a key it does not know;
     /// a table for a plugin that is not loaded stops start-up ([`Config::check_plugin_tables`]).
     pub plugins: BTreeMap<String, PluginTable>,
-}
-
-/// Several nodes on one PostgreSQL database (`docs/scale-out.md`). Off unless `advertise` is set.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ClusterConfig {
-    /// This node's URL as its peers reach it (flag `--advertise`, env `HARNESS_ADVERTISE`),
-    /// e.g. `http://10.0.0.5:7878`; `auto` takes the bound address. Set: clustering is on
-    /// (PostgreSQL only); peers forward requests for the threads this node owns to it.
-    pub advertise: Option<String>,
-    /// How long a thread's lease outlives its owner's last heartbeat (env `HARNESS_LEASE_TTL`,
-    /// seconds): how long a dead node's threads wait before a peer takes them. Renewed every
-    /// third of it.
-    #[serde(with = "secs")]
-    pub lease_ttl: Duration,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        Self {
-            advertise: None,
-            lease_ttl: Duration::from_secs(15),
-        }
-    }
 }
 
 /// What the turns may cost. A thread's own limit is `maxBudgetUsd` on the thread.
@@ -388,6 +365,7 @@ impl Default for Config {
             rate_limit: RateLimitConfig::default(),
             cluster: ClusterConfig::default(),
             workspaces: WorkspacesConfig::default(),
+            webhooks: WebhooksConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
@@ -789,11 +767,15 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
     })
 }
 
+mod cluster;
 mod paths;
 mod profiles;
+mod webhooks;
 mod workspaces;
 
+pub use cluster::ClusterConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
+pub use webhooks::{WebhookEndpoint, WebhooksConfig};
 pub use workspaces::{OnArchive, WorkspaceRequest, WorkspacesConfig};
 
 #[cfg(test)]

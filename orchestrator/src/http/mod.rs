@@ -15,6 +15,7 @@ mod routing;
 pub mod serve;
 mod threads;
 mod tools;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -53,6 +54,8 @@ pub struct ApiState {
     pub cluster: Option<crate::cluster::Cluster>,
     /// Permits for long-lived streams (`http.max_streams`, see [`serve::Door`]).
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// Woken when a delivery is due again.
+    pub webhooks: crate::webhooks::Webhooks,
 }
 
 /// A JSON object body, whose rejections are our JSON errors: 415 not `application/json`, 400 bad
@@ -166,7 +169,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(tools::pool))
         .routes(routes!(profiles::list))
         .routes(routes!(tools::list))
-        .routes(routes!(tools::call));
+        .routes(routes!(tools::call))
+        .routes(routes!(webhooks::list))
+        .routes(routes!(webhooks::get_one))
+        .routes(routes!(webhooks::redeliver));
     // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
     let metrics = OpenApiRouter::new().routes(routes!(metrics::render));
     // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).

@@ -17,12 +17,13 @@ use tracing::{info, warn};
 
 use plugin_contract::SessionStart;
 
+use super::end::TurnEnder;
 use super::tally::{usage_of, TurnTally};
-use super::turn::TerminalEvent;
 use super::Pipeline;
-use crate::api::events::{MessageReceived, ThreadEvent, TurnFinished, TurnStarted};
+use crate::api::events::{MessageReceived, ThreadEvent, TurnStarted};
+use crate::events::{Reply, TurnEnding};
 use crate::pool::{CliTurn, Finish};
-use crate::store::{Inserted, MessageStatus, NewUserMessage, Origin};
+use crate::store::{EndCause, Inserted, MessageStatus, NewUserMessage, Origin};
 use crate::turn_error::TurnError;
 
 impl Pipeline {
@@ -84,7 +85,7 @@ impl Pipeline {
                 return;
             }
         };
-        let terminal = TerminalEvent::new(self, &user);
+        let mut end = TurnEnder::new(self, &user, None);
         inner.events.emit(
             &thread,
             Some(&user.id),
@@ -133,21 +134,10 @@ impl Pipeline {
         let session = lease.session_id();
         let (finish, status) = match (over_budget, outcome) {
             (Some(exceeded), _) => {
-                let stored = inner
-                    .store
-                    .fail_turn(
-                        user.turn_key(),
-                        MessageStatus::Refused,
-                        &exceeded.to_string(),
-                        session.as_ref(),
-                        usage.as_ref(),
-                        None,
-                    )
-                    .await;
-                if let Err(err) = stored {
+                let ending = TurnEnding::refused(exceeded).with_spending(session, usage);
+                if let Err(err) = end.end(ending).await {
                     warn!(message_id = %user.id, error = %err, "Could not record the refused CLI turn.");
                 }
-                terminal.refused(&exceeded).await;
                 // The process goes, and with it what would start the next such turn: the
                 // session's crons and background tasks. A durable cron stays in the thread's
                 // folder, but fires only in a running process, and a message to a thread over
@@ -160,60 +150,35 @@ impl Pipeline {
                     .clone()
                     .map(plugin_contract::CliSessionId::from_string)
                     .or(session);
-                let text = result.text.unwrap_or_default();
-                let stored = inner
-                    .store
-                    .complete_turn(
-                        user.turn_key(),
-                        &text,
-                        None,
-                        None,
-                        session.as_ref(),
-                        usage.as_ref(),
-                        None,
-                    )
-                    .await;
-                match stored {
-                    Ok(reply) => {
-                        terminal
-                            .finished(TurnFinished {
-                                message_id: user.id.clone(),
-                                reply: reply.into(),
-                            })
-                            .await
-                    }
-                    Err(err) => {
-                        warn!(message_id = %user.id, error = %err, "Could not record the CLI turn's reply.");
-                        terminal.failed(MessageStatus::Error, err.to_string()).await;
+                let reply = Reply {
+                    text: result.text.unwrap_or_default(),
+                    model: None,
+                    structured_output: None,
+                };
+                if let Err(err) = end.end(TurnEnding::done(reply, session, usage)).await {
+                    warn!(message_id = %user.id, error = %err, "Could not record the CLI turn's reply.");
+                    let ending = TurnEnding::failed(EndCause::Error, err.to_string());
+                    if let Err(err) = end.end(ending).await {
+                        warn!(message_id = %user.id, error = %err, "Could not end the CLI turn.");
                     }
                 }
                 (Finish::Keep, MessageStatus::Done)
             }
             (None, outcome) => {
-                let (status, error, finish) = match outcome {
+                let (cause, error, finish) = match outcome {
                     Ok(result) if result.was_interrupted() => (
-                        MessageStatus::Interrupted,
+                        EndCause::Interrupted,
                         TurnError::Interrupted.to_string(),
                         Finish::Keep,
                     ),
-                    Ok(result) => (MessageStatus::Error, result.error_reason(), Finish::Discard),
-                    Err(err) => (MessageStatus::Error, err.to_string(), Finish::Discard),
+                    Ok(result) => (EndCause::Error, result.error_reason(), Finish::Discard),
+                    Err(err) => (EndCause::Error, err.to_string(), Finish::Discard),
                 };
-                let stored = inner
-                    .store
-                    .fail_turn(
-                        user.turn_key(),
-                        status,
-                        &error,
-                        session.as_ref(),
-                        usage.as_ref(),
-                        None,
-                    )
-                    .await;
-                if let Err(err) = stored {
+                let ending = TurnEnding::failed(cause, error).with_spending(session, usage);
+                if let Err(err) = end.end(ending).await {
                     warn!(message_id = %user.id, error = %err, "Could not record the failed CLI turn.");
                 }
-                terminal.failed(status, error).await;
+                let status = cause.status();
                 (finish, status)
             }
         };

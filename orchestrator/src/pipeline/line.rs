@@ -11,9 +11,11 @@ use tracing::info;
 
 use plugin_contract::ThreadId;
 
+use super::end::TurnEnder;
 use super::queue::QueueTicket;
 use super::{Pipeline, PipelineError, TurnReply};
-use crate::store::{Fence, MessageRow, MessageStatus};
+use crate::events::TurnEnding;
+use crate::store::{EndCause, MessageRow, MessageStatus};
 use crate::sync::lock;
 use crate::turn_error::TurnError;
 
@@ -83,21 +85,16 @@ impl Pipeline {
     pub(super) async fn withdrawn(
         &self,
         user: &MessageRow,
-        fence: Option<&Fence>,
+        end: &mut TurnEnder,
     ) -> Result<TurnReply, PipelineError> {
-        let error = TurnError::Interrupted;
-        let status = MessageStatus::Interrupted;
         let reason = "withdrawn by its caller while it waited in line";
-        let turn = user.turn_key();
-        self.inner
-            .store
-            .fail_turn(turn, status, reason, None, None, fence)
+        end.end(TurnEnding::failed(EndCause::Withdrawn, reason))
             .await?;
         info!(thread_id = %user.thread_id, message_id = %user.id, "Message withdrawn before its turn.");
         Err(PipelineError::Turn {
             message_id: user.id.clone(),
-            status,
-            error,
+            status: MessageStatus::Interrupted,
+            error: TurnError::Interrupted,
         })
     }
 

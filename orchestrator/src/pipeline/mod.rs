@@ -28,6 +28,7 @@
 
 mod cli_turn;
 mod context;
+mod end;
 mod idempotency;
 mod line;
 mod queue;
@@ -535,7 +536,10 @@ impl Delegate for Pipeline {
             .await
             .map_err(|e| e.to_string())?;
         // The child runs where its parent runs: this node took its lease when it was created.
-        let fence = match store.claim_lease(&child.id).await {
+        let fence = match store
+            .claim_lease(&child.id, &crate::api::events::announce_end)
+            .await
+        {
             Ok(Claim::Held { fence, .. }) => Some(fence),
             Ok(Claim::Unclustered) => None,
             Ok(Claim::Elsewhere { .. }) => {

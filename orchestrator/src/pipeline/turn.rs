@@ -12,17 +12,17 @@ use claude_cli::TurnResult;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+use super::end::TurnEnder;
 use super::queue::QueueTicket;
 use super::tally::{usage_of, Recheck, TurnTally};
 use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
-use crate::api::events::{
-    ProcessReady, ThreadEvent, TurnFailed, TurnFinished, TurnStarted, TurnThrottled,
-};
+use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted, TurnThrottled};
 use crate::budget::BudgetExceeded;
+use crate::events::{Reply, TurnEnding};
 use crate::launch::ProcessSpec;
 use crate::pool::{Finish, Lease, LeasedTurn, TurnItem};
-use crate::store::{MessageId, MessageRow, MessageStatus, Usage};
+use crate::store::{EndCause, MessageRow, MessageStatus, Usage};
 use crate::turn_error::TurnError;
 
 impl Pipeline {
@@ -39,50 +39,24 @@ impl Pipeline {
         let withdrawn = !self
             .wait_turn(&user.thread_id, client.as_deref(), &mut ticket)
             .await;
-        let msg_fence = msg.fence.clone();
-        let terminal = TerminalEvent::new(self, user);
+        let mut end = TurnEnder::new(self, user, msg.fence.as_ref());
         let result = if withdrawn {
-            self.withdrawn(user, msg.fence.as_ref()).await
+            self.withdrawn(user, &mut end).await
         } else {
-            let result = self.execute(user, msg, nesting).await;
+            let result = self.execute(user, msg, nesting, &mut end).await;
             if client.is_some() {
                 self.turn_ended(&user.thread_id);
             }
             result
         };
-        match &result {
-            Ok(reply) => {
-                terminal
-                    .finished(TurnFinished {
-                        message_id: user.id.clone(),
-                        reply: reply.message.clone().into(),
-                    })
-                    .await
-            }
-            Err(PipelineError::Turn { status, error, .. }) => {
-                terminal.failed(*status, error.to_string()).await
-            }
-            Err(PipelineError::BudgetExceeded { exceeded, .. }) => terminal.refused(exceeded).await,
-            Err(other) => {
+        if let Err(other) = &result {
+            if !end.is_ended() {
                 // Not the CLI (the store, the thread): the turn is over all the same, and the
                 // message must not stay `pending`.
-                let error = other.to_string();
-                if let Err(err) = self
-                    .inner
-                    .store
-                    .fail_turn(
-                        user.turn_key(),
-                        MessageStatus::Error,
-                        &error,
-                        None,
-                        None,
-                        msg_fence.as_ref(),
-                    )
-                    .await
-                {
-                    warn!(message_id = %user.id, error = %err, "Could not mark the failed turn.");
+                let ending = TurnEnding::failed(EndCause::Error, other.to_string());
+                if let Err(err) = end.end(ending).await {
+                    warn!(message_id = %user.id, error = %err, "Could not end the failed turn.");
                 }
-                terminal.failed(MessageStatus::Error, error).await
             }
         }
         // Only now may the next message of the thread start.
@@ -95,6 +69,7 @@ impl Pipeline {
         user: &MessageRow,
         msg: NewMessage,
         nesting: Nesting,
+        end: &mut TurnEnder,
     ) -> Result<TurnReply, PipelineError> {
         let inner = &self.inner;
         if self.is_shutting_down() {
@@ -102,17 +77,8 @@ impl Pipeline {
             // that are running, and a turn started now would only be killed.
             let error = TurnError::ShuttingDown;
             let status = MessageStatus::Interrupted;
-            inner
-                .store
-                .fail_turn(
-                    user.turn_key(),
-                    status,
-                    &error.to_string(),
-                    None,
-                    None,
-                    msg.fence.as_ref(),
-                )
-                .await?;
+            let ending = TurnEnding::failed(EndCause::Shutdown, error.to_string());
+            end.end(ending).await?;
             return Err(PipelineError::Turn {
                 message_id: user.id.clone(),
                 status,
@@ -125,10 +91,7 @@ impl Pipeline {
             let error = TurnError::Interrupted;
             let status = MessageStatus::Interrupted;
             let reason = "the thread was archived before this turn started";
-            let turn = user.turn_key();
-            inner
-                .store
-                .fail_turn(turn, status, reason, None, None, msg.fence.as_ref())
+            end.end(TurnEnding::failed(EndCause::Interrupted, reason))
                 .await?;
             return Err(PipelineError::Turn {
                 message_id: user.id.clone(),
@@ -140,7 +103,7 @@ impl Pipeline {
         let chain = crate::budget::Budgets::chain(&inner.store, thread.clone()).await?;
         let reservation = match inner.budgets.reserve(&inner.store, &chain).await? {
             Ok(reservation) => reservation,
-            Err(exceeded) => return Err(self.store_refusal(user, exceeded).await),
+            Err(exceeded) => return Err(self.store_refusal(user, exceeded, end).await),
         };
         let model = msg.model.clone().or(thread.model.clone());
         inner.events.emit(
@@ -198,22 +161,17 @@ impl Pipeline {
         };
         if let Some(exceeded) = refused {
             // Refused once it had its process: nothing reached the CLI.
-            return Err(self.store_refusal(user, exceeded).await);
+            return Err(self.store_refusal(user, exceeded, end).await);
         }
         match outcome {
             Ok(done) => {
-                let message = inner
-                    .store
-                    .complete_turn(
-                        user.turn_key(),
-                        &done.text,
-                        model.as_deref(),
-                        done.structured_output.as_ref(),
-                        done.session_id.as_ref(),
-                        tally.usage.as_ref(),
-                        msg.fence.as_ref(),
-                    )
-                    .await?;
+                let reply = Reply {
+                    text: done.text,
+                    model: model.clone(),
+                    structured_output: done.structured_output,
+                };
+                let ending = TurnEnding::done(reply, done.session_id.clone(), tally.usage);
+                let ended = end.end(ending).await?;
                 self.count_usage(tally.usage.as_ref());
                 reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
                 inner
@@ -224,6 +182,14 @@ impl Pipeline {
                     ms = started.elapsed().as_millis() as u64, api_calls = done.num_turns,
                     tool_calls = tally.tool_calls, outcome = "done", "Turn finished."
                 );
+                // `None`: shutdown ended it as it finished; the reply was not stored.
+                let Some(message) = ended.and_then(|ended| ended.reply) else {
+                    return Err(PipelineError::Turn {
+                        message_id: user.id.clone(),
+                        status: MessageStatus::Interrupted,
+                        error: TurnError::ShuttingDown,
+                    });
+                };
                 Ok(TurnReply {
                     message,
                     thread_id: thread.id,
@@ -233,32 +199,23 @@ impl Pipeline {
             }
             Err(error) => {
                 let cause = error.to_string();
-                let (status, error) = match error {
+                let (ends, error) = match error {
                     // A turn that met a result for another message (a turn the CLI started by
                     // itself) never ran as asked: it may be sent again, and runs on a new process.
                     TurnError::Interrupted
-                    | TurnError::ShuttingDown
                     | TurnError::Process(claude_cli::CliError::Unpaired { .. }) => {
-                        (MessageStatus::Interrupted, error)
+                        (EndCause::Interrupted, error)
                     }
                     // Killed by shutdown (the process death is only how): the user did nothing
                     // wrong and may send it again.
-                    _ if self.is_shutting_down() => {
-                        (MessageStatus::Interrupted, TurnError::ShuttingDown)
-                    }
-                    other => (MessageStatus::Error, other),
+                    TurnError::ShuttingDown => (EndCause::Shutdown, error),
+                    _ if self.is_shutting_down() => (EndCause::Shutdown, TurnError::ShuttingDown),
+                    other => (EndCause::Error, other),
                 };
-                inner
-                    .store
-                    .fail_turn(
-                        user.turn_key(),
-                        status,
-                        &error.to_string(),
-                        None,
-                        tally.usage.as_ref(),
-                        msg.fence.as_ref(),
-                    )
-                    .await?;
+                let status = ends.status();
+                let ending =
+                    TurnEnding::failed(ends, error.to_string()).with_spending(None, tally.usage);
+                end.end(ending).await?;
                 self.count_usage(tally.usage.as_ref());
                 reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
                 inner
@@ -278,25 +235,14 @@ impl Pipeline {
         }
     }
 
-    /// Stores the message as refused by a budget, and returns the error its caller reports.
+    /// Ends the turn as refused by a budget, and returns the error its caller reports.
     pub(super) async fn store_refusal(
         &self,
         user: &MessageRow,
         exceeded: BudgetExceeded,
+        end: &mut TurnEnder,
     ) -> PipelineError {
-        let stored = self
-            .inner
-            .store
-            .fail_turn(
-                user.turn_key(),
-                MessageStatus::Refused,
-                &exceeded.to_string(),
-                None,
-                None,
-                None,
-            )
-            .await;
-        if let Err(err) = stored {
+        if let Err(err) = end.end(TurnEnding::refused(exceeded.clone())).await {
             return err.into();
         }
         let budget = exceeded.budget.as_str();
@@ -312,23 +258,14 @@ impl Pipeline {
         }
     }
 
-    /// A refusal as the message arrives: stored, and its turn ended on the event stream.
+    /// A refusal as the message arrives: its turn ended, refused.
     pub(super) async fn refuse(
         &self,
         user: &MessageRow,
         exceeded: BudgetExceeded,
     ) -> PipelineError {
-        let terminal = TerminalEvent::new(self, user);
-        let err = self.store_refusal(user, exceeded).await;
-        match &err {
-            PipelineError::BudgetExceeded { exceeded, .. } => terminal.refused(exceeded).await,
-            other => {
-                terminal
-                    .failed(MessageStatus::Error, other.to_string())
-                    .await
-            }
-        }
-        err
+        let mut end = TurnEnder::new(self, user, None);
+        self.store_refusal(user, exceeded, &mut end).await
     }
 
     pub(super) fn count_usage(&self, usage: Option<&Usage>) {
@@ -682,91 +619,4 @@ struct Done {
     structured_output: Option<serde_json::Value>,
     session_id: Option<plugin_contract::CliSessionId>,
     num_turns: u64,
-}
-
-/// The end of a turn on the thread's event stream. Sent exactly once: by [`Self::finished`] or
-/// [`Self::failed`], or on drop (the task running the turn panicked or was cancelled), so no
-/// client of the stream waits forever for a turn that is over.
-pub(super) struct TerminalEvent {
-    pipeline: Pipeline,
-    thread: plugin_contract::ThreadId,
-    message: MessageId,
-    sent: bool,
-}
-
-impl TerminalEvent {
-    pub(super) fn new(pipeline: &Pipeline, user: &MessageRow) -> Self {
-        Self {
-            pipeline: pipeline.clone(),
-            thread: user.thread_id.clone(),
-            message: user.id.clone(),
-            sent: false,
-        }
-    }
-
-    pub(super) async fn finished(self, finished: TurnFinished) {
-        self.end(ThreadEvent::TurnFinished(finished)).await;
-    }
-
-    pub(super) async fn failed(self, status: MessageStatus, error: String) {
-        let failed = TurnFailed {
-            message_id: self.message.clone(),
-            status,
-            error,
-            budget: None,
-        };
-        self.end(ThreadEvent::TurnFailed(failed)).await;
-    }
-
-    pub(super) async fn refused(self, exceeded: &BudgetExceeded) {
-        let failed = TurnFailed {
-            message_id: self.message.clone(),
-            status: MessageStatus::Refused,
-            error: exceeded.to_string(),
-            budget: Some(exceeded.clone()),
-        };
-        self.end(ThreadEvent::TurnFailed(failed)).await;
-    }
-
-    async fn end(mut self, event: ThreadEvent) {
-        self.sent = true;
-        self.pipeline
-            .inner
-            .events
-            .emit_and_wait(&self.thread, Some(&self.message), event)
-            .await;
-    }
-}
-
-impl Drop for TerminalEvent {
-    fn drop(&mut self) {
-        if self.sent {
-            return;
-        }
-        let error = "the turn ended unexpectedly";
-        warn!(thread_id = %self.thread, message_id = %self.message, "A turn ended without an outcome.");
-        self.pipeline.inner.events.emit(
-            &self.thread,
-            Some(&self.message),
-            ThreadEvent::TurnFailed(TurnFailed {
-                message_id: self.message.clone(),
-                status: MessageStatus::Error,
-                error: error.into(),
-                budget: None,
-            }),
-        );
-        if tokio::runtime::Handle::try_current().is_ok() {
-            let store = self.pipeline.inner.store.clone();
-            let (thread, message) = (self.thread.clone(), self.message.clone());
-            self.pipeline.inner.tasks.spawn(async move {
-                let turn = crate::store::TurnKey {
-                    thread: &thread,
-                    message: &message,
-                };
-                let _ = store
-                    .fail_turn(turn, MessageStatus::Error, error, None, None, None)
-                    .await;
-            });
-        }
-    }
 }

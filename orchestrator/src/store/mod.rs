@@ -18,8 +18,9 @@
 //!   where the `NOTIFY` it parses is sent).
 //!
 //! Modules, each the facade of the same module in both query crates: `threads.rs` (create, fork,
-//! look up, list; the CLI session to resume; depth of a child), `messages/` (the life of a turn:
-//! user message pending → done/error/interrupted, the reply, history, crash recovery),
+//! look up, list; the CLI session to resume; depth of a child), `messages/` (user messages, replies,
+//! history, a retry), `outcomes.rs` (the one write that ends a turn: status, reply, usage, the
+//! terminal event and the outcome row in one transaction),
 //! `events.rs` (the per-thread log SSE replays), `tool_calls.rs`, `transcripts.rs` (the CLI's
 //! transcript entries, to restore a session), `leases/` (which node owns a thread when several
 //! share the database), `usage.rs` and `permissions.rs`. Each has its tests, run on both
@@ -35,11 +36,13 @@
 mod events;
 mod leases;
 mod messages;
+mod outcomes;
 mod permissions;
 mod threads;
 mod tool_calls;
 mod transcripts;
 mod usage;
+mod webhooks;
 
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 // The store's vocabulary and the query traits, from the crate both databases share.

@@ -117,7 +117,7 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 14] = [
     "cluster_credential",
     "delegations",
     "events",
@@ -127,7 +127,11 @@ const TABLES: [&str; 10] = [
     "threads",
     "tool_calls",
     "transcript_entries",
+    "turn_outcomes",
     "usage_days",
+    "webhook_attempts",
+    "webhook_deliveries",
+    "webhook_events",
 ];
 
 macro_rules! store_tests {

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
 use orchestrator::cluster::FORWARDED_HEADER;
-use orchestrator::store::{Fence, StoreError};
+use orchestrator::store::{Fence, MessageId, StoreError};
 use plugin_contract::ThreadId;
 
 use crate::support;
@@ -198,18 +198,22 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
     let err = a2
         .daemon()
         .store
-        .fail_turn(
+        .end_turn(
             orchestrator::store::TurnKey {
                 thread: &ThreadId::from_string(thread.clone()),
                 message: &orchestrator::store::MessageId::from_string(
                     pending["id"].as_str().unwrap(),
                 ),
             },
-            orchestrator::store::MessageStatus::Error,
-            "a stale owner",
-            None,
-            None,
+            orchestrator::store::TurnEnd {
+                cause: orchestrator::store::EndCause::Error,
+                error: Some("a stale owner"),
+                reply: None,
+                session: None,
+                usage: None,
+            },
             Some(&old),
+            &orchestrator::api::events::announce_end,
         )
         .await
         .unwrap_err();
@@ -291,6 +295,21 @@ async fn a_turn_cut_short_by_a_dead_owner_is_interrupted_at_takeover_and_runs_ag
     let kinds: Vec<&str> = ends.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["turn_failed", "turn_finished"], "{events:?}");
     assert_eq!(ends[0].data["status"], "interrupted", "{:?}", ends[0]);
+    assert_eq!(ends[0].data["cause"], "takeover", "{:?}", ends[0]);
+    // One outcome per run, each naming its event: the takeover's, then the retry's.
+    let outcomes = b
+        .daemon()
+        .store
+        .outcomes_of(&MessageId::from_string(
+            accepted["messageId"].as_str().expect("an id"),
+        ))
+        .await
+        .unwrap();
+    let seen: Vec<(&str, i64)> = outcomes
+        .iter()
+        .map(|o| (o.cause.as_str(), o.event_id))
+        .collect();
+    assert_eq!(seen, [("takeover", ends[0].id), ("done", ends[1].id)]);
 
     let messages = support::messages(&b, &thread).await;
     let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();

@@ -77,7 +77,7 @@ async fn two_turns_on_one_thread_are_one_miss_then_one_hit() {
     assert_eq!(
         must(
             &text,
-            r#"harness_sqlite_query_duration_seconds_count{query="complete_turn"}"#
+            r#"harness_sqlite_query_duration_seconds_count{query="end_turn"}"#
         ),
         2.0
     );

@@ -2,7 +2,7 @@
 //! One row per thread that a node has served: owner node, its URL, an epoch that grows at every
 //! change of owner, and an expiry the owner's heartbeat keeps pushing forward.
 //!
-//! - [`Store::acquire_lease`] takes a free or expired lease (epoch + 1), or keeps one this node
+//! - [`Store::claim_lease`] takes a free or expired lease (epoch + 1), or keeps one this node
 //!   holds, in one conditional upsert: of two nodes racing for a lease, one wins.
 //! - [`Store::renew_leases`] pushes every lease of a node forward in one UPDATE (the heartbeat)
 //!   and names the threads it still holds, so the node learns which ones it lost.
@@ -28,7 +28,7 @@ use std::time::Duration;
 use plugin_contract::ThreadId;
 
 use super::{
-    now_text, on_db, Acquired, Db, Fence, LeaseQueries, MessageId, Store, StoreError, ThreadLease,
+    on_db, Acquired, Announce, Db, Fence, LeaseQueries, MessageId, Store, StoreError, ThreadLease,
 };
 
 /// This node's side of the leases ([`Store::as_node`]): who it is, and the fence it holds per
@@ -51,7 +51,8 @@ pub enum Claim {
     /// A single node: there are no leases.
     Unclustered,
     /// This node holds the lease; its writes carry `fence`. `interrupted`: the user messages a
-    /// takeover from a peer just ended (their turns died with the old owner).
+    /// takeover from a peer just ended (their turns died with the old owner); their outcomes
+    /// and `turn_failed` events were written with the lease.
     Held {
         fence: Fence,
         interrupted: Vec<MessageId>,
@@ -90,20 +91,26 @@ impl Store {
 
     /// Takes (or keeps) the thread's lease for this node when it is free, expired or ours, and
     /// records its fence in the node's book. A takeover from a peer ends the turns the old owner
-    /// left pending ([`Store::acquire_lease`]). [`Claim::Unclustered`] on a single node.
-    pub async fn claim_lease(&self, thread: &ThreadId) -> Result<Claim, StoreError> {
+    /// left pending, each with the terminal event `announce` builds ([`Store::acquire`]).
+    /// [`Claim::Unclustered`] on a single node.
+    pub async fn claim_lease(
+        &self,
+        thread: &ThreadId,
+        announce: Announce<'_>,
+    ) -> Result<Claim, StoreError> {
         let Some(node) = self.node.as_deref() else {
             return Ok(Claim::Unclustered);
         };
         let acquired = self
-            .acquire(thread, &node.node, &node.url, node.ttl)
+            .acquire(thread, &node.node, &node.url, node.ttl, announce)
             .await?;
-        let Some(Acquired { fence, interrupted }) = acquired else {
+        let Some(Acquired { fence, ended }) = acquired else {
             let lost = crate::sync::lock(&node.held).remove(thread).is_some();
             return Ok(Claim::Elsewhere { lost });
         };
         let before = crate::sync::lock(&node.held).insert(thread.clone(), fence.clone());
         let moved = before.is_some_and(|before| before.epoch != fence.epoch);
+        let interrupted: Vec<MessageId> = ended.into_iter().map(|e| e.outcome.message_id).collect();
         if !interrupted.is_empty() || fence.epoch > 1 {
             tracing::info!(thread_id = %thread, epoch = fence.epoch, interrupted = interrupted.len(), "Holding the thread's lease.");
         }
@@ -145,31 +152,12 @@ impl Store {
         }
     }
 
-    /// Graceful shutdown of a node: the turns still pending on the threads it holds were cut
-    /// short here; they end `interrupted` with `reason`, so their retries run again (on this node
-    /// after a restart, or on a peer). The peers' threads are left alone. Returns how many.
-    pub async fn interrupt_node_pending(&self, reason: &str) -> Result<u64, StoreError> {
-        let Some(node) = self.node.as_deref() else {
-            return Ok(0);
-        };
-        let held: Vec<(ThreadId, Fence)> = crate::sync::lock(&node.held)
-            .iter()
-            .map(|(thread, fence)| (thread.clone(), fence.clone()))
-            .collect();
-        let now = now_text();
-        let mut ended = 0;
-        for (thread, fence) in held {
-            match self
-                .interrupt_pending_before(&thread, &fence, &now, reason)
-                .await
-            {
-                Ok(n) => ended += n,
-                // A peer has it now: its turns are the peer's to end.
-                Err(StoreError::LeaseLost(_)) => {}
-                Err(err) => return Err(err),
-            }
-        }
-        Ok(ended)
+    /// The threads this node holds, with their fences (at shutdown, whose pending turns are
+    /// this node's to end); `None` on a single node.
+    pub fn held_leases(&self) -> Option<Vec<(ThreadId, Fence)>> {
+        let node = self.node.as_deref()?;
+        let held = crate::sync::lock(&node.held);
+        Some(held.iter().map(|(t, f)| (t.clone(), f.clone())).collect())
     }
 
     /// The fence a write of `thread` must pass, for the query crates' `ThreadTx`: `explicit`
@@ -200,12 +188,14 @@ impl Store {
     /// increments the epoch; a new row starts at 1. Returns the fence the node's writes carry,
     /// or `None` when a live peer holds the lease.
     ///
-    /// A takeover (the lease was a peer's) ends, in the same transaction, the user messages the
-    /// old owner left `pending`: they become `interrupted` ([`super::TAKEOVER_REASON`]), so a retry with
-    /// the same `clientMessageId` runs them again. No clock decides which: the old owner can
-    /// write no message after the takeover (its fence fails), and the new owner none before it.
+    /// A takeover (the lease was a peer's) ends, in the same transaction, the turns the old
+    /// owner left `pending` ([`super::EndCause::Takeover`], [`super::TAKEOVER_REASON`]), so a
+    /// retry with the same `clientMessageId` runs them again. No clock decides which: the old
+    /// owner can write no message after the takeover (its fence fails), and the new owner none
+    /// before it.
     ///
     /// [`StoreError::ThreadNotFound`] for an unknown thread (the row's foreign key).
+    #[cfg(test)]
     pub async fn acquire_lease(
         &self,
         thread: &ThreadId,
@@ -214,21 +204,23 @@ impl Store {
         ttl: Duration,
     ) -> Result<Option<Fence>, StoreError> {
         Ok(self
-            .acquire(thread, owner, owner_url, ttl)
+            .acquire(thread, owner, owner_url, ttl, &super::outcomes::bare_event)
             .await?
             .map(|acquired| acquired.fence))
     }
 
-    /// [`Store::acquire_lease`], with the user messages a takeover interrupted.
+    /// Takes the thread's lease for `owner` as `acquire_lease` (the tests' door to it) says,
+    /// with the turns a takeover ended, each announced by `announce`.
     async fn acquire(
         &self,
         thread: &ThreadId,
         owner: &str,
         owner_url: &str,
         ttl: Duration,
+        announce: Announce<'_>,
     ) -> Result<Option<Acquired>, StoreError> {
         let _timer = self.metrics.time("acquire_lease");
-        on_db!(self, db => db.acquire_lease(thread, owner, owner_url, ttl).await)
+        on_db!(self, db => db.acquire_lease(thread, owner, owner_url, ttl, announce).await)
     }
 
     /// The heartbeat: every lease `owner` holds expires `ttl` from now, in one UPDATE. Returns
@@ -248,21 +240,6 @@ impl Store {
     pub async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
         let _timer = self.metrics.time("release_leases");
         on_db!(self, db => db.release_leases(owner).await)
-    }
-
-    /// The thread's user messages still `pending` that were stored before `before` (this
-    /// node's clock, as it stores them) become `interrupted` with `reason`, so a retry with the
-    /// same `clientMessageId` runs them again ([`Store::interrupt_node_pending`]). Fenced: only
-    /// while `fence` holds the lease. Returns how many.
-    async fn interrupt_pending_before(
-        &self,
-        thread: &ThreadId,
-        fence: &Fence,
-        before: &str,
-        reason: &str,
-    ) -> Result<u64, StoreError> {
-        let _timer = self.metrics.time("interrupt_pending_before");
-        on_db!(self, db => db.interrupt_pending_before(Some(fence), thread, before, reason).await)
     }
 
     /// The thread's lease, or `None` when no node ever took it.

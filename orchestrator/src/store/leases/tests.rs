@@ -1,3 +1,4 @@
+use super::super::outcomes::bare_event;
 use super::super::tests::{store_tests, turn_of};
 use super::super::*;
 use std::time::Duration;
@@ -116,17 +117,21 @@ store_tests! {
             seen,
             [("one", MessageStatus::Done), ("reply", MessageStatus::Done), ("two", MessageStatus::Interrupted)]
         );
-        // The owner keeping its lease interrupts nothing more; a pending message stored
-        // after `before` is left alone at shutdown.
-        let before = super::now_text();
+        // The takeover's ending has its outcome, and the terminal event written with it.
+        let outcomes = store.outcomes_of(&second.id).await.unwrap();
+        assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+        assert_eq!((outcomes[0].cause, outcomes[0].status), (EndCause::Takeover, MessageStatus::Interrupted));
+        let events = store.events_after(&t, 0, 100).await.unwrap();
+        let terminal: Vec<_> = events.iter().filter(|e| e.kind == "turn_failed").collect();
+        assert_eq!(terminal.len(), 1, "{events:?}");
+        assert_eq!(terminal[0].id, outcomes[0].event_id);
+        assert_eq!(terminal[0].message_id.as_ref(), Some(&second.id));
+        // The owner keeping its lease ends nothing more.
         let Inserted::New(third) = store.insert_user_message(new("four"), Some(&b)).await.unwrap() else {
             panic!("a new message");
         };
         assert_eq!(store.acquire_lease(&t, "node_b", "http://b", TTL).await.unwrap(), Some(b.clone()));
         assert_eq!(status(&third.id).await.status, MessageStatus::Pending);
-        assert_eq!(store.interrupt_pending_before(&t, &a, &before, "stopped").await.unwrap_err().to_string(),
-            StoreError::LeaseLost(t.clone()).to_string());
-        assert_eq!(store.interrupt_pending_before(&t, &b, &before, "stopped").await.unwrap(), 0);
         // The new owner writes.
         store
             .complete_turn(third.turn_key(), "fresh", None, None, None, None, Some(&b))
@@ -142,12 +147,12 @@ store_tests! {
         let t = thread(&store).await;
         let a = store.clone().as_node("http://a".into(), TTL);
         let b = store.clone().as_node("http://b".into(), TTL);
-        assert_eq!(store.claim_lease(&t).await.unwrap(), Claim::Unclustered);
-        let Claim::Held { fence, interrupted, .. } = a.claim_lease(&t).await.unwrap() else {
+        assert_eq!(store.claim_lease(&t, &bare_event).await.unwrap(), Claim::Unclustered);
+        let Claim::Held { fence, interrupted, .. } = a.claim_lease(&t, &bare_event).await.unwrap() else {
             panic!("A takes the free lease");
         };
         assert_eq!((fence.owner.as_str(), fence.epoch, interrupted.len()), (a.node_id().unwrap(), 1, 0));
-        assert_eq!(b.claim_lease(&t).await.unwrap(), Claim::Elsewhere { lost: false });
+        assert_eq!(b.claim_lease(&t, &bare_event).await.unwrap(), Claim::Elsewhere { lost: false });
 
         let pending = write_all(&a, &t, "a1").await.expect("the owner writes");
         let rows = counts(&store, &t).await;
@@ -159,10 +164,12 @@ store_tests! {
         store.test_execute(&format!(
             "UPDATE leases SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE thread_id = '{t}'"
         )).await;
-        let Claim::Held { fence, interrupted, moved } = b.claim_lease(&t).await.unwrap() else {
+        let Claim::Held { fence, interrupted, moved } = b.claim_lease(&t, &bare_event).await.unwrap() else {
             panic!("B takes the expired lease");
         };
         assert_eq!((fence.epoch, interrupted, moved), (2, vec![pending.clone()], false));
+        let rows = counts(&store, &t).await;
+        assert_eq!(rows, [1, 2, 1, 1, 1], "the takeover wrote the turn's `turn_failed`");
         assert_refused(&a, &t, "a2", &pending).await;
         assert_eq!(counts(&store, &t).await, rows, "A wrote nothing after the takeover");
         let ended = store.get_message(&pending).await.unwrap().unwrap();
@@ -170,18 +177,19 @@ store_tests! {
         // A learns it lost the thread; it still cannot write.
         assert_eq!(a.renew_node_leases().await.unwrap(), vec![t.clone()]);
         assert!(matches!(write_all(&a, &t, "a3").await, Err(StoreError::LeaseLost(_))));
-        assert_eq!(a.claim_lease(&t).await.unwrap(), Claim::Elsewhere { lost: false });
+        assert_eq!(a.claim_lease(&t, &bare_event).await.unwrap(), Claim::Elsewhere { lost: false });
         // B, which never lost it, holds it as before.
-        let Claim::Held { fence, moved, .. } = b.claim_lease(&t).await.unwrap() else {
+        let Claim::Held { fence, moved, .. } = b.claim_lease(&t, &bare_event).await.unwrap() else {
             panic!("B keeps its lease");
         };
         assert_eq!((fence.epoch, moved), (2, false));
 
         write_all(&b, &t, "b2").await.expect("the new owner writes");
-        assert_eq!(counts(&store, &t).await, [2, 2, 2, 2, 2]);
-        // At a graceful stop B ends its own pending turn; A, holding nothing, ends none.
-        assert_eq!(a.interrupt_node_pending("stopped").await.unwrap(), 0);
-        assert_eq!(b.interrupt_node_pending("stopped").await.unwrap(), 1);
+        assert_eq!(counts(&store, &t).await, [2, 3, 2, 2, 2]);
+        // At a graceful stop B ends the pending turns of the threads it holds; A holds none.
+        assert_eq!(a.held_leases().unwrap(), []);
+        assert_eq!(b.held_leases().unwrap(), [(t.clone(), fence)]);
+        assert_eq!(store.held_leases(), None, "a single node holds no leases");
     }
 }
 
@@ -200,13 +208,13 @@ store_tests! {
             Claim::Held { fence, moved, .. } => (fence.epoch, moved),
             other => panic!("not held: {other:?}"),
         };
-        assert_eq!(held(a.claim_lease(&t).await.unwrap()), (1, false));
-        assert_eq!(held(a.claim_lease(&t).await.unwrap()), (1, false));
+        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (1, false));
+        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (1, false));
         expire().await;
-        assert_eq!(held(b.claim_lease(&t).await.unwrap()), (2, false));
+        assert_eq!(held(b.claim_lease(&t, &bare_event).await.unwrap()), (2, false));
         expire().await;
-        assert_eq!(held(a.claim_lease(&t).await.unwrap()), (3, true));
-        assert_eq!(held(a.claim_lease(&t).await.unwrap()), (3, false));
+        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (3, true));
+        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (3, false));
     }
 }
 
@@ -305,7 +313,8 @@ async fn assert_refused(store: &Store, t: &ThreadId, tag: &str, pending: &Messag
                 None,
                 None,
             )
-            .await,
+            .await
+            .map(drop),
     );
     results.push(
         store

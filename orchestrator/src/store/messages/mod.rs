@@ -1,17 +1,16 @@
-//! Messages and the life of a turn: a user message is stored `pending` before the turn runs, then
-//! either [`Store::complete_turn`] writes the assistant reply and marks it `done`, or
-//! [`Store::fail_turn`] marks it `error`/`interrupted`. [`Store::interrupt_pending`] cleans up after
-//! a crash; [`Store::history`] feeds a fresh CLI session the finished exchanges.
+//! Messages: a user message is stored `pending` before its turn runs, and the turn's end
+//! ([`Store::end_turn`], `super::outcomes`) gives it its final status and its reply;
+//! [`Store::history`] feeds a fresh CLI session the finished exchanges.
 //!
 //! A turn's writes belong to its thread: each checks the thread's lease fence in its own
 //! transaction (the query crates' `messages` modules say how `seq` stays distinct under
 //! concurrent writers).
 
-use plugin_contract::{CliSessionId, HistoryMessage, ThreadId};
+use plugin_contract::{HistoryMessage, ThreadId};
 
 use super::{
-    on_db, Db, Fence, Inserted, MessageId, MessageQueries, MessageRow, MessageStatus, NewReply,
-    NewUserMessage, Store, StoreError, TurnKey, Usage,
+    on_db, Db, Fence, Inserted, MessageId, MessageQueries, MessageRow, NewUserMessage, Store,
+    StoreError,
 };
 
 impl Store {
@@ -42,64 +41,6 @@ impl Store {
             );
         }
         Ok(inserted)
-    }
-
-    /// Ends a turn that produced a reply, in one transaction: inserts the assistant message
-    /// (`done`, answering the user message `turn` names, next in its thread), marks that message
-    /// `done`, records the CLI session to resume when `session` is set, and adds `usage` to the
-    /// day's totals. Returns the assistant message.
-    ///
-    /// [`StoreError::MessageNotFound`] when `turn` names no user message of its thread;
-    /// [`StoreError::LeaseLost`] when `fence` (when set; else this node's, when clustered) no
-    /// longer holds the thread's lease, checked inside the transaction: nothing written.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn complete_turn(
-        &self,
-        turn: TurnKey<'_>,
-        reply_text: &str,
-        model: Option<&str>,
-        structured_output: Option<&serde_json::Value>,
-        session: Option<&CliSessionId>,
-        usage: Option<&Usage>,
-        fence: Option<&Fence>,
-    ) -> Result<MessageRow, StoreError> {
-        let _timer = self.metrics.time("complete_turn");
-        let fence = self.fence(turn.thread, fence)?;
-        let id = MessageId::generate();
-        let reply = NewReply {
-            id: &id,
-            text: reply_text,
-            model,
-            structured_output,
-        };
-        on_db!(self, db => {
-            db.complete_turn(fence.as_ref(), turn.thread, turn.message, reply, session, usage)
-                .await
-        })
-    }
-
-    /// Ends a turn that produced no reply: sets the user message's status (meant for
-    /// [`MessageStatus::Error`] or [`MessageStatus::Interrupted`]) and error text, adds `usage`
-    /// (a failed turn that reached the API) to the message's and the day's, and records the CLI
-    /// session to resume when `session` is set (a failed turn may still have started one).
-    ///
-    /// [`StoreError::MessageNotFound`] when `turn` names no user message of its thread;
-    /// [`StoreError::LeaseLost`] as for [`Store::complete_turn`].
-    pub async fn fail_turn(
-        &self,
-        turn: TurnKey<'_>,
-        status: MessageStatus,
-        error: &str,
-        session: Option<&CliSessionId>,
-        usage: Option<&Usage>,
-        fence: Option<&Fence>,
-    ) -> Result<(), StoreError> {
-        let _timer = self.metrics.time("fail_turn");
-        let fence = self.fence(turn.thread, fence)?;
-        on_db!(self, db => {
-            db.fail_turn(fence.as_ref(), turn.thread, turn.message, status, error, session, usage)
-                .await
-        })
     }
 
     /// The message, or `None` when we do not have it.
@@ -147,21 +88,6 @@ impl Store {
         };
         let fence = self.fence(&thread, None)?;
         on_db!(self, db => db.retry_interrupted(fence.as_ref(), &thread, id).await)
-    }
-
-    /// Crash recovery at start-up, before any turn runs: every user message still `pending` (its
-    /// turn died with the previous daemon) becomes `interrupted` with `reason` as its error.
-    /// Returns how many.
-    pub async fn interrupt_pending(&self, reason: &str) -> Result<u64, StoreError> {
-        let _timer = self.metrics.time("interrupt_pending");
-        let count = on_db!(self, db => db.interrupt_pending(reason).await)?;
-        if count > 0 {
-            tracing::info!(
-                count,
-                "Marked turns left pending by the previous run as interrupted."
-            );
-        }
-        Ok(count)
     }
 }
 

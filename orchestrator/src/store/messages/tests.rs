@@ -1,8 +1,9 @@
 use std::collections::HashSet;
 
 use super::super::tests::{store_tests, turn_of};
-use super::super::{NewThread, Role};
+use super::super::{EndCause, MessageStatus, NewThread, PendingTurn, Role};
 use super::*;
+use plugin_contract::CliSessionId;
 
 async fn thread(store: &Store) -> ThreadId {
     store.create_thread(NewThread::default()).await.unwrap().id
@@ -35,7 +36,10 @@ store_tests! {
                 .is_none(),
             "a pending message is not retried"
         );
-        store.interrupt_pending("crash").await.unwrap();
+        store
+            .fail_turn(message.turn_key(), MessageStatus::Interrupted, "crash", None, None, None)
+            .await
+            .unwrap();
         let retried = store.retry_interrupted(&message.id).await.unwrap();
         let retried = retried.expect("the first retry gets it");
         assert_eq!(retried.status, MessageStatus::Pending);
@@ -268,15 +272,15 @@ store_tests! {
                 .await,
             Err(StoreError::MessageNotFound(_))
         ));
-        // A second reply to the same question breaks `messages_reply_to`; the session update in the
-        // same transaction must roll back with it.
+        // A second ending of the same run is none: nothing written, the session not set.
         let session = CliSessionId::from_string("must-not-stick");
-        assert!(matches!(
-            store
-                .complete_turn(question.turn_key(), "again", None, None, Some(&session), None, None)
-                .await,
-            Err(StoreError::Db(_))
-        ));
+        let again = store
+            .fail_turn(question.turn_key(), MessageStatus::Error, "again", Some(&session), None, None)
+            .await
+            .unwrap();
+        assert!(again.is_none(), "{again:?}");
+        assert_eq!(store.get_message(&question.id).await.unwrap().unwrap().status, MessageStatus::Done);
+        assert_eq!(store.outcomes_of(&question.id).await.unwrap().len(), 1);
         assert_eq!(count_messages(&store).await, 2);
         assert_eq!(store.require_thread(&t).await.unwrap().cli_session_id, None);
     }
@@ -386,8 +390,11 @@ store_tests! {
 }
 
 store_tests! {
-    async fn interrupt_pending_marks_only_pending_user_messages(store: sqlite_memory) {
+    /// The pending turns are the `pending` user messages, oldest first; each ends once, with one
+    /// outcome naming its cause and the terminal event written with it.
+    async fn pending_turns_end_once_each_with_an_outcome_and_an_event(store: sqlite_memory) {
         let t = thread(&store).await;
+        let other = thread(&store).await;
         let done = send(&store, &t, "done").await;
         store
             .complete_turn(done.turn_key(), "reply", None, None, None, None, None)
@@ -395,20 +402,36 @@ store_tests! {
             .unwrap();
         let p1 = send(&store, &t, "p1").await;
         let p2 = send(&store, &t, "p2").await;
+        let p3 = send(&store, &other, "p3").await;
 
-        assert_eq!(
-            store.interrupt_pending("daemon restarted").await.unwrap(),
-            2
-        );
-        for id in [&p1.id, &p2.id] {
-            let m = store.get_message(id).await.unwrap().unwrap();
-            assert_eq!(m.status, MessageStatus::Interrupted);
-            assert_eq!(m.error.as_deref(), Some("daemon restarted"));
+        let ids = |pending: Vec<PendingTurn>| -> Vec<MessageId> {
+            pending.into_iter().map(|p| p.message_id).collect()
+        };
+        assert_eq!(ids(store.pending_turns(None).await.unwrap()), [p1.id.clone(), p2.id.clone(), p3.id.clone()]);
+        assert_eq!(ids(store.pending_turns(Some(&other)).await.unwrap()), std::slice::from_ref(&p3.id));
+        for (m, status) in [(&p1, MessageStatus::Interrupted), (&p2, MessageStatus::Error), (&p3, MessageStatus::Refused)] {
+            let ended = store
+                .fail_turn(m.turn_key(), status, "daemon restarted", None, None, None)
+                .await
+                .unwrap()
+                .expect("a pending turn ends");
+            assert_eq!(ended.outcome.status, status);
+            assert_eq!(ended.event.kind, "turn_failed");
+            assert_eq!(ended.outcome.event_id, ended.event.id);
+            let again = store
+                .fail_turn(m.turn_key(), MessageStatus::Error, "again", None, None, None)
+                .await
+                .unwrap();
+            assert!(again.is_none());
+            let got = store.get_message(&m.id).await.unwrap().unwrap();
+            assert_eq!((got.status, got.error.as_deref()), (status, Some("daemon restarted")));
+            assert_eq!(store.outcomes_of(&m.id).await.unwrap(), [ended.outcome]);
         }
-        let m = store.get_message(&done.id).await.unwrap().unwrap();
-        assert_eq!(m.status, MessageStatus::Done);
-        assert_eq!(m.error, None);
-        assert_eq!(store.interrupt_pending("again").await.unwrap(), 0);
+        assert!(store.pending_turns(None).await.unwrap().is_empty());
+        let outcomes = store.outcomes_of(&done.id).await.unwrap();
+        assert_eq!(outcomes.len(), 1);
+        assert_eq!(outcomes[0].cause, EndCause::Done);
+        assert!(outcomes[0].reply_id.is_some());
     }
 }
 

@@ -26,6 +26,7 @@ mod profile;
 mod report;
 mod schemas;
 mod sdk;
+mod webhooks;
 mod workspaces;
 
 use report::{render_report, Report};
@@ -158,6 +159,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("webhooks") => {
+            eprintln!("bench: only webhooks, {samples} samples");
+            let outcome = webhooks::run(&mock, samples).await?;
+            let mut out = String::new();
+            webhooks::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("schemas") => {
             eprintln!("bench: only output schemas");
             let outcome = schemas::run(&mock).await?;
@@ -168,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas` or `door` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door` or `webhooks` runs alone"
             )
         }
     }
@@ -332,6 +341,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: the door");
     let door = door::run(&mock, samples.min(10)).await?;
 
+    // Webhooks: from a turn's end to its delivery.
+    eprintln!("bench: webhooks");
+    let webhooks = webhooks::run(&mock, samples).await?;
+
     // What output schemas cost the daemon's memory.
     eprintln!("bench: output schemas");
     let schemas = schemas::run(&mock).await?;
@@ -365,6 +378,7 @@ async fn main() -> anyhow::Result<()> {
         workspaces: &workspaces,
         schemas: &schemas,
         door: &door,
+        webhooks: &webhooks,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;

@@ -22,6 +22,7 @@ pub(super) struct Report<'a> {
     pub(super) workspaces: &'a workspaces::Outcome,
     pub(super) schemas: &'a schemas::Outcome,
     pub(super) door: &'a door::Outcome,
+    pub(super) webhooks: &'a webhooks::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -169,6 +170,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     workspaces::render(&mut out, r.workspaces)?;
     schemas::render(&mut out, r.schemas)?;
     door::render(&mut out, r.door)?;
+    webhooks::render(&mut out, r.webhooks)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {

@@ -4,7 +4,9 @@
 //!
 //! Invariant: one writer task per daemon appends its events, so its ids follow the order events
 //! were emitted in; a subscriber that reads the store up to id N and then the live channel from
-//! N+1 misses nothing.
+//! N+1 misses nothing. The same task writes the end of every turn (`end.rs`: the user message's
+//! final status, the outcome and the terminal event in one transaction), after the turn's own
+//! events.
 //!
 //! On SQLite (one daemon) the writer publishes each stored row itself. On PostgreSQL other
 //! daemons append to the same log, so the live channel is fed from the store instead: a
@@ -28,9 +30,20 @@ use plugin_contract::ThreadId;
 use crate::api::events::ThreadEvent;
 use crate::store::{EventListener, EventRow, MessageId, SharedEvents, Store, Wakeup};
 use crate::sync::lock;
+use crate::webhooks::Webhooks;
+
+mod end;
+
+pub use end::{announce, Reply, TurnEnding};
 
 /// Live capacity per thread; a subscriber that falls this far behind re-reads from the store.
 const CHANNEL_CAPACITY: usize = 1024;
+
+/// What the writer task does next.
+enum Job {
+    Emit(Emit),
+    End(end::EndJob),
+}
 
 struct Emit {
     thread: ThreadId,
@@ -52,7 +65,8 @@ type Feeds = Arc<Mutex<HashMap<ThreadId, Arc<Feed>>>>;
 
 #[derive(Clone)]
 pub struct EventBus {
-    tx: mpsc::UnboundedSender<Emit>,
+    tx: mpsc::UnboundedSender<Job>,
+    store: Store,
     feeds: Feeds,
     /// `Some` on PostgreSQL, where other daemons append to the same log.
     shared: Option<SharedEvents>,
@@ -62,12 +76,13 @@ impl EventBus {
     /// Starts the writer task on `tasks`; it ends once every clone of the bus is dropped and the
     /// queue is written out. On PostgreSQL also starts the listener task, which ends when the
     /// store is closed.
-    pub fn start(store: Store, tasks: &TaskTracker) -> EventBus {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Emit>();
+    pub fn start(store: Store, tasks: &TaskTracker, webhooks: Option<Webhooks>) -> EventBus {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let feeds: Feeds = Arc::default();
         let shared = store.shared_events();
         let bus = EventBus {
             tx,
+            store: store.clone(),
             feeds: feeds.clone(),
             shared: shared.clone(),
         };
@@ -87,30 +102,34 @@ impl EventBus {
             store: store.clone(),
             shared,
         });
+        let publisher = Publisher { feeds, follower };
         tasks.spawn(async move {
-            while let Some(emit) = rx.recv().await {
-                let kind = emit.event.kind().as_str();
-                match store
-                    .append_event(&emit.thread, emit.message.as_ref(), kind, &emit.event.data())
-                    .await
-                {
-                    Ok(row) => match &follower {
-                        // Read from the store like any other event: a peer's event of this
-                        // thread may have committed just before ours and not be published yet.
-                        Some(follower) => follower.catch_up(&emit.thread, Some(row.id)).await,
-                        None => {
-                            let feed = lock(&feeds).get(&emit.thread).cloned();
-                            if let Some(feed) = feed {
-                                let _ = feed.tx.send(row);
+            while let Some(job) = rx.recv().await {
+                match job {
+                    Job::Emit(emit) => {
+                        let kind = emit.event.kind().as_str();
+                        let data = emit.event.data();
+                        let message = emit.message.as_ref();
+                        match store.append_event(&emit.thread, message, kind, &data).await {
+                            Ok(row) => publisher.publish(&emit.thread, row).await,
+                            Err(err) => {
+                                warn!(thread_id = %emit.thread, kind, error = %err, "Could not store an event.")
                             }
                         }
-                    },
-                    Err(err) => {
-                        warn!(thread_id = %emit.thread, kind, error = %err, "Could not store an event.")
+                        if let Some(done) = emit.done {
+                            let _ = done.send(());
+                        }
                     }
-                }
-                if let Some(done) = emit.done {
-                    let _ = done.send(());
+                    Job::End(job) => {
+                        let result = job.run(&store, webhooks.as_ref()).await;
+                        if let Ok(Some(ended)) = &result {
+                            publisher.publish(job.thread(), ended.event.clone()).await;
+                            if let Some(webhooks) = &webhooks {
+                                webhooks.poke();
+                            }
+                        }
+                        job.answer(result);
+                    }
                 }
             }
         });
@@ -120,12 +139,12 @@ impl EventBus {
     /// Queues an event of `thread` (and of the turn of user message `message`, when there is
     /// one); never blocks.
     pub fn emit(&self, thread: &ThreadId, message: Option<&MessageId>, event: ThreadEvent) {
-        let _ = self.tx.send(Emit {
+        let _ = self.tx.send(Job::Emit(Emit {
             thread: thread.clone(),
             message: message.cloned(),
             event,
             done: None,
-        });
+        }));
     }
 
     /// Queues an event and waits until it is stored and published.
@@ -142,7 +161,7 @@ impl EventBus {
             event,
             done: Some(done),
         };
-        if self.tx.send(emit).is_ok() {
+        if self.tx.send(Job::Emit(emit)).is_ok() {
             let _ = wait.await;
         }
     }
@@ -183,6 +202,29 @@ impl EventBus {
             }
         }
         rx
+    }
+}
+
+/// Publishes what the writer stored to the thread's live feed.
+struct Publisher {
+    feeds: Feeds,
+    /// `Some` on PostgreSQL.
+    follower: Option<Follower>,
+}
+
+impl Publisher {
+    async fn publish(&self, thread: &ThreadId, row: EventRow) {
+        match &self.follower {
+            // Read from the store like any other event: a peer's event of this thread may have
+            // committed just before ours and not be published yet.
+            Some(follower) => follower.catch_up(thread, Some(row.id)).await,
+            None => {
+                let feed = lock(&self.feeds).get(thread).cloned();
+                if let Some(feed) = feed {
+                    let _ = feed.tx.send(row);
+                }
+            }
+        }
     }
 }
 
@@ -283,190 +325,4 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use crate::api::events::TurnFailed;
-    use crate::store::{MessageStatus, NewThread};
-
-    fn text(text: &str) -> ThreadEvent {
-        ThreadEvent::TextDelta(claude_cli::TextDelta { text: text.into() })
-    }
-
-    fn failed(error: &str) -> ThreadEvent {
-        ThreadEvent::TurnFailed(TurnFailed {
-            message_id: MessageId::from_string("msg_1"),
-            status: MessageStatus::Error,
-            error: error.into(),
-            budget: None,
-        })
-    }
-
-    /// Two stores and event buses on one PostgreSQL database, as two daemons have, and a thread.
-    struct TwoDaemons {
-        store_a: Store,
-        store_b: Store,
-        a: EventBus,
-        b: EventBus,
-        thread: ThreadId,
-        _tasks: TaskTracker,
-    }
-
-    /// [`TwoDaemons`]; `None` (the test is skipped) where `HARNESS_TEST_PG=skip` and no
-    /// PostgreSQL is installed.
-    async fn two_daemons() -> Option<TwoDaemons> {
-        if std::env::var("HARNESS_TEST_PG").as_deref() == Ok("skip") && !pg_test::available() {
-            return None;
-        }
-        let url = pg_test::database_url().await.expect("a test PostgreSQL");
-        let (store_a, store_b) = (
-            Store::open(&url).await.unwrap(),
-            Store::open(&url).await.unwrap(),
-        );
-        let tasks = TaskTracker::new();
-        let (a, b) = (
-            EventBus::start(store_a.clone(), &tasks),
-            EventBus::start(store_b.clone(), &tasks),
-        );
-        let thread = store_a
-            .create_thread(NewThread::default())
-            .await
-            .unwrap()
-            .id;
-        Some(TwoDaemons {
-            store_a,
-            store_b,
-            a,
-            b,
-            thread,
-            _tasks: tasks,
-        })
-    }
-
-    /// Two buses on one PostgreSQL database, as two daemons have: a subscriber on B gets A's
-    /// events and B's own, once each, in id order; a wait that subscribed on B sees A's terminal
-    /// event. Skipped where `HARNESS_TEST_PG=skip` and no PostgreSQL is installed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_subscriber_on_one_daemon_follows_events_stored_by_another() {
-        let Some(TwoDaemons {
-            store_a,
-            store_b,
-            a,
-            b,
-            thread: t,
-            _tasks,
-        }) = two_daemons().await
-        else {
-            return;
-        };
-        a.emit_and_wait(&t, None, text("before")).await;
-
-        let mut live = b.subscribe(&t).await;
-        for (bus, said) in [(&a, "a1"), (&b, "b1"), (&a, "a2"), (&a, "a3"), (&b, "b2")] {
-            bus.emit(&t, None, text(said));
-        }
-        a.emit(&t, None, failed("end"));
-
-        let mut got = Vec::new();
-        while got.len() < 6 {
-            let row = tokio::time::timeout(Duration::from_secs(10), live.recv())
-                .await
-                .expect("the next event within 10 s")
-                .unwrap();
-            got.push(row);
-        }
-        let stored = store_b.events_after(&t, 0, 100).await.unwrap();
-        assert_eq!(
-            got.iter().map(|e| e.id).collect::<Vec<_>>(),
-            stored[1..].iter().map(|e| e.id).collect::<Vec<_>>(),
-            "every event after the subscription, once, in id order"
-        );
-        // Each daemon's events keep their order; the two daemons' interleave.
-        let texts: Vec<&str> = got
-            .iter()
-            .filter_map(|e| e.data["text"].as_str().or(e.data["error"].as_str()))
-            .collect();
-        let from = |prefix: &[&str]| -> Vec<&str> {
-            texts
-                .iter()
-                .copied()
-                .filter(|t| prefix.contains(t))
-                .collect()
-        };
-        assert_eq!(
-            from(&["a1", "a2", "a3", "end"]),
-            ["a1", "a2", "a3", "end"],
-            "{texts:?}"
-        );
-        assert_eq!(from(&["b1", "b2"]), ["b1", "b2"], "{texts:?}");
-        assert!(got.iter().any(|e| e.kind == "turn_failed"));
-        assert!(matches!(
-            live.try_recv(),
-            Err(broadcast::error::TryRecvError::Empty)
-        ));
-        store_a.close().await;
-        store_b.close().await;
-    }
-
-    /// The listeners' connections are killed: after reconnecting, every feed is read again, so
-    /// a row whose notification was lost (here: one that never had one) still reaches B's
-    /// subscriber, and notifications flow again afterwards.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_lost_listener_reconnects_and_nothing_is_missed() {
-        let Some(TwoDaemons {
-            store_a,
-            store_b,
-            a,
-            b,
-            thread: t,
-            _tasks,
-        }) = two_daemons().await
-        else {
-            return;
-        };
-        let mut live = b.subscribe(&t).await;
-        let listeners = "SELECT count(*) FROM pg_stat_activity
-                         WHERE datname = current_database() AND query ILIKE 'LISTEN%'";
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while store_a.test_count(listeners).await < 2 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "both listeners connect"
-            );
-            tokio::task::yield_now().await;
-        }
-
-        // A row no notification announces: only the re-read after reconnecting can find it.
-        store_a
-            .test_execute(&format!(
-                "INSERT INTO events (thread_id, kind, data, created_at)
-                 VALUES ('{t}', 'text_delta', '{{\"text\":\"unannounced\"}}',
-                         '2026-01-01T00:00:00.000000Z')"
-            ))
-            .await;
-        store_a
-            .test_execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
-            )
-            .await;
-        let row = tokio::time::timeout(Duration::from_secs(10), live.recv())
-            .await
-            .expect("the event within 10 s")
-            .unwrap();
-        assert_eq!(row.data, serde_json::json!({"text": "unannounced"}));
-
-        a.emit(&t, None, text("after"));
-        let row = tokio::time::timeout(Duration::from_secs(10), live.recv())
-            .await
-            .expect("the next event within 10 s")
-            .unwrap();
-        assert_eq!(row.data, serde_json::json!({"text": "after"}));
-        assert!(matches!(
-            live.try_recv(),
-            Err(broadcast::error::TryRecvError::Empty)
-        ));
-        store_a.close().await;
-        store_b.close().await;
-    }
-}
+mod tests;

@@ -1,0 +1,248 @@
+//! `turn_outcomes`, and the one function that ends a turn ([`end_in`]); see
+//! [`harness_db::OutcomeQueries`].
+
+use chrono::{DateTime, Utc};
+use harness_db::{
+    now_text, Announce, EndCause, Ended, Ending, Fence, MessageId, MessageRow, MessageStatus,
+    NewReply, Origin, OutcomeRow, PendingTurn, Role, StoreError, TurnEnd, TurnKey, Usage,
+};
+use plugin_contract::{CliSessionId, ThreadId};
+use sqlx::{SqliteConnection, SqlitePool};
+
+use crate::usage::add_to_day;
+use crate::{Sqlite, ThreadTx};
+
+harness_db::outcome_queries!(Sqlite);
+
+/// Ends the turn of `turn` on `conn`, inside the caller's transaction (its own, or a takeover's
+/// lease transaction): the message's status, the reply, usage, session, the announcing event
+/// and the outcome. `None`, with nothing written, when the message is not `pending`.
+pub(crate) async fn end_in(
+    conn: &mut SqliteConnection,
+    turn: TurnKey<'_>,
+    end: TurnEnd<'_>,
+    announce: Announce<'_>,
+) -> Result<Option<Ended>, StoreError> {
+    let TurnKey { thread, message } = turn;
+    let now = now_text();
+    let status = end.cause.status();
+    let error = match end.cause {
+        EndCause::Done => None,
+        _ => Some(end.error.unwrap_or("the turn ended")),
+    };
+    let moved = sqlx::query!(
+        "UPDATE messages SET status = ?1, error = ?2, updated_at = ?3
+         WHERE id = ?4 AND thread_id = ?5 AND role = 'user' AND status = 'pending'",
+        status,
+        error,
+        now,
+        message,
+        thread,
+    )
+    .execute(&mut *conn)
+    .await?;
+    if moved.rows_affected() == 0 {
+        let known = sqlx::query_scalar!(
+            r#"SELECT COUNT(*) AS "n!: i64" FROM messages
+               WHERE id = ?1 AND thread_id = ?2 AND role = 'user'"#,
+            message,
+            thread,
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        return match known {
+            0 => Err(StoreError::MessageNotFound(message.clone())),
+            _ => Ok(None),
+        };
+    }
+    let reply = match end.reply {
+        Some(reply) => Some(insert_reply(conn, turn, reply, end.usage, &now).await?),
+        None => {
+            if let Some(usage) = end.usage {
+                add_to_message(conn, message, usage).await?;
+            }
+            None
+        }
+    };
+    if let Some(usage) = end.usage {
+        add_to_day(conn, usage).await?;
+    }
+    record_session(conn, thread, end.session, &now).await?;
+    let draft = announce(&Ending {
+        thread,
+        message,
+        cause: end.cause,
+        error,
+        reply: reply.as_ref(),
+    });
+    let event = crate::events::append(conn, thread, Some(message), draft.kind, &draft.data).await?;
+    for webhook in &draft.webhooks {
+        crate::webhooks::outbox(conn, thread, webhook).await?;
+    }
+    let reply_id = reply.as_ref().map(|r| &r.id);
+    let outcome = sqlx::query_as!(
+        OutcomeRow,
+        r#"INSERT INTO turn_outcomes (thread_id, message_id, status, cause, error, reply_id,
+                                      event_id, created_at)
+           VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+           RETURNING id AS "id!", thread_id AS "thread_id: ThreadId",
+                     message_id AS "message_id: MessageId", status AS "status: MessageStatus",
+                     cause AS "cause: EndCause", error, reply_id AS "reply_id: MessageId",
+                     event_id, created_at AS "created_at: DateTime<Utc>""#,
+        thread,
+        message,
+        status,
+        end.cause,
+        error,
+        reply_id,
+        event.id,
+        now,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Some(Ended {
+        outcome,
+        reply,
+        event,
+    }))
+}
+
+/// Inserts the reply to `turn`, `done`, next in its thread, with the turn's usage.
+async fn insert_reply(
+    conn: &mut SqliteConnection,
+    turn: TurnKey<'_>,
+    reply: NewReply<'_>,
+    usage: Option<&Usage>,
+    now: &str,
+) -> Result<MessageRow, StoreError> {
+    let structured = reply.structured_output.map(serde_json::Value::to_string);
+    let u = usage.copied().unwrap_or_default();
+    let cost = usage.map(|u| u.cost_usd);
+    Ok(sqlx::query_as!(
+        MessageRow,
+        r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
+                                 client_message_id, reply_to, model, structured_output,
+                                 input_tokens, output_tokens, cache_read_tokens,
+                                 cache_write_tokens, cost_usd, api_ms, origin, created_at,
+                                 updated_at)
+           VALUES (?1, ?2,
+                   (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE thread_id = ?2),
+                   'assistant', ?3, 'done', NULL, NULL, ?4, ?5, ?7,
+                   ?8, ?9, ?10, ?11, ?12, ?13,
+                   (SELECT origin FROM messages WHERE id = ?4), ?6, ?6)
+           RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                     role AS "role: Role", content, status AS "status: MessageStatus", error,
+                     client_message_id, reply_to AS "reply_to: MessageId", model,
+                     origin AS "origin: Origin",
+                     structured_output AS "structured_output: serde_json::Value",
+                     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                     cost_usd, api_ms,
+                     created_at AS "created_at: DateTime<Utc>",
+                     updated_at AS "updated_at: DateTime<Utc>""#,
+        reply.id,
+        turn.thread,
+        reply.text,
+        turn.message,
+        reply.model,
+        now,
+        structured,
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        cost,
+        u.api_ms,
+    )
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Adds `usage` to what the user message already cost (an earlier run of it, interrupted and
+/// then retried, may have cost something too).
+async fn add_to_message(
+    conn: &mut SqliteConnection,
+    message: &MessageId,
+    u: &Usage,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "UPDATE messages SET input_tokens = COALESCE(input_tokens, 0) + ?1,
+                output_tokens = COALESCE(output_tokens, 0) + ?2,
+                cache_read_tokens = COALESCE(cache_read_tokens, 0) + ?3,
+                cache_write_tokens = COALESCE(cache_write_tokens, 0) + ?4,
+                cost_usd = COALESCE(cost_usd, 0) + ?5,
+                api_ms = COALESCE(api_ms, 0) + ?6
+         WHERE id = ?7",
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_tokens,
+        u.cache_write_tokens,
+        u.cost_usd,
+        u.api_ms,
+        message,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records `session` (when set) as the thread's CLI session to resume.
+async fn record_session(
+    conn: &mut SqliteConnection,
+    thread: &ThreadId,
+    session: Option<&CliSessionId>,
+    now: &str,
+) -> Result<(), StoreError> {
+    if let Some(session) = session {
+        sqlx::query!(
+            "UPDATE threads SET cli_session_id = ?1, updated_at = ?2 WHERE id = ?3",
+            session,
+            now,
+            thread,
+        )
+        .execute(conn)
+        .await?;
+    }
+    Ok(())
+}
+
+async fn pending_turns(
+    pool: &SqlitePool,
+    thread: Option<&ThreadId>,
+) -> Result<Vec<PendingTurn>, StoreError> {
+    pending(pool, thread).await
+}
+
+/// The user messages still `pending`, of `thread` or of every thread, oldest first, read on
+/// `executor` (the pool, or a lease's transaction).
+pub(crate) async fn pending<'e>(
+    executor: impl sqlx::SqliteExecutor<'e>,
+    thread: Option<&ThreadId>,
+) -> Result<Vec<PendingTurn>, StoreError> {
+    Ok(sqlx::query_as!(
+        PendingTurn,
+        r#"SELECT thread_id AS "thread_id: ThreadId", id AS "message_id: MessageId"
+           FROM messages
+           WHERE status = 'pending' AND role = 'user' AND (?1 IS NULL OR thread_id = ?1)
+           ORDER BY created_at, rowid"#,
+        thread,
+    )
+    .fetch_all(executor)
+    .await?)
+}
+
+async fn outcomes_of(
+    pool: &SqlitePool,
+    message: &MessageId,
+) -> Result<Vec<OutcomeRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        OutcomeRow,
+        r#"SELECT id AS "id!", thread_id AS "thread_id: ThreadId",
+                  message_id AS "message_id: MessageId", status AS "status: MessageStatus",
+                  cause AS "cause: EndCause", error, reply_id AS "reply_id: MessageId",
+                  event_id, created_at AS "created_at: DateTime<Utc>"
+           FROM turn_outcomes WHERE message_id = ?1 ORDER BY id"#,
+        message,
+    )
+    .fetch_all(pool)
+    .await?)
+}

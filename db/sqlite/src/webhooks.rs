@@ -1,0 +1,223 @@
+//! The webhook tables; see [`harness_db::WebhookQueries`]. Claims run under the database's one
+//! write lock, so two claims never take the same delivery.
+
+use chrono::{DateTime, Utc};
+use harness_db::{
+    new_delivery_id, now_text, AttemptRow, Attempted, DeliveryRow, DeliveryStatus, NewDelivery,
+    StoreError, WebhookDraft, WebhookEventRow,
+};
+use plugin_contract::ThreadId;
+use sqlx::{SqliteConnection, SqlitePool};
+
+use crate::Sqlite;
+
+harness_db::webhook_queries!(Sqlite);
+
+/// Writes `draft` in the outbox, inside the caller's transaction.
+pub(crate) async fn outbox(
+    conn: &mut SqliteConnection,
+    thread: &ThreadId,
+    draft: &WebhookDraft,
+) -> Result<(), StoreError> {
+    let now = now_text();
+    sqlx::query!(
+        "INSERT INTO webhook_events (type, thread_id, data, created_at) VALUES (?1, ?2, ?3, ?4)",
+        draft.kind,
+        thread,
+        draft.data,
+        now,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn waiting_webhook_events(
+    pool: &SqlitePool,
+    limit: u32,
+) -> Result<Vec<WebhookEventRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        WebhookEventRow,
+        r#"SELECT id AS "id!", type AS kind, thread_id AS "thread_id: ThreadId",
+                  data AS "data: serde_json::Value",
+                  created_at AS "created_at: DateTime<Utc>"
+           FROM webhook_events WHERE fanned_out = 0 ORDER BY id LIMIT ?1"#,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn fan_out(
+    pool: &SqlitePool,
+    event: i64,
+    targets: &[NewDelivery<'_>],
+) -> Result<bool, StoreError> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let marked = sqlx::query!(
+        "UPDATE webhook_events SET fanned_out = 1 WHERE id = ?1 AND fanned_out = 0",
+        event,
+    )
+    .execute(&mut *tx)
+    .await?;
+    if marked.rows_affected() == 0 {
+        return Ok(false);
+    }
+    let now = now_text();
+    for target in targets {
+        let id = new_delivery_id();
+        sqlx::query!(
+            "INSERT INTO webhook_deliveries (id, event_id, endpoint, url, type, thread_id, data,
+                                             status, attempts, next_attempt_at, created_at,
+                                             updated_at)
+             SELECT ?1, e.id, ?2, ?3, e.type, e.thread_id, e.data, 'pending', 0, ?4, e.created_at, ?4
+             FROM webhook_events e WHERE e.id = ?5
+             ON CONFLICT (event_id, endpoint) DO NOTHING",
+            id,
+            target.endpoint,
+            target.url,
+            now,
+            event,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+async fn claim_deliveries(
+    pool: &SqlitePool,
+    node: &str,
+    now: &str,
+    until: &str,
+    limit: u32,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        DeliveryRow,
+        r#"UPDATE webhook_deliveries SET claimed_by = ?1, claimed_until = ?2
+           WHERE id IN (SELECT id FROM webhook_deliveries
+                        WHERE status = 'pending' AND next_attempt_at <= ?3
+                              AND (claimed_until IS NULL OR claimed_until < ?3)
+                        ORDER BY next_attempt_at LIMIT ?4)
+           RETURNING id AS "id!", event_id, endpoint, url, type AS kind,
+                     thread_id AS "thread_id: ThreadId", data AS "data: serde_json::Value",
+                     status AS "status: DeliveryStatus", attempts,
+                     next_attempt_at AS "next_attempt_at: DateTime<Utc>", last_error,
+                     created_at AS "created_at: DateTime<Utc>",
+                     updated_at AS "updated_at: DateTime<Utc>""#,
+        node,
+        until,
+        now,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn record_attempt(
+    pool: &SqlitePool,
+    delivery: &str,
+    node: &str,
+    attempted: Attempted<'_>,
+) -> Result<(), StoreError> {
+    let now = now_text();
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::query!(
+        "INSERT INTO webhook_attempts (delivery_id, node, status_code, error, ms, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        delivery,
+        node,
+        attempted.status_code,
+        attempted.error,
+        attempted.ms,
+        now,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE webhook_deliveries
+         SET status = ?1, attempts = attempts + 1, next_attempt_at = ?2, last_error = ?3,
+             claimed_by = NULL, claimed_until = NULL, updated_at = ?4
+         WHERE id = ?5",
+        attempted.then,
+        attempted.retry_at,
+        attempted.error,
+        now,
+        delivery,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn list_deliveries(
+    pool: &SqlitePool,
+    status: Option<DeliveryStatus>,
+    limit: u32,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        DeliveryRow,
+        r#"SELECT id AS "id!", event_id, endpoint, url, type AS kind,
+                  thread_id AS "thread_id: ThreadId", data AS "data: serde_json::Value",
+                  status AS "status: DeliveryStatus", attempts,
+                  next_attempt_at AS "next_attempt_at: DateTime<Utc>", last_error,
+                  created_at AS "created_at: DateTime<Utc>",
+                  updated_at AS "updated_at: DateTime<Utc>"
+           FROM webhook_deliveries WHERE (?1 IS NULL OR status = ?1)
+           ORDER BY created_at DESC, id DESC LIMIT ?2"#,
+        status,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn delivery(pool: &SqlitePool, id: &str) -> Result<Option<DeliveryRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        DeliveryRow,
+        r#"SELECT id AS "id!", event_id, endpoint, url, type AS kind,
+                  thread_id AS "thread_id: ThreadId", data AS "data: serde_json::Value",
+                  status AS "status: DeliveryStatus", attempts,
+                  next_attempt_at AS "next_attempt_at: DateTime<Utc>", last_error,
+                  created_at AS "created_at: DateTime<Utc>",
+                  updated_at AS "updated_at: DateTime<Utc>"
+           FROM webhook_deliveries WHERE id = ?1"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn delivery_attempts(pool: &SqlitePool, id: &str) -> Result<Vec<AttemptRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        AttemptRow,
+        r#"SELECT delivery_id, node, status_code, error, ms, at AS "at: DateTime<Utc>"
+           FROM webhook_attempts WHERE delivery_id = ?1 ORDER BY id"#,
+        id,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn redeliver(pool: &SqlitePool, id: &str) -> Result<Option<DeliveryRow>, StoreError> {
+    let now = now_text();
+    Ok(sqlx::query_as!(
+        DeliveryRow,
+        r#"UPDATE webhook_deliveries
+           SET status = 'pending', attempts = 0, next_attempt_at = ?1, claimed_by = NULL,
+               claimed_until = NULL, updated_at = ?1
+           WHERE id = ?2
+           RETURNING id AS "id!", event_id, endpoint, url, type AS kind,
+                     thread_id AS "thread_id: ThreadId", data AS "data: serde_json::Value",
+                     status AS "status: DeliveryStatus", attempts,
+                     next_attempt_at AS "next_attempt_at: DateTime<Utc>", last_error,
+                     created_at AS "created_at: DateTime<Utc>",
+                     updated_at AS "updated_at: DateTime<Utc>""#,
+        now,
+        id,
+    )
+    .fetch_optional(pool)
+    .await?)
+}

@@ -1,0 +1,126 @@
+//! How turns end: [`Store::end_turn`] is the only write that ends one. In one transaction it
+//! moves the user message from `pending` to its final status, stores the reply, the usage and the
+//! CLI session, appends the terminal event and writes the outcome row naming it
+//! (`harness_db::OutcomeQueries`). A takeover ends the old owner's turns the same way, inside the
+//! lease's transaction (`leases/`). The daemon calls it through the event bus
+//! (`crate::events`), which publishes the event it wrote.
+
+use plugin_contract::ThreadId;
+
+use super::{
+    on_db, Announce, Db, Ended, Fence, MessageId, OutcomeQueries, OutcomeRow, PendingTurn, Store,
+    StoreError, TurnEnd, TurnKey,
+};
+
+impl Store {
+    /// Ends the turn `turn` names as `end` says, with the terminal event `announce` builds; the
+    /// outcome, reply and event it wrote. `None` when the message is no longer `pending` (its
+    /// turn already ended): nothing is written, so every run of a message ends once.
+    ///
+    /// [`StoreError::MessageNotFound`] when `turn` names no user message of its thread;
+    /// [`StoreError::LeaseLost`] when `fence` (when set; else this node's, when clustered) no
+    /// longer holds the thread's lease, checked inside the transaction: nothing written.
+    pub async fn end_turn(
+        &self,
+        turn: TurnKey<'_>,
+        end: TurnEnd<'_>,
+        fence: Option<&Fence>,
+        announce: Announce<'_>,
+    ) -> Result<Option<Ended>, StoreError> {
+        let _timer = self.metrics.time("end_turn");
+        let fence = self.fence(turn.thread, fence)?;
+        on_db!(self, db => db.end_turn(fence.as_ref(), turn, end, announce).await)
+    }
+
+    /// The user messages still `pending`, of `thread` or of every thread, oldest first: at
+    /// start-up, what a crash left; at shutdown, what did not finish.
+    pub async fn pending_turns(
+        &self,
+        thread: Option<&ThreadId>,
+    ) -> Result<Vec<PendingTurn>, StoreError> {
+        let _timer = self.metrics.time("pending_turns");
+        on_db!(self, db => db.pending_turns(thread).await)
+    }
+
+    /// How each run of the user message `message` ended, oldest first.
+    pub async fn outcomes_of(&self, message: &MessageId) -> Result<Vec<OutcomeRow>, StoreError> {
+        let _timer = self.metrics.time("outcomes_of");
+        on_db!(self, db => db.outcomes_of(message).await)
+    }
+}
+
+/// The tests' shorthands for ending a turn, with a bare event (the daemon's come from
+/// `crate::api::events::announce`).
+#[cfg(test)]
+impl Store {
+    /// Ends `turn` with a reply; the reply. Panics when the turn had already ended.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn complete_turn(
+        &self,
+        turn: TurnKey<'_>,
+        text: &str,
+        model: Option<&str>,
+        structured_output: Option<&serde_json::Value>,
+        session: Option<&plugin_contract::CliSessionId>,
+        usage: Option<&super::Usage>,
+        fence: Option<&Fence>,
+    ) -> Result<super::MessageRow, StoreError> {
+        let id = MessageId::generate();
+        let end = TurnEnd {
+            cause: super::EndCause::Done,
+            error: None,
+            reply: Some(super::NewReply {
+                id: &id,
+                text,
+                model,
+                structured_output,
+            }),
+            session,
+            usage,
+        };
+        let ended = self.end_turn(turn, end, fence, &bare_event).await?;
+        Ok(ended.and_then(|e| e.reply).expect("the turn was pending"))
+    }
+
+    /// Ends `turn` without a reply, as `status` says (error, interrupted, refused).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn fail_turn(
+        &self,
+        turn: TurnKey<'_>,
+        status: super::MessageStatus,
+        error: &str,
+        session: Option<&plugin_contract::CliSessionId>,
+        usage: Option<&super::Usage>,
+        fence: Option<&Fence>,
+    ) -> Result<Option<Ended>, StoreError> {
+        let cause = match status {
+            super::MessageStatus::Refused => super::EndCause::Refused,
+            super::MessageStatus::Interrupted => super::EndCause::Interrupted,
+            _ => super::EndCause::Error,
+        };
+        let end = TurnEnd {
+            cause,
+            error: Some(error),
+            reply: None,
+            session,
+            usage,
+        };
+        self.end_turn(turn, end, fence, &bare_event).await
+    }
+}
+
+/// A terminal event with only the message and cause, for the store's tests.
+#[cfg(test)]
+pub(super) fn bare_event(ending: &super::Ending<'_>) -> super::EventDraft {
+    super::EventDraft {
+        kind: match ending.reply {
+            Some(_) => "turn_finished",
+            None => "turn_failed",
+        },
+        data: serde_json::json!({
+            "messageId": ending.message,
+            "cause": ending.cause,
+        }),
+        webhooks: Vec::new(),
+    }
+}
