@@ -105,18 +105,21 @@ impl Pipeline {
                 source: Some(source.clone()),
             }),
         );
-        // Charged before it runs on: a thread over budget has the turn stopped now.
-        let over_budget = match inner.store.require_thread(&thread).await {
-            Ok(row) => match check_chain(inner, row).await {
-                Ok(checked) => checked.err(),
+        // Charged before it runs on, like a user's turn: it holds its estimate while it runs
+        // (so turns running at once, the one that just handed the process over included,
+        // count), and a thread over budget has the turn stopped now.
+        let (over_budget, reservation) = match inner.store.require_thread(&thread).await {
+            Ok(row) => match reserve_chain(inner, row).await {
+                Ok(Ok(reservation)) => (None, Some(reservation)),
+                Ok(Err(exceeded)) => (Some(exceeded), None),
                 Err(err) => {
                     warn!(thread_id = %thread, error = %err, "Could not check the budgets of the CLI's own turn.");
-                    None
+                    (None, None)
                 }
             },
             Err(err) => {
                 warn!(thread_id = %thread, error = %err, "The CLI's own turn has no thread.");
-                None
+                (None, None)
             }
         };
         if over_budget.is_some() {
@@ -183,6 +186,9 @@ impl Pipeline {
             }
         };
         lease.finish(finish).await;
+        if let Some(reservation) = reservation {
+            reservation.settle(usage.as_ref().map(|u| u.cost_usd));
+        }
         inner
             .turns
             .finished(true, status.as_str(), started.elapsed());
@@ -194,11 +200,14 @@ impl Pipeline {
     }
 }
 
-/// [`crate::budget::Budgets::check`] for the turns of `thread`, with whoever delegated to it.
-async fn check_chain(
+/// [`crate::budget::Budgets::reserve`] for a turn of `thread`, with whoever delegated to it.
+async fn reserve_chain(
     inner: &super::Inner,
     thread: crate::store::ThreadRow,
-) -> Result<Result<(), crate::budget::BudgetExceeded>, crate::store::StoreError> {
+) -> Result<
+    Result<crate::budget::Reservation, crate::budget::BudgetExceeded>,
+    crate::store::StoreError,
+> {
     let chain = crate::budget::Budgets::chain(&inner.store, thread).await?;
-    inner.budgets.check(&inner.store, &chain).await
+    inner.budgets.reserve(&inner.store, &chain).await
 }
