@@ -119,6 +119,19 @@ pub struct TurnEnd<'a> {
     pub usage: Option<&'a Usage>,
 }
 
+impl<'a> TurnEnd<'a> {
+    /// An ending without a reply, usage or session: for `cause`, because of `error`.
+    pub fn failed(cause: EndCause, error: &'a str) -> Self {
+        TurnEnd {
+            cause,
+            error: Some(error),
+            reply: None,
+            session: None,
+            usage: None,
+        }
+    }
+}
+
 /// An ending as the event that announces it sees it, inside the ending's transaction.
 #[derive(Clone, Copy, Debug)]
 pub struct Ending<'a> {

@@ -67,13 +67,7 @@ async fn acquire(
                 thread,
                 message: &pending.message_id,
             };
-            let end = TurnEnd {
-                cause: EndCause::Takeover,
-                error: Some(TAKEOVER_REASON),
-                reply: None,
-                session: None,
-                usage: None,
-            };
+            let end = TurnEnd::failed(EndCause::Takeover, TAKEOVER_REASON);
             ended.extend(crate::outcomes::end_in(&mut tx, turn, end, announce).await?);
         }
     }

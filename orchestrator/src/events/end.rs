@@ -33,9 +33,18 @@ pub fn announce(
     budget: Option<&BudgetExceeded>,
 ) -> EventDraft {
     let mut draft = crate::api::events::announce(ending, budget);
+    let kind = match ending.cause {
+        EndCause::Done => "turn.finished",
+        _ => "turn.failed",
+    };
     let Some(webhooks) = webhooks else {
         return draft;
     };
+    let wanted = webhooks.wants(kind);
+    let refused = budget.filter(|_| webhooks.wants("budget.reached"));
+    if !wanted && refused.is_none() {
+        return draft;
+    }
     let mut data = serde_json::json!({
         "threadId": ending.thread,
         "messageId": ending.message,
@@ -45,17 +54,13 @@ pub fn announce(
     if let Some(reply) = ending.reply {
         data["replyId"] = serde_json::json!(reply.id);
     }
-    let kind = match ending.cause {
-        EndCause::Done => "turn.finished",
-        _ => "turn.failed",
-    };
-    if webhooks.wants(kind) {
+    if wanted {
         draft.webhooks.push(WebhookDraft {
             kind,
             data: data.clone(),
         });
     }
-    if let (Some(budget), true) = (budget, webhooks.wants("budget.reached")) {
+    if let Some(budget) = refused {
         data["budget"] = serde_json::json!(budget);
         draft.webhooks.push(WebhookDraft {
             kind: "budget.reached",

@@ -99,11 +99,9 @@ impl Store {
             _ => super::EndCause::Error,
         };
         let end = TurnEnd {
-            cause,
-            error: Some(error),
-            reply: None,
             session,
             usage,
+            ..TurnEnd::failed(cause, error)
         };
         self.end_turn(turn, end, fence, &bare_event).await
     }

@@ -106,13 +106,7 @@ mod tests {
             else {
                 panic!("a new message");
             };
-            let end = TurnEnd {
-                cause: EndCause::Error,
-                error: Some("boom"),
-                reply: None,
-                session: None,
-                usage: None,
-            };
+            let end = TurnEnd::failed(EndCause::Error, "boom");
             let announce = |e: &Ending<'_>| EventDraft {
                 kind: "turn_failed",
                 data: serde_json::json!({}),

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use rand::Rng;
@@ -29,7 +29,9 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::config::WebhooksConfig;
-use crate::store::{Attempted, DeliveryRow, DeliveryStatus, NewDelivery, Store, StoreError};
+use crate::store::{
+    expiry_text, now_text, Attempted, DeliveryRow, DeliveryStatus, NewDelivery, Store, StoreError,
+};
 
 mod sign;
 pub mod target;
@@ -177,13 +179,11 @@ impl Webhooks {
             }
         }
         loop {
-            let now = Utc::now();
-            let until = now
-                + chrono::Duration::from_std(inner.settings.timeout * 3)
-                    .unwrap_or(chrono::Duration::seconds(60));
+            // A claim outlives the attempts it covers; one a dead node left runs out.
+            let until = expiry_text(inner.settings.timeout * 3);
             let due = inner
                 .store
-                .claim_deliveries(&inner.node, &time_text(now), &time_text(until), CLAIM_BATCH)
+                .claim_deliveries(&inner.node, &now_text(), &until, CLAIM_BATCH)
                 .await?;
             let full = due.len() == CLAIM_BATCH as usize;
             let mut sending = tokio::task::JoinSet::new();
@@ -222,7 +222,7 @@ impl Webhooks {
             (Some(_), true) => DeliveryStatus::Dead,
             (Some(_), false) => DeliveryStatus::Pending,
         };
-        let retry_at = time_text(Utc::now() + backoff(&inner.settings, attempts));
+        let retry_at = expiry_text(backoff(&inner.settings, attempts));
         debug!(delivery = %delivery.id, kind = %delivery.kind, attempts, ?then, error = error.as_deref().unwrap_or(""), "Webhook attempt.");
         if then == DeliveryStatus::Dead {
             warn!(delivery = %delivery.id, url = %delivery.url, attempts, "A webhook delivery failed every attempt; it is dead until redelivered.");
@@ -271,14 +271,13 @@ impl Webhooks {
 
 /// The wait before attempt `attempts + 1`: `retry_min` × 2^(attempts − 1), at most `retry_max`,
 /// then between half and all of it (jitter, so endpoints that come back are not hit at once).
-fn backoff(settings: &WebhooksConfig, attempts: i64) -> chrono::Duration {
+fn backoff(settings: &WebhooksConfig, attempts: i64) -> Duration {
     let exponent = u32::try_from(attempts.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
     let full = settings
         .retry_min
         .saturating_mul(2u32.saturating_pow(exponent))
         .min(settings.retry_max);
-    let jittered = full.mul_f64(rand::thread_rng().gen_range(0.5..=1.0));
-    chrono::Duration::from_std(jittered).unwrap_or(chrono::Duration::hours(1))
+    full.mul_f64(rand::thread_rng().gen_range(0.5..=1.0))
 }
 
 /// An error of a request, with its causes (reqwest's own text omits them).
@@ -293,15 +292,8 @@ fn describe(err: &reqwest::Error) -> String {
     text
 }
 
-/// `time` as stored (fixed-width RFC 3339 UTC, like `now_text`).
-fn time_text(time: chrono::DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::config::WebhookEndpoint;
 
@@ -378,7 +370,7 @@ mod tests {
             (60, 10_000),
         ] {
             for _ in 0..20 {
-                let ms = backoff(&settings, attempts).num_milliseconds();
+                let ms = backoff(&settings, attempts).as_millis();
                 assert!(
                     (full / 2..=full).contains(&ms),
                     "attempt {attempts}: {ms} ms"

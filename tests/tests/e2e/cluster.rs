@@ -205,13 +205,10 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
                     pending["id"].as_str().unwrap(),
                 ),
             },
-            orchestrator::store::TurnEnd {
-                cause: orchestrator::store::EndCause::Error,
-                error: Some("a stale owner"),
-                reply: None,
-                session: None,
-                usage: None,
-            },
+            orchestrator::store::TurnEnd::failed(
+                orchestrator::store::EndCause::Error,
+                "a stale owner",
+            ),
             Some(&old),
             &orchestrator::api::events::announce_end,
         )
