@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use harness_tests::mock::MockApi;
-use harness_tests::util::{eventually, process_exists};
+use harness_tests::util::{eventually, eventually_async, process_exists};
 use orchestrator::store::Store;
 use support::{start_hanging_turn, Harness, Launch};
 
@@ -303,4 +303,135 @@ async fn the_token_and_unrelated_secrets_never_reach_a_cli_child() {
     daemon.signal(Signal::SIGTERM);
     let status = daemon.wait_exit(Duration::from_secs(30)).await;
     assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+}
+
+/// Creates a thread whose cut turns run again (`onInterrupt: "retry"`).
+async fn retry_thread(daemon: &Harness) -> String {
+    let (status, created) = daemon
+        .client
+        .post("/api/threads", json!({"onInterrupt": "retry"}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["onInterrupt"], "retry");
+    created["id"].as_str().expect("an id").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_threads_turn_killed_mid_way_completes_after_restart_with_no_new_request() {
+    let mock = MockApi::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(5)).await;
+    let thread = retry_thread(&daemon).await;
+    assert_eq!(
+        daemon
+            .client
+            .reply(&thread, "remember the word quince")
+            .await,
+        "echo: remember the word quince"
+    );
+    let hanging = start_hanging_turn(&daemon, &mock, &thread, "HANG-THEN-REDRIVE", "hang-1").await;
+    // A message waiting behind it, and a thread of the default policy with a turn cut too.
+    let (status, queued) = daemon
+        .client
+        .post(
+            &format!("/api/threads/{thread}/messages?wait=false"),
+            json!({"content": "QUEUED-BEHIND-IT"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{queued}");
+    let queued = queued["messageId"].as_str().expect("an id").to_owned();
+    let marked = daemon.client.create_thread().await;
+    let marked_hanging =
+        start_hanging_turn(&daemon, &mock, &marked, "HANG-AND-STAY-CUT", "hang-2").await;
+
+    daemon.signal(Signal::SIGKILL);
+    daemon.wait_exit(Duration::from_secs(10)).await;
+    let daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(5)).await;
+
+    // Nobody sends anything: the cut turn runs again, then the one behind it, in that order.
+    let db = dir.path().join("harness.db");
+    let store = Store::open(&db.to_string_lossy())
+        .await
+        .expect("the database opens");
+    let status_of = |id: &str| {
+        let (store, id) = (&store, orchestrator::store::MessageId::from_string(id));
+        async move {
+            let row = store.get_message(&id).await.expect("readable");
+            row.map(|m| m.status.as_str().to_owned())
+                .unwrap_or_default()
+        }
+    };
+    eventually_async(Duration::from_secs(60), "both turns finish", || async {
+        status_of(&hanging).await == "done" && status_of(&queued).await == "done"
+    })
+    .await
+    .unwrap_or_else(|err| panic!("{err}\n{}", daemon.log_text()));
+    let messages = daemon.messages(&thread).await;
+    let contents: Vec<&str> = messages
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(contents.len(), 6, "{contents:?}");
+    assert_eq!(contents[2], "HANG-THEN-REDRIVE", "the message as sent");
+    assert_eq!(contents[3], "QUEUED-BEHIND-IT");
+    let redriven = contents[4];
+    assert!(
+        redriven.starts_with("echo: [Harness: your previous attempt")
+            && redriven.contains("stopped unexpectedly")
+            && redriven.ends_with("HANG-THEN-REDRIVE"),
+        "the model was told, and got the message: {redriven}"
+    );
+    assert_eq!(contents[5], "echo: QUEUED-BEHIND-IT", "in order");
+    assert_eq!(messages[4]["replyTo"], hanging.as_str());
+
+    // Each run is on record: cut by the crash, then done; and the events say so.
+    let id = orchestrator::store::MessageId::from_string(&hanging);
+    let causes: Vec<&str> = store
+        .outcomes_of(&id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.cause.as_str())
+        .collect();
+    assert_eq!(causes, ["crash", "done"]);
+    let events = store
+        .events_after(&plugin_contract::ThreadId::from_string(&thread), 0, 1000)
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter(|e| e.message_id.as_ref() == Some(&id))
+        .map(|e| e.kind.as_str())
+        .filter(|k| k.starts_with("turn_"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn_started",
+            "turn_failed",
+            "turn_redriven",
+            "turn_started",
+            "turn_finished"
+        ]
+    );
+    let redrive = events.iter().find(|e| e.kind == "turn_redriven").unwrap();
+    assert_eq!(redrive.data["attempt"], 2);
+    assert_eq!(redrive.data["cause"], "crash");
+    let (status, outcomes) = daemon
+        .client
+        .get(&format!(
+            "/api/threads/{thread}/messages/{hanging}/outcomes"
+        ))
+        .await;
+    assert_eq!(status, 200, "{outcomes}");
+    assert_eq!(outcomes["outcomes"][0]["cause"], "crash");
+    assert_eq!(outcomes["outcomes"][1]["cause"], "done");
+
+    // The default thread's turn stays cut, for its client to send again.
+    let marked_id = orchestrator::store::MessageId::from_string(&marked_hanging);
+    let left = store.get_message(&marked_id).await.unwrap().expect("kept");
+    assert_eq!(left.status.as_str(), "interrupted");
+    assert_ended_once(&store, &marked, &marked_hanging, "crash").await;
+    store.close().await;
+    daemon.stop().await;
 }

@@ -35,6 +35,8 @@ pub mod metrics;
 pub mod pipeline;
 pub mod pool;
 mod private_fs;
+pub mod redrive;
+pub mod schedules;
 pub mod server;
 pub mod store;
 mod sync;

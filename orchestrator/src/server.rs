@@ -87,6 +87,10 @@ pub struct Daemon {
     pub events: EventBus,
     /// The webhook endpoints and their dispatcher.
     pub webhooks: crate::webhooks::Webhooks,
+    /// The schedules' runner.
+    pub schedules: crate::schedules::Schedules,
+    /// The sweep that runs cut turns again.
+    pub redrive: crate::redrive::Redrive,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
 }
@@ -275,6 +279,20 @@ impl Daemon {
             webhooks.clone(),
             config.auth_token.clone(),
         );
+        let redrive = crate::redrive::Redrive::new(
+            store.clone(),
+            pipeline.clone(),
+            cluster.clone(),
+            config.turn.redrive_attempts,
+        );
+        let schedules = crate::schedules::Schedules::new(
+            store.clone(),
+            pipeline.clone(),
+            events.clone(),
+            cluster.clone(),
+            node.clone(),
+            config.schedules.clone(),
+        );
         let mcp_endpoint = Arc::new(McpEndpoint::new(
             &plugins,
             ThreadsPlugin::new(
@@ -310,6 +328,8 @@ impl Daemon {
             metrics,
             cluster,
             background,
+            schedules,
+            redrive,
         })
     }
 
@@ -326,6 +346,7 @@ impl Daemon {
             cluster: self.cluster.clone(),
             streams: self.door.streams.clone(),
             webhooks: self.webhooks.clone(),
+            schedules: self.schedules.clone(),
         }
     }
 
@@ -445,6 +466,17 @@ pub async fn start(
         serving
             .webhooks
             .start(&serving.background, heartbeat_stop.clone());
+        // Cut turns run again before anything sent from now on; on a cluster, also those of
+        // peers that die later.
+        serving.redrive.sweep().await;
+        if let Some(cluster) = &serving.cluster {
+            let every = cluster.lease_ttl() / 3;
+            let stop = stopping.clone();
+            serving.redrive.spawn(&serving.background, every, stop);
+        }
+        serving
+            .schedules
+            .start(&serving.background, stopping.clone());
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();
         let door = serving.door.clone();

@@ -11,6 +11,7 @@
 import { api, ApiError, authHeaders, NetworkError, tokenRefused } from './api.js';
 import { StreamRenderer } from './markdown.js';
 import { poolPanel } from './pool.js';
+import { deliveriesPanel, schedulesPanel } from './automation.js';
 import { workspaceControls } from './workspace.js';
 
 const OUTBOX_KEY = 'harness.outbox';
@@ -748,6 +749,8 @@ function scrollToEnd() {
 // Start.
 
 poolPanel(api);
+schedulesPanel(api);
+deliveriesPanel(api);
 const place = workspaceControls({
   api,
   showError,

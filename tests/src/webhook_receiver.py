@@ -3,6 +3,9 @@ reference library (PyPI `standardwebhooks`), and answers 500 to a share of them.
 
 Usage: webhook_receiver.py SECRET OUT_FILE FAIL_RATE SEED [FAIL_WHILE_FILE]
 
+SECRET `@PATH` reads the secret from PATH at each request (one the daemon hands out later, such
+as a thread's own `callbackSecret`).
+
 Prints its port on the first line of stdout. Appends one JSON line per request to OUT_FILE:
 {"id", "type", "data", "verified", "answered"}. A request fails (500) with probability
 FAIL_RATE, and always while FAIL_WHILE_FILE exists. A bad signature is answered 400.
@@ -19,7 +22,14 @@ from standardwebhooks.webhooks import Webhook
 
 secret, out_file, fail_rate, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 fail_while = sys.argv[5] if len(sys.argv) > 5 else None
-webhook = Webhook(secret)
+
+
+def verifier():
+    if secret.startswith("@"):
+        with open(secret[1:], encoding="utf-8") as f:
+            return Webhook(f.read().strip())
+    return Webhook(secret)
+
 rng = random.Random(seed)
 lock = threading.Lock()
 
@@ -29,7 +39,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         headers = {k.lower(): v for k, v in self.headers.items()}
         try:
-            payload = webhook.verify(body, headers)
+            payload = verifier().verify(body, headers)
             verified = True
         except Exception as err:  # the library raises its own error types
             payload, verified = {"error": str(err)}, False

@@ -8,7 +8,8 @@ use crate::{EventRow, Fence, MessageId, StoreError};
 pub trait EventQueries {
     /// Appends an event to the thread's log; the row with its id, which is greater than every
     /// id stored before. [`StoreError::ThreadNotFound`] for an unknown thread,
-    /// [`StoreError::LeaseLost`] when `fence` no longer holds the thread.
+    /// [`StoreError::LeaseLost`] when `fence` no longer holds the thread. `webhooks` go in the
+    /// webhook outbox in the same transaction.
     async fn append_event(
         &self,
         fence: Option<&Fence>,
@@ -16,6 +17,7 @@ pub trait EventQueries {
         message: Option<&MessageId>,
         kind: &str,
         data: &serde_json::Value,
+        webhooks: &[crate::WebhookDraft],
     ) -> Result<EventRow, StoreError>;
 
     /// The thread's events with an id greater than `after`, oldest first, at most `limit`.
@@ -41,11 +43,19 @@ macro_rules! event_queries {
                 message: Option<&MessageId>,
                 kind: &str,
                 data: &serde_json::Value,
+                webhooks: &[$crate::WebhookDraft],
             ) -> Result<EventRow, StoreError> {
                 // One statement on SQLite (the advisory lock and NOTIFY on PostgreSQL need the
-                // transaction `single` keeps there).
-                let mut tx = ThreadTx::single(self.pool(), thread, fence).await?;
+                // transaction `single` keeps there), unless webhook events go with it.
+                let mut tx = if webhooks.is_empty() {
+                    ThreadTx::single(self.pool(), thread, fence).await?
+                } else {
+                    ThreadTx::begin(self.pool(), thread, fence).await?
+                };
                 let row = append(tx.conn(), thread, message, kind, data).await?;
+                for webhook in webhooks {
+                    outbox(tx.conn(), thread, webhook).await?;
+                }
                 tx.commit().await?;
                 Ok(row)
             }

@@ -28,6 +28,7 @@ mod leases;
 mod messages;
 mod outcomes;
 mod permissions;
+mod schedules;
 mod threads;
 mod tool_calls;
 mod transcripts;
@@ -40,6 +41,7 @@ pub use leases::*;
 pub use messages::*;
 pub use outcomes::*;
 pub use permissions::*;
+pub use schedules::*;
 pub use threads::*;
 pub use tool_calls::*;
 pub use transcripts::*;
@@ -312,6 +314,32 @@ pub struct NewThread {
     pub workspace: Option<Workspace>,
     /// Its agent profile; `None`: the daemon's default.
     pub profile: Option<String>,
+    /// What happens to a turn the daemon's own life cuts.
+    pub on_interrupt: OnInterrupt,
+}
+
+/// What happens to a turn cut by a crash, a shutdown or a takeover (`threads.on_interrupt`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(rename_all = "lowercase")]
+pub enum OnInterrupt {
+    /// It stays `interrupted`; sending it again runs it.
+    #[default]
+    Mark,
+    /// It runs again by itself, told that its previous attempt was cut.
+    Retry,
+}
+
+impl OnInterrupt {
+    /// The value stored in `threads.on_interrupt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnInterrupt::Mark => "mark",
+            OnInterrupt::Retry => "retry",
+        }
+    }
 }
 
 /// Where a thread's processes work when it is not their own folder (`threads.workspace`, stored
@@ -380,6 +408,8 @@ pub struct ThreadRow {
     pub profile: Option<String>,
     /// When it was archived (it takes no more messages); `None`: a live thread.
     pub archived_at: Option<DateTime<Utc>>,
+    /// What happens to a turn the daemon's own life cuts.
+    pub on_interrupt: OnInterrupt,
     pub created_at: DateTime<Utc>,
     /// Last change to the thread row itself (its session), not to its messages.
     pub updated_at: DateTime<Utc>,

@@ -141,6 +141,10 @@ pub struct Ending<'a> {
     pub error: Option<&'a str>,
     /// The reply just stored, for [`EndCause::Done`].
     pub reply: Option<&'a MessageRow>,
+    /// The schedule run the message was sent for, if any.
+    pub run: Option<&'a crate::RunRef>,
+    /// The thread has its own webhook endpoint (`thread_callbacks`).
+    pub callback: bool,
 }
 
 /// An event to append: its kind (the SSE event name) and payload; and, when webhooks are to
@@ -220,6 +224,20 @@ pub trait OutcomeQueries {
 
     /// The outcomes of the user message `message`, oldest first (one per run).
     async fn outcomes_of(&self, message: &MessageId) -> Result<Vec<OutcomeRow>, StoreError>;
+
+    /// The live threads with `on_interrupt = 'retry'` that have a turn to re-drive: a user
+    /// message left `interrupted` by a cut ([`EndCause::is_cut`]) at most `max_cuts` times, or
+    /// one still `pending` under a lease that expired before `now` (its node died; taking the
+    /// lease over ends it as a takeover).
+    async fn redrive_threads(&self, max_cuts: i64, now: &str) -> Result<Vec<ThreadId>, StoreError>;
+
+    /// The user messages of `thread` a re-drive runs again, in `seq` order: `interrupted`, the
+    /// last run cut, at most `max_cuts` runs cut.
+    async fn redrivable(
+        &self,
+        thread: &ThreadId,
+        max_cuts: i64,
+    ) -> Result<Vec<MessageId>, StoreError>;
 }
 
 /// `outcome_queries!(Backend)`: the [`OutcomeQueries`] of a database crate's `Backend`, calling
@@ -256,6 +274,22 @@ macro_rules! outcome_queries {
                 message: &MessageId,
             ) -> Result<Vec<OutcomeRow>, StoreError> {
                 outcomes_of(self.pool(), message).await
+            }
+
+            async fn redrive_threads(
+                &self,
+                max_cuts: i64,
+                now: &str,
+            ) -> Result<Vec<ThreadId>, StoreError> {
+                redrive_threads(self.pool(), max_cuts, now).await
+            }
+
+            async fn redrivable(
+                &self,
+                thread: &ThreadId,
+                max_cuts: i64,
+            ) -> Result<Vec<MessageId>, StoreError> {
+                redrivable(self.pool(), thread, max_cuts).await
             }
         }
     };

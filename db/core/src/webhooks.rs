@@ -147,6 +147,28 @@ pub trait WebhookQueries {
     /// Puts the delivery back to `pending`, due now, its attempts counted from zero again; the
     /// delivery, or `None` when there is none.
     async fn redeliver(&self, id: &str) -> Result<Option<DeliveryRow>, StoreError>;
+
+    /// Gives `thread` its own endpoint (once, when it is made).
+    async fn set_thread_callback(
+        &self,
+        thread: &ThreadId,
+        url: &str,
+        secret: &str,
+    ) -> Result<(), StoreError>;
+
+    /// The thread's own endpoint, if it has one.
+    async fn thread_callback(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<ThreadCallback>, StoreError>;
+}
+
+/// A thread's own webhook endpoint (`thread_callbacks`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadCallback {
+    pub url: String,
+    /// `whsec_…`: what its deliveries are signed with.
+    pub secret: String,
 }
 
 /// `webhook_queries!(Backend)`: the [`WebhookQueries`] of a database crate's `Backend`, calling
@@ -203,6 +225,22 @@ macro_rules! webhook_queries {
 
             async fn delivery_attempts(&self, id: &str) -> Result<Vec<AttemptRow>, StoreError> {
                 delivery_attempts(self.pool(), id).await
+            }
+
+            async fn set_thread_callback(
+                &self,
+                thread: &ThreadId,
+                url: &str,
+                secret: &str,
+            ) -> Result<(), StoreError> {
+                set_thread_callback(self.pool(), thread, url, secret).await
+            }
+
+            async fn thread_callback(
+                &self,
+                thread: &ThreadId,
+            ) -> Result<Option<ThreadCallback>, StoreError> {
+                thread_callback(self.pool(), thread).await
             }
 
             async fn redeliver(&self, id: &str) -> Result<Option<DeliveryRow>, StoreError> {

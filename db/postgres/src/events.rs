@@ -15,6 +15,7 @@ use plugin_contract::ThreadId;
 use sqlx::postgres::PgListener;
 use sqlx::{PgConnection, PgPool};
 
+use crate::webhooks::outbox;
 use crate::{Postgres, ThreadTx};
 
 /// The PostgreSQL channel appends notify: one notification per stored event.

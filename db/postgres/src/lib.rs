@@ -16,6 +16,7 @@ mod leases;
 mod messages;
 mod outcomes;
 mod permissions;
+mod schedules;
 mod threads;
 mod tool_calls;
 mod transcripts;

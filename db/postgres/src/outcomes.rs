@@ -3,7 +3,7 @@
 
 use harness_db::{
     now_text, Announce, EndCause, Ended, Ending, Fence, MessageId, MessageRow, MessageStatus,
-    NewReply, Origin, OutcomeRow, PendingTurn, Role, StoreError, TurnEnd, TurnKey, Usage,
+    NewReply, Origin, OutcomeRow, PendingTurn, Role, RunRef, StoreError, TurnEnd, TurnKey, Usage,
 };
 use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::{PgConnection, PgPool};
@@ -71,12 +71,28 @@ pub(crate) async fn end_in(
         add_to_day(conn, usage).await?;
     }
     record_session(conn, thread, end.session, &now).await?;
+    let run = sqlx::query_as!(
+        RunRef,
+        r#"SELECT schedule_id, id AS "run_id!" FROM schedule_runs WHERE message_id = $1"#,
+        message as &MessageId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let callback = sqlx::query_scalar!(
+        r#"SELECT COUNT(*) AS "n!: i64" FROM thread_callbacks WHERE thread_id = $1"#,
+        thread as &ThreadId,
+    )
+    .fetch_one(&mut *conn)
+    .await?
+        > 0;
     let draft = announce(&Ending {
         thread,
         message,
         cause: end.cause,
         error,
         reply: reply.as_ref(),
+        run: run.as_ref(),
+        callback,
     });
     let event = crate::events::append(conn, thread, Some(message), draft.kind, &draft.data).await?;
     for webhook in &draft.webhooks {
@@ -242,6 +258,51 @@ async fn outcomes_of(pool: &PgPool, message: &MessageId) -> Result<Vec<OutcomeRo
                   event_id, created_at::timestamptz AS "created_at!"
            FROM turn_outcomes WHERE message_id = $1 ORDER BY id"#,
         message as &MessageId,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn redrive_threads(
+    pool: &PgPool,
+    max_cuts: i64,
+    now: &str,
+) -> Result<Vec<ThreadId>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT DISTINCT m.thread_id AS "thread_id!: ThreadId"
+           FROM messages m JOIN threads t ON t.id = m.thread_id
+           WHERE t.on_interrupt = 'retry' AND t.archived_at IS NULL AND m.role = 'user'
+             AND m.status IN ('interrupted', 'pending')
+             AND ((m.status = 'interrupted'
+                   AND (SELECT o.cause FROM turn_outcomes o WHERE o.message_id = m.id
+                        ORDER BY o.id DESC LIMIT 1) IN ('shutdown', 'crash', 'takeover')
+                   AND (SELECT COUNT(*) FROM turn_outcomes o WHERE o.message_id = m.id
+                        AND o.cause IN ('shutdown', 'crash', 'takeover')) <= $1)
+                  OR (m.status = 'pending'
+                      AND EXISTS (SELECT 1 FROM leases l
+                                  WHERE l.thread_id = m.thread_id AND l.expires_at < $2)))"#,
+        max_cuts,
+        now,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn redrivable(
+    pool: &PgPool,
+    thread: &ThreadId,
+    max_cuts: i64,
+) -> Result<Vec<MessageId>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT m.id AS "id!: MessageId" FROM messages m
+           WHERE m.thread_id = $1 AND m.role = 'user' AND m.status = 'interrupted'
+             AND (SELECT o.cause FROM turn_outcomes o WHERE o.message_id = m.id
+                  ORDER BY o.id DESC LIMIT 1) IN ('shutdown', 'crash', 'takeover')
+             AND (SELECT COUNT(*) FROM turn_outcomes o WHERE o.message_id = m.id
+                  AND o.cause IN ('shutdown', 'crash', 'takeover')) <= $2
+           ORDER BY m.seq"#,
+        thread as &ThreadId,
+        max_cuts,
     )
     .fetch_all(pool)
     .await?)

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use harness_db::{
-    now_text, workspace_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow,
-    Workspace, MAX_DEPTH_WALK,
+    now_text, workspace_text, Fence, MessageId, NewThread, OnInterrupt, StoreError, ThreadRow,
+    ThreadSummaryRow, Workspace, MAX_DEPTH_WALK,
 };
 use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::types::Json;
@@ -22,11 +22,13 @@ harness_db::thread_queries!(Postgres);
 async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadRow, StoreError> {
     let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
     let workspace = new.workspace.as_ref().map(workspace_text).transpose()?;
+    let on_interrupt = new.on_interrupt.as_str();
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               max_budget_usd, workspace, profile, created_at, updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $9, $7, $7)
+                               max_budget_usd, workspace, profile, on_interrupt, created_at,
+                               updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $9, $10, $7, $7)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
@@ -34,6 +36,7 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
@@ -46,6 +49,7 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
         now_text(),
         workspace,
         new.profile,
+        on_interrupt,
     )
     .fetch_one(pool)
     .await?)
@@ -67,12 +71,13 @@ async fn insert_fork(
         .as_ref()
         .map(|w| workspace_text(&w.0))
         .transpose()?;
+    let on_interrupt = parent.on_interrupt.as_str();
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               forked_session, max_budget_usd, workspace, profile, created_at,
-                               updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $10, $8, $8)
+                               forked_session, max_budget_usd, workspace, profile, on_interrupt,
+                               created_at, updated_at)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $10, $11, $8, $8)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
@@ -80,6 +85,7 @@ async fn insert_fork(
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
@@ -93,6 +99,7 @@ async fn insert_fork(
         now_text(),
         workspace,
         parent.profile,
+        on_interrupt,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -150,6 +157,7 @@ async fn one(pool: &PgPool, id: &ThreadId) -> Result<Option<ThreadRow>, StoreErr
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
@@ -170,6 +178,7 @@ async fn all(pool: &PgPool) -> Result<Vec<ThreadRow>, StoreError> {
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
@@ -188,6 +197,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
                   t.workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                   t.created_at::timestamptz AS "created_at!",
                   t.updated_at::timestamptz AS "updated_at!",
@@ -213,6 +223,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
                 profile: row.profile,
+                on_interrupt: row.on_interrupt,
                 archived_at: row.archived_at,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
@@ -255,6 +266,7 @@ async fn archive(tx: &mut ThreadTx, id: &ThreadId) -> Result<Option<ThreadRow>, 
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,

@@ -6,6 +6,7 @@ use harness_db::{now_text, EventRow, Fence, MessageId, StoreError};
 use plugin_contract::ThreadId;
 use sqlx::{SqliteConnection, SqlitePool};
 
+use crate::webhooks::outbox;
 use crate::{Sqlite, ThreadTx};
 
 harness_db::event_queries!(Sqlite);

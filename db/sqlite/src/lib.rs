@@ -12,6 +12,7 @@ mod leases;
 mod messages;
 mod outcomes;
 mod permissions;
+mod schedules;
 mod threads;
 mod tool_calls;
 mod transcripts;

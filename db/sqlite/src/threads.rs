@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    now_text, workspace_text, Fence, MessageId, NewThread, StoreError, ThreadRow, ThreadSummaryRow,
-    Workspace, MAX_DEPTH_WALK,
+    now_text, workspace_text, Fence, MessageId, NewThread, OnInterrupt, StoreError, ThreadRow,
+    ThreadSummaryRow, Workspace, MAX_DEPTH_WALK,
 };
 use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::types::Json;
@@ -28,11 +28,13 @@ async fn create(
     let now = now_text();
     let schema = new.output_schema.as_ref().map(serde_json::Value::to_string);
     let workspace = new.workspace.as_ref().map(workspace_text).transpose()?;
+    let on_interrupt = new.on_interrupt.as_str();
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               max_budget_usd, workspace, profile, created_at, updated_at)
-           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?9, ?7, ?7)
+                               max_budget_usd, workspace, profile, on_interrupt, created_at,
+                               updated_at)
+           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?8, ?9, ?10, ?7, ?7)
            RETURNING id AS "id!: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
@@ -40,6 +42,7 @@ async fn create(
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at AS "archived_at: DateTime<Utc>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
@@ -52,6 +55,7 @@ async fn create(
         now,
         workspace,
         new.profile,
+        on_interrupt,
     )
     .fetch_one(pool)
     .await?)
@@ -74,12 +78,13 @@ async fn insert_fork(
         .as_ref()
         .map(|w| workspace_text(&w.0))
         .transpose()?;
+    let on_interrupt = parent.on_interrupt.as_str();
     Ok(sqlx::query_as!(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
-                               forked_session, max_budget_usd, workspace, profile, created_at,
-                               updated_at)
-           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?9, ?10, ?8, ?8)
+                               forked_session, max_budget_usd, workspace, profile, on_interrupt,
+                               created_at, updated_at)
+           VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?8, ?8)
            RETURNING id AS "id!: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
@@ -87,6 +92,7 @@ async fn insert_fork(
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at AS "archived_at: DateTime<Utc>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
@@ -100,6 +106,7 @@ async fn insert_fork(
         now,
         workspace,
         parent.profile,
+        on_interrupt,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -157,6 +164,7 @@ async fn one(pool: &SqlitePool, id: &ThreadId) -> Result<Option<ThreadRow>, Stor
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at AS "archived_at: DateTime<Utc>",
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
@@ -177,6 +185,7 @@ async fn all(pool: &SqlitePool) -> Result<Vec<ThreadRow>, StoreError> {
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
                   workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at AS "archived_at: DateTime<Utc>",
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
@@ -195,6 +204,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
                   t.workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at AS "archived_at: DateTime<Utc>",
                   t.created_at AS "created_at: DateTime<Utc>",
                   t.updated_at AS "updated_at: DateTime<Utc>",
@@ -220,6 +230,7 @@ async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreErro
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
                 profile: row.profile,
+                on_interrupt: row.on_interrupt,
                 archived_at: row.archived_at,
                 created_at: row.created_at,
                 updated_at: row.updated_at,
@@ -264,6 +275,7 @@ async fn archive(tx: &mut ThreadTx, id: &ThreadId) -> Result<Option<ThreadRow>, 
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
                      workspace AS "workspace: Json<Workspace>", profile,
+                  on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at AS "archived_at: DateTime<Utc>",
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use harness_db::{
     new_delivery_id, now_text, AttemptRow, Attempted, DeliveryRow, DeliveryStatus, NewDelivery,
-    StoreError, WebhookDraft, WebhookEventRow,
+    StoreError, ThreadCallback, WebhookDraft, WebhookEventRow,
 };
 use plugin_contract::ThreadId;
 use sqlx::{SqliteConnection, SqlitePool};
@@ -217,6 +217,39 @@ async fn redeliver(pool: &SqlitePool, id: &str) -> Result<Option<DeliveryRow>, S
                      updated_at AS "updated_at: DateTime<Utc>""#,
         now,
         id,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn set_thread_callback(
+    pool: &SqlitePool,
+    thread: &ThreadId,
+    url: &str,
+    secret: &str,
+) -> Result<(), StoreError> {
+    let now = now_text();
+    sqlx::query!(
+        "INSERT INTO thread_callbacks (thread_id, url, secret, created_at)
+         VALUES (?1, ?2, ?3, ?4)",
+        thread,
+        url,
+        secret,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn thread_callback(
+    pool: &SqlitePool,
+    thread: &ThreadId,
+) -> Result<Option<ThreadCallback>, StoreError> {
+    Ok(sqlx::query_as!(
+        ThreadCallback,
+        "SELECT url, secret FROM thread_callbacks WHERE thread_id = ?1",
+        thread,
     )
     .fetch_optional(pool)
     .await?)

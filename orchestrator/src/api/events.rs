@@ -23,6 +23,11 @@ use crate::store::{EndCause, Ending, EventDraft, EventRow, MessageId, MessageSta
 pub enum ThreadEvent {
     /// A message was stored and queued.
     MessageReceived(MessageReceived),
+    /// A schedule sent the message that follows (`POST /api/schedules`).
+    ScheduleRunStarted(ScheduleRunStarted),
+    /// A turn that a crash, a shutdown or a takeover cut runs again by itself (the thread's
+    /// `onInterrupt` is `retry`); its `turn_started` follows.
+    TurnRedriven(TurnRedriven),
     /// The message's turn began (before a process is found or started).
     TurnStarted(TurnStarted),
     /// A process took the turn.
@@ -58,6 +63,8 @@ impl ThreadEvent {
     pub fn kind(&self) -> EventKind {
         match self {
             ThreadEvent::MessageReceived(_) => EventKind::MessageReceived,
+            ThreadEvent::ScheduleRunStarted(_) => EventKind::ScheduleRunStarted,
+            ThreadEvent::TurnRedriven(_) => EventKind::TurnRedriven,
             ThreadEvent::TurnStarted(_) => EventKind::TurnStarted,
             ThreadEvent::ProcessReady(_) => EventKind::ProcessReady,
             ThreadEvent::TextDelta(_) => EventKind::TextDelta,
@@ -104,6 +111,8 @@ impl From<claude_cli::TurnEvent> for ThreadEvent {
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     MessageReceived,
+    ScheduleRunStarted,
+    TurnRedriven,
     TurnStarted,
     ProcessReady,
     TextDelta,
@@ -120,8 +129,10 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::MessageReceived,
+        EventKind::ScheduleRunStarted,
+        EventKind::TurnRedriven,
         EventKind::TurnStarted,
         EventKind::ProcessReady,
         EventKind::TextDelta,
@@ -140,6 +151,8 @@ impl EventKind {
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::MessageReceived => "message_received",
+            EventKind::ScheduleRunStarted => "schedule_run_started",
+            EventKind::TurnRedriven => "turn_redriven",
             EventKind::TurnStarted => "turn_started",
             EventKind::ProcessReady => "process_ready",
             EventKind::TextDelta => "text_delta",
@@ -179,6 +192,27 @@ pub struct MessageReceived {
     /// `cli` for a turn the CLI started by itself (`claude.scheduling_tools`); its content says
     /// what started it.
     pub origin: Origin,
+}
+
+/// `schedule_run_started`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleRunStarted {
+    pub schedule_id: String,
+    pub run_id: i64,
+    pub message_id: MessageId,
+    pub trigger: crate::store::RunTrigger,
+}
+
+/// `turn_redriven`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnRedriven {
+    pub message_id: MessageId,
+    /// This run of the message, from 2 (the first re-drive).
+    pub attempt: u32,
+    /// What cut the previous run: `crash`, `shutdown` or `takeover`.
+    pub cause: EndCause,
 }
 
 /// `turn_started`.

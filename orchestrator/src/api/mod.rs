@@ -9,14 +9,15 @@
 //! too; this module imports only [`crate::store`] and [`crate::budget`] (for their value types).
 
 pub mod events;
+pub mod schedules;
 
 use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
 use serde::Serialize;
 
 use crate::store::{
-    MessageId, MessageRow, MessageStatus, Origin, PermissionRow, Role, ThreadRow, ThreadSummaryRow,
-    ToolCallRow, Usage, Workspace,
+    EndCause, MessageId, MessageRow, MessageStatus, OnInterrupt, Origin, OutcomeRow, PermissionRow,
+    Role, ThreadRow, ThreadSummaryRow, ToolCallRow, Usage, Workspace,
 };
 
 /// A conversation.
@@ -49,6 +50,9 @@ pub struct Thread {
     pub workspace: Option<Workspace>,
     /// Its agent profile (`GET /api/profiles`); `null`: the daemon's default.
     pub profile: Option<String>,
+    /// What happens to a turn a crash, a shutdown or a takeover cuts: `mark` (it stays
+    /// `interrupted`) or `retry` (it runs again by itself, `turn.redrive_attempts` times at most).
+    pub on_interrupt: OnInterrupt,
     /// When it was archived (it takes no more messages); absent: a live thread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived_at: Option<DateTime<Utc>>,
@@ -70,9 +74,39 @@ impl From<ThreadRow> for Thread {
             max_budget_usd: row.max_budget_usd,
             workspace: row.workspace.map(|w| w.0),
             profile: row.profile,
+            on_interrupt: row.on_interrupt,
             archived_at: row.archived_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
+        }
+    }
+}
+
+/// How one run of a user message ended (`turn_outcomes`).
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    /// `done`, `error`, `refused`, `withdrawn`, `interrupted`, `shutdown`, `crash` or `takeover`.
+    pub cause: EndCause,
+    /// The message's status this run left.
+    pub status: MessageStatus,
+    pub error: Option<String>,
+    /// The reply, for `done`.
+    pub reply_id: Option<MessageId>,
+    /// The `turn_finished` or `turn_failed` event written with it.
+    pub event_id: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<OutcomeRow> for Outcome {
+    fn from(row: OutcomeRow) -> Self {
+        Outcome {
+            cause: row.cause,
+            status: row.status,
+            error: row.error,
+            reply_id: row.reply_id,
+            event_id: row.event_id,
+            created_at: row.created_at,
         }
     }
 }
@@ -264,6 +298,7 @@ mod tests {
             max_budget_usd: None,
             workspace: None,
             profile: None,
+            on_interrupt: OnInterrupt::Mark,
             archived_at: None,
             created_at: at,
             updated_at: at,

@@ -44,6 +44,8 @@ pub struct Request {
     pub cwd: PathBuf,
     /// The asking process's profile, whose approvals decide.
     pub profile: String,
+    /// No person attends the turn (a schedule's run): what would wait for one is denied.
+    pub unattended: bool,
 }
 
 /// A person's answer (`POST /api/threads/{id}/permissions/{requestId}`).
@@ -149,6 +151,14 @@ impl Approvals {
             Verdict::Deny { by, reason } => {
                 let reason = refusal(&request.tool_name, by, &reason, self.inner.timeout);
                 self.settled(&request, false, by, reason).await
+            }
+            Verdict::Ask if request.unattended => {
+                let reason = "nobody attends this turn (a schedule's run): the profile's rules \
+                              allow it or nothing does";
+                let timeout = self.inner.timeout;
+                let reason = refusal(&request.tool_name, DecidedBy::Policy, reason, timeout);
+                self.settled(&request, false, DecidedBy::Policy, reason)
+                    .await
             }
             Verdict::Ask => self.ask(&request).await,
         };

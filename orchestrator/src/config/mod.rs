@@ -57,6 +57,7 @@ pub struct Config {
     pub cluster: ClusterConfig,
     pub workspaces: WorkspacesConfig,
     pub webhooks: WebhooksConfig,
+    pub schedules: SchedulesConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
     pub profiles: BTreeMap<String, ProfileConfig>,
@@ -231,6 +232,9 @@ pub struct TurnConfig {
     /// Most tool calls in one turn; the turn is stopped past it (a looping model). The CLI also
     /// gets `--max-turns` one above it, so a loop of built-in tools stops too.
     pub max_tool_calls: u32,
+    /// On a thread with `onInterrupt: "retry"`: most times one message is run again after a
+    /// crash, a shutdown or a takeover cut it.
+    pub redrive_attempts: u32,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -366,6 +370,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             workspaces: WorkspacesConfig::default(),
             webhooks: WebhooksConfig::default(),
+            schedules: SchedulesConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
@@ -460,6 +465,7 @@ impl Default for TurnConfig {
             ready_timeout: Duration::from_secs(30),
             queue_limit: 32,
             max_tool_calls: 200,
+            redrive_attempts: 3,
         }
     }
 }
@@ -770,11 +776,13 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
 mod cluster;
 mod paths;
 mod profiles;
+mod schedules;
 mod webhooks;
 mod workspaces;
 
 pub use cluster::ClusterConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
+pub use schedules::SchedulesConfig;
 pub use webhooks::{WebhookEndpoint, WebhooksConfig};
 pub use workspaces::{OnArchive, WorkspaceRequest, WorkspacesConfig};
 

@@ -35,7 +35,7 @@ pub enum OnArchive {
 
 /// What a caller asks for in `POST /api/threads` (`workspace`): `{"path": …}` or
 /// `{"repo": …, "worktree": true, "baseRef"?: …, "branch"?: …}`.
-#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkspaceRequest {
     /// Work in this folder as it is (absolute).

@@ -25,8 +25,9 @@ use crate::store::{
 use crate::webhooks::Webhooks;
 
 /// The event that announces an ending (`crate::api::events::announce`), and the webhook events
-/// of it that an endpoint of `webhooks` wants: `turn.finished` or `turn.failed`, and
-/// `budget.reached` for a refusal. Thin: ids, status and cause; the receiver fetches the rest.
+/// of it that an endpoint of `webhooks` wants: `turn.finished` or `turn.failed`,
+/// `budget.reached` for a refusal, `schedule.run_finished` for a schedule's run (every kind when
+/// the thread has its own endpoint). Thin: ids, status and cause; the receiver fetches the rest.
 pub fn announce(
     webhooks: Option<&Webhooks>,
     ending: &Ending<'_>,
@@ -40,9 +41,12 @@ pub fn announce(
     let Some(webhooks) = webhooks else {
         return draft;
     };
-    let wanted = webhooks.wants(kind);
-    let refused = budget.filter(|_| webhooks.wants("budget.reached"));
-    if !wanted && refused.is_none() {
+    // A thread's own endpoint hears every kind.
+    let wants = |kind| ending.callback || webhooks.wants(kind);
+    let wanted = wants(kind);
+    let refused = budget.filter(|_| wants("budget.reached"));
+    let run = ending.run.filter(|_| wants("schedule.run_finished"));
+    if !wanted && refused.is_none() && run.is_none() {
         return draft;
     }
     let mut data = serde_json::json!({
@@ -58,6 +62,15 @@ pub fn announce(
         draft.webhooks.push(WebhookDraft {
             kind,
             data: data.clone(),
+        });
+    }
+    if let Some(run) = run {
+        let mut data = data.clone();
+        data["scheduleId"] = serde_json::json!(run.schedule_id);
+        data["runId"] = serde_json::json!(run.run_id);
+        draft.webhooks.push(WebhookDraft {
+            kind: "schedule.run_finished",
+            data,
         });
     }
     if let Some(budget) = refused {

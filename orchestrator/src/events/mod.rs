@@ -28,13 +28,54 @@ use tracing::{debug, warn};
 use plugin_contract::ThreadId;
 
 use crate::api::events::ThreadEvent;
-use crate::store::{EventListener, EventRow, MessageId, SharedEvents, Store, Wakeup};
+use crate::store::{EventListener, EventRow, MessageId, SharedEvents, Store, Wakeup, WebhookDraft};
 use crate::sync::lock;
 use crate::webhooks::Webhooks;
 
 mod end;
 
 pub use end::{announce, Reply, TurnEnding};
+
+/// The webhook events an event of the stream stands for, when an endpoint wants them (a turn's
+/// end has its own, written with the ending: `end.rs`). Thin, like every webhook payload.
+async fn webhook_drafts(
+    event: &ThreadEvent,
+    thread: &ThreadId,
+    webhooks: Option<&Webhooks>,
+    store: &Store,
+) -> Vec<WebhookDraft> {
+    let (kind, data) = match event {
+        ThreadEvent::PermissionRequested(asked) => (
+            "permission.requested",
+            serde_json::json!({
+                "threadId": thread,
+                "requestId": asked.request_id,
+                "toolName": asked.tool_name,
+            }),
+        ),
+        ThreadEvent::ScheduleRunStarted(run) => (
+            "schedule.run_started",
+            serde_json::json!({
+                "threadId": thread,
+                "scheduleId": run.schedule_id,
+                "runId": run.run_id,
+                "messageId": run.message_id,
+                "trigger": run.trigger,
+            }),
+        ),
+        _ => return Vec::new(),
+    };
+    let Some(webhooks) = webhooks else {
+        return Vec::new();
+    };
+    // A thread's own endpoint hears every kind.
+    let own = || async { matches!(store.thread_callback(thread).await, Ok(Some(_))) };
+    let wanted = webhooks.wants(kind) || own().await;
+    match wanted {
+        true => vec![WebhookDraft { kind, data }],
+        false => Vec::new(),
+    }
+}
 
 /// Live capacity per thread; a subscriber that falls this far behind re-reads from the store.
 const CHANNEL_CAPACITY: usize = 1024;
@@ -110,7 +151,18 @@ impl EventBus {
                         let kind = emit.event.kind().as_str();
                         let data = emit.event.data();
                         let message = emit.message.as_ref();
-                        match store.append_event(&emit.thread, message, kind, &data).await {
+                        let hooks =
+                            webhook_drafts(&emit.event, &emit.thread, webhooks.as_ref(), &store)
+                                .await;
+                        let appended = store
+                            .append_announced(&emit.thread, message, kind, &data, &hooks)
+                            .await;
+                        if !hooks.is_empty() && appended.is_ok() {
+                            if let Some(webhooks) = &webhooks {
+                                webhooks.poke();
+                            }
+                        }
+                        match appended {
                             Ok(row) => publisher.publish(&emit.thread, row).await,
                             Err(err) => {
                                 warn!(thread_id = %emit.thread, kind, error = %err, "Could not store an event.")

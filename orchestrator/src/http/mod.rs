@@ -12,6 +12,7 @@ mod page;
 mod permissions;
 mod profiles;
 mod routing;
+mod schedules;
 pub mod serve;
 mod threads;
 mod tools;
@@ -56,6 +57,8 @@ pub struct ApiState {
     pub streams: Arc<tokio::sync::Semaphore>,
     /// Woken when a delivery is due again.
     pub webhooks: crate::webhooks::Webhooks,
+    /// Manual runs of schedules.
+    pub schedules: crate::schedules::Schedules,
 }
 
 /// A JSON object body, whose rejections are our JSON errors: 415 not `application/json`, 400 bad
@@ -162,6 +165,7 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(threads::get_one, threads::patch))
         .merge(at_owner)
         .routes(routes!(threads::fork))
+        .routes(routes!(threads::outcomes))
         .routes(routes!(tools::thread_calls))
         .routes(routes!(permissions::list))
         .routes(routes!(threads::events))
@@ -172,7 +176,17 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(tools::call))
         .routes(routes!(webhooks::list))
         .routes(routes!(webhooks::get_one))
-        .routes(routes!(webhooks::redeliver));
+        .routes(routes!(webhooks::redeliver))
+        .routes(routes!(schedules::create, schedules::list))
+        .routes(routes!(
+            schedules::get_one,
+            schedules::patch,
+            schedules::delete
+        ))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
+        .routes(routes!(schedules::run))
+        .routes(routes!(schedules::runs));
     // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
     let metrics = OpenApiRouter::new().routes(routes!(metrics::render));
     // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).

@@ -50,6 +50,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../web/pool.js"),
     },
     Asset {
+        name: "automation.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/automation.js"),
+    },
+    Asset {
         name: "workspace.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../web/workspace.js"),

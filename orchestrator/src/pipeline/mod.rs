@@ -32,6 +32,7 @@ mod end;
 mod idempotency;
 mod line;
 mod queue;
+mod redrive;
 mod tally;
 mod threads;
 mod throttle;
@@ -60,7 +61,7 @@ use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
 use crate::store::{
-    Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError,
+    Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, OnInterrupt, Store, StoreError,
 };
 use crate::turn_error::TurnError;
 use crate::workspace::{WorkspaceError, Workspaces};
@@ -88,6 +89,9 @@ pub struct NewMessage {
     /// The lease this node took on the thread when clustering is on: the turn's writes carry it
     /// and are refused (`LeaseLost`) once a peer took the thread over. `None`: clustering is off.
     pub fence: Option<Fence>,
+    /// No person attends the turn (a schedule's run): a tool permission its profile's rules
+    /// leave to a person is denied instead of waiting.
+    pub unattended: bool,
 }
 
 /// The reply to a message (`api::Reply` is what clients see of it).
@@ -215,6 +219,8 @@ struct Inner {
     starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
     /// Messages sent with a `clientMessageId`, waiting or running (see [`line`]).
     lines: std::sync::Mutex<line::Lines>,
+    /// Threads running an unattended turn: a child one of them delegates to is unattended too.
+    unattended: std::sync::Mutex<std::collections::HashSet<ThreadId>>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -257,6 +263,7 @@ impl Pipeline {
                 stopping: CancellationToken::new(),
                 starting: Default::default(),
                 lines: Default::default(),
+                unattended: Default::default(),
             }),
         }
     }
@@ -526,6 +533,8 @@ impl Delegate for Pipeline {
                     workspace: None,
                     // The same kind of agent as its parent.
                     profile: parent_thread.profile,
+                    // Its parent's turn, cut with it, runs again and delegates anew.
+                    on_interrupt: OnInterrupt::Mark,
                 },
                 None,
             )
@@ -558,6 +567,8 @@ impl Delegate for Pipeline {
             mcp_servers: None,
             timeout: Some(timeout),
             fence,
+            // Nobody attends the child of a turn nobody attends.
+            unattended: crate::sync::lock(&self.inner.unattended).contains(parent),
         };
         let reply = async {
             self.accept(child_message, Nesting::InToolCall)

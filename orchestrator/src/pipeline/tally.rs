@@ -24,6 +24,8 @@ pub(super) struct TurnTally {
     pub(super) start: Option<SessionStart>,
     /// What the turn cost; `None` until its `result` line came.
     pub(super) usage: Option<Usage>,
+    /// No person attends it (`NewMessage::unattended`).
+    pub(super) unattended: bool,
 }
 
 /// The `result` line's usage in the store's terms.

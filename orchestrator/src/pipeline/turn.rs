@@ -40,6 +40,9 @@ impl Pipeline {
             .wait_turn(&user.thread_id, client.as_deref(), &mut ticket)
             .await;
         let mut end = TurnEnder::new(self, user, msg.fence.as_ref());
+        let _unattended = msg
+            .unattended
+            .then(|| Unattended::mark(self, &user.thread_id));
         let result = if withdrawn {
             self.withdrawn(user, &mut end).await
         } else {
@@ -118,7 +121,10 @@ impl Pipeline {
         let started = Instant::now();
         let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut tally = TurnTally::default();
+        let mut tally = TurnTally {
+            unattended: msg.unattended,
+            ..TurnTally::default()
+        };
         let mut refused = None;
         let spec = inner
             .pool
@@ -540,6 +546,7 @@ impl Pipeline {
                                 tool_use_id: request.tool_use_id().map(str::to_owned),
                                 cwd: turn.workdir().to_path_buf(),
                                 profile: turn.profile().to_owned(),
+                                unattended: tally.unattended,
                             };
                             tools.spawn(async move { request.answer(approvals.decide(asked).await) });
                         }
@@ -589,6 +596,29 @@ impl<'a> Starting<'a> {
 impl Drop for Starting<'_> {
     fn drop(&mut self) {
         crate::sync::lock(&self.pipeline.inner.starting).remove(&self.thread);
+    }
+}
+
+/// Marks the thread as running an unattended turn while it lives, so that a child it delegates
+/// to runs unattended too (`Pipeline::runs_unattended`).
+struct Unattended<'a> {
+    pipeline: &'a Pipeline,
+    thread: plugin_contract::ThreadId,
+}
+
+impl<'a> Unattended<'a> {
+    fn mark(pipeline: &'a Pipeline, thread: &plugin_contract::ThreadId) -> Self {
+        crate::sync::lock(&pipeline.inner.unattended).insert(thread.clone());
+        Unattended {
+            pipeline,
+            thread: thread.clone(),
+        }
+    }
+}
+
+impl Drop for Unattended<'_> {
+    fn drop(&mut self) {
+        crate::sync::lock(&self.pipeline.inner.unattended).remove(&self.thread);
     }
 }
 

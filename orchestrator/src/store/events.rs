@@ -16,7 +16,7 @@ use plugin_contract::ThreadId;
 
 pub use harness_db_postgres::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 
-use super::{on_db, Db, EventQueries, EventRow, MessageId, Store, StoreError};
+use super::{on_db, Db, EventQueries, EventRow, MessageId, Store, StoreError, WebhookDraft};
 
 impl Store {
     /// Appends an event to the thread's log and returns it with its id.
@@ -29,9 +29,23 @@ impl Store {
         kind: &str,
         data: &serde_json::Value,
     ) -> Result<EventRow, StoreError> {
+        self.append_announced(thread, message, kind, data, &[])
+            .await
+    }
+
+    /// [`Store::append_event`], with `webhooks` written in the webhook outbox in the same
+    /// transaction.
+    pub async fn append_announced(
+        &self,
+        thread: &ThreadId,
+        message: Option<&MessageId>,
+        kind: &str,
+        data: &serde_json::Value,
+        webhooks: &[WebhookDraft],
+    ) -> Result<EventRow, StoreError> {
         let _timer = self.metrics.time("append_event");
         let fence = self.fence(thread, None)?;
-        on_db!(self, db => db.append_event(fence.as_ref(), thread, message, kind, data).await)
+        on_db!(self, db => db.append_event(fence.as_ref(), thread, message, kind, data, webhooks).await)
     }
 
     /// The thread's events with an id greater than `after`, oldest first, at most `limit` of them.

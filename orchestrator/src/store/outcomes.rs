@@ -47,6 +47,23 @@ impl Store {
         let _timer = self.metrics.time("outcomes_of");
         on_db!(self, db => db.outcomes_of(message).await)
     }
+
+    /// The threads with a turn to re-drive (`OutcomeQueries::redrive_threads`).
+    pub async fn redrive_threads(&self, max_cuts: u32) -> Result<Vec<ThreadId>, StoreError> {
+        let _timer = self.metrics.time("redrive_threads");
+        let now = harness_db::now_text();
+        on_db!(self, db => db.redrive_threads(i64::from(max_cuts), &now).await)
+    }
+
+    /// The thread's user messages to run again, in `seq` order.
+    pub async fn redrivable(
+        &self,
+        thread: &ThreadId,
+        max_cuts: u32,
+    ) -> Result<Vec<MessageId>, StoreError> {
+        let _timer = self.metrics.time("redrivable");
+        on_db!(self, db => db.redrivable(thread, i64::from(max_cuts)).await)
+    }
 }
 
 /// The tests' shorthands for ending a turn, with a bare event (the daemon's come from

@@ -117,13 +117,16 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 14] = [
+const TABLES: [&str; 17] = [
     "cluster_credential",
     "delegations",
     "events",
     "leases",
     "messages",
     "permissions",
+    "schedule_runs",
+    "schedules",
+    "thread_callbacks",
     "threads",
     "tool_calls",
     "transcript_entries",
@@ -428,6 +431,7 @@ store_tests! {
                 max_budget_usd: None,
                 workspace: None,
                 profile: None,
+                on_interrupt: crate::store::OnInterrupt::Mark,
             })
             .await
             .unwrap();

@@ -146,6 +146,7 @@ mod tests {
                     max_budget_usd: Some(1.5),
                     workspace: Some(worktree.clone()),
                     profile: Some("reviewer".into()),
+                    on_interrupt: crate::store::OnInterrupt::Retry,
                 })
                 .await
                 .unwrap();
@@ -167,6 +168,8 @@ mod tests {
             let got = store.get_thread(&first.id).await.unwrap().unwrap();
             assert_eq!(got.workspace.as_deref(), Some(&worktree), "read back whole");
             assert_eq!(got.profile.as_deref(), Some("reviewer"));
+            assert_eq!(got.on_interrupt, crate::store::OnInterrupt::Retry);
+            assert_eq!(second.on_interrupt, crate::store::OnInterrupt::Mark);
             assert_eq!(second.profile, None);
             assert_eq!(second.workspace, None);
             assert_eq!(got.id, first.id);

@@ -1,12 +1,34 @@
 //! The webhook outbox, deliveries and attempts (`crate::webhooks` works them); the facade of
 //! `harness_db::WebhookQueries`.
 
+use plugin_contract::ThreadId;
+
 use super::{
     on_db, AttemptRow, Attempted, Db, DeliveryRow, DeliveryStatus, NewDelivery, Store, StoreError,
-    WebhookEventRow, WebhookQueries,
+    ThreadCallback, WebhookEventRow, WebhookQueries,
 };
 
 impl Store {
+    /// Gives `thread` its own webhook endpoint.
+    pub async fn set_thread_callback(
+        &self,
+        thread: &ThreadId,
+        url: &str,
+        secret: &str,
+    ) -> Result<(), StoreError> {
+        let _timer = self.metrics.time("set_thread_callback");
+        on_db!(self, db => db.set_thread_callback(thread, url, secret).await)
+    }
+
+    /// The thread's own webhook endpoint, if it has one.
+    pub async fn thread_callback(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<ThreadCallback>, StoreError> {
+        let _timer = self.metrics.time("thread_callback");
+        on_db!(self, db => db.thread_callback(thread).await)
+    }
+
     /// Webhook events no node fanned out yet, oldest first.
     pub async fn waiting_webhook_events(
         &self,

@@ -39,7 +39,14 @@ pub mod target;
 pub use sign::Signer;
 
 /// Every event type a webhook can carry.
-pub const EVENT_TYPES: [&str; 3] = ["turn.finished", "turn.failed", "budget.reached"];
+pub const EVENT_TYPES: [&str; 6] = [
+    "turn.finished",
+    "turn.failed",
+    "budget.reached",
+    "permission.requested",
+    "schedule.run_started",
+    "schedule.run_finished",
+];
 
 /// Deliveries a node claims at once.
 const CLAIM_BATCH: u32 = 32;
@@ -134,11 +141,14 @@ impl Webhooks {
         self.inner.poke.notify_one();
     }
 
-    /// Runs the dispatcher on `tasks` until `stop`; nothing when no endpoint is configured.
+    /// Checks a thread's own endpoint (`callbackUrl`) as a configured one is checked.
+    pub fn check_callback(&self, url: &str) -> Result<(), String> {
+        target::check_url(url, self.inner.settings.allow_private_targets).map(|_| ())
+    }
+
+    /// Runs the dispatcher on `tasks` until `stop` (threads may have endpoints of their own,
+    /// so it runs even when none is configured).
     pub fn start(&self, tasks: &TaskTracker, stop: CancellationToken) {
-        if self.inner.endpoints.is_empty() {
-            return;
-        }
         let webhooks = self.clone();
         tasks.spawn(async move { webhooks.dispatch(stop).await });
     }
@@ -163,7 +173,7 @@ impl Webhooks {
         loop {
             let waiting = inner.store.waiting_webhook_events(CLAIM_BATCH).await?;
             for event in &waiting {
-                let targets: Vec<NewDelivery<'_>> = inner
+                let mut targets: Vec<NewDelivery<'_>> = inner
                     .endpoints
                     .values()
                     .filter(|e| e.wants(&event.kind))
@@ -172,6 +182,14 @@ impl Webhooks {
                         url: &e.url,
                     })
                     .collect();
+                let callback = inner.store.thread_callback(&event.thread_id).await?;
+                let own = callback_endpoint(&event.thread_id);
+                if let Some(callback) = &callback {
+                    targets.push(NewDelivery {
+                        endpoint: &own,
+                        url: &callback.url,
+                    });
+                }
                 inner.store.fan_out(event.id, &targets).await?;
             }
             if waiting.len() < CLAIM_BATCH as usize {
@@ -206,8 +224,8 @@ impl Webhooks {
     async fn send(&self, delivery: DeliveryRow) -> Result<(), StoreError> {
         let inner = &self.inner;
         let started = Instant::now();
-        let result = match inner.endpoints.get(&delivery.endpoint) {
-            Some(endpoint) => self.post(endpoint, &delivery).await,
+        let result = match self.endpoint_of(&delivery).await? {
+            Some(endpoint) => self.post(&endpoint, &delivery).await,
             None => Err("the endpoint is no longer configured".to_owned()),
         };
         let ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -243,6 +261,29 @@ impl Webhooks {
             .await
     }
 
+    /// Where `delivery` goes and how it is signed: a configured endpoint, or its thread's own.
+    async fn endpoint_of(&self, delivery: &DeliveryRow) -> Result<Option<Endpoint>, StoreError> {
+        if let Some(endpoint) = self.inner.endpoints.get(&delivery.endpoint) {
+            return Ok(Some(endpoint.clone()));
+        }
+        if delivery.endpoint != callback_endpoint(&delivery.thread_id) {
+            return Ok(None);
+        }
+        let callback = self
+            .inner
+            .store
+            .thread_callback(&delivery.thread_id)
+            .await?;
+        Ok(callback.and_then(|callback| {
+            let signer = Signer::new([callback.secret.as_str()]).ok()?;
+            Some(Endpoint {
+                url: callback.url,
+                signer,
+                events: Vec::new(),
+            })
+        }))
+    }
+
     /// POSTs the delivery's body, signed; the status code, or why there is none.
     async fn post(&self, endpoint: &Endpoint, delivery: &DeliveryRow) -> Result<u16, String> {
         let body = serde_json::json!({
@@ -267,6 +308,11 @@ impl Webhooks {
             .map_err(|err| describe(&err))?;
         Ok(response.status().as_u16())
     }
+}
+
+/// The endpoint name of a thread's own endpoint, as deliveries record it.
+fn callback_endpoint(thread: &plugin_contract::ThreadId) -> String {
+    format!("thread:{thread}")
 }
 
 /// The wait before attempt `attempts + 1`: `retry_min` × 2^(attempts − 1), at most `retry_max`,

@@ -394,3 +394,101 @@ async fn a_thread_back_on_its_first_node_resumes_what_the_peer_added() {
     a.stop().await;
     b.stop().await;
 }
+
+/// The runs of schedule `id`, oldest first, read through `daemon`.
+async fn schedule_runs(daemon: &TestDaemon, id: &str) -> Vec<Value> {
+    let (status, body) = daemon
+        .get(&format!("/api/schedules/{id}/runs?limit=1000"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut runs = body["runs"].as_array().cloned().unwrap_or_default();
+    runs.reverse();
+    runs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_every_two_seconds_runs_each_tick_once_on_two_nodes() {
+    let mock = MockApi::start().await;
+    let (a, b) = two_nodes(&mock, TTL).await;
+    // A fresh thread per run, so either node may claim any tick; `queue`: a run still going
+    // does not make the next tick skip.
+    let (status, schedule) = a
+        .post(
+            "/api/schedules",
+            json!({"cron": "*/2 * * * * *", "thread": {}, "prompt": "tick", "overlap": "queue"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{schedule}");
+    let id = schedule["id"].as_str().expect("an id").to_owned();
+    // A minute of ticks.
+    harness_tests::util::eventually_async(Duration::from_secs(90), "30 ticks", || async {
+        schedule_runs(&b, &id).await.len() >= 30
+    })
+    .await
+    .unwrap();
+    let (status, paused) = b
+        .post(&format!("/api/schedules/{id}/pause"), json!(null))
+        .await;
+    assert_eq!(
+        (status, paused["enabled"].clone()),
+        (StatusCode::OK, json!(false))
+    );
+    let runs = schedule_runs(&a, &id).await;
+
+    // Each tick once, none missed, each a run of its own.
+    let ticks: Vec<chrono::DateTime<chrono::Utc>> = runs
+        .iter()
+        .map(|r| r["dueAt"].as_str().expect("dueAt").parse().expect("a time"))
+        .collect();
+    for pair in ticks.windows(2) {
+        assert_eq!(
+            pair[1] - pair[0],
+            chrono::Duration::seconds(2),
+            "consecutive ticks: {runs:#?}"
+        );
+    }
+    assert!(
+        runs.iter()
+            .all(|r| r["trigger"] == "cron" && r["status"] == "started"),
+        "{runs:#?}"
+    );
+    let mut threads: Vec<&str> = runs.iter().filter_map(|r| r["threadId"].as_str()).collect();
+    assert_eq!(threads.len(), runs.len(), "{runs:#?}");
+    threads.sort_unstable();
+    threads.dedup();
+    assert_eq!(threads.len(), runs.len(), "a thread per run");
+    let nodes = [node_id(&a), node_id(&b)];
+    assert!(runs
+        .iter()
+        .all(|r| nodes.iter().any(|n| r["node"] == n.as_str())));
+    // Every run's turn ends (no message lost between the nodes).
+    harness_tests::util::eventually_async(
+        Duration::from_secs(60),
+        "every run's turn ends",
+        || async {
+            schedule_runs(&a, &id)
+                .await
+                .iter()
+                .all(|r| r["outcome"] == "done")
+        },
+    )
+    .await
+    .unwrap();
+
+    // Paused: a tick's time passes with no run; a manual run still runs, through either node.
+    let count = schedule_runs(&a, &id).await.len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        schedule_runs(&a, &id).await.len(),
+        count,
+        "no run while paused"
+    );
+    let (status, started) = b
+        .post(&format!("/api/schedules/{id}/run"), json!(null))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let runs = schedule_runs(&a, &id).await;
+    assert_eq!(runs.len(), count + 1);
+    assert_eq!(runs[count]["trigger"], "manual");
+    assert_eq!(runs[count]["node"], node_id(&b).as_str());
+}

@@ -21,6 +21,7 @@ mod pool;
 mod postgres;
 mod rate_limits;
 mod resume;
+mod schedules;
 mod security;
 mod spares;
 mod structured;

@@ -3,6 +3,7 @@
 //! daemon; every attempt is stored; a dead delivery is sent again on request.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -177,5 +178,161 @@ async fn a_dead_delivery_is_sent_again_on_request() {
     assert_eq!(status, 404, "{body}");
     let (status, body) = daemon.get("/api/webhooks/deliveries?limit=0").await;
     assert_eq!(status, 422, "{body}");
+    daemon.stop().await;
+}
+
+/// A thread made with a `callbackUrl` gets its events there, signed with its own secret (shown
+/// once), with no endpoint configured: a turn's end, a permission a person is asked for, and a
+/// schedule's run from start to finish. Another thread's events do not go there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threads_own_endpoint_hears_its_events_signed_with_its_own_secret() {
+    let Some(python) = harness_tests::mcp::python_or_skip("webhooks").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secret_file = dir.path().join("thread-secret");
+    let receiver = Receiver::start(
+        &python,
+        dir.path(),
+        &format!("@{}", secret_file.display()),
+        0.0,
+        None,
+    );
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.webhooks.allow_private_targets = true;
+        c.webhooks.poll = Duration::from_millis(50);
+        c.claude.builtin_tools = Some("Bash".into());
+        c.approvals.mode = orchestrator::config::ApprovalMode::Ask;
+    })
+    .await;
+    for bad in ["ftp://example.com/hook", "not a url"] {
+        let (status, body) = daemon
+            .post("/api/threads", json!({"callbackUrl": bad}))
+            .await;
+        assert_eq!(status, 422, "{bad}: {body}");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("callbackUrl"));
+    }
+    let (status, created) = daemon
+        .post("/api/threads", json!({"callbackUrl": receiver.url}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let secret = created["callbackSecret"]
+        .as_str()
+        .expect("the secret, once");
+    assert!(secret.starts_with("whsec_"), "{created}");
+    std::fs::write(&secret_file, secret).expect("the receiver learns it");
+    let thread = created["id"].as_str().expect("an id").to_owned();
+    let (_, shown) = daemon.get(&format!("/api/threads/{thread}")).await;
+    assert_eq!(shown["callbackUrl"], receiver.url.as_str());
+    assert!(
+        !shown.to_string().contains(secret),
+        "the secret is never shown again"
+    );
+    let other = daemon.create_thread().await;
+
+    // A turn's end, on each thread.
+    assert_eq!(daemon.reply(&thread, "hello").await, "echo: hello");
+    assert_eq!(daemon.reply(&other, "hello").await, "echo: hello");
+    // A permission a person is asked for.
+    mock.once_when_prompt_contains(
+        "ASK-A-PERSON",
+        harness_tests::mock::Reply::tool_use(
+            "Bash",
+            json!({"command": format!("touch {}", dir.path().join("asked").display()), "description": "d"}),
+        ),
+    );
+    let turn = {
+        let (client, thread) = (daemon.client().clone(), thread.clone());
+        tokio::spawn(async move { client.send(&thread, "ASK-A-PERSON").await })
+    };
+    // A schedule's run.
+    let (status, schedule) = daemon
+        .post(
+            "/api/schedules",
+            json!({"cron": "0 0 1 1 *", "threadId": thread, "prompt": "scheduled", "overlap": "queue"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{schedule}");
+    let schedule = schedule["id"].as_str().expect("an id").to_owned();
+    let wanted = [
+        "turn.finished",
+        "permission.requested",
+        "schedule.run_started",
+        "schedule.run_finished",
+    ];
+    let answered = std::sync::atomic::AtomicBool::new(false);
+    harness_tests::util::eventually_async(Duration::from_secs(60), "every kind arrives", || {
+        let (daemon, receiver, thread, schedule) = (&daemon, &receiver, &thread, &schedule);
+        let answered = &answered;
+        async move {
+            let kinds: BTreeSet<String> = receiver
+                .accepted()
+                .iter()
+                .filter_map(|r| r["type"].as_str().map(str::to_owned))
+                .collect();
+            if kinds.contains("permission.requested") && !answered.load(Ordering::SeqCst) {
+                // The person denies it; the turn ends, and the schedule's run waits no more.
+                let (_, pending) = daemon
+                    .get(&format!("/api/threads/{thread}/permissions"))
+                    .await;
+                if let Some(id) = pending["permissions"][0]["requestId"].as_str() {
+                    let (status, _) = daemon
+                        .post(
+                            &format!("/api/threads/{thread}/permissions/{id}"),
+                            json!({"decision": "deny"}),
+                        )
+                        .await;
+                    answered.store(status == 200, Ordering::SeqCst);
+                    let (status, _) = daemon
+                        .post(&format!("/api/schedules/{schedule}/run"), json!(null))
+                        .await;
+                    assert_eq!(status, 202);
+                }
+            }
+            wanted.iter().all(|k| kinds.contains(*k))
+        }
+    })
+    .await
+    .unwrap_or_else(|err| {
+        let (_, deliveries) = futures::executor::block_on(daemon.get("/api/webhooks/deliveries"));
+        panic!("{err}: {:?}\n{deliveries}", receiver.requests())
+    });
+    let (status, _) = turn.await.expect("the turn's task");
+    assert_eq!(status, 200);
+    let requests = receiver.requests();
+    assert!(
+        requests.iter().all(|r| r["verified"] == true),
+        "signed with the thread's secret: {requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["data"]["threadId"] == thread.as_str()),
+        "only its own thread's events: {requests:?}"
+    );
+    let finished = requests
+        .iter()
+        .find(|r| r["type"] == "schedule.run_finished")
+        .expect("schedule.run_finished");
+    assert_eq!(finished["data"]["scheduleId"], schedule.as_str());
+    assert_eq!(finished["data"]["status"], "done");
+    let asked = requests
+        .iter()
+        .find(|r| r["type"] == "permission.requested")
+        .expect("permission.requested");
+    assert_eq!(asked["data"]["toolName"], "Bash");
+    let (_, deliveries) = daemon.get("/api/webhooks/deliveries").await;
+    assert!(
+        deliveries["deliveries"]
+            .as_array()
+            .expect("deliveries")
+            .iter()
+            .all(|d| d["url"] == receiver.url.as_str()),
+        "{deliveries}"
+    );
     daemon.stop().await;
 }

@@ -282,6 +282,7 @@ impl Tool for Send {
             mcp_servers: None,
             timeout: None,
             fence,
+            unattended: false,
         };
         let accepted = self
             .pipeline

@@ -47,16 +47,36 @@ pub struct CreateThread {
     workspace: Option<WorkspaceRequest>,
     /// The kind of agent (`GET /api/profiles`); default: the daemon's default profile.
     profile: Option<String>,
+    /// A turn cut by a crash, a shutdown or a takeover: `mark` (the default) leaves it
+    /// `interrupted`; `retry` runs it again by itself once the thread has a process.
+    on_interrupt: Option<crate::store::OnInterrupt>,
+    /// The thread's own webhook endpoint: every webhook event of the thread goes there too
+    /// (`turn.*`, `permission.requested`, `budget.reached`, `schedule.*`), signed with a
+    /// secret of its own, which the answer carries once (`callbackSecret`).
+    callback_url: Option<String>,
+}
+
+/// A thread just made: as `GET` shows it, and the secret of its own webhook endpoint, once.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedThread {
+    #[serde(flatten)]
+    pub thread: api::Thread,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    /// `whsec_…` (Standard Webhooks): the key its callbacks are signed with. Shown only here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_secret: Option<String>,
 }
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
 #[utoipa::path(post, path = "/threads", operation_id = "createThread", tag = "threads",
     request_body(content = Option<CreateThread>, description = "Optional: an empty body makes an untitled thread on the default model."),
     responses(
-        (status = 201, description = "The thread; a parked spare on the same model becomes its process.", body = api::Thread),
+        (status = 201, description = "The thread; a parked spare on the same model becomes its process. With a `callbackUrl`, the secret its callbacks are signed with, shown this once.", body = CreatedThread),
         (status = 400, description = "Malformed JSON.", body = ErrorBody),
         (status = 409, description = "The worktree's `branch` exists already (`branch_exists`).", body = ErrorBody),
-        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile or that the CLI could not run (an unknown keyword, a non-ECMAScript pattern, a `$ref` cycle, over 64 KiB, 32 levels or 2,000 subschemas), an unknown `profile` or a field it keeps for itself (`overridable`), or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
+        (status = 422, description = "A mistyped field, an `outputSchema` that does not compile or that the CLI could not run (an unknown keyword, a non-ECMAScript pattern, a `$ref` cycle, over 64 KiB, 32 levels or 2,000 subschemas), an unknown `profile` or a field it keeps for itself (`overridable`), a `callbackUrl` refused (not http(s), or a private address while `webhooks.allow_private_targets` is off), or a workspace refused (`invalid_workspace`: outside `workspaces.roots`, not a folder or repository, an unknown `baseRef`).", body = ErrorBody),
     ))]
 pub async fn create(
     State(state): State<ApiState>,
@@ -72,6 +92,8 @@ pub async fn create(
             max_budget_usd: None,
             workspace: None,
             profile: None,
+            on_interrupt: None,
+            callback_url: None,
         }
     } else {
         super::error::parse_json(&body)?
@@ -82,6 +104,12 @@ pub async fn create(
     if let Some(budget) = body.max_budget_usd {
         validate_usd(budget, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
     }
+    if let Some(url) = &body.callback_url {
+        state
+            .webhooks
+            .check_callback(url)
+            .map_err(|err| ApiError::unprocessable(format!("callbackUrl: {err}")))?;
+    }
     let thread = state
         .pipeline
         .create_thread(
@@ -91,13 +119,32 @@ pub async fn create(
                 output_schema: body.output_schema,
                 max_budget_usd: body.max_budget_usd,
                 profile: body.profile,
+                on_interrupt: body.on_interrupt.unwrap_or_default(),
                 ..NewThread::default()
             },
             body.workspace.as_ref(),
         )
         .await?;
-    info!(thread_id = %thread.id, "Thread created.");
-    Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
+    let callback_secret = match &body.callback_url {
+        Some(url) => {
+            let secret = crate::webhooks::Signer::generate_secret();
+            state
+                .store
+                .set_thread_callback(&thread.id, url, &secret)
+                .await?;
+            Some(secret)
+        }
+        None => None,
+    };
+    info!(thread_id = %thread.id, callback = body.callback_url.is_some(), "Thread created.");
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedThread {
+            thread: api::Thread::from(thread),
+            callback_url: body.callback_url,
+            callback_secret,
+        }),
+    ))
 }
 
 /// An optional body that is not there: empty, blank, or JSON `null` (as the document allows).
@@ -165,8 +212,49 @@ pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, Api
 pub struct ThreadWithMessages {
     #[serde(flatten)]
     pub thread: api::Thread,
+    /// The thread's own webhook endpoint, when it was made with one (its secret is never shown
+    /// again).
+    #[serde(rename = "callbackUrl", skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
     pub usage: Usage,
     pub messages: Vec<api::Message>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OutcomeList {
+    pub outcomes: Vec<api::Outcome>,
+}
+
+/// How each run of a user message ended, oldest first: one entry per run (a re-driven message
+/// has one per attempt).
+#[utoipa::path(get, path = "/threads/{id}/messages/{message_id}/outcomes", operation_id = "listMessageOutcomes", tag = "threads",
+    params(
+        ("id" = String, Path, description = "The thread's id (`thr_…`)."),
+        ("message_id" = String, Path, description = "A user message's id (`msg_…`)."),
+    ),
+    responses(
+        (status = 200, description = "The runs' outcomes, oldest first (none while the first run goes on).", body = OutcomeList),
+        (status = 400, description = "A bad path.", body = ErrorBody),
+        (status = 404, description = "Unknown thread, or no user message of it by that id.", body = ErrorBody),
+    ))]
+pub async fn outcomes(
+    State(state): State<ApiState>,
+    ApiPath((id, message_id)): ApiPath<(String, String)>,
+) -> Result<Json<OutcomeList>, ApiError> {
+    let (id, message_id) = (
+        ThreadId::from_string(id),
+        MessageId::from_string(message_id),
+    );
+    let message = state.store.get_message(&message_id).await?;
+    if !message.is_some_and(|m| m.thread_id == id && m.role == crate::store::Role::User) {
+        return Err(ApiError::not_found(format!(
+            "thread {id} has no user message {message_id}"
+        )));
+    }
+    let rows = state.store.outcomes_of(&message_id).await?;
+    Ok(Json(OutcomeList {
+        outcomes: rows.into_iter().map(api::Outcome::from).collect(),
+    }))
 }
 
 /// One thread with its messages, oldest first.
@@ -191,8 +279,10 @@ async fn thread_with_messages(
     let thread = state.store.require_thread(id).await?;
     let usage = state.store.thread_usage(id).await?;
     let messages = state.store.list_messages(id).await?;
+    let callback = state.store.thread_callback(id).await?;
     Ok(ThreadWithMessages {
         thread: thread.into(),
+        callback_url: callback.map(|c| c.url),
         usage,
         messages: api::messages(messages),
     })
@@ -332,6 +422,7 @@ pub async fn post_message(
         timeout: None,
         // Set by `routing::to_owner` when clustering is on.
         fence: fence.map(|axum::Extension(fence)| fence),
+        unattended: false,
     };
     let accepted = state.pipeline.accept_message(msg).await?;
     if query.wait == Some(false) {

@@ -1,0 +1,282 @@
+//! `schedules` and `schedule_runs`; see [`harness_db::ScheduleQueries`]. A tick's claim runs under
+//! the database's one write lock, so of two claims of one tick one writes it.
+
+use chrono::{DateTime, Utc};
+use harness_db::{
+    is_unique_violation, now_text, CatchUp, MessageId, MessageStatus, NewRun, NewSchedule, Overlap,
+    RunStatus, RunTrigger, ScheduleRow, ScheduleRunRow, StoreError,
+};
+use plugin_contract::ThreadId;
+use sqlx::{SqliteConnection, SqlitePool};
+
+use crate::Sqlite;
+
+harness_db::schedule_queries!(Sqlite);
+
+async fn create_schedule(
+    pool: &SqlitePool,
+    id: &str,
+    new: NewSchedule<'_>,
+) -> Result<ScheduleRow, StoreError> {
+    let now = now_text();
+    let (overlap, catch_up) = (new.overlap.as_str(), new.catch_up.as_str());
+    Ok(sqlx::query_as!(
+        ScheduleRow,
+        r#"INSERT INTO schedules (id, name, cron, timezone, thread_id, template, prompt, overlap,
+                                 catch_up, enabled, next_run_at, created_at, updated_at)
+           VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+           RETURNING id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
+                     template AS "template: serde_json::Value", prompt,
+                     overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
+                     enabled AS "enabled: bool",
+                     next_run_at AS "next_run_at: DateTime<Utc>",
+                     created_at AS "created_at: DateTime<Utc>",
+                     updated_at AS "updated_at: DateTime<Utc>""#,
+        id,
+        new.name,
+        new.cron,
+        new.timezone,
+        new.thread_id,
+        new.template,
+        new.prompt,
+        overlap,
+        catch_up,
+        new.enabled,
+        new.next_run_at,
+        now,
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+async fn schedule(pool: &SqlitePool, id: &str) -> Result<Option<ScheduleRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ScheduleRow,
+        r#"SELECT id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
+                  template AS "template: serde_json::Value", prompt,
+                  overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
+                  enabled AS "enabled: bool", next_run_at AS "next_run_at: DateTime<Utc>",
+                  created_at AS "created_at: DateTime<Utc>",
+                  updated_at AS "updated_at: DateTime<Utc>"
+           FROM schedules WHERE id = ?1 AND deleted = 0"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn list_schedules(pool: &SqlitePool) -> Result<Vec<ScheduleRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ScheduleRow,
+        r#"SELECT id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
+                  template AS "template: serde_json::Value", prompt,
+                  overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
+                  enabled AS "enabled: bool", next_run_at AS "next_run_at: DateTime<Utc>",
+                  created_at AS "created_at: DateTime<Utc>",
+                  updated_at AS "updated_at: DateTime<Utc>"
+           FROM schedules WHERE deleted = 0 ORDER BY created_at, id"#,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn update_schedule(
+    pool: &SqlitePool,
+    id: &str,
+    new: NewSchedule<'_>,
+) -> Result<Option<ScheduleRow>, StoreError> {
+    let now = now_text();
+    let (overlap, catch_up) = (new.overlap.as_str(), new.catch_up.as_str());
+    Ok(sqlx::query_as!(
+        ScheduleRow,
+        r#"UPDATE schedules SET name = ?2, cron = ?3, timezone = ?4, thread_id = ?5,
+                  template = ?6, prompt = ?7, overlap = ?8, catch_up = ?9, enabled = ?10,
+                  next_run_at = ?11, updated_at = ?12
+           WHERE id = ?1 AND deleted = 0
+           RETURNING id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
+                     template AS "template: serde_json::Value", prompt,
+                     overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
+                     enabled AS "enabled: bool",
+                     next_run_at AS "next_run_at: DateTime<Utc>",
+                     created_at AS "created_at: DateTime<Utc>",
+                     updated_at AS "updated_at: DateTime<Utc>""#,
+        id,
+        new.name,
+        new.cron,
+        new.timezone,
+        new.thread_id,
+        new.template,
+        new.prompt,
+        overlap,
+        catch_up,
+        new.enabled,
+        new.next_run_at,
+        now,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn delete_schedule(pool: &SqlitePool, id: &str) -> Result<bool, StoreError> {
+    let now = now_text();
+    let done = sqlx::query!(
+        "UPDATE schedules SET deleted = 1, enabled = 0, updated_at = ?2
+         WHERE id = ?1 AND deleted = 0",
+        id,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+async fn due_schedules(
+    pool: &SqlitePool,
+    now: &str,
+    limit: u32,
+) -> Result<Vec<ScheduleRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ScheduleRow,
+        r#"SELECT id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
+                  template AS "template: serde_json::Value", prompt,
+                  overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
+                  enabled AS "enabled: bool", next_run_at AS "next_run_at: DateTime<Utc>",
+                  created_at AS "created_at: DateTime<Utc>",
+                  updated_at AS "updated_at: DateTime<Utc>"
+           FROM schedules WHERE enabled = 1 AND deleted = 0 AND next_run_at <= ?1
+           ORDER BY next_run_at LIMIT ?2"#,
+        now,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn claim_tick(
+    pool: &SqlitePool,
+    schedule: &str,
+    seen: &str,
+    next: &str,
+    run: NewRun<'_>,
+) -> Result<Option<i64>, StoreError> {
+    let now = now_text();
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let moved = sqlx::query!(
+        "UPDATE schedules SET next_run_at = ?3, updated_at = ?4
+         WHERE id = ?1 AND next_run_at = ?2 AND enabled = 1 AND deleted = 0",
+        schedule,
+        seen,
+        next,
+        now,
+    )
+    .execute(&mut *tx)
+    .await?;
+    if moved.rows_affected() == 0 {
+        return Ok(None);
+    }
+    match insert_run(&mut tx, schedule, run).await {
+        Ok(id) => {
+            tx.commit().await?;
+            Ok(Some(id))
+        }
+        Err(StoreError::Db(err)) if is_unique_violation(&err) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+async fn record_run(pool: &SqlitePool, schedule: &str, run: NewRun<'_>) -> Result<i64, StoreError> {
+    let mut conn = pool.acquire().await?;
+    insert_run(&mut conn, schedule, run).await
+}
+
+async fn insert_run(
+    conn: &mut SqliteConnection,
+    schedule: &str,
+    run: NewRun<'_>,
+) -> Result<i64, StoreError> {
+    let now = now_text();
+    let (trigger, status) = (run.trigger.as_str(), run.status.as_str());
+    Ok(sqlx::query_scalar!(
+        r#"INSERT INTO schedule_runs (schedule_id, trigger, due_at, status, reason, node,
+                                     created_at)
+           VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id AS "id!""#,
+        schedule,
+        trigger,
+        run.due_at,
+        status,
+        run.reason,
+        run.node,
+        now,
+    )
+    .fetch_one(conn)
+    .await?)
+}
+
+async fn run_sent(
+    pool: &SqlitePool,
+    run: i64,
+    thread: &ThreadId,
+    message: &MessageId,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "UPDATE schedule_runs SET thread_id = ?2, message_id = ?3 WHERE id = ?1",
+        run,
+        thread,
+        message,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn run_failed(
+    pool: &SqlitePool,
+    run: i64,
+    thread: Option<&ThreadId>,
+    reason: &str,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "UPDATE schedule_runs SET status = 'failed', reason = ?2,
+                thread_id = COALESCE(?3, thread_id)
+         WHERE id = ?1",
+        run,
+        reason,
+        thread,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn schedule_runs(
+    pool: &SqlitePool,
+    schedule: &str,
+    limit: u32,
+) -> Result<Vec<ScheduleRunRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ScheduleRunRow,
+        r#"SELECT r.id AS "id!", r.schedule_id, r.trigger AS "trigger: RunTrigger",
+                  r.due_at AS "due_at: DateTime<Utc>", r.status AS "status: RunStatus",
+                  r.reason, r.thread_id AS "thread_id: ThreadId",
+                  r.message_id AS "message_id: MessageId",
+                  m.status AS "message_status?: MessageStatus", r.node,
+                  r.created_at AS "created_at: DateTime<Utc>"
+           FROM schedule_runs r LEFT JOIN messages m ON m.id = r.message_id
+           WHERE r.schedule_id = ?1 ORDER BY r.id DESC LIMIT ?2"#,
+        schedule,
+        limit,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn running_run(pool: &SqlitePool, schedule: &str) -> Result<Option<i64>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT r.id AS "id!" FROM schedule_runs r JOIN messages m ON m.id = r.message_id
+           WHERE r.schedule_id = ?1 AND r.status = 'started' AND m.status = 'pending'
+           ORDER BY r.id DESC LIMIT 1"#,
+        schedule,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
