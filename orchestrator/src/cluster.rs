@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 
 use plugin_contract::ThreadId;
 
+use crate::caller::{Caller, CALLER_HEADER};
 use crate::pool::Pool;
 use crate::store::{Claim, Ending, Fence, Store, StoreError};
 use crate::webhooks::Webhooks;
@@ -81,6 +82,18 @@ pub enum ForwardError {
     /// its answer will not come, and the thread is free for another node.
     #[error("the owner at {url} lost the thread's lease before it answered")]
     OwnerLost { url: String },
+}
+
+/// A request to pass on to a thread's owner ([`Cluster::forward`]).
+pub struct Outgoing<'a> {
+    pub method: Method,
+    /// The original one (`/api/threads/…`).
+    pub path_and_query: &'a str,
+    /// Those of [`FORWARDED_HEADERS`] are carried over.
+    pub headers: &'a HeaderMap,
+    pub body: Bytes,
+    /// Who asked: the owner records them, not this node.
+    pub caller: &'a Caller,
 }
 
 /// An answer from the owner, passed back as it came.
@@ -237,20 +250,27 @@ impl Cluster {
     }
 
     /// Sends `thread`'s request to the owner at `base` (its advertised URL), marked as
-    /// forwarded, and returns its answer. `path_and_query` is the original one
-    /// (`/api/threads/…`). No timeout of its own bounds the wait (the owner's turn has its own),
+    /// forwarded and carrying `caller` (signed, see `crate::caller`), and returns its answer.
+    /// `path_and_query` is the original one (`/api/threads/…`). No timeout of its own bounds the wait (the owner's turn has its own),
     /// but the owner's lease does: should it expire while the request is out, the wait ends
     /// ([`ForwardError::OwnerLost`]).
     pub async fn forward(
         &self,
         thread: &ThreadId,
         base: &str,
-        method: Method,
-        path_and_query: &str,
-        headers: &HeaderMap,
-        body: Bytes,
+        outgoing: Outgoing<'_>,
     ) -> Result<Forwarded, ForwardError> {
+        let Outgoing {
+            method,
+            path_and_query,
+            headers,
+            body,
+            caller,
+        } = outgoing;
         let url = format!("{}{}", base.trim_end_matches('/'), path_and_query);
+        // Who asked, signed with the credential the nodes share: the owner records them, not us.
+        let key = self.inner.token.as_deref().unwrap_or_default().as_bytes();
+        let signed = caller.forwarded(key, method.as_str(), path_and_query);
         let mut request = self
             .inner
             .http
@@ -262,6 +282,7 @@ impl Cluster {
                 request = request.header(name, value);
             }
         }
+        request = request.header(CALLER_HEADER, signed);
         if let Some(token) = &self.inner.token {
             request = request.bearer_auth(token);
         }

@@ -25,6 +25,7 @@
 pub mod api;
 pub mod approvals;
 pub mod budget;
+pub mod caller;
 pub mod cluster;
 pub mod config;
 pub mod events;

@@ -437,6 +437,17 @@ pub struct NewUserMessage {
     pub model: Option<String>,
     /// Who starts the turn: a client, or the CLI by itself.
     pub origin: Origin,
+    /// Who sent it (`None`: the CLI's own turn).
+    pub caller: Option<CallerId>,
+}
+
+/// Who sent a message or answered a permission, as stored: the subject (`operator`, an API
+/// key's id, `schedule:<id>`, …) and its tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CallerId {
+    pub subject: String,
+    /// `None`: the operator's, which owns every thread.
+    pub tenant: Option<String>,
 }
 
 /// The outcome of storing a user message (`Store::insert_user_message`).
@@ -486,6 +497,9 @@ pub struct MessageRow {
     /// Who started the turn this message belongs to: `user` (a message sent to the API) or `cli`
     /// (the CLI started it by itself).
     pub origin: Origin,
+    /// Who sent a user message ([`MessageRow::caller`]); `None` for replies.
+    pub caller_subject: Option<String>,
+    pub caller_tenant: Option<String>,
     /// A reply of a thread with an `outputSchema`: the value, validated against it.
     pub structured_output: Option<serde_json::Value>,
     // What the turn cost ([`MessageRow::usage`]): on the reply of a turn that replied, on the
@@ -501,6 +515,14 @@ pub struct MessageRow {
 }
 
 impl MessageRow {
+    /// Who sent it, when it was stored with a caller.
+    pub fn caller(&self) -> Option<CallerId> {
+        self.caller_subject.clone().map(|subject| CallerId {
+            subject,
+            tenant: self.caller_tenant.clone(),
+        })
+    }
+
     /// This user message as the turn that answers it ([`TurnKey`]).
     pub fn turn_key(&self) -> TurnKey<'_> {
         TurnKey {

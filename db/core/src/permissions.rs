@@ -19,9 +19,23 @@ pub struct PermissionRow {
     pub status: String,
     /// `rule`, `person`, `timeout`, `policy` or `interrupt`; `None` while pending.
     pub decided_by: Option<String>,
+    /// The caller's subject, when a person answered.
+    pub answered_by: Option<String>,
     pub reason: Option<String>,
     pub created_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
+}
+
+/// How a pending permission was decided ([`PermissionQueries::decide_permission`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Decided<'a> {
+    /// `allowed` or `denied`.
+    pub status: &'a str,
+    /// `rule`, `person`, `timeout`, `policy` or `interrupt`.
+    pub decided_by: &'a str,
+    /// The caller's subject, when a person answered.
+    pub answered_by: Option<&'a str>,
+    pub reason: Option<&'a str>,
 }
 
 /// A permission to record.
@@ -55,9 +69,7 @@ pub trait PermissionQueries {
         fence: Option<&Fence>,
         thread: &ThreadId,
         request_id: &str,
-        status: &str,
-        decided_by: &str,
-        reason: Option<&str>,
+        decided: Decided<'_>,
     ) -> Result<bool, StoreError>;
 
     /// Denies every pending request (`decided_by` = `interrupt`); how many.
@@ -98,12 +110,10 @@ macro_rules! permission_queries {
                 fence: Option<&Fence>,
                 thread: &ThreadId,
                 request_id: &str,
-                status: &str,
-                decided_by: &str,
-                reason: Option<&str>,
+                decided: $crate::Decided<'_>,
             ) -> Result<bool, StoreError> {
                 let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
-                let decided = decide(&mut tx, request_id, status, decided_by, reason).await?;
+                let decided = decide(&mut tx, request_id, decided).await?;
                 tx.commit().await?;
                 Ok(decided)
             }

@@ -34,7 +34,7 @@ async fn insert_user_message(
             r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                       role AS "role: Role", content, status AS "status: MessageStatus", error,
                       client_message_id, reply_to AS "reply_to: MessageId", model,
-                      origin AS "origin: Origin",
+                      origin AS "origin: Origin", caller_subject, caller_tenant,
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -54,15 +54,15 @@ async fn insert_user_message(
     let inserted = sqlx::query_as!(
         MessageRow,
         r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                 client_message_id, reply_to, model, origin, created_at,
-                                 updated_at)
+                                 client_message_id, reply_to, model, origin, caller_subject,
+                                 caller_tenant, created_at, updated_at)
            VALUES ($1, $6,
                    (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = $6),
-                   'user', $2, 'pending', NULL, $3, NULL, $4, $7, $5, $5)
+                   'user', $2, 'pending', NULL, $3, NULL, $4, $7, $8, $9, $5, $5)
            RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                      role AS "role: Role", content, status AS "status: MessageStatus", error,
                      client_message_id, reply_to AS "reply_to: MessageId", model,
-                     origin AS "origin: Origin",
+                     origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
@@ -75,6 +75,8 @@ async fn insert_user_message(
         now_text(),
         thread as &ThreadId,
         new.origin.as_str(),
+        new.caller.as_ref().map(|c| c.subject.as_str()),
+        new.caller.as_ref().and_then(|c| c.tenant.as_deref()),
     )
     .fetch_one(tx.conn())
     .await?;
@@ -101,7 +103,7 @@ async fn get_message(pool: &PgPool, id: &MessageId) -> Result<Option<MessageRow>
         r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                   role AS "role: Role", content, status AS "status: MessageStatus", error,
                   client_message_id, reply_to AS "reply_to: MessageId", model,
-                  origin AS "origin: Origin",
+                  origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
@@ -121,7 +123,7 @@ async fn list_messages(pool: &PgPool, thread: &ThreadId) -> Result<Vec<MessageRo
         r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                   role AS "role: Role", content, status AS "status: MessageStatus", error,
                   client_message_id, reply_to AS "reply_to: MessageId", model,
-                  origin AS "origin: Origin",
+                  origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
@@ -144,7 +146,7 @@ async fn reply_for(
         r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                   role AS "role: Role", content, status AS "status: MessageStatus", error,
                   client_message_id, reply_to AS "reply_to: MessageId", model,
-                  origin AS "origin: Origin",
+                  origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
@@ -200,7 +202,7 @@ async fn retry_interrupted(
            RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                      role AS "role: Role", content, status AS "status: MessageStatus", error,
                      client_message_id, reply_to AS "reply_to: MessageId", model,
-                     origin AS "origin: Origin",
+                     origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,

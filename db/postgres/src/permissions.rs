@@ -1,6 +1,6 @@
 //! `permissions`: the tool permissions the CLI asked for, recorded when asked and decided once.
 
-use harness_db::{now_text, Fence, MessageId, NewPermission, PermissionRow, StoreError};
+use harness_db::{now_text, Decided, Fence, MessageId, NewPermission, PermissionRow, StoreError};
 use plugin_contract::ThreadId;
 use sqlx::PgPool;
 
@@ -42,18 +42,24 @@ async fn insert(
 async fn decide(
     tx: &mut ThreadTx,
     request_id: &str,
-    status: &str,
-    decided_by: &str,
-    reason: Option<&str>,
+    decided: Decided<'_>,
 ) -> Result<bool, StoreError> {
+    let Decided {
+        status,
+        decided_by,
+        answered_by,
+        reason,
+    } = decided;
     let done = sqlx::query!(
-        "UPDATE permissions SET status = $2, decided_by = $3, reason = $4, decided_at = $5
+        "UPDATE permissions SET status = $2, decided_by = $3, reason = $4, decided_at = $5,
+                                answered_by = $6
          WHERE id = $1 AND status = 'pending'",
         request_id,
         status,
         decided_by,
         reason,
         now_text(),
+        answered_by,
     )
     .execute(tx.conn())
     .await?;
@@ -83,7 +89,7 @@ async fn select(
         PermissionRow,
         r#"SELECT id AS request_id, thread_id AS "thread_id: ThreadId",
                   message_id AS "message_id: MessageId", tool_use_id, tool_name,
-                  input AS "input: serde_json::Value", status, decided_by, reason,
+                  input AS "input: serde_json::Value", status, decided_by, answered_by, reason,
                   created_at::timestamptz AS "created_at!",
                   decided_at::timestamptz AS "decided_at?"
            FROM permissions

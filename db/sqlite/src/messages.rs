@@ -28,21 +28,23 @@ async fn insert_user_message(
     let mut tx = ThreadTx::single(pool, thread, fence).await?;
     let now = now_text();
     let origin = new.origin.as_str();
+    let caller_subject = new.caller.as_ref().map(|c| c.subject.as_str());
+    let caller_tenant = new.caller.as_ref().and_then(|c| c.tenant.as_deref());
     // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
     // foreign key).
     let inserted = sqlx::query_as!(
         MessageRow,
         r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
-                                 client_message_id, reply_to, model, origin, created_at,
-                                 updated_at)
+                                 client_message_id, reply_to, model, origin, caller_subject,
+                                 caller_tenant, created_at, updated_at)
            SELECT ?1, t.id,
                   (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = t.id),
-                  'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?7, ?5, ?5
+                  'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?7, ?8, ?9, ?5, ?5
            FROM threads t WHERE t.id = ?6
            RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                      role AS "role: Role", content, status AS "status: MessageStatus", error,
                      client_message_id, reply_to AS "reply_to: MessageId", model,
-                     origin AS "origin: Origin",
+                     origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
@@ -55,6 +57,8 @@ async fn insert_user_message(
         now,
         thread,
         origin,
+        caller_subject,
+        caller_tenant,
     )
     .fetch_optional(tx.conn())
     .await;
@@ -66,7 +70,7 @@ async fn insert_user_message(
                 r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                       role AS "role: Role", content, status AS "status: MessageStatus", error,
                       client_message_id, reply_to AS "reply_to: MessageId", model,
-                      origin AS "origin: Origin",
+                      origin AS "origin: Origin", caller_subject, caller_tenant,
                       structured_output AS "structured_output: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
@@ -106,7 +110,7 @@ async fn get_message(pool: &SqlitePool, id: &MessageId) -> Result<Option<Message
         r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                   role AS "role: Role", content, status AS "status: MessageStatus", error,
                   client_message_id, reply_to AS "reply_to: MessageId", model,
-                  origin AS "origin: Origin",
+                  origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
@@ -129,7 +133,7 @@ async fn list_messages(
         r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                   role AS "role: Role", content, status AS "status: MessageStatus", error,
                   client_message_id, reply_to AS "reply_to: MessageId", model,
-                  origin AS "origin: Origin",
+                  origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
@@ -152,7 +156,7 @@ async fn reply_for(
         r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                   role AS "role: Role", content, status AS "status: MessageStatus", error,
                   client_message_id, reply_to AS "reply_to: MessageId", model,
-                  origin AS "origin: Origin",
+                  origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
@@ -208,7 +212,7 @@ async fn retry_interrupted(
            RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                      role AS "role: Role", content, status AS "status: MessageStatus", error,
                      client_message_id, reply_to AS "reply_to: MessageId", model,
-                     origin AS "origin: Origin",
+                     origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,

@@ -1,7 +1,7 @@
 //! `permissions`: the tool permissions the CLI asked for, recorded when asked and decided once.
 
 use chrono::{DateTime, Utc};
-use harness_db::{now_text, Fence, MessageId, NewPermission, PermissionRow, StoreError};
+use harness_db::{now_text, Decided, Fence, MessageId, NewPermission, PermissionRow, StoreError};
 use plugin_contract::ThreadId;
 use sqlx::SqlitePool;
 
@@ -44,19 +44,25 @@ async fn insert(
 async fn decide(
     tx: &mut ThreadTx,
     request_id: &str,
-    status: &str,
-    decided_by: &str,
-    reason: Option<&str>,
+    decided: Decided<'_>,
 ) -> Result<bool, StoreError> {
+    let Decided {
+        status,
+        decided_by,
+        answered_by,
+        reason,
+    } = decided;
     let now = now_text();
     let done = sqlx::query!(
-        "UPDATE permissions SET status = ?2, decided_by = ?3, reason = ?4, decided_at = ?5
+        "UPDATE permissions SET status = ?2, decided_by = ?3, reason = ?4, decided_at = ?5,
+                                answered_by = ?6
          WHERE id = ?1 AND status = 'pending'",
         request_id,
         status,
         decided_by,
         reason,
         now,
+        answered_by,
     )
     .execute(tx.conn())
     .await?;
@@ -87,7 +93,7 @@ async fn select(
         PermissionRow,
         r#"SELECT id AS "request_id!", thread_id AS "thread_id: ThreadId",
                   message_id AS "message_id: MessageId", tool_use_id, tool_name,
-                  input AS "input: serde_json::Value", status, decided_by, reason,
+                  input AS "input: serde_json::Value", status, decided_by, answered_by, reason,
                   created_at AS "created_at: DateTime<Utc>",
                   decided_at AS "decided_at: DateTime<Utc>"
            FROM permissions

@@ -301,7 +301,7 @@ pub struct TurnFinished {
     /// The user message the turn answered.
     pub message_id: MessageId,
     /// The stored reply.
-    pub reply: Message,
+    pub reply: Box<Message>,
 }
 
 /// `turn_failed`.
@@ -328,7 +328,7 @@ pub fn announce(ending: &Ending<'_>, budget: Option<&BudgetExceeded>) -> EventDr
     let event = match (ending.cause, ending.reply) {
         (EndCause::Done, Some(reply)) => ThreadEvent::TurnFinished(TurnFinished {
             message_id: ending.message.clone(),
-            reply: reply.clone().into(),
+            reply: Box::new(reply.clone().into()),
         }),
         (cause, _) => ThreadEvent::TurnFailed(TurnFailed {
             message_id: ending.message.clone(),

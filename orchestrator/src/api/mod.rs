@@ -16,8 +16,8 @@ use plugin_contract::{CliSessionId, ThreadId};
 use serde::Serialize;
 
 use crate::store::{
-    EndCause, MessageId, MessageRow, MessageStatus, OnInterrupt, Origin, OutcomeRow, PermissionRow,
-    Role, ThreadRow, ThreadSummaryRow, ToolCallRow, Usage, Workspace,
+    CallerId, EndCause, MessageId, MessageRow, MessageStatus, OnInterrupt, Origin, OutcomeRow,
+    PermissionRow, Role, ThreadRow, ThreadSummaryRow, ToolCallRow, Usage, Workspace,
 };
 
 /// A conversation.
@@ -154,6 +154,10 @@ pub struct Message {
     /// Who started the turn this message belongs to: `user` (a message sent to the API) or `cli`
     /// (the CLI started it by itself).
     pub origin: Origin,
+    /// Who sent a user message: the subject (`operator`, an API key's id, `schedule:<id>`) and
+    /// its tenant; absent on replies, the CLI's own turns and messages stored before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<CallerId>,
     /// A reply of a thread with an `outputSchema`: the value, validated against it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<serde_json::Value>,
@@ -168,6 +172,7 @@ pub struct Message {
 impl From<MessageRow> for Message {
     fn from(row: MessageRow) -> Self {
         let usage = row.usage();
+        let caller = row.caller();
         Message {
             id: row.id,
             thread_id: row.thread_id,
@@ -180,6 +185,7 @@ impl From<MessageRow> for Message {
             reply_to: row.reply_to,
             model: row.model,
             origin: row.origin,
+            caller,
             structured_output: row.structured_output,
             usage,
             created_at: row.created_at,
@@ -256,6 +262,9 @@ pub struct Permission {
     pub status: String,
     /// `rule`, `person`, `timeout`, `policy` or `interrupt`; `None` while pending.
     pub decided_by: Option<String>,
+    /// For a person's decision: the caller who answered (`operator`, an API key's id, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
     pub reason: Option<String>,
     pub created_at: DateTime<Utc>,
     pub decided_at: Option<DateTime<Utc>>,
@@ -272,6 +281,7 @@ impl From<PermissionRow> for Permission {
             input: row.input,
             status: row.status,
             decided_by: row.decided_by,
+            answered_by: row.answered_by,
             reason: row.reason,
             created_at: row.created_at,
             decided_at: row.decided_at,
@@ -332,6 +342,8 @@ mod tests {
             reply_to: Some(MessageId::from_string("msg_1")),
             model: None,
             origin: Origin::User,
+            caller_subject: None,
+            caller_tenant: None,
             structured_output: None,
             input_tokens: None,
             output_tokens: None,

@@ -55,6 +55,8 @@ pub struct Answer {
     pub message: Option<String>,
     /// What the tool runs with instead of the model's input (allow only).
     pub updated_input: Option<Value>,
+    /// Who answered.
+    pub by: crate::caller::Caller,
 }
 
 /// Why an answer was refused. The API answers 404 and 409.
@@ -82,6 +84,8 @@ struct Decision {
     /// The rule, the mode, the person's message; for a denial, what the model reads.
     reason: String,
     updated_input: Option<Value>,
+    /// The caller whose answer it was, for a person's decision.
+    answered_by: Option<String>,
 }
 
 struct Waiting {
@@ -192,6 +196,7 @@ impl Approvals {
             by,
             reason,
             updated_input: None,
+            answered_by: None,
         };
         self.published(
             &request.thread,
@@ -272,9 +277,12 @@ impl Approvals {
             .decide_permission(
                 &waiting.thread,
                 id,
-                status,
-                decision.by.as_str(),
-                Some(&decision.reason),
+                crate::store::Decided {
+                    status,
+                    decided_by: decision.by.as_str(),
+                    answered_by: decision.answered_by.as_deref(),
+                    reason: Some(&decision.reason),
+                },
             )
             .await
         {
@@ -325,12 +333,16 @@ impl Approvals {
                     .message
                     .unwrap_or_else(|| "allowed by a person".into()),
                 updated_input: answer.updated_input,
+                answered_by: Some(answer.by.subject),
             }
         } else {
             let reason = answer
                 .message
                 .unwrap_or_else(|| "A person denied this tool use; it was not run.".into());
-            denial(DecidedBy::Person, reason)
+            Decision {
+                answered_by: Some(answer.by.subject),
+                ..denial(DecidedBy::Person, reason)
+            }
         };
         let settled = ours && self.settle(request_id, decision).await;
         let row = self.inner.store.permission(thread, request_id).await?;
@@ -393,6 +405,7 @@ fn denial(by: DecidedBy, reason: String) -> Decision {
         by,
         reason,
         updated_input: None,
+        answered_by: None,
     }
 }
 

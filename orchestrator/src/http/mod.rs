@@ -32,6 +32,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::caller::Caller;
 use crate::config::Config;
 use crate::mcp::McpAdapter;
 use crate::metrics::Metrics;
@@ -269,7 +270,13 @@ async fn healthz() -> Json<Health> {
 }
 
 /// When a token is configured, every `/api`, `/mcp` and `/metrics` request must carry `Authorization: Bearer <token>`.
-async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+/// Checks the bearer token and sets the request's [`Caller`]: the operator, or, for a request a
+/// peer forwarded, the caller it came from, verified with the token the nodes share.
+async fn require_token(
+    State(state): State<ApiState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = state.config.auth_token.as_deref().filter(|t| !t.is_empty()) {
         let presented = request
             .headers()
@@ -296,7 +303,49 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
             return refused;
         }
     }
+    let caller = match forwarded_caller(&state, &request) {
+        Ok(caller) => caller.unwrap_or_else(Caller::operator),
+        Err(err) => {
+            tracing::warn!(error = %err, "Refused a forwarded request whose caller does not verify.");
+            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", err.to_string())
+                .into_response();
+        }
+    };
+    request.extensions_mut().insert(caller);
     next.run(request).await
+}
+
+/// The caller a peer forwarded the request for (`crate::caller`), when it came from one.
+fn forwarded_caller(
+    state: &ApiState,
+    request: &Request,
+) -> Result<Option<Caller>, crate::caller::ForwardError> {
+    let headers = request.headers();
+    let (true, Some(value)) = (
+        headers.contains_key(crate::cluster::FORWARDED_HEADER),
+        headers.get(crate::caller::CALLER_HEADER),
+    ) else {
+        return Ok(None);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| crate::caller::ForwardError::Malformed)?;
+    let key = state.config.auth_token.as_deref().unwrap_or_default();
+    let path = request
+        .extensions()
+        .get::<axum::extract::OriginalUri>()
+        .map_or_else(|| request.uri().clone(), |uri| uri.0.clone());
+    let path = path.path_and_query().map_or("", |p| p.as_str());
+    let method = request.method().as_str();
+    Caller::from_forward(value, key.as_bytes(), method, path).map(Some)
+}
+
+/// The request's caller, which the token check set; the operator for a route outside it.
+pub(crate) fn caller_in(extensions: &axum::http::Extensions) -> Caller {
+    extensions
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_else(Caller::operator)
 }
 
 /// The credentials of an `Authorization: Bearer …` value; the scheme is case-insensitive

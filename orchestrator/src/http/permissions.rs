@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -13,6 +13,7 @@ use super::error::ErrorBody;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api;
 use crate::approvals::{Answer, AnswerError};
+use crate::caller::Caller;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Pending {
@@ -84,6 +85,7 @@ pub struct AnswerBody {
     ))]
 pub async fn answer(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, request_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> Result<Json<api::Permission>, ApiError> {
@@ -106,6 +108,7 @@ pub async fn answer(
         allow,
         message: body.message,
         updated_input: body.updated_input,
+        by: caller,
     };
     match state
         .pipeline

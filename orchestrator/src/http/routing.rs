@@ -16,7 +16,10 @@ use tracing::{debug, warn};
 use plugin_contract::ThreadId;
 
 use super::{ApiError, ApiState};
-use crate::cluster::{Cluster, ForwardError, Forwarded, Route, RouteError, FORWARDED_HEADER};
+use crate::caller::Caller;
+use crate::cluster::{
+    Cluster, ForwardError, Forwarded, Outgoing, Route, RouteError, FORWARDED_HEADER,
+};
 use crate::store::StoreError;
 
 /// Serves the request here when this node holds (or takes) the thread's lease, else forwards it
@@ -73,14 +76,18 @@ async fn forward(
         }
     };
     debug!(thread_id = %thread, owner = %url, "Forwarding to the thread's owner.");
+    let caller = super::caller_in(&parts.extensions);
     match cluster
         .forward(
             thread,
             url,
-            parts.method.clone(),
-            &path_and_query,
-            &parts.headers,
-            body.clone(),
+            Outgoing {
+                method: parts.method.clone(),
+                path_and_query: &path_and_query,
+                headers: &parts.headers,
+                body: body.clone(),
+                caller: &caller,
+            },
         )
         .await
     {
@@ -131,6 +138,7 @@ pub async fn elsewhere(
     headers: &axum::http::HeaderMap,
     path_and_query: &str,
     body: axum::body::Bytes,
+    caller: &Caller,
 ) -> Option<Response> {
     let cluster = state.cluster.as_ref()?;
     let forwarded = headers.contains_key(FORWARDED_HEADER);
@@ -143,10 +151,13 @@ pub async fn elsewhere(
         .forward(
             thread,
             &url,
-            axum::http::Method::POST,
-            path_and_query,
-            headers,
-            body,
+            Outgoing {
+                method: axum::http::Method::POST,
+                path_and_query,
+                headers,
+                body,
+                caller,
+            },
         )
         .await;
     Some(match answer {

@@ -4,7 +4,7 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
@@ -266,6 +266,7 @@ pub async fn delete(
     ))]
 pub async fn run(
     State(state): State<ApiState>,
+    Extension(caller): Extension<crate::caller::Caller>,
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -276,7 +277,7 @@ pub async fn run(
             let path = format!("/api/schedules/{id}/run");
             let body = axum::body::Bytes::new();
             if let Some(answer) =
-                super::routing::elsewhere(&state, thread, &headers, &path, body).await
+                super::routing::elsewhere(&state, thread, &headers, &path, body, &caller).await
             {
                 return Ok(answer);
             }

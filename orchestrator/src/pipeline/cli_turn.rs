@@ -70,6 +70,7 @@ impl Pipeline {
                     client_message_id: None,
                     model: None,
                     origin: Origin::Cli,
+                    caller: None,
                 },
                 None,
             )

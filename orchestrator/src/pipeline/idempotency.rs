@@ -43,6 +43,7 @@ pub(super) async fn admit(
                 client_message_id: msg.client_message_id.clone(),
                 model: msg.model.clone(),
                 origin: crate::store::Origin::User,
+                caller: Some(msg.caller.id()),
             },
             msg.fence.as_ref(),
         )

@@ -55,6 +55,7 @@ use plugin_contract::{
 use crate::api::events::{MessageReceived, ThreadEvent};
 use crate::approvals::Approvals;
 use crate::budget::{BudgetExceeded, Budgets};
+use crate::caller::Caller;
 use crate::events::EventBus;
 use crate::launch::UnknownProfile;
 use crate::mcp::McpAdapter;
@@ -92,6 +93,8 @@ pub struct NewMessage {
     /// No person attends the turn (a schedule's run): a tool permission its profile's rules
     /// leave to a person is denied instead of waiting.
     pub unattended: bool,
+    /// Who sent it: stored on the user message; a child thread it delegates to acts for it too.
+    pub caller: Caller,
 }
 
 /// The reply to a message (`api::Reply` is what clients see of it).
@@ -219,8 +222,9 @@ struct Inner {
     starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
     /// Messages sent with a `clientMessageId`, waiting or running (see [`line`]).
     lines: std::sync::Mutex<line::Lines>,
-    /// Threads running an unattended turn: a child one of them delegates to is unattended too.
-    unattended: std::sync::Mutex<std::collections::HashSet<ThreadId>>,
+    /// The caller of each thread's running turn, and whether anyone attends it: a child the turn
+    /// delegates to acts for the same caller, unattended too.
+    acting: std::sync::Mutex<std::collections::HashMap<ThreadId, (Caller, bool)>>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -263,7 +267,7 @@ impl Pipeline {
                 stopping: CancellationToken::new(),
                 starting: Default::default(),
                 lines: Default::default(),
-                unattended: Default::default(),
+                acting: Default::default(),
             }),
         }
     }
@@ -556,7 +560,12 @@ impl Delegate for Pipeline {
             }
             Err(err) => return Err(err.to_string()),
         };
-        info!(parent = %parent, child = %child.id, "Delegating to a child thread.");
+        let (caller, unattended) = crate::sync::lock(&self.inner.acting)
+            .get(parent)
+            .cloned()
+            // A turn the CLI started by itself.
+            .unwrap_or_else(|| (Caller::cli(), false));
+        info!(parent = %parent, child = %child.id, caller = %caller.subject, "Delegating to a child thread.");
         // Nested: the parent holds a place under the concurrency limit and waits for this turn.
         let child_message = NewMessage {
             thread_id: child.id.clone(),
@@ -567,8 +576,10 @@ impl Delegate for Pipeline {
             mcp_servers: None,
             timeout: Some(timeout),
             fence,
-            // Nobody attends the child of a turn nobody attends.
-            unattended: crate::sync::lock(&self.inner.unattended).contains(parent),
+            // The child acts for its parent's caller; nobody attends the child of a turn nobody
+            // attends.
+            unattended,
+            caller,
         };
         let reply = async {
             self.accept(child_message, Nesting::InToolCall)

@@ -120,6 +120,8 @@ impl Pipeline {
             timeout: None,
             fence,
             unattended: false,
+            // The daemon runs it again for whoever sent it.
+            caller: crate::caller::Caller::acting_for(message.caller()),
         };
         let pipeline = self.clone();
         let span = tracing::info_span!("message", thread_id = %thread, message_id = %id, attempt);

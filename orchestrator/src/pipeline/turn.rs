@@ -40,9 +40,7 @@ impl Pipeline {
             .wait_turn(&user.thread_id, client.as_deref(), &mut ticket)
             .await;
         let mut end = TurnEnder::new(self, user, msg.fence.as_ref());
-        let _unattended = msg
-            .unattended
-            .then(|| Unattended::mark(self, &user.thread_id));
+        let _acting = Acting::mark(self, &user.thread_id, &msg);
         let result = if withdrawn {
             self.withdrawn(user, &mut end).await
         } else {
@@ -599,26 +597,27 @@ impl Drop for Starting<'_> {
     }
 }
 
-/// Marks the thread as running an unattended turn while it lives, so that a child it delegates
-/// to runs unattended too (`Pipeline::runs_unattended`).
-struct Unattended<'a> {
+/// Records, while it lives, whom the thread's running turn acts for and whether anyone attends
+/// it, so that a child it delegates to acts for the same caller, unattended too.
+struct Acting<'a> {
     pipeline: &'a Pipeline,
     thread: plugin_contract::ThreadId,
 }
 
-impl<'a> Unattended<'a> {
-    fn mark(pipeline: &'a Pipeline, thread: &plugin_contract::ThreadId) -> Self {
-        crate::sync::lock(&pipeline.inner.unattended).insert(thread.clone());
-        Unattended {
+impl<'a> Acting<'a> {
+    fn mark(pipeline: &'a Pipeline, thread: &plugin_contract::ThreadId, msg: &NewMessage) -> Self {
+        let facts = (msg.caller.clone(), msg.unattended);
+        crate::sync::lock(&pipeline.inner.acting).insert(thread.clone(), facts);
+        Acting {
             pipeline,
             thread: thread.clone(),
         }
     }
 }
 
-impl Drop for Unattended<'_> {
+impl Drop for Acting<'_> {
     fn drop(&mut self) {
-        crate::sync::lock(&self.pipeline.inner.unattended).remove(&self.thread);
+        crate::sync::lock(&self.pipeline.inner.acting).remove(&self.thread);
     }
 }
 

@@ -270,6 +270,7 @@ impl Schedules {
             timeout: None,
             fence,
             unattended: true,
+            caller: crate::caller::Caller::schedule(&schedule.id, None),
         };
         let message_id = match inner.pipeline.accept_message(msg).await {
             Ok(accepted) => accepted.message_id,

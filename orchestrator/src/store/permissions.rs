@@ -4,7 +4,9 @@
 
 use plugin_contract::ThreadId;
 
-use super::{on_db, Db, NewPermission, PermissionQueries, PermissionRow, Store, StoreError};
+use super::{
+    on_db, Db, Decided, NewPermission, PermissionQueries, PermissionRow, Store, StoreError,
+};
 
 impl Store {
     /// Records a request; `status` is `pending` for one a person will answer, else the
@@ -31,14 +33,12 @@ impl Store {
         &self,
         thread: &ThreadId,
         request_id: &str,
-        status: &str,
-        decided_by: &str,
-        reason: Option<&str>,
+        decided: Decided<'_>,
     ) -> Result<bool, StoreError> {
         let _timer = self.metrics.time("decide_permission");
         let fence = self.fence(thread, None)?;
         on_db!(self, db => {
-            db.decide_permission(fence.as_ref(), thread, request_id, status, decided_by, reason)
+            db.decide_permission(fence.as_ref(), thread, request_id, decided)
                 .await
         })
     }
@@ -95,11 +95,29 @@ mod tests {
             assert_eq!(pending.len(), 1);
             assert_eq!(pending[0].input, input);
             assert!(store
-                .decide_permission(&thread.id, "req-1", "allowed", "person", Some("ok"))
+                .decide_permission(
+                    &thread.id,
+                    "req-1",
+                    Decided {
+                        status: "allowed",
+                        decided_by: "person",
+                        answered_by: Some("operator"),
+                        reason: Some("ok"),
+                    },
+                )
                 .await
                 .unwrap());
             assert!(!store
-                .decide_permission(&thread.id, "req-1", "denied", "timeout", None)
+                .decide_permission(
+                    &thread.id,
+                    "req-1",
+                    Decided {
+                        status: "denied",
+                        decided_by: "timeout",
+                        answered_by: None,
+                        reason: None,
+                    },
+                )
                 .await
                 .unwrap());
             let row = store

@@ -173,6 +173,7 @@ mod tests {
                         client_message_id: None,
                         model: None,
                         origin: Origin::User,
+                        caller: None,
                     },
                     None,
                 )

@@ -172,6 +172,7 @@ pub(crate) async fn spend(store: &Store, thread: &ThreadId, cost_usd: f64) {
                 client_message_id: None,
                 model: None,
                 origin: crate::store::Origin::User,
+                caller: None,
             },
             None,
         )
@@ -443,6 +444,7 @@ store_tests! {
                     client_message_id: None,
                     model: None,
                     origin: crate::store::Origin::User,
+                    caller: None,
                 },
                 None,
             )

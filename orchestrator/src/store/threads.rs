@@ -112,6 +112,7 @@ mod tests {
                         client_message_id: None,
                         model: None,
                         origin: crate::store::Origin::User,
+                        caller: None,
                     },
                     None,
                 )
@@ -361,6 +362,7 @@ mod tests {
                 client_message_id: None,
                 model: None,
                 origin: crate::store::Origin::User,
+                caller: None,
             };
             let answered = store.insert_user_message(send("q1"), None).await.unwrap();
             let answered = answered.message().clone();

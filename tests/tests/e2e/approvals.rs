@@ -215,6 +215,7 @@ async fn ask_then_allow_runs_the_command_then_deny_reaches_the_model() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "allowed");
     assert_eq!(body["decidedBy"], "person");
+    assert_eq!(body["answeredBy"], "operator", "who answered is kept");
     let (status, body) = turn.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
     let reply = body["message"]["content"].as_str().unwrap();
@@ -288,6 +289,7 @@ async fn ask_unanswered_times_out_and_an_interrupt_denies_what_waits() {
     assert!(!late.exists());
     let all = all_permissions(&daemon, &thread).await;
     assert_eq!(all[0]["decidedBy"], "timeout", "{all:?}");
+    assert_eq!(all[0].get("answeredBy"), None, "nobody answered: {all:?}");
     assert_eq!(decisions(&daemon, "deny", "timeout").await, 1);
     daemon.stop().await;
 

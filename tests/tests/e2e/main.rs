@@ -3,6 +3,7 @@
 
 mod admission;
 mod approvals;
+mod callers;
 mod cluster;
 mod cluster_events;
 mod cluster_mcp;

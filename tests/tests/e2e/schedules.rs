@@ -208,6 +208,12 @@ async fn a_manual_run_of_a_paused_schedule_runs_unattended_and_is_recorded() {
     assert_eq!(run["status"], "started");
     assert_eq!(run["threadId"], thread.as_str());
     let message = run["messageId"].as_str().expect("its message").to_owned();
+    let (_, stored) = daemon.get(&format!("/api/threads/{thread}")).await;
+    assert_eq!(
+        stored["messages"][0]["caller"],
+        json!({"subject": format!("schedule:{id}"), "tenant": null}),
+        "the run acts for its schedule"
+    );
 
     // Denied by the policy at once, never left pending for a person; nothing ran.
     let (status, permissions) = daemon
@@ -441,4 +447,10 @@ async fn a_child_that_a_scheduled_run_delegates_to_runs_unattended_too() {
     assert_eq!(decided["status"], "denied", "{permissions}");
     assert_eq!(decided["decidedBy"], "policy", "{permissions}");
     assert!(!planted.exists(), "the child's command did not run");
+    let (_, stored) = daemon.get(&format!("/api/threads/{child}")).await;
+    assert_eq!(
+        stored["messages"][0]["caller"]["subject"],
+        format!("schedule:{id}"),
+        "the child acts for its parent's caller"
+    );
 }

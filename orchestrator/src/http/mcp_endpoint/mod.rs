@@ -47,7 +47,8 @@ use tracing::{debug, info, warn};
 
 use plugin_contract::{Plugin, ThreadId};
 
-use crate::cluster::{Cluster, Route};
+use crate::caller::Caller;
+use crate::cluster::{Cluster, Outgoing, Route};
 use crate::mcp::schema::SchemaError;
 use crate::mcp::{McpAdapter, ToolRegistry};
 use crate::pipeline::Pipeline;
@@ -101,7 +102,7 @@ impl McpEndpoint {
     /// thread's owner, through its `POST /api/threads/{id}/interrupt`.
     /// Stops the `threads__send` of `client` (its `clientMessageId`) on `thread`: withdrawn
     /// while it waits in line, interrupted once it runs; on the thread's node.
-    async fn stop_send(&self, thread: &ThreadId, client: &str) {
+    async fn stop_send(&self, thread: &ThreadId, client: &str, caller: &Caller) {
         if let Some(cluster) = &self.cluster {
             if let Ok(Route::Forward(url)) = cluster.route(thread, false).await {
                 let client: String = client
@@ -118,10 +119,13 @@ impl McpEndpoint {
                     .forward(
                         thread,
                         &url,
-                        Method::POST,
-                        &path,
-                        &HeaderMap::new(),
-                        Bytes::new(),
+                        Outgoing {
+                            method: Method::POST,
+                            path_and_query: &path,
+                            headers: &HeaderMap::new(),
+                            body: Bytes::new(),
+                            caller,
+                        },
                     )
                     .await;
                 if let Err(err) = answer {
@@ -414,10 +418,10 @@ impl ServerHandler for Handler {
         let client = (name == threads::SEND)
             .then(|| send_client_id(&mut arguments))
             .flatten();
-        let session = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| session_id(&parts.headers));
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let session = parts.and_then(|parts| session_id(&parts.headers));
+        // Set by the token check every `/mcp` request passes.
+        let caller = parts.map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions));
         let request_id = serde_json::to_string(&context.id).unwrap_or_default();
         let registration = self.0.in_flight.register(session, request_id);
         // The thread a `threads__send` runs on: its events become progress, a cancel interrupts it.
@@ -437,6 +441,7 @@ impl ServerHandler for Handler {
             .0
             .adapter
             .call_tool_in(&self.0.registry, ctx, &name, arguments, None);
+        let call = crate::caller::acting_as(caller.clone(), call);
         tokio::pin!(call);
         let mut progress = 0u32;
         let mut cancelled = false;
@@ -451,7 +456,7 @@ impl ServerHandler for Handler {
                     };
                     // Its message ends `interrupted` (withdrawn, or its turn interrupted), and
                     // the call answers with that.
-                    self.0.stop_send(thread, client).await;
+                    self.0.stop_send(thread, client, &caller).await;
                 }
                 event = next_event(&mut events) => {
                     let Some(event) = event else {

@@ -19,7 +19,8 @@ use plugin_contract::{
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 
-use crate::cluster::{Cluster, ForwardError, Route, RouteError};
+use crate::caller::Caller;
+use crate::cluster::{Cluster, ForwardError, Outgoing, Route, RouteError};
 use crate::pipeline::{NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::store::{
     Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
@@ -266,9 +267,12 @@ impl Tool for Send {
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let thread = thread_id(&input);
+        // `/mcp` runs every call for the caller its request was authorized as.
+        let caller = crate::caller::current()
+            .ok_or_else(|| ToolError::Failed("no caller for this call".into()))?;
         let fence = match &self.cluster {
             None => None,
-            Some(cluster) => match self.at_owner(cluster, &thread, &input).await? {
+            Some(cluster) => match self.at_owner(cluster, &thread, &input, &caller).await? {
                 Placed::Here(fence) => Some(fence),
                 Placed::There(output) => return Ok(output),
             },
@@ -283,6 +287,7 @@ impl Tool for Send {
             timeout: None,
             fence,
             unattended: false,
+            caller,
         };
         let accepted = self
             .pipeline
@@ -334,6 +339,7 @@ impl Send {
         cluster: &Cluster,
         thread: &ThreadId,
         input: &Value,
+        caller: &Caller,
     ) -> Result<Placed, ToolError> {
         let url = match cluster.route(thread, false).await {
             Ok(Route::Local(fence)) => return Ok(Placed::Here(fence)),
@@ -356,10 +362,13 @@ impl Send {
             .forward(
                 thread,
                 &url,
-                Method::POST,
-                &path,
-                &headers,
-                Value::Object(body).to_string().into(),
+                Outgoing {
+                    method: Method::POST,
+                    path_and_query: &path,
+                    headers: &headers,
+                    body: Value::Object(body).to_string().into(),
+                    caller,
+                },
             )
             .await;
         let accepted = match answer {

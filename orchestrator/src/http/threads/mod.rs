@@ -407,6 +407,7 @@ pub struct MessageAccepted {
     ))]
 pub async fn post_message(
     State(state): State<ApiState>,
+    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
     fence: Option<axum::Extension<crate::store::Fence>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<PostQuery>,
@@ -423,6 +424,7 @@ pub async fn post_message(
         // Set by `routing::to_owner` when clustering is on.
         fence: fence.map(|axum::Extension(fence)| fence),
         unattended: false,
+        caller,
     };
     let accepted = state.pipeline.accept_message(msg).await?;
     if query.wait == Some(false) {
@@ -478,6 +480,7 @@ pub struct Warming {
     ))]
 pub async fn prewarm(
     State(state): State<ApiState>,
+    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
     headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<Prewarm>,
 ) -> Result<axum::response::Response, ApiError> {
@@ -490,6 +493,7 @@ pub async fn prewarm(
         &headers,
         "/api/prewarm",
         forwarded_body.to_string().into(),
+        &caller,
     )
     .await
     {

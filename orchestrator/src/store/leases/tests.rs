@@ -72,6 +72,7 @@ store_tests! {
             client_message_id: None,
             model: None,
             origin: crate::store::Origin::User,
+            caller: None,
         };
         let Inserted::New(first) = store.insert_user_message(new("one"), Some(&a)).await.unwrap() else {
             panic!("a new message");
@@ -230,6 +231,7 @@ async fn write_all(store: &Store, t: &ThreadId, tag: &str) -> Result<MessageId, 
                 client_message_id: None,
                 model: None,
                 origin: crate::store::Origin::User,
+                caller: None,
             },
             None,
         )
@@ -290,7 +292,16 @@ async fn write_each(
             )
             .await,
         store
-            .decide_permission(t, &format!("req-{tag}"), "denied", "person", None)
+            .decide_permission(
+                t,
+                &format!("req-{tag}"),
+                crate::store::Decided {
+                    status: "denied",
+                    decided_by: "person",
+                    answered_by: None,
+                    reason: None,
+                },
+            )
             .await
             .map(drop),
         store.set_cli_session(t, Some(&session)).await,

@@ -20,6 +20,10 @@ store_tests! {
                     client_message_id: Some("c".into()),
                     model: None,
                     origin: crate::store::Origin::User,
+                    caller: Some(crate::store::CallerId {
+                        subject: "schedule:sch_1".into(),
+                        tenant: None,
+                    }),
                 },
                 None,
             )
@@ -28,6 +32,7 @@ store_tests! {
         else {
             panic!("a new message")
         };
+        assert_eq!(message.caller_subject.as_deref(), Some("schedule:sch_1"));
         assert!(
             store
                 .retry_interrupted(&message.id)
@@ -45,6 +50,7 @@ store_tests! {
         assert_eq!(retried.status, MessageStatus::Pending);
         assert_eq!(retried.error, None);
         assert_eq!(retried.seq, message.seq, "it keeps its place");
+        assert_eq!(retried.caller(), message.caller(), "and its caller");
         assert!(store
             .retry_interrupted(&message.id)
             .await
@@ -60,6 +66,10 @@ fn user(thread: &ThreadId, content: &str, client: Option<&str>) -> NewUserMessag
         client_message_id: client.map(str::to_owned),
         model: None,
         origin: crate::store::Origin::User,
+        caller: Some(crate::store::CallerId {
+            subject: "key_1".into(),
+            tenant: Some("acme".into()),
+        }),
     }
 }
 
@@ -110,6 +120,8 @@ store_tests! {
         let got = store.get_message(&a2.id).await.unwrap().unwrap();
         assert_eq!(got.content, "two");
         assert_eq!(got.created_at, a2.created_at);
+        let who = got.caller().expect("stored with its caller");
+        assert_eq!((who.subject.as_str(), who.tenant.as_deref()), ("key_1", Some("acme")));
         assert!(store
             .get_message(&MessageId::from_string("msg_x"))
             .await
