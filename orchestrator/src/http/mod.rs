@@ -269,9 +269,9 @@ async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-/// When a token is configured, every `/api`, `/mcp` and `/metrics` request must carry `Authorization: Bearer <token>`.
-/// Checks the bearer token and sets the request's [`Caller`]: the operator, or, for a request a
-/// peer forwarded, the caller it came from, verified with the token the nodes share.
+/// When a token is configured, every `/api`, `/mcp` and `/metrics` request must carry
+/// `Authorization: Bearer <token>`. Then sets the request's [`Caller`]: the operator, or, for a
+/// request a peer forwarded, the caller it came from, verified with the token the nodes share.
 async fn require_token(
     State(state): State<ApiState>,
     mut request: Request,
