@@ -7,6 +7,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use harness_tests::client::ApiClient;
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::McpHttp;
 use harness_tests::mock::MockApi;
@@ -67,18 +68,9 @@ async fn a_forwarded_caller_is_recorded_when_it_verifies_and_refused_when_it_doe
     let mock = MockApi::start().await;
     let token = "the-token-the-nodes-share";
     let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(token.into())).await;
+    let api = ApiClient::with_bearer_token(&daemon.base, token);
+    let thread = api.create_thread().await;
     let client = reqwest::Client::new();
-    let created: Value = client
-        .post(format!("{}/api/threads", daemon.base))
-        .bearer_auth(token)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let thread = created["id"].as_str().expect("an id").to_owned();
     let path = format!("/api/threads/{thread}/messages");
     let someone = Caller {
         subject: "key_from_a_peer".into(),
@@ -110,15 +102,8 @@ async fn a_forwarded_caller_is_recorded_when_it_verifies_and_refused_when_it_doe
         let answer = send(refused.clone(), "must not be stored").await.unwrap();
         assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{refused}");
     }
-    let thread_now: Value = client
-        .get(format!("{}/api/threads/{thread}", daemon.base))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (status, thread_now) = api.get(&format!("/api/threads/{thread}")).await;
+    assert_eq!(status, StatusCode::OK, "{thread_now}");
     let users: Vec<&Value> = thread_now["messages"]
         .as_array()
         .expect("messages")
