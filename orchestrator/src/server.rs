@@ -477,6 +477,12 @@ pub async fn start(
         serving
             .schedules
             .start(&serving.background, stopping.clone());
+        spawn_audit_purge(
+            &serving.store,
+            serving.config.audit.keep_days,
+            &serving.background,
+            stopping.clone(),
+        );
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();
         let door = serving.door.clone();
@@ -572,4 +578,29 @@ fn worktree_repos(
         })
         .filter(|repo| repo.is_dir())
         .collect()
+}
+
+/// Deletes the audit entries older than `keep_days` (none when 0), at start and then hourly.
+fn spawn_audit_purge(store: &Store, keep_days: u32, tasks: &TaskTracker, stop: CancellationToken) {
+    if keep_days == 0 {
+        return;
+    }
+    let store = store.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let cutoff = chrono::Utc::now() - chrono::Duration::days(i64::from(keep_days));
+                    let cutoff = cutoff.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+                    match store.purge_audit(&cutoff).await {
+                        Ok(0) => {}
+                        Ok(n) => info!(entries = n, "Purged audit entries past audit.keep_days."),
+                        Err(err) => warn!(error = %err, "Could not purge the audit log."),
+                    }
+                }
+                _ = stop.cancelled() => break,
+            }
+        }
+    });
 }

@@ -23,6 +23,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
 use serde::{Deserialize, Serialize};
 
+mod audit;
 mod events;
 mod leases;
 mod messages;
@@ -36,6 +37,7 @@ mod usage;
 mod webhooks;
 
 // Each module's trait, and the types only its operations use.
+pub use audit::*;
 pub use events::*;
 pub use leases::*;
 pub use messages::*;

@@ -11,6 +11,7 @@
 //! PostgreSQL has no database-wide write lock: a thread's writes go through a [`ThreadTx`], which
 //! share-locks the thread's lease row for the fence check, so a takeover waits for the write.
 
+mod audit;
 mod events;
 mod leases;
 mod messages;

@@ -7,6 +7,7 @@
 //! run under the database's one write lock; a thread's writes go through a [`ThreadTx`]
 //! (`BEGIN IMMEDIATE`, then the fence check), the only way to reach them.
 
+mod audit;
 mod events;
 mod leases;
 mod messages;

@@ -58,6 +58,7 @@ pub struct Config {
     pub workspaces: WorkspacesConfig,
     pub webhooks: WebhooksConfig,
     pub schedules: SchedulesConfig,
+    pub audit: AuditConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
     pub profiles: BTreeMap<String, ProfileConfig>,
@@ -371,6 +372,7 @@ impl Default for Config {
             workspaces: WorkspacesConfig::default(),
             webhooks: WebhooksConfig::default(),
             schedules: SchedulesConfig::default(),
+            audit: AuditConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
@@ -773,6 +775,7 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
     })
 }
 
+mod audit;
 mod cluster;
 mod paths;
 mod profiles;
@@ -780,6 +783,7 @@ mod schedules;
 mod webhooks;
 mod workspaces;
 
+pub use audit::AuditConfig;
 pub use cluster::ClusterConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use schedules::SchedulesConfig;

@@ -2,6 +2,7 @@
 //! a typed response. `router(state)` is a function, so tests can call it without a socket.
 
 mod archive;
+mod audit;
 mod diff;
 mod error;
 mod guard;
@@ -187,7 +188,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(schedules::pause))
         .routes(routes!(schedules::resume))
         .routes(routes!(schedules::run))
-        .routes(routes!(schedules::runs));
+        .routes(routes!(schedules::runs))
+        .routes(routes!(audit::list))
+        // Inside the token check, which sets the caller it records.
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::record));
     // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
     let metrics = OpenApiRouter::new().routes(routes!(metrics::render));
     // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).

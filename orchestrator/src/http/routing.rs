@@ -199,7 +199,7 @@ fn route_error(err: RouteError) -> Response {
 }
 
 /// The thread id in `/threads/{id}/…` (with or without the `/api` prefix).
-fn thread_of(path: &str) -> Option<ThreadId> {
+pub(super) fn thread_of(path: &str) -> Option<ThreadId> {
     let mut segments = path.split('/');
     segments.find(|s| *s == "threads")?;
     segments

@@ -181,7 +181,7 @@ pub async fn serve(
                 close: close.clone(),
             },
         );
-        let service = counted(router.clone(), serving);
+        let service = counted(router.clone(), serving, remote);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let (stop, open) = (stop.clone(), open.clone());
         tasks.spawn(async move {
@@ -210,6 +210,7 @@ pub async fn serve(
 fn counted(
     router: Router,
     serving: Arc<AtomicUsize>,
+    remote: std::net::SocketAddr,
 ) -> impl hyper::service::Service<
     hyper::Request<hyper::body::Incoming>,
     Response = axum::response::Response,
@@ -221,7 +222,12 @@ fn counted(
         async move {
             serving.fetch_add(1, Ordering::SeqCst);
             let guard = Serving(serving);
-            let response = router.oneshot(request.map(Body::new)).await?;
+            let mut request = request.map(Body::new);
+            // Who is at the other end (the audit log records it).
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(remote));
+            let response = router.oneshot(request).await?;
             Ok(response.map(|body| {
                 Body::new(body.map_frame(move |frame| {
                     let _held = &guard;

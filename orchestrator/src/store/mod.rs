@@ -30,9 +30,11 @@
 //! Timestamps are written as RFC 3339 UTC text of fixed width ([`now_text`]) on both databases,
 //! so text order is time order.
 //!
-//! **Invariant:** nothing here deletes rows; a thread, once created, exists for good. Code that
+//! **Invariant:** nothing here deletes rows but audit entries past their keep
+//! (`Store::purge_audit`); a thread, once created, exists for good. Code that
 //! checks a thread exists and then writes relies on it.
 
+mod audit;
 mod events;
 mod leases;
 mod messages;

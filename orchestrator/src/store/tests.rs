@@ -117,7 +117,8 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 17] = [
+const TABLES: [&str; 18] = [
+    "audit_log",
     "cluster_credential",
     "delegations",
     "events",

@@ -3,6 +3,7 @@
 
 mod admission;
 mod approvals;
+mod audit;
 mod callers;
 mod cluster;
 mod cluster_events;
