@@ -61,6 +61,8 @@ impl Pipeline {
             events,
         } = cli;
         let turn = lease.adopt(events);
+        // The turn that handed the process over is recorded first: this one comes after it.
+        self.after_recorded(&thread).await;
         let inserted = inner
             .store
             .insert_user_message(

@@ -225,6 +225,11 @@ struct Inner {
     /// The caller of each thread's running turn, and whether anyone attends it: a child the turn
     /// delegates to acts for the same caller, unattended too.
     acting: std::sync::Mutex<std::collections::HashMap<ThreadId, (Caller, bool)>>,
+    /// Threads whose turn holds (or held) the process and has not recorded its end yet; a turn
+    /// the CLI starts by itself on that process waits for it ([`Pipeline::after_recorded`]).
+    holding: std::sync::Mutex<std::collections::HashSet<ThreadId>>,
+    /// Woken when a thread leaves `holding`.
+    recorded: tokio::sync::Notify,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -268,6 +273,8 @@ impl Pipeline {
                 starting: Default::default(),
                 lines: Default::default(),
                 acting: Default::default(),
+                holding: Default::default(),
+                recorded: tokio::sync::Notify::new(),
             }),
         }
     }

@@ -60,6 +60,7 @@ impl Pipeline {
                 }
             }
         }
+        self.end_recorded(&user.thread_id);
         // Only now may the next message of the thread start.
         drop(ticket);
         result
@@ -312,6 +313,9 @@ impl Pipeline {
             // the dropped checkout.
             _ = starting.token.cancelled() => return Err(TurnError::Interrupted),
         };
+        // From here the turn may hand the process over (to a turn the CLI starts by itself)
+        // before it records its end: that turn waits for the end (`after_recorded`).
+        crate::sync::lock(&inner.holding).insert(user.thread_id.clone());
         if starting.token.is_cancelled() {
             // The interrupt came as the process became ready: it stays warm, the turn stops.
             lease.finish(Finish::Keep).await;
@@ -594,6 +598,38 @@ impl<'a> Starting<'a> {
 impl Drop for Starting<'_> {
     fn drop(&mut self) {
         crate::sync::lock(&self.pipeline.inner.starting).remove(&self.thread);
+    }
+}
+
+impl Pipeline {
+    /// The thread's turn has recorded its end: a turn the CLI started on its process may go on.
+    fn end_recorded(&self, thread: &plugin_contract::ThreadId) {
+        if crate::sync::lock(&self.inner.holding).remove(thread) {
+            self.inner.recorded.notify_waiters();
+        }
+    }
+
+    /// Waits (a few seconds at most) until the turn that held the thread's process has recorded
+    /// its end, so that what the CLI starts next on it comes after that turn in the thread.
+    pub(super) async fn after_recorded(&self, thread: &plugin_contract::ThreadId) {
+        let inner = &self.inner;
+        let wait = async {
+            loop {
+                let notified = inner.recorded.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !crate::sync::lock(&inner.holding).contains(thread) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(5), wait)
+            .await
+            .is_err()
+        {
+            warn!(thread_id = %thread, "The turn before the CLI's own did not record its end within 5 s; going on.");
+        }
     }
 }
 
