@@ -305,6 +305,7 @@ impl Daemon {
             pipeline.clone(),
             cluster.clone(),
             config.tools.timeout,
+            store.clone(),
         )?);
         let metrics = Arc::new(Metrics::new(
             pool.metrics(),

@@ -1,9 +1,9 @@
 //! The audit log: [`record`] writes an entry for every change a caller asks of `/api` (a `POST`,
 //! `PATCH` or `DELETE`) once it is answered: who (the request's `Caller`), what (method and
 //! route), which thread, the status, from where. The node the client reached writes it; a
-//! request a peer forwarded is not written again by its owner. `GET /api/audit` reads it,
-//! newest first; entries past `audit.keep_days` are purged hourly. (`/mcp`'s tool calls are not
-//! in it yet.)
+//! request a peer forwarded is not written again by its owner. `/mcp`'s `threads__create` and
+//! `threads__send` are written the same way (`mcp_endpoint`, action `mcp <tool>`). `GET
+//! /api/audit` reads it, newest first; entries past `audit.keep_days` are purged hourly.
 
 use std::net::SocketAddr;
 
@@ -103,7 +103,7 @@ pub struct AuditEntry {
     /// Who: `operator`, an API key's id, `schedule:<id>`, …
     pub subject: String,
     pub tenant: Option<String>,
-    /// The method and route (`POST /api/threads/{id}/messages`).
+    /// The method and route (`POST /api/threads/{id}/messages`), or `mcp <tool>`.
     pub action: String,
     /// The path as asked.
     pub path: String,

@@ -2,7 +2,7 @@
 //! a typed response. `router(state)` is a function, so tests can call it without a socket.
 
 mod archive;
-mod audit;
+pub(crate) mod audit;
 mod diff;
 mod error;
 mod guard;

@@ -1,11 +1,13 @@
-//! The audit log (#28): every change asked of `/api` is written once answered, with who, what,
-//! which thread, the status and from where; reads are not; a request a peer forwarded is left
+//! The audit log (#28): every change asked of `/api` (and `/mcp`'s `threads__create` and
+//! `threads__send`) is written once answered, with who, what, which thread, the status and from
+//! where; reads are not; a request a peer forwarded is left
 //! to the node that received it; `GET /api/audit` pages newest first.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
+use harness_tests::mcp::McpHttp;
 use harness_tests::mock::MockApi;
 use orchestrator::cluster::FORWARDED_HEADER;
 
@@ -77,4 +79,40 @@ async fn every_change_is_written_with_who_what_and_from_where_and_reads_are_not(
     assert_eq!(page[0]["id"], all[1]["id"]);
     let (status, _) = daemon.get("/api/audit?limit=0").await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // `/mcp`'s calls that change something are written too; its reads are not.
+    let mcp = McpHttp::new(&daemon.base, None);
+    let created = mcp.call_tool(1, "threads__create", json!({})).await;
+    let made = created.result()["structuredContent"]["threadId"]
+        .as_str()
+        .expect("a thread")
+        .to_owned();
+    let sent = mcp
+        .call_tool(
+            2,
+            "threads__send",
+            json!({"threadId": made, "content": "hi"}),
+        )
+        .await;
+    assert_eq!(sent.result()["structuredContent"]["status"], "done");
+    let listed = mcp.call_tool(3, "threads__list", json!({})).await;
+    assert_eq!(listed.result().get("isError"), None);
+    let newest: Vec<(Value, Value, Value)> = entries(&daemon, "?limit=2")
+        .await
+        .iter()
+        .map(|e| {
+            (
+                e["action"].clone(),
+                e["threadId"].clone(),
+                e["path"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        newest,
+        [
+            (json!("mcp threads__send"), json!(made), json!("/mcp")),
+            (json!("mcp threads__create"), json!(made), json!("/mcp")),
+        ]
+    );
 }

@@ -52,7 +52,7 @@ use crate::cluster::{Cluster, Outgoing, Route};
 use crate::mcp::schema::SchemaError;
 use crate::mcp::{McpAdapter, ToolRegistry};
 use crate::pipeline::Pipeline;
-use crate::store::EventRow;
+use crate::store::{EventRow, Store};
 use in_flight::{Cancelled, InFlight};
 
 /// The name we give ourselves in `initialize` and `server/discover`.
@@ -73,6 +73,8 @@ pub struct McpEndpoint {
     /// With clustering, a cancelled `threads__send` is interrupted on the thread's owner.
     cluster: Option<Cluster>,
     in_flight: Arc<InFlight>,
+    /// Where `threads__create` and `threads__send` calls are audited.
+    store: Store,
 }
 
 impl McpEndpoint {
@@ -85,6 +87,7 @@ impl McpEndpoint {
         pipeline: Pipeline,
         cluster: Option<Cluster>,
         tool_timeout: std::time::Duration,
+        store: Store,
     ) -> Result<McpEndpoint, SchemaError> {
         let mut all = plugins.to_vec();
         all.push(Arc::new(threads));
@@ -95,6 +98,7 @@ impl McpEndpoint {
             pipeline,
             cluster,
             in_flight: Arc::default(),
+            store,
         })
     }
 
@@ -422,6 +426,7 @@ impl ServerHandler for Handler {
         let session = parts.and_then(|parts| session_id(&parts.headers));
         // Set by the token check every `/mcp` request passes.
         let caller = parts.map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions));
+        let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         let request_id = serde_json::to_string(&context.id).unwrap_or_default();
         let registration = self.0.in_flight.register(session, request_id);
         // The thread a `threads__send` runs on: its events become progress, a cancel interrupts it.
@@ -475,6 +480,28 @@ impl ServerHandler for Handler {
                 }
             }
         };
+        if name == threads::SEND || name == threads::CREATE {
+            // The calls that change something, in the audit log beside `/api`'s.
+            let status = match result.is_error {
+                Some(true) => StatusCode::UNPROCESSABLE_ENTITY,
+                _ => StatusCode::OK,
+            };
+            let created = result
+                .structured_content
+                .as_ref()
+                .and_then(|c| c.get("threadId"))
+                .and_then(Value::as_str)
+                .map(|id| ThreadId::from_string(id.to_owned()));
+            let entry = crate::http::audit::Entry {
+                caller: &caller,
+                action: &format!("mcp {name}"),
+                path: "/mcp",
+                thread: thread.as_ref().or(created.as_ref()),
+                status,
+                remote: remote.as_deref(),
+            };
+            crate::http::audit::write(&self.0.store, entry).await;
+        }
         // The registry leaves `resultType` out for the CLI (a pre-2026 peer); 2026-07-28 wants
         // it, and rmcp strips it again for older peers.
         let mut result = result;

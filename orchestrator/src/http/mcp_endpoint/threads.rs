@@ -33,6 +33,9 @@ pub const PLUGIN: &str = "threads";
 /// `threads__send`'s name: the endpoint reports its progress and interrupts its turn.
 pub const SEND: &str = "threads__send";
 
+/// `threads__create`'s name.
+pub const CREATE: &str = "threads__create";
+
 /// How many threads `threads__list` returns unless asked for another number.
 const DEFAULT_LIST_LIMIT: u64 = 100;
 
