@@ -15,6 +15,7 @@ export function workspaceControls(deps) {
     input: hook('workspace-input'),
     worktree: hook('workspace-worktree'),
     profile: hook('profile-select'),
+    retry: hook('new-retry'),
     workspace: hook('workspace'),
     diffToggle: hook('diff-toggle'),
     diff: hook('diff'),
@@ -28,12 +29,14 @@ export function workspaceControls(deps) {
   /** The profiles by name, once read. */
   const profiles = new Map();
 
-  /** What `POST /api/threads` gets beside the title: the workspace and profile asked for. */
+  /** What `POST /api/threads` gets beside the title: the workspace and profile asked for, and
+   * whether a turn a restart cuts runs again (`onInterrupt`). */
   function newThreadBody() {
     const body = {};
     const where = ui.input.value.trim();
     if (where) body.workspace = ui.worktree.checked ? { repo: where, worktree: true } : { path: where };
     if (ui.profile.value) body.profile = ui.profile.value;
+    if (ui.retry.checked) body.onInterrupt = 'retry';
     return body;
   }
 

@@ -1,5 +1,6 @@
-//! Schedules and webhook deliveries from the page: a schedule made for the open thread, run now,
-//! its run shown with its outcome, paused and deleted; a dead delivery shown and sent again.
+//! Re-drive, schedules and webhook deliveries from the page: a thread made with `onInterrupt:
+//! "retry"`; a schedule made for the open thread, run now, its run shown with its outcome, paused
+//! and deleted; a dead delivery shown and sent again.
 
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ async fn click(page: &Page, selector: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_schedule_runs_pauses_and_goes_and_a_dead_delivery_is_sent_again_from_the_page() {
+async fn a_retry_thread_a_schedule_and_a_dead_delivery_from_the_page() {
     let page = Page::open(|c| {
         // A closed port: every attempt fails, and one attempt makes a delivery dead.
         c.webhooks.allow_private_targets = true;
@@ -35,7 +36,12 @@ async fn a_schedule_runs_pauses_and_goes_and_a_dead_delivery_is_sent_again_from_
         c.webhooks.poll = Duration::from_millis(50);
     })
     .await;
+    // A thread whose turns cut by a restart run again.
+    click(&page, "[data-testid=workspace-options] summary").await;
+    click(&page, "[data-testid=new-retry]").await;
     let thread = page.new_thread().await;
+    let (_, made) = page.daemon.get(&format!("/api/threads/{thread}")).await;
+    assert_eq!(made["onInterrupt"], "retry", "{made}");
 
     click(&page, "[data-testid=schedules-toggle]").await;
     for (hook, text) in [
