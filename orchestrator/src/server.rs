@@ -593,7 +593,7 @@ fn spawn_audit_purge(store: &Store, keep_days: u32, tasks: &TaskTracker, stop: C
             tokio::select! {
                 _ = tick.tick() => {
                     let cutoff = chrono::Utc::now() - chrono::Duration::days(i64::from(keep_days));
-                    let cutoff = cutoff.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+                    let cutoff = crate::store::time_text(cutoff);
                     match store.purge_audit(&cutoff).await {
                         Ok(0) => {}
                         Ok(n) => info!(entries = n, "Purged audit entries past audit.keep_days."),

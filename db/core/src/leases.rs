@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chrono::{SecondsFormat, Utc};
+use chrono::Utc;
 use plugin_contract::ThreadId;
 
 use crate::{Announce, Ended, Fence, StoreError, ThreadLease};
@@ -23,11 +23,10 @@ pub struct Acquired {
     pub ended: Vec<Ended>,
 }
 
-/// `ttl` from now, as stored (the fixed-width text of [`crate::now_text`]). A TTL too long for
-/// chrono counts as a year.
+/// `ttl` from now, as stored ([`crate::time_text`]). A TTL too long for chrono counts as a year.
 pub fn expiry_text(ttl: Duration) -> String {
     let ttl = chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(365));
-    (Utc::now() + ttl).to_rfc3339_opts(SecondsFormat::Micros, true)
+    crate::time_text(Utc::now() + ttl)
 }
 
 #[allow(async_fn_in_trait)]

@@ -618,12 +618,18 @@ pub struct ToolCallRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// Now, as stored: RFC 3339 UTC with microseconds and `Z`. The fixed width makes text order time
-/// order, which `ORDER BY created_at` relies on. Timestamps are bound as this text rather than as
-/// `DateTime<Utc>`, whose sqlx encoding (`+00:00`, variable precision) would break that order;
-/// sqlx decodes the text back into `DateTime<Utc>`.
+/// A time as stored: RFC 3339 UTC with microseconds and `Z`. The fixed width makes text order
+/// time order, which `ORDER BY created_at` and the comparisons of stored times rely on.
+/// Timestamps are bound as this text rather than as `DateTime<Utc>`, whose sqlx encoding
+/// (`+00:00`, variable precision) would break that order; sqlx decodes the text back into
+/// `DateTime<Utc>`.
+pub fn time_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Now, as stored ([`time_text`]).
 pub fn now_text() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
+    time_text(Utc::now())
 }
 
 /// True when `err` is SQLite refusing a foreign key: the named thread does not exist.
@@ -663,5 +669,18 @@ impl ThreadLease {
     /// True while the owner's last heartbeat still covers `now`.
     pub fn is_live(&self, now: DateTime<Utc>) -> bool {
         self.expires_at > now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_times_have_one_width() {
+        let at = DateTime::parse_from_rfc3339("2026-03-01T10:00:02Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        assert_eq!(time_text(at), "2026-03-01T10:00:02.000000Z");
     }
 }

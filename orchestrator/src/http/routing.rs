@@ -129,9 +129,17 @@ async fn forward(
     }
 }
 
-/// For a route whose thread is in the body (`POST /api/prewarm`): `None` to serve it here (this
-/// node holds or took the lease, or clustering is off), or the answer from the owner it was
-/// forwarded to (or the error that prevented it).
+/// Where a request [`elsewhere`] looked at is served.
+pub enum Placed {
+    /// Here: with this node's lease on the thread when clustered (`None`: clustering is off, or
+    /// there is no such thread, which the handler reports).
+    Here(Option<crate::store::Fence>),
+    /// At the owner: its answer (or the error that prevented one).
+    There(Response),
+}
+
+/// For a route whose thread is not in its path (`POST /api/prewarm`, a schedule's run): served
+/// here, or forwarded to the thread's owner.
 pub async fn elsewhere(
     state: &ApiState,
     thread: &ThreadId,
@@ -139,13 +147,16 @@ pub async fn elsewhere(
     path_and_query: &str,
     body: axum::body::Bytes,
     caller: &Caller,
-) -> Option<Response> {
-    let cluster = state.cluster.as_ref()?;
+) -> Placed {
+    let Some(cluster) = state.cluster.as_ref() else {
+        return Placed::Here(None);
+    };
     let forwarded = headers.contains_key(FORWARDED_HEADER);
     let url = match cluster.route(thread, forwarded).await {
-        Ok(Route::Local(_)) | Err(RouteError::Store(StoreError::ThreadNotFound(_))) => return None,
+        Ok(Route::Local(fence)) => return Placed::Here(Some(fence)),
+        Err(RouteError::Store(StoreError::ThreadNotFound(_))) => return Placed::Here(None),
         Ok(Route::Forward(url)) => url,
-        Err(err) => return Some(route_error(err)),
+        Err(err) => return Placed::There(route_error(err)),
     };
     let answer = cluster
         .forward(
@@ -160,7 +171,7 @@ pub async fn elsewhere(
             },
         )
         .await;
-    Some(match answer {
+    Placed::There(match answer {
         Ok(answer) => relayed(answer),
         Err(err) => {
             warn!(thread_id = %thread, error = %err, "Forwarding to the thread's owner failed.");

@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 use plugin_contract::ThreadId;
 
 use super::error::ErrorBody;
+use super::routing::Placed;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api::schedules::{Schedule, ScheduleRun, ThreadTemplate};
-use crate::schedules::cron::{stored, Cron};
+use crate::schedules::cron::Cron;
 use crate::schedules::{as_new, RunError};
-use crate::store::{new_schedule_id, CatchUp, NewSchedule, Overlap, ScheduleRow};
+use crate::store::{new_schedule_id, time_text, CatchUp, NewSchedule, Overlap, ScheduleRow};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -276,14 +277,9 @@ pub async fn run(
             // A thread's run goes where the thread runs.
             let path = format!("/api/schedules/{id}/run");
             let body = axum::body::Bytes::new();
-            if let Some(answer) =
-                super::routing::elsewhere(&state, thread, &headers, &path, body, &caller).await
-            {
-                return Ok(answer);
-            }
-            match &state.cluster {
-                Some(cluster) => cluster.take(thread).await?,
-                None => None,
+            match super::routing::elsewhere(&state, thread, &headers, &path, body, &caller).await {
+                Placed::Here(fence) => fence,
+                Placed::There(answer) => return Ok(answer),
             }
         }
         None => None,
@@ -357,7 +353,7 @@ async fn update(state: &ApiState, id: &str, body: PatchSchedule) -> Result<Sched
     let restart = body.cron.is_some() || body.timezone.is_some() || (enabled && !current.enabled);
     let next = match restart {
         true => first_tick(&parsed)?,
-        false => stored(current.next_run_at),
+        false => time_text(current.next_run_at),
     };
     let prompt = body
         .prompt
@@ -383,7 +379,7 @@ async fn update(state: &ApiState, id: &str, body: PatchSchedule) -> Result<Sched
 
 fn first_tick(cron: &Cron) -> Result<String, ApiError> {
     cron.next_after(Utc::now())
-        .map(stored)
+        .map(time_text)
         .ok_or_else(|| ApiError::unprocessable("cron: it never fires again"))
 }
 

@@ -3,7 +3,7 @@
 //! like) and the ticks around a time (`chrono-tz` for the zone's rules, daylight saving included).
 //! No IO, no date arithmetic of ours.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 
@@ -46,12 +46,6 @@ impl Cron {
         let last = self.cron.find_previous_occurrence(&local, true).ok()?;
         Some(last.with_timezone(&Utc))
     }
-}
-
-/// A time as the store writes it (fixed-width RFC 3339 UTC, so text order is time order): the
-/// form a tick is compared in when it is claimed.
-pub fn stored(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
 #[cfg(test)]
@@ -98,13 +92,5 @@ mod tests {
         assert!(err.starts_with("timezone:"), "{err}");
         let err = Cron::parse("0 0 30 2 *", "UTC").expect_err("30 February");
         assert!(err.contains("never"), "{err}");
-    }
-
-    #[test]
-    fn stored_times_have_one_width() {
-        assert_eq!(
-            stored(at("2026-03-01T10:00:02Z")),
-            "2026-03-01T10:00:02.000000Z"
-        );
     }
 }

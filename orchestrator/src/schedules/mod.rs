@@ -39,10 +39,10 @@ use crate::config::SchedulesConfig;
 use crate::events::EventBus;
 use crate::pipeline::{NewMessage, Pipeline, PipelineError};
 use crate::store::{
-    CatchUp, Fence, NewRun, NewThread, Overlap, RunStatus, RunTrigger, ScheduleRow, Store,
-    StoreError,
+    time_text, CatchUp, Fence, NewRun, NewThread, Overlap, RunStatus, RunTrigger, ScheduleRow,
+    Store, StoreError,
 };
-use cron::{stored, Cron};
+use cron::Cron;
 
 /// Schedules a node reads per poll.
 const DUE_BATCH: u32 = 64;
@@ -134,7 +134,7 @@ impl Schedules {
         let due = match self
             .inner
             .store
-            .due_schedules(&stored(now), DUE_BATCH)
+            .due_schedules(&time_text(now), DUE_BATCH)
             .await
         {
             Ok(due) => due,
@@ -182,7 +182,7 @@ impl Schedules {
         } else {
             None
         };
-        let due = stored(tick.due);
+        let due = time_text(tick.due);
         let run = NewRun {
             trigger: tick.trigger,
             due_at: &due,
@@ -195,10 +195,10 @@ impl Schedules {
         };
         // A cron with no tick left is paused once this one is claimed.
         let next = tick.next.unwrap_or(schedule.next_run_at);
-        let seen = stored(schedule.next_run_at);
+        let seen = time_text(schedule.next_run_at);
         let Some(run_id) = inner
             .store
-            .claim_tick(&schedule.id, &seen, &stored(next), run)
+            .claim_tick(&schedule.id, &seen, &time_text(next), run)
             .await?
         else {
             debug!(schedule_id = %schedule.id, due = %due, "Another node claimed the tick.");
@@ -224,7 +224,7 @@ impl Schedules {
             .schedule(id)
             .await?
             .ok_or_else(|| RunError::NotFound(id.to_owned()))?;
-        let now = stored(Utc::now());
+        let now = time_text(Utc::now());
         let run_id = inner
             .store
             .record_run(
@@ -358,7 +358,7 @@ impl Schedules {
     }
 
     async fn pause_broken(&self, schedule: &ScheduleRow) -> Result<(), StoreError> {
-        let next = stored(schedule.next_run_at);
+        let next = time_text(schedule.next_run_at);
         let paused = crate::store::NewSchedule {
             enabled: false,
             ..as_new(schedule, &next)

@@ -317,7 +317,7 @@ async fn ticks_missed_while_down_make_one_catch_up_run_or_one_skipped_record() {
     .await;
     // As after ten minutes with no node up: the next tick is long past.
     let store = &daemon.daemon().store;
-    let past = orchestrator::schedules::cron::stored(Utc::now() - chrono::Duration::minutes(10));
+    let past = orchestrator::store::time_text(Utc::now() - chrono::Duration::minutes(10));
     for schedule in [&once, &skip] {
         let id = schedule["id"].as_str().expect("an id");
         let row = store.schedule(id).await.unwrap().expect("stored");

@@ -487,7 +487,7 @@ pub async fn prewarm(
     let thread_id = ThreadId::from_string(body.thread_id);
     // With clustering the process starts on the thread's owner.
     let forwarded_body = serde_json::json!({"threadId": thread_id, "model": body.model});
-    if let Some(answer) = super::routing::elsewhere(
+    let placed = super::routing::elsewhere(
         &state,
         &thread_id,
         &headers,
@@ -495,8 +495,8 @@ pub async fn prewarm(
         forwarded_body.to_string().into(),
         &caller,
     )
-    .await
-    {
+    .await;
+    if let super::routing::Placed::There(answer) = placed {
         return Ok(answer);
     }
     state.pipeline.prewarm(&thread_id, body.model).await?;
