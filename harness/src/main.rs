@@ -1,4 +1,5 @@
-//! `harness`: the daemon (`serve`) and a small client for a running daemon (`send`, `threads`).
+//! `harness`: the daemon (`serve`), a small client for a running daemon (`send`, `threads`), and
+//! API keys, made and revoked in the daemon's database (`keys`).
 
 use std::path::PathBuf;
 
@@ -10,6 +11,7 @@ use orchestrator::config::{Config, LogFormat, ServeArgs};
 use orchestrator::server::Stopped;
 
 mod first_run;
+mod keys;
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +45,12 @@ enum Command {
     Threads {
         #[command(flatten)]
         client: ClientArgs,
+    },
+    /// Make, list and revoke API keys, in the database the daemon uses (`--db`, `--config`,
+    /// `--data-dir` as for `serve`); a running daemon sees the change at once.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
     },
 }
 
@@ -117,6 +125,7 @@ fn real_main() -> anyhow::Result<()> {
                 client,
                 text,
             } => send(client, thread, model, text).await,
+            Command::Keys { command } => keys::run(command).await,
             Command::Threads { client } => {
                 let threads = request(&client, reqwest::Method::GET, "/api/threads", None).await?;
                 for t in threads["threads"].as_array().into_iter().flatten() {

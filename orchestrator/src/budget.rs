@@ -1,4 +1,5 @@
-//! Budgets: a thread's own (`maxBudgetUsd`) and the daemon's per UTC day (`budget.daily_usd`).
+//! Budgets: a thread's own (`maxBudgetUsd`), the key's that sent the message (`dailyUsd`, per
+//! UTC day) and the daemon's per UTC day (`budget.daily_usd`).
 //!
 //! A turn starts only while what was spent is below every budget that applies; the check runs
 //! when a message arrives (so the API can answer 402 at once) and again when its turn comes up,
@@ -15,7 +16,7 @@
 //! turns that ran at once cost beyond their estimates, or by one turn's cost when it ran alone.
 //! A thread's budget covers the turns of the threads it delegated to (and they to): a delegated
 //! child's turn holds its estimate in, and counts against, its own budget, those of whoever
-//! delegated to it, and the day's.
+//! delegated to it, its key's, and the day's. What a turn counts against is its [`Charge`].
 //! The estimate is the thread's recent cost per turn, or `budget.turn_estimate_usd` for a
 //! thread that has not finished a turn since the daemon started. Reservations live in this
 //! node's memory: on a cluster, each node reserves for its own turns.
@@ -28,7 +29,7 @@ use serde::Serialize;
 
 use plugin_contract::ThreadId;
 
-use crate::store::{Store, StoreError, ThreadRow};
+use crate::store::{KeyRow, Store, StoreError, ThreadRow};
 use crate::sync::lock;
 
 /// What a budget is kept over. A value, so that the same reservations serve every kind of
@@ -37,8 +38,39 @@ use crate::sync::lock;
 pub enum Scope {
     /// One thread's turns.
     Thread(ThreadId),
+    /// The turns one key sent on a UTC day (by its id).
+    Key(String, NaiveDate),
     /// Every turn of a UTC day.
     Day(NaiveDate),
+}
+
+/// What a turn's cost counts against: its thread and the threads whose budgets its turns also
+/// count against (whoever delegated to it, and so on: [`Budgets::charge`]), and the key that
+/// sent it, when that key has a daily budget.
+#[derive(Clone, Debug)]
+pub struct Charge {
+    chain: Vec<ThreadRow>,
+    key: Option<(String, f64)>,
+}
+
+impl Charge {
+    /// A turn of `thread` alone: nobody delegated to it, no key sent it.
+    pub fn thread(thread: ThreadRow) -> Charge {
+        Charge {
+            chain: vec![thread],
+            key: None,
+        }
+    }
+
+    /// Also charged to `key`'s daily budget, when it has one.
+    pub fn with_key(mut self, key: Option<&KeyRow>) -> Charge {
+        self.key = key.and_then(|k| Some((k.id.clone(), k.daily_usd?)));
+        self
+    }
+
+    fn thread_row(&self) -> &ThreadRow {
+        &self.chain[0]
+    }
 }
 
 /// Which budget refused a turn.
@@ -47,6 +79,8 @@ pub enum Scope {
 pub enum BudgetKind {
     /// The thread's `maxBudgetUsd`.
     Thread,
+    /// The `dailyUsd` of the API key that sent the message.
+    Key,
     /// `budget.daily_usd`, over every thread's turns of the UTC day.
     Daily,
 }
@@ -56,6 +90,7 @@ impl BudgetKind {
     pub fn as_str(self) -> &'static str {
         match self {
             BudgetKind::Thread => "thread",
+            BudgetKind::Key => "key",
             BudgetKind::Daily => "daily",
         }
     }
@@ -65,6 +100,7 @@ impl std::fmt::Display for BudgetKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             BudgetKind::Thread => "the thread's budget (maxBudgetUsd)",
+            BudgetKind::Key => "the key's daily budget (dailyUsd)",
             BudgetKind::Daily => "the daily budget (budget.daily_usd)",
         })
     }
@@ -154,9 +190,9 @@ impl Drop for Reservation {
 }
 
 impl Budgets {
-    /// `thread` and the threads whose budgets its turns also count against (whoever delegated
-    /// to it, and so on): what [`Budgets::check`] and [`Budgets::reserve`] take.
-    pub async fn chain(store: &Store, thread: ThreadRow) -> Result<Vec<ThreadRow>, StoreError> {
+    /// What a turn of `thread` counts against: it and the threads whose budgets its turns also
+    /// count against (whoever delegated to it, and so on); [`Charge::with_key`] adds the key.
+    pub async fn charge(store: &Store, thread: ThreadRow) -> Result<Charge, StoreError> {
         let mut chain = Vec::new();
         // Only a thread with a parent can have been delegated to.
         if thread.parent_id.is_some() {
@@ -165,24 +201,30 @@ impl Budgets {
             }
         }
         chain.insert(0, thread);
-        Ok(chain)
+        Ok(Charge { chain, key: None })
     }
 
-    /// The budgets that apply to the turns of `chain[0]` today (see [`Budgets::chain`]).
-    fn limits(&self, chain: &[ThreadRow]) -> Vec<Limit> {
-        let own = chain.iter().filter_map(|thread| {
+    /// The budgets that apply to a turn charged to `charge` today.
+    fn limits(&self, charge: &Charge) -> Vec<Limit> {
+        let today = Utc::now().date_naive();
+        let own = charge.chain.iter().filter_map(|thread| {
             thread.max_budget_usd.map(|usd| Limit {
                 scope: Scope::Thread(thread.id.clone()),
                 kind: BudgetKind::Thread,
                 usd,
             })
         });
+        let key = charge.key.as_ref().map(|(id, usd)| Limit {
+            scope: Scope::Key(id.clone(), today),
+            kind: BudgetKind::Key,
+            usd: *usd,
+        });
         let daily = self.daily_usd.map(|usd| Limit {
-            scope: Scope::Day(Utc::now().date_naive()),
+            scope: Scope::Day(today),
             kind: BudgetKind::Daily,
             usd,
         });
-        own.chain(daily).collect()
+        own.chain(key).chain(daily).collect()
     }
 
     /// What has been spent in `scope`: a thread's, with the turns of the threads it delegated
@@ -190,19 +232,20 @@ impl Budgets {
     async fn spent(store: &Store, scope: &Scope) -> Result<f64, StoreError> {
         Ok(match scope {
             Scope::Thread(thread) => store.tree_cost_usd(thread).await?,
+            Scope::Key(id, day) => store.caller_day_cost(id, *day).await?,
             Scope::Day(day) => store.day_usage(*day).await?.cost_usd,
         })
     }
 
-    /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to the turns of `chain[0]`
-    /// is spent: the thread's own first, then those of whoever delegated to it, then the
-    /// day's. Reserves nothing.
+    /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to a turn charged to
+    /// `charge` is spent: the thread's own first, then those of whoever delegated to it, then
+    /// the key's, then the day's. Reserves nothing.
     pub async fn check(
         &self,
         store: &Store,
-        chain: &[ThreadRow],
+        charge: &Charge,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
-        for limit in self.limits(chain) {
+        for limit in self.limits(charge) {
             let spent = Self::spent(store, &limit.scope).await?;
             if spent >= limit.usd {
                 return Ok(Err(limit.exceeded(spent)));
@@ -211,15 +254,15 @@ impl Budgets {
         Ok(Ok(()))
     }
 
-    /// Reserves what a turn of `chain[0]` is expected to cost in every budget that applies,
-    /// or says which budget has no room for it (see the rule in the module's doc).
+    /// Reserves what a turn charged to `charge` is expected to cost in every budget that
+    /// applies, or says which budget has no room for it (see the rule in the module's doc).
     pub async fn reserve(
         &self,
         store: &Store,
-        chain: &[ThreadRow],
+        charge: &Charge,
     ) -> Result<Result<Reservation, BudgetExceeded>, StoreError> {
-        let thread = &chain[0];
-        let limits = self.limits(chain);
+        let thread = charge.thread_row();
+        let limits = self.limits(charge);
         let spent = Self::spent_in(store, &limits).await?;
         let mut state = lock(&self.ledger.0);
         let estimate = state
@@ -258,10 +301,10 @@ impl Budgets {
     pub async fn recheck(
         &self,
         store: &Store,
-        chain: &[ThreadRow],
+        charge: &Charge,
         reservation: &Reservation,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
-        let limits = self.limits(chain);
+        let limits = self.limits(charge);
         let spent = Self::spent_in(store, &limits).await?;
         let state = lock(&self.ledger.0);
         for (limit, spent) in limits.iter().zip(&spent) {
@@ -350,14 +393,14 @@ mod tests {
         };
         assert_eq!(
             budgets
-                .check(&store, std::slice::from_ref(&capped))
+                .check(&store, &Charge::thread(capped.clone()))
                 .await
                 .unwrap(),
             Ok(())
         );
         spend(&store, &capped, 0.05).await;
         let refused = budgets
-            .check(&store, std::slice::from_ref(&capped))
+            .check(&store, &Charge::thread(capped.clone()))
             .await
             .unwrap()
             .unwrap_err();
@@ -366,14 +409,14 @@ mod tests {
         // The other thread has no budget of its own; the day still has 0.05 left.
         assert_eq!(
             budgets
-                .check(&store, std::slice::from_ref(&other))
+                .check(&store, &Charge::thread(other.clone()))
                 .await
                 .unwrap(),
             Ok(())
         );
         spend(&store, &other, 0.06).await;
         let refused = budgets
-            .check(&store, std::slice::from_ref(&other))
+            .check(&store, &Charge::thread(other.clone()))
             .await
             .unwrap()
             .unwrap_err();
@@ -382,7 +425,7 @@ mod tests {
         // Without a daily budget the uncapped thread runs on.
         assert_eq!(
             Budgets::default()
-                .check(&store, std::slice::from_ref(&other))
+                .check(&store, &Charge::thread(other.clone()))
                 .await
                 .unwrap(),
             Ok(())
@@ -408,7 +451,8 @@ mod tests {
     #[tokio::test]
     async fn turns_starting_together_see_each_others_reservations() {
         let (store, threads, budgets) = racing(3, 0.10, 0.04).await;
-        let reserve = |t: usize| budgets.reserve(&store, std::slice::from_ref(&threads[t]));
+        let charges: Vec<Charge> = threads.iter().cloned().map(Charge::thread).collect();
+        let reserve = |t: usize| budgets.reserve(&store, &charges[t]);
         let first = reserve(0).await.unwrap().expect("0.04 of 0.10");
         let _second = reserve(1).await.unwrap().expect("0.08 of 0.10");
         let refused = reserve(2).await.unwrap().unwrap_err();
@@ -426,18 +470,18 @@ mod tests {
     #[tokio::test]
     async fn a_turn_that_waited_is_refused_when_others_spent_past_their_estimates() {
         let (store, threads, budgets) = racing(3, 0.12, 0.04).await;
-        let chain = |t: usize| std::slice::from_ref(&threads[t]);
-        let first = budgets.reserve(&store, chain(0)).await.unwrap().unwrap();
-        let _second = budgets.reserve(&store, chain(1)).await.unwrap().unwrap();
-        let waited = budgets.reserve(&store, chain(2)).await.unwrap().unwrap();
+        let chain = |t: usize| Charge::thread(threads[t].clone());
+        let first = budgets.reserve(&store, &chain(0)).await.unwrap().unwrap();
+        let _second = budgets.reserve(&store, &chain(1)).await.unwrap().unwrap();
+        let waited = budgets.reserve(&store, &chain(2)).await.unwrap().unwrap();
         assert_eq!(
-            budgets.recheck(&store, chain(2), &waited).await.unwrap(),
+            budgets.recheck(&store, &chain(2), &waited).await.unwrap(),
             Ok(())
         );
         // The first turn ends having cost 0.09, not its 0.04.
         spend(&store, &threads[0], 0.09).await;
         first.settle(Some(0.09));
-        let refused = budgets.recheck(&store, chain(2), &waited).await.unwrap();
+        let refused = budgets.recheck(&store, &chain(2), &waited).await.unwrap();
         let refused = refused.expect_err("0.09 spent + 0.04 held + its own 0.04 > 0.12");
         // What was spent, and what the other running turn holds.
         assert!((refused.spent_usd - 0.13).abs() < 1e-9, "{refused:?}");
@@ -447,48 +491,83 @@ mod tests {
     async fn a_budget_smaller_than_an_estimate_runs_one_turn_at_a_time_until_spent() {
         let (store, threads, budgets) = racing(2, 0.01, 0.05).await;
         let alone = budgets
-            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .reserve(&store, &Charge::thread(threads[0].clone()))
             .await
             .unwrap();
         let alone = alone.expect("alone on an unspent budget");
         assert!(budgets
-            .reserve(&store, std::slice::from_ref(&threads[1]))
+            .reserve(&store, &Charge::thread(threads[1].clone()))
             .await
             .unwrap()
             .is_err());
         spend(&store, &threads[0], 0.02).await;
         alone.settle(Some(0.02));
         let spent = budgets
-            .reserve(&store, std::slice::from_ref(&threads[1]))
+            .reserve(&store, &Charge::thread(threads[1].clone()))
             .await
             .unwrap();
         assert_eq!(spent.unwrap_err().spent_usd, 0.02);
     }
 
     #[tokio::test]
+    async fn a_keys_turns_share_its_daily_budget_and_other_turns_do_not() {
+        let (store, threads, mut budgets) = racing(3, 10.0, 0.04).await;
+        budgets.daily_usd = None;
+        let made = crate::keys::create(
+            &store,
+            &crate::keys::KeySpec {
+                tenant: "acme".into(),
+                scopes: vec![crate::caller::Scope::ThreadsWrite],
+                daily_usd: Some(0.05),
+                max_concurrent_turns: None,
+                rpm: None,
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let keyed = |t: usize| Charge::thread(threads[t].clone()).with_key(Some(&made.row));
+        let _first = budgets.reserve(&store, &keyed(0)).await.unwrap().unwrap();
+        let refused = budgets
+            .reserve(&store, &keyed(1))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!((refused.budget, refused.limit_usd), (BudgetKind::Key, 0.05));
+        assert!(
+            budgets
+                .reserve(&store, &Charge::thread(threads[2].clone()))
+                .await
+                .unwrap()
+                .is_ok(),
+            "a turn no key sent is not charged to it"
+        );
+    }
+
+    #[tokio::test]
     async fn a_threads_later_turns_hold_its_recent_cost() {
         let (store, threads, budgets) = racing(2, 0.05, 0.04).await;
         budgets
-            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .reserve(&store, &Charge::thread(threads[0].clone()))
             .await
             .unwrap()
             .unwrap()
             .settle(Some(0.01));
         // Thread 0 now holds 0.01, thread 1 the default 0.04: both fit in 0.05.
         let _a = budgets
-            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .reserve(&store, &Charge::thread(threads[0].clone()))
             .await
             .unwrap()
             .unwrap();
         let _b = budgets
-            .reserve(&store, std::slice::from_ref(&threads[1]))
+            .reserve(&store, &Charge::thread(threads[1].clone()))
             .await
             .unwrap()
             .unwrap();
         // A turn that never reached the API teaches nothing.
         let (store, threads, budgets) = racing(1, 1.0, 0.04).await;
         let reservation = budgets
-            .reserve(&store, std::slice::from_ref(&threads[0]))
+            .reserve(&store, &Charge::thread(threads[0].clone()))
             .await
             .unwrap()
             .unwrap();
@@ -499,7 +578,7 @@ mod tests {
 
     #[test]
     fn the_metric_label_is_the_api_name() {
-        for kind in [BudgetKind::Thread, BudgetKind::Daily] {
+        for kind in [BudgetKind::Thread, BudgetKind::Key, BudgetKind::Daily] {
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
     }

@@ -72,6 +72,52 @@ impl Scope {
         Scope::Admin,
         Scope::Metrics,
     ];
+
+    /// Its name, as the API, the config and `harness keys` write it (`threads:read`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::ThreadsRead => "threads:read",
+            Scope::ThreadsWrite => "threads:write",
+            Scope::Approvals => "approvals",
+            Scope::Admin => "admin",
+            Scope::Metrics => "metrics",
+        }
+    }
+
+    /// The scope named `name`.
+    pub fn parse(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// A comma-separated list of names, each known, at least one.
+    pub fn parse_list(list: &str) -> Result<Vec<Scope>, String> {
+        let mut scopes = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let scope = Scope::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+                format!("unknown scope `{name}` (known: {})", known.join(", "))
+            })?;
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        if scopes.is_empty() {
+            return Err("at least one scope is needed".into());
+        }
+        Ok(scopes)
+    }
+
+    /// `scopes` as a comma-separated list.
+    pub fn join(scopes: &[Scope]) -> String {
+        let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+        names.join(",")
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Who is calling.
@@ -149,6 +195,18 @@ impl Caller {
 
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope) || self.scopes.contains(&Scope::Admin)
+    }
+
+    /// Whether the caller may see what tenant `owner` owns (a thread, a schedule): the
+    /// operator, work the daemon does for it and an `admin` see everything; a tenant's caller
+    /// only its own. Whatever it may not see does not exist for it (404, never 403).
+    pub fn sees(&self, owner: Option<&str>) -> bool {
+        self.sees_all() || self.tenant.as_deref() == owner
+    }
+
+    /// Whether the caller sees every tenant's: the operator, an `admin`, the daemon's own work.
+    pub fn sees_all(&self) -> bool {
+        self.has(Scope::Admin) || self.tenant.is_none()
     }
 
     /// The [`CALLER_HEADER`] value for a request `method path` forwarded now, signed with `key`
@@ -308,5 +366,41 @@ mod tests {
         assert_eq!(schedule.subject, "schedule:sch_1");
         assert!(schedule.has(Scope::ThreadsWrite));
         assert_eq!(Caller::acting_for(None), Caller::operator());
+    }
+
+    #[test]
+    fn a_tenant_sees_its_own_an_admin_and_the_operator_see_all() {
+        let acme = someone();
+        assert!(acme.sees(Some("acme")));
+        assert!(!acme.sees(Some("globex")));
+        assert!(
+            !acme.sees(None),
+            "the operator's threads are not a tenant's"
+        );
+        let admin = Caller {
+            scopes: vec![Scope::Admin],
+            ..someone()
+        };
+        assert!(admin.sees(Some("globex")) && admin.sees(None));
+        assert!(Caller::operator().sees(Some("globex")));
+    }
+
+    #[test]
+    fn scope_lists_parse_and_name_what_is_unknown() {
+        assert_eq!(
+            Scope::parse_list("threads:read, approvals,threads:read"),
+            Ok(vec![Scope::ThreadsRead, Scope::Approvals])
+        );
+        let err = Scope::parse_list("threads:read,root").expect_err("unknown");
+        assert!(err.contains("`root`"), "{err}");
+        assert!(Scope::parse_list(" , ").is_err());
+        assert_eq!(
+            Scope::join(&Scope::ALL),
+            "threads:read,threads:write,approvals,admin,metrics"
+        );
+        for scope in Scope::ALL {
+            let json = serde_json::to_value(scope).expect("serializes");
+            assert_eq!(json, scope.as_str(), "serde and as_str agree");
+        }
     }
 }

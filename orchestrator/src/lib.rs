@@ -16,7 +16,8 @@
 //! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
 //!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
-//! - [`budget`]: the thread's and the day's budgets a turn is checked against.
+//! - [`keys`]: API keys (stored hashed), their tenants and their limits.
+//! - [`budget`]: the thread's, the key's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod http;
+pub mod keys;
 pub mod launch;
 pub mod mcp;
 pub mod metrics;

@@ -1,5 +1,6 @@
-// The daemon's HTTP API for the page: the bearer token (asked for on 401, kept in
-// sessionStorage), JSON bodies, and errors that say whether a retry can help.
+// The daemon's HTTP API for the page: the bearer token or API key (asked for on 401, or when
+// the person switches keys; kept in sessionStorage), who the daemon takes the page for, JSON
+// bodies, and errors that say whether a retry can help.
 
 const TOKEN_KEY = 'harness.token';
 
@@ -9,6 +10,8 @@ const ui = {
   tokenForm: hook('token-form'),
   tokenInput: hook('token-input'),
   tokenError: hook('token-error'),
+  caller: hook('caller'),
+  switchKey: hook('switch-key'),
 };
 
 /** The daemon answered with an error: `retryable` when trying again later may succeed. */
@@ -97,4 +100,29 @@ export async function api(method, path, body, options = {}) {
 export function tokenRefused() {
   sessionStorage.removeItem(TOKEN_KEY);
   return askForToken('');
+}
+
+/**
+ * Shows who the daemon takes the page for (`GET /api/me`: the operator, or a key's tenant), and
+ * lets the person use another token or key; `changed` runs once one was entered (the threads
+ * listed are that tenant's).
+ */
+export async function showCaller(changed) {
+  const render = async () => {
+    try {
+      const me = await api('GET', '/api/me');
+      ui.caller.textContent = me.tenant ? `${me.tenant} · ${me.subject}` : me.subject;
+      ui.caller.title = `scopes: ${me.scopes.join(', ')}`;
+      ui.caller.dataset.tenant = me.tenant || '';
+    } catch {
+      ui.caller.textContent = '';
+    }
+  };
+  ui.switchKey.addEventListener('click', async () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    await askForToken('');
+    await render();
+    changed();
+  });
+  await render();
 }

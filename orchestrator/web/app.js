@@ -8,7 +8,9 @@
 // from the start and then live with Last-Event-ID, so a reload mid-turn shows the reply so far
 // and goes on with no gap and no repeat. Model output only reaches the DOM as text.
 
-import { api, ApiError, authHeaders, NetworkError, tokenRefused } from './api.js';
+import {
+  api, ApiError, authHeaders, NetworkError, showCaller, tokenRefused,
+} from './api.js';
 import { StreamRenderer } from './markdown.js';
 import { poolPanel } from './pool.js';
 import { deliveriesPanel, schedulesPanel } from './automation.js';
@@ -760,6 +762,10 @@ const place = workspaceControls({
 });
 
 setConnection('idle', '');
+showCaller(() => {
+  refreshThreads();
+  place.loadProfiles();
+});
 place.loadProfiles();
 refreshThreads();
 setInterval(refreshThreads, THREADS_REFRESH_MS);

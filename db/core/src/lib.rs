@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 mod audit;
 mod events;
+mod keys;
 mod leases;
 mod messages;
 mod outcomes;
@@ -39,6 +40,7 @@ mod webhooks;
 // Each module's trait, and the types only its operations use.
 pub use audit::*;
 pub use events::*;
+pub use keys::*;
 pub use leases::*;
 pub use messages::*;
 pub use outcomes::*;
@@ -316,6 +318,9 @@ pub struct NewThread {
     pub workspace: Option<Workspace>,
     /// Its agent profile; `None`: the daemon's default.
     pub profile: Option<String>,
+    /// The tenant it belongs to: its creator's (a delegated child's parent's, a fork's
+    /// source's); `None`: the operator's.
+    pub tenant: Option<String>,
     /// What happens to a turn the daemon's own life cuts.
     pub on_interrupt: OnInterrupt,
 }
@@ -408,6 +413,8 @@ pub struct ThreadRow {
     pub workspace: Option<sqlx::types::Json<Workspace>>,
     /// Its agent profile (`[profiles.NAME]`, `standard`, `lean`); `None`: the daemon's default.
     pub profile: Option<String>,
+    /// The tenant it belongs to (`orchestrator::keys`); `None`: the operator's.
+    pub tenant: Option<String>,
     /// When it was archived (it takes no more messages); `None`: a live thread.
     pub archived_at: Option<DateTime<Utc>>,
     /// What happens to a turn the daemon's own life cuts.

@@ -100,6 +100,8 @@ pub struct ScheduleRow {
     /// What each run's fresh thread is made from (the daemon's own JSON type).
     pub template: Option<serde_json::Value>,
     pub prompt: String,
+    /// The tenant of whoever created it; its runs act for that tenant. `None`: the operator's.
+    pub tenant: Option<String>,
     pub overlap: Overlap,
     pub catch_up: CatchUp,
     pub enabled: bool,
@@ -118,6 +120,8 @@ pub struct NewSchedule<'a> {
     pub thread_id: Option<&'a ThreadId>,
     pub template: Option<&'a serde_json::Value>,
     pub prompt: &'a str,
+    /// The creator's tenant (kept by an update as it was).
+    pub tenant: Option<&'a str>,
     pub overlap: Overlap,
     pub catch_up: CatchUp,
     pub enabled: bool,

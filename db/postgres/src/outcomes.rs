@@ -9,7 +9,7 @@ use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::{PgConnection, PgPool};
 
 use crate::messages::lock_thread;
-use crate::usage::add_to_day;
+use crate::usage::{add_to_caller_day, add_to_day};
 use crate::{Postgres, ThreadTx};
 
 harness_db::outcome_queries!(Postgres);
@@ -69,6 +69,7 @@ pub(crate) async fn end_in(
     };
     if let Some(usage) = end.usage {
         add_to_day(conn, usage).await?;
+        add_to_caller_day(conn, message, usage).await?;
     }
     record_session(conn, thread, end.session, &now).await?;
     let run = sqlx::query_as!(

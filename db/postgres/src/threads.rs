@@ -27,15 +27,15 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
                                max_budget_usd, workspace, profile, on_interrupt, created_at,
-                               updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $9, $10, $7, $7)
+                               updated_at, tenant)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $8, $9, $10, $7, $7, $11)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>", profile,
+                     workspace AS "workspace: Json<Workspace>", profile, tenant,
                   on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
@@ -50,6 +50,7 @@ async fn create(pool: &PgPool, id: &ThreadId, new: &NewThread) -> Result<ThreadR
         workspace,
         new.profile,
         on_interrupt,
+        new.tenant,
     )
     .fetch_one(pool)
     .await?)
@@ -76,15 +77,15 @@ async fn insert_fork(
         ThreadRow,
         r#"INSERT INTO threads (id, title, model, cli_session_id, parent_id, output_schema,
                                forked_session, max_budget_usd, workspace, profile, on_interrupt,
-                               created_at, updated_at)
-           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $10, $11, $8, $8)
+                               created_at, updated_at, tenant)
+           VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, $9, $10, $11, $8, $8, $12)
            RETURNING id AS "id: ThreadId", title, model,
                      cli_session_id AS "cli_session_id: CliSessionId",
                      parent_id AS "parent_id: ThreadId",
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>", profile,
+                     workspace AS "workspace: Json<Workspace>", profile, tenant,
                   on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",
@@ -100,6 +101,7 @@ async fn insert_fork(
         workspace,
         parent.profile,
         on_interrupt,
+        parent.tenant,
     )
     .fetch_one(tx.conn())
     .await?)
@@ -156,7 +158,7 @@ async fn one(pool: &PgPool, id: &ThreadId) -> Result<Option<ThreadRow>, StoreErr
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
-                  workspace AS "workspace: Json<Workspace>", profile,
+                  workspace AS "workspace: Json<Workspace>", profile, tenant,
                   on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                   created_at::timestamptz AS "created_at!",
@@ -177,7 +179,7 @@ async fn all(pool: &PgPool) -> Result<Vec<ThreadRow>, StoreError> {
                   output_schema AS "output_schema: serde_json::Value",
                   forked_session AS "forked_session: CliSessionId",
                   max_budget_usd,
-                  workspace AS "workspace: Json<Workspace>", profile,
+                  workspace AS "workspace: Json<Workspace>", profile, tenant,
                   on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                   created_at::timestamptz AS "created_at!",
@@ -196,7 +198,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                   t.output_schema AS "output_schema: serde_json::Value",
                   t.forked_session AS "forked_session: CliSessionId",
                   t.max_budget_usd,
-                  t.workspace AS "workspace: Json<Workspace>", profile,
+                  t.workspace AS "workspace: Json<Workspace>", profile, tenant,
                   on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                   t.created_at::timestamptz AS "created_at!",
@@ -223,6 +225,7 @@ async fn summaries(pool: &PgPool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
                 max_budget_usd: row.max_budget_usd,
                 workspace: row.workspace,
                 profile: row.profile,
+                tenant: row.tenant,
                 on_interrupt: row.on_interrupt,
                 archived_at: row.archived_at,
                 created_at: row.created_at,
@@ -265,7 +268,7 @@ async fn archive(tx: &mut ThreadTx, id: &ThreadId) -> Result<Option<ThreadRow>, 
                      output_schema AS "output_schema: serde_json::Value",
                      forked_session AS "forked_session: CliSessionId",
                      max_budget_usd,
-                     workspace AS "workspace: Json<Workspace>", profile,
+                     workspace AS "workspace: Json<Workspace>", profile, tenant,
                   on_interrupt AS "on_interrupt: OnInterrupt",
                      archived_at::timestamptz AS "archived_at",
                      created_at::timestamptz AS "created_at!",

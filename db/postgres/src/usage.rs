@@ -1,7 +1,7 @@
 //! What turns cost: a thread's sums, a UTC day's totals (`usage_days`), a thread's budget.
 
 use chrono::{NaiveDate, Utc};
-use harness_db::{now_text, StoreError, Usage};
+use harness_db::{now_text, MessageId, StoreError, Usage};
 use plugin_contract::ThreadId;
 use sqlx::{PgConnection, PgPool};
 
@@ -123,6 +123,30 @@ pub(crate) async fn add_to_day(conn: &mut PgConnection, usage: &Usage) -> Result
         usage.output_tokens,
         usage.cache_read_tokens,
         usage.cache_write_tokens,
+        usage.cost_usd,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Adds one turn's cost to what the caller of its user message `message` spent today, inside the
+/// transaction that stores it (nothing for a message with no caller).
+pub(crate) async fn add_to_caller_day(
+    conn: &mut PgConnection,
+    message: &MessageId,
+    usage: &Usage,
+) -> Result<(), StoreError> {
+    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
+    sqlx::query!(
+        "INSERT INTO caller_usage_days (subject, day, turns, cost_usd)
+         SELECT caller_subject, $2, 1, $3 FROM messages
+         WHERE id = $1 AND caller_subject IS NOT NULL
+         ON CONFLICT (subject, day) DO UPDATE SET
+             turns = caller_usage_days.turns + 1,
+             cost_usd = caller_usage_days.cost_usd + excluded.cost_usd",
+        message as &MessageId,
+        day,
         usage.cost_usd,
     )
     .execute(conn)

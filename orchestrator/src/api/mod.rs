@@ -53,6 +53,9 @@ pub struct Thread {
     /// What happens to a turn a crash, a shutdown or a takeover cuts: `mark` (it stays
     /// `interrupted`) or `retry` (it runs again by itself, `turn.redrive_attempts` times at most).
     pub on_interrupt: OnInterrupt,
+    /// The tenant it belongs to (its creator's key's); absent: the operator's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// When it was archived (it takes no more messages); absent: a live thread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived_at: Option<DateTime<Utc>>,
@@ -75,6 +78,7 @@ impl From<ThreadRow> for Thread {
             workspace: row.workspace.map(|w| w.0),
             profile: row.profile,
             on_interrupt: row.on_interrupt,
+            tenant: row.tenant,
             archived_at: row.archived_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
@@ -309,6 +313,7 @@ mod tests {
             workspace: None,
             profile: None,
             on_interrupt: OnInterrupt::Mark,
+            tenant: None,
             archived_at: None,
             created_at: at,
             updated_at: at,

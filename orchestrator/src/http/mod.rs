@@ -1,11 +1,13 @@
 //! The HTTP API. Handlers are thin: extract, call the pipeline or the store, map the result into
 //! a typed response. `router(state)` is a function, so tests can call it without a socket.
 
+pub mod access;
 mod archive;
 pub(crate) mod audit;
 mod diff;
 mod error;
 mod guard;
+mod keys;
 pub mod mcp_endpoint;
 mod metrics;
 mod openapi;
@@ -190,10 +192,17 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(schedules::run))
         .routes(routes!(schedules::runs))
         .routes(routes!(audit::list))
-        // Inside the token check, which sets the caller it records.
+        .routes(routes!(keys::create, keys::list))
+        .routes(routes!(keys::revoke))
+        .routes(routes!(keys::me))
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check))
+        // Inside the token check, which sets the caller it records; outside the access check,
+        // so refusals are recorded too.
         .route_layer(middleware::from_fn_with_state(state.clone(), audit::record));
     // Behind the token too: Prometheus sends it with `authorization: {credentials: …}`.
-    let metrics = OpenApiRouter::new().routes(routes!(metrics::render));
+    let metrics = OpenApiRouter::new()
+        .routes(routes!(metrics::render))
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
     // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).
     // Not a handler, so not `routes!`: its operations come from `openapi::McpDoc`, right here.
     #[allow(clippy::disallowed_methods)]
@@ -205,7 +214,8 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .route_layer(middleware::from_fn_with_state(
             state.mcp_endpoint.clone(),
             mcp_endpoint::screen,
-        ));
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
     let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))
         // The web page and this API's document: no token (they hold no data; the page asks for
@@ -273,58 +283,115 @@ async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-/// When a token is configured, every `/api`, `/mcp` and `/metrics` request must carry
-/// `Authorization: Bearer <token>`. Then sets the request's [`Caller`]: the operator, or, for a
-/// request a peer forwarded, the caller it came from, verified with the token the nodes share.
-async fn require_token(
-    State(state): State<ApiState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    if let Some(token) = state.config.auth_token.as_deref().filter(|t| !t.is_empty()) {
-        let presented = request
-            .headers()
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer_credentials);
-        if !presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(token.as_bytes()))) {
-            // RFC 6750 §3: the scheme to use; an error code only when credentials came.
-            let challenge = if presented.is_some() {
-                r#"Bearer realm="harness", error="invalid_token""#
-            } else {
-                r#"Bearer realm="harness""#
-            };
-            let mut refused = ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or wrong bearer token",
-            )
-            .into_response();
-            refused.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static(challenge),
-            );
-            return refused;
+/// Who is calling, for every `/api`, `/mcp` and `/metrics` request, set as the request's
+/// [`Caller`]:
+/// - `Authorization: Bearer <auth_token>`: the operator; or, for a request a peer forwarded
+///   (with that token), the caller it came from, verified with the same token (it was counted
+///   against its key's `rpm` where it arrived);
+/// - `Authorization: Bearer hk_…`: the live API key it is (`crate::keys`), whose requests per
+///   minute it counts (`429` with `Retry-After` past them);
+/// - anything else, when no token is configured: the operator (anyone who can reach the
+///   daemon).
+///
+/// Anything else is `401` with a `WWW-Authenticate` challenge (RFC 6750 §3).
+async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let caller = match authenticate(&state, &parts).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    parts.extensions.insert(caller);
+    next.run(Request::from_parts(parts, body)).await
+}
+
+async fn authenticate(
+    state: &ApiState,
+    request: &axum::http::request::Parts,
+) -> Result<Caller, Response> {
+    let presented = request
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_credentials);
+    let token = state.config.auth_token.as_deref().filter(|t| !t.is_empty());
+    let operator = match (token, presented) {
+        (Some(token), Some(presented)) => bool::from(presented.as_bytes().ct_eq(token.as_bytes())),
+        (Some(_), None) => false,
+        // No token configured: whoever reaches the daemon is its operator, unless they name a key.
+        (None, presented) => presented.is_none_or(|p| !p.starts_with(crate::keys::KEY_PREFIX)),
+    };
+    if operator {
+        // A peer forwards with the token the nodes share, and the caller it serves.
+        return match forwarded_caller(state, request) {
+            Ok(caller) => Ok(caller.unwrap_or_else(Caller::operator)),
+            Err(err) => {
+                tracing::warn!(error = %err, "Refused a forwarded request whose caller does not verify.");
+                Err(
+                    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", err.to_string())
+                        .into_response(),
+                )
+            }
+        };
+    }
+    if let Some(presented) = presented {
+        let keys = state.pipeline.keys();
+        match keys.authenticate(presented).await {
+            Ok(Some(key)) => {
+                return match keys.admit(&key) {
+                    Ok(()) => Ok(crate::keys::caller_of(&key)),
+                    Err(wait) => Err(too_many_requests(&key.id, wait)),
+                }
+            }
+            Ok(None) => {}
+            Err(err) => return Err(ApiError::from(err).into_response()),
         }
     }
-    let caller = match forwarded_caller(&state, &request) {
-        Ok(caller) => caller.unwrap_or_else(Caller::operator),
-        Err(err) => {
-            tracing::warn!(error = %err, "Refused a forwarded request whose caller does not verify.");
-            return ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", err.to_string())
-                .into_response();
-        }
+    Err(unauthorized(presented.is_some()))
+}
+
+/// `401`: no credentials, or ones that are neither the token nor a live key.
+fn unauthorized(presented: bool) -> Response {
+    // RFC 6750 §3: the scheme to use; an error code only when credentials came.
+    let challenge = if presented {
+        r#"Bearer realm="harness", error="invalid_token""#
+    } else {
+        r#"Bearer realm="harness""#
     };
-    request.extensions_mut().insert(caller);
-    next.run(request).await
+    let mut refused = ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "missing or wrong bearer token",
+    )
+    .into_response();
+    refused.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static(challenge),
+    );
+    refused
+}
+
+/// `429` for a key past its requests per minute, with `Retry-After` in whole seconds.
+fn too_many_requests(key: &str, wait: std::time::Duration) -> Response {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let mut refused = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!("key {key} is past its requests per minute; retry in {seconds} s"),
+    )
+    .into_response();
+    refused.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(seconds),
+    );
+    refused
 }
 
 /// The caller a peer forwarded the request for (`crate::caller`), when it came from one.
 fn forwarded_caller(
     state: &ApiState,
-    request: &Request,
+    request: &axum::http::request::Parts,
 ) -> Result<Option<Caller>, crate::caller::ForwardError> {
-    let headers = request.headers();
+    let headers = &request.headers;
     let (true, Some(value)) = (
         headers.contains_key(crate::cluster::FORWARDED_HEADER),
         headers.get(crate::caller::CALLER_HEADER),
@@ -336,11 +403,11 @@ fn forwarded_caller(
         .map_err(|_| crate::caller::ForwardError::Malformed)?;
     let key = state.config.auth_token.as_deref().unwrap_or_default();
     let path = request
-        .extensions()
+        .extensions
         .get::<axum::extract::OriginalUri>()
-        .map_or_else(|| request.uri().clone(), |uri| uri.0.clone());
+        .map_or_else(|| request.uri.clone(), |uri| uri.0.clone());
     let path = path.path_and_query().map_or("", |p| p.as_str());
-    let method = request.method().as_str();
+    let method = request.method.as_str();
     Caller::from_forward(value, key.as_bytes(), method, path).map(Some)
 }
 

@@ -54,6 +54,7 @@ use crate::api::events::{EventKind, StreamEvent, ThreadEvent};
         (name = "tools", description = "Plugin tools, recorded tool calls, tool permissions."),
         (name = "pool", description = "The process pool."),
         (name = "webhooks", description = "What was sent to the webhook endpoints."),
+        (name = "keys", description = "API keys, their tenants and limits; who the caller is."),
         (name = "service", description = "Health, metrics, the audit log, the web page, this document."),
         (name = "mcp", description = "Harness as an MCP server."),
     )

@@ -99,6 +99,7 @@ pub struct RunsQuery {
     ))]
 pub async fn create(
     State(state): State<ApiState>,
+    Extension(caller): Extension<crate::caller::Caller>,
     ApiJson(body): ApiJson<CreateSchedule>,
 ) -> Result<(StatusCode, Json<Schedule>), ApiError> {
     let timezone = body.timezone.unwrap_or_else(|| "UTC".into());
@@ -107,7 +108,11 @@ pub async fn create(
     check_name(body.name.as_deref())?;
     match (&body.thread_id, &body.thread) {
         (Some(thread), None) => {
-            if state.store.get_thread(thread).await?.is_none() {
+            // Another tenant's thread does not exist for the caller.
+            if super::access::visible_thread(&state, &caller, thread)
+                .await
+                .is_err()
+            {
                 return Err(ApiError::unprocessable(format!(
                     "threadId: thread {thread} not found"
                 )));
@@ -144,6 +149,8 @@ pub async fn create(
                 catch_up: body.catch_up.unwrap_or(CatchUp::Once),
                 enabled: body.enabled.unwrap_or(true),
                 next_run_at: &next,
+                // The creator's tenant owns it; its runs act for that tenant.
+                tenant: caller.tenant.as_deref(),
             },
         )
         .await?;
@@ -157,10 +164,17 @@ pub async fn create(
         (status = 200, description = "The schedules.", body = ScheduleList),
         (status = 400, description = "A bad request.", body = ErrorBody),
     ))]
-pub async fn list(State(state): State<ApiState>) -> Result<Json<ScheduleList>, ApiError> {
+pub async fn list(
+    State(state): State<ApiState>,
+    Extension(caller): Extension<crate::caller::Caller>,
+) -> Result<Json<ScheduleList>, ApiError> {
     let rows = state.store.list_schedules().await?;
     Ok(Json(ScheduleList {
-        schedules: rows.into_iter().map(Schedule::from).collect(),
+        schedules: rows
+            .into_iter()
+            .filter(|schedule| caller.sees(schedule.tenant.as_deref()))
+            .map(Schedule::from)
+            .collect(),
     }))
 }
 
@@ -331,7 +345,7 @@ async fn existing(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
     state.store.schedule(id).await?.ok_or_else(|| not_found(id))
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(super) fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("schedule {id} not found"))
 }
 

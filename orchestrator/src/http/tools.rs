@@ -54,6 +54,7 @@ pub struct CallTool {
     ))]
 pub async fn call(
     State(state): State<ApiState>,
+    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<CallTool>,
 ) -> Result<Json<rmcp::model::CallToolResult>, ApiError> {
@@ -62,9 +63,7 @@ pub async fn call(
     }
     let thread = match body.thread_id {
         Some(id) => Some(
-            state
-                .store
-                .require_thread(&ThreadId::from_string(id))
+            super::access::visible_thread(&state, &caller, &ThreadId::from_string(id))
                 .await?
                 .id,
         ),

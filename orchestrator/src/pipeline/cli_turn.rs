@@ -211,6 +211,6 @@ async fn reserve_chain(
     Result<crate::budget::Reservation, crate::budget::BudgetExceeded>,
     crate::store::StoreError,
 > {
-    let chain = crate::budget::Budgets::chain(&inner.store, thread).await?;
-    inner.budgets.reserve(&inner.store, &chain).await
+    let charge = crate::budget::Budgets::charge(&inner.store, thread).await?;
+    inner.budgets.reserve(&inner.store, &charge).await
 }

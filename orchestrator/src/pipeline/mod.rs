@@ -230,6 +230,8 @@ struct Inner {
     holding: std::sync::Mutex<std::collections::HashSet<ThreadId>>,
     /// Woken when a thread leaves `holding`.
     recorded: tokio::sync::Notify,
+    /// The limits of API keys: their turns at once, their daily budgets.
+    keys: Arc<crate::keys::Keys>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -253,6 +255,7 @@ impl Pipeline {
         let tasks = TaskTracker::new();
         let throttle_metrics = ThrottleMetrics::default();
         let throttle = Throttle::new(&parts.settings.throttle, throttle_metrics.clone());
+        let keys = Arc::new(crate::keys::Keys::new(parts.store.clone()));
         Pipeline {
             inner: Arc::new(Inner {
                 store: parts.store,
@@ -275,8 +278,14 @@ impl Pipeline {
                 acting: Default::default(),
                 holding: Default::default(),
                 recorded: tokio::sync::Notify::new(),
+                keys,
             }),
         }
+    }
+
+    /// API keys and their limits on this node (the HTTP API authenticates with it).
+    pub fn keys(&self) -> &Arc<crate::keys::Keys> {
+        &self.inner.keys
     }
 
     /// The tool approvals of every turn (the API answers pending ones through it).
@@ -404,8 +413,11 @@ impl Pipeline {
                 );
                 // Refused here, the caller hears 402 at once; the turn checks again when it
                 // comes up, for what the turns ahead of it spend.
-                let chain = Budgets::chain(&self.inner.store, thread.clone()).await?;
-                if let Err(exceeded) = self.inner.budgets.check(&self.inner.store, &chain).await? {
+                let key = self.inner.keys.of(&msg.caller).await?;
+                let charge = Budgets::charge(&self.inner.store, thread.clone())
+                    .await?
+                    .with_key(key.as_ref());
+                if let Err(exceeded) = self.inner.budgets.check(&self.inner.store, &charge).await? {
                     drop(ticket);
                     return Err(self.refuse(&message, exceeded).await);
                 }
@@ -544,6 +556,8 @@ impl Delegate for Pipeline {
                     workspace: None,
                     // The same kind of agent as its parent.
                     profile: parent_thread.profile,
+                    // Its parent's tenant owns it.
+                    tenant: parent_thread.tenant,
                     // Its parent's turn, cut with it, runs again and delegates anew.
                     on_interrupt: OnInterrupt::Mark,
                 },

@@ -11,7 +11,7 @@ use crate::store::Usage;
 /// What a turn checks its budgets with once it has its process and its permit
 /// (`Budgets::recheck`); a refusal is left in `refused`.
 pub(super) struct Recheck<'a> {
-    pub(super) chain: &'a [crate::store::ThreadRow],
+    pub(super) charge: &'a crate::budget::Charge,
     pub(super) reservation: &'a crate::budget::Reservation,
     pub(super) refused: &'a mut Option<BudgetExceeded>,
 }

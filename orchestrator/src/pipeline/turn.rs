@@ -101,9 +101,17 @@ impl Pipeline {
                 error,
             });
         }
+        // The key's turns at once: held until the turn ends, waited for before anything else.
+        let key = inner.keys.of(&msg.caller).await?;
+        let _key_slot = match &key {
+            Some(key) => inner.keys.turn_slot(key).await,
+            None => None,
+        };
         // Held until the turn ends: turns starting together see each other's.
-        let chain = crate::budget::Budgets::chain(&inner.store, thread.clone()).await?;
-        let reservation = match inner.budgets.reserve(&inner.store, &chain).await? {
+        let charge = crate::budget::Budgets::charge(&inner.store, thread.clone())
+            .await?
+            .with_key(key.as_ref());
+        let reservation = match inner.budgets.reserve(&inner.store, &charge).await? {
             Ok(reservation) => reservation,
             Err(exceeded) => return Err(self.store_refusal(user, exceeded, end).await),
         };
@@ -156,7 +164,7 @@ impl Pipeline {
                     &mut tally,
                     nesting,
                     Recheck {
-                        chain: &chain,
+                        charge: &charge,
                         reservation: &reservation,
                         refused: &mut refused,
                     },
@@ -335,7 +343,7 @@ impl Pipeline {
         drop(starting);
         // It may have waited while other turns spent past their estimates.
         match (inner.budgets)
-            .recheck(&inner.store, recheck.chain, recheck.reservation)
+            .recheck(&inner.store, recheck.charge, recheck.reservation)
             .await
         {
             Ok(Ok(())) => {}

@@ -270,7 +270,7 @@ impl Schedules {
             timeout: None,
             fence,
             unattended: true,
-            caller: crate::caller::Caller::schedule(&schedule.id, None),
+            caller: crate::caller::Caller::schedule(&schedule.id, schedule.tenant.clone()),
         };
         let message_id = match inner.pipeline.accept_message(msg).await {
             Ok(accepted) => accepted.message_id,
@@ -327,6 +327,7 @@ impl Schedules {
                     title,
                     profile: template.profile.clone(),
                     on_interrupt: template.on_interrupt.unwrap_or_default(),
+                    tenant: schedule.tenant.clone(),
                     ..NewThread::default()
                 },
                 template.workspace.as_ref(),
@@ -388,6 +389,7 @@ pub fn as_new<'a>(schedule: &'a ScheduleRow, next: &'a str) -> crate::store::New
         thread_id: schedule.thread_id.as_ref(),
         template: schedule.template.as_ref(),
         prompt: &schedule.prompt,
+        tenant: schedule.tenant.as_deref(),
         overlap: schedule.overlap,
         catch_up: schedule.catch_up,
         enabled: schedule.enabled,

@@ -36,6 +36,7 @@
 
 mod audit;
 mod events;
+mod keys;
 mod leases;
 mod messages;
 mod outcomes;

@@ -434,6 +434,7 @@ store_tests! {
                 workspace: None,
                 profile: None,
                 on_interrupt: crate::store::OnInterrupt::Mark,
+                tenant: None,
             })
             .await
             .unwrap();

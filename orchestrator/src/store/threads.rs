@@ -148,6 +148,7 @@ mod tests {
                     workspace: Some(worktree.clone()),
                     profile: Some("reviewer".into()),
                     on_interrupt: crate::store::OnInterrupt::Retry,
+                    tenant: Some("acme".into()),
                 })
                 .await
                 .unwrap();
@@ -170,6 +171,8 @@ mod tests {
             assert_eq!(got.workspace.as_deref(), Some(&worktree), "read back whole");
             assert_eq!(got.profile.as_deref(), Some("reviewer"));
             assert_eq!(got.on_interrupt, crate::store::OnInterrupt::Retry);
+            assert_eq!(got.tenant.as_deref(), Some("acme"));
+            assert_eq!(second.tenant, None, "the operator's");
             assert_eq!(second.on_interrupt, crate::store::OnInterrupt::Mark);
             assert_eq!(second.profile, None);
             assert_eq!(second.workspace, None);

@@ -69,7 +69,16 @@ async fn a_forwarded_caller_is_recorded_when_it_verifies_and_refused_when_it_doe
     let token = "the-token-the-nodes-share";
     let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(token.into())).await;
     let api = ApiClient::with_bearer_token(&daemon.base, token);
-    let thread = api.create_thread().await;
+    // The thread is Acme's, the tenant of the caller the peer forwards.
+    let (status, key) = api
+        .post(
+            "/api/keys",
+            json!({"tenant": "acme", "scopes": ["threads:write"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{key}");
+    let acme = ApiClient::with_bearer_token(&daemon.base, key["key"].as_str().expect("a key"));
+    let thread = acme.create_thread().await;
     let client = reqwest::Client::new();
     let path = format!("/api/threads/{thread}/messages");
     let someone = Caller {

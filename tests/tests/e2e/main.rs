@@ -28,6 +28,7 @@ mod security;
 mod spares;
 mod structured;
 mod support;
+mod tenants;
 mod tools;
 mod transcripts;
 mod usage;

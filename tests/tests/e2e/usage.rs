@@ -313,7 +313,7 @@ async fn threads_racing_the_daily_budget_do_not_all_run() {
 }
 
 /// What one turn costs on `mock`, measured on a daemon of its own.
-async fn one_turns_cost(mock: &MockApi) -> f64 {
+pub(crate) async fn one_turns_cost(mock: &MockApi) -> f64 {
     let probe = TestDaemon::start(mock, |_| {}).await;
     let thread = probe.create_thread().await;
     probe.reply(&thread, "what does a turn cost").await;

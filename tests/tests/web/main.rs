@@ -8,5 +8,6 @@ mod chat;
 mod markdown;
 mod resilience;
 mod support;
+mod tenants;
 mod turn_options;
 mod workspaces;

@@ -47,7 +47,7 @@ use tracing::{debug, info, warn};
 
 use plugin_contract::{Plugin, ThreadId};
 
-use crate::caller::Caller;
+use crate::caller::{Caller, Scope};
 use crate::cluster::{Cluster, Outgoing, Route};
 use crate::mcp::schema::SchemaError;
 use crate::mcp::{McpAdapter, ToolRegistry};
@@ -417,23 +417,37 @@ impl ServerHandler for Handler {
                 None,
             ));
         }
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        // Set by the token check every `/mcp` request passes.
+        let caller = parts.map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions));
+        if !threads::READ_ONLY.contains(&name.as_str()) && !caller.has(Scope::ThreadsWrite) {
+            let refused = crate::http::access::missing_scope(Scope::ThreadsWrite);
+            let result = crate::mcp::CallOutcome::error_result(refused);
+            return Ok(CallToolResponse::Complete(result));
+        }
         let mut arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         // A send names its message, so a cancel stops that message and no other.
         let client = (name == threads::SEND)
             .then(|| send_client_id(&mut arguments))
             .flatten();
-        let parts = context.extensions.get::<axum::http::request::Parts>();
         let session = parts.and_then(|parts| session_id(&parts.headers));
-        // Set by the token check every `/mcp` request passes.
-        let caller = parts.map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions));
         let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         let request_id = serde_json::to_string(&context.id).unwrap_or_default();
         let registration = self.0.in_flight.register(session, request_id);
-        // The thread a `threads__send` runs on: its events become progress, a cancel interrupts it.
-        let thread = (name == threads::SEND)
+        // The thread a `threads__send` runs on: its events become progress, a cancel interrupts
+        // it. Only a thread the caller sees: the tool refuses another tenant's, and neither its
+        // events nor its messages are this call's.
+        let named = (name == threads::SEND)
             .then(|| arguments.get("threadId").and_then(Value::as_str))
             .flatten()
             .map(|id| ThreadId::from_string(id.to_owned()));
+        let thread = match named {
+            Some(id) => match self.0.store.get_thread(&id).await {
+                Ok(Some(row)) if caller.sees(row.tenant.as_deref()) => Some(id),
+                _ => None,
+            },
+            None => None,
+        };
         let mut events = match thread
             .as_ref()
             .filter(|_| context.meta.get_progress_token().is_some())

@@ -33,6 +33,9 @@ pub const PLUGIN: &str = "threads";
 /// `threads__send`'s name: the endpoint reports its progress and interrupts its turn.
 pub const SEND: &str = "threads__send";
 
+/// The tools that only read: a caller with `threads:read` alone may call them.
+pub const READ_ONLY: [&str; 2] = ["threads__get", "threads__list"];
+
 /// `threads__create`'s name.
 pub const CREATE: &str = "threads__create";
 
@@ -75,6 +78,7 @@ impl Plugin for ThreadsPlugin {
         vec![
             Arc::new(Create(self.pipeline.clone())),
             Arc::new(Send {
+                store: self.store.clone(),
                 pipeline: self.pipeline.clone(),
                 cluster: self.cluster.clone(),
                 timeout: self.send_timeout,
@@ -126,6 +130,22 @@ fn thread_id(input: &Value) -> ThreadId {
 
 fn optional_string(input: &Value, key: &str) -> Option<String> {
     input.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The thread `id`, when the call's caller sees it (`Caller::sees`); another tenant's thread is
+/// answered as one that does not exist.
+async fn visible(store: &Store, id: &ThreadId) -> Result<ThreadRow, ToolError> {
+    let caller = the_caller()?;
+    match store.get_thread(id).await.map_err(store_error)? {
+        Some(thread) if caller.sees(thread.tenant.as_deref()) => Ok(thread),
+        _ => Err(store_error(StoreError::ThreadNotFound(id.clone()))),
+    }
+}
+
+/// The caller the call runs for: `/mcp` runs every call for the caller its request was
+/// authorized as.
+fn the_caller() -> Result<Caller, ToolError> {
+    crate::caller::current().ok_or_else(|| ToolError::Failed("no caller for this call".into()))
 }
 
 fn store_error(err: StoreError) -> ToolError {
@@ -190,6 +210,8 @@ impl Tool for Create {
             title: optional_string(&input, "title"),
             model: optional_string(&input, "model"),
             profile: optional_string(&input, "profile"),
+            // The creator's tenant owns it.
+            tenant: the_caller()?.tenant,
             ..NewThread::default()
         };
         let thread = self
@@ -216,6 +238,7 @@ impl Tool for Create {
 
 /// `threads__send {threadId, content, clientMessageId?, model?}` → the reply.
 struct Send {
+    store: Store,
     pipeline: Pipeline,
     cluster: Option<Cluster>,
     timeout: Duration,
@@ -270,9 +293,8 @@ impl Tool for Send {
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let thread = thread_id(&input);
-        // `/mcp` runs every call for the caller its request was authorized as.
-        let caller = crate::caller::current()
-            .ok_or_else(|| ToolError::Failed("no caller for this call".into()))?;
+        let caller = the_caller()?;
+        visible(&self.store, &thread).await?;
         let fence = match &self.cluster {
             None => None,
             Some(cluster) => match self.at_owner(cluster, &thread, &input, &caller).await? {
@@ -514,7 +536,7 @@ impl Tool for Get {
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let id = thread_id(&input);
-        let thread = self.0.require_thread(&id).await.map_err(store_error)?;
+        let thread = visible(&self.0, &id).await?;
         let messages = self.0.list_messages(&id).await.map_err(store_error)?;
         let mut structured = thread_json(&thread);
         structured["messages"] = serde_json::to_value(crate::api::messages(messages.clone()))
@@ -552,8 +574,14 @@ impl Tool for List {
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let limit = input["limit"].as_u64().unwrap_or(DEFAULT_LIST_LIMIT);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let caller = the_caller()?;
         let threads = self.0.list_threads().await.map_err(store_error)?;
-        let threads: Vec<Value> = threads.iter().take(limit).map(thread_json).collect();
+        let threads: Vec<Value> = threads
+            .iter()
+            .filter(|thread| caller.sees(thread.tenant.as_deref()))
+            .take(limit)
+            .map(thread_json)
+            .collect();
         let text = format!("{} thread(s).", threads.len());
         Ok(ToolOutput::structured(text, json!({"threads": threads})))
     }

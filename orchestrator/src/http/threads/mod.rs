@@ -80,6 +80,7 @@ pub struct CreatedThread {
     ))]
 pub async fn create(
     State(state): State<ApiState>,
+    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     // Our JSON error for a body over the limit, not axum's plain-text one.
@@ -120,6 +121,8 @@ pub async fn create(
                 max_budget_usd: body.max_budget_usd,
                 profile: body.profile,
                 on_interrupt: body.on_interrupt.unwrap_or_default(),
+                // The creator's tenant owns it.
+                tenant: caller.tenant,
                 ..NewThread::default()
             },
             body.workspace.as_ref(),
@@ -194,13 +197,18 @@ pub struct ThreadList {
 /// Every thread, newest first.
 #[utoipa::path(get, path = "/threads", operation_id = "listThreads", tag = "threads",
     responses((status = 200, description = "The threads.", body = ThreadList)))]
-pub async fn list(State(state): State<ApiState>) -> Result<Json<ThreadList>, ApiError> {
+pub async fn list(
+    State(state): State<ApiState>,
+    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
+) -> Result<Json<ThreadList>, ApiError> {
     Ok(Json(ThreadList {
         threads: state
             .store
             .list_thread_summaries()
             .await?
             .into_iter()
+            // A tenant's key lists its tenant's threads only.
+            .filter(|summary| caller.sees(summary.thread.tenant.as_deref()))
             .map(api::ThreadSummary::from)
             .collect(),
     }))
@@ -485,6 +493,7 @@ pub async fn prewarm(
     ApiJson(body): ApiJson<Prewarm>,
 ) -> Result<axum::response::Response, ApiError> {
     let thread_id = ThreadId::from_string(body.thread_id);
+    super::access::visible_thread(&state, &caller, &thread_id).await?;
     // With clustering the process starts on the thread's owner.
     let forwarded_body = serde_json::json!({"threadId": thread_id, "model": body.model});
     let placed = super::routing::elsewhere(

@@ -1,0 +1,197 @@
+//! What a caller may reach: the scope each route needs ([`NEEDS`]), and the tenant that owns what
+//! a route names.
+//!
+//! [`check`] runs behind the token check on every route with a caller (`/api`, `/mcp`,
+//! `/metrics`), before anything else sees the request:
+//! 1. **Scope.** The route's entry in [`NEEDS`]; a caller without it gets `403 forbidden`
+//!    naming the scope. A route the table lacks needs `admin` (the e2e test `tenants` holds
+//!    every route of the OpenAPI document to an entry).
+//! 2. **Ownership.** A route under `/api/threads/{id}` or `/api/schedules/{id}` names a thread or
+//!    a schedule. One the caller does not see ([`Caller::sees`]: another tenant's) is answered
+//!    exactly as one that does not exist, `404`, so a key cannot even learn that it exists.
+//!
+//! What names a thread elsewhere checks it with [`visible_thread`]: a body's `threadId`
+//! (`/api/prewarm`, `/api/tools/{name}/call`, a schedule's thread) and `/mcp`'s `threads__*`
+//! tools. Lists keep only what the caller sees (`threads::list`, `schedules::list`,
+//! `threads__list`). A request forwarded to the thread's owner carries its caller, and the owner
+//! checks it again.
+
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use plugin_contract::ThreadId;
+
+use super::{ApiError, ApiState};
+use crate::caller::{Caller, Scope};
+use crate::store::{StoreError, ThreadRow};
+
+/// What a route needs of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// Any caller the token check let through.
+    Caller,
+    Scope(Scope),
+}
+
+use Need::Caller as ANY;
+const READ: Need = Need::Scope(Scope::ThreadsRead);
+const WRITE: Need = Need::Scope(Scope::ThreadsWrite);
+const APPROVE: Need = Need::Scope(Scope::Approvals);
+const ADMIN: Need = Need::Scope(Scope::Admin);
+const METRICS: Need = Need::Scope(Scope::Metrics);
+
+/// The scope of every route behind the token, by method and route as axum matched it.
+pub const NEEDS: &[(Method, &str, Need)] = &[
+    (Method::GET, "/api/me", ANY),
+    (Method::GET, "/api/threads", READ),
+    (Method::POST, "/api/threads", WRITE),
+    (Method::GET, "/api/threads/{id}", READ),
+    (Method::PATCH, "/api/threads/{id}", WRITE),
+    (Method::POST, "/api/threads/{id}/messages", WRITE),
+    (Method::POST, "/api/threads/{id}/interrupt", WRITE),
+    (Method::POST, "/api/threads/{id}/fork", WRITE),
+    (Method::POST, "/api/threads/{id}/archive", WRITE),
+    (Method::GET, "/api/threads/{id}/diff", READ),
+    (Method::GET, "/api/threads/{id}/events", READ),
+    (
+        Method::GET,
+        "/api/threads/{id}/messages/{message_id}/outcomes",
+        READ,
+    ),
+    (Method::GET, "/api/threads/{id}/tool-calls", READ),
+    (Method::GET, "/api/threads/{id}/permissions", READ),
+    (
+        Method::POST,
+        "/api/threads/{id}/permissions/{request_id}",
+        APPROVE,
+    ),
+    (Method::POST, "/api/prewarm", WRITE),
+    (Method::GET, "/api/profiles", READ),
+    (Method::GET, "/api/tools", READ),
+    (Method::POST, "/api/tools/{name}/call", WRITE),
+    (Method::GET, "/api/schedules", READ),
+    (Method::POST, "/api/schedules", WRITE),
+    (Method::GET, "/api/schedules/{id}", READ),
+    (Method::PATCH, "/api/schedules/{id}", WRITE),
+    (Method::DELETE, "/api/schedules/{id}", WRITE),
+    (Method::POST, "/api/schedules/{id}/pause", WRITE),
+    (Method::POST, "/api/schedules/{id}/resume", WRITE),
+    (Method::POST, "/api/schedules/{id}/run", WRITE),
+    (Method::GET, "/api/schedules/{id}/runs", READ),
+    // Every thread's processes and every delivery: the operator's view.
+    (Method::GET, "/api/pool", METRICS),
+    (Method::GET, "/api/webhooks/deliveries", ADMIN),
+    (Method::GET, "/api/webhooks/deliveries/{id}", ADMIN),
+    (
+        Method::POST,
+        "/api/webhooks/deliveries/{id}/redeliver",
+        ADMIN,
+    ),
+    (Method::GET, "/api/audit", ADMIN),
+    (Method::GET, "/api/keys", ADMIN),
+    (Method::POST, "/api/keys", ADMIN),
+    (Method::DELETE, "/api/keys/{id}", ADMIN),
+    (Method::GET, "/metrics", METRICS),
+    // Listing and reading; each tool call that changes something checks `threads:write` too
+    // (`mcp_endpoint`).
+    (Method::POST, "/mcp", READ),
+    (Method::GET, "/mcp", READ),
+    (Method::DELETE, "/mcp", READ),
+];
+
+/// What `method route` needs; `admin` for a route [`NEEDS`] does not list.
+pub fn need_of(method: &Method, route: &str) -> Need {
+    NEEDS
+        .iter()
+        .find(|(m, r, _)| m == method && *r == route)
+        .map_or(ADMIN, |(_, _, need)| *need)
+}
+
+/// The `403` of a caller without `scope`.
+pub fn forbidden(scope: Scope) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", missing_scope(scope))
+}
+
+/// What a caller without `scope` is told.
+pub fn missing_scope(scope: Scope) -> String {
+    format!("this needs the scope `{scope}`, which the caller's key does not have")
+}
+
+/// Checks the request's scope and, for a route naming a thread or a schedule, that the caller
+/// sees it (see the module's doc).
+pub async fn check(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let caller = super::caller_in(request.extensions());
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_default();
+    if let Need::Scope(scope) = need_of(request.method(), &route) {
+        if !caller.has(scope) {
+            return forbidden(scope).into_response();
+        }
+    }
+    if caller.sees_all() {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let id = match RawPathParams::from_request_parts(&mut parts, &()).await {
+        Ok(params) => params
+            .iter()
+            .find(|(name, _)| *name == "id")
+            .map(|(_, value)| value.to_owned()),
+        Err(_) => None,
+    };
+    let owned = match (id, route.split('/').nth(2)) {
+        (Some(id), Some("threads")) => visible_thread(&state, &caller, &ThreadId::from_string(id))
+            .await
+            .map(drop),
+        (Some(id), Some("schedules")) => visible_schedule(&state, &caller, &id).await,
+        _ => Ok(()),
+    };
+    match owned {
+        Ok(()) => next.run(Request::from_parts(parts, body)).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+/// The thread `id`, when `caller` sees it; else the `404` of a thread that does not exist.
+pub async fn visible_thread(
+    state: &ApiState,
+    caller: &Caller,
+    id: &ThreadId,
+) -> Result<ThreadRow, ApiError> {
+    match state.store.get_thread(id).await? {
+        Some(thread) if caller.sees(thread.tenant.as_deref()) => Ok(thread),
+        _ => Err(StoreError::ThreadNotFound(id.clone()).into()),
+    }
+}
+
+/// `Ok` when `caller` sees the schedule `id` (or it does not exist: its handler says so); else
+/// the handler's own `404`.
+async fn visible_schedule(state: &ApiState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    match state.store.schedule(id).await? {
+        Some(schedule) if !caller.sees(schedule.tenant.as_deref()) => {
+            Err(super::schedules::not_found(id))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unlisted_route_needs_admin() {
+        assert_eq!(need_of(&Method::GET, "/api/threads"), READ);
+        assert_eq!(
+            need_of(&Method::POST, "/api/threads/{id}/permissions/{request_id}"),
+            APPROVE
+        );
+        assert_eq!(need_of(&Method::PUT, "/api/threads"), ADMIN);
+        assert_eq!(need_of(&Method::GET, "/api/something-new"), ADMIN);
+    }
+}
