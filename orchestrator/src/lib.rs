@@ -16,7 +16,8 @@
 //! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
 //!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
-//! - [`keys`]: API keys (stored hashed), their tenants and their limits.
+//! - [`keys`]: API keys (stored hashed), their tenants and their limits; [`oauth`]: access
+//!   tokens of an OAuth issuer.
 //! - [`budget`]: the thread's, the key's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
@@ -35,6 +36,7 @@ pub mod keys;
 pub mod launch;
 pub mod mcp;
 pub mod metrics;
+pub mod oauth;
 pub mod pipeline;
 pub mod pool;
 mod private_fs;

@@ -91,6 +91,8 @@ pub struct Daemon {
     pub schedules: crate::schedules::Schedules,
     /// The sweep that runs cut turns again.
     pub redrive: crate::redrive::Redrive,
+    /// Access tokens of the OAuth issuer (`[oauth]`); `None`: no OAuth.
+    pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
 }
@@ -316,8 +318,10 @@ impl Daemon {
             pipeline.throttle_metrics(),
         ));
         let door = crate::http::serve::Door::open(&config.http);
+        let oauth = crate::oauth::ResourceServer::new(&config.oauth).map(Arc::new);
         Ok(Daemon {
             door,
+            oauth,
             events,
             webhooks,
             config: Arc::new(config),
@@ -348,6 +352,7 @@ impl Daemon {
             streams: self.door.streams.clone(),
             webhooks: self.webhooks.clone(),
             schedules: self.schedules.clone(),
+            oauth: self.oauth.clone(),
         }
     }
 

@@ -265,9 +265,20 @@ pub fn one_tool_server(dir: &std::path::Path, server: &str, tool: &str) -> PathB
 
 /// Runs `python_client.py` with `config`; returns its JSON report.
 pub async fn run_python_client(python: PathBuf, config: Value) -> anyhow::Result<Value> {
+    run_python_script(python, "python_client.py", PYTHON_CLIENT, config).await
+}
+
+/// Runs the Python script `source` (saved as `name`) with `config` as its one argument; returns
+/// the last JSON line it printed.
+pub async fn run_python_script(
+    python: PathBuf,
+    name: &str,
+    source: &str,
+    config: Value,
+) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
-    let script = dir.path().join("python_client.py");
-    std::fs::write(&script, PYTHON_CLIENT)?;
+    let script = dir.path().join(name);
+    std::fs::write(&script, source)?;
     let out = tokio::task::spawn_blocking(move || {
         let mut cmd = Command::new(&python);
         cmd.arg(&script).arg(config.to_string());
@@ -279,7 +290,7 @@ pub async fn run_python_client(python: PathBuf, config: Value) -> anyhow::Result
     .await??;
     if !out.status.success() {
         bail!(
-            "the Python client failed ({}):\n{}",
+            "the Python script failed ({}):\n{}",
             out.status,
             out.stderr.trim()
         );

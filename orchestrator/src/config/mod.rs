@@ -59,6 +59,7 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub schedules: SchedulesConfig,
     pub audit: AuditConfig,
+    pub oauth: OAuthConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
     pub profiles: BTreeMap<String, ProfileConfig>,
@@ -373,6 +374,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             schedules: SchedulesConfig::default(),
             audit: AuditConfig::default(),
+            oauth: OAuthConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
@@ -547,7 +549,7 @@ pub enum ConfigError {
         error: toml::de::Error,
     },
     #[error(
-        "bind address {0} is not loopback: set an auth token (HARNESS_TOKEN or auth_token) first"
+        "bind address {0} is not loopback: set an auth token (HARNESS_TOKEN or auth_token) or an OAuth issuer (oauth.issuer) first"
     )]
     TokenRequired(SocketAddr),
     #[error("invalid setting: {0}")]
@@ -691,9 +693,10 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let token_set = self.auth_token.as_deref().is_some_and(|t| !t.is_empty());
-        if !self.bind.ip().is_loopback() && !token_set {
+        if !self.bind.ip().is_loopback() && !token_set && self.oauth.issuer.is_none() {
             return Err(ConfigError::TokenRequired(self.bind));
         }
+        self.oauth.check().map_err(ConfigError::Invalid)?;
         crate::budget::validate_usd(self.budget.turn_estimate_usd, "budget.turn_estimate_usd")
             .map_err(ConfigError::Invalid)?;
         if let Some(daily) = self.budget.daily_usd {
@@ -777,6 +780,7 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
 
 mod audit;
 mod cluster;
+mod oauth;
 mod paths;
 mod profiles;
 mod schedules;
@@ -785,6 +789,7 @@ mod workspaces;
 
 pub use audit::AuditConfig;
 pub use cluster::ClusterConfig;
+pub use oauth::OAuthConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use schedules::SchedulesConfig;
 pub use webhooks::{WebhookEndpoint, WebhooksConfig};

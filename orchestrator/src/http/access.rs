@@ -130,7 +130,20 @@ pub async fn check(State(state): State<ApiState>, request: Request, next: Next) 
         .unwrap_or_default();
     if let Need::Scope(scope) = need_of(request.method(), &route) {
         if !caller.has(scope) {
-            return forbidden(scope).into_response();
+            return match state.oauth.as_deref() {
+                Some(oauth) if caller.subject.starts_with(crate::oauth::SUBJECT_PREFIX) => {
+                    let path = request.uri().path().to_owned();
+                    let headers = request.headers();
+                    super::oauth::insufficient_scope(
+                        oauth,
+                        headers,
+                        &path,
+                        forbidden(scope),
+                        scope.as_str(),
+                    )
+                }
+                _ => forbidden(scope).into_response(),
+            };
         }
     }
     if caller.sees_all() {

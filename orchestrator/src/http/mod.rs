@@ -10,6 +10,7 @@ mod guard;
 mod keys;
 pub mod mcp_endpoint;
 mod metrics;
+mod oauth;
 mod openapi;
 mod page;
 mod permissions;
@@ -63,6 +64,8 @@ pub struct ApiState {
     pub webhooks: crate::webhooks::Webhooks,
     /// Manual runs of schedules.
     pub schedules: crate::schedules::Schedules,
+    /// Access tokens of the OAuth issuer; `None`: no OAuth.
+    pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
 }
 
 /// A JSON object body, whose rejections are our JSON errors: 415 not `application/json`, 400 bad
@@ -223,6 +226,9 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(page::index))
         .routes(routes!(page::asset))
         .routes(routes!(openapi::document))
+        // What an OAuth client reads after its first 401 (no token: it has none yet).
+        .routes(routes!(oauth::api_metadata))
+        .routes(routes!(oauth::mcp_metadata))
         .merge(behind_token(metrics, state))
         .merge(behind_token(mcp, state))
         .nest("/api", behind_token(api, state));
@@ -314,11 +320,15 @@ async fn authenticate(
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_credentials);
     let token = state.config.auth_token.as_deref().filter(|t| !t.is_empty());
+    let oauth = state.oauth.as_deref();
     let operator = match (token, presented) {
         (Some(token), Some(presented)) => bool::from(presented.as_bytes().ct_eq(token.as_bytes())),
         (Some(_), None) => false,
-        // No token configured: whoever reaches the daemon is its operator, unless they name a key.
-        (None, presented) => presented.is_none_or(|p| !p.starts_with(crate::keys::KEY_PREFIX)),
+        // No token configured: whoever reaches the daemon is its operator, unless they name a
+        // key, or OAuth is on (then a caller needs credentials).
+        (None, presented) => {
+            oauth.is_none() && presented.is_none_or(|p| !p.starts_with(crate::keys::KEY_PREFIX))
+        }
     };
     if operator {
         // A peer forwards with the token the nodes share, and the caller it serves.
@@ -346,7 +356,35 @@ async fn authenticate(
             Err(err) => return Err(ApiError::from(err).into_response()),
         }
     }
-    Err(unauthorized(presented.is_some()))
+    let Some(oauth) = oauth else {
+        return Err(unauthorized(presented.is_some()));
+    };
+    let path = request
+        .extensions
+        .get::<axum::extract::OriginalUri>()
+        .map_or_else(|| request.uri.path(), |uri| uri.0.path());
+    let Some(presented) = presented else {
+        return Err(oauth::unauthorized(oauth, &request.headers, path, None));
+    };
+    let public_url = oauth.public_url(oauth::host(&request.headers));
+    match oauth.caller(presented, &public_url).await {
+        Ok(caller) => Ok(caller),
+        Err(crate::oauth::TokenError::Invalid(why)) => Err(oauth::unauthorized(
+            oauth,
+            &request.headers,
+            path,
+            Some(&why),
+        )),
+        Err(err @ crate::oauth::TokenError::Unavailable(_)) => {
+            tracing::warn!(error = %err, "Could not check an OAuth token.");
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "issuer_unavailable",
+                err.to_string(),
+            )
+            .into_response())
+        }
+    }
 }
 
 /// `401`: no credentials, or ones that are neither the token nor a live key.

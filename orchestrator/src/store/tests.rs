@@ -117,8 +117,10 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 18] = [
+const TABLES: [&str; 20] = [
+    "api_keys",
     "audit_log",
+    "caller_usage_days",
     "cluster_credential",
     "delegations",
     "events",

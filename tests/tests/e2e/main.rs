@@ -17,6 +17,7 @@ mod http_api;
 mod load;
 mod mcp;
 mod metrics;
+mod oauth;
 mod ordering;
 mod outcomes;
 mod pool;

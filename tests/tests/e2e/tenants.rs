@@ -914,3 +914,57 @@ async fn through_a_peer_another_tenant_still_finds_nothing() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Two keys' clients run a `threads__send` under the same JSON-RPC id: one's
+/// `notifications/cancelled` stops its own call only (with one shared token, neither could be
+/// told apart and a cancel matching both stopped neither).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_over_mcp_stops_only_its_own_callers_call() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(OPERATOR.into())).await;
+    let base = daemon.base.clone();
+    let (a, _) = make_key(&base, "acme", WRITER, json!({})).await;
+    let (b, _) = make_key(&base, "acme", WRITER, json!({})).await;
+    mock.when_prompt_contains("wait for me", Reply::Hang);
+    let thread = create_thread(&base, &a).await;
+    let mcp_a = McpHttp::new(&base, Some(&a));
+    let mcp_b = McpHttp::new(&base, Some(&b));
+    let send = {
+        let (mcp_a, thread) = (mcp_a.clone(), thread.clone());
+        tokio::spawn(async move {
+            mcp_a
+                .call_tool(
+                    42,
+                    "threads__send",
+                    json!({"threadId": thread, "content": "wait for me"}),
+                )
+                .await
+        })
+    };
+    mock.wait_for_requests(1, Duration::from_secs(60))
+        .await
+        .expect("the turn reaches the model");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 42}});
+    let endpoint = daemon.daemon().mcp_endpoint.clone();
+    assert_eq!(
+        mcp_b.post(cancel.clone()).await.status,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        endpoint.in_flight().len(),
+        1,
+        "another key's cancel stopped nothing"
+    );
+    assert!(!send.is_finished());
+    assert_eq!(mcp_a.post(cancel).await.status, StatusCode::ACCEPTED);
+    let answer = tokio::time::timeout(Duration::from_secs(30), send)
+        .await
+        .expect("the cancelled call answers")
+        .expect("the call task");
+    assert_eq!(
+        answer.result()["structuredContent"]["status"],
+        "interrupted"
+    );
+    daemon.stop().await;
+}

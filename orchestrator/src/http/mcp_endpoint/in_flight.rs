@@ -3,9 +3,11 @@
 //!
 //! The endpoint is stateless: a cancel arrives on a POST of its own, which may reach us on another
 //! connection, and names only the JSON-RPC id of the request it cancels. So calls are kept by
-//! that id (scoped by the client's `Mcp-Session-Id` when it sends one). Ids are the client's own
-//! and two clients may run calls with the same id at once: a cancel that matches more than one
-//! call stops none of them (a wrong turn interrupted is worse than a right one left running).
+//! that id, scoped by who calls (the request's caller: an API key, an OAuth subject, the
+//! operator) and by the client's `Mcp-Session-Id` when it sends one: a cancel reaches only calls
+//! of its own caller. Ids are the client's own and two clients of one caller may run calls with
+//! the same id at once: a cancel that matches more than one call stops none of them (a wrong turn
+//! interrupted is worse than a right one left running).
 //!
 //! Nothing is kept past its call: an entry is removed when its [`Registration`] is dropped, and
 //! every call is bounded by its tool's timeout.
@@ -18,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sync::lock;
 
-/// A running call's key: the client's session id (if any) and the JSON text of the request id.
-type Key = (Option<String>, String);
+/// A running call's key: its caller's subject, the client's session id (if any) and the JSON
+/// text of the request id.
+type Key = (String, Option<String>, String);
 
 /// The running calls.
 #[derive(Debug, Default)]
@@ -50,11 +53,17 @@ pub struct Registration {
 }
 
 impl InFlight {
-    /// Registers a call with JSON-RPC id `request_id` (its JSON text) from `session`.
-    pub fn register(self: &Arc<Self>, session: Option<String>, request_id: String) -> Registration {
+    /// Registers a call of `caller` with JSON-RPC id `request_id` (its JSON text) from
+    /// `session`.
+    pub fn register(
+        self: &Arc<Self>,
+        caller: &str,
+        session: Option<String>,
+        request_id: String,
+    ) -> Registration {
         let serial = self.next.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
-        let key = (session, request_id);
+        let key = (caller.to_owned(), session, request_id);
         lock(&self.calls)
             .entry(key.clone())
             .or_default()
@@ -67,10 +76,13 @@ impl InFlight {
         }
     }
 
-    /// Stops the one running call with this id, if exactly one has it.
-    pub fn cancel(&self, session: Option<String>, request_id: String) -> Cancelled {
+    /// Stops the one running call of `caller` with this id, if exactly one has it.
+    pub fn cancel(&self, caller: &str, session: Option<String>, request_id: String) -> Cancelled {
         let calls = lock(&self.calls);
-        match calls.get(&(session, request_id)).map(Vec::as_slice) {
+        match calls
+            .get(&(caller.to_owned(), session, request_id))
+            .map(Vec::as_slice)
+        {
             None | Some([]) => Cancelled::None,
             Some([(_, cancel)]) => {
                 cancel.cancel();
@@ -109,38 +121,51 @@ mod tests {
     #[test]
     fn a_cancel_stops_the_one_call_with_its_id() {
         let in_flight = Arc::new(InFlight::default());
-        let first = in_flight.register(None, "1".into());
-        let second = in_flight.register(None, "2".into());
-        assert_eq!(in_flight.cancel(None, "2".into()), Cancelled::One);
+        let first = in_flight.register("op", None, "1".into());
+        let second = in_flight.register("op", None, "2".into());
+        assert_eq!(in_flight.cancel("op", None, "2".into()), Cancelled::One);
         assert!(second.cancel.is_cancelled());
         assert!(!first.cancel.is_cancelled());
-        assert_eq!(in_flight.cancel(None, "3".into()), Cancelled::None);
+        assert_eq!(in_flight.cancel("op", None, "3".into()), Cancelled::None);
     }
 
     #[test]
     fn a_cancel_matching_two_calls_stops_neither() {
         let in_flight = Arc::new(InFlight::default());
-        let a = in_flight.register(None, "7".into());
-        let b = in_flight.register(None, "7".into());
-        assert_eq!(in_flight.cancel(None, "7".into()), Cancelled::Ambiguous);
+        let a = in_flight.register("op", None, "7".into());
+        let b = in_flight.register("op", None, "7".into());
+        assert_eq!(
+            in_flight.cancel("op", None, "7".into()),
+            Cancelled::Ambiguous
+        );
         assert!(!a.cancel.is_cancelled() && !b.cancel.is_cancelled());
         // A session id tells them apart.
-        let c = in_flight.register(Some("s".into()), "7".into());
+        let c = in_flight.register("op", Some("s".into()), "7".into());
         assert_eq!(
-            in_flight.cancel(Some("s".into()), "7".into()),
+            in_flight.cancel("op", Some("s".into()), "7".into()),
             Cancelled::One
         );
         assert!(c.cancel.is_cancelled());
     }
 
     #[test]
+    fn a_cancel_reaches_only_its_own_callers_calls() {
+        let in_flight = Arc::new(InFlight::default());
+        let mine = in_flight.register("key_a", None, "1".into());
+        let theirs = in_flight.register("key_b", None, "1".into());
+        assert_eq!(in_flight.cancel("key_c", None, "1".into()), Cancelled::None);
+        assert_eq!(in_flight.cancel("key_a", None, "1".into()), Cancelled::One);
+        assert!(mine.cancel.is_cancelled() && !theirs.cancel.is_cancelled());
+    }
+
+    #[test]
     fn a_finished_call_leaves_nothing_behind() {
         let in_flight = Arc::new(InFlight::default());
-        let a = in_flight.register(None, "1".into());
-        let b = in_flight.register(None, "1".into());
+        let a = in_flight.register("op", None, "1".into());
+        let b = in_flight.register("op", None, "1".into());
         drop(a);
         assert_eq!(in_flight.len(), 1);
-        assert_eq!(in_flight.cancel(None, "1".into()), Cancelled::One);
+        assert_eq!(in_flight.cancel("op", None, "1".into()), Cancelled::One);
         drop(b);
         assert!(in_flight.is_empty());
     }

@@ -264,7 +264,13 @@ pub async fn screen(
             {
                 if let Some(request_id) = &cancelled.params.request_id {
                     let request_id = serde_json::to_string(request_id).unwrap_or_default();
-                    cancel(&endpoint, session_id(&parts.headers), request_id);
+                    let caller = crate::http::caller_in(&parts.extensions);
+                    cancel(
+                        &endpoint,
+                        &caller.subject,
+                        session_id(&parts.headers),
+                        request_id,
+                    );
                 }
             }
         }
@@ -325,8 +331,11 @@ fn bad_params(method: &str, params: &Value) -> Option<String> {
     }
 }
 
-fn cancel(endpoint: &McpEndpoint, session: Option<String>, request_id: String) {
-    match endpoint.in_flight.cancel(session, request_id.clone()) {
+fn cancel(endpoint: &McpEndpoint, caller: &str, session: Option<String>, request_id: String) {
+    match endpoint
+        .in_flight
+        .cancel(caller, session, request_id.clone())
+    {
         Cancelled::One => info!(request_id, "MCP call cancelled by its client."),
         Cancelled::None => debug!(request_id, "A cancel named no running MCP call."),
         Cancelled::Ambiguous => warn!(
@@ -433,7 +442,10 @@ impl ServerHandler for Handler {
         let session = parts.and_then(|parts| session_id(&parts.headers));
         let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         let request_id = serde_json::to_string(&context.id).unwrap_or_default();
-        let registration = self.0.in_flight.register(session, request_id);
+        let registration = self
+            .0
+            .in_flight
+            .register(&caller.subject, session, request_id);
         // The thread a `threads__send` runs on: its events become progress, a cancel interrupts
         // it. Only a thread the caller sees: the tool refuses another tenant's, and neither its
         // events nor its messages are this call's.

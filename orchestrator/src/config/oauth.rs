@@ -1,0 +1,118 @@
+//! `[oauth]`: `/mcp` and `/api` as an OAuth 2.1 resource server (see `crate::oauth`). Off until
+//! an `issuer` is set.
+
+use serde::Deserialize;
+
+/// `[oauth]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// The authorization server whose JWT access tokens the daemon accepts (`https://…`, exactly
+    /// as its tokens' `iss` and its metadata's `issuer` say). `None`: no OAuth.
+    pub issuer: Option<String>,
+    /// Where its signing keys are; `None`: from its metadata (`jwks_uri`, found at
+    /// `/.well-known/openid-configuration` or `/.well-known/oauth-authorization-server`).
+    pub jwks_url: Option<String>,
+    /// The audience a token must name; `None`: this server's resource URLs (`<public_url>/mcp`,
+    /// or `<public_url>` itself), as RFC 8707 has clients ask for them.
+    pub audience: Option<String>,
+    /// The claim whose value is the caller's tenant.
+    pub tenant_claim: String,
+    /// The URL clients reach the daemon at (`https://harness.example.com`), which names its
+    /// resources; `None`: `http://` and the request's `Host`.
+    pub public_url: Option<String>,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        OAuthConfig {
+            issuer: None,
+            jwks_url: None,
+            audience: None,
+            tenant_claim: "sub".into(),
+            public_url: None,
+        }
+    }
+}
+
+impl OAuthConfig {
+    /// The problem with it, if any.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("oauth.issuer", &self.issuer),
+            ("oauth.jwks_url", &self.jwks_url),
+            ("oauth.public_url", &self.public_url),
+        ] {
+            if let Some(url) = value {
+                let parsed = reqwest::Url::parse(url).map_err(|err| format!("{name}: {err}"))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(format!("{name} must be an http(s) URL (got {url})"));
+                }
+            }
+        }
+        if self.issuer.is_none() && (self.jwks_url.is_some() || self.audience.is_some()) {
+            return Err("oauth.jwks_url and oauth.audience need oauth.issuer".into());
+        }
+        if self.tenant_claim.is_empty() {
+            return Err("oauth.tenant_claim must name a claim".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_oauth_table_names_its_problem() {
+        let issuer = || OAuthConfig {
+            issuer: Some("https://login.example".into()),
+            ..OAuthConfig::default()
+        };
+        assert_eq!(OAuthConfig::default().check(), Ok(()));
+        assert_eq!(issuer().check(), Ok(()));
+        for (bad, words) in [
+            (
+                OAuthConfig {
+                    issuer: Some("ftp://login.example".into()),
+                    ..OAuthConfig::default()
+                },
+                "oauth.issuer must be an http(s) URL",
+            ),
+            (
+                OAuthConfig {
+                    public_url: Some("not a url".into()),
+                    ..issuer()
+                },
+                "oauth.public_url",
+            ),
+            (
+                OAuthConfig {
+                    jwks_url: Some("https://login.example/keys".into()),
+                    ..OAuthConfig::default()
+                },
+                "need oauth.issuer",
+            ),
+            (
+                OAuthConfig {
+                    tenant_claim: String::new(),
+                    ..issuer()
+                },
+                "tenant_claim",
+            ),
+        ] {
+            let err = bad.check().expect_err("refused");
+            assert!(err.contains(words), "{err}");
+        }
+    }
+
+    #[test]
+    fn with_an_issuer_a_wider_bind_needs_no_token() {
+        let mut config =
+            crate::config::Config::from_toml("bind = \"0.0.0.0:7878\"").expect("parses");
+        assert!(config.validate().is_err(), "no token, no issuer");
+        config.oauth.issuer = Some("https://login.example".into());
+        assert!(config.validate().is_ok());
+    }
+}

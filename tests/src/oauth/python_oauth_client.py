@@ -1,0 +1,104 @@
+"""An MCP client with no token, as the official Python SDK's OAuth flow runs it against /mcp.
+
+argv[1]: {"url": the /mcp URL, "clientId": a client registered with "issuer"}
+The SDK meets a 401, follows its `resource_metadata` to the protected resource metadata, then
+to the authorization server, authorizes with PKCE (the "browser" follows the issuer's redirect
+without a person: the test issuer approves at once), exchanges the code for a token naming
+this resource, and retries. Prints one JSON line: the threads it listed and the thread it made.
+"""
+
+import asyncio
+import json
+import sys
+from urllib.parse import parse_qs, urlparse
+
+import httpx2
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+)
+
+REDIRECT = "http://127.0.0.1:9/callback"
+
+
+class Memory:
+    """Token storage: starts empty but for the client's registration."""
+
+    def __init__(self, client_id, issuer):
+        self.tokens = None
+        self.client = OAuthClientInformationFull(
+            client_id=client_id,
+            redirect_uris=[REDIRECT],
+            token_endpoint_auth_method="none",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            issuer=issuer,
+        )
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info):
+        self.client = client_info
+
+
+async def main():
+    cfg = json.loads(sys.argv[1])
+    seen = {}
+
+    async def redirect_handler(url):
+        # The browser: the issuer answers the authorization request with a redirect carrying
+        # the code; it is read here instead of followed.
+        seen["authorize"] = url
+        async with httpx2.AsyncClient() as browser:
+            answer = await browser.get(url, follow_redirects=False)
+        location = urlparse(answer.headers["location"])
+        query = parse_qs(location.query)
+        seen["code"] = query["code"][0]
+        seen["state"] = query.get("state", [None])[0]
+        seen["iss"] = query.get("iss", [None])[0]
+
+    async def callback_handler():
+        return AuthorizationCodeResult(code=seen["code"], state=seen["state"], iss=seen["iss"])
+
+    storage = Memory(cfg["clientId"], cfg["issuer"])
+    auth = OAuthClientProvider(
+        server_url=cfg["url"],
+        client_metadata=OAuthClientMetadata(
+            redirect_uris=[REDIRECT],
+            client_name="harness-tests",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=storage,
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+    http = create_mcp_http_client(auth=auth)
+    transport = streamable_http_client(cfg["url"], http_client=http)
+    async with Client(transport, mode="legacy") as client:
+        created = await client.call_tool("threads__create", {"title": "made over oauth"})
+        listed = await client.call_tool("threads__list", {})
+    authorize = parse_qs(urlparse(seen["authorize"]).query)
+    print(json.dumps({
+        "created": created.structured_content,
+        "listed": listed.structured_content,
+        "resource": authorize.get("resource", [None])[0],
+        "codeChallengeMethod": authorize.get("code_challenge_method", [None])[0],
+        "accessToken": storage.tokens.access_token if storage.tokens else None,
+    }))
+
+
+asyncio.run(main())
