@@ -55,18 +55,7 @@ pub struct KeySpec {
 impl KeySpec {
     /// The problem with it, in the words of the API's 422.
     pub fn check(&self) -> Result<(), String> {
-        let tenant_ok = !self.tenant.is_empty()
-            && self.tenant.len() <= TENANT_MAX
-            && self
-                .tenant
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-        if !tenant_ok {
-            return Err(format!(
-                "tenant must be 1 to {TENANT_MAX} letters, digits, `.`, `_` or `-` (got {:?})",
-                self.tenant
-            ));
-        }
+        check_tenant(&self.tenant)?;
         if self.scopes.is_empty() {
             return Err("at least one scope is needed".into());
         }
@@ -82,6 +71,22 @@ impl KeySpec {
             }
         }
         Ok(())
+    }
+}
+
+/// The problem with `tenant` as a tenant's name, if any.
+pub fn check_tenant(tenant: &str) -> Result<(), String> {
+    let ok = !tenant.is_empty()
+        && tenant.len() <= TENANT_MAX
+        && tenant
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "tenant must be 1 to {TENANT_MAX} letters, digits, `.`, `_` or `-` (got {tenant:?})"
+        ))
     }
 }
 

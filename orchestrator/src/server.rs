@@ -318,7 +318,7 @@ impl Daemon {
             pipeline.throttle_metrics(),
         ));
         let door = crate::http::serve::Door::open(&config.http);
-        let oauth = crate::oauth::ResourceServer::new(&config.oauth).map(Arc::new);
+        let oauth = crate::oauth::ResourceServer::new(&config.oauth, &store).map(Arc::new);
         Ok(Daemon {
             door,
             oauth,

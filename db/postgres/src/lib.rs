@@ -16,6 +16,7 @@ mod events;
 mod keys;
 mod leases;
 mod messages;
+mod oauth;
 mod outcomes;
 mod permissions;
 mod schedules;

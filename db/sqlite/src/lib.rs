@@ -12,6 +12,7 @@ mod events;
 mod keys;
 mod leases;
 mod messages;
+mod oauth;
 mod outcomes;
 mod permissions;
 mod schedules;

@@ -693,7 +693,7 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let token_set = self.auth_token.as_deref().is_some_and(|t| !t.is_empty());
-        if !self.bind.ip().is_loopback() && !token_set && self.oauth.issuer.is_none() {
+        if !self.bind.ip().is_loopback() && !token_set && !self.oauth.enabled() {
             return Err(ConfigError::TokenRequired(self.bind));
         }
         self.oauth.check().map_err(ConfigError::Invalid)?;

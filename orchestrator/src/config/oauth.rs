@@ -21,6 +21,9 @@ pub struct OAuthConfig {
     /// The URL clients reach the daemon at (`https://harness.example.com`), which names its
     /// resources; `None`: `http://` and the request's `Host`.
     pub public_url: Option<String>,
+    /// The daemon is its own authorization server (`crate::oauth::authorize`), for operators
+    /// without an identity provider; instead of `issuer`.
+    pub builtin: bool,
 }
 
 impl Default for OAuthConfig {
@@ -31,11 +34,17 @@ impl Default for OAuthConfig {
             audience: None,
             tenant_claim: "sub".into(),
             public_url: None,
+            builtin: false,
         }
     }
 }
 
 impl OAuthConfig {
+    /// Whether `/api` and `/mcp` take OAuth tokens (an issuer's, or the built-in server's).
+    pub fn enabled(&self) -> bool {
+        self.issuer.is_some() || self.builtin
+    }
+
     /// The problem with it, if any.
     pub fn check(&self) -> Result<(), String> {
         for (name, value) in [
@@ -49,6 +58,9 @@ impl OAuthConfig {
                     return Err(format!("{name} must be an http(s) URL (got {url})"));
                 }
             }
+        }
+        if self.builtin && self.issuer.is_some() {
+            return Err("oauth.builtin and oauth.issuer are one or the other".into());
         }
         if self.issuer.is_none() && (self.jwks_url.is_some() || self.audience.is_some()) {
             return Err("oauth.jwks_url and oauth.audience need oauth.issuer".into());

@@ -6,7 +6,9 @@
 //! - `Origin`, when a browser sends one, must be our own origin or one of
 //!   `http.allowed_origins` (403).
 //! - A request body must be `application/json` (415): an HTML form can send only other types
-//!   without a CORS preflight. The body is read here, bounded by `max_body_bytes` (413) and by
+//!   without a CORS preflight. The one exception is OAuth's token endpoint (`/oauth/token`),
+//!   which RFC 6749 has take a form: it holds no ambient credential (a code is worthless
+//!   without its PKCE verifier), so a page posting there gains nothing a direct client lacks. The body is read here, bounded by `max_body_bytes` (413) and by
 //!   `http.read_timeout`; a refused body is read and thrown away (up to a bound) before the
 //!   answer, so the client reads its 413 or 415 instead of a connection reset.
 
@@ -156,7 +158,8 @@ impl Guard {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let refusal = if !is_json(&content_type) {
+        let form_allowed = request.uri().path() == TOKEN_ENDPOINT && is_form(&content_type);
+        let refusal = if !is_json(&content_type) && !form_allowed {
             let got = if content_type.is_empty() {
                 "no Content-Type".to_owned()
             } else {
@@ -280,6 +283,18 @@ fn host_name(host: &str) -> String {
         host
     };
     name.to_ascii_lowercase()
+}
+
+/// The one route that takes a form body.
+const TOKEN_ENDPOINT: &str = "/oauth/token";
+
+/// `application/x-www-form-urlencoded`, with or without parameters.
+fn is_form(content_type: &str) -> bool {
+    content_type.split(';').next().is_some_and(|media| {
+        media
+            .trim()
+            .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+    })
 }
 
 /// `application/json`, with or without parameters (`; charset=utf-8`).

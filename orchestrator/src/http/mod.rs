@@ -4,6 +4,7 @@
 pub mod access;
 mod archive;
 pub(crate) mod audit;
+mod authorize;
 mod diff;
 mod error;
 mod guard;
@@ -229,6 +230,12 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         // What an OAuth client reads after its first 401 (no token: it has none yet).
         .routes(routes!(oauth::api_metadata))
         .routes(routes!(oauth::mcp_metadata))
+        // The built-in authorization server (`[oauth] builtin`): where a client gets a token.
+        .routes(routes!(authorize::metadata))
+        .routes(routes!(authorize::register))
+        .routes(routes!(authorize::authorize))
+        .routes(routes!(authorize::consent))
+        .routes(routes!(authorize::token))
         .merge(behind_token(metrics, state))
         .merge(behind_token(mcp, state))
         .nest("/api", behind_token(api, state));

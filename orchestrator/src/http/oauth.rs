@@ -50,9 +50,9 @@ fn metadata(state: &ApiState, headers: &HeaderMap, path: &str) -> Result<Json<Va
     let oauth = state
         .oauth
         .as_ref()
-        .ok_or_else(|| ApiError::not_found("OAuth is off: `[oauth] issuer` is not set"))?;
+        .ok_or_else(|| ApiError::not_found("OAuth is off: `[oauth]` names no issuer"))?;
     let base = oauth.public_url(host(headers));
-    Ok(Json(oauth.metadata(&format!("{base}{path}"))))
+    Ok(Json(oauth.metadata(&format!("{base}{path}"), &base)))
 }
 
 /// The request's `Host` (the guard has checked it is one the daemon serves).

@@ -55,6 +55,7 @@ use crate::api::events::{EventKind, StreamEvent, ThreadEvent};
         (name = "pool", description = "The process pool."),
         (name = "webhooks", description = "What was sent to the webhook endpoints."),
         (name = "keys", description = "API keys, their tenants and limits; who the caller is."),
+        (name = "oauth", description = "The built-in OAuth authorization server (`[oauth] builtin`)."),
         (name = "service", description = "Health, metrics, the audit log, the web page, this document."),
         (name = "mcp", description = "Harness as an MCP server."),
     )

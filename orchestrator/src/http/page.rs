@@ -35,6 +35,11 @@ const INDEX: Asset = Asset {
 /// The files under `/assets/`; the page names them, nothing else is served.
 const ASSETS: &[Asset] = &[
     Asset {
+        name: "consent.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/consent.js"),
+    },
+    Asset {
         name: "app.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../web/app.js"),

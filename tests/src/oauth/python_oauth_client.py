@@ -1,10 +1,14 @@
 """An MCP client with no token, as the official Python SDK's OAuth flow runs it against /mcp.
 
-argv[1]: {"url": the /mcp URL, "clientId": a client registered with "issuer"}
+argv[1]: {"url": the /mcp URL, and either "clientId" + "issuer" (a client registered there
+beforehand) or nothing (the SDK registers one itself, RFC 7591); "consent": {"adminKey",
+"tenant"} when the authorization server is Harness's own}
 The SDK meets a 401, follows its `resource_metadata` to the protected resource metadata, then
-to the authorization server, authorizes with PKCE (the "browser" follows the issuer's redirect
-without a person: the test issuer approves at once), exchanges the code for a token naming
-this resource, and retries. Prints one JSON line: the threads it listed and the thread it made.
+to the authorization server, authorizes with PKCE, exchanges the code for a token naming this
+resource, and retries. The "browser" is scripted: it follows an outside issuer's redirect (it
+approves at once), or gives Harness's consent as its consent page does (the page's own request,
+with the operator's key). Prints one JSON line: the threads it listed, the thread it made, and
+the client and tokens it ended with.
 """
 
 import asyncio
@@ -31,14 +35,16 @@ class Memory:
 
     def __init__(self, client_id, issuer):
         self.tokens = None
-        self.client = OAuthClientInformationFull(
-            client_id=client_id,
-            redirect_uris=[REDIRECT],
-            token_endpoint_auth_method="none",
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            issuer=issuer,
-        )
+        self.client = None
+        if client_id:
+            self.client = OAuthClientInformationFull(
+                client_id=client_id,
+                redirect_uris=[REDIRECT],
+                token_endpoint_auth_method="none",
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+                issuer=issuer,
+            )
 
     async def get_tokens(self):
         return self.tokens
@@ -58,12 +64,25 @@ async def main():
     seen = {}
 
     async def redirect_handler(url):
-        # The browser: the issuer answers the authorization request with a redirect carrying
-        # the code; it is read here instead of followed.
         seen["authorize"] = url
         async with httpx2.AsyncClient() as browser:
-            answer = await browser.get(url, follow_redirects=False)
-        location = urlparse(answer.headers["location"])
+            if "consent" in cfg:
+                # Harness's consent page, and what its script sends when the operator allows.
+                page = await browser.get(url)
+                seen["consentPage"] = page.status_code
+                request = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+                origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
+                answer = await browser.post(
+                    f"{origin}/oauth/consent",
+                    json={"request": request, **cfg["consent"]},
+                )
+                answer.raise_for_status()
+                location = urlparse(answer.json()["redirectTo"])
+            else:
+                # An outside issuer answers with a redirect carrying the code; it is read here
+                # instead of followed.
+                answer = await browser.get(url, follow_redirects=False)
+                location = urlparse(answer.headers["location"])
         query = parse_qs(location.query)
         seen["code"] = query["code"][0]
         seen["state"] = query.get("state", [None])[0]
@@ -72,7 +91,7 @@ async def main():
     async def callback_handler():
         return AuthorizationCodeResult(code=seen["code"], state=seen["state"], iss=seen["iss"])
 
-    storage = Memory(cfg["clientId"], cfg["issuer"])
+    storage = Memory(cfg.get("clientId"), cfg.get("issuer"))
     auth = OAuthClientProvider(
         server_url=cfg["url"],
         client_metadata=OAuthClientMetadata(
@@ -98,6 +117,9 @@ async def main():
         "resource": authorize.get("resource", [None])[0],
         "codeChallengeMethod": authorize.get("code_challenge_method", [None])[0],
         "accessToken": storage.tokens.access_token if storage.tokens else None,
+        "refreshToken": storage.tokens.refresh_token if storage.tokens else None,
+        "clientId": storage.client.client_id if storage.client else None,
+        "consentPage": seen.get("consentPage"),
     }))
 
 

@@ -228,3 +228,240 @@ async fn a_token_for_another_audience_in_the_query_or_without_the_scope_is_refus
     assert_eq!(status, StatusCode::UNAUTHORIZED, "another issuer's token");
     daemon.stop().await;
 }
+
+/// The daemon as its own authorization server.
+async fn builtin_daemon(mock: &MockApi) -> TestDaemon {
+    TestDaemon::start(mock, |c| {
+        c.auth_token = Some(OPERATOR.into());
+        c.oauth.builtin = true;
+    })
+    .await
+}
+
+/// A form POST to the token endpoint: (status, JSON).
+async fn token_request(base: &str, form: &[(&str, &str)]) -> (StatusCode, Value) {
+    let answer = reqwest::Client::new()
+        .post(format!("{base}/oauth/token"))
+        .form(form)
+        .send()
+        .await
+        .expect("the token endpoint answers");
+    let status = answer.status();
+    (status, answer.json().await.unwrap_or(Value::Null))
+}
+
+/// With `[oauth] builtin`, the official Python SDK registers itself (RFC 7591), is sent to the
+/// consent page, which the operator's key unlocks for a tenant, and calls the threads tools with
+/// the token it got; its refresh token is good once, and a spent one coming back ends the grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtin_server_registers_a_client_and_the_operators_consent_gives_it_a_token() {
+    let Some(python) = python_or_skip("oauth builtin").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    let daemon = builtin_daemon(&mock).await;
+    let base = daemon.base.clone();
+    let (status, metadata, _) = call(
+        &base,
+        None,
+        Method::GET,
+        "/.well-known/oauth-authorization-server",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{metadata}");
+    assert_eq!(metadata["issuer"], base);
+    assert_eq!(
+        metadata["code_challenge_methods_supported"],
+        json!(["S256"])
+    );
+
+    let report = run_python_script(
+        python,
+        "python_oauth_client.py",
+        PYTHON_OAUTH_CLIENT,
+        json!({"url": format!("{base}/mcp"), "consent": {"adminKey": OPERATOR, "tenant": "dave"}}),
+    )
+    .await
+    .expect("the SDK registers, is granted and calls");
+    assert_eq!(report["consentPage"], 200, "{report}");
+    let thread = report["created"]["threadId"].as_str().expect("a thread");
+    let (_, owned, _) = call(
+        &base,
+        Some(OPERATOR),
+        Method::GET,
+        &format!("/api/threads/{thread}"),
+        None,
+    )
+    .await;
+    assert_eq!(owned["tenant"], "dave", "{owned}");
+    let client = report["clientId"].as_str().expect("registered").to_owned();
+    let access = report["accessToken"]
+        .as_str()
+        .expect("an access token")
+        .to_owned();
+    let refresh = report["refreshToken"]
+        .as_str()
+        .expect("a refresh token")
+        .to_owned();
+    assert!(access.starts_with("hat_"), "{access}");
+    let (status, me, _) = call(&base, Some(&access), Method::GET, "/api/me", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(me["subject"], format!("oauth:{client}"));
+    assert_eq!(
+        me["scopes"],
+        json!(["threads:read", "threads:write"]),
+        "never admin"
+    );
+
+    // A refresh gives a new pair; the old refresh token is spent.
+    let (status, fresh) = token_request(
+        &base,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &refresh),
+            ("client_id", &client),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{fresh}");
+    let new_access = fresh["access_token"].as_str().expect("a new access token");
+    assert_ne!(new_access, access);
+    let (status, _, _) = call(&base, Some(new_access), Method::GET, "/api/me", None).await;
+    assert_eq!(status, StatusCode::OK);
+    // The spent one comes back (a thief, or a replay): refused, and the whole grant ends.
+    let (status, reused) = token_request(
+        &base,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &refresh),
+            ("client_id", &client),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant"))
+    );
+    let (status, _, headers) = call(&base, Some(new_access), Method::GET, "/api/me", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the grant is revoked");
+    assert!(challenge(&headers).contains("/.well-known/oauth-protected-resource"));
+    daemon.stop().await;
+}
+
+/// Registration is all or nothing (Cursor registers its own scheme beside https and loopback
+/// URIs); a code is good once, for its client and verifier only; consent needs an admin key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_codes_and_consent_refuse_what_they_should() {
+    let mock = MockApi::start().await;
+    let daemon = builtin_daemon(&mock).await;
+    let base = daemon.base.clone();
+    let cursor = [
+        "cursor://anysphere.cursor-mcp/oauth/callback",
+        "https://www.cursor.com/oauth/callback",
+        "http://localhost:33418/callback",
+    ];
+    let register = |uris: Vec<&str>| {
+        let base = base.clone();
+        let uris: Vec<String> = uris.into_iter().map(str::to_owned).collect();
+        async move {
+            call(
+                &base,
+                None,
+                Method::POST,
+                "/oauth/register",
+                Some(json!({"client_name": "Cursor", "redirect_uris": uris, "token_endpoint_auth_method": "none"})),
+            )
+            .await
+        }
+    };
+    let (status, client, _) = register(cursor.to_vec()).await;
+    assert_eq!(status, StatusCode::CREATED, "{client}");
+    assert_eq!(client["redirect_uris"], json!(cursor));
+    let mut with_bad = cursor.to_vec();
+    with_bad.push("http://attacker.example/callback");
+    let (status, refused, _) = register(with_bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["error"], "invalid_redirect_uri");
+    assert!(refused["error_description"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("attacker.example"));
+
+    // A code, through the consent the page gives.
+    let client_id = client["client_id"].as_str().expect("an id").to_owned();
+    let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
+    let challenge_value = {
+        use base64::Engine;
+        use sha2::Digest;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier))
+    };
+    let request = json!({
+        "response_type": "code", "client_id": client_id, "redirect_uri": cursor[2],
+        "code_challenge": challenge_value, "code_challenge_method": "S256", "state": "s1",
+    });
+    let consent = |key: &str| {
+        call(
+            &base,
+            None,
+            Method::POST,
+            "/oauth/consent",
+            Some(json!({"request": request, "tenant": "erin", "adminKey": key})),
+        )
+    };
+    let (status, _, _) = consent("not-the-operator").await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "consent needs an admin key");
+    let (status, granted, _) = consent(OPERATOR).await;
+    assert_eq!(status, StatusCode::OK, "{granted}");
+    let to =
+        reqwest::Url::parse(granted["redirectTo"].as_str().expect("a redirect")).expect("a URL");
+    assert!(to.as_str().starts_with(cursor[2]), "{to}");
+    let query: std::collections::HashMap<_, _> = to.query_pairs().into_owned().collect();
+    assert_eq!(query.get("state").map(String::as_str), Some("s1"));
+    assert_eq!(query.get("iss"), Some(&base), "RFC 9207");
+    let code = query["code"].clone();
+
+    let exchange = |verifier: &'static str| {
+        let (base, code, client_id) = (base.clone(), code.clone(), client_id.clone());
+        async move {
+            token_request(
+                &base,
+                &[
+                    ("grant_type", "authorization_code"),
+                    ("code", &code),
+                    ("code_verifier", verifier),
+                    ("redirect_uri", "http://localhost:33418/callback"),
+                    ("client_id", &client_id),
+                ],
+            )
+            .await
+        }
+    };
+    let (status, wrong) = exchange("not-the-verifier-that-was-committed-to-at-all-0000").await;
+    assert_eq!(
+        (status, wrong["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+        "{wrong}"
+    );
+    // The code was spent by that attempt: the right verifier comes too late.
+    let (status, late) = exchange("a-verifier-that-is-long-enough-for-pkce-0123456789").await;
+    assert_eq!(
+        (status, late["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_grant")),
+        "{late}"
+    );
+
+    // An authorization request for a redirect URI the client did not register gets no page.
+    let page = reqwest::get(format!(
+        "{base}/oauth/authorize?response_type=code&client_id={client_id}&redirect_uri=https%3A%2F%2Fevil.example%2Fcb&code_challenge={challenge_value}&code_challenge_method=S256"
+    ))
+    .await
+    .expect("the page");
+    assert_eq!(page.status(), StatusCode::BAD_REQUEST);
+    assert!(page
+        .text()
+        .await
+        .unwrap_or_default()
+        .contains("not one the client registered"));
+    daemon.stop().await;
+}

@@ -1,5 +1,7 @@
 //! OAuth 2.1 resource server: with `[oauth] issuer` set, `/mcp` and `/api` also accept JWT
-//! access tokens from that issuer (MCP authorization, 2025-11-25 and 2026-07-28).
+//! access tokens from that issuer (MCP authorization, 2025-11-25 and 2026-07-28); with
+//! `[oauth] builtin`, the access tokens of the daemon's own authorization server
+//! ([`authorize`]), looked up by their hash.
 //!
 //! - **Discovery** (RFC 9728): [`ResourceServer::metadata`] is the protected resource metadata
 //!   `http::oauth` serves at `/.well-known/oauth-protected-resource` (the API) and
@@ -26,6 +28,9 @@ use tokio::sync::Mutex;
 
 use crate::caller::{Caller, Scope};
 use crate::config::OAuthConfig;
+use crate::store::Store;
+
+pub mod authorize;
 
 /// The least time between two fetches of the issuer's keys for a key it does not know.
 pub const REFETCH_AFTER: Duration = Duration::from_secs(30);
@@ -68,25 +73,37 @@ struct Keys {
     fetched: Option<Instant>,
 }
 
-/// Validates access tokens from the configured issuer. Cheap to share.
+/// Whose access tokens the daemon takes.
+enum Authority {
+    /// An outside issuer's JWTs (`oauth.issuer`).
+    Issuer(String),
+    /// The daemon's own opaque tokens (`oauth.builtin`).
+    Builtin(authorize::AuthorizationServer),
+}
+
+/// Validates access tokens. Cheap to share.
 pub struct ResourceServer {
     config: OAuthConfig,
-    issuer: String,
+    authority: Authority,
     http: reqwest::Client,
     keys: Mutex<Keys>,
 }
 
 impl ResourceServer {
-    /// `None` when `[oauth]` names no issuer.
-    pub fn new(config: &OAuthConfig) -> Option<ResourceServer> {
-        let issuer = config.issuer.clone()?;
+    /// `None` when `[oauth]` names no issuer and the built-in server is off.
+    pub fn new(config: &OAuthConfig, store: &Store) -> Option<ResourceServer> {
+        let authority = match (&config.issuer, config.builtin) {
+            (Some(issuer), _) => Authority::Issuer(issuer.clone()),
+            (None, true) => Authority::Builtin(authorize::AuthorizationServer::new(store.clone())),
+            (None, false) => return None,
+        };
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .build()
             .unwrap_or_default();
         Some(ResourceServer {
             config: config.clone(),
-            issuer,
+            authority,
             http,
             keys: Mutex::default(),
         })
@@ -100,12 +117,33 @@ impl ResourceServer {
         }
     }
 
-    /// The protected resource metadata (RFC 9728) of `resource`.
-    pub fn metadata(&self, resource: &str) -> Value {
+    /// The built-in authorization server, when it is the authority.
+    pub fn builtin(&self) -> Option<&authorize::AuthorizationServer> {
+        match &self.authority {
+            Authority::Builtin(server) => Some(server),
+            Authority::Issuer(_) => None,
+        }
+    }
+
+    /// The issuer: the configured one, or this server itself (`public_url`).
+    pub fn issuer(&self, public_url: &str) -> String {
+        match &self.authority {
+            Authority::Issuer(issuer) => issuer.clone(),
+            Authority::Builtin(_) => public_url.to_owned(),
+        }
+    }
+
+    /// This server's resource URLs (RFC 8707): `/mcp`'s and the API's.
+    pub fn resources(&self, public_url: &str) -> Vec<String> {
+        vec![format!("{public_url}/mcp"), public_url.to_owned()]
+    }
+
+    /// The protected resource metadata (RFC 9728) of `resource` on the server at `public_url`.
+    pub fn metadata(&self, resource: &str, public_url: &str) -> Value {
         let scopes: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
         json!({
             "resource": resource,
-            "authorization_servers": [self.issuer],
+            "authorization_servers": [self.issuer(public_url)],
             "scopes_supported": scopes,
             "bearer_methods_supported": ["header"],
             "resource_name": "Harness",
@@ -124,6 +162,21 @@ impl ResourceServer {
     /// The caller `token` names, when it is a valid token of the issuer for this server
     /// (`public_url`: [`ResourceServer::public_url`]).
     pub async fn caller(&self, token: &str, public_url: &str) -> Result<Caller, TokenError> {
+        let issuer = match &self.authority {
+            Authority::Issuer(issuer) => issuer,
+            Authority::Builtin(server) => {
+                let unknown =
+                    || TokenError::Invalid("not a live access token of this server".into());
+                if !token.starts_with(authorize::ACCESS_PREFIX) {
+                    return Err(unknown());
+                }
+                return server
+                    .caller(token)
+                    .await
+                    .map_err(|err| TokenError::Unavailable(err.to_string()))?
+                    .ok_or_else(unknown);
+            }
+        };
         let header = jsonwebtoken::decode_header(token)
             .map_err(|err| TokenError::Invalid(format!("not a JWT: {err}")))?;
         if matches!(
@@ -138,7 +191,7 @@ impl ResourceServer {
         let mut validation = Validation::new(header.alg);
         validation.leeway = LEEWAY_SECS;
         validation.validate_nbf = true;
-        validation.set_issuer(&[&self.issuer]);
+        validation.set_issuer(&[issuer]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         match &self.config.audience {
             Some(audience) => validation.set_audience(&[audience]),
@@ -212,7 +265,10 @@ impl ResourceServer {
 
     /// `jwks_uri` from the issuer's metadata (OpenID Connect discovery, then RFC 8414).
     async fn jwks_uri(&self) -> Result<String, TokenError> {
-        let base = self.issuer.trim_end_matches('/');
+        let base = match &self.authority {
+            Authority::Issuer(issuer) => issuer.trim_end_matches('/'),
+            Authority::Builtin(_) => return Err(TokenError::Unavailable("no issuer".into())),
+        };
         let mut last = String::new();
         for path in [
             "/.well-known/openid-configuration",
@@ -263,24 +319,29 @@ fn find(set: &JwkSet, kid: Option<&str>) -> Option<Result<DecodingKey, TokenErro
 mod tests {
     use super::*;
 
-    fn server(tenant_claim: &str) -> ResourceServer {
-        ResourceServer::new(&OAuthConfig {
-            issuer: Some("https://issuer.example".into()),
-            tenant_claim: tenant_claim.into(),
-            ..OAuthConfig::default()
-        })
+    async fn server(tenant_claim: &str) -> ResourceServer {
+        let (store, _kept) = crate::store::tests::sqlite_memory().await;
+        ResourceServer::new(
+            &OAuthConfig {
+                issuer: Some("https://issuer.example".into()),
+                tenant_claim: tenant_claim.into(),
+                ..OAuthConfig::default()
+            },
+            &store,
+        )
         .expect("an issuer")
     }
 
-    #[test]
-    fn no_issuer_no_resource_server() {
-        assert!(ResourceServer::new(&OAuthConfig::default()).is_none());
+    #[tokio::test]
+    async fn no_issuer_no_resource_server() {
+        let (store, _kept) = crate::store::tests::sqlite_memory().await;
+        assert!(ResourceServer::new(&OAuthConfig::default(), &store).is_none());
     }
 
-    #[test]
-    fn the_metadata_names_the_issuer_and_the_challenge_points_at_it() {
-        let rs = server("sub");
-        let metadata = rs.metadata("http://127.0.0.1:7878/mcp");
+    #[tokio::test]
+    async fn the_metadata_names_the_issuer_and_the_challenge_points_at_it() {
+        let rs = server("sub").await;
+        let metadata = rs.metadata("http://127.0.0.1:7878/mcp", "http://127.0.0.1:7878");
         assert_eq!(metadata["resource"], "http://127.0.0.1:7878/mcp");
         assert_eq!(
             metadata["authorization_servers"],
@@ -296,7 +357,7 @@ mod tests {
 
     #[tokio::test]
     async fn what_is_not_a_signed_jwt_is_refused_before_any_fetch() {
-        let rs = server("sub");
+        let rs = server("sub").await;
         let refused = rs.caller("hk_not_a_jwt", "http://h").await;
         assert!(
             matches!(refused, Err(TokenError::Invalid(_))),

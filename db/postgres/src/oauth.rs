@@ -1,0 +1,133 @@
+//! The built-in authorization server's tables; see [`harness_db::OAuthQueries`].
+
+use harness_db::{now_text, CodeRow, NewCode, NewToken, OAuthClientRow, StoreError, TokenRow};
+use sqlx::types::Json;
+use sqlx::PgPool;
+
+use crate::Postgres;
+
+harness_db::oauth_queries!(Postgres);
+
+async fn create_oauth_client(
+    pool: &PgPool,
+    id: &str,
+    name: Option<&str>,
+    redirect_uris: &[String],
+) -> Result<OAuthClientRow, StoreError> {
+    let now = now_text();
+    let uris = serde_json::to_string(redirect_uris)
+        .map_err(|err| StoreError::Corrupt(format!("redirect URIs: {err}")))?;
+    Ok(sqlx::query_as!(
+        OAuthClientRow,
+        r#"INSERT INTO oauth_clients (id, name, redirect_uris, created_at) VALUES ($1, $2, $3, $4)
+           RETURNING id, name, redirect_uris AS "redirect_uris: Json<Vec<String>>",
+                     created_at::timestamptz AS "created_at!""#,
+        id,
+        name,
+        uris,
+        now,
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+async fn oauth_client(pool: &PgPool, id: &str) -> Result<Option<OAuthClientRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        OAuthClientRow,
+        r#"SELECT id, name, redirect_uris AS "redirect_uris: Json<Vec<String>>",
+                  created_at::timestamptz AS "created_at!"
+           FROM oauth_clients WHERE id = $1"#,
+        id,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn create_oauth_code(pool: &PgPool, code: NewCode<'_>) -> Result<(), StoreError> {
+    sqlx::query!(
+        "INSERT INTO oauth_codes (hash, client_id, redirect_uri, challenge, tenant, scopes,
+                                  resource, expires_at, used)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, FALSE)",
+        code.hash,
+        code.client_id,
+        code.redirect_uri,
+        code.challenge,
+        code.tenant,
+        code.scopes,
+        code.resource,
+        code.expires_at,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn take_oauth_code(pool: &PgPool, hash: &str) -> Result<Option<CodeRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        CodeRow,
+        r#"UPDATE oauth_codes SET used = TRUE WHERE hash = $1 AND NOT used
+           RETURNING client_id, redirect_uri, challenge, tenant, scopes, resource,
+                     expires_at::timestamptz AS "expires_at!""#,
+        hash,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn create_oauth_token(pool: &PgPool, token: NewToken<'_>) -> Result<(), StoreError> {
+    sqlx::query!(
+        "INSERT INTO oauth_tokens (hash, kind, family, client_id, tenant, scopes, resource,
+                                   expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        token.hash,
+        token.kind,
+        token.family,
+        token.client_id,
+        token.tenant,
+        token.scopes,
+        token.resource,
+        token.expires_at,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+async fn oauth_token(pool: &PgPool, hash: &str) -> Result<Option<TokenRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        TokenRow,
+        r#"SELECT kind, family, client_id, tenant, scopes, resource,
+                  expires_at::timestamptz AS "expires_at!",
+                  spent_at::timestamptz AS "spent_at",
+                  revoked_at::timestamptz AS "revoked_at"
+           FROM oauth_tokens WHERE hash = $1"#,
+        hash,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
+async fn spend_oauth_token(pool: &PgPool, hash: &str) -> Result<bool, StoreError> {
+    let now = now_text();
+    let done = sqlx::query!(
+        "UPDATE oauth_tokens SET spent_at = $2
+         WHERE hash = $1 AND spent_at IS NULL AND revoked_at IS NULL",
+        hash,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+async fn revoke_oauth_family(pool: &PgPool, family: &str) -> Result<(), StoreError> {
+    let now = now_text();
+    sqlx::query!(
+        "UPDATE oauth_tokens SET revoked_at = $2 WHERE family = $1 AND revoked_at IS NULL",
+        family,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}

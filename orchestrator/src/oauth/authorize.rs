@@ -1,0 +1,554 @@
+//! The built-in authorization server (`[oauth] builtin = true`), for operators without an
+//! identity provider: OAuth 2.1's authorization code grant with PKCE (S256 only), clients that
+//! register themselves (RFC 7591), a consent the operator gives with an admin credential, and
+//! short-lived access tokens with rotating refresh tokens.
+//!
+//! - **Registration** ([`AuthorizationServer::register`]): every redirect URI must be `https`,
+//!   `http` on a loopback host, or an app's own scheme (`cursor://…`); one that is not refuses
+//!   the whole registration (`invalid_redirect_uri`), so a client never holds half of what it
+//!   asked for. Public clients only (`token_endpoint_auth_method: none`): PKCE binds the code.
+//! - **Authorization** ([`AuthorizationServer::check`], [`AuthorizationServer::grant`]): the
+//!   redirect URI must be one the client registered, exactly; the consent names the tenant the
+//!   client acts for and the scopes it gets (what it asked for, never `admin`); the code is good
+//!   once, for [`CODE_TTL`], and the redirect names this issuer (RFC 9207).
+//! - **Tokens** ([`AuthorizationServer::token`]): a code gives an access token
+//!   ([`ACCESS_TTL`]) and a refresh token ([`REFRESH_TTL`]); a refresh token is good once and
+//!   gives a new pair; a spent one coming back revokes every token of its grant (its family).
+//!   All are random, stored as their SHA-256 only.
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use chrono::Utc;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::caller::{Caller, Scope};
+use crate::store::{NewCode, NewToken, OAuthClientRow, Store, StoreError};
+
+/// How long an access token is good for.
+pub const ACCESS_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// How long a refresh token is good for (each use gives a new one).
+pub const REFRESH_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// How long an authorization code is good for.
+pub const CODE_TTL: Duration = Duration::from_secs(60);
+
+/// How every access token of this server starts.
+pub const ACCESS_PREFIX: &str = "hat_";
+
+const REFRESH_PREFIX: &str = "hrt_";
+const CLIENT_PREFIX: &str = "hc_";
+
+/// Most redirect URIs one client may register.
+const MAX_REDIRECT_URIS: usize = 10;
+
+/// The scopes a client gets when it asks for none.
+const DEFAULT_SCOPES: [Scope; 2] = [Scope::ThreadsRead, Scope::ThreadsWrite];
+
+/// An OAuth error, as RFC 6749 §5.2 and RFC 7591 §3.2.2 name them.
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    InvalidClient(String),
+    #[error("{0}")]
+    InvalidGrant(String),
+    #[error("{0}")]
+    UnsupportedGrantType(String),
+    #[error("{0}")]
+    InvalidScope(String),
+    #[error("{0}")]
+    InvalidRedirectUri(String),
+    #[error("{0}")]
+    InvalidClientMetadata(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl OAuthError {
+    /// The `error` value of its JSON body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OAuthError::InvalidRequest(_) => "invalid_request",
+            OAuthError::InvalidClient(_) => "invalid_client",
+            OAuthError::InvalidGrant(_) => "invalid_grant",
+            OAuthError::UnsupportedGrantType(_) => "unsupported_grant_type",
+            OAuthError::InvalidScope(_) => "invalid_scope",
+            OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
+            OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
+            OAuthError::Store(_) => "server_error",
+        }
+    }
+}
+
+/// A registration request (RFC 7591 §2); what is not read here is ignored.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ClientMetadata {
+    #[serde(default)]
+    pub redirect_uris: Vec<String>,
+    pub client_name: Option<String>,
+    pub token_endpoint_auth_method: Option<String>,
+    pub grant_types: Option<Vec<String>>,
+    pub response_types: Option<Vec<String>>,
+}
+
+/// An authorization request's parameters (RFC 6749 §4.1.1, RFC 7636, RFC 8707).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct AuthorizeRequest {
+    #[serde(default)]
+    pub response_type: String,
+    #[serde(default)]
+    pub client_id: String,
+    #[serde(default)]
+    pub redirect_uri: String,
+    #[serde(default)]
+    pub code_challenge: String,
+    pub code_challenge_method: Option<String>,
+    pub state: Option<String>,
+    pub scope: Option<String>,
+    pub resource: Option<String>,
+}
+
+/// A token request (RFC 6749 §4.1.3, §6).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct TokenRequest {
+    #[serde(default)]
+    pub grant_type: String,
+    pub code: Option<String>,
+    pub redirect_uri: Option<String>,
+    pub client_id: Option<String>,
+    pub code_verifier: Option<String>,
+    pub refresh_token: Option<String>,
+    pub resource: Option<String>,
+}
+
+/// A token response (RFC 6749 §5.1).
+#[derive(Clone, Debug, Serialize)]
+pub struct TokenSet {
+    pub access_token: String,
+    pub token_type: &'static str,
+    pub expires_in: u64,
+    pub refresh_token: String,
+    pub scope: String,
+}
+
+/// The built-in authorization server. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AuthorizationServer {
+    store: Store,
+}
+
+impl AuthorizationServer {
+    pub fn new(store: Store) -> AuthorizationServer {
+        AuthorizationServer { store }
+    }
+
+    /// Registers a public client, all its redirect URIs or none.
+    pub async fn register(&self, metadata: &ClientMetadata) -> Result<OAuthClientRow, OAuthError> {
+        if metadata.redirect_uris.is_empty() || metadata.redirect_uris.len() > MAX_REDIRECT_URIS {
+            return Err(OAuthError::InvalidRedirectUri(format!(
+                "redirect_uris must list 1 to {MAX_REDIRECT_URIS} URIs"
+            )));
+        }
+        for uri in &metadata.redirect_uris {
+            if let Some(problem) = redirect_uri_problem(uri) {
+                return Err(OAuthError::InvalidRedirectUri(format!(
+                    "{uri:?}: {problem}; nothing was registered"
+                )));
+            }
+        }
+        if let Some(method) = metadata.token_endpoint_auth_method.as_deref() {
+            if method != "none" {
+                return Err(OAuthError::InvalidClientMetadata(format!(
+                    "token_endpoint_auth_method {method:?}: only public clients (none) register here"
+                )));
+            }
+        }
+        let unsupported = |list: &Option<Vec<String>>, allowed: &[&str]| {
+            list.iter()
+                .flatten()
+                .find(|v| !allowed.contains(&v.as_str()))
+                .cloned()
+        };
+        if let Some(grant) = unsupported(
+            &metadata.grant_types,
+            &["authorization_code", "refresh_token"],
+        ) {
+            return Err(OAuthError::InvalidClientMetadata(format!(
+                "grant type {grant:?} is not served"
+            )));
+        }
+        if let Some(kind) = unsupported(&metadata.response_types, &["code"]) {
+            return Err(OAuthError::InvalidClientMetadata(format!(
+                "response type {kind:?} is not served"
+            )));
+        }
+        let name = metadata
+            .client_name
+            .as_deref()
+            .map(|n| n.chars().take(200).collect::<String>());
+        let id = format!("{CLIENT_PREFIX}{}", hex(&random::<12>()));
+        Ok(self
+            .store
+            .create_oauth_client(&id, name.as_deref(), &metadata.redirect_uris)
+            .await?)
+    }
+
+    /// The client of an authorization request, when the request is one this server serves: a
+    /// code, a registered client and redirect URI, an S256 challenge, and (when named) a
+    /// resource of this server (`resources`).
+    pub async fn check(
+        &self,
+        request: &AuthorizeRequest,
+        resources: &[String],
+    ) -> Result<OAuthClientRow, OAuthError> {
+        let client = self
+            .store
+            .oauth_client(&request.client_id)
+            .await?
+            .ok_or_else(|| {
+                OAuthError::InvalidClient(format!("unknown client_id {:?}", request.client_id))
+            })?;
+        if !client.redirect_uris.0.contains(&request.redirect_uri) {
+            return Err(OAuthError::InvalidRequest(format!(
+                "redirect_uri {:?} is not one the client registered",
+                request.redirect_uri
+            )));
+        }
+        if request.response_type != "code" {
+            return Err(OAuthError::InvalidRequest(
+                "response_type must be code".into(),
+            ));
+        }
+        if request.code_challenge_method.as_deref() != Some("S256")
+            || request.code_challenge.len() < 43
+        {
+            return Err(OAuthError::InvalidRequest(
+                "PKCE is required: code_challenge with code_challenge_method S256".into(),
+            ));
+        }
+        check_resource(request.resource.as_deref(), resources)?;
+        granted_scopes(request.scope.as_deref())?;
+        Ok(client)
+    }
+
+    /// The operator consented to `request` (checked by [`AuthorizationServer::check`]) for
+    /// `tenant`: a code, and the URL to send the browser back to with it.
+    pub async fn grant(
+        &self,
+        request: &AuthorizeRequest,
+        tenant: &str,
+        issuer: &str,
+    ) -> Result<String, OAuthError> {
+        let scopes = Scope::join(&granted_scopes(request.scope.as_deref())?).replace(',', " ");
+        let code = secret("hac_");
+        let expires = time_after(CODE_TTL);
+        self.store
+            .create_oauth_code(NewCode {
+                hash: &hash(&code),
+                client_id: &request.client_id,
+                redirect_uri: &request.redirect_uri,
+                challenge: &request.code_challenge,
+                tenant,
+                scopes: &scopes,
+                resource: request.resource.as_deref(),
+                expires_at: &expires,
+            })
+            .await?;
+        let mut url = reqwest::Url::parse(&request.redirect_uri)
+            .map_err(|err| OAuthError::InvalidRequest(format!("redirect_uri: {err}")))?;
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair("code", &code);
+            if let Some(state) = &request.state {
+                query.append_pair("state", state);
+            }
+            query.append_pair("iss", issuer);
+        }
+        Ok(url.to_string())
+    }
+
+    /// Answers a token request: a code (with its PKCE verifier) or a refresh token, for this
+    /// server's `resources`.
+    pub async fn token(
+        &self,
+        request: &TokenRequest,
+        resources: &[String],
+    ) -> Result<TokenSet, OAuthError> {
+        check_resource(request.resource.as_deref(), resources)?;
+        let client_id = request
+            .client_id
+            .as_deref()
+            .ok_or_else(|| OAuthError::InvalidRequest("client_id is required".into()))?;
+        match request.grant_type.as_str() {
+            "authorization_code" => self.exchange(request, client_id).await,
+            "refresh_token" => self.refresh(request, client_id).await,
+            other => Err(OAuthError::UnsupportedGrantType(format!(
+                "grant_type {other:?}: authorization_code and refresh_token are served"
+            ))),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        request: &TokenRequest,
+        client_id: &str,
+    ) -> Result<TokenSet, OAuthError> {
+        let (Some(code), Some(verifier)) = (&request.code, &request.code_verifier) else {
+            return Err(OAuthError::InvalidRequest(
+                "code and code_verifier are required".into(),
+            ));
+        };
+        let taken = self
+            .store
+            .take_oauth_code(&hash(code))
+            .await?
+            .ok_or_else(|| OAuthError::InvalidGrant("the code is unknown or was used".into()))?;
+        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
+        let problem = if taken.expires_at < Utc::now() {
+            Some("the code expired")
+        } else if taken.client_id != client_id {
+            Some("the code was issued to another client")
+        } else if request.redirect_uri.as_deref() != Some(taken.redirect_uri.as_str()) {
+            Some("redirect_uri differs from the authorization request's")
+        } else if challenge != taken.challenge {
+            Some("code_verifier does not match the code_challenge")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(OAuthError::InvalidGrant(problem.into()));
+        }
+        let family = hex(&random::<12>());
+        self.issue(
+            &family,
+            client_id,
+            &taken.tenant,
+            &taken.scopes,
+            taken.resource.as_deref(),
+        )
+        .await
+    }
+
+    async fn refresh(
+        &self,
+        request: &TokenRequest,
+        client_id: &str,
+    ) -> Result<TokenSet, OAuthError> {
+        let presented = request
+            .refresh_token
+            .as_deref()
+            .ok_or_else(|| OAuthError::InvalidRequest("refresh_token is required".into()))?;
+        let digest = hash(presented);
+        let token = self
+            .store
+            .oauth_token(&digest)
+            .await?
+            .filter(|t| t.kind == "refresh" && t.client_id == client_id)
+            .ok_or_else(|| OAuthError::InvalidGrant("unknown refresh token".into()))?;
+        if token.revoked_at.is_some() || token.expires_at < Utc::now() {
+            return Err(OAuthError::InvalidGrant(
+                "the refresh token is revoked or expired".into(),
+            ));
+        }
+        if !self.store.spend_oauth_token(&digest).await? {
+            // Used before: someone else holds it too. The whole grant ends.
+            self.store.revoke_oauth_family(&token.family).await?;
+            tracing::warn!(
+                client_id,
+                "A spent refresh token came back; its grant is revoked."
+            );
+            return Err(OAuthError::InvalidGrant(
+                "the refresh token was used before; every token of its grant is revoked".into(),
+            ));
+        }
+        self.issue(
+            &token.family,
+            client_id,
+            &token.tenant,
+            &token.scopes,
+            token.resource.as_deref(),
+        )
+        .await
+    }
+
+    async fn issue(
+        &self,
+        family: &str,
+        client_id: &str,
+        tenant: &str,
+        scopes: &str,
+        resource: Option<&str>,
+    ) -> Result<TokenSet, OAuthError> {
+        let access = secret(ACCESS_PREFIX);
+        let refresh = secret(REFRESH_PREFIX);
+        for (token, kind, ttl) in [
+            (&access, "access", ACCESS_TTL),
+            (&refresh, "refresh", REFRESH_TTL),
+        ] {
+            self.store
+                .create_oauth_token(NewToken {
+                    hash: &hash(token),
+                    kind,
+                    family,
+                    client_id,
+                    tenant,
+                    scopes,
+                    resource,
+                    expires_at: &time_after(ttl),
+                })
+                .await?;
+        }
+        Ok(TokenSet {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: ACCESS_TTL.as_secs(),
+            refresh_token: refresh,
+            scope: scopes.to_owned(),
+        })
+    }
+
+    /// The caller a live access token of this server names (`None`: unknown, expired or
+    /// revoked).
+    pub async fn caller(&self, token: &str) -> Result<Option<Caller>, StoreError> {
+        let row = self.store.oauth_token(&hash(token)).await?;
+        Ok(row
+            .filter(|t| t.kind == "access" && t.revoked_at.is_none() && t.expires_at > Utc::now())
+            .map(|t| Caller {
+                subject: format!("{}{}", super::SUBJECT_PREFIX, t.client_id),
+                tenant: Some(t.tenant),
+                scopes: t
+                    .scopes
+                    .split_whitespace()
+                    .filter_map(Scope::parse)
+                    .collect(),
+            }))
+    }
+}
+
+/// What makes `uri` unusable as a redirect URI, if anything (RFC 8252, OAuth 2.1 §2.3.1).
+pub fn redirect_uri_problem(uri: &str) -> Option<&'static str> {
+    let Ok(parsed) = reqwest::Url::parse(uri) else {
+        return Some("not an absolute URI");
+    };
+    if parsed.fragment().is_some() {
+        return Some("a redirect URI has no fragment");
+    }
+    match parsed.scheme() {
+        "https" => None,
+        "http" => {
+            let host = parsed.host_str().unwrap_or_default();
+            let loopback = host.eq_ignore_ascii_case("localhost")
+                || host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            (!loopback).then_some("plain http is for loopback hosts only")
+        }
+        "javascript" | "data" | "file" | "vbscript" | "about" | "blob" | "ftp" | "ws" | "wss" => {
+            Some("not a scheme a redirect may use")
+        }
+        // An app's own scheme (`cursor://…`, `com.example.app:/cb`).
+        _ => None,
+    }
+}
+
+/// The scopes a request for `scope` gets: what it names of this server's (never `admin`), or
+/// the default; `invalid_scope` when it names only what it cannot have.
+fn granted_scopes(scope: Option<&str>) -> Result<Vec<Scope>, OAuthError> {
+    let Some(scope) = scope.filter(|s| !s.trim().is_empty()) else {
+        return Ok(DEFAULT_SCOPES.to_vec());
+    };
+    let mut scopes: Vec<Scope> = scope
+        .split_whitespace()
+        .filter_map(Scope::parse)
+        .filter(|s| *s != Scope::Admin)
+        .collect();
+    scopes.sort();
+    scopes.dedup();
+    if scopes.is_empty() {
+        return Err(OAuthError::InvalidScope(format!(
+            "{scope:?} names no scope a client can get here"
+        )));
+    }
+    Ok(scopes)
+}
+
+/// `Ok` when `resource` is absent or one of this server's.
+fn check_resource(resource: Option<&str>, resources: &[String]) -> Result<(), OAuthError> {
+    match resource {
+        Some(r) if !resources.iter().any(|ours| ours == r.trim_end_matches('/')) => Err(
+            OAuthError::InvalidRequest(format!("resource {r:?} is not served here (RFC 8707)")),
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn secret(prefix: &str) -> String {
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(random::<32>()))
+}
+
+fn hash(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
+
+fn random<const N: usize>() -> [u8; N] {
+    let mut bytes = [0; N];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    bytes
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn time_after(ttl: Duration) -> String {
+    let ttl = chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::zero());
+    crate::store::time_text(Utc::now() + ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_uris_are_https_loopback_http_or_an_apps_own() {
+        for ok in [
+            "https://claude.ai/api/mcp/auth_callback",
+            "http://localhost:8080/cb",
+            "http://127.0.0.1:33418/",
+            "http://[::1]:9/cb",
+            "cursor://anysphere.cursor-mcp/oauth/callback",
+            "com.example.app:/oauth",
+        ] {
+            assert_eq!(redirect_uri_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "http://evil.example/cb",
+            "https://x.example/cb#frag",
+            "javascript:alert(1)",
+            "data:text/html,hi",
+            "/relative",
+        ] {
+            assert!(redirect_uri_problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_client_never_gets_admin_and_asking_for_nothing_gets_the_default() {
+        assert_eq!(granted_scopes(None).unwrap(), DEFAULT_SCOPES.to_vec());
+        assert_eq!(
+            granted_scopes(Some("admin threads:read nope")).unwrap(),
+            vec![Scope::ThreadsRead]
+        );
+        assert!(matches!(
+            granted_scopes(Some("admin")),
+            Err(OAuthError::InvalidScope(_))
+        ));
+    }
+}
