@@ -3,7 +3,9 @@
 //! loopback port. It publishes discovery and an RS256 JWKS, runs the authorization code flow
 //! with PKCE (approving at once: no person), and signs access tokens whose `aud` is the resource
 //! the client asked for (RFC 8707) and whose `sub` and `tenant` name [`Issuer::start`]'s
-//! subject. Also the script the official MCP Python SDK runs its OAuth client flow with.
+//! subject. Also the scripts the official MCP SDKs (Python, and TypeScript from npm
+//! `@modelcontextprotocol/sdk`, installed beside it) run their OAuth client flows with, and a
+//! client's own metadata document served over https ([`ClientDocument`]).
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -23,6 +25,15 @@ const ISSUER_SCRIPT: &str = include_str!("oauth/issuer.mjs");
 
 /// What the MCP Python SDK's OAuth client runs (see its docstring).
 pub const PYTHON_OAUTH_CLIENT: &str = include_str!("oauth/python_oauth_client.py");
+
+/// The MCP TypeScript SDK's OAuth client (see its header).
+const TS_OAUTH_CLIENT: &str = include_str!("oauth/ts_oauth_client.mjs");
+
+/// Serves a client metadata document over https (see its docstring).
+const CLIENT_DOCUMENT_SERVER: &str = include_str!("oauth/cimd_server.py");
+
+/// The TypeScript SDK, installed beside the issuer.
+pub const TS_SDK_SPEC: &str = "@modelcontextprotocol/sdk@1.32.2";
 
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -90,7 +101,7 @@ impl Issuer {
 /// test processes (a lock file beside it). Blocking.
 fn install() -> anyhow::Result<PathBuf> {
     let dir = target_dir().join("oauth-issuer");
-    let marker = dir.join(format!("installed-{ISSUER_SPEC}"));
+    let marker = dir.join(format!("installed-{ISSUER_SPEC}-{TS_SDK_SPEC}").replace('/', "_"));
     if marker.is_file() {
         return Ok(dir);
     }
@@ -108,17 +119,102 @@ fn install() -> anyhow::Result<PathBuf> {
         "--no-audit",
         "--no-fund",
         ISSUER_SPEC,
+        TS_SDK_SPEC,
     ]);
     let out = run_with_timeout(&mut npm, INSTALL_TIMEOUT).context(
         "could not run npm to install the OAuth test issuer: install Node.js and npm (apt-get install nodejs npm)",
     )?;
     if !out.status.success() {
         bail!(
-            "`npm install {ISSUER_SPEC}` failed ({}); fix npm (network, registry) and rerun:\n{}",
+            "`npm install {ISSUER_SPEC} {TS_SDK_SPEC}` failed ({}); fix npm (network, registry) and rerun:\n{}",
             out.status,
             out.stderr.trim()
         );
     }
     std::fs::write(&marker, "").with_context(|| format!("write {}", marker.display()))?;
     Ok(dir)
+}
+
+/// Runs the official MCP TypeScript SDK's OAuth client (`oauth/ts_oauth_client.mjs`) with
+/// `config`; returns the JSON line it printed.
+pub async fn run_typescript_client(config: Value) -> anyhow::Result<Value> {
+    let install = tokio::task::spawn_blocking(install)
+        .await
+        .context("the installer task")??;
+    let script = install.join(format!("ts-client-{}.mjs", std::process::id()));
+    std::fs::write(&script, TS_OAUTH_CLIENT)?;
+    let out = tokio::task::spawn_blocking(move || {
+        let mut node = Command::new("node");
+        node.arg(&script).arg(config.to_string());
+        run_with_timeout(&mut node, Duration::from_secs(120))
+    })
+    .await??;
+    if !out.status.success() {
+        bail!(
+            "the TypeScript client failed ({}):\n{}\n{}",
+            out.status,
+            out.stdout.trim(),
+            out.stderr.trim()
+        );
+    }
+    let line = out
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("no JSON from the TypeScript client:\n{}", out.stdout))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// A client's own metadata document, served over https by `oauth/cimd_server.py` (the venv's
+/// Python) with a certificate of a CA made for it; stopped when dropped.
+pub struct ClientDocument {
+    /// The document's URL: the client's `client_id`.
+    pub url: String,
+    /// The CA's certificate (PEM): give it to the daemon as `oauth.client_ca_file`.
+    pub ca: PathBuf,
+    _child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl ClientDocument {
+    /// Serves the document of client `name` with `redirect_uris`, using `python` (which has the
+    /// `cryptography` package: the MCP SDK's venv does).
+    pub async fn start(
+        python: &std::path::Path,
+        name: &str,
+        redirect_uris: &[&str],
+    ) -> anyhow::Result<ClientDocument> {
+        let dir = tempfile::tempdir()?;
+        let script = dir.path().join("cimd_server.py");
+        std::fs::write(&script, CLIENT_DOCUMENT_SERVER)?;
+        let ca = dir.path().join("ca.pem");
+        let config = serde_json::json!({
+            "caPath": ca, "name": name, "redirectUris": redirect_uris,
+        });
+        let mut child = tokio::process::Command::new(python)
+            .arg(&script)
+            .arg(config.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .context("running the client document server")?;
+        let stdout = child.stdout.take().context("its stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .context("the document server did not start within 30 s")??
+            .context("the document server exited before listening")?;
+        let said: Value = serde_json::from_str(&first)
+            .with_context(|| format!("the document server said {first:?}"))?;
+        let url = said["url"].as_str().context("no URL")?.to_owned();
+        Ok(ClientDocument {
+            url,
+            ca,
+            _child: child,
+            _dir: dir,
+        })
+    }
 }

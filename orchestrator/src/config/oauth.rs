@@ -1,6 +1,8 @@
 //! `[oauth]`: `/mcp` and `/api` as an OAuth 2.1 resource server (see `crate::oauth`). Off until
 //! an `issuer` is set.
 
+use std::path::PathBuf;
+
 use serde::Deserialize;
 
 /// `[oauth]`.
@@ -24,6 +26,12 @@ pub struct OAuthConfig {
     /// The daemon is its own authorization server (`crate::oauth::authorize`), for operators
     /// without an identity provider; instead of `issuer`.
     pub builtin: bool,
+    /// More CA certificates (PEM) the built-in server trusts when it fetches a client's
+    /// metadata document (`https://…` as `client_id`), beside the system's.
+    pub client_ca_file: Option<PathBuf>,
+    /// Lets a client's metadata document be on a loopback or private address (tests,
+    /// one-machine set-ups); otherwise only public addresses are fetched.
+    pub allow_private_client_urls: bool,
 }
 
 impl Default for OAuthConfig {
@@ -35,6 +43,8 @@ impl Default for OAuthConfig {
             tenant_claim: "sub".into(),
             public_url: None,
             builtin: false,
+            client_ca_file: None,
+            allow_private_client_urls: false,
         }
     }
 }
@@ -43,6 +53,19 @@ impl OAuthConfig {
     /// Whether `/api` and `/mcp` take OAuth tokens (an issuer's, or the built-in server's).
     pub fn enabled(&self) -> bool {
         self.issuer.is_some() || self.builtin
+    }
+
+    /// The certificates of `client_ca_file` (none when it is not set).
+    pub fn client_roots(&self) -> Result<Vec<reqwest::Certificate>, String> {
+        let Some(path) = &self.client_ca_file else {
+            return Ok(Vec::new());
+        };
+        let pem = std::fs::read(path).map_err(|err| err.to_string())?;
+        let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|err| err.to_string())?;
+        if roots.is_empty() {
+            return Err("holds no PEM certificate".into());
+        }
+        Ok(roots)
     }
 
     /// The problem with it, if any.
@@ -64,6 +87,10 @@ impl OAuthConfig {
         }
         if self.issuer.is_none() && (self.jwks_url.is_some() || self.audience.is_some()) {
             return Err("oauth.jwks_url and oauth.audience need oauth.issuer".into());
+        }
+        if let Some(path) = &self.client_ca_file {
+            self.client_roots()
+                .map_err(|err| format!("oauth.client_ca_file {}: {err}", path.display()))?;
         }
         if self.tenant_claim.is_empty() {
             return Err("oauth.tenant_claim must name a claim".into());
@@ -112,6 +139,21 @@ mod tests {
                     ..issuer()
                 },
                 "tenant_claim",
+            ),
+            (
+                OAuthConfig {
+                    builtin: true,
+                    ..issuer()
+                },
+                "one or the other",
+            ),
+            (
+                OAuthConfig {
+                    builtin: true,
+                    client_ca_file: Some("/nonexistent/ca.pem".into()),
+                    ..OAuthConfig::default()
+                },
+                "oauth.client_ca_file /nonexistent/ca.pem",
             ),
         ] {
             let err = bad.check().expect_err("refused");

@@ -90,6 +90,7 @@ pub async fn metadata(State(state): State<ApiState>, headers: HeaderMap) -> Resp
         "token_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": client_scopes(),
         "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": true,
     }))
     .into_response()
 }

@@ -7,6 +7,11 @@
 //!   `http` on a loopback host, or an app's own scheme (`cursor://…`); one that is not refuses
 //!   the whole registration (`invalid_redirect_uri`), so a client never holds half of what it
 //!   asked for. Public clients only (`token_endpoint_auth_method: none`): PKCE binds the code.
+//!   Or no registration at all: a client whose `client_id` is an `https` URL is described by
+//!   the metadata document there (Client ID Metadata Documents), fetched when it asks for a
+//!   code: it must name that URL as its `client_id` and valid redirect URIs. The fetch takes
+//!   public addresses only (`oauth.allow_private_client_urls`), follows no redirect, and reads
+//!   at most [`DOCUMENT_MAX`] bytes within [`DOCUMENT_TIMEOUT`].
 //! - **Authorization** ([`AuthorizationServer::check`], [`AuthorizationServer::grant`]): the
 //!   redirect URI must be one the client registered, exactly; the consent names the tenant the
 //!   client acts for and the scopes it gets (what it asked for, never `admin`); the code is good
@@ -42,6 +47,12 @@ pub const ACCESS_PREFIX: &str = "hat_";
 
 const REFRESH_PREFIX: &str = "hrt_";
 const CLIENT_PREFIX: &str = "hc_";
+
+/// The largest client metadata document read.
+pub const DOCUMENT_MAX: usize = 64 * 1024;
+
+/// How long fetching a client metadata document may take.
+pub const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Most redirect URIs one client may register.
 const MAX_REDIRECT_URIS: usize = 10;
@@ -137,15 +148,124 @@ pub struct TokenSet {
     pub scope: String,
 }
 
+/// A client: registered here, or described by its own metadata document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Client {
+    pub id: String,
+    pub name: Option<String>,
+    pub redirect_uris: Vec<String>,
+}
+
+impl From<OAuthClientRow> for Client {
+    fn from(row: OAuthClientRow) -> Self {
+        Client {
+            id: row.id,
+            name: row.name,
+            redirect_uris: row.redirect_uris.0,
+        }
+    }
+}
+
+/// A client metadata document: what is read of it.
+#[derive(Debug, Deserialize)]
+struct Document {
+    client_id: String,
+    client_name: Option<String>,
+    #[serde(default)]
+    redirect_uris: Vec<String>,
+}
+
 /// The built-in authorization server. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AuthorizationServer {
     store: Store,
+    /// Fetches client metadata documents: public addresses only, no redirects, bounded.
+    documents: reqwest::Client,
 }
 
 impl AuthorizationServer {
-    pub fn new(store: Store) -> AuthorizationServer {
-        AuthorizationServer { store }
+    pub fn new(store: Store, config: &crate::config::OAuthConfig) -> AuthorizationServer {
+        let allow_private = config.allow_private_client_urls;
+        let mut builder = reqwest::Client::builder()
+            .dns_resolver(std::sync::Arc::new(
+                crate::webhooks::target::GuardedResolver { allow_private },
+            ))
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(DOCUMENT_TIMEOUT)
+            .user_agent(concat!("harness/", env!("CARGO_PKG_VERSION")));
+        // The config's check read them already.
+        for root in config.client_roots().unwrap_or_default() {
+            builder = builder.add_root_certificate(root);
+        }
+        AuthorizationServer {
+            store,
+            documents: builder.build().unwrap_or_default(),
+        }
+    }
+
+    /// The client `id`: a registered one, or the one its metadata document describes.
+    pub async fn client(&self, id: &str) -> Result<Client, OAuthError> {
+        if id.starts_with("https://") {
+            return self.document(id).await;
+        }
+        self.store
+            .oauth_client(id)
+            .await?
+            .map(Client::from)
+            .ok_or_else(|| OAuthError::InvalidClient(format!("unknown client_id {id:?}")))
+    }
+
+    /// The client whose metadata document is at `url`.
+    async fn document(&self, url: &str) -> Result<Client, OAuthError> {
+        let refused = |why: String| {
+            OAuthError::InvalidClient(format!("client metadata document {url:?}: {why}"))
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|err| refused(err.to_string()))?;
+        if parsed.path() == "/" || parsed.fragment().is_some() {
+            return Err(refused("it needs a path, and no fragment".into()));
+        }
+        let mut answer = self
+            .documents
+            .get(parsed)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|err| refused(format!("cannot be fetched: {err}")))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = answer
+            .chunk()
+            .await
+            .map_err(|err| refused(format!("cannot be read: {err}")))?
+        {
+            if body.len() + chunk.len() > DOCUMENT_MAX {
+                return Err(refused(format!("larger than {DOCUMENT_MAX} bytes")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let document: Document = serde_json::from_slice(&body)
+            .map_err(|err| refused(format!("not the JSON of one: {err}")))?;
+        if document.client_id != url {
+            return Err(refused(format!(
+                "it names another client_id ({:?})",
+                document.client_id
+            )));
+        }
+        if document.redirect_uris.is_empty() {
+            return Err(refused("it lists no redirect_uris".into()));
+        }
+        if let Some((uri, problem)) = document
+            .redirect_uris
+            .iter()
+            .find_map(|uri| redirect_uri_problem(uri).map(|p| (uri, p)))
+        {
+            return Err(refused(format!("redirect URI {uri:?}: {problem}")));
+        }
+        Ok(Client {
+            id: document.client_id,
+            name: document.client_name,
+            redirect_uris: document.redirect_uris,
+        })
     }
 
     /// Registers a public client, all its redirect URIs or none.
@@ -206,15 +326,9 @@ impl AuthorizationServer {
         &self,
         request: &AuthorizeRequest,
         resources: &[String],
-    ) -> Result<OAuthClientRow, OAuthError> {
-        let client = self
-            .store
-            .oauth_client(&request.client_id)
-            .await?
-            .ok_or_else(|| {
-                OAuthError::InvalidClient(format!("unknown client_id {:?}", request.client_id))
-            })?;
-        if !client.redirect_uris.0.contains(&request.redirect_uri) {
+    ) -> Result<Client, OAuthError> {
+        let client = self.client(&request.client_id).await?;
+        if !client.redirect_uris.contains(&request.redirect_uri) {
             return Err(OAuthError::InvalidRequest(format!(
                 "redirect_uri {:?} is not one the client registered",
                 request.redirect_uri

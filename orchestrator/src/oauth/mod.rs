@@ -94,7 +94,9 @@ impl ResourceServer {
     pub fn new(config: &OAuthConfig, store: &Store) -> Option<ResourceServer> {
         let authority = match (&config.issuer, config.builtin) {
             (Some(issuer), _) => Authority::Issuer(issuer.clone()),
-            (None, true) => Authority::Builtin(authorize::AuthorizationServer::new(store.clone())),
+            (None, true) => {
+                Authority::Builtin(authorize::AuthorizationServer::new(store.clone(), config))
+            }
             (None, false) => return None,
         };
         let http = reqwest::Client::builder()

@@ -1,7 +1,8 @@
 """An MCP client with no token, as the official Python SDK's OAuth flow runs it against /mcp.
 
 argv[1]: {"url": the /mcp URL, and either "clientId" + "issuer" (a client registered there
-beforehand) or nothing (the SDK registers one itself, RFC 7591); "consent": {"adminKey",
+beforehand), "clientMetadataUrl" (the client's own metadata document, which the server
+fetches), or nothing (the SDK registers one itself, RFC 7591); "consent": {"adminKey",
 "tenant"} when the authorization server is Harness's own}
 The SDK meets a 401, follows its `resource_metadata` to the protected resource metadata, then
 to the authorization server, authorizes with PKCE, exchanges the code for a token naming this
@@ -76,7 +77,8 @@ async def main():
                     f"{origin}/oauth/consent",
                     json={"request": request, **cfg["consent"]},
                 )
-                answer.raise_for_status()
+                if answer.status_code != 200:
+                    raise RuntimeError(f"consent: {answer.status_code} {answer.text}")
                 location = urlparse(answer.json()["redirectTo"])
             else:
                 # An outside issuer answers with a redirect carrying the code; it is read here
@@ -104,6 +106,7 @@ async def main():
         storage=storage,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        client_metadata_url=cfg.get("clientMetadataUrl"),
     )
     http = create_mcp_http_client(auth=auth)
     transport = streamable_http_client(cfg["url"], http_client=http)

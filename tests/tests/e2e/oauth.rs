@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::{python_or_skip, run_python_script};
 use harness_tests::mock::MockApi;
-use harness_tests::oauth::{Issuer, PYTHON_OAUTH_CLIENT};
+use harness_tests::oauth::{run_typescript_client, ClientDocument, Issuer, PYTHON_OAUTH_CLIENT};
 
 const OPERATOR: &str = "the-operator-token";
 
@@ -463,5 +463,122 @@ async fn registration_codes_and_consent_refuse_what_they_should() {
         .await
         .unwrap_or_default()
         .contains("not one the client registered"));
+    daemon.stop().await;
+}
+
+/// A client with no registration: its `client_id` is the URL of its own metadata document
+/// (served here over https, under a CA the daemon is told to trust), which the built-in server
+/// fetches; the official Python SDK uses it because the server's metadata says it may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_described_by_its_own_metadata_document_needs_no_registration() {
+    let Some(python) = python_or_skip("oauth client metadata document").await else {
+        return;
+    };
+    let document = ClientDocument::start(
+        &python,
+        "a client of its own description",
+        &["http://127.0.0.1:9/callback"],
+    )
+    .await
+    .expect("the document is served");
+    let mock = MockApi::start().await;
+    let ca = document.ca.clone();
+    let daemon = TestDaemon::start(&mock, move |c| {
+        c.auth_token = Some(OPERATOR.into());
+        c.oauth.builtin = true;
+        c.oauth.client_ca_file = Some(ca);
+        c.oauth.allow_private_client_urls = true;
+    })
+    .await;
+    let base = daemon.base.clone();
+    let (_, metadata, _) = call(
+        &base,
+        None,
+        Method::GET,
+        "/.well-known/oauth-authorization-server",
+        None,
+    )
+    .await;
+    assert_eq!(metadata["client_id_metadata_document_supported"], true);
+
+    let report = run_python_script(
+        python,
+        "python_oauth_client.py",
+        PYTHON_OAUTH_CLIENT,
+        json!({
+            "url": format!("{base}/mcp"),
+            "clientMetadataUrl": document.url,
+            "consent": {"adminKey": OPERATOR, "tenant": "gina"},
+        }),
+    )
+    .await
+    .expect("the SDK is granted without registering");
+    assert_eq!(report["clientId"], document.url.as_str(), "{report}");
+    let thread = report["created"]["threadId"].as_str().expect("a thread");
+    let (_, owned, _) = call(
+        &base,
+        Some(OPERATOR),
+        Method::GET,
+        &format!("/api/threads/{thread}"),
+        None,
+    )
+    .await;
+    assert_eq!(owned["tenant"], "gina");
+
+    // A document that cannot be fetched describes no client.
+    let page = reqwest::get(format!(
+        "{base}/oauth/authorize?response_type=code&client_id={}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcallback&code_challenge={}&code_challenge_method=S256",
+        "https%3A%2F%2F127.0.0.1%3A1%2Fnobody.json",
+        "x".repeat(43)
+    ))
+    .await
+    .expect("the page");
+    assert_eq!(page.status(), StatusCode::BAD_REQUEST);
+    assert!(page
+        .text()
+        .await
+        .unwrap_or_default()
+        .contains("cannot be fetched"));
+    daemon.stop().await;
+}
+
+/// The official MCP TypeScript SDK's OAuth client against the built-in server: it registers
+/// itself, is granted through the consent, and calls the threads tools as the tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_completes_the_flow_against_the_builtin_server() {
+    let mock = MockApi::start().await;
+    let daemon = builtin_daemon(&mock).await;
+    let base = daemon.base.clone();
+    let report = run_typescript_client(json!({
+        "url": format!("{base}/mcp"),
+        "consent": {"adminKey": OPERATOR, "tenant": "hank"},
+    }))
+    .await
+    .expect("the TypeScript SDK completes the flow");
+    assert_eq!(report["consentPage"], 200, "{report}");
+    assert_eq!(
+        report["resource"],
+        format!("{base}/mcp"),
+        "RFC 8707: {report}"
+    );
+    assert_eq!(report["codeChallengeMethod"], "S256");
+    assert_eq!(report["state"], "ts-state");
+    let thread = report["created"]["threadId"].as_str().expect("a thread");
+    let listed: Vec<&str> = report["listed"]["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .filter_map(|t| t["threadId"].as_str())
+        .collect();
+    assert_eq!(listed, [thread], "{report}");
+    let (_, owned, _) = call(
+        &base,
+        Some(OPERATOR),
+        Method::GET,
+        &format!("/api/threads/{thread}"),
+        None,
+    )
+    .await;
+    assert_eq!(owned["tenant"], "hank");
     daemon.stop().await;
 }
