@@ -18,15 +18,12 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use rand::RngCore;
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::caller::{Caller, Scope};
+use crate::secret;
 use crate::store::{KeyRow, NewKey, Store, StoreError};
 use crate::sync::lock;
 
@@ -102,8 +99,8 @@ pub async fn create(store: &Store, spec: &KeySpec) -> Result<Result<MadeKey, Str
     if let Err(problem) = spec.check() {
         return Ok(Err(problem));
     }
-    let key = format!("{KEY_PREFIX}{}", URL_SAFE_NO_PAD.encode(random::<32>()));
-    let id = format!("{ID_PREFIX}{}", hex(&random::<8>()));
+    let key = secret::token(KEY_PREFIX);
+    let id = format!("{ID_PREFIX}{}", secret::hex(&secret::random::<8>()));
     let scopes = Scope::join(&spec.scopes);
     let row = store
         .create_key(NewKey {
@@ -121,7 +118,7 @@ pub async fn create(store: &Store, spec: &KeySpec) -> Result<Result<MadeKey, Str
 
 /// The SHA-256 of a key, lowercase hex: what the store keeps.
 pub fn hash(key: &str) -> String {
-    hex(&Sha256::digest(key.as_bytes()))
+    secret::sha256_hex(key)
 }
 
 /// Whether a caller's subject names a key (`key_…`), rather than the operator or the daemon.
@@ -137,16 +134,6 @@ pub fn caller_of(key: &KeyRow) -> Caller {
         tenant: Some(key.tenant.clone()),
         scopes: key.scopes.split(',').filter_map(Scope::parse).collect(),
     }
-}
-
-fn random<const N: usize>() -> [u8; N] {
-    let mut bytes = [0; N];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    bytes
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The live limits of keys on this node. Cheap to share.

@@ -22,7 +22,7 @@
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
-//! - [`turn_error`], `private_fs`, `sync`: leaves.
+//! - [`turn_error`], `private_fs`, `secret`, `sync`: leaves.
 
 pub mod api;
 pub mod approvals;
@@ -42,6 +42,7 @@ pub mod pool;
 mod private_fs;
 pub mod redrive;
 pub mod schedules;
+mod secret;
 pub mod server;
 pub mod store;
 mod sync;

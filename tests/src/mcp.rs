@@ -295,12 +295,16 @@ pub async fn run_python_script(
             out.stderr.trim()
         );
     }
-    let line = out
-        .stdout
+    last_json_line(&out.stdout, "the Python script")
+}
+
+/// The last line of `stdout` that is a JSON object: what a test's script reports.
+pub(crate) fn last_json_line(stdout: &str, what: &str) -> anyhow::Result<Value> {
+    let line = stdout
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("no JSON from the Python client:\n{}", out.stdout))?;
+        .with_context(|| format!("no JSON from {what}:\n{stdout}"))?;
     Ok(serde_json::from_str(line)?)
 }
 

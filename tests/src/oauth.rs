@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::cli::{lock_within, run_with_timeout, target_dir};
+use crate::mcp::last_json_line;
 
 /// The issuer's package.
 pub const ISSUER_SPEC: &str = "oauth2-mock-server@9.3.0";
@@ -62,14 +63,7 @@ impl Issuer {
             .kill_on_drop(true)
             .spawn()
             .context("running node (install Node.js: apt-get install nodejs npm)")?;
-        let stdout = child.stdout.take().context("the issuer's stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .context("the issuer did not say where it listens within 30 s")??
-            .context("the issuer exited before listening")?;
-        let said: Value =
-            serde_json::from_str(&first).with_context(|| format!("the issuer said {first:?}"))?;
+        let said = first_json_line(&mut child, "the issuer").await?;
         let url = said["issuer"].as_str().context("no issuer URL")?.to_owned();
         Ok(Issuer { url, _child: child })
     }
@@ -95,6 +89,20 @@ impl Issuer {
             .context("no access_token")?
             .to_owned())
     }
+}
+
+/// The first line `child` prints, as JSON: where a server it started listens.
+async fn first_json_line(child: &mut tokio::process::Child, what: &str) -> anyhow::Result<Value> {
+    let stdout = child
+        .stdout
+        .take()
+        .with_context(|| format!("{what}'s stdout"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .with_context(|| format!("{what} did not say where it listens within 30 s"))??
+        .with_context(|| format!("{what} exited before listening"))?;
+    serde_json::from_str(&first).with_context(|| format!("{what} said {first:?}"))
 }
 
 /// `<target>/oauth-issuer`, with [`ISSUER_SPEC`] in its `node_modules`, installed once across
@@ -157,13 +165,7 @@ pub async fn run_typescript_client(config: Value) -> anyhow::Result<Value> {
             out.stderr.trim()
         );
     }
-    let line = out
-        .stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("no JSON from the TypeScript client:\n{}", out.stdout))?;
-    Ok(serde_json::from_str(line)?)
+    last_json_line(&out.stdout, "the TypeScript client")
 }
 
 /// A client's own metadata document, served over https by `oauth/cimd_server.py` (the venv's
@@ -201,14 +203,7 @@ impl ClientDocument {
             .kill_on_drop(true)
             .spawn()
             .context("running the client document server")?;
-        let stdout = child.stdout.take().context("its stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .context("the document server did not start within 30 s")??
-            .context("the document server exited before listening")?;
-        let said: Value = serde_json::from_str(&first)
-            .with_context(|| format!("the document server said {first:?}"))?;
+        let said = first_json_line(&mut child, "the document server").await?;
         let url = said["url"].as_str().context("no URL")?.to_owned();
         Ok(ClientDocument {
             url,

@@ -26,11 +26,11 @@ use std::time::Duration;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use chrono::Utc;
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::caller::{Caller, Scope};
+use crate::secret::{hex, random, sha256_hex as hash, token as secret};
 use crate::store::{NewCode, NewToken, OAuthClientRow, Store, StoreError};
 
 /// How long an access token is good for.
@@ -601,24 +601,6 @@ fn check_resource(resource: Option<&str>, resources: &[String]) -> Result<(), OA
         ),
         _ => Ok(()),
     }
-}
-
-fn secret(prefix: &str) -> String {
-    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(random::<32>()))
-}
-
-fn hash(secret: &str) -> String {
-    hex(&Sha256::digest(secret.as_bytes()))
-}
-
-fn random<const N: usize>() -> [u8; N] {
-    let mut bytes = [0; N];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    bytes
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn time_after(ttl: Duration) -> String {

@@ -262,7 +262,7 @@ impl Store {
             }
             None => hash.update(b"none"),
         }
-        let hash: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let hash = crate::secret::hex(&hash.finalize());
         let _timer = self.metrics.time("join_cluster");
         on_db!(self, db => db.join_cluster(&hash).await)
     }
