@@ -968,3 +968,63 @@ async fn a_cancel_over_mcp_stops_only_its_own_callers_call() {
     );
     daemon.stop().await;
 }
+
+/// A child thread a tenant's turn delegates to belongs to that tenant, and acts for its key:
+/// the key lists it, another tenant's key finds nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegated_child_belongs_to_its_parents_tenant() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(OPERATOR.into())).await;
+    let base = daemon.base.clone();
+    let (acme, acme_id) = make_key(&base, "acme", WRITER, json!({})).await;
+    let (globex, _) = make_key(&base, "globex", WRITER, json!({})).await;
+    mock.once_when_prompt_contains(
+        "please delegate",
+        Reply::tool_use(
+            "mcp__harness__delegation__delegate",
+            json!({"prompt": "child task"}),
+        ),
+    );
+    let parent = create_thread(&base, &acme).await;
+    let (status, body, _) = call(
+        &base,
+        &acme,
+        Method::POST,
+        format!("/api/threads/{parent}/messages"),
+        Some(json!({"content": "please delegate this"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, listed, _) = call(&base, &acme, Method::GET, "/api/threads", None).await;
+    let child = listed["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .find(|t| t["parentId"] == parent.as_str())
+        .unwrap_or_else(|| panic!("acme lists the child: {listed}"));
+    assert_eq!(child["tenant"], "acme");
+    let child = child["id"].as_str().expect("an id").to_owned();
+    let (_, child_body, _) = call(
+        &base,
+        &acme,
+        Method::GET,
+        format!("/api/threads/{child}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        child_body["messages"][0]["caller"],
+        json!({"subject": acme_id, "tenant": "acme"}),
+        "the child acts for the parent's caller: {child_body}"
+    );
+    let (status, _, _) = call(
+        &base,
+        &globex,
+        Method::GET,
+        format!("/api/threads/{child}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    daemon.stop().await;
+}
