@@ -14,9 +14,10 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
+mod callers;
 mod chart;
 mod cluster;
 mod door;
@@ -167,6 +168,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("callers") => {
+            eprintln!("bench: only callers, {} rounds", samples * 25);
+            let outcome = callers::run(&mock, samples * 25).await?;
+            let mut out = String::new();
+            callers::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("schemas") => {
             eprintln!("bench: only output schemas");
             let outcome = schemas::run(&mock).await?;
@@ -177,7 +186,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door` or `webhooks` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks` or `callers` runs alone"
             )
         }
     }
@@ -345,6 +354,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: webhooks");
     let webhooks = webhooks::run(&mock, samples).await?;
 
+    // What telling callers apart costs a request.
+    eprintln!("bench: callers");
+    let callers = callers::run(&mock, samples * 25).await?;
+
     // What output schemas cost the daemon's memory.
     eprintln!("bench: output schemas");
     let schemas = schemas::run(&mock).await?;
@@ -379,6 +392,7 @@ async fn main() -> anyhow::Result<()> {
         schemas: &schemas,
         door: &door,
         webhooks: &webhooks,
+        callers: &callers,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;

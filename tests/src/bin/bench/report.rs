@@ -23,6 +23,7 @@ pub(super) struct Report<'a> {
     pub(super) schemas: &'a schemas::Outcome,
     pub(super) door: &'a door::Outcome,
     pub(super) webhooks: &'a webhooks::Outcome,
+    pub(super) callers: &'a callers::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -171,6 +172,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     schemas::render(&mut out, r.schemas)?;
     door::render(&mut out, r.door)?;
     webhooks::render(&mut out, r.webhooks)?;
+    callers::render(&mut out, r.callers)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
