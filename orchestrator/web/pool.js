@@ -51,6 +51,7 @@ export function poolPanel(api) {
         seconds(p.idleMs),
         String(p.turnsServed),
         p.rssBytes ? `${Math.round(p.rssBytes / 1048576)} MiB` : '–',
+        p.privateBytes ? `${Math.round(p.privateBytes / 1048576)} MiB` : '–',
         state,
       ];
       tr.append(...cells.map((text) => {

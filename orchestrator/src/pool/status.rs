@@ -31,7 +31,15 @@ pub struct ProcessInfo {
     #[schema(value_type = Option<String>)]
     pub session_id: Option<CliSessionId>,
     /// Resident memory (`VmRSS` from `/proc/<pid>/status`), in bytes; `None` when unreadable.
+    /// It counts the pages every `claude` process shares (the CLI's binary) in full, in each.
     pub rss_bytes: Option<u64>,
+    /// Proportional set size (`Pss` from `/proc/<pid>/smaps_rollup`): resident memory with each
+    /// shared page divided among the processes sharing it; the processes' sum is what they
+    /// take together. In bytes; `None` when unreadable.
+    pub pss_bytes: Option<u64>,
+    /// Memory no other process shares (`Private_Clean` + `Private_Dirty`): what one more warm
+    /// process costs. In bytes; `None` when unreadable.
+    pub private_bytes: Option<u64>,
     /// Crons and background tasks the CLI reported pending at its last turn's end
     /// (`claude.scheduling_tools`): while any are, the process is never evicted.
     pub pending_work: usize,
@@ -53,19 +61,24 @@ impl Pool {
         let mut list: Vec<ProcessInfo> = live
             .iter()
             .filter(|(e, _)| !e.process.has_exited())
-            .map(|(e, spare)| ProcessInfo {
-                thread_id: e.spec.thread.clone(),
-                model: lock(&e.now).model.clone(),
-                pid: e.process.pid(),
-                age_ms: millis(e.process.age()),
-                idle_ms: millis(e.idle_for()),
-                turns_served: e.turns.load(Ordering::Relaxed),
-                busy: e.is_busy(),
-                retired: e.is_retired(),
-                spare: *spare,
-                session_id: e.process.session_id().map(CliSessionId::from_string),
-                rss_bytes: rss_bytes(e.process.pid()),
-                pending_work: e.calls.pending_work.load(Ordering::SeqCst),
+            .map(|(e, spare)| {
+                let memory = memory(e.process.pid());
+                ProcessInfo {
+                    thread_id: e.spec.thread.clone(),
+                    model: lock(&e.now).model.clone(),
+                    pid: e.process.pid(),
+                    age_ms: millis(e.process.age()),
+                    idle_ms: millis(e.idle_for()),
+                    turns_served: e.turns.load(Ordering::Relaxed),
+                    busy: e.is_busy(),
+                    retired: e.is_retired(),
+                    spare: *spare,
+                    session_id: e.process.session_id().map(CliSessionId::from_string),
+                    rss_bytes: rss_bytes(e.process.pid()),
+                    pss_bytes: memory.map(|m| m.pss),
+                    private_bytes: memory.map(|m| m.private),
+                    pending_work: e.calls.pending_work.load(Ordering::SeqCst),
+                }
             })
             .collect();
         list.sort_by_key(|p| p.pid);
@@ -99,6 +112,33 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     parse_vm_rss(&status)
 }
 
+/// A process's memory as `/proc/<pid>/smaps_rollup` sums it, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory {
+    pub pss: u64,
+    /// `Private_Clean` + `Private_Dirty`.
+    pub private: u64,
+}
+
+/// The memory of `pid` (Linux); `None` when the process is gone or the file unreadable.
+pub fn memory(pid: u32) -> Option<Memory> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    parse_rollup(&rollup)
+}
+
+fn parse_rollup(rollup: &str) -> Option<Memory> {
+    let field = |name: &str| -> Option<u64> {
+        let line = rollup.lines().find(|l| l.starts_with(name))?;
+        let mut fields = line[name.len()..].split_whitespace();
+        let value: u64 = fields.next()?.parse().ok()?;
+        (fields.next() == Some("kB")).then_some(value * 1024)
+    };
+    Some(Memory {
+        pss: field("Pss:")?,
+        private: field("Private_Clean:")? + field("Private_Dirty:")?,
+    })
+}
+
 fn parse_vm_rss(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let mut fields = line["VmRSS:".len()..].split_whitespace();
@@ -120,5 +160,26 @@ mod tests {
         assert_eq!(parse_vm_rss("Name:\tkthreadd\n"), None);
         assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
         assert_eq!(rss_bytes(u32::MAX), None);
+    }
+
+    #[test]
+    fn pss_and_private_memory_are_read_from_the_rollup() {
+        let rollup = "559ae5dfb000-7ffcd9110000 ---p 00000000 00:00 0  [rollup]\n\
+                      Rss:                1708 kB\nPss:                 812 kB\n\
+                      Pss_Dirty:           112 kB\nShared_Clean:       1404 kB\n\
+                      Private_Clean:       192 kB\nPrivate_Dirty:       112 kB\n";
+        assert_eq!(
+            parse_rollup(rollup),
+            Some(Memory {
+                pss: 812 * 1024,
+                private: (192 + 112) * 1024
+            })
+        );
+        assert_eq!(parse_rollup("Rss: 1 kB\n"), None);
+        let own = memory(std::process::id()).expect("this process's rollup");
+        let rss = rss_bytes(std::process::id()).expect("this process's RSS");
+        assert!(own.private > 0 && own.private <= own.pss, "{own:?}");
+        assert!(own.pss <= rss + 1024 * 1024, "{own:?} vs RSS {rss}");
+        assert_eq!(memory(u32::MAX), None);
     }
 }

@@ -193,6 +193,16 @@ async fn pool_status_lists_the_live_process_with_its_pid_and_rss() {
             .is_some_and(|b| b > 1024 * 1024),
         "{process}"
     );
+    // What is its own, and its share of what it shares, are within what is resident.
+    let (rss, pss, private) = (
+        process["rssBytes"].as_u64().unwrap_or_default(),
+        process["pssBytes"].as_u64().expect("pssBytes"),
+        process["privateBytes"].as_u64().expect("privateBytes"),
+    );
+    assert!(
+        private > 1024 * 1024 && private <= pss && pss <= rss,
+        "{process}"
+    );
     assert_eq!(process["turnsServed"], 2, "{process}");
     assert!(process["model"].is_null(), "the CLI's default: {process}");
     let (age, idle) = (

@@ -335,7 +335,9 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("bench: {threads} concurrent threads x {scaling_turns} turns");
         scaling.push(concurrent_turns(&daemon, threads, scaling_turns).await?);
     }
-    let rss = warm_rss(&daemon).await;
+    let rss = warm_memory(&daemon, "rssBytes").await;
+    let pss = warm_memory(&daemon, "pssBytes").await;
+    let private = warm_memory(&daemon, "privateBytes").await;
     daemon.stop().await;
 
     // Two nodes on one PostgreSQL: forwarded vs local warm turns, then failovers.
@@ -387,6 +389,8 @@ async fn main() -> anyhow::Result<()> {
         tool: &tool,
         scaling: &scaling,
         rss: &rss,
+        pss: &pss,
+        private: &private,
         cluster: &cluster,
         workspaces: &workspaces,
         schemas: &schemas,
@@ -564,14 +568,15 @@ async fn concurrent_turns(
     })
 }
 
-/// RSS of every live process as `/api/pool` reports it, in MiB, smallest first.
-async fn warm_rss(daemon: &TestDaemon) -> Vec<f64> {
+/// `field` (`rssBytes`, `pssBytes`, `privateBytes`) of every live process as `/api/pool`
+/// reports it, in MiB, smallest first.
+async fn warm_memory(daemon: &TestDaemon, field: &str) -> Vec<f64> {
     let (_, pool) = daemon.get("/api/pool").await;
     let mut mib: Vec<f64> = pool["processes"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|p| p["rssBytes"].as_u64())
+        .filter_map(|p| p[field].as_u64())
         .map(|bytes| bytes as f64 / (1024.0 * 1024.0))
         .collect();
     mib.sort_by(f64::total_cmp);

@@ -18,6 +18,8 @@ pub(super) struct Report<'a> {
     pub(super) tool: &'a Series,
     pub(super) scaling: &'a [Scaling],
     pub(super) rss: &'a [f64],
+    pub(super) pss: &'a [f64],
+    pub(super) private: &'a [f64],
     pub(super) cluster: &'a cluster::Outcome,
     pub(super) workspaces: &'a workspaces::Outcome,
     pub(super) schemas: &'a schemas::Outcome,
@@ -185,6 +187,17 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
             1024.0 / median,
         )?,
         _ => writeln!(out, "No RSS figures: `/api/pool` listed no process.\n")?,
+    }
+    let median = |v: &[f64]| v.get(v.len() / 2).copied();
+    if let (Some(pss), Some(private)) = (median(r.pss), median(r.private)) {
+        writeln!(
+            out,
+            "RSS counts the pages the processes share (the CLI's binary) in full, in each. By \
+             `/proc/<pid>/smaps_rollup` (`pssBytes`, `privateBytes` in `/api/pool`): median PSS \
+             {pss:.1} MiB, median private {private:.1} MiB; about {:.1} warm threads per GiB of \
+             private memory.\n",
+            1024.0 / private.max(0.001),
+        )?;
     }
 
     writeln!(out, "## Python `claude-agent-sdk`, same CLI, same mock\n")?;
