@@ -204,6 +204,7 @@ pub struct Consented {
 pub async fn consent(
     State(state): State<ApiState>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     ApiJson(body): ApiJson<Consent>,
 ) -> Result<Json<Consented>, ApiError> {
     let Some((oauth, server, base)) = builtin(&state, &headers) else {
@@ -211,13 +212,13 @@ pub async fn consent(
             "the built-in authorization server is off",
         ));
     };
-    if !is_admin(&state, &body.admin_key).await? {
+    let Some(admin) = admin_of(&state, &body.admin_key).await? else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             "consent needs the operator token or an API key with `admin`",
         ));
-    }
+    };
     crate::keys::check_tenant(&body.tenant).map_err(ApiError::unprocessable)?;
     let bad = |err: OAuthError| ApiError::new(StatusCode::BAD_REQUEST, err.code(), err.to_string());
     server
@@ -229,18 +230,39 @@ pub async fn consent(
         .await
         .map_err(bad)?;
     tracing::info!(client_id = %body.request.client_id, tenant = %body.tenant, "OAuth grant given.");
+    // A grant is a change like a key's: the audit log has who gave it, to which client, for
+    // which tenant.
+    let action = format!(
+        "oauth consent {} for {}",
+        body.request.client_id, body.tenant
+    );
+    let remote = super::audit::remote_of(&extensions);
+    let entry = super::audit::Entry {
+        caller: &admin,
+        action: &action,
+        path: "/oauth/consent",
+        thread: None,
+        status: StatusCode::OK,
+        remote: remote.as_deref(),
+    };
+    super::audit::write(&state.store, entry).await;
     Ok(Json(Consented { redirect_to }))
 }
 
-/// The operator token, or a live API key with `admin`.
-async fn is_admin(state: &ApiState, presented: &str) -> Result<bool, ApiError> {
+/// The caller `presented` is, when it is the operator token or a live API key with `admin`.
+async fn admin_of(
+    state: &ApiState,
+    presented: &str,
+) -> Result<Option<crate::caller::Caller>, ApiError> {
     if let Some(token) = state.config.auth_token.as_deref().filter(|t| !t.is_empty()) {
         if bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
-            return Ok(true);
+            return Ok(Some(crate::caller::Caller::operator()));
         }
     }
     let key = state.pipeline.keys().authenticate(presented).await?;
-    Ok(key.is_some_and(|k| crate::keys::caller_of(&k).has(Scope::Admin)))
+    Ok(key
+        .map(|k| crate::keys::caller_of(&k))
+        .filter(|caller| caller.has(Scope::Admin)))
 }
 
 /// The token endpoint (RFC 6749 §3.2): a form, as the RFC has it.

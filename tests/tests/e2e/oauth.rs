@@ -420,6 +420,19 @@ async fn registration_codes_and_consent_refuse_what_they_should() {
     assert_eq!(query.get("state").map(String::as_str), Some("s1"));
     assert_eq!(query.get("iss"), Some(&base), "RFC 9207");
     let code = query["code"].clone();
+    let (_, audit, _) = call(&base, Some(OPERATOR), Method::GET, "/api/audit", None).await;
+    let consents: Vec<&Value> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["path"] == "/oauth/consent")
+        .collect();
+    assert_eq!(consents.len(), 1, "one grant given, audited: {audit}");
+    assert_eq!(consents[0]["subject"], "operator");
+    assert_eq!(
+        consents[0]["action"],
+        format!("oauth consent {client_id} for erin")
+    );
 
     let exchange = |verifier: &'static str| {
         let (base, code, client_id) = (base.clone(), code.clone(), client_id.clone());
