@@ -38,6 +38,13 @@ pub const TS_SDK_SPEC: &str = "@modelcontextprotocol/sdk@1.32.2";
 
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The PKCE S256 challenge of `verifier` (RFC 7636 §4.2), as a client computes it.
+pub fn pkce_challenge(verifier: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier))
+}
+
 /// A running issuer; stopped when dropped.
 pub struct Issuer {
     /// Its URL, as its tokens' `iss` and its metadata's `issuer` name it.

@@ -25,7 +25,7 @@ use plugin_contract::ThreadId;
 
 use super::{ApiError, ApiState};
 use crate::caller::{Caller, Scope};
-use crate::store::{StoreError, ThreadRow};
+use crate::store::{Store, StoreError, ThreadRow};
 
 /// What a route needs of its caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,9 +158,12 @@ pub async fn check(State(state): State<ApiState>, request: Request, next: Next) 
         Err(_) => None,
     };
     let owned = match (id, route.split('/').nth(2)) {
-        (Some(id), Some("threads")) => visible_thread(&state, &caller, &ThreadId::from_string(id))
-            .await
-            .map(drop),
+        (Some(id), Some("threads")) => {
+            visible_thread(&state.store, &caller, &ThreadId::from_string(id))
+                .await
+                .map(drop)
+                .map_err(ApiError::from)
+        }
         (Some(id), Some("schedules")) => visible_schedule(&state, &caller, &id).await,
         _ => Ok(()),
     };
@@ -170,15 +173,17 @@ pub async fn check(State(state): State<ApiState>, request: Request, next: Next) 
     }
 }
 
-/// The thread `id`, when `caller` sees it; else the `404` of a thread that does not exist.
+/// The thread `id`, when `caller` sees it; else [`StoreError::ThreadNotFound`], as for a
+/// thread that does not exist. The one answer to "may this caller reach this thread", for
+/// `/api` and `/mcp` alike.
 pub async fn visible_thread(
-    state: &ApiState,
+    store: &Store,
     caller: &Caller,
     id: &ThreadId,
-) -> Result<ThreadRow, ApiError> {
-    match state.store.get_thread(id).await? {
+) -> Result<ThreadRow, StoreError> {
+    match store.get_thread(id).await? {
         Some(thread) if caller.sees(thread.tenant.as_deref()) => Ok(thread),
-        _ => Err(StoreError::ThreadNotFound(id.clone()).into()),
+        _ => Err(StoreError::ThreadNotFound(id.clone())),
     }
 }
 

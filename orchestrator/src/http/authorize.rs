@@ -10,7 +10,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use subtle::ConstantTimeEq;
 
 use super::error::ErrorBody;
 use super::oauth::host;
@@ -254,10 +253,8 @@ async fn admin_of(
     state: &ApiState,
     presented: &str,
 ) -> Result<Option<crate::caller::Caller>, ApiError> {
-    if let Some(token) = state.config.auth_token.as_deref().filter(|t| !t.is_empty()) {
-        if bool::from(presented.as_bytes().ct_eq(token.as_bytes())) {
-            return Ok(Some(crate::caller::Caller::operator()));
-        }
+    if super::is_operator_token(state, presented) {
+        return Ok(Some(crate::caller::Caller::operator()));
     }
     let key = state.pipeline.keys().authenticate(presented).await?;
     Ok(key

@@ -329,7 +329,7 @@ async fn authenticate(
     let token = state.config.auth_token.as_deref().filter(|t| !t.is_empty());
     let oauth = state.oauth.as_deref();
     let operator = match (token, presented) {
-        (Some(token), Some(presented)) => bool::from(presented.as_bytes().ct_eq(token.as_bytes())),
+        (Some(_), Some(presented)) => is_operator_token(state, presented),
         (Some(_), None) => false,
         // No token configured: whoever reaches the daemon is its operator, unless they name a
         // key, or OAuth is on (then a caller needs credentials).
@@ -392,6 +392,17 @@ async fn authenticate(
             .into_response())
         }
     }
+}
+
+/// Whether `presented` is the configured operator token (compared in constant time); false
+/// when none is configured.
+pub(crate) fn is_operator_token(state: &ApiState, presented: &str) -> bool {
+    state
+        .config
+        .auth_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .is_some_and(|token| bool::from(presented.as_bytes().ct_eq(token.as_bytes())))
 }
 
 /// `401`: no credentials, or ones that are neither the token nor a live key.

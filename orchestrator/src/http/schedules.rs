@@ -109,7 +109,7 @@ pub async fn create(
     match (&body.thread_id, &body.thread) {
         (Some(thread), None) => {
             // Another tenant's thread does not exist for the caller.
-            if super::access::visible_thread(&state, &caller, thread)
+            if super::access::visible_thread(&state.store, &caller, thread)
                 .await
                 .is_err()
             {

@@ -63,7 +63,7 @@ pub async fn call(
     }
     let thread = match body.thread_id {
         Some(id) => Some(
-            super::access::visible_thread(&state, &caller, &ThreadId::from_string(id))
+            super::access::visible_thread(&state.store, &caller, &ThreadId::from_string(id))
                 .await?
                 .id,
         ),

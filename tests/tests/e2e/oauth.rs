@@ -9,37 +9,13 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
+
+use super::support::call;
 use harness_tests::mcp::{python_or_skip, run_python_script};
 use harness_tests::mock::MockApi;
 use harness_tests::oauth::{run_typescript_client, ClientDocument, Issuer, PYTHON_OAUTH_CLIENT};
 
 const OPERATOR: &str = "the-operator-token";
-
-async fn call(
-    base: &str,
-    bearer: Option<&str>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value, reqwest::header::HeaderMap) {
-    let mut request = reqwest::Client::new().request(method, format!("{base}{path}"));
-    if let Some(bearer) = bearer {
-        request = request.bearer_auth(bearer);
-    }
-    if let Some(body) = body {
-        request = request
-            .header("accept", "application/json, text/event-stream")
-            .json(&body);
-    }
-    let response = request.send().await.expect("the daemon answers");
-    let (status, headers) = (response.status(), response.headers().clone());
-    let text = response.text().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        headers,
-    )
-}
 
 fn challenge(headers: &reqwest::header::HeaderMap) -> String {
     headers
@@ -391,11 +367,7 @@ async fn registration_codes_and_consent_refuse_what_they_should() {
     // A code, through the consent the page gives.
     let client_id = client["client_id"].as_str().expect("an id").to_owned();
     let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
-    let challenge_value = {
-        use base64::Engine;
-        use sha2::Digest;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier))
-    };
+    let challenge_value = harness_tests::oauth::pkce_challenge(verifier);
     let request = json!({
         "response_type": "code", "client_id": client_id, "redirect_uri": cursor[2],
         "code_challenge": challenge_value, "code_challenge_method": "S256", "state": "s1",

@@ -317,3 +317,30 @@ pub fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
         .unwrap_or_else(|err| panic!("signal {signal} to {pid}: {err}"));
 }
+
+/// A request to the daemon at `base`, with `bearer` when given: (status, the body as JSON, or
+/// as a JSON string when it is not JSON, headers). A body goes as JSON, with the `Accept` an MCP
+/// client sends (the API takes it too).
+pub(crate) async fn call(
+    base: &str,
+    bearer: Option<&str>,
+    method: reqwest::Method,
+    path: impl Into<String>,
+    body: Option<Value>,
+) -> (reqwest::StatusCode, Value, reqwest::header::HeaderMap) {
+    let path: String = path.into();
+    let mut request = reqwest::Client::new().request(method, format!("{base}{path}"));
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    if let Some(body) = body {
+        request = request
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+    }
+    let response = request.send().await.expect("the daemon answers");
+    let (status, headers) = (response.status(), response.headers().clone());
+    let text = response.text().await.unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body, headers)
+}

@@ -28,18 +28,7 @@ async fn call(
     path: impl Into<String>,
     body: Option<Value>,
 ) -> (StatusCode, Value, reqwest::header::HeaderMap) {
-    let path: String = path.into();
-    let mut request = reqwest::Client::new()
-        .request(method, format!("{base}{path}"))
-        .bearer_auth(bearer);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("the daemon answers");
-    let (status, headers) = (response.status(), response.headers().clone());
-    let text = response.text().await.unwrap_or_default();
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, body, headers)
+    super::support::call(base, Some(bearer), method, path, body).await
 }
 
 /// A key of `tenant` with `scopes` (and `limits`: `dailyUsd`, `rpm`, …), made by the operator:

@@ -122,11 +122,7 @@ async fn the_consent_page_sends_the_browser_back_with_a_code() {
         .expect("JSON");
     let client_id = client["client_id"].as_str().expect("a client id");
     let verifier = "the-verifier-of-this-test-which-is-long-enough-000";
-    let challenge = {
-        use base64::Engine;
-        use sha2::Digest;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier))
-    };
+    let challenge = harness_tests::oauth::pkce_challenge(verifier);
     let authorize = format!(
         "{base}/oauth/authorize?response_type=code&client_id={client_id}&redirect_uri={}&code_challenge={challenge}&code_challenge_method=S256&state=st",
         "http%3A%2F%2F127.0.0.1%3A9%2Fcallback"

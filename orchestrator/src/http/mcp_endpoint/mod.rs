@@ -454,10 +454,10 @@ impl ServerHandler for Handler {
             .flatten()
             .map(|id| ThreadId::from_string(id.to_owned()));
         let thread = match named {
-            Some(id) => match self.0.store.get_thread(&id).await {
-                Ok(Some(row)) if caller.sees(row.tenant.as_deref()) => Some(id),
-                _ => None,
-            },
+            Some(id) => crate::http::access::visible_thread(&self.0.store, &caller, &id)
+                .await
+                .ok()
+                .map(|_| id),
             None => None,
         };
         let mut events = match thread

@@ -135,11 +135,9 @@ fn optional_string(input: &Value, key: &str) -> Option<String> {
 /// The thread `id`, when the call's caller sees it (`Caller::sees`); another tenant's thread is
 /// answered as one that does not exist.
 async fn visible(store: &Store, id: &ThreadId) -> Result<ThreadRow, ToolError> {
-    let caller = the_caller()?;
-    match store.get_thread(id).await.map_err(store_error)? {
-        Some(thread) if caller.sees(thread.tenant.as_deref()) => Ok(thread),
-        _ => Err(store_error(StoreError::ThreadNotFound(id.clone()))),
-    }
+    crate::http::access::visible_thread(store, &the_caller()?, id)
+        .await
+        .map_err(store_error)
 }
 
 /// The caller the call runs for: `/mcp` runs every call for the caller its request was

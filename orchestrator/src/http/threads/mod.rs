@@ -493,7 +493,7 @@ pub async fn prewarm(
     ApiJson(body): ApiJson<Prewarm>,
 ) -> Result<axum::response::Response, ApiError> {
     let thread_id = ThreadId::from_string(body.thread_id);
-    super::access::visible_thread(&state, &caller, &thread_id).await?;
+    super::access::visible_thread(&state.store, &caller, &thread_id).await?;
     // With clustering the process starts on the thread's owner.
     let forwarded_body = serde_json::json!({"threadId": thread_id, "model": body.model});
     let placed = super::routing::elsewhere(

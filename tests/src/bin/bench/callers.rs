@@ -7,9 +7,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use anyhow::Context;
-use base64::Engine;
 use serde_json::{json, Value};
-use sha2::Digest;
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
@@ -88,8 +86,7 @@ async fn oauth_token(http: &reqwest::Client, base: &str) -> anyhow::Result<Strin
         .await?;
     let client_id = client["client_id"].as_str().context("a client")?.to_owned();
     let verifier = "the-bench-verifier-long-enough-for-pkce-0123456789";
-    let challenge =
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier));
+    let challenge = harness_tests::oauth::pkce_challenge(verifier);
     let request = json!({"response_type": "code", "client_id": client_id, "redirect_uri": back,
         "code_challenge": challenge, "code_challenge_method": "S256"});
     let granted: Value = http
