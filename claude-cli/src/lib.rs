@@ -14,18 +14,23 @@
 //! the process decides. While one is unanswered the process counts as waiting on the host
 //! ([`CliProcess::waiting_on_host`]), so silence then is ours, not the CLI's.
 //!
+//! Without the default `process` feature only [`protocol`] is built (no tokio, no IO): that is
+//! what `plugin-contract` uses, for [`UserContent`].
+//!
 //! **Boundary:** nothing here knows threads, MCP method names or storage.
 //! Reference: `shared/protocol/claude-cli-protocol.md` (verified against claude 2.1.330).
 
+#[cfg(feature = "process")]
 mod process;
 pub mod protocol;
 
+#[cfg(feature = "process")]
 pub use process::{
     CliProcess, HostRequest, HostRequests, Launch, MirrorFrames, OwnTurn, OwnTurns, SpawnError,
     Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    ApiRetry, AssistantText, ExternalMcpServers, RateLimit, SdkMcpServer, SpawnOptions, TextDelta,
+    ApiRetry, AssistantText, ContentBlock, MediaSource, UserContent, ExternalMcpServers, RateLimit, SdkMcpServer, SpawnOptions, TextDelta,
     ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
 };
 

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
-use crate::protocol::{self, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult};
+use crate::protocol::{self, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult, UserContent};
 use crate::CliError;
 
 mod pipes;
@@ -504,8 +504,14 @@ impl CliProcess {
     }
 
     /// Writes `prompt` as a turn and returns its events. The turn holds the process until the
-    /// returned stream is dropped; a second call waits for it.
-    pub async fn turn(&self, prompt: &str) -> Result<TurnEvents, CliError> {
+    /// returned stream is dropped; a second call waits for it. A prompt with a file reference left
+    /// ([`UserContent::unresolved`]) is refused: the host resolves its files first.
+    pub async fn turn(&self, prompt: &UserContent) -> Result<TurnEvents, CliError> {
+        if prompt.unresolved() {
+            return Err(CliError::Refused(
+                "the prompt names a stored file that was not resolved to its bytes".into(),
+            ));
+        }
         let guard = self.turn_lock.clone().lock_owned().await;
         let (tx, rx) = mpsc::unbounded_channel();
         let uuid = uuid::Uuid::new_v4().to_string();

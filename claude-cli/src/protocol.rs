@@ -14,8 +14,10 @@ use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod content;
 mod input;
 
+pub use content::{ContentBlock, MediaSource, UserContent};
 pub use input::{
     cli_args, control_request, control_response, initialize_request, user_turn, ExternalMcpServers,
     SdkMcpServer, SpawnOptions, STOP_HOOK_ID,

@@ -18,6 +18,8 @@
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
 //! - [`keys`]: API keys (stored hashed), their tenants and their limits; [`oauth`]: access
 //!   tokens of an OAuth issuer.
+//! - [`files`]: the images and documents of messages: checked and stored on the way in,
+//!   references in the store, their bytes again just before the CLI sees a prompt.
 //! - [`budget`]: the thread's, the key's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
@@ -39,6 +41,7 @@ pub mod metrics;
 pub mod oauth;
 pub mod pipeline;
 pub mod pool;
+pub mod files;
 mod private_fs;
 pub mod redrive;
 pub mod schedules;

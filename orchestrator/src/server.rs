@@ -245,6 +245,7 @@ impl Daemon {
         );
         let pipeline = Pipeline::new(PipelineParts {
             workspaces,
+            files: crate::files::Files::new(store.clone(), config.files.clone()),
             store: store.clone(),
             pool: pool.clone(),
             mcp: mcp.clone(),

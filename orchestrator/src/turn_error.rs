@@ -47,6 +47,10 @@ pub enum TurnError {
     /// profile's powers). The API answers 409.
     #[error("{0}")]
     ProfileUnavailable(String),
+    /// The images or documents of the prompt could not be read back from the store; the turn
+    /// was not run. The API answers 500.
+    #[error("the files of the message could not be read: {0}")]
+    Files(String),
 }
 
 /// The CLI's error text as clients see it: the addresses in it (`host:port`, URLs) replaced by

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::{
     Delegate, DelegateReply, HistoryMessage, ThreadId, ThreadInfo, ThreadStore, ToolContext,
+    UserContent,
 };
 
 /// Threads with parents and histories, held in memory. An unknown thread is `None` (and has no
@@ -39,7 +40,7 @@ impl StubStore {
             .iter()
             .map(|(role, content)| HistoryMessage {
                 role: (*role).to_owned(),
-                content: (*content).to_owned(),
+                content: UserContent::from(*content),
             })
             .collect();
         self.history.insert(ThreadId::from_string(id), history);
@@ -82,7 +83,7 @@ pub struct StubDelegate {
 }
 
 impl StubDelegate {
-    /// The delegations so far: (parent, prompt).
+    /// The delegations so far: (parent, the prompt's text).
     pub fn calls(&self) -> Vec<(ThreadId, String)> {
         self.calls
             .lock()
@@ -104,21 +105,21 @@ impl Delegate for StubDelegate {
     async fn delegate(
         &self,
         parent: &ThreadId,
-        prompt: String,
+        prompt: UserContent,
         _model: Option<String>,
         timeout: Duration,
     ) -> Result<DelegateReply, String> {
         self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((parent.clone(), prompt.clone()));
+            .push((parent.clone(), prompt.text().into_owned()));
         self.timeouts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(timeout);
         Ok(DelegateReply {
             child_thread_id: ThreadId::from_string("child"),
-            text: format!("did: {prompt}"),
+            text: format!("did: {}", prompt.text()),
         })
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{SessionStart, ThreadId};
+use crate::{SessionStart, ThreadId, UserContent};
 
 /// A plugin: a named bundle of tools and, optionally, a context hook.
 pub trait Plugin: Send + Sync {
@@ -128,7 +128,10 @@ pub struct ThreadInfo {
 pub struct HistoryMessage {
     /// `user` or `assistant`.
     pub role: String,
-    pub content: String,
+    /// A user message's text, images and documents (images and documents as stored file
+    /// references, which the daemon resolves to their bytes before the CLI sees them); an
+    /// assistant message's text.
+    pub content: UserContent,
 }
 
 /// Read access to the daemon's store.
@@ -161,7 +164,7 @@ pub trait Delegate: Send + Sync {
     async fn delegate(
         &self,
         parent: &ThreadId,
-        prompt: String,
+        prompt: UserContent,
         model: Option<String>,
         timeout: Duration,
     ) -> Result<DelegateReply, String>;
@@ -175,9 +178,10 @@ pub struct TurnContext {
     pub store: Arc<dyn ThreadStore>,
 }
 
-/// Adds text to a turn's prompt before the CLI sees it.
+/// Adds to a turn's prompt before the CLI sees it.
 #[async_trait::async_trait]
 pub trait ContextProvider: Send + Sync {
-    /// Returns text to put before the user's prompt, or `None` to add nothing.
-    async fn context(&self, turn: &TurnContext) -> Result<Option<String>, String>;
+    /// Returns what to put before the user's prompt (its own leading blocks, which may carry
+    /// images and documents), or `None` to add nothing.
+    async fn context(&self, turn: &TurnContext) -> Result<Option<UserContent>, String>;
 }

@@ -181,7 +181,8 @@ pub fn initialize_request(
 
 /// A user turn. `client_composed` makes the CLI take the text verbatim, so `/clear` and other
 /// slash commands are never run (one would switch the session id mid-process).
-pub fn user_turn(content: &str, uuid: &str) -> String {
+/// `content` must have no [`super::MediaSource::File`] left ([`super::UserContent::unresolved`]).
+pub fn user_turn(content: &super::UserContent, uuid: &str) -> String {
     json!({
         "type": "user",
         "session_id": "",

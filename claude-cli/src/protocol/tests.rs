@@ -50,12 +50,29 @@ fn args_use_equals_form_and_declare_the_sdk_server() {
 
 #[test]
 fn user_turn_is_client_composed_and_escapes_everything() {
-    let line = user_turn("/clear \"quoted\"\nnext line", "u-1");
+    let line = user_turn(&"/clear \"quoted\"\nnext line".into(), "u-1");
     assert!(!line.contains('\n'), "one line on the wire");
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["client_composed"], true);
     assert_eq!(v["message"]["content"], "/clear \"quoted\"\nnext line");
     assert_eq!(v["uuid"], "u-1");
+}
+
+#[test]
+fn user_turn_writes_blocks_as_the_messages_api_shape() {
+    let content: UserContent = serde_json::from_value(json!([
+        {"type": "text", "text": "see"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+    ]))
+    .unwrap();
+    let v: Value = serde_json::from_str(&user_turn(&content, "u-2")).unwrap();
+    assert_eq!(
+        v["message"]["content"],
+        json!([
+            {"type": "text", "text": "see"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+        ])
+    );
 }
 
 #[test]

@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use plugin_contract::{CliSessionId, ThreadId};
+use plugin_contract::{CliSessionId, ThreadId, UserContent};
 use serde::{Deserialize, Serialize};
 
 mod audit;
 mod events;
+mod files;
 mod keys;
 mod leases;
 mod messages;
@@ -41,6 +42,7 @@ mod webhooks;
 // Each module's trait, and the types only its operations use.
 pub use audit::*;
 pub use events::*;
+pub use files::*;
 pub use keys::*;
 pub use leases::*;
 pub use messages::*;
@@ -440,7 +442,9 @@ pub struct ThreadSummaryRow {
 #[derive(Clone, Debug)]
 pub struct NewUserMessage {
     pub thread_id: ThreadId,
-    pub content: String,
+    /// Its text, images and documents; images and documents as file references
+    /// ([`MediaSource::File`]), never their bytes.
+    pub content: UserContent,
     /// The client's idempotency key: a retry with the same key on the same thread returns the
     /// first message instead of running the turn twice.
     pub client_message_id: Option<String>,
@@ -450,6 +454,17 @@ pub struct NewUserMessage {
     pub origin: Origin,
     /// Who sent it (`None`: the CLI's own turn).
     pub caller: Option<CallerId>,
+}
+
+impl NewUserMessage {
+    /// The stored `blocks` column: the blocks as JSON when the message was sent as blocks, else
+    /// `None` (the `content` column, its text, is all of it).
+    pub fn blocks_json(&self) -> Option<String> {
+        match &self.content {
+            UserContent::Text(_) => None,
+            UserContent::Blocks(blocks) => serde_json::to_string(blocks).ok(),
+        }
+    }
 }
 
 /// Who sent a message or answered a permission, as stored: the subject (`operator`, an API
@@ -513,6 +528,8 @@ pub struct MessageRow {
     pub caller_tenant: Option<String>,
     /// A reply of a thread with an `outputSchema`: the value, validated against it.
     pub structured_output: Option<serde_json::Value>,
+    /// A user message sent as blocks: the blocks ([`MessageRow::user_content`]).
+    pub blocks: Option<serde_json::Value>,
     // What the turn cost ([`MessageRow::usage`]): on the reply of a turn that replied, on the
     // user message of a turn that failed after reaching the API. Written together.
     pub input_tokens: Option<i64>,
@@ -526,6 +543,15 @@ pub struct MessageRow {
 }
 
 impl MessageRow {
+    /// What the message says: its blocks when it was sent as blocks, else its text.
+    pub fn user_content(&self) -> UserContent {
+        self.blocks
+            .as_ref()
+            .and_then(|blocks| serde_json::from_value(blocks.clone()).ok())
+            .map(UserContent::Blocks)
+            .unwrap_or_else(|| UserContent::Text(self.content.clone()))
+    }
+
     /// Who sent it, when it was stored with a caller.
     pub fn caller(&self) -> Option<CallerId> {
         self.caller_subject.clone().map(|subject| CallerId {

@@ -1,9 +1,32 @@
 //! The operations on `messages`: a user message stored `pending` (its turn ends through
 //! [`crate::OutcomeQueries`]), the reads, and a retry putting it back.
 
-use plugin_contract::{HistoryMessage, ThreadId};
+use plugin_contract::{HistoryMessage, ThreadId, UserContent};
 
-use crate::{Fence, Inserted, MessageId, MessageRow, NewUserMessage, StoreError};
+use crate::{Fence, Inserted, MessageId, MessageRow, NewUserMessage, Role, StoreError};
+
+/// One finished exchange as history: the user message (its stored text and `blocks` column) and
+/// the reply's text.
+pub fn history_pair(
+    user_text: String,
+    user_blocks: Option<String>,
+    reply: String,
+) -> [HistoryMessage; 2] {
+    let content = user_blocks
+        .and_then(|blocks| serde_json::from_str(&blocks).ok())
+        .map(UserContent::Blocks)
+        .unwrap_or(UserContent::Text(user_text));
+    [
+        HistoryMessage {
+            role: Role::User.as_str().to_owned(),
+            content,
+        },
+        HistoryMessage {
+            role: Role::Assistant.as_str().to_owned(),
+            content: UserContent::Text(reply),
+        },
+    ]
+}
 
 /// The assistant message that ends a turn ([`crate::TurnEnd::reply`]).
 #[derive(Clone, Copy, Debug)]

@@ -6,7 +6,7 @@
 //! `seq`s distinct and makes the `clientMessageId` check and the insert that follows it atomic.
 
 use harness_db::{
-    now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewUserMessage, Origin, Role,
+    history_pair, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewUserMessage, Origin, Role,
     StoreError,
 };
 use plugin_contract::{HistoryMessage, ThreadId};
@@ -36,6 +36,7 @@ async fn insert_user_message(
                       client_message_id, reply_to AS "reply_to: MessageId", model,
                       origin AS "origin: Origin", caller_subject, caller_tenant,
                       structured_output AS "structured_output: serde_json::Value",
+                      blocks AS "blocks: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
                       created_at::timestamptz AS "created_at!",
@@ -51,25 +52,27 @@ async fn insert_user_message(
             return Ok(Inserted::Duplicate(first));
         }
     }
+    let text = new.content.text();
     let inserted = sqlx::query_as!(
         MessageRow,
         r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
                                  client_message_id, reply_to, model, origin, caller_subject,
-                                 caller_tenant, created_at, updated_at)
+                                 caller_tenant, created_at, updated_at, blocks)
            VALUES ($1, $6,
                    (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = $6),
-                   'user', $2, 'pending', NULL, $3, NULL, $4, $7, $8, $9, $5, $5)
+                   'user', $2, 'pending', NULL, $3, NULL, $4, $7, $8, $9, $5, $5, $10)
            RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                      role AS "role: Role", content, status AS "status: MessageStatus", error,
                      client_message_id, reply_to AS "reply_to: MessageId", model,
                      origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
+                     blocks AS "blocks: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
                      created_at::timestamptz AS "created_at!",
                      updated_at::timestamptz AS "updated_at!""#,
         id as &MessageId,
-        new.content,
+        text.as_ref(),
         new.client_message_id,
         new.model,
         now_text(),
@@ -77,6 +80,7 @@ async fn insert_user_message(
         new.origin.as_str(),
         new.caller.as_ref().map(|c| c.subject.as_str()),
         new.caller.as_ref().and_then(|c| c.tenant.as_deref()),
+        new.blocks_json() as Option<String>,
     )
     .fetch_one(tx.conn())
     .await?;
@@ -105,6 +109,7 @@ async fn get_message(pool: &PgPool, id: &MessageId) -> Result<Option<MessageRow>
                   client_message_id, reply_to AS "reply_to: MessageId", model,
                   origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
+                  blocks AS "blocks: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
                   created_at::timestamptz AS "created_at!",
@@ -125,6 +130,7 @@ async fn list_messages(pool: &PgPool, thread: &ThreadId) -> Result<Vec<MessageRo
                   client_message_id, reply_to AS "reply_to: MessageId", model,
                   origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
+                  blocks AS "blocks: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
                   created_at::timestamptz AS "created_at!",
@@ -148,6 +154,7 @@ async fn reply_for(
                   client_message_id, reply_to AS "reply_to: MessageId", model,
                   origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
+                  blocks AS "blocks: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
                   created_at::timestamptz AS "created_at!",
@@ -162,7 +169,7 @@ async fn reply_for(
 
 async fn history(pool: &PgPool, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
     let exchanges = sqlx::query!(
-        "SELECT u.content AS user_content, a.content AS reply_content
+        "SELECT u.content AS user_content, u.blocks AS user_blocks, a.content AS reply_content
          FROM messages u
          JOIN messages a ON a.reply_to = u.id AND a.role = 'assistant' AND a.status = 'done'
          WHERE u.thread_id = $1 AND u.role = 'user' AND u.status = 'done'
@@ -173,18 +180,7 @@ async fn history(pool: &PgPool, thread: &ThreadId) -> Result<Vec<HistoryMessage>
     .await?;
     Ok(exchanges
         .into_iter()
-        .flat_map(|e| {
-            [
-                HistoryMessage {
-                    role: Role::User.as_str().to_owned(),
-                    content: e.user_content,
-                },
-                HistoryMessage {
-                    role: Role::Assistant.as_str().to_owned(),
-                    content: e.reply_content,
-                },
-            ]
-        })
+        .flat_map(|e| history_pair(e.user_content, e.user_blocks, e.reply_content))
         .collect())
 }
 
@@ -204,6 +200,7 @@ async fn retry_interrupted(
                      client_message_id, reply_to AS "reply_to: MessageId", model,
                      origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
+                     blocks AS "blocks: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
                      created_at::timestamptz AS "created_at!",

@@ -155,6 +155,7 @@ async fn insert_reply(
                      client_message_id, reply_to AS "reply_to: MessageId", model,
                      origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
+                     blocks AS "blocks: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
                      created_at::timestamptz AS "created_at!",

@@ -9,6 +9,7 @@
 
 mod audit;
 mod events;
+mod files;
 mod keys;
 mod leases;
 mod messages;

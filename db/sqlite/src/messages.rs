@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus,
+    history_pair, is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus,
     NewUserMessage, Origin, Role, StoreError,
 };
 use plugin_contract::{HistoryMessage, ThreadId};
@@ -30,28 +30,31 @@ async fn insert_user_message(
     let origin = new.origin.as_str();
     let caller_subject = new.caller.as_ref().map(|c| c.subject.as_str());
     let caller_tenant = new.caller.as_ref().and_then(|c| c.tenant.as_deref());
+    let text = new.content.text();
+    let blocks = new.blocks_json();
     // Selecting FROM threads makes an unknown thread insert no row (instead of tripping the
     // foreign key).
     let inserted = sqlx::query_as!(
         MessageRow,
         r#"INSERT INTO messages (id, thread_id, seq, role, content, status, error,
                                  client_message_id, reply_to, model, origin, caller_subject,
-                                 caller_tenant, created_at, updated_at)
+                                 caller_tenant, created_at, updated_at, blocks)
            SELECT ?1, t.id,
                   (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages m WHERE m.thread_id = t.id),
-                  'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?7, ?8, ?9, ?5, ?5
+                  'user', ?2, 'pending', NULL, ?3, NULL, ?4, ?7, ?8, ?9, ?5, ?5, ?10
            FROM threads t WHERE t.id = ?6
            RETURNING id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
                      role AS "role: Role", content, status AS "status: MessageStatus", error,
                      client_message_id, reply_to AS "reply_to: MessageId", model,
                      origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
+                     blocks AS "blocks: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
                      created_at AS "created_at: DateTime<Utc>",
                      updated_at AS "updated_at: DateTime<Utc>""#,
         id,
-        new.content,
+        text,
         new.client_message_id,
         new.model,
         now,
@@ -59,6 +62,7 @@ async fn insert_user_message(
         origin,
         caller_subject,
         caller_tenant,
+        blocks,
     )
     .fetch_optional(tx.conn())
     .await;
@@ -72,6 +76,7 @@ async fn insert_user_message(
                       client_message_id, reply_to AS "reply_to: MessageId", model,
                       origin AS "origin: Origin", caller_subject, caller_tenant,
                       structured_output AS "structured_output: serde_json::Value",
+                      blocks AS "blocks: serde_json::Value",
                       input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                       cost_usd, api_ms,
                       created_at AS "created_at: DateTime<Utc>",
@@ -112,6 +117,7 @@ async fn get_message(pool: &SqlitePool, id: &MessageId) -> Result<Option<Message
                   client_message_id, reply_to AS "reply_to: MessageId", model,
                   origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
+                  blocks AS "blocks: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
                   created_at AS "created_at: DateTime<Utc>",
@@ -135,6 +141,7 @@ async fn list_messages(
                   client_message_id, reply_to AS "reply_to: MessageId", model,
                   origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
+                  blocks AS "blocks: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
                   created_at AS "created_at: DateTime<Utc>",
@@ -158,6 +165,7 @@ async fn reply_for(
                   client_message_id, reply_to AS "reply_to: MessageId", model,
                   origin AS "origin: Origin", caller_subject, caller_tenant,
                   structured_output AS "structured_output: serde_json::Value",
+                  blocks AS "blocks: serde_json::Value",
                   input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                   cost_usd, api_ms,
                   created_at AS "created_at: DateTime<Utc>",
@@ -172,7 +180,7 @@ async fn reply_for(
 
 async fn history(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<HistoryMessage>, StoreError> {
     let exchanges = sqlx::query!(
-        "SELECT u.content AS user_content, a.content AS reply_content
+        "SELECT u.content AS user_content, u.blocks AS user_blocks, a.content AS reply_content
          FROM messages u
          JOIN messages a ON a.reply_to = u.id AND a.role = 'assistant' AND a.status = 'done'
          WHERE u.thread_id = ?1 AND u.role = 'user' AND u.status = 'done'
@@ -183,18 +191,7 @@ async fn history(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<HistoryMess
     .await?;
     Ok(exchanges
         .into_iter()
-        .flat_map(|e| {
-            [
-                HistoryMessage {
-                    role: Role::User.as_str().to_owned(),
-                    content: e.user_content,
-                },
-                HistoryMessage {
-                    role: Role::Assistant.as_str().to_owned(),
-                    content: e.reply_content,
-                },
-            ]
-        })
+        .flat_map(|e| history_pair(e.user_content, e.user_blocks, e.reply_content))
         .collect())
 }
 
@@ -214,6 +211,7 @@ async fn retry_interrupted(
                      client_message_id, reply_to AS "reply_to: MessageId", model,
                      origin AS "origin: Origin", caller_subject, caller_tenant,
                      structured_output AS "structured_output: serde_json::Value",
+                     blocks AS "blocks: serde_json::Value",
                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                      cost_usd, api_ms,
                      created_at AS "created_at: DateTime<Utc>",

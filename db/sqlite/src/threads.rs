@@ -115,7 +115,8 @@ async fn insert_fork(
 }
 
 /// Copies `from`'s `done` messages into `to`: new ids, `seq` from 1 in the same order, each
-/// reply pointing at the copy of its question. The text columns are copied as they are.
+/// reply pointing at the copy of its question. The text columns (the blocks, whose files the
+/// fork's tenant owns too, among them) are copied as they are.
 async fn copy_done_messages(
     tx: &mut ThreadTx,
     from: &ThreadId,
@@ -124,7 +125,7 @@ async fn copy_done_messages(
     let now = now_text();
     let messages = sqlx::query!(
         r#"SELECT id AS "id!: MessageId", role, content, reply_to AS "reply_to: MessageId",
-                  model, structured_output
+                  model, structured_output, blocks
            FROM messages WHERE thread_id = ?1 AND status = 'done' ORDER BY seq"#,
         from,
     )
@@ -137,8 +138,8 @@ async fn copy_done_messages(
         sqlx::query!(
             "INSERT INTO messages (id, thread_id, seq, role, content, status, error,
                                    client_message_id, reply_to, model, structured_output,
-                                   created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'done', NULL, NULL, ?6, ?7, ?8, ?9, ?9)",
+                                   created_at, updated_at, blocks)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'done', NULL, NULL, ?6, ?7, ?8, ?9, ?9, ?10)",
             new_id,
             to,
             seq,
@@ -148,6 +149,7 @@ async fn copy_done_messages(
             m.model,
             m.structured_output,
             now,
+            m.blocks,
         )
         .execute(tx.conn())
         .await?;

@@ -187,7 +187,12 @@ impl EventKind {
 #[serde(rename_all = "camelCase")]
 pub struct MessageReceived {
     pub message_id: MessageId,
+    /// The message's text.
     pub content: String,
+    /// A message sent as blocks: its blocks, images and documents as file references
+    /// (`fileId`, media type, size), never their bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Vec<claude_cli::ContentBlock>>,
     pub client_message_id: Option<String>,
     /// `cli` for a turn the CLI started by itself (`claude.scheduling_tools`); its content says
     /// what started it.
@@ -391,6 +396,7 @@ mod tests {
             ThreadEvent::MessageReceived(MessageReceived {
                 message_id: id.clone(),
                 content: "hi".into(),
+                blocks: None,
                 client_message_id: None,
                 origin: Origin::User,
             }),

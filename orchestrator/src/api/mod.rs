@@ -147,7 +147,13 @@ pub struct Message {
     /// Position in the thread, from 1, in arrival order.
     pub seq: i64,
     pub role: Role,
+    /// The message's text.
     pub content: String,
+    /// A user message sent as content blocks: the blocks, its images and documents as file
+    /// references (`{"type": "file", "fileId", "media_type", "bytes"}`; `GET /api/files/{id}`
+    /// has their bytes), never the bytes themselves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Vec<claude_cli::ContentBlock>>,
     pub status: MessageStatus,
     /// Why the turn failed, for `error` and `interrupted`.
     pub error: Option<String>,
@@ -177,11 +183,16 @@ impl From<MessageRow> for Message {
     fn from(row: MessageRow) -> Self {
         let usage = row.usage();
         let caller = row.caller();
+        let blocks = row
+            .blocks
+            .is_some()
+            .then(|| row.user_content().into_blocks());
         Message {
             id: row.id,
             thread_id: row.thread_id,
             seq: row.seq,
             role: row.role,
+            blocks,
             content: row.content,
             status: row.status,
             error: row.error,
@@ -341,6 +352,7 @@ mod tests {
             seq: 2,
             role: Role::Assistant,
             content: "hello".into(),
+            blocks: None,
             status: MessageStatus::Done,
             error: None,
             client_message_id: None,

@@ -59,6 +59,7 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub schedules: SchedulesConfig,
     pub audit: AuditConfig,
+    pub files: FilesConfig,
     pub oauth: OAuthConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
@@ -67,30 +68,6 @@ pub struct Config {
     /// plugin list hands each to its plugin's constructor, which refuses a key it does not know;
     /// a table for a plugin that is not loaded stops start-up ([`Config::check_plugin_tables`]).
     pub plugins: BTreeMap<String, PluginTable>,
-}
-
-/// What the turns may cost. A thread's own limit is `maxBudgetUsd` on the thread.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BudgetConfig {
-    /// Most USD all turns of a UTC day may cost together (flag `--budget-daily-usd`, env
-    /// `HARNESS_BUDGET_DAILY_USD`); `None`: no daily limit. A message that would start a turn
-    /// once it is spent gets 402.
-    pub daily_usd: Option<f64>,
-    /// What a turn is expected to cost before its thread has finished one (since the daemon
-    /// started): each turn holds its estimate in every budget that applies while it runs, so
-    /// turns starting together cannot all spend the same last cents. Later turns of a thread
-    /// hold its recent cost per turn instead.
-    pub turn_estimate_usd: f64,
-}
-
-impl Default for BudgetConfig {
-    fn default() -> BudgetConfig {
-        BudgetConfig {
-            daily_usd: None,
-            turn_estimate_usd: 0.05,
-        }
-    }
 }
 
 /// Who may talk to the listener, and how long a connection may hold it.
@@ -374,6 +351,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             schedules: SchedulesConfig::default(),
             audit: AuditConfig::default(),
+            files: FilesConfig::default(),
             oauth: OAuthConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
@@ -779,7 +757,9 @@ fn moved_key(text: &str) -> Option<toml::de::Error> {
 }
 
 mod audit;
+mod budget;
 mod cluster;
+mod files;
 mod oauth;
 mod paths;
 mod profiles;
@@ -788,7 +768,9 @@ mod webhooks;
 mod workspaces;
 
 pub use audit::AuditConfig;
+pub use budget::BudgetConfig;
 pub use cluster::ClusterConfig;
+pub use files::FilesConfig;
 pub use oauth::OAuthConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use schedules::SchedulesConfig;

@@ -10,6 +10,7 @@ use serde::Serialize;
 use tracing::error;
 
 use crate::budget::{BudgetExceeded, BudgetKind};
+use crate::files::FileError;
 use crate::pipeline::PipelineError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
@@ -142,6 +143,7 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         TurnError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
         TurnError::WorkspaceUnavailable(_) => (StatusCode::CONFLICT, "workspace_unavailable"),
         TurnError::ProfileUnavailable(_) => (StatusCode::CONFLICT, "profile_unavailable"),
+        TurnError::Files(_) => (StatusCode::INTERNAL_SERVER_ERROR, "files_unreadable"),
     }
 }
 
@@ -153,6 +155,27 @@ impl From<WorkspaceError> for ApiError {
             WorkspaceError::Unavailable(_) => (StatusCode::CONFLICT, "workspace_unavailable"),
             WorkspaceError::NoDiff(_) => (StatusCode::CONFLICT, "no_diff"),
             WorkspaceError::Git(_) => (StatusCode::INTERNAL_SERVER_ERROR, "git_failed"),
+        };
+        ApiError::new(status, code, err.to_string())
+    }
+}
+
+impl From<FileError> for ApiError {
+    fn from(err: FileError) -> Self {
+        let (status, code) = match &err {
+            FileError::Store(_) => {
+                let FileError::Store(err) = err else {
+                    return ApiError::internal(&err);
+                };
+                return err.into();
+            }
+            FileError::Unsupported(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            FileError::Mismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "media_type_mismatch"),
+            FileError::Block { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_content"),
+            FileError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            FileError::NotFound(_) => (StatusCode::NOT_FOUND, "file_not_found"),
         };
         ApiError::new(status, code, err.to_string())
     }
@@ -223,6 +246,7 @@ impl From<PipelineError> for ApiError {
             ),
             PipelineError::Store(err) => err.into(),
             PipelineError::Workspace(err) => err.into(),
+            PipelineError::File(err) => err.into(),
             err @ PipelineError::Archived(_) => {
                 ApiError::new(StatusCode::CONFLICT, "thread_archived", err.to_string())
             }

@@ -68,7 +68,7 @@ impl Pipeline {
             .insert_user_message(
                 NewUserMessage {
                     thread_id: thread.clone(),
-                    content: format!("(a turn the CLI started by itself: {source})"),
+                    content: format!("(a turn the CLI started by itself: {source})").into(),
                     client_message_id: None,
                     model: None,
                     origin: Origin::Cli,
@@ -93,6 +93,7 @@ impl Pipeline {
             &thread,
             Some(&user.id),
             ThreadEvent::MessageReceived(MessageReceived {
+                blocks: None,
                 message_id: user.id.clone(),
                 content: user.content.clone(),
                 client_message_id: None,

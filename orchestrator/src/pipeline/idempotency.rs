@@ -51,7 +51,9 @@ pub(super) async fn admit(
     let admitted = match inserted {
         Inserted::New(message) => Admitted::Run(message),
         Inserted::Duplicate(first) => {
-            if first.content != msg.content || first.model != msg.model {
+            // Images and documents are references to files whose ids hash their bytes: comparing
+            // the content compares the bytes' hashes.
+            if first.user_content() != msg.content || first.model != msg.model {
                 return Err(PipelineError::ClientIdConflict {
                     client_message_id: msg.client_message_id.clone().unwrap_or_default(),
                     message_id: first.id,

@@ -1,8 +1,9 @@
 //! The one path every message takes, from the HTTP API and from delegation:
 //!
-//! persist the user message (`pending`) → wait for the thread's turn (FIFO, one turn at a time
+//! store its images and documents as files ([`crate::files`]) → persist the user message
+//! (`pending`, its media as file references) → wait for the thread's turn (FIFO, one turn at a time
 //! per thread, threads in parallel) → check out the thread's process → take a place under the
-//! concurrency limit → add context → run the turn → persist the reply and the CLI session id →
+//! concurrency limit → add context → the references' bytes back → run the turn → persist the reply and the CLI session id →
 //! emit events.
 //!
 //! - [`queue`]: the per-thread FIFO.
@@ -49,7 +50,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, Instrument};
 
 use plugin_contract::{
-    CliSessionId, ContextProvider, Delegate, DelegateReply, ThreadId, ToolContext,
+    CliSessionId, ContextProvider, Delegate, DelegateReply, ThreadId, ToolContext, UserContent,
 };
 
 use crate::api::events::{MessageReceived, ThreadEvent};
@@ -57,6 +58,7 @@ use crate::approvals::Approvals;
 use crate::budget::{BudgetExceeded, Budgets};
 use crate::caller::Caller;
 use crate::events::EventBus;
+use crate::files::{FileError, Files};
 use crate::launch::UnknownProfile;
 use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
@@ -76,7 +78,9 @@ use throttle::Throttle;
 #[derive(Clone, Debug)]
 pub struct NewMessage {
     pub thread_id: ThreadId,
-    pub content: String,
+    /// Its text, images and documents; the pipeline stores the images and documents and keeps
+    /// references to them ([`crate::files`]).
+    pub content: UserContent,
     pub client_message_id: Option<String>,
     pub model: Option<String>,
     /// The permission mode of this turn (`plan`, say), switched in place on the warm process;
@@ -148,6 +152,9 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     Store(StoreError),
+    /// An image or document of the message was refused (nothing of it was stored).
+    #[error(transparent)]
+    File(#[from] FileError),
     /// A workspace refused at creation, or one to diff that is not there.
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
@@ -191,6 +198,7 @@ pub struct PipelineParts {
     pub settings: PipelineSettings,
     pub budgets: Budgets,
     pub workspaces: Workspaces,
+    pub files: Files,
 }
 
 /// The pipeline. Cheap to clone: clones share one.
@@ -209,6 +217,7 @@ struct Inner {
     settings: PipelineSettings,
     budgets: Budgets,
     workspaces: Workspaces,
+    files: Files,
     queues: Arc<ThreadQueues>,
     /// Turns at once, across threads: a turn holds a permit from its checkout to its end.
     throttle: Throttle,
@@ -267,6 +276,7 @@ impl Pipeline {
                 settings: parts.settings,
                 budgets: parts.budgets,
                 workspaces: parts.workspaces,
+                files: parts.files,
                 queues: Arc::new(ThreadQueues::new(tasks.clone())),
                 throttle,
                 throttle_metrics,
@@ -286,6 +296,11 @@ impl Pipeline {
     /// API keys and their limits on this node (the HTTP API authenticates with it).
     pub fn keys(&self) -> &Arc<crate::keys::Keys> {
         &self.inner.keys
+    }
+
+    /// The images and documents of messages (the API uploads and serves them through it).
+    pub fn files(&self) -> &Files {
+        &self.inner.files
     }
 
     /// The tool approvals of every turn (the API answers pending ones through it).
@@ -347,6 +362,7 @@ impl Pipeline {
         if thread.archived_at.is_some() {
             return Err(PipelineError::Archived(thread.id));
         }
+        msg.content = self.inner.files.accept(&msg.caller, msg.content).await?;
         if msg.model.is_some() || msg.permission_mode.is_some() || msg.mcp_servers.is_some() {
             let profile = self.inner.pool.profile(thread.profile.as_deref())?;
             if msg.model.is_some() {
@@ -407,6 +423,7 @@ impl Pipeline {
                     ThreadEvent::MessageReceived(MessageReceived {
                         message_id: message.id.clone(),
                         content: message.content.clone(),
+                        blocks: message.blocks.is_some().then(|| message.user_content().into_blocks()),
                         client_message_id: message.client_message_id.clone(),
                         origin: message.origin,
                     }),
@@ -527,7 +544,7 @@ impl Delegate for Pipeline {
     async fn delegate(
         &self,
         parent: &ThreadId,
-        prompt: String,
+        prompt: UserContent,
         model: Option<String>,
         // The delegation plugin's setting: the daemon holds no delegation settings.
         timeout: Duration,
@@ -626,12 +643,13 @@ enum Nesting {
     InToolCall,
 }
 
-fn validate_content(content: &str, max_chars: usize) -> Result<(), PipelineError> {
-    if content.trim().is_empty() {
+fn validate_content(content: &UserContent, max_chars: usize) -> Result<(), PipelineError> {
+    if content.is_blank() {
         return Err(PipelineError::InvalidInput(
             "content must not be empty".into(),
         ));
     }
+    let content = content.text();
     let chars = content.chars().count();
     if chars > max_chars {
         return Err(PipelineError::InvalidInput(format!(

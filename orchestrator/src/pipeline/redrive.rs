@@ -14,7 +14,7 @@
 
 use tracing::{info, warn, Instrument};
 
-use plugin_contract::ThreadId;
+use plugin_contract::{ContentBlock, ThreadId, UserContent};
 
 use super::{Nesting, NewMessage, Pipeline, PipelineError};
 use crate::api::events::{ThreadEvent, TurnRedriven};
@@ -110,8 +110,8 @@ impl Pipeline {
             thread_id: thread.clone(),
             // A message cut while it waited in line never reached the model: it goes as sent.
             content: match reached_cli {
-                true => redrive_prompt(cause, &message.content),
-                false => message.content.clone(),
+                true => redrive_prompt(cause, message.user_content()),
+                false => message.user_content(),
             },
             client_message_id: message.client_message_id.clone(),
             model: message.model.clone(),
@@ -168,18 +168,21 @@ impl Pipeline {
 }
 
 /// The prompt of a re-driven turn: what cut the previous attempt, then the message as sent.
-fn redrive_prompt(cause: EndCause, content: &str) -> String {
+fn redrive_prompt(cause: EndCause, content: UserContent) -> UserContent {
     let what = match cause {
         EndCause::Crash => "the daemon running it stopped unexpectedly",
         EndCause::Takeover => "the node running it stopped and another took the thread over",
         _ => "the daemon running it shut down",
     };
-    format!(
+    let notice = format!(
         "[Harness: your previous attempt at this message was cut off before it finished \
          ({what}). Whatever that attempt already did is in this session; check it before \
-         repeating anything with side effects, then finish the task. The message follows.]\n\n\
-         {content}"
-    )
+         repeating anything with side effects, then finish the task. The message follows.]"
+    );
+    match content {
+        UserContent::Text(text) => UserContent::Text(format!("{notice}\n\n{text}")),
+        blocks => blocks.after(vec![ContentBlock::Text { text: notice }]),
+    }
 }
 
 #[cfg(test)]
@@ -188,10 +191,25 @@ mod tests {
 
     #[test]
     fn the_prompt_names_the_cut_and_keeps_the_message() {
-        let prompt = redrive_prompt(EndCause::Crash, "write the report");
+        let prompt = redrive_prompt(EndCause::Crash, "write the report".into()).text().into_owned();
         assert!(prompt.contains("stopped unexpectedly"), "{prompt}");
         assert!(prompt.ends_with("\n\nwrite the report"), "{prompt}");
-        let prompt = redrive_prompt(EndCause::Takeover, "x");
+        let prompt = redrive_prompt(EndCause::Takeover, "x".into()).text().into_owned();
         assert!(prompt.contains("another took the thread over"), "{prompt}");
+        let image = ContentBlock::Image {
+            source: plugin_contract::MediaSource::File {
+                file_id: "file_1".into(),
+                media_type: None,
+                bytes: None,
+            },
+        };
+        let UserContent::Blocks(blocks) = redrive_prompt(
+            EndCause::Crash,
+            UserContent::Blocks(vec![image.clone()]),
+        ) else {
+            panic!("blocks stay blocks");
+        };
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[1], image, "the image is kept, after the notice");
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use claude_cli::TurnResult;
+use claude_cli::{TurnResult, UserContent};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -367,6 +367,13 @@ impl Pipeline {
             &msg.content,
         )
         .await;
+        let prompt = match inner.files.resolve(prompt).await {
+            Ok(prompt) => prompt,
+            Err(err) => {
+                lease.finish(Finish::Keep).await;
+                return Err(TurnError::Files(err.to_string()));
+            }
+        };
         inner.events.emit(
             &user.thread_id,
             Some(&user.id),
@@ -493,7 +500,7 @@ impl Pipeline {
         &self,
         lease: &Lease,
         user: &MessageRow,
-        prompt: &str,
+        prompt: &UserContent,
         deadline: tokio::time::Instant,
         tally: &mut TurnTally,
         permit: &mut Permit,

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use claude_cli::{HostRequest, Step, TurnEvent, TurnEvents, TurnResult};
+use claude_cli::{HostRequest, Step, TurnEvent, TurnEvents, TurnResult, UserContent};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::info;
@@ -119,7 +119,7 @@ impl Lease {
     }
 
     /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.
-    pub async fn start_turn(&self, prompt: &str) -> Result<LeasedTurn<'_>, TurnError> {
+    pub async fn start_turn(&self, prompt: &UserContent) -> Result<LeasedTurn<'_>, TurnError> {
         let (tx, calls) = mpsc::unbounded_channel();
         *lock(&self.entry.calls.ours) = Some(tx);
         match self.entry.process.turn(prompt).await {

@@ -262,7 +262,7 @@ impl Schedules {
         };
         let msg = NewMessage {
             thread_id: thread.clone(),
-            content: schedule.prompt.clone(),
+            content: schedule.prompt.clone().into(),
             client_message_id: Some(format!("schedule-run-{run_id}")),
             model: None,
             permission_mode: None,

@@ -124,6 +124,7 @@ const TABLES: [&str; 23] = [
     "cluster_credential",
     "delegations",
     "events",
+    "files",
     "leases",
     "messages",
     "oauth_clients",

@@ -2,11 +2,14 @@
 //! session (a new process after the transcript was lost, or after the session could not be
 //! resumed), it puts the thread's earlier messages into the prompt, so the model never silently
 //! loses history. On a warm or resumed process the CLI has the history already, and this adds
-//! nothing.
+//! nothing. Images and documents of earlier messages come back as themselves (their blocks, in
+//! place), not as placeholders.
 
 use std::sync::Arc;
 
-use plugin_contract::{async_trait, ContextProvider, HistoryMessage, Plugin, TurnContext};
+use plugin_contract::{
+    async_trait, ContentBlock, ContextProvider, HistoryMessage, Plugin, TurnContext, UserContent,
+};
 
 pub struct ContextPlugin;
 
@@ -24,7 +27,7 @@ struct HistoryContext;
 
 #[async_trait]
 impl ContextProvider for HistoryContext {
-    async fn context(&self, turn: &TurnContext) -> Result<Option<String>, String> {
+    async fn context(&self, turn: &TurnContext) -> Result<Option<UserContent>, String> {
         if !turn.start.needs_history() {
             return Ok(None);
         }
@@ -33,19 +36,40 @@ impl ContextProvider for HistoryContext {
     }
 }
 
-/// The history block put before the user's new message.
-pub fn render(history: &[HistoryMessage]) -> Option<String> {
+/// The history put before the user's new message: one text block while the messages are text,
+/// each image or document in place between them.
+pub fn render(history: &[HistoryMessage]) -> Option<UserContent> {
     if history.is_empty() {
         return None;
     }
-    let mut out = String::from(
+    let mut blocks = Vec::new();
+    let mut text = String::from(
         "<conversation_history>\nThis conversation started earlier. Its messages so far, oldest first:\n",
     );
     for message in history {
-        out.push_str(&format!("\n[{}]\n{}\n", message.role, message.content));
+        text.push_str(&format!("\n[{}]\n", message.role));
+        for block in message.content.blocks().iter() {
+            match block {
+                ContentBlock::Text { text: part } => {
+                    text.push_str(part);
+                    text.push('\n');
+                }
+                media => {
+                    blocks.push(ContentBlock::Text {
+                        text: std::mem::take(&mut text),
+                    });
+                    blocks.push(media.clone());
+                    text.push('\n');
+                }
+            }
+        }
     }
-    out.push_str("</conversation_history>\n\nThe user's new message follows.");
-    Some(out)
+    text.push_str("</conversation_history>\n\nThe user's new message follows.");
+    blocks.push(ContentBlock::Text { text });
+    Some(match blocks.as_slice() {
+        [ContentBlock::Text { text }] => UserContent::Text(text.clone()),
+        _ => UserContent::Blocks(blocks),
+    })
 }
 
 #[cfg(test)]
@@ -69,13 +93,14 @@ mod tests {
 
     #[tokio::test]
     async fn fresh_session_gets_history_in_order() {
-        let text = HistoryContext
+        let content = HistoryContext
             .context(&turn(SessionStart::Fresh {
                 resume_failed: true,
             }))
             .await
             .unwrap()
             .unwrap();
+        let text = content.text();
         let ada = text.find("my name is Ada").unwrap();
         let hello = text.find("hello Ada").unwrap();
         assert!(ada < hello, "oldest first: {text}");
@@ -103,5 +128,44 @@ mod tests {
     #[test]
     fn empty_history_adds_nothing() {
         assert_eq!(render(&[]), None);
+    }
+
+    #[test]
+    fn images_and_documents_come_back_in_place() {
+        let image = ContentBlock::Image {
+            source: plugin_contract::MediaSource::File {
+                file_id: "file_1".into(),
+                media_type: Some("image/png".into()),
+                bytes: None,
+            },
+        };
+        let history = [
+            HistoryMessage {
+                role: "user".into(),
+                content: UserContent::Blocks(vec![
+                    ContentBlock::Text {
+                        text: "what is this?".into(),
+                    },
+                    image.clone(),
+                ]),
+            },
+            HistoryMessage {
+                role: "assistant".into(),
+                content: "a cat".into(),
+            },
+        ];
+        let Some(UserContent::Blocks(blocks)) = render(&history) else {
+            panic!("blocks expected");
+        };
+        assert_eq!(blocks.len(), 3, "{blocks:?}");
+        assert_eq!(blocks[1], image);
+        let ContentBlock::Text { text: before } = &blocks[0] else {
+            panic!("text first");
+        };
+        let ContentBlock::Text { text: after } = &blocks[2] else {
+            panic!("text last");
+        };
+        assert!(before.contains("what is this?") && !before.contains("a cat"));
+        assert!(after.contains("[assistant]\na cat"));
     }
 }

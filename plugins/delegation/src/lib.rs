@@ -127,7 +127,7 @@ impl Tool for Delegate {
         }
         let reply = ctx
             .delegate
-            .delegate(thread, prompt, model, self.timeout)
+            .delegate(thread, prompt.into(), model, self.timeout)
             .await
             .map_err(ToolError::Failed)?;
         Ok(ToolOutput::text(reply.text))

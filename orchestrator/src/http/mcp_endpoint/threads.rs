@@ -13,13 +13,15 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use plugin_contract::{
-    async_trait, Plugin, ThreadId, Tool, ToolContext, ToolError, ToolOutput, ToolSpec,
+    async_trait, ContentBlock, MediaSource, Plugin, ThreadId, Tool, ToolContext, ToolError,
+    ToolOutput, ToolSpec, UserContent,
 };
 
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::caller::Caller;
+use crate::files::FileError;
 use crate::cluster::{Cluster, ForwardError, Outgoing, Route, RouteError};
 use crate::pipeline::{NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::store::{
@@ -265,11 +267,43 @@ impl Tool for Send {
                 "type": "object",
                 "properties": {
                     "threadId": {"type": "string", "minLength": 1, "description": "From threads__create or threads__list."},
-                    "content": {"type": "string", "minLength": 1, "description": "The message."},
+                    "content": {"type": "string", "description": "The message's text (may be empty when it has attachments)."},
+                    "attachments": {
+                        "type": "array",
+                        "description": "Images and PDFs sent with the message, as MCP content: an image, or an embedded resource with a base64 blob (PNG, JPEG, GIF, WebP or PDF) or with text.",
+                        "items": {"oneOf": [
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "type": {"const": "image"},
+                                    "data": {"type": "string", "description": "Base64."},
+                                    "mimeType": {"type": "string"}
+                                },
+                                "required": ["type", "data", "mimeType"]
+                            },
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "type": {"const": "resource"},
+                                    "resource": {
+                                        "type": "object",
+                                        "properties": {
+                                            "uri": {"type": "string"},
+                                            "mimeType": {"type": "string"},
+                                            "blob": {"type": "string", "description": "Base64."},
+                                            "text": {"type": "string"}
+                                        },
+                                        "required": ["uri"]
+                                    }
+                                },
+                                "required": ["type", "resource"]
+                            }
+                        ]}
+                    },
                     "clientMessageId": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Your idempotency key for this message."},
                     "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The model for this turn only."}
                 },
-                "required": ["threadId", "content"],
+                "required": ["threadId"],
                 "additionalProperties": false
             }),
             output_schema: Some(json!({
@@ -302,7 +336,7 @@ impl Tool for Send {
         };
         let msg = NewMessage {
             thread_id: thread.clone(),
-            content: optional_string(&input, "content").unwrap_or_default(),
+            content: mcp_content(&input)?,
             client_message_id: optional_string(&input, "clientMessageId"),
             model: optional_string(&input, "model"),
             permission_mode: None,
@@ -320,6 +354,45 @@ impl Tool for Send {
         let (message, duplicate) = (accepted.message_id.clone(), accepted.duplicate);
         sent(&thread, &message, duplicate, accepted.finish().await)
     }
+}
+
+/// `threads__send`'s message: its `content` text, then its `attachments` (MCP image and
+/// embedded-resource content) as Messages API blocks; the text alone when there are none.
+fn mcp_content(input: &Value) -> Result<UserContent, ToolError> {
+    let text = optional_string(input, "content").unwrap_or_default();
+    let Some(attachments) = input.get("attachments").and_then(Value::as_array) else {
+        return Ok(UserContent::Text(text));
+    };
+    let mut blocks = Vec::with_capacity(attachments.len() + 1);
+    if !text.is_empty() {
+        blocks.push(ContentBlock::Text { text });
+    }
+    for (index, item) in attachments.iter().enumerate() {
+        let field = |value: &Value, name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);
+        let (media_type, data) = match item.get("type").and_then(Value::as_str) {
+            Some("image") => (field(item, "mimeType"), field(item, "data")),
+            Some("resource") => {
+                let resource = item.get("resource").unwrap_or(&Value::Null);
+                if let Some(text) = field(resource, "text") {
+                    blocks.push(ContentBlock::Text { text });
+                    continue;
+                }
+                (field(resource, "mimeType"), field(resource, "blob"))
+            }
+            _ => (None, None),
+        };
+        let (Some(media_type), Some(data)) = (media_type, data) else {
+            return Err(ToolError::InvalidInput(format!(
+                "attachments[{index}]: an image needs data and mimeType; a resource needs a blob and its mimeType, or text"
+            )));
+        };
+        let source = MediaSource::Base64 { media_type, data };
+        blocks.push(match source.media_type() {
+            Some(kind) if kind.starts_with("image/") => ContentBlock::Image { source },
+            _ => ContentBlock::Document { source },
+        });
+    }
+    Ok(UserContent::Blocks(blocks))
 }
 
 /// `threads__send`'s result for how the turn of user message `message` ended.
@@ -483,6 +556,8 @@ fn pipeline_error(err: PipelineError) -> ToolError {
         PipelineError::InvalidInput(_)
         | PipelineError::ThreadNotFound(_)
         | PipelineError::ClientIdConflict { .. } => ToolError::InvalidInput(err.to_string()),
+        PipelineError::File(FileError::Store(store)) => store_error(store),
+        PipelineError::File(err) => ToolError::InvalidInput(err.to_string()),
         PipelineError::Store(store) => store_error(store),
         other => ToolError::Failed(other.to_string()),
     }

@@ -15,7 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tracing::{info, warn};
 
-use plugin_contract::ThreadId;
+use plugin_contract::{ThreadId, UserContent};
 
 use super::error::ErrorBody;
 use super::openapi::ThreadEventRef;
@@ -346,9 +346,11 @@ pub async fn patch(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PostMessage {
-    /// The message; not blank, at most `max_message_chars`.
-    #[schema(min_length = 1, pattern = r"\S")]
-    content: String,
+    /// The message: a string (not blank, at most `max_message_chars`), or a list of content
+    /// blocks in the Messages API's shape: `text`, and `image` or `document` whose `source` is
+    /// `{"type": "base64", "media_type", "data"}` or a file uploaded before,
+    /// `{"type": "file", "fileId": "file_…"}`. Images are PNG, JPEG, GIF or WebP; documents PDF.
+    content: UserContent,
     client_message_id: Option<String>,
     /// This turn's model (1 to 200 characters, not blank).
     #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
@@ -406,8 +408,9 @@ pub struct MessageAccepted {
         (status = 400, description = "Malformed JSON or query.", body = ErrorBody),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
         (status = 409, description = "A `clientMessageId` reused with other content, the turn was interrupted, or the thread's workspace is not on this node (`workspace_unavailable`).", body = ErrorBody),
-        (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
-        (status = 422, description = "A missing or invalid field.", body = ErrorBody),
+        (status = 413, description = "The body, a file or the message's files together are larger than allowed (`max_body_bytes`, `files.max_file_bytes`, `files.max_message_bytes`).", body = ErrorBody),
+        (status = 415, description = "A body that is not `application/json`, or an image or document of a type the API does not take (`unsupported_media_type`).", body = ErrorBody),
+        (status = 422, description = "A missing or invalid field; an image or document whose bytes are not its media type (`media_type_mismatch`), whose base64 does not decode, or a file reference to no file of the caller's (`invalid_content`).", body = ErrorBody),
         (status = 429, description = "Too many messages queued on the thread.", body = ErrorBody),
         (status = 502, description = "The CLI failed, `turn.max_tool_calls` was passed, or no valid structured output; with clustering, also the owning node failed to answer a forwarded request (`owner_failed`).", body = ErrorBody),
         (status = 503, description = "The CLI cannot be started, or the daemon is shutting down; with clustering, the thread is moving between nodes (`not_owner`) or another node took it over during the turn (`lease_lost`): retry with the same `clientMessageId`.", body = ErrorBody),

@@ -380,7 +380,7 @@ store_tests! {
             .await
             .unwrap()
             .into_iter()
-            .map(|m| (m.role, m.content))
+            .map(|m| (m.role, m.content.text().into_owned()))
             .collect();
         let expected: Vec<(String, String)> = [
             ("user", "q1"),
