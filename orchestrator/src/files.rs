@@ -20,6 +20,10 @@
 //! its id is derived from both ([`file_id`]), so every node of a cluster computes the same id and
 //! an upload repeated is one row. A tenant's caller sees only its own tenant's files (another's
 //! answer 404, as if they did not exist); the operator and `admin` see all.
+//!
+//! [`folder`]: files out, from a thread's folder.
+
+pub mod folder;
 
 use base64::Engine;
 use sha2::{Digest, Sha256};

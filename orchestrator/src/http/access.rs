@@ -61,6 +61,10 @@ pub const NEEDS: &[(Method, &str, Need)] = &[
         READ,
     ),
     (Method::GET, "/api/threads/{id}/tool-calls", READ),
+    (Method::GET, "/api/threads/{id}/files", READ),
+    (Method::GET, "/api/threads/{id}/files/{*path}", READ),
+    (Method::POST, "/api/files", WRITE),
+    (Method::GET, "/api/files/{id}", READ),
     (Method::GET, "/api/threads/{id}/permissions", READ),
     (
         Method::POST,

@@ -44,7 +44,7 @@ impl ApiError {
     pub fn unprocessable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
     }
-    fn internal(err: &dyn std::fmt::Display) -> Self {
+    pub(super) fn internal(err: &dyn std::fmt::Display) -> Self {
         error!(error = %err, "Internal error.");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -6,11 +6,17 @@
 //! - `Origin`, when a browser sends one, must be our own origin or one of
 //!   `http.allowed_origins` (403).
 //! - A request body must be `application/json` (415): an HTML form can send only other types
-//!   without a CORS preflight. The one exception is OAuth's token endpoint (`/oauth/token`),
-//!   which RFC 6749 has take a form: it holds no ambient credential (a code is worthless
-//!   without its PKCE verifier), so a page posting there gains nothing a direct client lacks. The body is read here, bounded by `max_body_bytes` (413) and by
-//!   `http.read_timeout`; a refused body is read and thrown away (up to a bound) before the
-//!   answer, so the client reads its 413 or 415 instead of a connection reset.
+//!   without a CORS preflight. Two exceptions: OAuth's token endpoint (`/oauth/token`), which
+//!   RFC 6749 has take a form: it holds no ambient credential (a code is worthless without its
+//!   PKCE verifier), so a page posting there gains nothing a direct client lacks; and uploads
+//!   (`POST /api/files`), whose body is the file under its own type: any type but the three a
+//!   form can send (`files` then refuses what it does not take).
+//! - The body is read here, bounded by `max_body_bytes` (413) and by `http.read_timeout`; a
+//!   refused body is read and thrown away (up to a bound) before the answer, so the client reads
+//!   its 413 or 415 instead of a connection reset. The routes that carry files ([`Guard::large`]:
+//!   an upload, a message, `/mcp`) may be larger (`[files]`): their bodies are not read before
+//!   the caller is known, but passed on bounded (past the bound the read fails: 413) and timed
+//!   (each chunk within `http.read_timeout`), for the handler to read once it is authorized.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -39,8 +45,19 @@ pub struct Guard {
     origins: Vec<String>,
     any_origin: bool,
     max_body: usize,
+    /// The bound of an upload's body.
+    max_upload: usize,
+    /// The bound of a message's body (`/api/threads/{id}/messages`, `/mcp`).
+    max_message: usize,
     drain_limit: usize,
     read_timeout: Duration,
+}
+
+/// A route whose body may carry files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Large {
+    Upload,
+    Message,
 }
 
 impl Guard {
@@ -60,6 +77,8 @@ impl Guard {
             any_origin: origins.iter().any(|o| o == "*"),
             origins,
             max_body: config.max_body_bytes,
+            max_upload: config.files.max_file_bytes,
+            max_message: config.files.message_body_limit(config.max_body_bytes),
             drain_limit: config.max_body_bytes.saturating_mul(4).max(DRAIN_MIN),
             read_timeout: config.http.read_timeout,
         }
@@ -158,6 +177,10 @@ impl Guard {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
+        let large = Self::large(request.method(), request.uri().path());
+        if let Some(large) = large {
+            return self.pass_large(request, large, &content_type, length);
+        }
         let form_allowed = request.uri().path() == TOKEN_ENDPOINT && is_form(&content_type);
         let refusal = if !is_json(&content_type) && !form_allowed {
             let got = if content_type.is_empty() {
@@ -212,6 +235,64 @@ impl Guard {
                 closing(response)
             }
         })
+    }
+
+    /// The route's kind when its body may carry files.
+    fn large(method: &Method, path: &str) -> Option<Large> {
+        if method != Method::POST {
+            return None;
+        }
+        let message = path
+            .strip_prefix("/api/threads/")
+            .and_then(|rest| rest.strip_suffix("/messages"))
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'));
+        match path {
+            "/api/files" => Some(Large::Upload),
+            "/mcp" => Some(Large::Message),
+            _ if message => Some(Large::Message),
+            _ => None,
+        }
+    }
+
+    /// A large route's body: its type checked and its length when it says one, then passed on
+    /// unread, bounded and timed.
+    fn pass_large(
+        &self,
+        request: Request,
+        large: Large,
+        content_type: &str,
+        length: Option<u64>,
+    ) -> Result<Request, Response> {
+        let (type_ok, limit) = match large {
+            Large::Upload => (!is_form_type(content_type), self.max_upload),
+            Large::Message => (is_json(content_type), self.max_message),
+        };
+        if !type_ok {
+            let message = match large {
+                Large::Upload => format!(
+                    "an upload's body is the file under its own Content-Type, not {content_type:?}"
+                ),
+                Large::Message => "the body must be application/json".to_owned(),
+            };
+            let error = ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                message,
+            );
+            return Err(closing(error.into_response()));
+        }
+        if length.is_some_and(|n| n > limit as u64) {
+            let error = ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("the body is larger than {limit} bytes"),
+            );
+            return Err(closing(error.into_response()));
+        }
+        let (parts, body) = request.into_parts();
+        let timed = tower_http::timeout::TimeoutBody::new(self.read_timeout, body);
+        let bounded = http_body_util::Limited::new(timed, limit);
+        Ok(Request::from_parts(parts, Body::new(bounded)))
     }
 
     /// Reads the body; keeps it when it fits in `keep` bytes, and reads on (discarding) up to
@@ -297,6 +378,14 @@ fn is_form(content_type: &str) -> bool {
     })
 }
 
+/// One of the types an HTML form can send without a preflight.
+fn is_form_type(content_type: &str) -> bool {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain", ""]
+        .iter()
+        .any(|form| media.eq_ignore_ascii_case(form))
+}
+
 /// `application/json`, with or without parameters (`; charset=utf-8`).
 pub(super) fn is_json(content_type: &str) -> bool {
     content_type
@@ -329,6 +418,26 @@ mod tests {
             map.insert(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn only_the_routes_that_carry_files_take_large_bodies() {
+        for (method, path, large) in [
+            (Method::POST, "/api/files", Some(Large::Upload)),
+            (Method::POST, "/api/threads/thr_1/messages", Some(Large::Message)),
+            (Method::POST, "/mcp", Some(Large::Message)),
+            (Method::GET, "/api/files", None),
+            (Method::POST, "/api/threads/thr_1/fork", None),
+            (Method::POST, "/api/threads//messages", None),
+            (Method::POST, "/api/threads/a/b/messages", None),
+            (Method::POST, "/api/keys", None),
+        ] {
+            assert_eq!(Guard::large(&method, path), large, "{method} {path}");
+        }
+        assert!(is_form_type("multipart/form-data; boundary=x"));
+        assert!(is_form_type("Text/Plain"));
+        assert!(is_form_type(""), "no type is a form's too");
+        assert!(!is_form_type("image/png"));
     }
 
     fn host_ok(guard: &Guard, host: &str) -> bool {

@@ -7,6 +7,7 @@ pub(crate) mod audit;
 mod authorize;
 mod diff;
 mod error;
+mod files;
 mod guard;
 mod keys;
 pub mod mcp_endpoint;
@@ -118,7 +119,8 @@ pub struct ApiQuery<T>(pub T);
 /// `.routes(routes!(module::handler))` line in the sub-router it belongs to (`api` is behind the
 /// token and under `/api`; paths of one `routes!` must be the same path, methods may differ).
 pub fn router(state: ApiState) -> Router {
-    let (router, doc) = documented_routes(&state).split_for_parts();
+    let (router, mut doc) = documented_routes(&state).split_for_parts();
+    openapi::plain_wildcards(&mut doc);
     let document = openapi::Document(
         doc.to_json()
             .expect("an OpenAPI document has string keys only, so it serializes")
@@ -135,7 +137,9 @@ pub fn router(state: ApiState) -> Router {
             )
         })
         .layer(axum::Extension(document))
-        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        // `guard` bounds every body (by route: see `guard::Guard::large`); axum's own default
+        // limit would refuse the large routes' bodies a second time, lower.
+        .layer(DefaultBodyLimit::disable())
         // The guard outside CORS: a preflight from an origin it refuses gets its 403 too.
         .layer(cors(&guard))
         .layer(middleware::from_fn_with_state(guard.clone(), guard::check))
@@ -164,6 +168,9 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(permissions::answer))
         .routes(routes!(diff::diff))
         .routes(routes!(archive::archive))
+        // A thread's folder is on the node that runs it.
+        .routes(routes!(files::list_thread_files))
+        .routes(routes!(files::get_thread_file))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             routing::to_owner,
@@ -199,6 +206,8 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(keys::create, keys::list))
         .routes(routes!(keys::revoke))
         .routes(routes!(keys::me))
+        .routes(routes!(files::upload))
+        .routes(routes!(files::download))
         .route_layer(middleware::from_fn_with_state(state.clone(), access::check))
         // Inside the token check, which sets the caller it records; outside the access check,
         // so refusals are recorded too.
@@ -213,7 +222,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
     let mcp = OpenApiRouter::with_openapi(openapi::McpDoc::openapi())
         .route_service(
             "/mcp",
-            mcp_endpoint::service(state.mcp_endpoint.clone(), state.config.max_body_bytes),
+            mcp_endpoint::service(
+                state.mcp_endpoint.clone(),
+                state.config.files.message_body_limit(state.config.max_body_bytes),
+            ),
         )
         .route_layer(middleware::from_fn_with_state(
             state.mcp_endpoint.clone(),

@@ -54,6 +54,7 @@ use crate::api::events::{EventKind, StreamEvent, ThreadEvent};
         (name = "tools", description = "Plugin tools, recorded tool calls, tool permissions."),
         (name = "pool", description = "The process pool."),
         (name = "webhooks", description = "What was sent to the webhook endpoints."),
+        (name = "files", description = "Images and PDFs to send with messages."),
         (name = "keys", description = "API keys, their tenants and limits; who the caller is."),
         (name = "oauth", description = "The built-in OAuth authorization server (`[oauth] builtin`)."),
         (name = "service", description = "Health, metrics, the audit log, the web page, this document."),
@@ -82,6 +83,15 @@ pub fn require_bearer(doc: &mut utoipa::openapi::OpenApi) {
                 .or_insert_with(|| error_response("A missing or wrong bearer token."));
         }
     }
+}
+
+/// axum's catch-all segment (`{*path}`) as OpenAPI names a parameter (`{path}`).
+pub fn plain_wildcards(doc: &mut utoipa::openapi::OpenApi) {
+    let paths = std::mem::take(&mut doc.paths.paths);
+    doc.paths.paths = paths
+        .into_iter()
+        .map(|(path, item)| (path.replace("{*", "{"), item))
+        .collect();
 }
 
 /// The served document, serialized once when the router is built.

@@ -34,7 +34,7 @@ pub async fn to_owner(State(state): State<ApiState>, request: Request, next: Nex
     let forwarded = request.headers().contains_key(FORWARDED_HEADER);
     match cluster.route(&thread, forwarded).await {
         Ok(Route::Local(fence)) => serve_here(request, next, fence).await,
-        Ok(Route::Forward(url)) => forward(&cluster, &state, &thread, &url, request, next).await,
+        Ok(Route::Forward(url)) => forward(&cluster, &thread, &url, request, next).await,
         // The handler answers 404 in its own words.
         Err(RouteError::Store(StoreError::ThreadNotFound(_))) => next.run(request).await,
         Err(err) => route_error(err),
@@ -48,7 +48,6 @@ async fn serve_here(mut request: Request, next: Next, fence: crate::store::Fence
 
 async fn forward(
     cluster: &Cluster,
-    state: &ApiState,
     thread: &ThreadId,
     url: &str,
     request: Request,
@@ -64,7 +63,8 @@ async fn forward(
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
+    // Bounded by `guard` already (a message's body may carry files: `[files]`).
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(body) => body,
         Err(_) => {
             return ApiError::new(

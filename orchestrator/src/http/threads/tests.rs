@@ -18,6 +18,8 @@ struct Fixture {
 }
 
 const MAX_BODY: usize = 4096;
+/// `files.max_message_bytes`: a message's body may be this much (as base64) beyond `MAX_BODY`.
+const MAX_MESSAGE_FILES: usize = 1024;
 const MAX_CHARS: usize = 100;
 
 fn fixture() -> Fixture {
@@ -36,6 +38,7 @@ fn fixture() -> Fixture {
     };
     config.claude.bin = "/nonexistent/claude".into();
     config.turn.queue_limit = 1_000_000;
+    config.files.max_message_bytes = MAX_MESSAGE_FILES;
     let plugins: Vec<std::sync::Arc<dyn plugin_contract::Plugin>> =
         vec![std::sync::Arc::new(harness_plugin_time::TimePlugin)];
     let daemon = runtime.block_on(Daemon::build(config, plugins)).unwrap();
@@ -226,9 +229,16 @@ fn limits_and_content_rules() {
     let fixture = fixture();
     let uri = fixture.messages_uri();
 
-    let (status, body) = fixture.call("POST", &uri, vec![b' '; MAX_BODY + 1]);
+    let message_limit = crate::config::FilesConfig {
+        max_file_bytes: 0,
+        max_message_bytes: MAX_MESSAGE_FILES,
+    }
+    .message_body_limit(MAX_BODY);
+    let (status, body) = fixture.call("POST", &uri, vec![b' '; message_limit + 1]);
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["code"], "body_too_large");
+    let (status, body) = fixture.call("POST", "/api/prewarm", vec![b' '; MAX_BODY + 1]);
+    assert_eq!(status, 413, "other routes keep max_body_bytes: {body}");
 
     let long = "x".repeat(MAX_CHARS + 1);
     let (status, body) = fixture.post_json(&uri, json!({"content": long}));
