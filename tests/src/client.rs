@@ -96,6 +96,43 @@ impl ApiClient {
         status_and_json(response).await
     }
 
+    /// POSTs `bytes` under `content_type` (an upload): `(status, JSON body)`.
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        content_type: &str,
+        bytes: impl Into<reqwest::Body>,
+    ) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(bytes)
+            .send()
+            .await
+            .expect("POST reaches the daemon");
+        status_and_json(response).await
+    }
+
+    /// GETs `path` as bytes: `(status, Content-Type, body)`.
+    pub async fn get_bytes(&self, path: &str) -> (StatusCode, String, Vec<u8>) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("GET reaches the daemon");
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.bytes().await.expect("the body arrives").to_vec();
+        (status, content_type, body)
+    }
+
     /// Creates a thread and returns its id; panics unless the daemon answered 201.
     pub async fn create_thread(&self) -> String {
         let (status, body) = self.post("/api/threads", json!({})).await;

@@ -19,6 +19,7 @@ pub mod client;
 pub mod daemon;
 pub mod git;
 pub mod mcp;
+pub mod media;
 pub mod mock;
 pub mod oauth;
 pub mod util;

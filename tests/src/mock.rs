@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
 pub use reply::{usage_for, MockUsage, Reply};
-pub use request::{RecordedRequest, ToolResultBlock};
+pub use request::{MediaBlock, RecordedRequest, ToolResultBlock};
 
 use reply::{Plan, ReplyContext, Step};
 

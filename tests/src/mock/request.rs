@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use base64::Engine;
 use serde_json::Value;
 
 /// Text blocks the CLI injects into user messages on its own start with this; they are not what the user typed.
@@ -36,7 +37,43 @@ pub struct ToolResultBlock {
     pub text: String,
 }
 
+/// An `image` or `document` block the CLI sent, its base64 decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MediaBlock {
+    /// `image` or `document`.
+    pub kind: String,
+    pub media_type: String,
+    pub data: Vec<u8>,
+}
+
+impl MediaBlock {
+    fn from_block(block: &Value) -> Option<MediaBlock> {
+        let kind = block.get("type").and_then(Value::as_str)?;
+        if kind != "image" && kind != "document" {
+            return None;
+        }
+        let source = block.get("source")?;
+        let text = |name: &str| source.get(name).and_then(Value::as_str).unwrap_or_default();
+        Some(MediaBlock {
+            kind: kind.to_owned(),
+            media_type: text("media_type").to_owned(),
+            // Not base64 (a source of another kind): no bytes, which no assertion will match.
+            data: base64::engine::general_purpose::STANDARD
+                .decode(text("data"))
+                .unwrap_or_default(),
+        })
+    }
+}
+
 impl RecordedRequest {
+    /// The image and document blocks of the last user message, in order.
+    pub fn last_user_media(&self) -> Vec<MediaBlock> {
+        match self.last_user_message().and_then(|m| m.get("content")) {
+            Some(Value::Array(blocks)) => blocks.iter().filter_map(MediaBlock::from_block).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// `body.model`, as the CLI chose it (`--model` or its default).
     pub fn model(&self) -> Option<&str> {
         self.body.get("model").and_then(Value::as_str)

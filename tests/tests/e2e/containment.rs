@@ -312,7 +312,7 @@ async fn drain(mut turn: TurnEvents) -> Result<String, CliError> {
 
 /// Runs one turn of ours to its result: the reply text, or why there is none.
 async fn run_turn(process: &CliProcess, prompt: &str) -> Result<String, CliError> {
-    drain(process.turn(prompt).await?).await
+    drain(process.turn(&prompt.into()).await?).await
 }
 
 /// The scheduling tools turned on, as an operator may: every turn the CLI starts by itself.

@@ -3,6 +3,7 @@
 
 mod admission;
 mod approvals;
+mod attachments;
 mod audit;
 mod callers;
 mod cluster;

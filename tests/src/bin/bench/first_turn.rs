@@ -98,7 +98,7 @@ impl Raw {
     }
 
     async fn turn(&mut self, text: &str) -> anyhow::Result<()> {
-        let line = protocol::user_turn(text, &uuid::Uuid::new_v4().to_string());
+        let line = protocol::user_turn(&text.into(), &uuid::Uuid::new_v4().to_string());
         self.stdin.write_all(format!("{line}\n").as_bytes()).await?;
         while self.next().await?["type"] != "result" {}
         Ok(())
