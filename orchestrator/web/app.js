@@ -15,6 +15,9 @@ import { StreamRenderer } from './markdown.js';
 import { poolPanel } from './pool.js';
 import { deliveriesPanel, schedulesPanel } from './automation.js';
 import { workspaceControls } from './workspace.js';
+import {
+  composerAttachments, forApi, linkWrittenFile, showMedia, textOf,
+} from './attachments.js';
 
 const OUTBOX_KEY = 'harness.outbox';
 const RETRY_MIN_MS = 500;
@@ -36,7 +39,12 @@ const ui = {
   composer: hook('composer'),
   send: hook('send'),
   interrupt: hook('interrupt'),
+  attachments: hook('attachments'),
+  attach: hook('attach-input'),
 };
+const attachments = composerAttachments({
+  composer: ui.composer, tray: ui.attachments, picker: ui.attach, showError,
+});
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -192,6 +200,7 @@ async function openThread(id, push) {
   for (const message of answer.messages) {
     if (message.role !== 'user') continue;
     const turn = addTurn(state, message.id, message.clientMessageId, message.content, message.origin);
+    showMedia(turn.userEl, message.blocks);
     if (message.model) state.model = message.model;
     const reply = replies.get(message.id);
     if (reply) {
@@ -344,6 +353,7 @@ function toolStarted(turn, data) {
   summary.append('Tool ', name, ' ', state);
   const input = labelled('input', JSON.stringify(data.input, null, 2));
   details.append(summary, input);
+  details.call = data;
   // A finished reply (opened from history) shows its text already: its calls go before it.
   const firstText = turn.final ? turn.parts.querySelector('.text') : null;
   turn.parts.insertBefore(details, firstText);
@@ -361,6 +371,7 @@ function toolFinished(turn, data) {
   const result = labelled(isError ? 'error' : 'result', content);
   result.classList.add('tool-result');
   details.append(result);
+  if (!isError && current && details.call) linkWrittenFile(details, current.id, details.call);
 }
 
 /** A tool permission waiting for a person: shown in its turn with Allow and Deny buttons. */
@@ -461,6 +472,7 @@ function applyEvent(state, event) {
     const turn = data.clientMessageId && state.pending.has(data.clientMessageId)
       ? bindTurn(state, data.clientMessageId, messageId)
       : addTurn(state, messageId, data.clientMessageId, data.content, data.origin);
+    if (turn && !turn.userEl.querySelector('.media')) showMedia(turn.userEl, data.blocks);
     if (turn && !turn.final) ensureReply(turn);
     updateInterrupt();
     scrollToEnd();
@@ -594,20 +606,26 @@ function saveOutbox() {
 }
 
 function showQueued(state, item) {
-  const turn = addTurn(state, null, item.clientMessageId, item.content);
+  const turn = addTurn(state, null, item.clientMessageId, textOf(item.content));
+  showMedia(turn.userEl, Array.isArray(item.content) ? item.content : null);
   turn.userEl.dataset.status = 'queued';
   return turn;
 }
 
-function send() {
-  const content = ui.composer.value;
-  if (!current || !current.thread || !content.trim()) return;
+let taking = false;
+async function send() {
+  const state = current;
+  const text = ui.composer.value;
+  if (taking || !state || !state.thread || (!text.trim() && attachments.count() === 0)) return;
   hideError();
-  const item = { threadId: current.id, clientMessageId: newClientId(), content, ...place.turnOptions() };
+  taking = true;
+  const content = await attachments.take(text).finally(() => { taking = false; });
+  if (!Array.isArray(content) && !content.trim()) return; // its only file failed to upload
+  const item = { threadId: state.id, clientMessageId: newClientId(), content, ...place.turnOptions() };
   outbox.push(item);
   saveOutbox();
-  ui.composer.value = '';
-  addTurn(current, null, item.clientMessageId, content);
+  if (ui.composer.value === text) ui.composer.value = '';
+  if (current === state) showQueued(state, item).userEl.dataset.status = 'sending';
   scrollToEnd();
   flushOutbox();
 }
@@ -625,7 +643,7 @@ async function flushOutbox() {
         const accepted = await api('POST',
           `/api/threads/${encodeURIComponent(item.threadId)}/messages?wait=false`,
           {
-            content: item.content,
+            content: forApi(item.content),
             clientMessageId: item.clientMessageId,
             permissionMode: item.permissionMode,
             mcpServers: item.mcpServers,
@@ -674,7 +692,8 @@ function giveBack(item, err) {
       current.pending.delete(item.clientMessageId);
     }
     const draft = ui.composer.value;
-    ui.composer.value = draft ? `${item.content}\n${draft}` : item.content;
+    const text = textOf(item.content);
+    ui.composer.value = draft ? `${text}\n${draft}` : text;
   }
   showError(`Not sent: ${err.message}`);
 }

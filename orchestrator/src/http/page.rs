@@ -16,7 +16,7 @@ use super::{ApiError, ApiPath};
 
 /// The page's policy: everything from this origin only, nothing inline, nothing framed.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-     style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
+     style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
 /// One embedded file.
@@ -63,6 +63,11 @@ const ASSETS: &[Asset] = &[
         name: "workspace.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../web/workspace.js"),
+    },
+    Asset {
+        name: "attachments.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/attachments.js"),
     },
     Asset {
         name: "markdown.js",

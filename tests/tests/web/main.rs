@@ -3,6 +3,7 @@
 //! cut. A target of its own, so it builds and runs beside the e2e one.
 
 mod approvals;
+mod attachments;
 mod automation;
 mod chat;
 mod markdown;
