@@ -32,6 +32,11 @@ pub struct TestDaemon {
 /// A config for tests: temp data dir, port 0, the real CLI pointed at `mock`, no built-in tools
 /// (smaller requests), short timeouts so failures show quickly.
 pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::PathBuf) -> Config {
+    test_config_at(&mock.url(), dir, claude)
+}
+
+/// [`test_config`] for a Messages API at `api_url` (a mock in another process, say).
+pub fn test_config_at(api_url: &str, dir: &std::path::Path, claude: std::path::PathBuf) -> Config {
     let mut config = Config {
         bind: "127.0.0.1:0".parse().expect("literal address"),
         data_dir: dir.to_path_buf(),
@@ -39,7 +44,7 @@ pub fn test_config(mock: &MockApi, dir: &std::path::Path, claude: std::path::Pat
         ..Default::default()
     };
     config.claude.bin = claude;
-    config.claude.env = cli_env(&mock.url()).into_iter().collect();
+    config.claude.env = cli_env(api_url).into_iter().collect();
     config.claude.builtin_tools = Some(String::new());
     config.turn.idle_timeout = Duration::from_secs(60);
     // Tests count processes and spawns; the ones about spares turn them on.

@@ -14,13 +14,14 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod callers;
 mod chart;
 mod cluster;
 mod door;
+mod files;
 mod first_turn;
 mod overload;
 mod profile;
@@ -124,6 +125,9 @@ fn bench_dir() -> PathBuf {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    if std::env::var("BENCH_ROLE").as_deref() == Ok("mock") {
+        return files::serve_mock().await;
+    }
     let samples = env_usize("BENCH_SAMPLES", 20).max(1);
     let tool_calls = env_usize("BENCH_TOOL_CALLS", 1000).max(1);
     let scaling_turns = env_usize("BENCH_SCALING_TURNS", 10).max(1);
@@ -176,6 +180,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("files") => {
+            eprintln!("bench: only images, {samples} samples");
+            let outcome = files::run(samples).await?;
+            let mut out = String::new();
+            files::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("schemas") => {
             eprintln!("bench: only output schemas");
             let outcome = schemas::run(&mock).await?;
@@ -186,7 +198,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks` or `callers` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers` or `files` runs alone"
             )
         }
     }
@@ -360,6 +372,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: callers");
     let callers = callers::run(&mock, samples * 25).await?;
 
+    // What images cost the daemon.
+    eprintln!("bench: images");
+    let files = files::run(samples).await?;
+
     // What output schemas cost the daemon's memory.
     eprintln!("bench: output schemas");
     let schemas = schemas::run(&mock).await?;
@@ -397,6 +413,7 @@ async fn main() -> anyhow::Result<()> {
         door: &door,
         webhooks: &webhooks,
         callers: &callers,
+        files: &files,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;

@@ -26,6 +26,7 @@ pub(super) struct Report<'a> {
     pub(super) door: &'a door::Outcome,
     pub(super) webhooks: &'a webhooks::Outcome,
     pub(super) callers: &'a callers::Outcome,
+    pub(super) files: &'a files::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -175,6 +176,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     door::render(&mut out, r.door)?;
     webhooks::render(&mut out, r.webhooks)?;
     callers::render(&mut out, r.callers)?;
+    files::render(&mut out, r.files)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
