@@ -30,8 +30,9 @@ pub use process::{
     Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    ApiRetry, AssistantText, ContentBlock, MediaSource, UserContent, ExternalMcpServers, RateLimit, SdkMcpServer, SpawnOptions, TextDelta,
-    ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
+    ApiRetry, AssistantText, ContentBlock, ExternalMcpServers, MediaSource, RateLimit,
+    SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished, ToolCallStarted, TranscriptMirror,
+    TurnEvent, TurnResult, TurnUsage, UserContent,
 };
 
 use std::time::Duration;

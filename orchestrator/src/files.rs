@@ -93,7 +93,12 @@ impl Files {
         data: &[u8],
     ) -> Result<FileRow, FileError> {
         let media_type = checked_type(declared, data)?;
-        self.check_size("the file", data.len(), self.limits.max_file_bytes, "max_file_bytes")?;
+        self.check_size(
+            "the file",
+            data.len(),
+            self.limits.max_file_bytes,
+            "max_file_bytes",
+        )?;
         let owner = owner_of(caller);
         let sha256 = hex(&Sha256::digest(data));
         let id = file_id(owner, &sha256);

@@ -17,13 +17,50 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// The content of one user message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum UserContent {
     /// Plain text.
     Text(String),
     /// Content blocks, in order.
     Blocks(Vec<ContentBlock>),
+}
+
+/// Written by hand: the document says what a message takes, a string that is not blank or at
+/// least one block (the derive has no length bounds for an enum's variants).
+impl utoipa::PartialSchema for UserContent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+        use utoipa::ToSchema as _;
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .pattern(Some(r"\S"))
+                    .description(Some("Plain text, not blank.")),
+            )
+            .item(
+                ArrayBuilder::new()
+                    .items(utoipa::openapi::Ref::from_schema_name(ContentBlock::name()))
+                    .min_items(Some(1))
+                    .description(Some("Content blocks, in order.")),
+            )
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for UserContent {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema as _;
+        schemas.push((ContentBlock::name().into(), ContentBlock::schema()));
+        <ContentBlock as utoipa::ToSchema>::schemas(schemas);
+    }
 }
 
 /// One content block of a user message.
@@ -171,10 +208,12 @@ impl UserContent {
                 .map(|block| {
                     Ok(match block {
                         ContentBlock::Text { text } => ContentBlock::Text { text },
-                        ContentBlock::Image { source } => ContentBlock::Image { source: f(source)? },
-                        ContentBlock::Document { source } => ContentBlock::Document {
-                            source: f(source)?,
-                        },
+                        ContentBlock::Image { source } => {
+                            ContentBlock::Image { source: f(source)? }
+                        }
+                        ContentBlock::Document { source } => {
+                            ContentBlock::Document { source: f(source)? }
+                        }
                     })
                 })
                 .collect::<Result<Vec<_>, E>>()
@@ -249,7 +288,10 @@ mod tests {
         ]))
         .unwrap_err()
         .to_string();
-        assert!(err.starts_with("content block 1: unknown variant `audio`"), "{err}");
+        assert!(
+            err.starts_with("content block 1: unknown variant `audio`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -264,9 +306,7 @@ mod tests {
                 },
             },
         ]);
-        let led = content.after(vec![ContentBlock::Text {
-            text: "ctx".into(),
-        }]);
+        let led = content.after(vec![ContentBlock::Text { text: "ctx".into() }]);
         assert_eq!(led.text(), "ctx\n\na");
         let resolved = led
             .map_sources(|source| match source {

@@ -6,8 +6,8 @@
 //! `seq`s distinct and makes the `clientMessageId` check and the insert that follows it atomic.
 
 use harness_db::{
-    history_pair, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewUserMessage, Origin, Role,
-    StoreError,
+    history_pair, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus, NewUserMessage,
+    Origin, Role, StoreError,
 };
 use plugin_contract::{HistoryMessage, ThreadId};
 use sqlx::{PgConnection, PgPool};

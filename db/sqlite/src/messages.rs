@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    history_pair, is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow, MessageStatus,
-    NewUserMessage, Origin, Role, StoreError,
+    history_pair, is_unique_violation, now_text, Fence, Inserted, MessageId, MessageRow,
+    MessageStatus, NewUserMessage, Origin, Role, StoreError,
 };
 use plugin_contract::{HistoryMessage, ThreadId};
 use sqlx::SqlitePool;

@@ -6,11 +6,11 @@ use crate::caller::{Caller, Scope};
 
 /// The smallest PNG: one transparent pixel.
 const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
-    0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
-    0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0xf8,
-    0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x02, 0x01, 0xa5, 0xdd, 0x8b, 0x1b, 0x00, 0x00,
-    0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x02, 0x01, 0xa5, 0xdd, 0x8b, 0x1b, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 const PDF: &[u8] = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n";
 
@@ -53,7 +53,10 @@ async fn an_upload_is_checked_against_its_bytes_and_stored_once() {
         .await
         .unwrap();
     assert_eq!(again.id, first.id, "the same bytes of one owner: one file");
-    let other = files.upload(&tenant("globex"), "image/png", PNG).await.unwrap();
+    let other = files
+        .upload(&tenant("globex"), "image/png", PNG)
+        .await
+        .unwrap();
     assert_ne!(other.id, first.id, "another owner's copy has its own id");
 
     let refused = files.upload(&acme, "image/jpeg", PNG).await.unwrap_err();
@@ -61,19 +64,31 @@ async fn an_upload_is_checked_against_its_bytes_and_stored_once() {
         matches!(&refused, FileError::Mismatch { found: Some(f), .. } if f == "image/png"),
         "{refused}"
     );
-    let refused = files.upload(&acme, "application/pdf", b"hello").await.unwrap_err();
-    assert!(matches!(refused, FileError::Mismatch { found: None, .. }), "{refused}");
+    let refused = files
+        .upload(&acme, "application/pdf", b"hello")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, FileError::Mismatch { found: None, .. }),
+        "{refused}"
+    );
     let refused = files.upload(&acme, "text/html", b"<b>").await.unwrap_err();
     assert!(matches!(refused, FileError::Unsupported(_)), "{refused}");
     let small = self::files(10, 1 << 20).await;
     let refused = small.upload(&acme, "image/png", PNG).await.unwrap_err();
-    assert!(matches!(refused, FileError::TooLarge { limit: 10, .. }), "{refused}");
+    assert!(
+        matches!(refused, FileError::TooLarge { limit: 10, .. }),
+        "{refused}"
+    );
 }
 
 #[tokio::test]
 async fn a_tenant_sees_only_its_own_files() {
     let files = files(1 << 20, 1 << 20).await;
-    let row = files.upload(&tenant("acme"), "application/pdf", PDF).await.unwrap();
+    let row = files
+        .upload(&tenant("acme"), "application/pdf", PDF)
+        .await
+        .unwrap();
     let (seen, data) = files.download(&tenant("acme"), &row.id).await.unwrap();
     assert_eq!((seen.id.as_str(), data.as_slice()), (row.id.as_str(), PDF));
     assert!(matches!(
@@ -111,10 +126,20 @@ async fn base64_blocks_become_references_and_resolve_back_to_their_bytes() {
     let stored = files.accept(&acme, sent).await.unwrap();
     let refs: Vec<&MediaSource> = stored.media().collect();
     assert!(
-        refs.iter().all(|s| matches!(s, MediaSource::File { bytes: Some(_), media_type: Some(_), .. })),
+        refs.iter().all(|s| matches!(
+            s,
+            MediaSource::File {
+                bytes: Some(_),
+                media_type: Some(_),
+                ..
+            }
+        )),
         "{stored:?}"
     );
-    assert!(!serde_json::to_string(&stored).unwrap().contains(&b64(PNG)), "no bytes kept");
+    assert!(
+        !serde_json::to_string(&stored).unwrap().contains(&b64(PNG)),
+        "no bytes kept"
+    );
     // The same message again is the same stored content (what idempotency compares).
     let repeat = files
         .accept(
@@ -164,7 +189,10 @@ async fn base64_blocks_become_references_and_resolve_back_to_their_bytes() {
 async fn bad_media_in_a_message_is_refused_naming_its_block() {
     let files = files(1 << 20, 100).await;
     let acme = tenant("acme");
-    let theirs = files.upload(&tenant("globex"), "image/png", PNG).await.unwrap();
+    let theirs = files
+        .upload(&tenant("globex"), "image/png", PNG)
+        .await
+        .unwrap();
     let cases = [
         (
             image(MediaSource::Base64 {

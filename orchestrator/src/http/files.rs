@@ -107,8 +107,8 @@ pub async fn download(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let (row, data) = state.pipeline.files().download(&caller, &id).await?;
-    let media_type =
-        HeaderValue::from_str(&row.media_type).unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    let media_type = HeaderValue::from_str(&row.media_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
     Ok(served(media_type, "inline", &row.id, Body::from(data)))
 }
 
@@ -152,7 +152,9 @@ pub async fn get_thread_file(
         .await
         .map_err(|err| ApiError::internal(&err))?;
     let Some((file, bytes)) = opened else {
-        return Err(ApiError::not_found(format!("no file {path:?} in the thread's folder")));
+        return Err(ApiError::not_found(format!(
+            "no file {path:?} in the thread's folder"
+        )));
     };
     let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
     let name = path.rsplit('/').next().unwrap_or(&path);
@@ -174,10 +176,9 @@ async fn thread_folder(state: &ApiState, id: String) -> Result<std::path::PathBu
         .store
         .require_thread(&ThreadId::from_string(id))
         .await?;
-    let spec = state
-        .pool
-        .spec(&thread, None)
-        .map_err(|err| ApiError::new(StatusCode::CONFLICT, "profile_unavailable", err.to_string()))?;
+    let spec = state.pool.spec(&thread, None).map_err(|err| {
+        ApiError::new(StatusCode::CONFLICT, "profile_unavailable", err.to_string())
+    })?;
     Ok(spec.workdir)
 }
 
@@ -185,13 +186,25 @@ async fn thread_folder(state: &ApiState, id: String) -> Result<std::path::PathBu
 fn served(media_type: HeaderValue, disposition: &str, name: &str, body: Body) -> Response {
     let safe_name: String = name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, media_type);
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
     if let Ok(value) = HeaderValue::from_str(&format!("{disposition}; filename=\"{safe_name}\"")) {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }

@@ -178,30 +178,45 @@ impl Guard {
             .unwrap_or("")
             .to_owned();
         let large = Self::large(request.method(), request.uri().path());
-        if let Some(large) = large {
-            return self.pass_large(request, large, &content_type, length);
-        }
         let form_allowed = request.uri().path() == TOKEN_ENDPOINT && is_form(&content_type);
-        let refusal = if !is_json(&content_type) && !form_allowed {
+        let (type_ok, limit) = match large {
+            Some(Large::Upload) => (!is_form_type(&content_type), self.max_upload),
+            Some(Large::Message) => (is_json(&content_type), self.max_message),
+            None => (is_json(&content_type) || form_allowed, self.max_body),
+        };
+        let refusal = if !type_ok {
             let got = if content_type.is_empty() {
                 "no Content-Type".to_owned()
             } else {
                 format!("Content-Type {content_type:?}")
             };
+            let message = match large {
+                Some(Large::Upload) => {
+                    format!("an upload's body is the file under its own Content-Type, not {got}")
+                }
+                _ => format!("the body must be application/json, not {got}"),
+            };
             Some(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
-                format!("the body must be application/json, not {got}"),
+                message,
             ))
-        } else if length.is_some_and(|n| n > self.max_body as u64) {
-            Some(self.too_large())
+        } else if length.is_some_and(|n| n > limit as u64) {
+            Some(too_large(limit))
         } else {
             None
         };
         if length.is_some_and(|n| n > self.drain_limit as u64) {
             // Too much to read only to throw away: answer and close.
-            let refusal = refusal.unwrap_or_else(|| self.too_large());
+            let refusal = refusal.unwrap_or_else(|| too_large(limit));
             return Err(closing(refusal.into_response()));
+        }
+        if refusal.is_none() && large.is_some() {
+            // Read by the handler, once the caller is known.
+            let (parts, body) = request.into_parts();
+            let timed = tower_http::timeout::TimeoutBody::new(self.read_timeout, body);
+            let bounded = http_body_util::Limited::new(timed, limit);
+            return Ok(Request::from_parts(parts, Body::new(bounded)));
         }
         let (parts, body) = request.into_parts();
         let keep = if refusal.is_some() { 0 } else { self.max_body };
@@ -224,7 +239,7 @@ impl Guard {
         let complete = collected.complete;
         let outcome = match (refusal, collected.bytes) {
             (Some(refusal), _) => Err(refusal.into_response()),
-            (None, None) => Err(self.too_large().into_response()),
+            (None, None) => Err(too_large(self.max_body).into_response()),
             (None, Some(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
         };
         // A body not read to its end would reset the connection under the answer.
@@ -254,47 +269,6 @@ impl Guard {
         }
     }
 
-    /// A large route's body: its type checked and its length when it says one, then passed on
-    /// unread, bounded and timed.
-    fn pass_large(
-        &self,
-        request: Request,
-        large: Large,
-        content_type: &str,
-        length: Option<u64>,
-    ) -> Result<Request, Response> {
-        let (type_ok, limit) = match large {
-            Large::Upload => (!is_form_type(content_type), self.max_upload),
-            Large::Message => (is_json(content_type), self.max_message),
-        };
-        if !type_ok {
-            let message = match large {
-                Large::Upload => format!(
-                    "an upload's body is the file under its own Content-Type, not {content_type:?}"
-                ),
-                Large::Message => "the body must be application/json".to_owned(),
-            };
-            let error = ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                message,
-            );
-            return Err(closing(error.into_response()));
-        }
-        if length.is_some_and(|n| n > limit as u64) {
-            let error = ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("the body is larger than {limit} bytes"),
-            );
-            return Err(closing(error.into_response()));
-        }
-        let (parts, body) = request.into_parts();
-        let timed = tower_http::timeout::TimeoutBody::new(self.read_timeout, body);
-        let bounded = http_body_util::Limited::new(timed, limit);
-        Ok(Request::from_parts(parts, Body::new(bounded)))
-    }
-
     /// Reads the body; keeps it when it fits in `keep` bytes, and reads on (discarding) up to
     /// the drain limit.
     async fn collect(&self, body: Body, keep: usize) -> Result<Collected, String> {
@@ -322,14 +296,14 @@ impl Guard {
             complete: true,
         })
     }
+}
 
-    fn too_large(&self) -> ApiError {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!("the body is larger than {} bytes", self.max_body),
-        )
-    }
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the body is larger than {limit} bytes"),
+    )
 }
 
 struct Collected {
@@ -381,9 +355,14 @@ fn is_form(content_type: &str) -> bool {
 /// One of the types an HTML form can send without a preflight.
 fn is_form_type(content_type: &str) -> bool {
     let media = content_type.split(';').next().unwrap_or("").trim();
-    ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain", ""]
-        .iter()
-        .any(|form| media.eq_ignore_ascii_case(form))
+    [
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+        "text/plain",
+        "",
+    ]
+    .iter()
+    .any(|form| media.eq_ignore_ascii_case(form))
 }
 
 /// `application/json`, with or without parameters (`; charset=utf-8`).
@@ -424,7 +403,11 @@ mod tests {
     fn only_the_routes_that_carry_files_take_large_bodies() {
         for (method, path, large) in [
             (Method::POST, "/api/files", Some(Large::Upload)),
-            (Method::POST, "/api/threads/thr_1/messages", Some(Large::Message)),
+            (
+                Method::POST,
+                "/api/threads/thr_1/messages",
+                Some(Large::Message),
+            ),
             (Method::POST, "/mcp", Some(Large::Message)),
             (Method::GET, "/api/files", None),
             (Method::POST, "/api/threads/thr_1/fork", None),

@@ -224,7 +224,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
             "/mcp",
             mcp_endpoint::service(
                 state.mcp_endpoint.clone(),
-                state.config.files.message_body_limit(state.config.max_body_bytes),
+                state
+                    .config
+                    .files
+                    .message_body_limit(state.config.max_body_bytes),
             ),
         )
         .route_layer(middleware::from_fn_with_state(

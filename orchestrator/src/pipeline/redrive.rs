@@ -191,10 +191,14 @@ mod tests {
 
     #[test]
     fn the_prompt_names_the_cut_and_keeps_the_message() {
-        let prompt = redrive_prompt(EndCause::Crash, "write the report".into()).text().into_owned();
+        let prompt = redrive_prompt(EndCause::Crash, "write the report".into())
+            .text()
+            .into_owned();
         assert!(prompt.contains("stopped unexpectedly"), "{prompt}");
         assert!(prompt.ends_with("\n\nwrite the report"), "{prompt}");
-        let prompt = redrive_prompt(EndCause::Takeover, "x".into()).text().into_owned();
+        let prompt = redrive_prompt(EndCause::Takeover, "x".into())
+            .text()
+            .into_owned();
         assert!(prompt.contains("another took the thread over"), "{prompt}");
         let image = ContentBlock::Image {
             source: plugin_contract::MediaSource::File {
@@ -203,10 +207,9 @@ mod tests {
                 bytes: None,
             },
         };
-        let UserContent::Blocks(blocks) = redrive_prompt(
-            EndCause::Crash,
-            UserContent::Blocks(vec![image.clone()]),
-        ) else {
+        let UserContent::Blocks(blocks) =
+            redrive_prompt(EndCause::Crash, UserContent::Blocks(vec![image.clone()]))
+        else {
             panic!("blocks stay blocks");
         };
         assert_eq!(blocks.len(), 2);

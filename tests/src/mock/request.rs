@@ -69,7 +69,9 @@ impl RecordedRequest {
     /// The image and document blocks of the last user message, in order.
     pub fn last_user_media(&self) -> Vec<MediaBlock> {
         match self.last_user_message().and_then(|m| m.get("content")) {
-            Some(Value::Array(blocks)) => blocks.iter().filter_map(MediaBlock::from_block).collect(),
+            Some(Value::Array(blocks)) => {
+                blocks.iter().filter_map(MediaBlock::from_block).collect()
+            }
             _ => Vec::new(),
         }
     }

@@ -80,15 +80,18 @@ async fn base64_blocks_reach_the_api_and_the_thread_keeps_references() {
     );
     // The reference serves the bytes.
     let id = blocks[1]["source"]["fileId"].as_str().unwrap();
-    let (status, content_type, bytes) = daemon.client().get_bytes(&format!("/api/files/{id}")).await;
-    assert_eq!((status, content_type.as_str()), (StatusCode::OK, "image/png"));
+    let (status, content_type, bytes) =
+        daemon.client().get_bytes(&format!("/api/files/{id}")).await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (StatusCode::OK, "image/png")
+    );
     assert_eq!(bytes, PNG);
 
     // The same message again under one clientMessageId is one turn; other bytes conflict.
     let path = format!("/api/threads/{thread}/messages");
-    let send = |content: Value| {
-        daemon.post(&path, json!({"content": content, "clientMessageId": "m-1"}))
-    };
+    let send =
+        |content: Value| daemon.post(&path, json!({"content": content, "clientMessageId": "m-1"}));
     let (first, _) = send(blocks_with_base64()).await;
     let turns = mock.message_requests().len();
     let (again, body) = send(blocks_with_base64()).await;
@@ -149,9 +152,24 @@ async fn bad_files_are_refused_with_json_and_nothing_is_stored() {
     let client = daemon.client();
     for (content_type, bytes, status, code) in [
         ("image/jpeg", PNG.to_vec(), 422, "media_type_mismatch"),
-        ("image/svg+xml", b"<svg/>".to_vec(), 415, "unsupported_media_type"),
-        ("text/plain", b"hello".to_vec(), 415, "unsupported_media_type"),
-        ("image/png", harness_tests::media::padded_png(1001, 0), 413, "body_too_large"),
+        (
+            "image/svg+xml",
+            b"<svg/>".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "text/plain",
+            b"hello".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "image/png",
+            harness_tests::media::padded_png(1001, 0),
+            413,
+            "body_too_large",
+        ),
     ] {
         let (got, body) = client.post_bytes("/api/files", content_type, bytes).await;
         assert_eq!(got.as_u16(), status, "{content_type}: {body}");
@@ -186,7 +204,9 @@ async fn bad_files_are_refused_with_json_and_nothing_is_stored() {
             "invalid_content",
         ),
         (
-            image(json!({"type": "base64", "media_type": "image/png", "data": b64(&harness_tests::media::padded_png(1001, 0))})),
+            image(
+                json!({"type": "base64", "media_type": "image/png", "data": b64(&harness_tests::media::padded_png(1001, 0))}),
+            ),
             413,
             "payload_too_large",
         ),
@@ -195,12 +215,20 @@ async fn bad_files_are_refused_with_json_and_nothing_is_stored() {
         assert_eq!(got.as_u16(), status, "{content}: {body}");
         assert_eq!(body["error"]["code"], code, "{content}: {body}");
         assert!(
-            body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
             "{body}"
         );
     }
-    assert!(messages(&daemon, &thread).await.is_empty(), "nothing stored");
-    assert!(mock.message_requests().is_empty(), "nothing reached the model");
+    assert!(
+        messages(&daemon, &thread).await.is_empty(),
+        "nothing stored"
+    );
+    assert!(
+        mock.message_requests().is_empty(),
+        "nothing reached the model"
+    );
     daemon.stop().await;
 }
 
@@ -350,7 +378,9 @@ async fn a_threads_files_are_listed_and_served_and_nothing_outside_its_folder() 
         .collect();
     assert!(paths.contains(&"out/report.md"), "{listing}");
     assert!(
-        !paths.iter().any(|p| p.contains("escape") || p.starts_with("up")),
+        !paths
+            .iter()
+            .any(|p| p.contains("escape") || p.starts_with("up")),
         "{listing}"
     );
     let report = listing["files"]
@@ -369,7 +399,12 @@ async fn a_threads_files_are_listed_and_served_and_nothing_outside_its_folder() 
     assert_eq!(status, StatusCode::OK);
     assert_eq!(bytes, b"# Report\n");
 
-    let other_name = other_folder.file_name().unwrap().to_str().unwrap().to_owned();
+    let other_name = other_folder
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
     for path in [
         "escape.txt".to_owned(),
         "up/secret.txt".to_owned(),
@@ -384,7 +419,12 @@ async fn a_threads_files_are_listed_and_served_and_nothing_outside_its_folder() 
             .client()
             .get_bytes(&format!("/api/threads/{thread}/files/{path}"))
             .await;
-        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "{path}: {}",
+            String::from_utf8_lossy(&body)
+        );
     }
     for raw in [
         format!("/api/threads/{thread}/files/../../secret.txt"),

@@ -62,9 +62,15 @@ async fn threads_can_be_created_listed_and_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_json_errors() {
     let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| c.max_body_bytes = 4096).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.max_body_bytes = 4096;
+        c.files.max_message_bytes = 1024;
+    })
+    .await;
     let thread = daemon.create_thread().await;
     let path = format!("/api/threads/{thread}/messages");
+    // A message may carry files: its body may be larger than `max_body_bytes`, by them.
+    let message_limit = daemon.config.files.message_body_limit(4096);
 
     let (status, body) = daemon.send("thr_does_not_exist", "hi").await;
     assert_eq!(status, 404, "{body}");
@@ -95,10 +101,14 @@ async fn bad_requests_get_json_errors() {
     assert_eq!(status, 422, "{body}");
 
     let (status, body) = daemon
-        .post(&path, json!({"content": "x".repeat(10_000)}))
+        .post(&path, json!({"content": "x".repeat(message_limit)}))
         .await;
     assert_eq!(status, 413, "{body}");
     assert_eq!(body["error"]["code"], "body_too_large");
+    let (status, body) = daemon
+        .post("/api/threads", json!({"title": "x".repeat(4096)}))
+        .await;
+    assert_eq!(status, 413, "other routes keep max_body_bytes: {body}");
 
     let (status, body) = daemon
         .post("/api/prewarm", json!({"threadId": "thr_nope"}))

@@ -350,7 +350,11 @@ async fn malformed_json_rpc_gets_an_error_never_a_5xx() {
 #[tokio::test]
 async fn origin_and_token_guard_the_endpoint() {
     let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(TOKEN.into())).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.auth_token = Some(TOKEN.into());
+        c.files.max_message_bytes = 1024;
+    })
+    .await;
 
     let none = McpHttp::new(&daemon.base, None)
         .initialize(HANDSHAKE_VERSION)
@@ -412,10 +416,16 @@ async fn origin_and_token_guard_the_endpoint() {
         )
         .await;
     assert_eq!(same.status, StatusCode::OK, "{same:?}");
-    // Bodies are bounded as elsewhere.
+    // Bodies are bounded as a message's are (`threads__send` may carry files).
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"time__current_time","arguments":{{"pad":"{}"}}}}}}"#,
-        "x".repeat(daemon.config.max_body_bytes + 1)
+        "x".repeat(
+            daemon
+                .config
+                .files
+                .message_body_limit(daemon.config.max_body_bytes)
+                + 1
+        )
     );
     let answer = mcp
         .post_raw(huge, &[("mcp-protocol-version", HANDSHAKE_VERSION)])

@@ -392,7 +392,11 @@ async fn half_open_connections_are_closed_and_healthz_stays_up() {
 #[tokio::test]
 async fn a_client_that_sends_too_much_reads_its_413() {
     let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| c.max_body_bytes = 64 * 1024).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.max_body_bytes = 64 * 1024;
+        c.files.max_message_bytes = 64 * 1024;
+    })
+    .await;
     let thread = daemon.create_thread().await;
     let addr = daemon.base.trim_start_matches("http://").to_owned();
     let body = vec![b'x'; 1024 * 1024];

@@ -88,7 +88,7 @@ async fn every_route_behind_the_token_names_its_scope() {
 struct Attempt {
     method: Method,
     /// With `{T}` for the thread, `{S}` for the schedule, `{M}` for a message, `{R}` for a
-    /// permission request.
+    /// permission request, `{F}` for an uploaded file.
     path: &'static str,
     body: Option<Value>,
 }
@@ -103,6 +103,7 @@ struct Ids<'a> {
     schedule: &'a str,
     message: &'a str,
     request: &'a str,
+    file: &'a str,
 }
 
 fn fill(text: &str, ids: &Ids<'_>) -> String {
@@ -110,6 +111,7 @@ fn fill(text: &str, ids: &Ids<'_>) -> String {
         .replace("{S}", ids.schedule)
         .replace("{M}", ids.message)
         .replace("{R}", ids.request)
+        .replace("{F}", ids.file)
 }
 
 impl Attempt {
@@ -158,6 +160,9 @@ fn api_attempts() -> Vec<Attempt> {
         attempt(M::GET, "/api/threads/{T}/events?after=0", None),
         attempt(M::GET, "/api/threads/{T}/messages/{M}/outcomes", None),
         attempt(M::GET, "/api/threads/{T}/tool-calls", None),
+        attempt(M::GET, "/api/threads/{T}/files", None),
+        attempt(M::GET, "/api/threads/{T}/files/notes.txt", None),
+        attempt(M::GET, "/api/files/{F}", None),
         attempt(M::GET, "/api/threads/{T}/permissions", None),
         attempt(M::GET, "/api/threads/{T}/permissions?all=true", None),
         attempt(
@@ -261,6 +266,17 @@ async fn another_tenants_key_finds_nothing_of_a_thread_on_any_path() {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{schedule}");
     let schedule = schedule["id"].as_str().expect("an id").to_owned();
+    let uploaded = reqwest::Client::new()
+        .post(format!("{base}/api/files"))
+        .bearer_auth(&acme)
+        .header("content-type", "image/png")
+        .body(harness_tests::media::PNG)
+        .send()
+        .await
+        .expect("an upload");
+    assert_eq!(uploaded.status(), StatusCode::CREATED);
+    let file: Value = uploaded.json().await.expect("its JSON");
+    let file = file["id"].as_str().expect("an id").to_owned();
     let before = call(
         &base,
         &acme,
@@ -276,12 +292,14 @@ async fn another_tenants_key_finds_nothing_of_a_thread_on_any_path() {
         schedule: &schedule,
         message: &message,
         request: &request,
+        file: &file,
     };
     let nobodys = Ids {
         thread: "thr_00000000000000000000000000",
         schedule: "sch_nobodys",
         message: &message,
         request: &request,
+        file: "file_00000000000000000000000000000000",
     };
     let mut tried = 0;
     for attempt in api_attempts() {
@@ -442,6 +460,7 @@ async fn owner_can_do_it_all(base: &str, key: &str, thread: &str, message: &str,
     for path in [
         format!("/api/threads/{thread}"),
         format!("/api/threads/{thread}/tool-calls"),
+        format!("/api/threads/{thread}/files"),
         format!("/api/threads/{thread}/permissions"),
         format!("/api/threads/{thread}/messages/{message}/outcomes"),
     ] {
@@ -834,6 +853,7 @@ async fn through_a_peer_another_tenant_still_finds_nothing() {
         schedule: "sch_none",
         message: "msg_none",
         request: "req_none",
+        file: "file_none",
     };
     for attempt in [
         attempt(Method::GET, "/api/threads/{T}", None),

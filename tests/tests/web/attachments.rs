@@ -44,7 +44,12 @@ async fn a_pasted_image_reaches_the_model_and_shows_in_the_history() {
     .await;
     page.send("what is in the picture?").await;
     page.wait_last_reply("done", TURN).await;
-    let sent = page.mock.message_requests().last().cloned().expect("a request");
+    let sent = page
+        .mock
+        .message_requests()
+        .last()
+        .cloned()
+        .expect("a request");
     assert_eq!(
         sent.last_user_media(),
         [MediaBlock {
@@ -59,7 +64,11 @@ async fn a_pasted_image_reaches_the_model_and_shows_in_the_history() {
     page.wait_js(QUICK, "the sent message shows its thumbnail", thumbnail)
         .await;
     assert!(page
-        .wait_js(QUICK, "the tray is empty again", "return document.querySelector('[data-testid=attachments]').hidden;")
+        .wait_js(
+            QUICK,
+            "the tray is empty again",
+            "return document.querySelector('[data-testid=attachments]').hidden;"
+        )
         .await
         .as_bool()
         .unwrap_or(false));
@@ -84,9 +93,17 @@ async fn a_pasted_image_reaches_the_model_and_shows_in_the_history() {
 
     // Opened again, the stored message shows its image from the daemon.
     page.browser.client.refresh().await.expect("reload");
-    page.wait_js(QUICK, "the thumbnail is read back from the daemon", thumbnail)
-        .await;
+    page.wait_js(
+        QUICK,
+        "the thumbnail is read back from the daemon",
+        thumbnail,
+    )
+    .await;
     let stored = page.stored(&thread).await;
-    assert_eq!(stored[0]["blocks"][1]["source"]["type"], "file", "{}", stored[0]);
+    assert_eq!(
+        stored[0]["blocks"][1]["source"]["type"], "file",
+        "{}",
+        stored[0]
+    );
     page.finish(false).await;
 }

@@ -21,8 +21,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::caller::Caller;
-use crate::files::FileError;
 use crate::cluster::{Cluster, ForwardError, Outgoing, Route, RouteError};
+use crate::files::FileError;
 use crate::pipeline::{NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::store::{
     Fence, MessageId, MessageRow, MessageStatus, NewThread, Store, StoreError, ThreadRow,
@@ -368,7 +368,8 @@ fn mcp_content(input: &Value) -> Result<UserContent, ToolError> {
         blocks.push(ContentBlock::Text { text });
     }
     for (index, item) in attachments.iter().enumerate() {
-        let field = |value: &Value, name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);
+        let field =
+            |value: &Value, name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);
         let (media_type, data) = match item.get("type").and_then(Value::as_str) {
             Some("image") => (field(item, "mimeType"), field(item, "data")),
             Some("resource") => {

@@ -662,7 +662,10 @@ async fn raw_cli_warm_turns(
         .await?;
     let mut series = Series::new("warm turn (raw CLI floor)");
     for i in 0..=samples {
-        let line = protocol::user_turn(&format!("raw {i}").into(), &uuid::Uuid::new_v4().to_string());
+        let line = protocol::user_turn(
+            &format!("raw {i}").into(),
+            &uuid::Uuid::new_v4().to_string(),
+        );
         let t = Instant::now();
         stdin.write_all(format!("{line}\n").as_bytes()).await?;
         loop {
