@@ -107,23 +107,26 @@ async fn base64_blocks_become_references_and_resolve_back_to_their_bytes() {
     let files = files(1 << 20, 1 << 20).await;
     let acme = tenant("acme");
     let pdf = files.upload(&acme, "application/pdf", PDF).await.unwrap();
-    let sent = UserContent::Blocks(vec![
-        ContentBlock::Text {
-            text: "look".into(),
-        },
-        image(MediaSource::Base64 {
-            media_type: "image/png".into(),
-            data: b64(PNG),
-        }),
-        ContentBlock::Document {
-            source: MediaSource::File {
-                file_id: pdf.id.clone(),
-                media_type: None,
-                bytes: None,
+    // Text, an image's bytes, and the PDF uploaded before.
+    let sent = || {
+        UserContent::Blocks(vec![
+            ContentBlock::Text {
+                text: "look".into(),
             },
-        },
-    ]);
-    let stored = files.accept(&acme, sent).await.unwrap();
+            image(MediaSource::Base64 {
+                media_type: "image/png".into(),
+                data: b64(PNG),
+            }),
+            ContentBlock::Document {
+                source: MediaSource::File {
+                    file_id: pdf.id.clone(),
+                    media_type: None,
+                    bytes: None,
+                },
+            },
+        ])
+    };
+    let stored = files.accept(&acme, sent()).await.unwrap();
     let refs: Vec<&MediaSource> = stored.media().collect();
     assert!(
         refs.iter().all(|s| matches!(
@@ -141,28 +144,7 @@ async fn base64_blocks_become_references_and_resolve_back_to_their_bytes() {
         "no bytes kept"
     );
     // The same message again is the same stored content (what idempotency compares).
-    let repeat = files
-        .accept(
-            &acme,
-            UserContent::Blocks(vec![
-                ContentBlock::Text {
-                    text: "look".into(),
-                },
-                image(MediaSource::Base64 {
-                    media_type: "image/png".into(),
-                    data: b64(PNG),
-                }),
-                ContentBlock::Document {
-                    source: MediaSource::File {
-                        file_id: pdf.id.clone(),
-                        media_type: None,
-                        bytes: None,
-                    },
-                },
-            ]),
-        )
-        .await
-        .unwrap();
+    let repeat = files.accept(&acme, sent()).await.unwrap();
     assert_eq!(repeat, stored);
 
     let resolved = files.resolve(stored).await.unwrap();
