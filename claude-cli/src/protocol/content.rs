@@ -180,6 +180,16 @@ impl UserContent {
         !self.has_media() && self.text().trim().is_empty()
     }
 
+    /// The ids of the stored files it names, in order.
+    pub fn file_ids(&self) -> Vec<String> {
+        self.media()
+            .filter_map(|source| match source {
+                MediaSource::File { file_id, .. } => Some(file_id.clone()),
+                MediaSource::Base64 { .. } => None,
+            })
+            .collect()
+    }
+
     /// Whether a [`MediaSource::File`] is left, which must not be written to the CLI.
     pub fn unresolved(&self) -> bool {
         self.media()

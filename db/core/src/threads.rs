@@ -3,7 +3,7 @@
 
 use plugin_contract::{CliSessionId, ThreadId};
 
-use crate::{Fence, NewThread, StoreError, ThreadRow, ThreadSummaryRow};
+use crate::{Fence, NewThread, StoreError, ThreadRow};
 
 /// How far [`ThreadQueries::thread_depth`] walks up `parent_id`: it guards the walk against a
 /// parent cycle. Creation makes cycles impossible (a parent must exist before its child gets a
@@ -32,10 +32,6 @@ pub trait ThreadQueries {
 
     /// Every thread, newest first (creation time, ties broken by insertion order).
     async fn list_threads(&self) -> Result<Vec<ThreadRow>, StoreError>;
-
-    /// Every thread with its last activity and whether a user message is `pending`, in the
-    /// order of [`ThreadQueries::list_threads`].
-    async fn list_thread_summaries(&self) -> Result<Vec<ThreadSummaryRow>, StoreError>;
 
     /// Sets (or clears) the CLI session the thread resumes next. [`StoreError::ThreadNotFound`]
     /// for an unknown thread, [`StoreError::LeaseLost`] when `fence` no longer holds it.
@@ -93,10 +89,6 @@ macro_rules! thread_queries {
 
             async fn list_threads(&self) -> Result<Vec<ThreadRow>, StoreError> {
                 all(self.pool()).await
-            }
-
-            async fn list_thread_summaries(&self) -> Result<Vec<ThreadSummaryRow>, StoreError> {
-                summaries(self.pool()).await
             }
 
             async fn set_cli_session(

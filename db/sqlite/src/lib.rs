@@ -12,6 +12,7 @@ mod events;
 mod files;
 mod keys;
 mod leases;
+mod lifecycle;
 mod messages;
 mod oauth;
 mod outcomes;

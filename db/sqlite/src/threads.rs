@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use harness_db::{
     now_text, workspace_text, Fence, MessageId, NewThread, OnInterrupt, StoreError, ThreadRow,
-    ThreadSummaryRow, Workspace, MAX_DEPTH_WALK,
+    Workspace, MAX_DEPTH_WALK,
 };
 use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::types::Json;
@@ -197,53 +197,6 @@ async fn all(pool: &SqlitePool) -> Result<Vec<ThreadRow>, StoreError> {
     )
     .fetch_all(pool)
     .await?)
-}
-
-async fn summaries(pool: &SqlitePool) -> Result<Vec<ThreadSummaryRow>, StoreError> {
-    let rows = sqlx::query!(
-        r#"SELECT t.id AS "id!: ThreadId", t.title, t.model,
-                  t.cli_session_id AS "cli_session_id: CliSessionId",
-                  t.parent_id AS "parent_id: ThreadId",
-                  t.output_schema AS "output_schema: serde_json::Value",
-                  t.forked_session AS "forked_session: CliSessionId",
-                  t.max_budget_usd,
-                  t.workspace AS "workspace: Json<Workspace>", profile, tenant,
-                  on_interrupt AS "on_interrupt: OnInterrupt",
-                     archived_at AS "archived_at: DateTime<Utc>",
-                  t.created_at AS "created_at: DateTime<Utc>",
-                  t.updated_at AS "updated_at: DateTime<Utc>",
-                  COALESCE((SELECT MAX(m.updated_at) FROM messages m WHERE m.thread_id = t.id),
-                           t.updated_at) AS "last_activity_at!: DateTime<Utc>",
-                  EXISTS(SELECT 1 FROM messages m
-                         WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!: bool"
-           FROM threads t ORDER BY t.created_at DESC, t.rowid DESC"#,
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| ThreadSummaryRow {
-            thread: ThreadRow {
-                id: row.id,
-                title: row.title,
-                model: row.model,
-                cli_session_id: row.cli_session_id,
-                parent_id: row.parent_id,
-                output_schema: row.output_schema,
-                forked_session: row.forked_session,
-                max_budget_usd: row.max_budget_usd,
-                workspace: row.workspace,
-                profile: row.profile,
-                tenant: row.tenant,
-                on_interrupt: row.on_interrupt,
-                archived_at: row.archived_at,
-                created_at: row.created_at,
-                updated_at: row.updated_at,
-            },
-            last_activity_at: row.last_activity_at,
-            running: row.running,
-        })
-        .collect())
 }
 
 async fn set_cli_session(

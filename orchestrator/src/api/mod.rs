@@ -8,7 +8,9 @@
 //! Kept apart from `http` because the event bus (`events`) and the pipeline build these values
 //! too; this module imports only [`crate::store`] and [`crate::budget`] (for their value types).
 
+pub mod cursor;
 pub mod events;
+pub mod pages;
 pub mod schedules;
 
 use chrono::{DateTime, Utc};
@@ -125,6 +127,7 @@ pub struct ThreadSummary {
     /// The newest change to the thread or any of its messages.
     pub last_activity_at: DateTime<Utc>,
     pub running: bool,
+    pub tags: Vec<String>,
 }
 
 impl From<ThreadSummaryRow> for ThreadSummary {
@@ -133,6 +136,7 @@ impl From<ThreadSummaryRow> for ThreadSummary {
             thread: row.thread.into(),
             last_activity_at: row.last_activity_at,
             running: row.running,
+            tags: Vec::new(),
         }
     }
 }

@@ -60,6 +60,7 @@ pub struct Config {
     pub schedules: SchedulesConfig,
     pub audit: AuditConfig,
     pub files: FilesConfig,
+    pub threads: ThreadsConfig,
     pub oauth: OAuthConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
@@ -352,6 +353,7 @@ impl Default for Config {
             schedules: SchedulesConfig::default(),
             audit: AuditConfig::default(),
             files: FilesConfig::default(),
+            threads: ThreadsConfig::default(),
             oauth: OAuthConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
@@ -764,6 +766,7 @@ mod oauth;
 mod paths;
 mod profiles;
 mod schedules;
+mod threads;
 mod webhooks;
 mod workspaces;
 
@@ -774,6 +777,7 @@ pub use files::FilesConfig;
 pub use oauth::OAuthConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use schedules::SchedulesConfig;
+pub use threads::{DeleteChildren, ThreadsConfig};
 pub use webhooks::{WebhookEndpoint, WebhooksConfig};
 pub use workspaces::{OnArchive, WorkspaceRequest, WorkspacesConfig};
 

@@ -49,6 +49,8 @@ pub const NEEDS: &[(Method, &str, Need)] = &[
     (Method::POST, "/api/threads", WRITE),
     (Method::GET, "/api/threads/{id}", READ),
     (Method::PATCH, "/api/threads/{id}", WRITE),
+    (Method::DELETE, "/api/threads/{id}", WRITE),
+    (Method::GET, "/api/threads/{id}/messages", READ),
     (Method::POST, "/api/threads/{id}/messages", WRITE),
     (Method::POST, "/api/threads/{id}/interrupt", WRITE),
     (Method::POST, "/api/threads/{id}/fork", WRITE),

@@ -9,6 +9,7 @@ use axum::Json;
 use serde::Serialize;
 use tracing::error;
 
+use crate::api::pages::PageError;
 use crate::budget::{BudgetExceeded, BudgetKind};
 use crate::files::FileError;
 use crate::pipeline::PipelineError;
@@ -157,6 +158,15 @@ impl From<WorkspaceError> for ApiError {
             WorkspaceError::Git(_) => (StatusCode::INTERNAL_SERVER_ERROR, "git_failed"),
         };
         ApiError::new(status, code, err.to_string())
+    }
+}
+
+impl From<PageError> for ApiError {
+    fn from(err: PageError) -> Self {
+        match err {
+            PageError::Invalid(message) => ApiError::unprocessable(message),
+            PageError::Store(err) => err.into(),
+        }
     }
 }
 

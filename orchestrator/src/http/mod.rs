@@ -168,6 +168,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(permissions::answer))
         .routes(routes!(diff::diff))
         .routes(routes!(archive::archive))
+        .routes(routes!(
+            threads::lifecycle::patch,
+            threads::lifecycle::delete
+        ))
         // A thread's folder is on the node that runs it.
         .routes(routes!(files::list_thread_files))
         .routes(routes!(files::get_thread_file))
@@ -176,8 +180,9 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
             routing::to_owner,
         ));
     let api = OpenApiRouter::new()
-        .routes(routes!(threads::create, threads::list))
-        .routes(routes!(threads::get_one, threads::patch))
+        .routes(routes!(threads::create, threads::lifecycle::list))
+        .routes(routes!(threads::get_one))
+        .routes(routes!(threads::lifecycle::messages))
         .merge(at_owner)
         .routes(routes!(threads::fork))
         .routes(routes!(threads::outcomes))

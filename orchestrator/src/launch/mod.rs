@@ -133,13 +133,7 @@ impl Launcher {
             model,
             thread.output_schema.as_ref(),
         );
-        if let Some(workspace) = thread.workspace.as_deref() {
-            spec.workdir = workspace.path().to_path_buf();
-            // A `path` others may share: a CLI project of the thread's own.
-            if let Workspace::Path { .. } = workspace {
-                spec.config_dir = thread_workdir(&self.config_dir.join("threads"), &thread.id);
-            }
-        }
+        (spec.workdir, spec.config_dir) = self.dirs_of(thread);
         spec.options.fork_session = forking;
         spec.resume = thread
             .cli_session_id
@@ -221,6 +215,37 @@ impl Launcher {
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
         })
+    }
+
+    /// Where `thread`'s processes work and keep their CLI state: its workspace, else its own
+    /// folder; a `path` workspace, which others may share, has a CLI project of the thread's own.
+    fn dirs_of(&self, thread: &ThreadRow) -> (PathBuf, PathBuf) {
+        match thread.workspace.as_deref() {
+            None => (self.folder_of(&thread.id), self.config_dir.clone()),
+            Some(workspace @ Workspace::Path { .. }) => (
+                workspace.path().to_path_buf(),
+                thread_workdir(&self.config_dir.join("threads"), &thread.id),
+            ),
+            Some(workspace) => (workspace.path().to_path_buf(), self.config_dir.clone()),
+        }
+    }
+
+    /// Removes what is on disk of a deleted thread: its CLI project (the sessions' transcripts)
+    /// and, when it has no workspace, its own folder (a workspace goes as
+    /// `workspaces.on_archive` says, elsewhere). What is gone already is fine.
+    pub fn forget(&self, thread: &ThreadRow) -> std::io::Result<()> {
+        let (workdir, config_dir) = self.dirs_of(thread);
+        let mut doomed = vec![project_dir_of(&workdir, &config_dir)];
+        if thread.workspace.is_none() {
+            doomed.push(workdir);
+        }
+        for dir in doomed {
+            match std::fs::remove_dir_all(&dir) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Where `thread`'s own folder is (not created).
@@ -320,13 +345,17 @@ fn fresh_spec(
 /// Where the CLI keeps the transcripts of `spec`'s project: `<config dir>/projects/<the
 /// folder's path, every character but ASCII letters and digits as `-`>`.
 fn project_dir(spec: &ProcessSpec) -> PathBuf {
-    let key: String = spec
-        .workdir
+    project_dir_of(&spec.workdir, &spec.config_dir)
+}
+
+/// The CLI's project folder for processes working in `workdir` with `config_dir`.
+fn project_dir_of(workdir: &Path, config_dir: &Path) -> PathBuf {
+    let key: String = workdir
         .to_string_lossy()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    spec.config_dir.join("projects").join(key)
+    config_dir.join("projects").join(key)
 }
 
 fn session_file(spec: &ProcessSpec, session: &CliSessionId) -> PathBuf {

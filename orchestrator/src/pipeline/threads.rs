@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use tracing::info;
+use tracing::{info, warn};
 
 use plugin_contract::ThreadId;
 
@@ -145,6 +145,42 @@ impl Pipeline {
             thread: row,
             worktree,
         })
+    }
+
+    /// Deletes the thread and everything of it: a running turn is interrupted first and its
+    /// process let go; then its rows (messages, events, tool calls, permissions, outcomes,
+    /// transcripts, webhooks, schedules, tags), the files only it named, its CLI project and
+    /// its own folder; a worktree goes as `workspaces.on_archive` says. Its children are
+    /// deleted too with `cascade`, else kept, with no parent. The rows removed, by table (the
+    /// children's added in).
+    pub async fn delete_thread(
+        &self,
+        thread: &ThreadId,
+        cascade: bool,
+    ) -> Result<crate::store::DeletedRows, PipelineError> {
+        let row = self.inner.store.require_thread(thread).await?;
+        let mut removed = Vec::new();
+        if cascade {
+            for child in self.inner.store.children(thread).await? {
+                let rows = Box::pin(self.delete_thread(&child, true)).await?;
+                add_rows(&mut removed, rows);
+            }
+        }
+        self.interrupt(thread).await?;
+        self.inner.pool.evict_thread(thread).await;
+        // The interrupted turn records its end before its rows go.
+        self.after_recorded(thread).await;
+        let rows = self.inner.store.delete_thread(thread).await?;
+        add_rows(&mut removed, rows);
+        if let Err(err) = self.inner.pool.forget_folders(&row) {
+            warn!(thread_id = %thread, error = %err, "Could not remove the deleted thread's folders.");
+        }
+        self.inner
+            .workspaces
+            .archive(row.workspace.as_deref())
+            .await?;
+        info!(thread_id = %thread, ?removed, "Thread deleted.");
+        Ok(removed)
     }
 
     /// Sets (or with `None` removes) the thread's own budget, within its profile's ceiling.
@@ -296,4 +332,14 @@ pub(super) fn validate_names(
         }
     }
     Ok(())
+}
+
+/// `more` added to `into`, table by table.
+fn add_rows(into: &mut crate::store::DeletedRows, more: crate::store::DeletedRows) {
+    for (table, n) in more {
+        match into.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, total)) => *total += n,
+            None => into.push((table, n)),
+        }
+    }
 }

@@ -251,6 +251,11 @@ impl Pool {
         self.inner.launcher.copy_session(from, to, session)
     }
 
+    /// Removes what is on disk of a deleted thread (see [`Launcher::forget`]).
+    pub fn forget_folders(&self, thread: &ThreadRow) -> std::io::Result<()> {
+        self.inner.launcher.forget(thread)
+    }
+
     /// The spec of `thread`'s process on `model` (see [`Launcher::spec`]).
     pub fn spec(
         &self,

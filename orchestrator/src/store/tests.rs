@@ -117,7 +117,7 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 24] = [
+const TABLES: [&str; 25] = [
     "api_keys",
     "audit_log",
     "caller_usage_days",
@@ -134,6 +134,7 @@ const TABLES: [&str; 24] = [
     "schedule_runs",
     "schedules",
     "thread_callbacks",
+    "thread_tags",
     "threads",
     "tool_calls",
     "transcript_entries",

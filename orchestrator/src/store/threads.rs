@@ -3,7 +3,7 @@
 
 use plugin_contract::{CliSessionId, ThreadId};
 
-use super::{on_db, Db, NewThread, Store, StoreError, ThreadQueries, ThreadRow, ThreadSummaryRow};
+use super::{on_db, Db, NewThread, Store, StoreError, ThreadQueries, ThreadRow};
 
 impl Store {
     /// Creates a thread, with `new.id` or a fresh [`ThreadId`]. A `parent_id` must name an
@@ -56,13 +56,6 @@ impl Store {
         on_db!(self, db => db.list_threads().await)
     }
 
-    /// Every thread with its last activity and whether a turn is under way, newest first: what
-    /// a list of threads shows people.
-    pub async fn list_thread_summaries(&self) -> Result<Vec<ThreadSummaryRow>, StoreError> {
-        let _timer = self.metrics.time("list_thread_summaries");
-        on_db!(self, db => db.list_thread_summaries().await)
-    }
-
     /// Records the CLI session the thread should `--resume` next (or forgets it with `None`, after
     /// the CLI could no longer load it). [`StoreError::ThreadNotFound`] for an unknown thread;
     /// [`StoreError::LeaseLost`] on a node without the thread's lease (`leases.rs`).
@@ -100,6 +93,15 @@ mod tests {
     use super::super::tests::store_tests;
     use super::*;
 
+    /// Every thread, archived or not, on one page.
+    fn every() -> crate::store::ThreadQuery<'static> {
+        crate::store::ThreadQuery {
+            archived: crate::store::ArchiveFilter::Any,
+            limit: 1_000,
+            ..Default::default()
+        }
+    }
+
     store_tests! {
         async fn summaries_show_last_activity_and_running_turns(store: sqlite_memory) {
             let idle = store.create_thread(NewThread::default()).await.unwrap();
@@ -118,7 +120,7 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            let summaries = store.list_thread_summaries().await.unwrap();
+            let summaries = store.thread_page(&every()).await.unwrap();
             let ids: Vec<_> = summaries.iter().map(|s| s.thread.id.clone()).collect();
             assert_eq!(ids, [busy.id.clone(), idle.id.clone()], "newest first");
             assert!(summaries[0].running, "a pending message is a running turn");
@@ -328,7 +330,7 @@ mod tests {
             assert_eq!(again.archived_at, Some(at), "the first time stays");
             let got = store.require_thread(&thread.id).await.unwrap();
             assert_eq!(got.archived_at, Some(at));
-            let listed = store.list_thread_summaries().await.unwrap();
+            let listed = store.thread_page(&every()).await.unwrap();
             assert_eq!(listed[0].thread.archived_at, Some(at));
             let unknown = ThreadId::from_string("thr_nope");
             assert!(matches!(

@@ -20,6 +20,7 @@ use plugin_contract::{
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 
+use crate::api::pages::{self, PageError, ThreadFilters};
 use crate::caller::Caller;
 use crate::cluster::{Cluster, ForwardError, Outgoing, Route, RouteError};
 use crate::files::FileError;
@@ -40,9 +41,6 @@ pub const READ_ONLY: [&str; 2] = ["threads__get", "threads__list"];
 
 /// `threads__create`'s name.
 pub const CREATE: &str = "threads__create";
-
-/// How many threads `threads__list` returns unless asked for another number.
-const DEFAULT_LIST_LIMIT: u64 = 100;
 
 /// The four thread tools, sharing the store and the pipeline.
 pub struct ThreadsPlugin {
@@ -120,6 +118,20 @@ fn thread_json(thread: &ThreadRow) -> Value {
         "model": thread.model,
         "parentId": thread.parent_id,
         "workspace": thread.workspace.as_deref(),
+        "profile": thread.profile,
+        "createdAt": thread.created_at,
+        "updatedAt": thread.updated_at,
+    })
+}
+
+/// [`thread_json`] of a thread as clients see it.
+fn summary_json(thread: &crate::api::Thread) -> Value {
+    json!({
+        "threadId": thread.id,
+        "title": thread.title,
+        "model": thread.model,
+        "parentId": thread.parent_id,
+        "workspace": thread.workspace,
         "profile": thread.profile,
         "createdAt": thread.created_at,
         "updatedAt": thread.updated_at,
@@ -628,35 +640,63 @@ impl Tool for List {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "list".into(),
-            description: "Harness threads, newest first.".into(),
+            description: "Harness threads, newest activity first, a page at a time: pass the \
+                          nextCursor you got as cursor for the next page."
+                .into(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": DEFAULT_LIST_LIMIT, "description": "At most this many threads."}
+                    "limit": {"type": "integer", "minimum": 1, "maximum": pages::MAX_LIMIT, "default": pages::DEFAULT_LIMIT, "description": "Threads per page."},
+                    "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page."},
+                    "archived": {"enum": ["false", "true", "all"], "default": "false", "description": "Live threads (the default), archived ones, or all."},
+                    "tag": {"type": "string", "minLength": 1, "description": "Threads with this tag only."},
+                    "profile": {"type": "string", "minLength": 1, "description": "Threads of this profile only."}
                 },
                 "additionalProperties": false
             }),
             output_schema: Some(json!({
                 "type": "object",
-                "properties": {"threads": {"type": "array", "items": thread_object_schema()}},
-                "required": ["threads"]
+                "properties": {
+                    "threads": {"type": "array", "items": thread_object_schema()},
+                    "nextCursor": {"type": ["string", "null"], "description": "The next page's cursor; null on the last page."}
+                },
+                "required": ["threads", "nextCursor"]
             })),
             timeout: None,
         }
     }
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-        let limit = input["limit"].as_u64().unwrap_or(DEFAULT_LIST_LIMIT);
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let caller = the_caller()?;
-        let threads = self.0.list_threads().await.map_err(store_error)?;
-        let threads: Vec<Value> = threads
+        let filters = ThreadFilters {
+            limit: input["limit"].as_i64(),
+            cursor: optional_string(&input, "cursor"),
+            archived: optional_string(&input, "archived"),
+            tag: optional_string(&input, "tag"),
+            profile: optional_string(&input, "profile"),
+            ..ThreadFilters::default()
+        };
+        let page = pages::threads(&self.0, &caller, &filters)
+            .await
+            .map_err(|err| match err {
+                PageError::Invalid(why) => ToolError::InvalidInput(why),
+                PageError::Store(err) => store_error(err),
+            })?;
+        let threads: Vec<Value> = page
+            .threads
             .iter()
-            .filter(|thread| caller.sees(thread.tenant.as_deref()))
-            .take(limit)
-            .map(thread_json)
+            .map(|summary| {
+                let mut json = summary_json(&summary.thread);
+                json["lastActivityAt"] = json!(summary.last_activity_at);
+                json["running"] = json!(summary.running);
+                json["tags"] = json!(summary.tags);
+                json
+            })
             .collect();
         let text = format!("{} thread(s).", threads.len());
-        Ok(ToolOutput::structured(text, json!({"threads": threads})))
+        Ok(ToolOutput::structured(
+            text,
+            json!({"threads": threads, "nextCursor": page.next_cursor}),
+        ))
     }
 }

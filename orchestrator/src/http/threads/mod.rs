@@ -17,6 +17,8 @@ use tracing::{info, warn};
 
 use plugin_contract::{ThreadId, UserContent};
 
+pub mod lifecycle;
+
 use super::error::ErrorBody;
 use super::openapi::ThreadEventRef;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
@@ -188,32 +190,6 @@ pub async fn fork(
     Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
 }
 
-/// `GET /api/threads`: newest first, each with `lastActivityAt` and `running`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ThreadList {
-    pub threads: Vec<api::ThreadSummary>,
-}
-
-/// Every thread, newest first.
-#[utoipa::path(get, path = "/threads", operation_id = "listThreads", tag = "threads",
-    responses((status = 200, description = "The threads.", body = ThreadList)))]
-pub async fn list(
-    State(state): State<ApiState>,
-    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
-) -> Result<Json<ThreadList>, ApiError> {
-    Ok(Json(ThreadList {
-        threads: state
-            .store
-            .list_thread_summaries()
-            .await?
-            .into_iter()
-            // A tenant's key lists its tenant's threads only.
-            .filter(|summary| caller.sees(summary.thread.tenant.as_deref()))
-            .map(api::ThreadSummary::from)
-            .collect(),
-    }))
-}
-
 /// `GET /api/threads/{id}`: the thread, what its turns cost together, and its messages (oldest
 /// first, each reply with its own usage).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -225,7 +201,12 @@ pub struct ThreadWithMessages {
     #[serde(rename = "callbackUrl", skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
     pub usage: Usage,
+    pub tags: Vec<String>,
+    /// The last page of its messages (50), oldest first.
     pub messages: Vec<api::Message>,
+    /// `before` for `GET /api/threads/{id}/messages`: the page of messages older than these;
+    /// `null` when these are all of them.
+    pub messages_cursor: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -265,11 +246,11 @@ pub async fn outcomes(
     }))
 }
 
-/// One thread with its messages, oldest first.
+/// One thread with its last page of messages, oldest first.
 #[utoipa::path(get, path = "/threads/{id}", operation_id = "getThread", tag = "threads",
     params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
     responses(
-        (status = 200, description = "The thread and its messages.", body = ThreadWithMessages),
+        (status = 200, description = "The thread and its last page of messages.", body = ThreadWithMessages),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
     ))]
 pub async fn get_one(
@@ -280,67 +261,26 @@ pub async fn get_one(
     Ok(Json(thread_with_messages(&state, &id).await?))
 }
 
-async fn thread_with_messages(
+pub(super) async fn thread_with_messages(
     state: &ApiState,
     id: &ThreadId,
 ) -> Result<ThreadWithMessages, ApiError> {
     let thread = state.store.require_thread(id).await?;
     let usage = state.store.thread_usage(id).await?;
-    let messages = state.store.list_messages(id).await?;
+    let mut page = api::pages::messages(&state.store, id, None, api::pages::DEFAULT_LIMIT)
+        .await
+        .map_err(ApiError::from)?;
+    page.messages.reverse();
     let callback = state.store.thread_callback(id).await?;
+    let tags = state.store.tags_of(std::slice::from_ref(id)).await?;
     Ok(ThreadWithMessages {
         thread: thread.into(),
         callback_url: callback.map(|c| c.url),
         usage,
-        messages: api::messages(messages),
+        tags: tags.into_iter().map(|(_, tag)| tag).collect(),
+        messages: page.messages,
+        messages_cursor: page.next_cursor,
     })
-}
-
-/// `PATCH /api/threads/{id}`: the fields given change; `"maxBudgetUsd": null` removes the limit.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PatchThread {
-    /// Absent: unchanged; `null`: no limit; a number (USD, zero or more): the new limit.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<f64>, minimum = 0.0)]
-    max_budget_usd: Option<Option<f64>>,
-}
-
-/// Tells a field that is present (`Some`, even when `null`) from one that is absent (`None`,
-/// through `#[serde(default)]`).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
-}
-
-/// Changes the thread's settings: its budget.
-#[utoipa::path(patch, path = "/threads/{id}", operation_id = "updateThread", tag = "threads",
-    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
-    request_body = PatchThread,
-    responses(
-        (status = 200, description = "The thread as `GET` shows it.", body = ThreadWithMessages),
-        (status = 400, description = "Malformed JSON.", body = ErrorBody),
-        (status = 404, description = "Unknown thread.", body = ErrorBody),
-        (status = 415, description = "A body that is not `application/json`.", body = ErrorBody),
-        (status = 422, description = "An unknown field, or an amount that is negative or not a number.", body = ErrorBody),
-    ))]
-pub async fn patch(
-    State(state): State<ApiState>,
-    ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<PatchThread>,
-) -> Result<Json<ThreadWithMessages>, ApiError> {
-    let id = ThreadId::from_string(id);
-    if let Some(budget) = body.max_budget_usd {
-        if let Some(usd) = budget {
-            validate_usd(usd, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
-        }
-        state.pipeline.set_thread_budget(&id, budget).await?;
-        info!(thread_id = %id, max_budget_usd = ?budget, "Thread budget set.");
-    }
-    Ok(Json(thread_with_messages(&state, &id).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -1,0 +1,425 @@
+//! Pages of threads and messages, a thread's title and tags, and deleting a thread; see
+//! [`harness_db::LifecycleQueries`].
+
+use harness_db::{
+    files_named, now_text, DeletedRows, Fence, LifecycleQueries, MessageId, MessageRow,
+    MessageStatus, OnInterrupt, Origin, Role, StoreError, ThreadChange, ThreadQuery, ThreadRow,
+    ThreadSummaryRow, Workspace,
+};
+use plugin_contract::{CliSessionId, ThreadId};
+use sqlx::types::Json;
+
+use crate::{Postgres, ThreadTx};
+
+impl LifecycleQueries for Postgres {
+    async fn thread_page(
+        &self,
+        query: &ThreadQuery<'_>,
+    ) -> Result<Vec<ThreadSummaryRow>, StoreError> {
+        let (after_at, after_id) = match &query.after {
+            Some((at, id)) => (Some(at.as_str()), Some(id.as_str())),
+            None => (None, None),
+        };
+        let archived = query.archived.as_str();
+        let rows = sqlx::query!(
+            r#"SELECT t.id AS "id: ThreadId", t.title, t.model,
+                      t.cli_session_id AS "cli_session_id: CliSessionId",
+                      t.parent_id AS "parent_id: ThreadId",
+                      t.output_schema AS "output_schema: serde_json::Value",
+                      t.forked_session AS "forked_session: CliSessionId",
+                      t.max_budget_usd,
+                      t.workspace AS "workspace: Json<Workspace>", t.profile, t.tenant,
+                      t.on_interrupt AS "on_interrupt: OnInterrupt",
+                      t.archived_at::timestamptz AS "archived_at",
+                      t.created_at::timestamptz AS "created_at!",
+                      t.updated_at::timestamptz AS "updated_at!",
+                      t.last_activity_at::timestamptz AS "last_activity_at!",
+                      EXISTS(SELECT 1 FROM messages m
+                             WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!"
+               FROM threads t
+               WHERE ($1::text IS NULL OR t.tenant = $1)
+                 AND ($2::text = 'any' OR ($2 = 'live') = (t.archived_at IS NULL))
+                 AND ($3::text IS NULL OR t.profile = $3)
+                 AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM thread_tags g
+                                            WHERE g.thread_id = t.id AND g.tag = $4))
+                 AND ($5::text IS NULL OR t.created_at >= $5)
+                 AND ($6::text IS NULL OR t.created_at < $6)
+                 AND ($7::text IS NULL OR t.last_activity_at >= $7)
+                 AND ($8::text IS NULL OR t.last_activity_at < $8)
+                 AND ($9::text IS NULL OR t.last_activity_at < $9
+                      OR (t.last_activity_at = $9 AND t.id < $10::text))
+               ORDER BY t.last_activity_at DESC, t.id DESC
+               LIMIT $11"#,
+            query.tenant,
+            archived,
+            query.profile,
+            query.tag,
+            query.created_from,
+            query.created_to,
+            query.active_from,
+            query.active_to,
+            after_at,
+            after_id,
+            query.limit,
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| ThreadSummaryRow {
+                thread: ThreadRow {
+                    id: row.id,
+                    title: row.title,
+                    model: row.model,
+                    cli_session_id: row.cli_session_id,
+                    parent_id: row.parent_id,
+                    output_schema: row.output_schema,
+                    forked_session: row.forked_session,
+                    max_budget_usd: row.max_budget_usd,
+                    workspace: row.workspace,
+                    profile: row.profile,
+                    tenant: row.tenant,
+                    on_interrupt: row.on_interrupt,
+                    archived_at: row.archived_at,
+                    created_at: row.created_at,
+                    updated_at: row.updated_at,
+                },
+                last_activity_at: row.last_activity_at,
+                running: row.running,
+            })
+            .collect())
+    }
+
+    async fn tags_of(&self, threads: &[ThreadId]) -> Result<Vec<(ThreadId, String)>, StoreError> {
+        let ids: Vec<String> = threads.iter().map(|t| t.as_str().to_owned()).collect();
+        let rows = sqlx::query!(
+            r#"SELECT thread_id AS "thread_id: ThreadId", tag
+               FROM thread_tags WHERE thread_id = ANY($1)
+               ORDER BY thread_id, tag"#,
+            &ids,
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.thread_id, r.tag)).collect())
+    }
+
+    async fn message_page(
+        &self,
+        thread: &ThreadId,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<MessageRow>, StoreError> {
+        Ok(sqlx::query_as!(
+            MessageRow,
+            r#"SELECT id AS "id: MessageId", thread_id AS "thread_id: ThreadId", seq,
+                      role AS "role: Role", content, status AS "status: MessageStatus", error,
+                      client_message_id, reply_to AS "reply_to: MessageId", model,
+                      origin AS "origin: Origin", caller_subject, caller_tenant,
+                      structured_output AS "structured_output: serde_json::Value",
+                      blocks AS "blocks: serde_json::Value",
+                      input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                      cost_usd, api_ms,
+                      created_at::timestamptz AS "created_at!",
+                      updated_at::timestamptz AS "updated_at!"
+               FROM messages WHERE thread_id = $1 AND ($2::bigint IS NULL OR seq < $2)
+               ORDER BY seq DESC, rowid DESC LIMIT $3"#,
+            thread as &ThreadId,
+            before,
+            limit,
+        )
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    async fn change_thread(
+        &self,
+        fence: Option<&Fence>,
+        id: &ThreadId,
+        change: &ThreadChange<'_>,
+    ) -> Result<ThreadRow, StoreError> {
+        let mut tx = ThreadTx::begin(self.pool(), id, fence).await?;
+        let now = now_text();
+        let (set_title, title) = match change.title {
+            Some(title) => (true, title),
+            None => (false, None),
+        };
+        let row = sqlx::query_as!(
+            ThreadRow,
+            r#"UPDATE threads
+               SET title = CASE WHEN $1 THEN $2 ELSE title END,
+                   archived_at = CASE WHEN $3 THEN NULL ELSE archived_at END,
+                   updated_at = $4
+               WHERE id = $5
+               RETURNING id AS "id: ThreadId", title, model,
+                         cli_session_id AS "cli_session_id: CliSessionId",
+                         parent_id AS "parent_id: ThreadId",
+                         output_schema AS "output_schema: serde_json::Value",
+                         forked_session AS "forked_session: CliSessionId",
+                         max_budget_usd,
+                         workspace AS "workspace: Json<Workspace>", profile, tenant,
+                         on_interrupt AS "on_interrupt: OnInterrupt",
+                         archived_at::timestamptz AS "archived_at",
+                         created_at::timestamptz AS "created_at!",
+                         updated_at::timestamptz AS "updated_at!""#,
+            set_title,
+            title,
+            change.unarchive,
+            now,
+            id as &ThreadId,
+        )
+        .fetch_optional(tx.conn())
+        .await?
+        .ok_or_else(|| StoreError::ThreadNotFound(id.clone()))?;
+        if let Some(tags) = change.tags {
+            sqlx::query!(
+                "DELETE FROM thread_tags WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(tx.conn())
+            .await?;
+            for tag in tags {
+                sqlx::query!(
+                    "INSERT INTO thread_tags (thread_id, tag) VALUES ($1, $2)
+                     ON CONFLICT DO NOTHING",
+                    id as &ThreadId,
+                    tag,
+                )
+                .execute(tx.conn())
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(row)
+    }
+
+    async fn delete_thread(
+        &self,
+        fence: Option<&Fence>,
+        id: &ThreadId,
+    ) -> Result<DeletedRows, StoreError> {
+        let mut tx = ThreadTx::begin(self.pool(), id, fence).await?;
+        let blocks = sqlx::query_scalar!(
+            r#"SELECT blocks AS "blocks!" FROM messages
+               WHERE thread_id = $1 AND blocks IS NOT NULL"#,
+            id as &ThreadId,
+        )
+        .fetch_all(tx.conn())
+        .await?;
+        let c = tx.conn();
+        let mut deleted: DeletedRows = Vec::new();
+        sqlx::query!(
+            "DELETE FROM webhook_attempts WHERE delivery_id IN
+                 (SELECT id FROM webhook_deliveries WHERE thread_id = $1)",
+            id as &ThreadId
+        )
+        .execute(&mut *c)
+        .await?;
+        let n = |r: sqlx::postgres::PgQueryResult| r.rows_affected();
+        deleted.push((
+            "webhook_deliveries",
+            n(sqlx::query!(
+                "DELETE FROM webhook_deliveries WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "webhook_events",
+            n(sqlx::query!(
+                "DELETE FROM webhook_events WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "schedule_runs",
+            n(sqlx::query!(
+                "DELETE FROM schedule_runs WHERE thread_id = $1
+                    OR schedule_id IN (SELECT id FROM schedules WHERE thread_id = $1)",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "schedules",
+            n(sqlx::query!(
+                "DELETE FROM schedules WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "turn_outcomes",
+            n(sqlx::query!(
+                "DELETE FROM turn_outcomes WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "permissions",
+            n(sqlx::query!(
+                "DELETE FROM permissions WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "tool_calls",
+            n(sqlx::query!(
+                "DELETE FROM tool_calls WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "events",
+            n(
+                sqlx::query!("DELETE FROM events WHERE thread_id = $1", id as &ThreadId)
+                    .execute(&mut *c)
+                    .await?,
+            ),
+        ));
+        deleted.push((
+            "transcript_entries",
+            n(sqlx::query!(
+                "DELETE FROM transcript_entries WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "thread_callbacks",
+            n(sqlx::query!(
+                "DELETE FROM thread_callbacks WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "leases",
+            n(
+                sqlx::query!("DELETE FROM leases WHERE thread_id = $1", id as &ThreadId)
+                    .execute(&mut *c)
+                    .await?,
+            ),
+        ));
+        deleted.push((
+            "thread_tags",
+            n(sqlx::query!(
+                "DELETE FROM thread_tags WHERE thread_id = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "delegations",
+            n(sqlx::query!(
+                "DELETE FROM delegations WHERE child = $1 OR parent = $1",
+                id as &ThreadId
+            )
+            .execute(&mut *c)
+            .await?),
+        ));
+        deleted.push((
+            "messages",
+            n(
+                sqlx::query!("DELETE FROM messages WHERE thread_id = $1", id as &ThreadId)
+                    .execute(&mut *c)
+                    .await?,
+            ),
+        ));
+        sqlx::query!(
+            "UPDATE threads SET parent_id = NULL WHERE parent_id = $1",
+            id as &ThreadId
+        )
+        .execute(&mut *c)
+        .await?;
+        let threads = n(
+            sqlx::query!("DELETE FROM threads WHERE id = $1", id as &ThreadId)
+                .execute(&mut *c)
+                .await?,
+        );
+        if threads == 0 {
+            return Err(StoreError::ThreadNotFound(id.clone()));
+        }
+        deleted.push(("threads", threads));
+        let mut files = 0;
+        for file in files_named(blocks) {
+            // A file another message still names stays.
+            let quoted = format!("\"{file}\"");
+            files += n(sqlx::query!(
+                "DELETE FROM files WHERE id = $1 AND NOT EXISTS
+                     (SELECT 1 FROM messages WHERE strpos(blocks, $2) > 0)",
+                file,
+                quoted,
+            )
+            .execute(&mut *c)
+            .await?);
+        }
+        deleted.push(("files", files));
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    async fn children(&self, id: &ThreadId) -> Result<Vec<ThreadId>, StoreError> {
+        Ok(sqlx::query_scalar!(
+            r#"SELECT id AS "id: ThreadId" FROM threads WHERE parent_id = $1 ORDER BY id"#,
+            id as &ThreadId,
+        )
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    async fn thread_rows(&self, id: &ThreadId) -> Result<DeletedRows, StoreError> {
+        let r = sqlx::query!(
+            r#"SELECT
+                 (SELECT COUNT(*) FROM webhook_events WHERE thread_id = $1) AS "webhook_events!",
+                 (SELECT COUNT(*) FROM webhook_deliveries WHERE thread_id = $1) AS "webhook_deliveries!",
+                 (SELECT COUNT(*) FROM schedule_runs WHERE thread_id = $1) AS "schedule_runs!",
+                 (SELECT COUNT(*) FROM schedules WHERE thread_id = $1) AS "schedules!",
+                 (SELECT COUNT(*) FROM turn_outcomes WHERE thread_id = $1) AS "turn_outcomes!",
+                 (SELECT COUNT(*) FROM permissions WHERE thread_id = $1) AS "permissions!",
+                 (SELECT COUNT(*) FROM tool_calls WHERE thread_id = $1) AS "tool_calls!",
+                 (SELECT COUNT(*) FROM events WHERE thread_id = $1) AS "events!",
+                 (SELECT COUNT(*) FROM transcript_entries WHERE thread_id = $1) AS "transcript_entries!",
+                 (SELECT COUNT(*) FROM thread_callbacks WHERE thread_id = $1) AS "thread_callbacks!",
+                 (SELECT COUNT(*) FROM leases WHERE thread_id = $1) AS "leases!",
+                 (SELECT COUNT(*) FROM thread_tags WHERE thread_id = $1) AS "thread_tags!",
+                 (SELECT COUNT(*) FROM delegations WHERE child = $1 OR parent = $1) AS "delegations!",
+                 (SELECT COUNT(*) FROM messages WHERE thread_id = $1) AS "messages!",
+                 (SELECT COUNT(*) FROM threads WHERE id = $1) AS "threads!""#,
+            id as &ThreadId,
+        )
+        .fetch_one(self.pool())
+        .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or_default();
+        Ok(vec![
+            ("webhook_events", count(r.webhook_events)),
+            ("webhook_deliveries", count(r.webhook_deliveries)),
+            ("schedule_runs", count(r.schedule_runs)),
+            ("schedules", count(r.schedules)),
+            ("turn_outcomes", count(r.turn_outcomes)),
+            ("permissions", count(r.permissions)),
+            ("tool_calls", count(r.tool_calls)),
+            ("events", count(r.events)),
+            ("transcript_entries", count(r.transcript_entries)),
+            ("thread_callbacks", count(r.thread_callbacks)),
+            ("leases", count(r.leases)),
+            ("thread_tags", count(r.thread_tags)),
+            ("delegations", count(r.delegations)),
+            ("messages", count(r.messages)),
+            ("threads", count(r.threads)),
+        ])
+    }
+}

@@ -1,0 +1,178 @@
+//! Pages of what can grow without bound: threads (`GET /api/threads`, `threads__list`) and a
+//! thread's messages (`GET /api/threads/{id}/messages`, the last page in `GET
+//! /api/threads/{id}`). The filters and the page as clients see them, one shape for `/api` and
+//! `/mcp`; the cursors are [`super::cursor`]'s.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use plugin_contract::ThreadId;
+
+use super::{cursor, Message, ThreadSummary};
+use crate::caller::Caller;
+use crate::store::{time_text, ArchiveFilter, Store, StoreError, ThreadQuery};
+
+/// A page's size when none is asked for.
+pub const DEFAULT_LIMIT: i64 = 50;
+/// The largest page.
+pub const MAX_LIMIT: i64 = 500;
+
+/// Which threads, and which page of them.
+#[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ThreadFilters {
+    /// Threads per page: 1 to 500, default 50.
+    pub limit: Option<i64>,
+    /// `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+    /// `false` (the default: live threads), `true` (archived ones) or `all`.
+    pub archived: Option<String>,
+    /// Threads of this profile only.
+    pub profile: Option<String>,
+    /// Threads with this tag only.
+    pub tag: Option<String>,
+    /// Made at or after this time (RFC 3339).
+    pub created_from: Option<DateTime<Utc>>,
+    /// Made before this time.
+    pub created_to: Option<DateTime<Utc>>,
+    /// Last active at or after this time.
+    pub active_from: Option<DateTime<Utc>>,
+    /// Last active before this time.
+    pub active_to: Option<DateTime<Utc>>,
+}
+
+/// One page of threads, newest activity first.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadPage {
+    pub threads: Vec<ThreadSummary>,
+    /// The next page's `cursor`; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One page of a thread's messages.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessagePage {
+    /// Newest first.
+    pub messages: Vec<Message>,
+    /// The `before` of the page of older messages; `null` when there are none.
+    pub next_cursor: Option<String>,
+}
+
+/// Why a page was not served.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// A filter or cursor the caller got wrong (422).
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// `limit` checked, or the default.
+pub fn limit(asked: Option<i64>) -> Result<i64, PageError> {
+    match asked {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(PageError::Invalid(format!(
+            "limit is 1 to {MAX_LIMIT}, not {n}"
+        ))),
+    }
+}
+
+/// The page of threads `filters` names, of those `caller` sees.
+pub async fn threads(
+    store: &Store,
+    caller: &Caller,
+    filters: &ThreadFilters,
+) -> Result<ThreadPage, PageError> {
+    let limit = limit(filters.limit)?;
+    let archived = match filters.archived.as_deref() {
+        None | Some("false") => ArchiveFilter::Live,
+        Some("true") => ArchiveFilter::Archived,
+        Some("all") => ArchiveFilter::Any,
+        Some(other) => {
+            return Err(PageError::Invalid(format!(
+                "archived is `false`, `true` or `all`, not {other:?}"
+            )))
+        }
+    };
+    let after =
+        match &filters.cursor {
+            None => None,
+            Some(text) => Some(cursor::parse_thread(text).ok_or_else(|| {
+                PageError::Invalid("cursor is not one this daemon gave out".into())
+            })?),
+        };
+    let query = ThreadQuery {
+        // A tenant's caller sees its tenant's threads only.
+        tenant: if caller.sees_all() {
+            None
+        } else {
+            caller.tenant.as_deref()
+        },
+        archived,
+        profile: filters.profile.as_deref(),
+        tag: filters.tag.as_deref(),
+        created_from: filters.created_from.map(time_text),
+        created_to: filters.created_to.map(time_text),
+        active_from: filters.active_from.map(time_text),
+        active_to: filters.active_to.map(time_text),
+        after,
+        // One more than asked: whether there is a next page.
+        limit: limit + 1,
+    };
+    let mut rows = store.thread_page(&query).await?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_cursor = match rows.last() {
+        Some(last) if more => Some(cursor::after_thread(last.last_activity_at, &last.thread.id)),
+        _ => None,
+    };
+    let ids: Vec<ThreadId> = rows.iter().map(|r| r.thread.id.clone()).collect();
+    let tags = store.tags_of(&ids).await?;
+    let threads = rows
+        .into_iter()
+        .map(|row| {
+            let mut summary = ThreadSummary::from(row);
+            summary.tags = tags
+                .iter()
+                .filter(|(thread, _)| *thread == summary.thread.id)
+                .map(|(_, tag)| tag.clone())
+                .collect();
+            summary
+        })
+        .collect();
+    Ok(ThreadPage {
+        threads,
+        next_cursor,
+    })
+}
+
+/// Up to `limit` messages of `thread` before the cursor `before`, newest first.
+pub async fn messages(
+    store: &Store,
+    thread: &ThreadId,
+    before: Option<&str>,
+    limit: i64,
+) -> Result<MessagePage, PageError> {
+    let before = match before {
+        None => None,
+        Some(text) => Some(cursor::parse_message(text).ok_or_else(|| {
+            PageError::Invalid("before is not a cursor this daemon gave out".into())
+        })?),
+    };
+    let mut rows = store.message_page(thread, before, limit + 1).await?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_cursor = match rows.last() {
+        Some(last) if more => Some(cursor::before_message(last.seq)),
+        _ => None,
+    };
+    Ok(MessagePage {
+        messages: rows.into_iter().map(Message::from).collect(),
+        next_cursor,
+    })
+}
