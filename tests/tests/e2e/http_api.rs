@@ -262,7 +262,7 @@ async fn a_real_turn_matches_the_openapi_document() {
     );
     check_against(&doc, "ToolCallList", &calls);
     let (_, list) = daemon.get("/api/threads").await;
-    check_against(&doc, "ThreadList", &list);
+    check_against(&doc, "ThreadPage", &list);
     let (_, pool) = daemon.get("/api/pool").await;
     check_against(&doc, "PoolStatus", &pool);
     let (status, error) = daemon.get("/api/threads/thr_missing").await;

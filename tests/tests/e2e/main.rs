@@ -15,6 +15,7 @@ mod events;
 mod faults;
 mod forks;
 mod http_api;
+mod lifecycle;
 mod load;
 mod mcp;
 mod metrics;

@@ -206,6 +206,7 @@ pub struct ThreadWithMessages {
     pub messages: Vec<api::Message>,
     /// `before` for `GET /api/threads/{id}/messages`: the page of messages older than these;
     /// `null` when these are all of them.
+    #[serde(rename = "messagesCursor")]
     pub messages_cursor: Option<String>,
 }
 
