@@ -66,6 +66,16 @@ pub trait LifecycleQueries {
         query: &ThreadQuery<'_>,
     ) -> Result<Vec<ThreadSummaryRow>, StoreError>;
 
+    /// The page of threads whose title or messages hold every word of `words` (an FTS5 query
+    /// on SQLite, [`fts_query`]; the words on PostgreSQL), best match first, `offset` threads
+    /// in; `query`'s filters apply, its cursor does not.
+    async fn search_threads(
+        &self,
+        query: &ThreadQuery<'_>,
+        words: &str,
+        offset: i64,
+    ) -> Result<Vec<ThreadSummaryRow>, StoreError>;
+
     /// The tags of each of `threads`: `(thread, tag)`, by thread, then tag.
     async fn tags_of(&self, threads: &[ThreadId]) -> Result<Vec<(ThreadId, String)>, StoreError>;
 
@@ -102,6 +112,16 @@ pub trait LifecycleQueries {
 
     /// How many rows of each table name the thread (what a delete leaves: all zero).
     async fn thread_rows(&self, id: &ThreadId) -> Result<DeletedRows, StoreError>;
+}
+
+/// `words` as an FTS5 query that matches every word as it is: each quoted (quotes doubled), so
+/// no word is read as an operator.
+pub fn fts_query(words: &str) -> String {
+    words
+        .split_whitespace()
+        .map(|word| format!("\"{}\"", word.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The file ids a thread's messages name, from their stored `blocks` columns.

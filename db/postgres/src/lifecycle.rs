@@ -11,6 +11,35 @@ use sqlx::types::Json;
 
 use crate::{Postgres, ThreadTx};
 
+/// A [`ThreadSummaryRow`] from a row of a query selecting the thread's columns, its
+/// `last_activity_at` and `running` (each query has its own row type).
+macro_rules! summary_row {
+    ($row:expr) => {{
+        let row = $row;
+        ThreadSummaryRow {
+            thread: ThreadRow {
+                id: row.id,
+                title: row.title,
+                model: row.model,
+                cli_session_id: row.cli_session_id,
+                parent_id: row.parent_id,
+                output_schema: row.output_schema,
+                forked_session: row.forked_session,
+                max_budget_usd: row.max_budget_usd,
+                workspace: row.workspace,
+                profile: row.profile,
+                tenant: row.tenant,
+                on_interrupt: row.on_interrupt,
+                archived_at: row.archived_at,
+                created_at: row.created_at,
+                updated_at: row.updated_at,
+            },
+            last_activity_at: row.last_activity_at,
+            running: row.running,
+        }
+    }};
+}
+
 impl LifecycleQueries for Postgres {
     async fn thread_page(
         &self,
@@ -64,30 +93,66 @@ impl LifecycleQueries for Postgres {
         )
         .fetch_all(self.pool())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| ThreadSummaryRow {
-                thread: ThreadRow {
-                    id: row.id,
-                    title: row.title,
-                    model: row.model,
-                    cli_session_id: row.cli_session_id,
-                    parent_id: row.parent_id,
-                    output_schema: row.output_schema,
-                    forked_session: row.forked_session,
-                    max_budget_usd: row.max_budget_usd,
-                    workspace: row.workspace,
-                    profile: row.profile,
-                    tenant: row.tenant,
-                    on_interrupt: row.on_interrupt,
-                    archived_at: row.archived_at,
-                    created_at: row.created_at,
-                    updated_at: row.updated_at,
-                },
-                last_activity_at: row.last_activity_at,
-                running: row.running,
-            })
-            .collect())
+        Ok(rows.into_iter().map(|row| summary_row!(row)).collect())
+    }
+
+    async fn search_threads(
+        &self,
+        query: &ThreadQuery<'_>,
+        words: &str,
+        offset: i64,
+    ) -> Result<Vec<ThreadSummaryRow>, StoreError> {
+        let archived = query.archived.as_str();
+        let rows = sqlx::query!(
+            r#"WITH q AS (SELECT plainto_tsquery('simple', $10) AS q),
+               hits AS (
+                   SELECT m.thread_id AS id, ts_rank(to_tsvector('simple', m.content), q.q) AS score
+                   FROM messages m, q WHERE to_tsvector('simple', m.content) @@ q.q
+                   UNION ALL
+                   SELECT t.id, ts_rank(to_tsvector('simple', COALESCE(t.title, '')), q.q) * 2
+                   FROM threads t, q WHERE to_tsvector('simple', COALESCE(t.title, '')) @@ q.q),
+               best AS (SELECT id, MAX(score) AS score FROM hits GROUP BY id)
+               SELECT t.id AS "id: ThreadId", t.title, t.model,
+                      t.cli_session_id AS "cli_session_id: CliSessionId",
+                      t.parent_id AS "parent_id: ThreadId",
+                      t.output_schema AS "output_schema: serde_json::Value",
+                      t.forked_session AS "forked_session: CliSessionId",
+                      t.max_budget_usd,
+                      t.workspace AS "workspace: Json<Workspace>", t.profile, t.tenant,
+                      t.on_interrupt AS "on_interrupt: OnInterrupt",
+                      t.archived_at::timestamptz AS "archived_at",
+                      t.created_at::timestamptz AS "created_at!",
+                      t.updated_at::timestamptz AS "updated_at!",
+                      t.last_activity_at::timestamptz AS "last_activity_at!",
+                      EXISTS(SELECT 1 FROM messages m
+                             WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!"
+               FROM best b JOIN threads t ON t.id = b.id
+               WHERE ($1::text IS NULL OR t.tenant = $1)
+                 AND ($2::text = 'any' OR ($2 = 'live') = (t.archived_at IS NULL))
+                 AND ($3::text IS NULL OR t.profile = $3)
+                 AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM thread_tags g
+                                            WHERE g.thread_id = t.id AND g.tag = $4))
+                 AND ($5::text IS NULL OR t.created_at >= $5)
+                 AND ($6::text IS NULL OR t.created_at < $6)
+                 AND ($7::text IS NULL OR t.last_activity_at >= $7)
+                 AND ($8::text IS NULL OR t.last_activity_at < $8)
+               ORDER BY b.score DESC, t.id DESC
+               LIMIT $9 OFFSET $11"#,
+            query.tenant,
+            archived,
+            query.profile,
+            query.tag,
+            query.created_from,
+            query.created_to,
+            query.active_from,
+            query.active_to,
+            query.limit,
+            words,
+            offset,
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(|row| summary_row!(row)).collect())
     }
 
     async fn tags_of(&self, threads: &[ThreadId]) -> Result<Vec<(ThreadId, String)>, StoreError> {

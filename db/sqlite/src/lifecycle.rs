@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    files_named, now_text, DeletedRows, Fence, LifecycleQueries, MessageId, MessageRow,
+    files_named, fts_query, now_text, DeletedRows, Fence, LifecycleQueries, MessageId, MessageRow,
     MessageStatus, OnInterrupt, Origin, Role, StoreError, ThreadChange, ThreadQuery, ThreadRow,
     ThreadSummaryRow, Workspace,
 };
@@ -11,6 +11,35 @@ use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::types::Json;
 
 use crate::{Sqlite, ThreadTx};
+
+/// A [`ThreadSummaryRow`] from a row of a query selecting the thread's columns, its
+/// `last_activity_at` and `running` (each query has its own row type).
+macro_rules! summary_row {
+    ($row:expr) => {{
+        let row = $row;
+        ThreadSummaryRow {
+            thread: ThreadRow {
+                id: row.id,
+                title: row.title,
+                model: row.model,
+                cli_session_id: row.cli_session_id,
+                parent_id: row.parent_id,
+                output_schema: row.output_schema,
+                forked_session: row.forked_session,
+                max_budget_usd: row.max_budget_usd,
+                workspace: row.workspace,
+                profile: row.profile,
+                tenant: row.tenant,
+                on_interrupt: row.on_interrupt,
+                archived_at: row.archived_at,
+                created_at: row.created_at,
+                updated_at: row.updated_at,
+            },
+            last_activity_at: row.last_activity_at,
+            running: row.running,
+        }
+    }};
+}
 
 impl LifecycleQueries for Sqlite {
     async fn thread_page(
@@ -64,30 +93,61 @@ impl LifecycleQueries for Sqlite {
         )
         .fetch_all(self.pool())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| ThreadSummaryRow {
-                thread: ThreadRow {
-                    id: row.id,
-                    title: row.title,
-                    model: row.model,
-                    cli_session_id: row.cli_session_id,
-                    parent_id: row.parent_id,
-                    output_schema: row.output_schema,
-                    forked_session: row.forked_session,
-                    max_budget_usd: row.max_budget_usd,
-                    workspace: row.workspace,
-                    profile: row.profile,
-                    tenant: row.tenant,
-                    on_interrupt: row.on_interrupt,
-                    archived_at: row.archived_at,
-                    created_at: row.created_at,
-                    updated_at: row.updated_at,
-                },
-                last_activity_at: row.last_activity_at,
-                running: row.running,
-            })
-            .collect())
+        Ok(rows.into_iter().map(|row| summary_row!(row)).collect())
+    }
+
+    async fn search_threads(
+        &self,
+        query: &ThreadQuery<'_>,
+        words: &str,
+        offset: i64,
+    ) -> Result<Vec<ThreadSummaryRow>, StoreError> {
+        let archived = query.archived.as_str();
+        let matched = fts_query(words);
+        let rows = sqlx::query!(
+            r#"WITH hits AS (
+                   SELECT thread_id, MIN(rank) AS score FROM thread_search
+                   WHERE thread_search MATCH ?10 GROUP BY thread_id)
+               SELECT t.id AS "id!: ThreadId", t.title, t.model,
+                      t.cli_session_id AS "cli_session_id: CliSessionId",
+                      t.parent_id AS "parent_id: ThreadId",
+                      t.output_schema AS "output_schema: serde_json::Value",
+                      t.forked_session AS "forked_session: CliSessionId",
+                      t.max_budget_usd,
+                      t.workspace AS "workspace: Json<Workspace>", t.profile, t.tenant,
+                      t.on_interrupt AS "on_interrupt: OnInterrupt",
+                      t.archived_at AS "archived_at: DateTime<Utc>",
+                      t.created_at AS "created_at: DateTime<Utc>",
+                      t.updated_at AS "updated_at: DateTime<Utc>",
+                      t.last_activity_at AS "last_activity_at!: DateTime<Utc>",
+                      EXISTS(SELECT 1 FROM messages m
+                             WHERE m.thread_id = t.id AND m.status = 'pending') AS "running!: bool"
+               FROM hits h JOIN threads t ON t.id = h.thread_id
+               WHERE (?1 IS NULL OR t.tenant = ?1)
+                 AND (?2 = 'any' OR (?2 = 'live') = (t.archived_at IS NULL))
+                 AND (?3 IS NULL OR t.profile = ?3)
+                 AND (?4 IS NULL OR EXISTS (SELECT 1 FROM thread_tags g
+                                            WHERE g.thread_id = t.id AND g.tag = ?4))
+                 AND (?5 IS NULL OR t.created_at >= ?5) AND (?6 IS NULL OR t.created_at < ?6)
+                 AND (?7 IS NULL OR t.last_activity_at >= ?7)
+                 AND (?8 IS NULL OR t.last_activity_at < ?8)
+               ORDER BY h.score, t.id DESC
+               LIMIT ?9 OFFSET ?11"#,
+            query.tenant,
+            archived,
+            query.profile,
+            query.tag,
+            query.created_from,
+            query.created_to,
+            query.active_from,
+            query.active_to,
+            query.limit,
+            matched,
+            offset,
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(|row| summary_row!(row)).collect())
     }
 
     async fn tags_of(&self, threads: &[ThreadId]) -> Result<Vec<(ThreadId, String)>, StoreError> {

@@ -28,6 +28,21 @@ pub fn parse_thread(cursor: &str) -> Option<(String, String)> {
     }
 }
 
+/// The cursor of a search's page starting `offset` threads in (a search ranks, so its pages
+/// are counted; a thread that starts to match meanwhile can shift them by one).
+pub fn search_from(offset: i64) -> String {
+    URL_SAFE_NO_PAD.encode(format!("s\n{offset}"))
+}
+
+/// The offset of [`search_from`]; `None` for anything else.
+pub fn parse_search(cursor: &str) -> Option<i64> {
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    text.strip_prefix("s\n")?
+        .parse()
+        .ok()
+        .filter(|n: &i64| *n >= 0)
+}
+
 /// The cursor before the message `seq`.
 pub fn before_message(seq: i64) -> String {
     URL_SAFE_NO_PAD.encode(format!("m\n{seq}"))
@@ -59,5 +74,8 @@ mod tests {
             assert_eq!(parse_thread(bad), None, "{bad}");
         }
         assert_eq!(parse_message(&cursor), None);
+        assert_eq!(parse_search(&search_from(100)), Some(100));
+        assert_eq!(parse_search(&cursor), None);
+        assert_eq!(parse_thread(&search_from(1)), None);
     }
 }

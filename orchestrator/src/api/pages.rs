@@ -26,6 +26,9 @@ pub struct ThreadFilters {
     pub limit: Option<i64>,
     /// `nextCursor` of the previous page.
     pub cursor: Option<String>,
+    /// Words the thread's title or messages must all hold: the threads then come best match
+    /// first.
+    pub q: Option<String>,
     /// `false` (the default: live threads), `true` (archived ones) or `all`.
     pub archived: Option<String>,
     /// Threads of this profile only.
@@ -99,13 +102,17 @@ pub async fn threads(
             )))
         }
     };
-    let after =
-        match &filters.cursor {
-            None => None,
-            Some(text) => Some(cursor::parse_thread(text).ok_or_else(|| {
-                PageError::Invalid("cursor is not one this daemon gave out".into())
-            })?),
-        };
+    let words = filters
+        .q
+        .as_deref()
+        .map(str::trim)
+        .filter(|q| !q.is_empty());
+    let bad_cursor = || PageError::Invalid("cursor is not one this daemon gave out".into());
+    let (after, offset) = match (&filters.cursor, words) {
+        (None, _) => (None, 0),
+        (Some(text), None) => (Some(cursor::parse_thread(text).ok_or_else(bad_cursor)?), 0),
+        (Some(text), Some(_)) => (None, cursor::parse_search(text).ok_or_else(bad_cursor)?),
+    };
     let query = ThreadQuery {
         // A tenant's caller sees its tenant's threads only.
         tenant: if caller.sees_all() {
@@ -124,10 +131,14 @@ pub async fn threads(
         // One more than asked: whether there is a next page.
         limit: limit + 1,
     };
-    let mut rows = store.thread_page(&query).await?;
+    let mut rows = match words {
+        None => store.thread_page(&query).await?,
+        Some(words) => store.search_threads(&query, words, offset).await?,
+    };
     let more = rows.len() as i64 > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     let next_cursor = match rows.last() {
+        Some(_) if more && words.is_some() => Some(cursor::search_from(offset + limit)),
         Some(last) if more => Some(cursor::after_thread(last.last_activity_at, &last.thread.id)),
         _ => None,
     };

@@ -18,6 +18,17 @@ impl Store {
         on_db!(self, db => db.thread_page(query).await)
     }
 
+    /// A page of the threads whose title or messages hold every word of `words`, best first.
+    pub async fn search_threads(
+        &self,
+        query: &ThreadQuery<'_>,
+        words: &str,
+        offset: i64,
+    ) -> Result<Vec<ThreadSummaryRow>, StoreError> {
+        let _timer = self.metrics.time("search_threads");
+        on_db!(self, db => db.search_threads(query, words, offset).await)
+    }
+
     /// The tags of each of `threads`, by thread.
     pub async fn tags_of(
         &self,
@@ -121,6 +132,45 @@ mod tests {
             assert_eq!(archived.len(), 1);
             let back = store.change_thread(&made[1], &ThreadChange { unarchive: true, ..Default::default() }).await.unwrap();
             assert_eq!(back.archived_at, None);
+        }
+
+        /// Search finds threads by every word of their title or messages, follows a rename and
+        /// a delete, keeps the filters, and reads operators as plain words.
+        async fn search_finds_titles_and_messages(store: sqlite_memory) {
+            let say = |thread: &plugin_contract::ThreadId, text: &str| NewUserMessage {
+                thread_id: thread.clone(),
+                content: text.into(),
+                client_message_id: None,
+                model: None,
+                origin: Origin::User,
+                caller: None,
+            };
+            let fox = store.create_thread(NewThread { title: Some("Fox report".into()), ..Default::default() }).await.unwrap().id;
+            let quick = store.create_thread(NewThread { tenant: Some("acme".into()), ..Default::default() }).await.unwrap().id;
+            let dog = store.create_thread(NewThread::default()).await.unwrap().id;
+            store.insert_user_message(say(&quick, "the quick brown fox jumps"), None).await.unwrap();
+            store.insert_user_message(say(&dog, "a lazy dog (\"NEAR\" OR *) sleeps"), None).await.unwrap();
+            let find = |words: &'static str, tenant: Option<&'static str>| {
+                let store = store.clone();
+                async move {
+                    let query = ThreadQuery { tenant, limit: 10, ..Default::default() };
+                    let mut ids: Vec<String> = store.search_threads(&query, words, 0).await.unwrap()
+                        .into_iter().map(|s| s.thread.id.as_str().to_owned()).collect();
+                    ids.sort();
+                    ids
+                }
+            };
+            let mut both = vec![fox.as_str().to_owned(), quick.as_str().to_owned()];
+            both.sort();
+            assert_eq!(find("fox", None).await, both);
+            assert_eq!(find("quick FOX", None).await, [quick.as_str()]);
+            assert_eq!(find("fox", Some("acme")).await, [quick.as_str()]);
+            assert_eq!(find("\"NEAR\" OR *", None).await.len(), 1, "operators are words");
+            assert!(find("cat", None).await.is_empty());
+            store.change_thread(&dog, &ThreadChange { title: Some(Some("Kennel")), ..Default::default() }).await.unwrap();
+            assert_eq!(find("kennel", None).await, [dog.as_str()]);
+            store.delete_thread(&quick).await.unwrap();
+            assert_eq!(find("quick", None).await, Vec::<String>::new());
         }
 
         /// A delete leaves nothing of the thread in any table, keeps its child (without a

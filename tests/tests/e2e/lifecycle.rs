@@ -321,3 +321,61 @@ async fn with_cascade_a_delete_takes_the_children_too() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_are_found_by_the_words_of_their_titles_and_messages() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let mut found = Vec::new();
+    for n in 0..5 {
+        let thread = daemon.create_thread().await;
+        daemon
+            .reply(&thread, &format!("invoice number {n} for the harbour"))
+            .await;
+        found.push(thread);
+    }
+    let titled = daemon.create_thread().await;
+    daemon
+        .patch(
+            &format!("/api/threads/{titled}"),
+            json!({"title": "Harbour invoices"}),
+        )
+        .await;
+    let other = daemon.create_thread().await;
+    daemon.reply(&other, "nothing to see").await;
+    found.push(titled);
+
+    let pages = all_pages(
+        &daemon,
+        "/api/threads?q=harbour%20invoice&limit=2",
+        "threads",
+        "cursor",
+        || {},
+    )
+    .await;
+    let mut ids: Vec<String> = pages
+        .iter()
+        .flatten()
+        .filter_map(|t| t["id"].as_str().map(str::to_owned))
+        .collect();
+    // "invoice" is a word of every message; the title says "invoices": five threads match.
+    assert_eq!(ids.len(), 5, "{ids:?}");
+    ids.sort();
+    let mut expected = found[..5].to_vec();
+    expected.sort();
+    assert_eq!(ids, expected);
+    let (_, one) = daemon.get("/api/threads?q=number%203").await;
+    assert_eq!(one["threads"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(one["threads"][0]["id"], found[3].as_str());
+    let (_, titles) = daemon.get("/api/threads?q=invoices").await;
+    assert_eq!(titles["threads"][0]["id"], found[5].as_str(), "{titles}");
+
+    let mcp = McpHttp::new(&daemon.base, None);
+    let answer = mcp
+        .call_tool(1, "threads__list", json!({"q": "nothing"}))
+        .await;
+    let listed = &answer.result()["structuredContent"]["threads"];
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["threadId"], other.as_str());
+    daemon.stop().await;
+}

@@ -649,6 +649,7 @@ impl Tool for List {
                     "limit": {"type": "integer", "minimum": 1, "maximum": pages::MAX_LIMIT, "default": pages::DEFAULT_LIMIT, "description": "Threads per page."},
                     "cursor": {"type": "string", "minLength": 1, "description": "nextCursor of the previous page."},
                     "archived": {"enum": ["false", "true", "all"], "default": "false", "description": "Live threads (the default), archived ones, or all."},
+                    "q": {"type": "string", "minLength": 1, "description": "Words the thread's title or messages all hold; best match first."},
                     "tag": {"type": "string", "minLength": 1, "description": "Threads with this tag only."},
                     "profile": {"type": "string", "minLength": 1, "description": "Threads of this profile only."}
                 },
@@ -673,6 +674,7 @@ impl Tool for List {
             cursor: optional_string(&input, "cursor"),
             archived: optional_string(&input, "archived"),
             tag: optional_string(&input, "tag"),
+            q: optional_string(&input, "q"),
             profile: optional_string(&input, "profile"),
             ..ThreadFilters::default()
         };
