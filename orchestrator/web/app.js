@@ -15,6 +15,7 @@ import { StreamRenderer } from './markdown.js';
 import { poolPanel } from './pool.js';
 import { deliveriesPanel, schedulesPanel } from './automation.js';
 import { workspaceControls } from './workspace.js';
+import { threadList } from './threadlist.js';
 import {
   composerAttachments, forApi, linkWrittenFile, showMedia, textOf,
 } from './attachments.js';
@@ -40,6 +41,7 @@ const ui = {
   send: hook('send'),
   interrupt: hook('interrupt'),
   attachments: hook('attachments'),
+  older: hook('older-messages'),
   attach: hook('attach-input'),
 };
 const attachments = composerAttachments({
@@ -67,60 +69,23 @@ function setConnection(state, text) {
 // ---------------------------------------------------------------------------------------------
 // Threads.
 
-let threads = [];
+const list = threadList({
+  open: (id) => openThread(id, true),
+  openId: () => current && current.id,
+  showError,
+});
+const refreshThreads = () => list.refresh();
+const renderThreads = () => list.render();
 
 function threadIdFromUrl() {
   return new URLSearchParams(window.location.search).get('thread');
-}
-
-async function refreshThreads() {
-  try {
-    const answer = await api('GET', '/api/threads');
-    threads = answer.threads;
-    renderThreads();
-  } catch (err) {
-    if (!(err instanceof NetworkError)) showError(`Could not list threads: ${err.message}`);
-  }
-}
-
-function renderThreads() {
-  const items = threads.map((thread) => {
-    const li = document.createElement('li');
-    li.dataset.threadId = thread.id;
-    li.dataset.state = thread.running ? 'running' : 'idle';
-    if (current && current.id === thread.id) li.classList.add('open');
-    const button = document.createElement('button');
-    button.type = 'button';
-    const title = document.createElement('span');
-    title.className = 'title';
-    title.textContent = thread.title || `Untitled ${thread.id.slice(-6)}`;
-    const meta = document.createElement('span');
-    meta.className = 'meta';
-    const activity = thread.lastActivityAt || thread.updatedAt;
-    meta.textContent = `${thread.running ? 'running' : 'idle'} · ${ago(activity)}`;
-    meta.title = new Date(activity).toLocaleString();
-    button.append(title, meta);
-    button.addEventListener('click', () => openThread(thread.id, true));
-    li.append(button);
-    return li;
-  });
-  ui.threadList.replaceChildren(...items);
-}
-
-function ago(iso) {
-  const seconds = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
-  if (seconds < 60) return `${seconds}s ago`;
-  if (seconds < 3600) return `${Math.round(seconds / 60)}m ago`;
-  if (seconds < 86400) return `${Math.round(seconds / 3600)}h ago`;
-  return `${Math.round(seconds / 86400)}d ago`;
 }
 
 ui.newThread.addEventListener('click', async () => {
   try {
     const thread = await api('POST', '/api/threads', place.newThreadBody());
     place.clearNewThread();
-    threads.unshift({ ...thread, running: false, lastActivityAt: thread.updatedAt });
-    renderThreads();
+    list.add(thread);
     await openThread(thread.id, true);
     ui.composer.focus();
   } catch (err) {
@@ -193,11 +158,20 @@ async function openThread(id, push) {
   place.showWorkspace(answer.workspace || null);
   place.showArchived(Boolean(answer.archivedAt));
   place.showTurnOptions();
+  // The thread shows its last page; "Older messages" asks for more, page by page.
+  let { messages, messagesCursor: older } = answer;
+  while (older && messages.length < answer.messages.length + (olderWanted.get(id) || 0)) {
+    const page = await api('GET', `/api/threads/${encodeURIComponent(id)}/messages?limit=100&before=${older}`);
+    messages = page.messages.reverse().concat(messages);
+    older = page.nextCursor;
+  }
+  if (current !== state) return;
+  ui.older.hidden = !older;
   const replies = new Map();
-  for (const message of answer.messages) {
+  for (const message of messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
   }
-  for (const message of answer.messages) {
+  for (const message of messages) {
     if (message.role !== 'user') continue;
     const turn = addTurn(state, message.id, message.clientMessageId, message.content, message.origin);
     showMedia(turn.userEl, message.blocks);
@@ -222,6 +196,13 @@ async function openThread(id, push) {
   followEvents(state);
   flushOutbox();
 }
+
+const olderWanted = new Map(); // thread id → how many older messages to show
+ui.older.addEventListener('click', () => {
+  if (!current) return;
+  olderWanted.set(current.id, (olderWanted.get(current.id) || 0) + 50);
+  openThread(current.id, false);
+});
 
 function showModel(state) {
   const model = (state.thread && state.thread.model) || state.model;
@@ -778,6 +759,17 @@ const place = workspaceControls({
   current: () => current,
   composer: ui.form,
   refreshThreads,
+  closeThread: () => {
+    if (current) current.abort.abort();
+    current = null;
+    window.history.pushState({}, '', window.location.pathname);
+    ui.messages.replaceChildren();
+    ui.older.hidden = true;
+    ui.form.hidden = true;
+    ui.empty.hidden = false;
+    ui.title.textContent = '';
+    refreshThreads();
+  },
 });
 
 setConnection('idle', '');

@@ -22,6 +22,7 @@ export function workspaceControls(deps) {
     diffSummary: hook('diff-summary'),
     diffPatch: hook('diff-patch'),
     archive: hook('archive'),
+    delete: hook('delete-thread'),
     archived: hook('archived'),
     turnMode: hook('turn-mode'),
     turnServers: hook('turn-servers'),
@@ -62,6 +63,7 @@ export function workspaceControls(deps) {
   function showArchived(archived) {
     ui.archived.hidden = archived !== true;
     ui.archive.hidden = archived !== false;
+    ui.delete.hidden = archived === null;
     if (archived !== null) deps.composer.hidden = archived;
   }
 
@@ -80,6 +82,19 @@ export function workspaceControls(deps) {
       deps.refreshThreads();
     } catch (err) {
       deps.showError(`Could not archive the thread: ${err.message}`);
+    }
+  });
+
+  ui.delete.addEventListener('click', async () => {
+    const state = deps.current();
+    if (!state) return;
+    if (!window.confirm('Delete this thread and everything of it? This cannot be undone.')) return;
+    try {
+      await deps.api('DELETE', `/api/threads/${encodeURIComponent(state.id)}`);
+      showArchived(null);
+      deps.closeThread();
+    } catch (err) {
+      deps.showError(`Could not delete the thread: ${err.message}`);
     }
   });
 

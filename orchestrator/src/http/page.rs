@@ -65,6 +65,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../web/workspace.js"),
     },
     Asset {
+        name: "threadlist.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/threadlist.js"),
+    },
+    Asset {
         name: "attachments.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../web/attachments.js"),

@@ -6,6 +6,7 @@ mod approvals;
 mod attachments;
 mod automation;
 mod chat;
+mod lifecycle;
 mod markdown;
 mod resilience;
 mod support;

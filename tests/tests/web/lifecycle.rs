@@ -1,0 +1,110 @@
+//! A hundred threads on the page: the list shows a page and "More threads" the next; the search
+//! box finds a thread by a word of its title; "Older messages" shows what the last page left
+//! out; Delete removes the open thread.
+
+use serde_json::json;
+
+use crate::support::{Page, QUICK, TURN};
+
+/// The ids the sidebar lists.
+const LISTED: &str = "return [...document.querySelectorAll('[data-testid=thread-list] li')].map((li) => li.dataset.threadId);";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_pages_searches_shows_older_messages_and_deletes() {
+    let page = Page::open(|_| {}).await;
+    let mut made = Vec::new();
+    for _ in 0..55 {
+        made.push(page.daemon.create_thread().await);
+    }
+    let long = made[0].clone();
+    for n in 0..26 {
+        page.daemon.reply(&long, &format!("turn {n}")).await;
+    }
+    page.daemon
+        .patch(
+            &format!("/api/threads/{}", made[1]),
+            json!({"title": "Harbour dues"}),
+        )
+        .await;
+    page.browser.client.refresh().await.expect("reload");
+    page.wait_js(
+        QUICK,
+        "a page of threads and More threads",
+        &format!("const ids = (() => {{ {LISTED} }})(); return ids.length === 50 && !document.querySelector('[data-testid=more-threads]').hidden;"),
+    )
+    .await;
+    page.browser
+        .hook("more-threads")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let all = page
+        .wait_js(
+            QUICK,
+            "every thread after More threads",
+            &format!("const ids = (() => {{ {LISTED} }})(); return ids.length === 55 && document.querySelector('[data-testid=more-threads]').hidden && ids;"),
+        )
+        .await;
+    let listed: Vec<String> = serde_json::from_value(all).unwrap();
+    assert_eq!(
+        listed[..2],
+        [made[1].clone(), long.clone()],
+        "the most recently active first: renamed, then talked to"
+    );
+    let mut sorted = listed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 55);
+
+    page.browser
+        .hook("thread-search")
+        .await
+        .unwrap()
+        .send_keys("harbour")
+        .await
+        .unwrap();
+    let found = page
+        .wait_js(
+            QUICK,
+            "the search finds the titled thread",
+            &format!("const ids = (() => {{ {LISTED} }})(); return ids.length === 1 && ids[0];"),
+        )
+        .await;
+    assert_eq!(found, json!(made[1]));
+
+    // The long thread shows its last page, then the older messages on demand.
+    let users = "return document.querySelectorAll('[data-testid=message][data-role=user]').length;";
+    page.browser
+        .client
+        .goto(&format!("{}/?thread={long}", page.link.url()))
+        .await
+        .unwrap();
+    page.wait_js(TURN, "the last page: 25 turns", &format!("return (() => {{ {users} }})() === 25 && !document.querySelector('[data-testid=older-messages]').hidden;"))
+        .await;
+    page.browser
+        .hook("older-messages")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    page.wait_js(QUICK, "all 26 turns", &format!("return (() => {{ {users} }})() === 26 && document.querySelector('[data-testid=older-messages]').hidden;"))
+        .await;
+
+    page.browser
+        .client
+        .execute("window.confirm = () => true; document.querySelector('[data-testid=delete-thread]').click();", vec![])
+        .await
+        .unwrap();
+    page.wait_js(
+        QUICK,
+        "the deleted thread is closed and gone from the list",
+        &format!("const ids = (() => {{ {LISTED} }})(); return !document.querySelector('[data-testid=empty]').hidden && !ids.includes({long:?}) && ids.length > 0;"),
+    )
+    .await;
+    let (status, _) = page.daemon.get(&format!("/api/threads/{long}")).await;
+    assert_eq!(status, 404);
+    page.finish(false).await;
+}
