@@ -133,6 +133,7 @@ async function openThread(id, push) {
   }
   hideError();
   ui.messages.replaceChildren();
+  delete ui.messages.dataset.lastEventId;
   ui.empty.hidden = true;
   ui.form.hidden = false;
   ui.title.textContent = 'Loading…';
@@ -167,6 +168,9 @@ async function openThread(id, push) {
   }
   if (current !== state) return;
   ui.older.hidden = !older;
+  // The event log replays from the start: what it says of messages not shown is skipped.
+  const firstShown = messages.find((m) => m.role === 'user');
+  state.skipUntil = older && firstShown ? firstShown.id : null;
   const replies = new Map();
   for (const message of messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
@@ -446,9 +450,12 @@ function labelled(label, text) {
 function applyEvent(state, event) {
   if (event.id <= state.lastEventId) return;
   state.lastEventId = event.id;
+  ui.messages.dataset.lastEventId = event.id; // how far into the log the page is
   const data = event.data || {};
   const messageId = event.messageId;
   if (event.kind === 'message_received') {
+    if (state.skipUntil && messageId !== state.skipUntil) return;
+    state.skipUntil = null;
     if (state.turns.has(messageId)) return;
     const turn = data.clientMessageId && state.pending.has(data.clientMessageId)
       ? bindTurn(state, data.clientMessageId, messageId)

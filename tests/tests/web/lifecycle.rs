@@ -81,8 +81,22 @@ async fn the_page_pages_searches_shows_older_messages_and_deletes() {
         .goto(&format!("{}/?thread={long}", page.link.url()))
         .await
         .unwrap();
-    page.wait_js(TURN, "the last page: 25 turns", &format!("return (() => {{ {users} }})() === 25 && !document.querySelector('[data-testid=older-messages]').hidden;"))
+    // Once the page has read the whole event log (which names every message), it still shows
+    // the last page only.
+    let events = page
+        .daemon
+        .daemon()
+        .store
+        .events_after(&plugin_contract::ThreadId::from_string(&long), 0, 10_000)
+        .await
+        .unwrap();
+    let last_event = events.last().expect("the thread's events").id;
+    page.wait_js(TURN, "the event log read", &format!("return Number(document.querySelector('[data-testid=messages]').dataset.lastEventId) >= {last_event};"))
         .await;
+    let shown = page
+        .wait_js(QUICK, "the last page: 25 turns", &format!("return !document.querySelector('[data-testid=older-messages]').hidden && (() => {{ {users} }})();"))
+        .await;
+    assert_eq!(shown, json!(25));
     page.browser
         .hook("older-messages")
         .await
