@@ -23,16 +23,18 @@
 //! terminal event and the outcome row in one transaction),
 //! `events.rs` (the per-thread log SSE replays), `tool_calls.rs`, `transcripts.rs` (the CLI's
 //! transcript entries, to restore a session), `leases/` (which node owns a thread when several
-//! share the database), `usage.rs` and `permissions.rs`. Each has its tests, run on both
-//! databases (`store_tests!`).
+//! share the database), `usage.rs`, `permissions.rs`, `files.rs` (images and documents) and
+//! `lifecycle.rs` (pages of threads and messages, search, tags, delete). Each has its tests,
+//! run on both databases (`store_tests!`).
 //!
 //! A stored value that does not decode becomes [`StoreError::Corrupt`] instead of a panic.
 //! Timestamps are written as RFC 3339 UTC text of fixed width ([`now_text`]) on both databases,
 //! so text order is time order.
 //!
-//! **Invariant:** nothing here deletes rows but audit entries past their keep
-//! (`Store::purge_audit`); a thread, once created, exists for good. Code that
-//! checks a thread exists and then writes relies on it.
+//! **Invariant:** rows are deleted only with their thread (`Store::delete_thread`, in one
+//! transaction past the thread's fence, after the pipeline stopped its turn) and as audit
+//! entries past their keep (`Store::purge_audit`). A write racing a delete of its thread fails
+//! (`ThreadNotFound`, a foreign key) instead of leaving a row behind.
 
 mod audit;
 mod events;

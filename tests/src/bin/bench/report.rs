@@ -27,6 +27,7 @@ pub(super) struct Report<'a> {
     pub(super) webhooks: &'a webhooks::Outcome,
     pub(super) callers: &'a callers::Outcome,
     pub(super) files: &'a files::Outcome,
+    pub(super) scale: &'a scale::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -177,6 +178,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     webhooks::render(&mut out, r.webhooks)?;
     callers::render(&mut out, r.callers)?;
     files::render(&mut out, r.files)?;
+    scale::render(&mut out, r.scale)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
