@@ -272,118 +272,55 @@ impl LifecycleQueries for Sqlite {
         )
         .execute(&mut *c)
         .await?;
+        // Each table's rows of the thread, counted.
+        macro_rules! delete {
+            ($table:ident, $sql:literal) => {
+                deleted.push((
+                    stringify!($table),
+                    sqlx::query!($sql, id)
+                        .execute(&mut *c)
+                        .await?
+                        .rows_affected(),
+                ))
+            };
+        }
         let n = |r: sqlx::sqlite::SqliteQueryResult| r.rows_affected();
-        deleted.push((
-            "webhook_deliveries",
-            n(
-                sqlx::query!("DELETE FROM webhook_deliveries WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "webhook_events",
-            n(
-                sqlx::query!("DELETE FROM webhook_events WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "schedule_runs",
-            n(sqlx::query!(
-                "DELETE FROM schedule_runs WHERE thread_id = ?1
-                    OR schedule_id IN (SELECT id FROM schedules WHERE thread_id = ?1)",
-                id
-            )
-            .execute(&mut *c)
-            .await?),
-        ));
-        deleted.push((
-            "schedules",
-            n(
-                sqlx::query!("DELETE FROM schedules WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "turn_outcomes",
-            n(
-                sqlx::query!("DELETE FROM turn_outcomes WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "permissions",
-            n(
-                sqlx::query!("DELETE FROM permissions WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "tool_calls",
-            n(
-                sqlx::query!("DELETE FROM tool_calls WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "events",
-            n(sqlx::query!("DELETE FROM events WHERE thread_id = ?1", id)
-                .execute(&mut *c)
-                .await?),
-        ));
-        deleted.push((
-            "transcript_entries",
-            n(
-                sqlx::query!("DELETE FROM transcript_entries WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "thread_callbacks",
-            n(
-                sqlx::query!("DELETE FROM thread_callbacks WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "leases",
-            n(sqlx::query!("DELETE FROM leases WHERE thread_id = ?1", id)
-                .execute(&mut *c)
-                .await?),
-        ));
-        deleted.push((
-            "thread_tags",
-            n(
-                sqlx::query!("DELETE FROM thread_tags WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
-        deleted.push((
-            "delegations",
-            n(sqlx::query!(
-                "DELETE FROM delegations WHERE child = ?1 OR parent = ?1",
-                id
-            )
-            .execute(&mut *c)
-            .await?),
-        ));
-        deleted.push((
-            "messages",
-            n(
-                sqlx::query!("DELETE FROM messages WHERE thread_id = ?1", id)
-                    .execute(&mut *c)
-                    .await?,
-            ),
-        ));
+        delete!(
+            webhook_deliveries,
+            "DELETE FROM webhook_deliveries WHERE thread_id = ?1"
+        );
+        delete!(
+            webhook_events,
+            "DELETE FROM webhook_events WHERE thread_id = ?1"
+        );
+        delete!(
+            schedule_runs,
+            "DELETE FROM schedule_runs WHERE thread_id = ?1
+                    OR schedule_id IN (SELECT id FROM schedules WHERE thread_id = ?1)"
+        );
+        delete!(schedules, "DELETE FROM schedules WHERE thread_id = ?1");
+        delete!(
+            turn_outcomes,
+            "DELETE FROM turn_outcomes WHERE thread_id = ?1"
+        );
+        delete!(permissions, "DELETE FROM permissions WHERE thread_id = ?1");
+        delete!(tool_calls, "DELETE FROM tool_calls WHERE thread_id = ?1");
+        delete!(events, "DELETE FROM events WHERE thread_id = ?1");
+        delete!(
+            transcript_entries,
+            "DELETE FROM transcript_entries WHERE thread_id = ?1"
+        );
+        delete!(
+            thread_callbacks,
+            "DELETE FROM thread_callbacks WHERE thread_id = ?1"
+        );
+        delete!(leases, "DELETE FROM leases WHERE thread_id = ?1");
+        delete!(thread_tags, "DELETE FROM thread_tags WHERE thread_id = ?1");
+        delete!(
+            delegations,
+            "DELETE FROM delegations WHERE child = ?1 OR parent = ?1"
+        );
+        delete!(messages, "DELETE FROM messages WHERE thread_id = ?1");
         sqlx::query!(
             "UPDATE threads SET parent_id = NULL WHERE parent_id = ?1",
             id
