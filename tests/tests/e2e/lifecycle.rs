@@ -185,6 +185,43 @@ async fn a_threads_messages_come_in_pages_and_the_thread_shows_the_last() {
     );
     let (status, _) = daemon.get("/api/threads/thr_nope/messages").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // `threads__get` pages the same way.
+    let mcp = McpHttp::new(&daemon.base, None);
+    let got = mcp
+        .call_tool(1, "threads__get", json!({"threadId": thread}))
+        .await;
+    let last = &got.result()["structuredContent"];
+    assert_eq!(last["messages"].as_array().unwrap().len(), 50);
+    assert_eq!(last["messages"][0]["seq"], 3);
+    let before = last["messagesCursor"]
+        .as_str()
+        .expect("older ones")
+        .to_owned();
+    let older = mcp
+        .call_tool(
+            2,
+            "threads__get",
+            json!({"threadId": thread, "before": before}),
+        )
+        .await;
+    let older = &older.result()["structuredContent"];
+    let seqs: Vec<i64> = older["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["seq"].as_i64())
+        .collect();
+    assert_eq!(seqs, [1, 2], "oldest first within the page");
+    assert!(older["messagesCursor"].is_null());
+    let bad = mcp
+        .call_tool(
+            3,
+            "threads__get",
+            json!({"threadId": thread, "before": "nope"}),
+        )
+        .await;
+    assert_eq!(bad.result()["isError"], true, "{}", bad.last());
     daemon.stop().await;
 }
 

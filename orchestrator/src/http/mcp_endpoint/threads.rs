@@ -585,6 +585,7 @@ impl Tool for Get {
         let mut properties = thread_schema();
         // Every status a stored message can have (a budget's `refused` included).
         let statuses: Vec<&str> = MessageStatus::ALL.iter().map(|s| s.as_str()).collect();
+        properties["messagesCursor"] = json!({"type": ["string", "null"], "description": "`before` for the page of older messages; null when these are all."});
         properties["messages"] = json!({
             "type": "array",
             "items": {
@@ -604,17 +605,24 @@ impl Tool for Get {
         });
         ToolSpec {
             name: "get".into(),
-            description: "A Harness thread with all its messages, oldest first.".into(),
+            description: "A Harness thread with its last page of messages, oldest first; \
+                          messagesCursor, when there are older ones, is `before` for the page \
+                          before it."
+                .into(),
             input_schema: json!({
                 "type": "object",
-                "properties": {"threadId": {"type": "string", "minLength": 1}},
+                "properties": {
+                    "threadId": {"type": "string", "minLength": 1},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": pages::MAX_LIMIT, "default": pages::DEFAULT_LIMIT, "description": "Messages per page."},
+                    "before": {"type": "string", "minLength": 1, "description": "messagesCursor of a page: the messages before it."}
+                },
                 "required": ["threadId"],
                 "additionalProperties": false
             }),
             output_schema: Some(json!({
                 "type": "object",
                 "properties": properties,
-                "required": ["threadId", "createdAt", "messages"]
+                "required": ["threadId", "createdAt", "messages", "messagesCursor"]
             })),
             timeout: None,
         }
@@ -623,11 +631,30 @@ impl Tool for Get {
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let id = thread_id(&input);
         let thread = visible(&self.0, &id).await?;
-        let messages = self.0.list_messages(&id).await.map_err(store_error)?;
+        let page_error = |err| match err {
+            PageError::Invalid(why) => ToolError::InvalidInput(why),
+            PageError::Store(err) => store_error(err),
+        };
+        let limit = pages::limit(input["limit"].as_i64()).map_err(page_error)?;
+        let before = optional_string(&input, "before");
+        let mut page = pages::messages(&self.0, &id, before.as_deref(), limit)
+            .await
+            .map_err(page_error)?;
+        page.messages.reverse();
         let mut structured = thread_json(&thread);
-        structured["messages"] = serde_json::to_value(crate::api::messages(messages.clone()))
+        structured["messages"] = serde_json::to_value(&page.messages)
             .map_err(|err| ToolError::Failed(format!("cannot encode the messages: {err}")))?;
-        let text = format!("Thread {} has {} message(s).", thread.id, messages.len());
+        structured["messagesCursor"] = json!(page.next_cursor);
+        let text = format!(
+            "Thread {} ({} message(s) shown{}).",
+            thread.id,
+            page.messages.len(),
+            if page.next_cursor.is_some() {
+                "; older ones before them"
+            } else {
+                ""
+            }
+        );
         Ok(ToolOutput::structured(text, structured))
     }
 }
