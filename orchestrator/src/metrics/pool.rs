@@ -35,6 +35,10 @@ series! {
         evictions: Family<CauseLabel, Counter> = evictions_at_zero() => "pool_evictions",
             "Processes let go by the pool, by cause (replaced = model change)";
         live: Gauge => "pool_live_processes", "claude processes alive now";
+        pss_bytes: Gauge => "pool_pss_bytes",
+            "PSS of the live claude processes together (smaps_rollup), read at each scrape";
+        private_bytes: Gauge => "pool_private_bytes",
+            "Private memory of the live claude processes together (smaps_rollup), read at each scrape";
         live_peak: Gauge => "pool_live_peak",
             "Most claude processes alive at once since start (spares included)";
         slot_waits: Counter => "pool_slot_waits",
@@ -194,6 +198,12 @@ impl PoolMetrics {
                 Err(now) => peak = now,
             }
         }
+    }
+    /// What the live processes take together, as read from `/proc` now.
+    pub fn memory(&self, pss: u64, private: u64) {
+        self.pss_bytes.set(i64::try_from(pss).unwrap_or(i64::MAX));
+        self.private_bytes
+            .set(i64::try_from(private).unwrap_or(i64::MAX));
     }
     /// A spawn found every slot taken and waits for one ([`Self::slot_waited`] when it has it).
     pub fn slot_wait_started(&self) {

@@ -85,6 +85,19 @@ impl Pool {
         list
     }
 
+    /// Reads the live processes' memory (`smaps_rollup`) into the `harness_pool_pss_bytes` and
+    /// `harness_pool_private_bytes` gauges: `/metrics` calls it before each scrape.
+    pub fn measure_memory(&self) {
+        let (mut pss, mut private) = (0, 0);
+        for pid in self.live_pids() {
+            if let Some(memory) = memory(pid) {
+                pss += memory.pss;
+                private += memory.private;
+            }
+        }
+        self.inner.metrics.memory(pss, private);
+    }
+
     /// Pids of live processes.
     pub fn live_pids(&self) -> Vec<u32> {
         let mut pids: Vec<u32> = self

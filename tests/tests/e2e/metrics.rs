@@ -58,6 +58,26 @@ async fn two_turns_on_one_thread_are_one_miss_then_one_hit() {
     assert_eq!(must(&text, "harness_pool_hits_total"), 1.0);
     assert_eq!(must(&text, "harness_pool_spawns_total"), 1.0);
     assert_eq!(must(&text, "harness_pool_live_processes"), 1.0);
+    // The one warm process's memory, as `/api/pool` reads it too.
+    let private = must(&text, "harness_pool_private_bytes");
+    let pss = must(&text, "harness_pool_pss_bytes");
+    let (_, pool) = daemon.get("/api/pool").await;
+    let shown = pool["processes"][0]["privateBytes"]
+        .as_f64()
+        .expect("privateBytes");
+    assert!(
+        private > 10e6 && pss >= private,
+        "private {private}, pss {pss}"
+    );
+    assert!(
+        (private - shown).abs() < private / 2.0,
+        "/metrics {private} and /api/pool {shown} read the same process"
+    );
+    assert_eq!(
+        must(&before, "harness_pool_private_bytes"),
+        0.0,
+        "no process, no memory"
+    );
     assert_eq!(must(&text, "harness_process_spawn_seconds_count"), 1.0);
     assert_eq!(must(&text, r#"harness_turns_total{outcome="done"}"#), 2.0);
     assert_eq!(
