@@ -141,6 +141,12 @@ fn every_series_renders_as_dashboards_expect() {
         # HELP harness_pool_live_processes claude processes alive now.
         # TYPE harness_pool_live_processes gauge
         harness_pool_live_processes 1
+        # HELP harness_pool_pss_bytes PSS of the live claude processes together (smaps_rollup), read at each scrape.
+        # TYPE harness_pool_pss_bytes gauge
+        harness_pool_pss_bytes 0
+        # HELP harness_pool_private_bytes Private memory of the live claude processes together (smaps_rollup), read at each scrape.
+        # TYPE harness_pool_private_bytes gauge
+        harness_pool_private_bytes 0
         # HELP harness_pool_live_peak Most claude processes alive at once since start (spares included).
         # TYPE harness_pool_live_peak gauge
         harness_pool_live_peak 1
