@@ -545,6 +545,13 @@ pub struct MessageRow {
 }
 
 impl MessageRow {
+    /// The blocks of a message sent as blocks; `None` for plain text.
+    pub fn content_blocks(&self) -> Option<Vec<plugin_contract::ContentBlock>> {
+        self.blocks
+            .is_some()
+            .then(|| self.user_content().into_blocks())
+    }
+
     /// What the message says: its blocks when it was sent as blocks, else its text.
     pub fn user_content(&self) -> UserContent {
         self.blocks

@@ -187,10 +187,7 @@ impl From<MessageRow> for Message {
     fn from(row: MessageRow) -> Self {
         let usage = row.usage();
         let caller = row.caller();
-        let blocks = row
-            .blocks
-            .is_some()
-            .then(|| row.user_content().into_blocks());
+        let blocks = row.content_blocks();
         Message {
             id: row.id,
             thread_id: row.thread_id,

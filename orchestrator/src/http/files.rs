@@ -3,7 +3,8 @@
 //! `GET /api/threads/{id}/files/{path}` (see `crate::files` and `crate::files::folder`).
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -55,43 +56,21 @@ pub async fn upload(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
-    request: Request,
+    // Bounded by `http::guard`: past its bound the read fails (413).
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let declared = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    let bytes = read_body(request).await?;
+    let bytes = body?;
     let row = state
         .pipeline
         .files()
         .upload(&caller, &declared, &bytes)
         .await?;
     Ok((StatusCode::CREATED, Json(StoredFile::from(row))).into_response())
-}
-
-/// The body, bounded by `http::guard`: past its bound the read fails (413).
-async fn read_body(request: Request) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(request.into_body(), usize::MAX)
-        .await
-        .map_err(|err| {
-            let too_large = std::error::Error::source(&err)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            if too_large {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "the file is larger than files.max_file_bytes",
-                )
-            } else {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_body",
-                    format!("could not read the body: {err}"),
-                )
-            }
-        })
 }
 
 /// A stored file's bytes, under its media type.

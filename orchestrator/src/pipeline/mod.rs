@@ -423,10 +423,7 @@ impl Pipeline {
                     ThreadEvent::MessageReceived(MessageReceived {
                         message_id: message.id.clone(),
                         content: message.content.clone(),
-                        blocks: message
-                            .blocks
-                            .is_some()
-                            .then(|| message.user_content().into_blocks()),
+                        blocks: message.content_blocks(),
                         client_message_id: message.client_message_id.clone(),
                         origin: message.origin,
                     }),

@@ -111,21 +111,8 @@ fn thread_object_schema() -> Value {
     })
 }
 
-fn thread_json(thread: &ThreadRow) -> Value {
-    json!({
-        "threadId": thread.id,
-        "title": thread.title,
-        "model": thread.model,
-        "parentId": thread.parent_id,
-        "workspace": thread.workspace.as_deref(),
-        "profile": thread.profile,
-        "createdAt": thread.created_at,
-        "updatedAt": thread.updated_at,
-    })
-}
-
-/// [`thread_json`] of a thread as clients see it.
-fn summary_json(thread: &crate::api::Thread) -> Value {
+/// A thread as the tools show it (the fields of [`thread_schema`]).
+fn thread_json(thread: &crate::api::Thread) -> Value {
     json!({
         "threadId": thread.id,
         "title": thread.title,
@@ -136,6 +123,14 @@ fn summary_json(thread: &crate::api::Thread) -> Value {
         "createdAt": thread.created_at,
         "updatedAt": thread.updated_at,
     })
+}
+
+/// A page that was not served, as a tool error: a bad cursor or limit is the caller's.
+fn page_error(err: PageError) -> ToolError {
+    match err {
+        PageError::Invalid(why) => ToolError::InvalidInput(why),
+        PageError::Store(err) => store_error(err),
+    }
 }
 
 fn thread_id(input: &Value) -> ThreadId {
@@ -243,7 +238,7 @@ impl Tool for Create {
         tracing::info!(thread_id = %thread.id, "Thread created over MCP.");
         Ok(ToolOutput::structured(
             format!("Created thread {}.", thread.id),
-            thread_json(&thread),
+            thread_json(&thread.into()),
         ))
     }
 }
@@ -631,17 +626,13 @@ impl Tool for Get {
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let id = thread_id(&input);
         let thread = visible(&self.0, &id).await?;
-        let page_error = |err| match err {
-            PageError::Invalid(why) => ToolError::InvalidInput(why),
-            PageError::Store(err) => store_error(err),
-        };
         let limit = pages::limit(input["limit"].as_i64()).map_err(page_error)?;
         let before = optional_string(&input, "before");
         let mut page = pages::messages(&self.0, &id, before.as_deref(), limit)
             .await
             .map_err(page_error)?;
         page.messages.reverse();
-        let mut structured = thread_json(&thread);
+        let mut structured = thread_json(&thread.clone().into());
         structured["messages"] = serde_json::to_value(&page.messages)
             .map_err(|err| ToolError::Failed(format!("cannot encode the messages: {err}")))?;
         structured["messagesCursor"] = json!(page.next_cursor);
@@ -707,15 +698,12 @@ impl Tool for List {
         };
         let page = pages::threads(&self.0, &caller, &filters)
             .await
-            .map_err(|err| match err {
-                PageError::Invalid(why) => ToolError::InvalidInput(why),
-                PageError::Store(err) => store_error(err),
-            })?;
+            .map_err(page_error)?;
         let threads: Vec<Value> = page
             .threads
             .iter()
             .map(|summary| {
-                let mut json = summary_json(&summary.thread);
+                let mut json = thread_json(&summary.thread);
                 json["lastActivityAt"] = json!(summary.last_activity_at);
                 json["running"] = json!(summary.running);
                 json["tags"] = json!(summary.tags);

@@ -45,17 +45,6 @@ pub async fn serve_mock() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// This process's resident memory, in MiB.
-fn rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 pub async fn run(samples: usize) -> anyhow::Result<Outcome> {
     let mut mock = tokio::process::Command::new(std::env::current_exe()?)
         .env("BENCH_ROLE", "mock")
@@ -122,7 +111,7 @@ pub async fn run(samples: usize) -> anyhow::Result<Outcome> {
             cpu_ms: Vec::new(),
         })
         .collect();
-    let rss_before_mb = rss_mb();
+    let rss_before_mb = crate::schemas::rss_mib();
     // The first round warms the process and the caches up.
     for round in 0..samples + 1 {
         for (kind, (_, body)) in kinds.iter_mut().zip(&bodies) {
@@ -142,7 +131,7 @@ pub async fn run(samples: usize) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let rss_after_turns_mb = rss_mb();
+    let rss_after_turns_mb = crate::schemas::rss_mib();
 
     let mut upload_rss_mb = Vec::with_capacity(UPLOADS);
     let mut upload_ms = Series::new("upload of 5 MB");
@@ -159,7 +148,7 @@ pub async fn run(samples: usize) -> anyhow::Result<Outcome> {
         anyhow::ensure!(answer.status().is_success(), "{}", answer.status());
         answer.bytes().await?;
         upload_ms.samples.push(started.elapsed());
-        upload_rss_mb.push(rss_mb());
+        upload_rss_mb.push(crate::schemas::rss_mib());
     }
     running.stop().await;
     drop(mock);

@@ -78,8 +78,15 @@ impl Series {
         s.get(s.len() / 2).copied().unwrap_or_default()
     }
     pub fn p95(&self) -> Duration {
+        self.quantile(0.95)
+    }
+    pub fn p99(&self) -> Duration {
+        self.quantile(0.99)
+    }
+    /// The sample at quantile `q` (nearest rank).
+    fn quantile(&self, q: f64) -> Duration {
         let s = self.sorted();
-        let i = ((s.len() as f64) * 0.95).ceil() as usize;
+        let i = ((s.len() as f64) * q).ceil() as usize;
         s.get(i.saturating_sub(1).min(s.len().saturating_sub(1)))
             .copied()
             .unwrap_or_default()

@@ -44,16 +44,6 @@ fn env_i64(name: &str, default: i64) -> i64 {
         .unwrap_or(default)
 }
 
-fn rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 pub async fn run(mock: &MockApi, samples: usize) -> anyhow::Result<Outcome> {
     let threads = env_i64("BENCH_SCALE_THREADS", 100_000).max(10);
     let messages = env_i64("BENCH_SCALE_MESSAGES", 1_000_000).max(LONG_TURNS * 2 + 10);
@@ -129,7 +119,7 @@ async fn measure(
             open_long.samples.push(opened);
         }
     }
-    let rss = rss_mb();
+    let rss = crate::schemas::rss_mib();
 
     // A warm turn on the filled database next to one on an empty one, alternating.
     let filled_thread = daemon.create_thread().await;
@@ -320,7 +310,7 @@ pub fn render(out: &mut String, outcome: &Outcome) -> std::fmt::Result {
                 "| {} | {:.1} ms | {:.1} ms |",
                 series.name,
                 ms(series.median()),
-                ms(p99(series)),
+                ms(series.p99()),
             )?;
         }
         writeln!(
@@ -335,14 +325,4 @@ pub fn render(out: &mut String, outcome: &Outcome) -> std::fmt::Result {
         )?;
     }
     Ok(())
-}
-
-fn p99(series: &Series) -> Duration {
-    let mut sorted = series.samples.clone();
-    sorted.sort();
-    let i = ((sorted.len() as f64) * 0.99).ceil() as usize;
-    sorted
-        .get(i.saturating_sub(1).min(sorted.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
 }

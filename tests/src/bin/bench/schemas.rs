@@ -27,7 +27,7 @@ pub struct Outcome {
 }
 
 /// This process's `VmRSS`, in MiB.
-fn rss_mib() -> f64 {
+pub(crate) fn rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib: f64 = status
         .lines()
