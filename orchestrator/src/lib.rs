@@ -44,6 +44,7 @@ pub mod pipeline;
 pub mod pool;
 mod private_fs;
 pub mod redrive;
+pub mod retention;
 pub mod schedules;
 mod secret;
 pub mod server;

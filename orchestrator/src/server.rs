@@ -484,12 +484,12 @@ pub async fn start(
         serving
             .schedules
             .start(&serving.background, stopping.clone());
-        spawn_audit_purge(
-            &serving.store,
-            serving.config.audit.keep_days,
-            &serving.background,
-            stopping.clone(),
-        );
+        crate::retention::Retention::new(
+            serving.store.clone(),
+            &serving.config.audit,
+            &serving.config.retention,
+        )
+        .spawn(&serving.background, stopping.clone());
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();
         let door = serving.door.clone();
@@ -585,29 +585,4 @@ fn worktree_repos(
         })
         .filter(|repo| repo.is_dir())
         .collect()
-}
-
-/// Deletes the audit entries older than `keep_days` (none when 0), at start and then hourly.
-fn spawn_audit_purge(store: &Store, keep_days: u32, tasks: &TaskTracker, stop: CancellationToken) {
-    if keep_days == 0 {
-        return;
-    }
-    let store = store.clone();
-    tasks.spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(3600));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    let cutoff = chrono::Utc::now() - chrono::Duration::days(i64::from(keep_days));
-                    let cutoff = crate::store::time_text(cutoff);
-                    match store.purge_audit(&cutoff).await {
-                        Ok(0) => {}
-                        Ok(n) => info!(entries = n, "Purged audit entries past audit.keep_days."),
-                        Err(err) => warn!(error = %err, "Could not purge the audit log."),
-                    }
-                }
-                _ = stop.cancelled() => break,
-            }
-        }
-    });
 }

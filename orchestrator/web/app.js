@@ -42,6 +42,7 @@ const ui = {
   interrupt: hook('interrupt'),
   attachments: hook('attachments'),
   older: hook('older-messages'),
+  compacted: hook('compacted'),
   attach: hook('attach-input'),
 };
 const attachments = composerAttachments({
@@ -168,9 +169,11 @@ async function openThread(id, push) {
   }
   if (current !== state) return;
   ui.older.hidden = !older;
-  // The event log replays from the start: what it says of messages not shown is skipped.
+  // The event log replays from the start (or from where retention cut it): what it says of
+  // messages older than those shown is skipped.
   const firstShown = messages.find((m) => m.role === 'user');
-  state.skipUntil = older && firstShown ? firstShown.id : null;
+  state.shownSince = older && firstShown ? Date.parse(firstShown.createdAt) : null;
+  ui.compacted.hidden = true;
   const replies = new Map();
   for (const message of messages) {
     if (message.role === 'assistant' && message.replyTo) replies.set(message.replyTo, message);
@@ -454,9 +457,7 @@ function applyEvent(state, event) {
   const data = event.data || {};
   const messageId = event.messageId;
   if (event.kind === 'message_received') {
-    if (state.skipUntil && messageId !== state.skipUntil) return;
-    state.skipUntil = null;
-    if (state.turns.has(messageId)) return;
+    if (state.turns.has(messageId) || Date.parse(event.at) < state.shownSince) return;
     const turn = data.clientMessageId && state.pending.has(data.clientMessageId)
       ? bindTurn(state, data.clientMessageId, messageId)
       : addTurn(state, messageId, data.clientMessageId, data.content, data.origin);
@@ -464,6 +465,10 @@ function applyEvent(state, event) {
     if (turn && !turn.final) ensureReply(turn);
     updateInterrupt();
     scrollToEnd();
+    return;
+  }
+  if (event.kind === 'log_compacted') {
+    ui.compacted.hidden = false; // the stored messages above are whole; older tool calls are gone
     return;
   }
   if (event.kind === 'permission_decided') {

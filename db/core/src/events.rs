@@ -27,6 +27,20 @@ pub trait EventQueries {
         after: i64,
         limit: u32,
     ) -> Result<Vec<EventRow>, StoreError>;
+
+    /// The id of the newest event of the thread that compaction removed; 0 when none was.
+    async fn compacted_through(&self, thread: &ThreadId) -> Result<i64, StoreError>;
+
+    /// The threads whose log can be compacted up to a turn that ended before `older_than` (a
+    /// [`crate::now_text`]-style time): each with the id its last such turn's end was announced
+    /// under, when that is past the thread's [`EventQueries::compacted_through`].
+    async fn compactable(&self, older_than: &str) -> Result<Vec<(ThreadId, i64)>, StoreError>;
+
+    /// Removes each thread's events up to and including its cut (from [`compactable`]) and
+    /// records the cut, in one transaction; how many events went.
+    ///
+    /// [`compactable`]: EventQueries::compactable
+    async fn compact_events(&self, cuts: &[(ThreadId, i64)]) -> Result<u64, StoreError>;
 }
 
 /// `event_queries!(Backend)`: the [`EventQueries`] of a database crate's `Backend`, calling the
@@ -67,6 +81,21 @@ macro_rules! event_queries {
                 limit: u32,
             ) -> Result<Vec<EventRow>, StoreError> {
                 after_id(self.pool(), thread, after, limit).await
+            }
+
+            async fn compacted_through(&self, thread: &ThreadId) -> Result<i64, StoreError> {
+                compacted_through(self.pool(), thread).await
+            }
+
+            async fn compactable(
+                &self,
+                older_than: &str,
+            ) -> Result<Vec<(ThreadId, i64)>, StoreError> {
+                compactable(self.pool(), older_than).await
+            }
+
+            async fn compact_events(&self, cuts: &[(ThreadId, i64)]) -> Result<u64, StoreError> {
+                compact(self.pool(), cuts).await
             }
         }
     };

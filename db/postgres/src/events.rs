@@ -203,6 +203,63 @@ fn parse_payload(payload: &str) -> Option<(ThreadId, i64)> {
     Some((ThreadId::from_string(thread.to_owned()), id.parse().ok()?))
 }
 
+async fn compacted_through(pool: &PgPool, thread: &ThreadId) -> Result<i64, StoreError> {
+    let through = sqlx::query_scalar!(
+        "SELECT events_compacted_through FROM threads WHERE id = $1",
+        thread as &ThreadId
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(through.unwrap_or(0))
+}
+
+async fn compactable(pool: &PgPool, older_than: &str) -> Result<Vec<(ThreadId, i64)>, StoreError> {
+    let rows = sqlx::query!(
+        r#"SELECT o.thread_id AS "thread_id: ThreadId", MAX(o.event_id) AS "cut!"
+           FROM turn_outcomes o JOIN threads t ON t.id = o.thread_id
+           WHERE o.created_at < $1
+           GROUP BY o.thread_id, t.events_compacted_through
+           HAVING MAX(o.event_id) > t.events_compacted_through"#,
+        older_than,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.thread_id, r.cut)).collect())
+}
+
+async fn compact(pool: &PgPool, cuts: &[(ThreadId, i64)]) -> Result<u64, StoreError> {
+    let mut tx = pool.begin().await?;
+    let mut removed = 0;
+    for (thread, cut) in cuts {
+        removed += compact_one(&mut tx, thread, *cut).await?;
+    }
+    tx.commit().await?;
+    Ok(removed)
+}
+
+async fn compact_one(
+    conn: &mut PgConnection,
+    thread: &ThreadId,
+    cut: i64,
+) -> Result<u64, StoreError> {
+    sqlx::query!(
+        "UPDATE threads SET events_compacted_through = $2
+         WHERE id = $1 AND events_compacted_through < $2",
+        thread as &ThreadId,
+        cut,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let done = sqlx::query!(
+        "DELETE FROM events WHERE thread_id = $1 AND id <= $2",
+        thread as &ThreadId,
+        cut
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

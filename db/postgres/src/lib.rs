@@ -57,4 +57,24 @@ impl Postgres {
             .await?;
         Ok(one == 1)
     }
+
+    /// `VACUUM (ANALYZE)` of the tables that rows leave (autovacuum does the same on its own
+    /// schedule; this makes the space of a compaction reusable at once). Runs outside any
+    /// transaction, as `VACUUM` must.
+    pub async fn vacuum(&self) -> Result<(), harness_db::StoreError> {
+        sqlx::raw_sql(
+            "VACUUM (ANALYZE) events, transcript_entries, messages, turn_outcomes, tool_calls",
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The bytes of the database on disk (`pg_database_size`).
+    pub async fn bytes_used(&self) -> Result<u64, harness_db::StoreError> {
+        let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(size).unwrap_or(0))
+    }
 }

@@ -52,4 +52,36 @@ impl Sqlite {
             .await?;
         Ok(rows.len() == 1 && rows[0].as_deref() == Some("ok"))
     }
+
+    /// Gives the pages of removed rows back to the file system, then checkpoints the write-ahead
+    /// log passively (waiting for no reader or writer). A database made with
+    /// `auto_vacuum = INCREMENTAL` (every file the daemon creates) is
+    /// vacuumed incrementally, which takes no longer than freeing its free pages; an older file is
+    /// rewritten once with `VACUUM`, which converts it (the pool's connections ask for
+    /// incremental), and from then on is vacuumed incrementally too.
+    pub async fn vacuum(&self) -> Result<(), harness_db::StoreError> {
+        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum")
+            .fetch_one(&self.pool)
+            .await?;
+        let vacuum = match mode {
+            2 => "PRAGMA incremental_vacuum",
+            _ => "VACUUM",
+        };
+        sqlx::raw_sql(vacuum).execute(&self.pool).await?;
+        sqlx::raw_sql("PRAGMA wal_checkpoint(PASSIVE); PRAGMA optimize")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The bytes of the database's pages in use (free pages not counted).
+    pub async fn bytes_used(&self) -> Result<u64, harness_db::StoreError> {
+        let used: i64 = sqlx::query_scalar(
+            "SELECT (p.page_count - f.freelist_count) * s.page_size
+             FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(used).unwrap_or(0))
+    }
 }

@@ -56,6 +56,10 @@ pub enum ThreadEvent {
     TurnFinished(TurnFinished),
     /// The turn ended without a reply.
     TurnFailed(TurnFailed),
+    /// Never stored: the first frame of a replay that starts before what retention removed
+    /// (`retention.events_max_age`). Events up to `compactedThrough` (its `id`) are gone; the
+    /// thread's stored messages (`GET /api/threads/{id}`) hold every turn they were about.
+    LogCompacted(LogCompacted),
 }
 
 impl ThreadEvent {
@@ -78,6 +82,7 @@ impl ThreadEvent {
             ThreadEvent::PermissionDecided(_) => EventKind::PermissionDecided,
             ThreadEvent::TurnFinished(_) => EventKind::TurnFinished,
             ThreadEvent::TurnFailed(_) => EventKind::TurnFailed,
+            ThreadEvent::LogCompacted(_) => EventKind::LogCompacted,
         }
     }
 
@@ -126,10 +131,11 @@ pub enum EventKind {
     PermissionDecided,
     TurnFinished,
     TurnFailed,
+    LogCompacted,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
@@ -146,6 +152,7 @@ impl EventKind {
         EventKind::PermissionDecided,
         EventKind::TurnFinished,
         EventKind::TurnFailed,
+        EventKind::LogCompacted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -166,6 +173,7 @@ impl EventKind {
             EventKind::PermissionDecided => "permission_decided",
             EventKind::TurnFinished => "turn_finished",
             EventKind::TurnFailed => "turn_failed",
+            EventKind::LogCompacted => "log_compacted",
         }
     }
 
@@ -180,6 +188,14 @@ impl EventKind {
     pub fn is_terminal(self) -> bool {
         matches!(self, EventKind::TurnFinished | EventKind::TurnFailed)
     }
+}
+
+/// `log_compacted`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogCompacted {
+    /// The id of the newest event removed; the events after it follow.
+    pub compacted_through: i64,
 }
 
 /// `message_received`.

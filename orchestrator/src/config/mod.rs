@@ -59,6 +59,7 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub schedules: SchedulesConfig,
     pub audit: AuditConfig,
+    pub retention: RetentionConfig,
     pub files: FilesConfig,
     pub threads: ThreadsConfig,
     pub oauth: OAuthConfig,
@@ -352,6 +353,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             schedules: SchedulesConfig::default(),
             audit: AuditConfig::default(),
+            retention: RetentionConfig::default(),
             files: FilesConfig::default(),
             threads: ThreadsConfig::default(),
             oauth: OAuthConfig::default(),
@@ -728,7 +730,7 @@ impl Config {
                 "turn.queue_limit must be at least 1".into(),
             ));
         }
-        Ok(())
+        self.retention.check()
     }
 }
 
@@ -765,6 +767,7 @@ mod files;
 mod oauth;
 mod paths;
 mod profiles;
+mod retention;
 mod schedules;
 mod threads;
 mod webhooks;
@@ -776,6 +779,7 @@ pub use cluster::ClusterConfig;
 pub use files::FilesConfig;
 pub use oauth::OAuthConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
+pub use retention::RetentionConfig;
 pub use schedules::SchedulesConfig;
 pub use threads::{DeleteChildren, ThreadsConfig};
 pub use webhooks::{WebhookEndpoint, WebhooksConfig};

@@ -59,6 +59,36 @@ impl Store {
         on_db!(self, db => db.events_after(thread, after, limit).await)
     }
 
+    /// The id of the newest event of the thread that retention removed (0: none): a replay that
+    /// starts before it has lost events, and says so.
+    pub async fn compacted_through(&self, thread: &ThreadId) -> Result<i64, StoreError> {
+        on_db!(self, db => db.compacted_through(thread).await)
+    }
+
+    /// Compacts the event logs: every thread loses the events of its turns that ended before
+    /// `older_than`, a whole turn at a time, `batch` threads per transaction. How many events
+    /// went.
+    pub async fn compact_events(&self, older_than: &str, batch: usize) -> Result<u64, StoreError> {
+        let _timer = self.metrics.time("compact_events");
+        let cuts = on_db!(self, db => db.compactable(older_than).await)?;
+        let mut removed = 0;
+        for chunk in cuts.chunks(batch.max(1)) {
+            removed += on_db!(self, db => db.compact_events(chunk).await)?;
+        }
+        Ok(removed)
+    }
+
+    /// Gives the space of removed rows back: see `Sqlite::vacuum` and `Postgres::vacuum`.
+    pub async fn vacuum(&self) -> Result<(), StoreError> {
+        let _timer = self.metrics.time("vacuum");
+        on_db!(self, db => db.vacuum().await)
+    }
+
+    /// The bytes the database holds: its pages in use on SQLite, its size on PostgreSQL.
+    pub async fn bytes_used(&self) -> Result<u64, StoreError> {
+        on_db!(self, db => db.bytes_used().await)
+    }
+
     /// The log other daemons append to as well: `Some` on PostgreSQL, `None` on SQLite (one
     /// daemon per file, so its own bus sees every event).
     pub fn shared_events(&self) -> Option<SharedEvents> {

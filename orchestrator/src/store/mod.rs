@@ -64,7 +64,9 @@ use std::time::Duration;
 
 use plugin_contract::{HistoryMessage, ThreadId, ThreadInfo};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 
 /// The SQLite schema migrations, embedded at compile time. Run by [`Store::open`]; tests that
 /// build their own pool run it too.
@@ -159,7 +161,7 @@ impl Store {
     /// A PostgreSQL URL's password is never logged: the log names host, port, database and user.
     ///
     /// A file database gets WAL journaling (readers do not block the writer), foreign keys,
-    /// a 5 s busy timeout and `synchronous = NORMAL` (durable at checkpoints, safe against
+    /// incremental auto-vacuum (set when the file is created), a 5 s busy timeout and `synchronous = NORMAL` (durable at checkpoints, safe against
     /// corruption). Its parent directory is created if missing.
     ///
     /// `":memory:"` gets a pool of exactly one connection that never expires: each in-memory
@@ -196,6 +198,9 @@ impl Store {
                 .max_connections(FILE_POOL_SIZE)
                 .connect_with(
                     base.create_if_missing(true)
+                        // Set before the first table, so a new file can give pages back
+                        // without a rewrite (`Sqlite::vacuum`).
+                        .auto_vacuum(SqliteAutoVacuum::Incremental)
                         .journal_mode(SqliteJournalMode::Wal),
                 )
                 .await?

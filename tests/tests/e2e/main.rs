@@ -26,6 +26,7 @@ mod pool;
 mod postgres;
 mod rate_limits;
 mod resume;
+mod retention;
 mod schedules;
 mod security;
 mod spares;

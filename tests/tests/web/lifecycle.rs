@@ -1,6 +1,7 @@
 //! A hundred threads on the page: the list shows a page and "More threads" the next; the search
 //! box finds a thread by a word of its title; "Older messages" shows what the last page left
-//! out; Delete removes the open thread.
+//! out; after retention compacted the thread's events it says so and still follows new turns;
+//! Delete removes the open thread.
 
 use serde_json::json;
 
@@ -106,6 +107,29 @@ async fn the_page_pages_searches_shows_older_messages_and_deletes() {
         .unwrap();
     page.wait_js(QUICK, "all 26 turns", &format!("return (() => {{ {users} }})() === 26 && document.querySelector('[data-testid=older-messages]').hidden;"))
         .await;
+
+    // Retention removes every turn's events: the page says so, shows the same last page, and a
+    // new turn (whose events come after the cut) still appears once, at the end.
+    let store = &page.daemon.daemon().store;
+    let cutoff = orchestrator::store::now_text();
+    assert!(store.compact_events(&cutoff, 100).await.unwrap() > 0);
+    page.browser
+        .client
+        .goto(&format!("{}/?thread={long}", page.link.url()))
+        .await
+        .unwrap();
+    let shown = page
+        .wait_js(TURN, "the compacted note and the last page", &format!("return !document.querySelector('[data-testid=compacted]').hidden && !document.querySelector('[data-testid=older-messages]').hidden && (() => {{ {users} }})();"))
+        .await;
+    assert_eq!(shown, json!(25));
+    page.daemon.reply(&long, "after the cut").await;
+    let last = page
+        .wait_js(TURN, "the new turn at the end", "const users = [...document.querySelectorAll('[data-testid=message][data-role=user]')]; return users.length === 26 && users[25].textContent;")
+        .await;
+    assert!(
+        last.as_str().unwrap_or_default().contains("after the cut"),
+        "{last}"
+    );
 
     page.browser
         .client

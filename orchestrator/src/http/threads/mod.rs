@@ -23,7 +23,7 @@ use super::error::ErrorBody;
 use super::openapi::ThreadEventRef;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api;
-use crate::api::events::StreamEvent;
+use crate::api::events::{LogCompacted, StreamEvent, ThreadEvent};
 use crate::budget::validate_usd;
 use crate::pipeline::{NewMessage, Stopped, TurnReply};
 use crate::store::{EventRow, MessageId, NewThread, Usage};
@@ -594,7 +594,8 @@ pub async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-/// Sends stored events after `last`; false when the client has gone.
+/// Sends stored events after `last`; false when the client has gone. When retention removed
+/// events after `last`, a `log_compacted` frame says so first and the replay goes on after it.
 async fn replay(
     store: &crate::store::Store,
     thread: &ThreadId,
@@ -602,22 +603,50 @@ async fn replay(
     tx: &tokio::sync::mpsc::Sender<EventRow>,
 ) -> bool {
     loop {
-        let rows = match store.events_after(thread, *last, 500).await {
-            Ok(rows) => rows,
+        let read = async {
+            let rows = store.events_after(thread, *last, 500).await?;
+            // Read after the page: a compaction that removed part of what the page would have
+            // held has recorded its cut by then (the two are one transaction).
+            let through = store.compacted_through(thread).await?;
+            Ok::<_, crate::store::StoreError>((rows, through))
+        };
+        let (rows, through) = match read.await {
+            Ok(read) => read,
             Err(err) => {
                 warn!(thread_id = %thread, error = %err, "Could not read stored events.");
                 return false;
             }
         };
-        if rows.is_empty() {
-            return true;
+        if through > *last {
+            *last = through;
+            if tx.send(compacted_marker(thread, through)).await.is_err() {
+                return false;
+            }
         }
-        for row in rows {
-            *last = row.id;
+        let Some(end) = rows.last().map(|row| row.id) else {
+            return true;
+        };
+        for row in rows.into_iter().filter(|row| row.id > through) {
             if tx.send(row).await.is_err() {
                 return false;
             }
         }
+        *last = end.max(through);
+    }
+}
+
+/// The `log_compacted` frame: not stored, its id is the newest event removed.
+fn compacted_marker(thread: &ThreadId, through: i64) -> EventRow {
+    let event = ThreadEvent::LogCompacted(LogCompacted {
+        compacted_through: through,
+    });
+    EventRow {
+        id: through,
+        thread_id: thread.clone(),
+        message_id: None,
+        kind: event.kind().as_str().to_owned(),
+        data: event.data(),
+        created_at: chrono::Utc::now(),
     }
 }
 

@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod callers;
@@ -26,6 +26,7 @@ mod first_turn;
 mod overload;
 mod profile;
 mod report;
+mod retention;
 mod scale;
 mod schemas;
 mod sdk;
@@ -204,6 +205,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("retention") => {
+            eprintln!("bench: only retention, {samples} samples");
+            let outcome = retention::run(&mock, samples).await?;
+            let mut out = String::new();
+            retention::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("schemas") => {
             eprintln!("bench: only output schemas");
             let outcome = schemas::run(&mock).await?;
@@ -214,7 +223,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files` or `scale` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale` or `retention` runs alone"
             )
         }
     }
@@ -392,6 +401,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: a hundred thousand threads");
     let scale = scale::run(&mock, samples).await?;
 
+    // What a turn leaves in the database, before and after retention.
+    eprintln!("bench: retention");
+    let retention = retention::run(&mock, samples).await?;
+
     // What images cost the daemon.
     eprintln!("bench: images");
     let files = files::run(samples).await?;
@@ -435,6 +448,7 @@ async fn main() -> anyhow::Result<()> {
         callers: &callers,
         files: &files,
         scale: &scale,
+        retention: &retention,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;

@@ -28,6 +28,7 @@ pub(super) struct Report<'a> {
     pub(super) callers: &'a callers::Outcome,
     pub(super) files: &'a files::Outcome,
     pub(super) scale: &'a scale::Outcome,
+    pub(super) retention: &'a retention::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -179,6 +180,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     callers::render(&mut out, r.callers)?;
     files::render(&mut out, r.files)?;
     scale::render(&mut out, r.scale)?;
+    retention::render(&mut out, r.retention)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
