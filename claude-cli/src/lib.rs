@@ -30,9 +30,9 @@ pub use process::{
     Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    ApiRetry, AssistantText, ContentBlock, ExternalMcpServers, MediaSource, RateLimit,
-    SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished, ToolCallStarted, TranscriptMirror,
-    TurnEvent, TurnResult, TurnUsage, UserContent,
+    ApiRetry, ApiUsage, AssistantText, ContentBlock, ExternalMcpServers, MediaSource, ModelCall,
+    RateLimit, SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished, ToolCallStarted,
+    TranscriptMirror, TurnEvent, TurnResult, TurnUsage, UserContent,
 };
 
 use std::time::Duration;

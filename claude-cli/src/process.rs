@@ -252,7 +252,7 @@ enum Runner {
 
 /// What the reader hands the running turn.
 enum TurnLine {
-    Events(Vec<TurnEvent>),
+    Events(Vec<TurnEvent>, Option<crate::ModelCall>),
     Result(Box<TurnResult>),
 }
 
@@ -685,7 +685,7 @@ impl Drop for CliProcess {
 /// `Ok(Step::Done)`). Dropping one of ours lets the next turn of ours start.
 pub struct TurnEvents {
     rx: mpsc::UnboundedReceiver<TurnLine>,
-    buffered: VecDeque<TurnEvent>,
+    buffered: VecDeque<Step>,
     shared: Arc<Shared>,
     exit: watch::Receiver<Option<ExitInfo>>,
     /// Our turn: the uuid of its user line, and the turn lock it holds. `None` for a turn the CLI
@@ -697,6 +697,8 @@ pub struct TurnEvents {
 #[derive(Debug)]
 pub enum Step {
     Event(TurnEvent),
+    /// An `assistant` line: the model response it is part of (before its events).
+    ModelCall(crate::ModelCall),
     /// The CLI wrote a line that carries nothing to report: it is alive.
     Alive,
     Done(Box<TurnResult>),
@@ -706,8 +708,8 @@ impl TurnEvents {
     /// The turn's next event, or its result. An error when the process went away mid-turn.
     pub async fn next(&mut self) -> Result<Step, CliError> {
         loop {
-            if let Some(event) = self.buffered.pop_front() {
-                return Ok(Step::Event(event));
+            if let Some(step) = self.buffered.pop_front() {
+                return Ok(step);
             }
             let mut exit = self.exit.clone();
             let line = tokio::select! {
@@ -715,8 +717,13 @@ impl TurnEvents {
                 _ = exited(&mut exit) => None,
             };
             match line {
-                Some(TurnLine::Events(events)) if events.is_empty() => return Ok(Step::Alive),
-                Some(TurnLine::Events(events)) => self.buffered.extend(events),
+                Some(TurnLine::Events(events, None)) if events.is_empty() => {
+                    return Ok(Step::Alive)
+                }
+                Some(TurnLine::Events(events, call)) => {
+                    self.buffered.extend(call.map(Step::ModelCall));
+                    self.buffered.extend(events.into_iter().map(Step::Event));
+                }
                 Some(TurnLine::Result(result)) => {
                     // The CLI names the messages a result answers (every `result` of a turn we
                     // wrote does, errors and interrupts included); one that does not name ours

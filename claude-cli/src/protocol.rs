@@ -115,6 +115,18 @@ pub struct Progress {
     pub starts_turn: bool,
     /// Events for clients; empty for lines that only matter for bookkeeping.
     pub events: Vec<TurnEvent>,
+    /// An `assistant` line of the turn's own: the model request it came from.
+    pub model_call: Option<ModelCall>,
+}
+
+/// One Messages API response the CLI reports (each of its `assistant` lines names one; a
+/// response of several content blocks comes as several lines of the same `id`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelCall {
+    pub id: String,
+    pub model: String,
+    /// The usage so far of that response.
+    pub usage: ApiUsage,
 }
 
 /// Something that happened during a turn, in the order the CLI reported it. Lines from inside
@@ -394,8 +406,9 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
                 _ => Vec::new(),
             },
             session_id: line.session_id,
+            model_call: None,
         }),
-        Line::Assistant(line) => line.progress(|block| match block {
+        Line::Assistant(line) => line.progress(true, |block| match block {
             Block::Text { text } => Some(TurnEvent::AssistantText(AssistantText { text })),
             Block::ToolUse { id, name, input } => {
                 Some(TurnEvent::ToolCallStarted(ToolCallStarted {
@@ -406,7 +419,7 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
             }
             _ => None,
         }),
-        Line::User(line) => line.progress(|block| match block {
+        Line::User(line) => line.progress(false, |block| match block {
             Block::ToolResult {
                 tool_use_id,
                 is_error,
@@ -431,6 +444,7 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
                     .collect(),
                 session_id: line.session_id,
                 starts_turn: false,
+                model_call: None,
             })
         }
         Line::RateLimitEvent(line) => {
@@ -446,6 +460,7 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
                 })],
                 session_id: line.session_id,
                 starts_turn: false,
+                model_call: None,
             })
         }
         Line::TranscriptMirror(line) => CliMessage::Mirror(TranscriptMirror {
@@ -586,11 +601,19 @@ struct MessageLine {
 }
 
 impl MessageLine {
-    /// The line's events: `event` of each content block, for the turn's own lines only.
-    fn progress(self, event: impl Fn(Block) -> Option<TurnEvent>) -> CliMessage {
+    /// The line's events: `event` of each content block, for the turn's own lines only; and
+    /// for the model's (`assistant`), the response it belongs to.
+    fn progress(self, assistant: bool, event: impl Fn(Block) -> Option<TurnEvent>) -> CliMessage {
         let top_level = matches!(self.parent_tool_use_id, None | Some(Value::Null));
+        let body = self.message;
+        let wanted = top_level && assistant && !body.id.is_empty();
+        let model_call = wanted.then_some(ModelCall {
+            id: body.id,
+            model: body.model,
+            usage: body.usage,
+        });
         let events = if top_level {
-            self.message.content.into_iter().filter_map(event).collect()
+            body.content.into_iter().filter_map(event).collect()
         } else {
             Vec::new()
         };
@@ -598,6 +621,7 @@ impl MessageLine {
             events,
             session_id: self.session_id,
             starts_turn: false,
+            model_call,
         })
     }
 }
@@ -607,6 +631,13 @@ struct MessageBody {
     /// A string for plain user text; blocks otherwise. A block that does not parse is skipped.
     #[serde(default, deserialize_with = "lenient_list")]
     content: Vec<Block>,
+    /// An API response's own (`assistant` lines).
+    #[serde(default, deserialize_with = "lenient")]
+    id: String,
+    #[serde(default, deserialize_with = "lenient")]
+    model: String,
+    #[serde(default, deserialize_with = "lenient")]
+    usage: ApiUsage,
 }
 
 #[derive(Deserialize)]

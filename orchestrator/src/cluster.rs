@@ -38,7 +38,13 @@ pub const FORWARDED_HEADER: &str = "x-harness-forwarded";
 
 /// The request headers a forward carries over (besides [`FORWARDED_HEADER`] and the node's own
 /// bearer token).
-const FORWARDED_HEADERS: [&str; 4] = ["content-type", "last-event-id", "x-request-id", "accept"];
+const FORWARDED_HEADERS: [&str; 5] = [
+    "content-type",
+    "last-event-id",
+    "x-request-id",
+    "accept",
+    "traceparent",
+];
 
 /// Where a thread's request is served.
 #[derive(Clone, Debug, PartialEq, Eq)]

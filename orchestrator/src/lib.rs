@@ -50,6 +50,7 @@ mod secret;
 pub mod server;
 pub mod store;
 mod sync;
+pub mod traces;
 pub mod turn_error;
 pub mod webhooks;
 pub mod workspace;

@@ -61,6 +61,8 @@ pub enum StartError {
     Cluster(String),
     #[error("invalid webhooks setting: {0}")]
     Webhooks(String),
+    #[error(transparent)]
+    Traces(#[from] crate::traces::TracesError),
     #[error("cannot bind {addr}: {error}")]
     Bind {
         addr: SocketAddr,
@@ -243,7 +245,9 @@ impl Daemon {
             mcp.clone(),
             store.clone(),
         );
+        let traces = crate::traces::Traces::start(&config.otel)?;
         let pipeline = Pipeline::new(PipelineParts {
+            traces,
             workspaces,
             files: crate::files::Files::new(store.clone(), config.files.clone()),
             store: store.clone(),
@@ -371,6 +375,7 @@ impl Daemon {
         }
         self.end_unfinished("the daemon shut down before this turn finished")
             .await;
+        self.pipeline.send_traces().await;
     }
 
     /// Kills every child at once, without a grace period (a second signal).

@@ -7,6 +7,7 @@
 //! - [`client`]: the HTTP client for a daemon (in-process or the `harness` binary): `(status, JSON)` per call.
 //! - [`daemon`]: the real daemon on `127.0.0.1:0`, its CLI pointed at the mock.
 //! - [`mcp`]: clients of the daemon's `/mcp`: raw JSON-RPC over HTTP, and the official MCP Python SDK in a venv.
+//! - [`otel`]: an outside OTLP trace receiver (PyPI `oteltest`'s sink) that writes each span it gets.
 //! - [`oauth`]: an outside OAuth/OIDC issuer (npm `oauth2-mock-server`) and the Python SDK's OAuth client script.
 //! - [`probe`]: the `harness-plugin-probe` crate, whose tools exercise validation, defaults, timeouts, panics and
 //!   output checks (shared with the MCP adapter's unit tests).
@@ -22,6 +23,7 @@ pub mod mcp;
 pub mod media;
 pub mod mock;
 pub mod oauth;
+pub mod otel;
 pub mod util;
 pub mod webhooks;
 

@@ -24,6 +24,10 @@ pub const PYTHON_SDK_SPEC: &str = "mcp==2.3.0";
 /// the tests verifies signatures with it (`webhooks.rs`).
 pub const STANDARD_WEBHOOKS_SPEC: &str = "standardwebhooks==1.1.0";
 
+/// The OpenTelemetry project's OTLP test sink (PyPI), in the same venv: the trace receiver of
+/// the tests (`otel.rs`).
+pub const OTELTEST_SPEC: &str = "oteltest==0.49.0";
+
 /// The script the SDK runs (see its docstring).
 const PYTHON_CLIENT: &str = include_str!("mcp/python_client.py");
 
@@ -187,7 +191,8 @@ pub enum PythonSdk {
     NoPython(String),
 }
 
-/// The venv's `python` with [`PYTHON_SDK_SPEC`] and [`STANDARD_WEBHOOKS_SPEC`] installed. Blocking: call from `spawn_blocking`.
+/// The venv's `python` with [`PYTHON_SDK_SPEC`], [`STANDARD_WEBHOOKS_SPEC`] and
+/// [`OTELTEST_SPEC`] installed. Blocking: call from `spawn_blocking`.
 /// Installs once across test processes (a lock file beside the venv).
 pub fn python_sdk() -> anyhow::Result<PythonSdk> {
     if let Err(err) = run_with_timeout(Command::new("python3").arg("--version"), INSTALL_TIMEOUT) {
@@ -198,7 +203,7 @@ pub fn python_sdk() -> anyhow::Result<PythonSdk> {
     let venv = dir.join("venv");
     let python = venv.join("bin").join("python");
     let marker = venv.join(format!(
-        "installed-{PYTHON_SDK_SPEC}-{STANDARD_WEBHOOKS_SPEC}"
+        "installed-{PYTHON_SDK_SPEC}-{STANDARD_WEBHOOKS_SPEC}-{OTELTEST_SPEC}"
     ));
     if marker.is_file() {
         return Ok(PythonSdk::Ready(python));
@@ -225,8 +230,9 @@ pub fn python_sdk() -> anyhow::Result<PythonSdk> {
             "--disable-pip-version-check",
             PYTHON_SDK_SPEC,
             STANDARD_WEBHOOKS_SPEC,
+            OTELTEST_SPEC,
         ]),
-        &format!("pip install {PYTHON_SDK_SPEC} {STANDARD_WEBHOOKS_SPEC}"),
+        &format!("pip install {PYTHON_SDK_SPEC} {STANDARD_WEBHOOKS_SPEC} {OTELTEST_SPEC}"),
     )?;
     std::fs::write(&marker, "").with_context(|| format!("write {}", marker.display()))?;
     Ok(PythonSdk::Ready(python))

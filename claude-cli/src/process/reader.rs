@@ -120,7 +120,7 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
             }
             // Even a line with no events says the CLI is alive (a long thinking phase is silent
             // otherwise).
-            let events = TurnLine::Events(line.events);
+            let events = TurnLine::Events(line.events, line.model_call);
             if let Runner::Own(tx) = &*lock(&shared.runner) {
                 let _ = tx.send(events);
                 return;

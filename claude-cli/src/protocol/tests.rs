@@ -247,6 +247,37 @@ fn turn_lines_become_events() {
 }
 
 #[test]
+fn assistant_lines_name_the_model_response_they_belong_to() {
+    // The `assistant` lines of a captured turn with a tool call (claude 2.1.330).
+    let capture = include_str!("testdata/assistant-lines.jsonl");
+    let calls: Vec<ModelCall> = capture
+        .lines()
+        .filter_map(|line| match decode(line) {
+            Ok(CliMessage::Progress(progress)) => progress.model_call,
+            _ => None,
+        })
+        .collect();
+    let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(&ids[..2], ["msg_mock1", "msg_mock2"], "{calls:?}");
+    assert_eq!(calls[0].model, "claude-opus-5-5");
+    assert_eq!(
+        (calls[0].usage.input_tokens, calls[0].usage.output_tokens),
+        (5, 1)
+    );
+
+    // A sub-agent's response and a tool result are not the turn's model calls.
+    for line in [
+        r#"{"type":"assistant","message":{"id":"msg_x","model":"m","content":[]},"parent_tool_use_id":"toolu_9"}"#,
+        r#"{"type":"user","message":{"id":"msg_y","content":[]},"parent_tool_use_id":null}"#,
+    ] {
+        let Ok(CliMessage::Progress(progress)) = decode(line) else {
+            panic!("{line}")
+        };
+        assert_eq!(progress.model_call, None, "{line}");
+    }
+}
+
+#[test]
 fn rate_limit_events_decode_with_their_window() {
     let line = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1795388830,"rateLimitType":"five_hour","utilization":0.95,"isUsingOverage":false,"surpassedThreshold":0.9,"unifiedWindows":{}},"uuid":"u","session_id":"s"}"#;
     let CliMessage::Progress(progress) = decode(line).unwrap() else {

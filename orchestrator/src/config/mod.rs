@@ -63,6 +63,7 @@ pub struct Config {
     pub files: FilesConfig,
     pub threads: ThreadsConfig,
     pub oauth: OAuthConfig,
+    pub otel: OtelConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
     pub profiles: BTreeMap<String, ProfileConfig>,
@@ -357,6 +358,7 @@ impl Default for Config {
             files: FilesConfig::default(),
             threads: ThreadsConfig::default(),
             oauth: OAuthConfig::default(),
+            otel: OtelConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
@@ -765,6 +767,7 @@ mod budget;
 mod cluster;
 mod files;
 mod oauth;
+mod otel;
 mod paths;
 mod profiles;
 mod retention;
@@ -778,6 +781,7 @@ pub use budget::BudgetConfig;
 pub use cluster::ClusterConfig;
 pub use files::FilesConfig;
 pub use oauth::OAuthConfig;
+pub use otel::OtelConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use retention::RetentionConfig;
 pub use schedules::SchedulesConfig;

@@ -205,7 +205,10 @@ impl Launcher {
             bin: self.bin.clone(),
             config_dir: spec.config_dir.clone(),
             workdir: spec.workdir.clone(),
-            env: profile.env().to_vec(),
+            env: match &spec.traceparent {
+                Some(parent) => [profile.env(), &[("TRACEPARENT".into(), parent.clone())]].concat(),
+                None => profile.env().to_vec(),
+            },
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
             external_mcp_servers: profile
@@ -339,6 +342,7 @@ fn fresh_spec(
         },
         mcp_servers: None,
         resume: None,
+        traceparent: None,
     }
 }
 

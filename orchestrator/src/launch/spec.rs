@@ -32,6 +32,9 @@ pub struct ProcessSpec {
     pub mcp_servers: Option<Vec<String>>,
     /// The CLI session to resume; `None` starts a fresh one.
     pub resume: Option<CliSessionId>,
+    /// The W3C `traceparent` of the turn a process is started for: its `TRACEPARENT`. Not part
+    /// of what a process fits.
+    pub traceparent: Option<String>,
 }
 
 /// How a running process fits a turn's spec.
@@ -107,6 +110,7 @@ mod tests {
             },
             mcp_servers: None,
             resume: None,
+            traceparent: None,
         }
     }
 

@@ -67,6 +67,13 @@ pub struct ToolCall {
     tool_use_id: Option<String>,
 }
 
+impl ToolCall {
+    /// The model's id of the call (`tool_use_id`), when the CLI passed it.
+    pub fn tool_use_id(&self) -> Option<&str> {
+        self.tool_use_id.as_deref()
+    }
+}
+
 pub struct McpAdapter {
     registry: Arc<ToolRegistry>,
     store: Store,

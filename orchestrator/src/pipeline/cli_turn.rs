@@ -135,7 +135,15 @@ impl Pipeline {
             start: Some(SessionStart::Warm),
             ..TurnTally::default()
         };
-        let outcome = self.drive(turn, &user, deadline, &mut tally, None).await;
+        // Its own trace: nothing outside started it.
+        let trace = inner
+            .traces
+            .turn(None, user.thread_id.as_str(), user.id.as_str());
+        trace.set([opentelemetry::KeyValue::new("harness.origin", "cli")]);
+        let outcome = self
+            .drive(turn, &user, deadline, &mut tally, None, &trace)
+            .await;
+        trace.end(outcome.as_ref().err().map(ToString::to_string).as_deref());
         let usage = outcome.as_ref().ok().map(usage_of);
         self.count_usage(usage.as_ref());
         let session = lease.session_id();

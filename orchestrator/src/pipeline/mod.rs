@@ -29,11 +29,13 @@
 
 mod cli_turn;
 mod context;
+mod delegation;
 mod end;
 mod idempotency;
 mod line;
 mod queue;
 mod redrive;
+mod spans;
 mod tally;
 mod threads;
 mod throttle;
@@ -49,9 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, Instrument};
 
-use plugin_contract::{
-    CliSessionId, ContextProvider, Delegate, DelegateReply, ThreadId, ToolContext, UserContent,
-};
+use plugin_contract::{CliSessionId, ContextProvider, ThreadId, ToolContext, UserContent};
 
 use crate::api::events::{MessageReceived, ThreadEvent};
 use crate::approvals::Approvals;
@@ -63,9 +63,7 @@ use crate::launch::UnknownProfile;
 use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
-use crate::store::{
-    Claim, Fence, MessageId, MessageRow, MessageStatus, NewThread, OnInterrupt, Store, StoreError,
-};
+use crate::store::{Fence, MessageId, MessageRow, MessageStatus, Store, StoreError};
 use crate::turn_error::TurnError;
 use crate::workspace::{WorkspaceError, Workspaces};
 use idempotency::Admitted;
@@ -99,6 +97,9 @@ pub struct NewMessage {
     pub unattended: bool,
     /// Who sent it: stored on the user message; a child thread it delegates to acts for it too.
     pub caller: Caller,
+    /// The W3C `traceparent` the request carried (or the parent turn's tool call, for a
+    /// delegated child): the turn's trace is its child ([`crate::traces`]).
+    pub traceparent: Option<String>,
 }
 
 /// The reply to a message (`api::Reply` is what clients see of it).
@@ -199,6 +200,7 @@ pub struct PipelineParts {
     pub budgets: Budgets,
     pub workspaces: Workspaces,
     pub files: Files,
+    pub traces: crate::traces::Traces,
 }
 
 /// The pipeline. Cheap to clone: clones share one.
@@ -218,6 +220,7 @@ struct Inner {
     budgets: Budgets,
     workspaces: Workspaces,
     files: Files,
+    traces: crate::traces::Traces,
     queues: Arc<ThreadQueues>,
     /// Turns at once, across threads: a turn holds a permit from its checkout to its end.
     throttle: Throttle,
@@ -277,6 +280,7 @@ impl Pipeline {
                 budgets: parts.budgets,
                 workspaces: parts.workspaces,
                 files: parts.files,
+                traces: parts.traces,
                 queues: Arc::new(ThreadQueues::new(tasks.clone())),
                 throttle,
                 throttle_metrics,
@@ -518,6 +522,19 @@ impl Pipeline {
         }
     }
 
+    /// The context of a thread's tool call whose span is `traceparent`: a child it delegates to
+    /// is traced under the call.
+    fn traced_tool_context(&self, thread: ThreadId, traceparent: Option<String>) -> ToolContext {
+        let delegate = delegation::TracedDelegate {
+            pipeline: self.clone(),
+            traceparent,
+        };
+        ToolContext {
+            delegate: Arc::new(delegate),
+            ..self.tool_context(Some(thread))
+        }
+    }
+
     /// Begins shutdown: no queued turn starts any more; waits up to `grace` for the running ones.
     /// Returns false when the grace period ran out.
     pub async fn stop(&self, grace: Duration) -> bool {
@@ -530,107 +547,17 @@ impl Pipeline {
             .is_ok()
     }
 
+    /// Sends the traces still buffered and stops their exporter (at shutdown).
+    pub async fn send_traces(&self) {
+        let traces = self.inner.traces.clone();
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+    }
+
     /// Waits (up to `bound`) for the turns cut short by killed processes to record their end.
     pub async fn wait_turns(&self, bound: Duration) -> bool {
         tokio::time::timeout(bound, self.inner.tasks.wait())
             .await
             .is_ok()
-    }
-}
-
-/// Delegation: a child thread whose one turn runs through this same pipeline.
-#[async_trait::async_trait]
-impl Delegate for Pipeline {
-    async fn delegate(
-        &self,
-        parent: &ThreadId,
-        prompt: UserContent,
-        model: Option<String>,
-        // The delegation plugin's setting: the daemon holds no delegation settings.
-        timeout: Duration,
-    ) -> Result<DelegateReply, String> {
-        if self.is_shutting_down() {
-            return Err("the daemon is shutting down".into());
-        }
-        // The depth limit is the delegation plugin's policy; this only runs the child.
-        let store = &self.inner.store;
-        let parent_thread = store
-            .require_thread(parent)
-            .await
-            .map_err(|e| e.to_string())?;
-        let child = self
-            .create_thread(
-                NewThread {
-                    title: Some(format!("delegated from {parent}")),
-                    model: model.clone().or(parent_thread.model),
-                    parent_id: Some(parent.clone()),
-                    id: None,
-                    output_schema: None,
-                    // None of its own: its turns count against the parent's budget (and
-                    // those of whoever delegated to the parent), recorded below.
-                    max_budget_usd: None,
-                    // Its own folder: a child never shares its parent's working tree.
-                    workspace: None,
-                    // The same kind of agent as its parent.
-                    profile: parent_thread.profile,
-                    // Its parent's tenant owns it.
-                    tenant: parent_thread.tenant,
-                    // Its parent's turn, cut with it, runs again and delegates anew.
-                    on_interrupt: OnInterrupt::Mark,
-                },
-                None,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        store
-            .record_delegation(&child.id, parent)
-            .await
-            .map_err(|e| e.to_string())?;
-        // The child runs where its parent runs: this node took its lease when it was created.
-        let fence = match store
-            .claim_lease(&child.id, &crate::api::events::announce_end)
-            .await
-        {
-            Ok(Claim::Held { fence, .. }) => Some(fence),
-            Ok(Claim::Unclustered) => None,
-            Ok(Claim::Elsewhere { .. }) => {
-                return Err(format!("thread {} is held by another node", child.id))
-            }
-            Err(err) => return Err(err.to_string()),
-        };
-        let (caller, unattended) = crate::sync::lock(&self.inner.acting)
-            .get(parent)
-            .cloned()
-            // A turn the CLI started by itself.
-            .unwrap_or_else(|| (Caller::cli(), false));
-        info!(parent = %parent, child = %child.id, caller = %caller.subject, "Delegating to a child thread.");
-        // Nested: the parent holds a place under the concurrency limit and waits for this turn.
-        let child_message = NewMessage {
-            thread_id: child.id.clone(),
-            content: prompt,
-            client_message_id: None,
-            model: None,
-            permission_mode: None,
-            mcp_servers: None,
-            timeout: Some(timeout),
-            fence,
-            // The child acts for its parent's caller; nobody attends the child of a turn nobody
-            // attends.
-            unattended,
-            caller,
-        };
-        let reply = async {
-            self.accept(child_message, Nesting::InToolCall)
-                .await?
-                .finish()
-                .await
-        }
-        .await
-        .map_err(|e| e.to_string())?;
-        Ok(DelegateReply {
-            child_thread_id: child.id,
-            text: reply.message.content,
-        })
     }
 }
 

@@ -122,6 +122,7 @@ impl Pipeline {
             unattended: false,
             // The daemon runs it again for whoever sent it.
             caller: crate::caller::Caller::acting_for(message.caller()),
+            traceparent: None,
         };
         let pipeline = self.clone();
         let span = tracing::info_span!("message", thread_id = %thread, message_id = %id, attempt);

@@ -6,14 +6,16 @@
 //! for its process cancels the wait and kills a half-started process. A thread with an
 //! `outputSchema` has the `result`'s `structured_output` checked against it, else the turn fails.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use claude_cli::{TurnResult, UserContent};
+use claude_cli::TurnResult;
+use opentelemetry::KeyValue;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::end::TurnEnder;
 use super::queue::QueueTicket;
+use super::spans::TurnSpans;
 use super::tally::{usage_of, Recheck, TurnTally};
 use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
@@ -21,8 +23,9 @@ use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted, TurnThrottled};
 use crate::budget::BudgetExceeded;
 use crate::events::{Reply, TurnEnding};
 use crate::launch::ProcessSpec;
-use crate::pool::{Finish, Lease, LeasedTurn, TurnItem};
+use crate::pool::{Finish, LeasedTurn, TurnItem};
 use crate::store::{EndCause, MessageRow, MessageStatus, Usage};
+use crate::traces::TurnTrace;
 use crate::turn_error::TurnError;
 
 impl Pipeline {
@@ -36,15 +39,23 @@ impl Pipeline {
         nesting: Nesting,
     ) -> Result<TurnReply, PipelineError> {
         let client = msg.client_message_id.clone();
+        let trace = self.inner.traces.turn(
+            msg.traceparent.as_deref(),
+            user.thread_id.as_str(),
+            user.id.as_str(),
+        );
+        trace.content("gen_ai.input.messages", "user", &user.content);
+        let queued = SystemTime::now();
         let withdrawn = !self
             .wait_turn(&user.thread_id, client.as_deref(), &mut ticket)
             .await;
+        trace.past("queue", queued, SystemTime::now(), Vec::new());
         let mut end = TurnEnder::new(self, user, msg.fence.as_ref());
         let _acting = Acting::mark(self, &user.thread_id, &msg);
         let result = if withdrawn {
             self.withdrawn(user, &mut end).await
         } else {
-            let result = self.execute(user, msg, nesting, &mut end).await;
+            let result = self.execute(user, msg, nesting, &mut end, &trace).await;
             if client.is_some() {
                 self.turn_ended(&user.thread_id);
             }
@@ -61,6 +72,17 @@ impl Pipeline {
             }
         }
         self.end_recorded(&user.thread_id);
+        match &result {
+            Ok(reply) => {
+                trace.content(
+                    "gen_ai.output.messages",
+                    "assistant",
+                    &reply.message.content,
+                );
+                trace.end(None);
+            }
+            Err(err) => trace.end(Some(&err.to_string())),
+        }
         // Only now may the next message of the thread start.
         drop(ticket);
         result
@@ -72,6 +94,7 @@ impl Pipeline {
         msg: NewMessage,
         nesting: Nesting,
         end: &mut TurnEnder,
+        trace: &TurnTrace,
     ) -> Result<TurnReply, PipelineError> {
         let inner = &self.inner;
         if self.is_shutting_down() {
@@ -116,6 +139,9 @@ impl Pipeline {
             Err(exceeded) => return Err(self.store_refusal(user, exceeded, end).await),
         };
         let model = msg.model.clone().or(thread.model.clone());
+        if let Some(model) = &model {
+            trace.set([KeyValue::new("gen_ai.request.model", model.clone())]);
+        }
         inner.events.emit(
             &thread.id,
             Some(&user.id),
@@ -143,6 +169,7 @@ impl Pipeline {
                         .clone_from(&msg.permission_mode);
                 }
                 spec.mcp_servers.clone_from(&msg.mcp_servers);
+                spec.traceparent = trace.traceparent();
                 spec
             })
             .map_err(|err| TurnError::ProfileUnavailable(err.to_string()));
@@ -163,6 +190,7 @@ impl Pipeline {
                     timeout,
                     &mut tally,
                     nesting,
+                    trace,
                     Recheck {
                         charge: &charge,
                         reservation: &reservation,
@@ -176,6 +204,7 @@ impl Pipeline {
             // Refused once it had its process: nothing reached the CLI.
             return Err(self.store_refusal(user, exceeded, end).await);
         }
+        trace.set(turn_attributes(&tally));
         match outcome {
             Ok(done) => {
                 let reply = Reply {
@@ -308,10 +337,13 @@ impl Pipeline {
         timeout: Duration,
         tally: &mut TurnTally,
         nesting: Nesting,
+        trace: &TurnTrace,
         recheck: Recheck<'_>,
     ) -> Result<Done, TurnError> {
         let inner = &self.inner;
         let starting = Starting::new(self, &user.thread_id);
+        let checkout = trace.child("checkout".into(), Vec::new());
+        let asked = SystemTime::now();
         let lease = tokio::select! {
             lease = tokio::time::timeout_at(
                 deadline,
@@ -321,6 +353,13 @@ impl Pipeline {
             // the dropped checkout.
             _ = starting.token.cancelled() => return Err(TurnError::Interrupted),
         };
+        let start = lease.session_start();
+        checkout.set([KeyValue::new("harness.start", start_label(start))]);
+        if let Some(born) = lease.born().filter(|born| born.asked >= asked) {
+            checkout.past("slot wait", born.asked, born.slot);
+            checkout.past("spawn", born.slot, born.ready);
+        }
+        drop(checkout);
         // From here the turn may hand the process over (to a turn the CLI starts by itself)
         // before it records its end: that turn waits for the end (`after_recorded`).
         crate::sync::lock(&inner.holding).insert(user.thread_id.clone());
@@ -330,7 +369,7 @@ impl Pipeline {
             return Err(TurnError::Interrupted);
         }
         let mut permit = match self
-            .take_permit(user, nesting, &starting, deadline, timeout)
+            .take_permit(user, nesting, &starting, deadline, timeout, trace)
             .await
         {
             Ok(permit) => permit,
@@ -357,7 +396,6 @@ impl Pipeline {
                 warn!(thread_id = %user.thread_id, error = %err, "Could not check the budgets again; the turn runs on its reservation.");
             }
         }
-        let start = lease.session_start();
         tally.start = Some(start);
         let prompt = context::prepare_prompt(
             &inner.context,
@@ -383,9 +421,13 @@ impl Pipeline {
             }),
         );
         debug!(thread_id = %user.thread_id, pid = lease.pid(), ?start, "Turn sent.");
-        let outcome = self
-            .run_on_lease(&lease, user, &prompt, deadline, tally, &mut permit)
-            .await;
+        let outcome = match lease.start_turn(&prompt).await {
+            Ok(turn) => {
+                let permit = Some(&mut permit);
+                self.drive(turn, user, deadline, tally, permit, trace).await
+            }
+            Err(err) => Err(err),
+        };
         if let Ok(result) = &outcome {
             // Paid for whether or not the turn worked.
             tally.usage = Some(usage_of(result));
@@ -461,6 +503,7 @@ impl Pipeline {
         starting: &Starting<'_>,
         deadline: tokio::time::Instant,
         timeout: Duration,
+        trace: &TurnTrace,
     ) -> Result<Permit, TurnError> {
         let inner = &self.inner;
         let queued = match nesting {
@@ -484,6 +527,7 @@ impl Pipeline {
             thread_id = %user.thread_id, limit = queued.limit, running = queued.running,
             position = queued.position, "Turn waits for the concurrency limit."
         );
+        let _waiting = trace.child("throttle".into(), Vec::new());
         tokio::select! {
             permit = tokio::time::timeout_at(deadline, queued.wait()) => {
                 permit.map_err(|_| TurnError::TurnTimeout(timeout))
@@ -493,25 +537,11 @@ impl Pipeline {
         }
     }
 
-    /// Streams one turn until its `result`: events to the thread's stream (and to the permit,
-    /// which watches for the API's push-back), tool calls run with the turn's context. Idle time
-    /// counts only while the CLI is not waiting on us.
-    async fn run_on_lease(
-        &self,
-        lease: &Lease,
-        user: &MessageRow,
-        prompt: &UserContent,
-        deadline: tokio::time::Instant,
-        tally: &mut TurnTally,
-        permit: &mut Permit,
-    ) -> Result<TurnResult, TurnError> {
-        let turn = lease.start_turn(prompt).await?;
-        self.drive(turn, user, deadline, tally, Some(permit)).await
-    }
-
-    /// Runs `turn` (ours, or one the CLI started by itself) to its `result`: what
-    /// [`Self::run_on_lease`] does once the prompt is written. `permit` is the turn's place
-    /// under the concurrency limit, when it took one.
+    /// Streams `turn` (ours once its prompt is written, or one the CLI started by itself) until
+    /// its `result`: events to the thread's stream (and to the permit, which watches for the
+    /// API's push-back), tool calls run with the turn's context, spans to its trace. Idle time
+    /// counts only while the CLI is not waiting on us. `permit` is the turn's place under the
+    /// concurrency limit, when it took one.
     pub(super) async fn drive(
         &self,
         mut turn: LeasedTurn<'_>,
@@ -519,8 +549,10 @@ impl Pipeline {
         deadline: tokio::time::Instant,
         tally: &mut TurnTally,
         mut permit: Option<&mut Permit>,
+        trace: &TurnTrace,
     ) -> Result<TurnResult, TurnError> {
         let inner = &self.inner;
+        let mut spans = TurnSpans::new(trace);
         let idle = inner.settings.idle_timeout;
         let max_tool_calls = turn
             .max_tool_calls()
@@ -534,7 +566,9 @@ impl Pipeline {
                 item = turn.next() => {
                     last_output = tokio::time::Instant::now();
                     match item? {
+                        TurnItem::ModelCall(call) => spans.model_call(call),
                         TurnItem::Event(event) => {
+                            spans.event(&event);
                             if tally.observe(&event) > u64::from(max_tool_calls) && !over_limit {
                                 over_limit = true;
                                 warn!(tool_calls = tally.tool_calls, limit = max_tool_calls, "Too many tool calls in one turn; stopping it.");
@@ -548,8 +582,10 @@ impl Pipeline {
                         TurnItem::Alive => {}
                         TurnItem::ToolCall(pending) => {
                             let mcp = inner.mcp.clone();
-                            let ctx = self.tool_context(Some(user.thread_id.clone()));
                             let (call, reply) = pending.into_parts();
+                            let plugin = mcp.registry().get(&call.name).map(|t| t.plugin.as_str());
+                            let parent = spans.our_tool(call.tool_use_id(), &call.name, plugin);
+                            let ctx = self.traced_tool_context(user.thread_id.clone(), parent);
                             tools.spawn(async move { reply.send(mcp.call(call, ctx).await) });
                         }
                         TurnItem::Permission(request) => {
@@ -565,7 +601,12 @@ impl Pipeline {
                                 profile: turn.profile().to_owned(),
                                 unattended: tally.unattended,
                             };
-                            tools.spawn(async move { request.answer(approvals.decide(asked).await) });
+                            let waiting = spans.approval(request.tool_name());
+                            tools.spawn(async move {
+                                let decision = approvals.decide(asked).await;
+                                drop(waiting);
+                                request.answer(decision)
+                            });
                         }
                         TurnItem::Done(result) => {
                             if over_limit {
@@ -690,6 +731,39 @@ fn structured(
         ))
     })?;
     Ok(output)
+}
+
+/// The root span's figures of a turn: how its process started, its usage and cost.
+fn turn_attributes(tally: &TurnTally) -> Vec<KeyValue> {
+    let mut attributes = vec![KeyValue::new("harness.tool_calls", tally.tool_calls as i64)];
+    if let Some(start) = tally.start {
+        attributes.push(KeyValue::new("harness.start", start_label(start)));
+    }
+    if let Some(usage) = &tally.usage {
+        attributes.extend([
+            KeyValue::new("gen_ai.usage.input_tokens", usage.input_tokens),
+            KeyValue::new("gen_ai.usage.output_tokens", usage.output_tokens),
+            KeyValue::new(
+                "gen_ai.usage.cache_read.input_tokens",
+                usage.cache_read_tokens,
+            ),
+            KeyValue::new(
+                "gen_ai.usage.cache_creation.input_tokens",
+                usage.cache_write_tokens,
+            ),
+            KeyValue::new("harness.cost_usd", usage.cost_usd),
+        ]);
+    }
+    attributes
+}
+
+/// How a turn's process started, as its spans name it.
+fn start_label(start: plugin_contract::SessionStart) -> &'static str {
+    match start {
+        plugin_contract::SessionStart::Warm => "warm",
+        plugin_contract::SessionStart::Resumed => "resumed",
+        plugin_contract::SessionStart::Fresh { .. } => "fresh",
+    }
 }
 
 /// A successful turn.

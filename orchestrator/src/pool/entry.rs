@@ -38,6 +38,17 @@ pub(super) struct Entry {
     pub(super) calls: Arc<Inboxes>,
     /// How many of the process's transcript frames have been stored (or given up on).
     pub(super) transcript_stored: watch::Receiver<u64>,
+    /// When a checkout started it: the steps of its start, for the turn's trace.
+    pub(super) born: std::sync::OnceLock<Born>,
+}
+
+/// How a process started for a checkout: asked for at `asked`, given a slot at `slot`, ready at
+/// `ready` (the turn's trace shows the slot wait and the spawn).
+#[derive(Clone, Copy, Debug)]
+pub struct Born {
+    pub asked: std::time::SystemTime,
+    pub slot: std::time::SystemTime,
+    pub ready: std::time::SystemTime,
 }
 
 impl Entry {
@@ -61,6 +72,7 @@ impl Entry {
             last_used: Mutex::new(Instant::now()),
             calls,
             transcript_stored,
+            born: std::sync::OnceLock::new(),
         }
     }
 

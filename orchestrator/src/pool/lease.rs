@@ -66,6 +66,11 @@ impl Lease {
         self.entry.process.pid()
     }
 
+    /// How the process started, when a checkout started it (not a spare's or a prewarm's).
+    pub fn born(&self) -> Option<super::entry::Born> {
+        self.entry.born.get().copied()
+    }
+
     /// The CLI session id the process reports.
     pub fn session_id(&self) -> Option<CliSessionId> {
         self.entry
@@ -219,6 +224,8 @@ pub struct LeasedTurn<'a> {
 #[derive(Debug)]
 pub enum TurnItem {
     Event(TurnEvent),
+    /// A model response the CLI reports (before the events of its content).
+    ModelCall(claude_cli::ModelCall),
     /// The CLI wrote something with nothing to report: it is alive.
     Alive,
     /// The model called one of our tools: run it and answer ([`CallReply::send`]).
@@ -274,6 +281,7 @@ impl LeasedTurn<'_> {
             }),
             step = self.events.next() => match step? {
                 Step::Event(event) => Ok(TurnItem::Event(event)),
+                Step::ModelCall(call) => Ok(TurnItem::ModelCall(call)),
                 Step::Alive => Ok(TurnItem::Alive),
                 Step::Done(result) => {
                     // The frames before a `result` are the turn's transcript: stored first.

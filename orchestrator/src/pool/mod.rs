@@ -87,6 +87,7 @@ mod status;
 mod transcript;
 
 pub use admission::AdmissionSettings;
+pub use entry::Born;
 pub use host::CliTurn;
 pub use lease::{CallReply, Finish, Lease, LeasedTurn, PendingCall, PermissionRequest, TurnItem};
 pub use state::WorktreeKey;

@@ -63,15 +63,20 @@ impl Pool {
         resume_failed: bool,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Arc<Entry>, SpawnError> {
+        let asked = std::time::SystemTime::now();
         let (permit, overflow) = match slot {
             Some(permit) => (permit, false),
             None => self.acquire_slot().await,
         };
+        let slot = std::time::SystemTime::now();
         let start = match spec.resume {
             Some(_) => SessionStart::Resumed,
             None => SessionStart::Fresh { resume_failed },
         };
-        self.start_process(spec, start, overflow, permit).await
+        let entry = self.start_process(spec, start, overflow, permit).await?;
+        let ready = std::time::SystemTime::now();
+        let _ = entry.born.set(super::entry::Born { asked, slot, ready });
+        Ok(entry)
     }
 
     pub(super) fn folder_error(&self, err: std::io::Error) -> SpawnError {

@@ -271,6 +271,7 @@ impl Schedules {
             fence,
             unattended: true,
             caller: crate::caller::Caller::schedule(&schedule.id, schedule.tenant.clone()),
+            traceparent: None,
         };
         let message_id = match inner.pipeline.accept_message(msg).await {
             Ok(accepted) => accepted.message_id,

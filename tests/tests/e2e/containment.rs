@@ -305,7 +305,7 @@ async fn drain(mut turn: TurnEvents) -> Result<String, CliError> {
             .expect("the turn ends")?
         {
             Step::Done(result) => return Ok(result.text.unwrap_or_default()),
-            Step::Event(_) | Step::Alive => {}
+            Step::Event(_) | Step::ModelCall(_) | Step::Alive => {}
         }
     }
 }

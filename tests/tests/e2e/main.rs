@@ -34,6 +34,7 @@ mod structured;
 mod support;
 mod tenants;
 mod tools;
+mod traces;
 mod transcripts;
 mod usage;
 mod webhooks;

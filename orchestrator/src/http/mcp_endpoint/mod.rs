@@ -473,6 +473,8 @@ impl ServerHandler for Handler {
             .adapter
             .call_tool_in(&self.0.registry, ctx, &name, arguments, None);
         let call = crate::caller::acting_as(caller.clone(), call);
+        let traceparent = parts.and_then(|p| crate::traces::traceparent_of(&p.headers));
+        let call = crate::traces::under(traceparent, call);
         tokio::pin!(call);
         let mut progress = 0u32;
         let mut cancelled = false;

@@ -352,6 +352,7 @@ impl Tool for Send {
             fence,
             unattended: false,
             caller,
+            traceparent: crate::traces::parent(),
         };
         let accepted = self
             .pipeline

@@ -363,9 +363,11 @@ pub async fn post_message(
     fence: Option<axum::Extension<crate::store::Fence>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<PostQuery>,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<PostMessage>,
 ) -> Result<axum::response::Response, ApiError> {
     let msg = NewMessage {
+        traceparent: crate::traces::traceparent_of(&headers),
         thread_id: ThreadId::from_string(id),
         content: body.content,
         client_message_id: body.client_message_id,

@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod callers;
@@ -30,6 +30,7 @@ mod retention;
 mod scale;
 mod schemas;
 mod sdk;
+mod traces;
 mod webhooks;
 mod workspaces;
 
@@ -205,6 +206,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("traces") => {
+            eprintln!("bench: only traces, {samples} samples");
+            let outcome = traces::run(&mock, samples).await?;
+            let mut out = String::new();
+            traces::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("retention") => {
             eprintln!("bench: only retention, {samples} samples");
             let outcome = retention::run(&mock, samples).await?;
@@ -223,7 +232,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale` or `retention` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention` or `traces` runs alone"
             )
         }
     }
@@ -405,6 +414,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: retention");
     let retention = retention::run(&mock, samples).await?;
 
+    // What a trace per turn costs.
+    eprintln!("bench: traces");
+    let traces = traces::run(&mock, samples).await?;
+
     // What images cost the daemon.
     eprintln!("bench: images");
     let files = files::run(samples).await?;
@@ -449,6 +462,7 @@ async fn main() -> anyhow::Result<()> {
         files: &files,
         scale: &scale,
         retention: &retention,
+        traces: &traces,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;

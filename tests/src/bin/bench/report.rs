@@ -29,6 +29,7 @@ pub(super) struct Report<'a> {
     pub(super) files: &'a files::Outcome,
     pub(super) scale: &'a scale::Outcome,
     pub(super) retention: &'a retention::Outcome,
+    pub(super) traces: &'a traces::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
 }
@@ -181,6 +182,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     files::render(&mut out, r.files)?;
     scale::render(&mut out, r.scale)?;
     retention::render(&mut out, r.retention)?;
+    traces::render(&mut out, r.traces)?;
 
     writeln!(out, "## Memory\n")?;
     match (r.rss.first(), r.rss.get(r.rss.len() / 2), r.rss.last()) {
