@@ -76,12 +76,15 @@ pub trait PermissionQueries {
     async fn deny_pending_permissions(&self, reason: &str) -> Result<u64, StoreError>;
 
     /// The thread's requests, oldest first: only pending ones when `pending_only`, only
-    /// `request_id` when given.
+    /// `request_id` when given, only those after `after` (`(created_at as stored, id)`), at
+    /// most `limit`.
     async fn select_permissions(
         &self,
         thread: &ThreadId,
         pending_only: bool,
         request_id: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: Option<i64>,
     ) -> Result<Vec<PermissionRow>, StoreError>;
 }
 
@@ -127,8 +130,10 @@ macro_rules! permission_queries {
                 thread: &ThreadId,
                 pending_only: bool,
                 request_id: Option<&str>,
+                after: Option<(&str, &str)>,
+                limit: Option<i64>,
             ) -> Result<Vec<PermissionRow>, StoreError> {
-                select(self.pool(), thread, pending_only, request_id).await
+                select(self.pool(), thread, pending_only, request_id, after, limit).await
             }
         }
     };

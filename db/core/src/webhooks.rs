@@ -131,11 +131,13 @@ pub trait WebhookQueries {
         attempted: Attempted<'_>,
     ) -> Result<(), StoreError>;
 
-    /// Deliveries, newest first, of `status` when set, at most `limit`.
+    /// Deliveries, newest first, of `status` when set, before `before` (`(created_at as
+    /// stored, id)`) when set, at most `limit`.
     async fn list_deliveries(
         &self,
         status: Option<DeliveryStatus>,
         limit: u32,
+        before: Option<(&str, &str)>,
     ) -> Result<Vec<DeliveryRow>, StoreError>;
 
     /// The delivery, or `None`.
@@ -215,8 +217,9 @@ macro_rules! webhook_queries {
                 &self,
                 status: Option<DeliveryStatus>,
                 limit: u32,
+                before: Option<(&str, &str)>,
             ) -> Result<Vec<DeliveryRow>, StoreError> {
-                list_deliveries(self.pool(), status, limit).await
+                list_deliveries(self.pool(), status, limit, before).await
             }
 
             async fn delivery(&self, id: &str) -> Result<Option<DeliveryRow>, StoreError> {

@@ -84,7 +84,10 @@ async fn select(
     thread: &ThreadId,
     pending_only: bool,
     request_id: Option<&str>,
+    after: Option<(&str, &str)>,
+    limit: Option<i64>,
 ) -> Result<Vec<PermissionRow>, StoreError> {
+    let (after_at, after_id) = after.unzip();
     Ok(sqlx::query_as!(
         PermissionRow,
         r#"SELECT id AS request_id, thread_id AS "thread_id: ThreadId",
@@ -95,10 +98,14 @@ async fn select(
            FROM permissions
            WHERE thread_id = $1 AND (NOT $2 OR status = 'pending')
              AND ($3::TEXT IS NULL OR id = $3)
-           ORDER BY created_at, id"#,
+             AND ($4::TEXT IS NULL OR (created_at, id) > ($4, $5::TEXT))
+           ORDER BY created_at, id LIMIT $6"#,
         thread as &ThreadId,
         pending_only,
         request_id,
+        after_at,
+        after_id,
+        limit,
     )
     .fetch_all(pool)
     .await?)

@@ -158,7 +158,9 @@ async fn list_deliveries(
     pool: &PgPool,
     status: Option<DeliveryStatus>,
     limit: u32,
+    before: Option<(&str, &str)>,
 ) -> Result<Vec<DeliveryRow>, StoreError> {
+    let (before_at, before_id) = before.unzip();
     Ok(sqlx::query_as!(
         DeliveryRow,
         r#"SELECT id, event_id, endpoint, url, type AS kind,
@@ -168,9 +170,12 @@ async fn list_deliveries(
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!"
            FROM webhook_deliveries WHERE ($1::text IS NULL OR status = $1)
+             AND ($3::text IS NULL OR (created_at, id) < ($3, $4::text))
            ORDER BY created_at DESC, id DESC LIMIT $2"#,
         status.map(DeliveryStatus::as_str),
         i64::from(limit),
+        before_at,
+        before_id,
     )
     .fetch_all(pool)
     .await?)

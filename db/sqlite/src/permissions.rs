@@ -88,7 +88,10 @@ async fn select(
     thread: &ThreadId,
     pending_only: bool,
     request_id: Option<&str>,
+    after: Option<(&str, &str)>,
+    limit: Option<i64>,
 ) -> Result<Vec<PermissionRow>, StoreError> {
+    let (after_at, after_id) = after.unzip();
     Ok(sqlx::query_as!(
         PermissionRow,
         r#"SELECT id AS "request_id!", thread_id AS "thread_id: ThreadId",
@@ -98,10 +101,14 @@ async fn select(
                   decided_at AS "decided_at: DateTime<Utc>"
            FROM permissions
            WHERE thread_id = ?1 AND (?2 = 0 OR status = 'pending') AND (?3 IS NULL OR id = ?3)
-           ORDER BY created_at, id"#,
+             AND (?4 IS NULL OR (created_at, id) > (?4, ?5))
+           ORDER BY created_at, id LIMIT COALESCE(?6, -1)"#,
         thread,
         pending_only,
         request_id,
+        after_at,
+        after_id,
+        limit,
     )
     .fetch_all(pool)
     .await?)

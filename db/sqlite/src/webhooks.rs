@@ -156,7 +156,9 @@ async fn list_deliveries(
     pool: &SqlitePool,
     status: Option<DeliveryStatus>,
     limit: u32,
+    before: Option<(&str, &str)>,
 ) -> Result<Vec<DeliveryRow>, StoreError> {
+    let (before_at, before_id) = before.unzip();
     Ok(sqlx::query_as!(
         DeliveryRow,
         r#"SELECT id AS "id!", event_id, endpoint, url, type AS kind,
@@ -166,9 +168,12 @@ async fn list_deliveries(
                   created_at AS "created_at: DateTime<Utc>",
                   updated_at AS "updated_at: DateTime<Utc>"
            FROM webhook_deliveries WHERE (?1 IS NULL OR status = ?1)
+             AND (?3 IS NULL OR (created_at, id) < (?3, ?4))
            ORDER BY created_at DESC, id DESC LIMIT ?2"#,
         status,
         limit,
+        before_at,
+        before_id,
     )
     .fetch_all(pool)
     .await?)

@@ -54,6 +54,24 @@ pub fn parse_message(cursor: &str) -> Option<i64> {
     text.strip_prefix("m\n")?.parse().ok()
 }
 
+/// The cursor next to a row of a list ordered by `(created_at, id)` (permissions, webhook
+/// deliveries): its creation time as stored and its id.
+pub fn at_row(at: DateTime<Utc>, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("r\n{}\n{id}", time_text(at)))
+}
+
+/// `(creation time as stored, id)` of [`at_row`]; `None` for anything else.
+pub fn parse_row(cursor: &str) -> Option<(String, String)> {
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    let mut parts = text.splitn(3, '\n');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("r"), Some(at), Some(id)) if DateTime::parse_from_rfc3339(at).is_ok() => {
+            Some((at.to_owned(), id.to_owned()))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +82,12 @@ mod tests {
             .unwrap()
             .with_timezone(&Utc);
         let id = ThreadId::from_string("thr_1");
+        let row = at_row(at, "req_1");
+        assert_eq!(
+            parse_row(&row),
+            Some(("2026-11-26T10:00:00.123456Z".into(), "req_1".into()))
+        );
+        assert_eq!(parse_row(&after_thread(at, &id)), None);
         let cursor = after_thread(at, &id);
         assert_eq!(
             parse_thread(&cursor),

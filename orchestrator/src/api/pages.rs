@@ -85,6 +85,23 @@ pub fn limit(asked: Option<i64>) -> Result<i64, PageError> {
     }
 }
 
+/// The row a `(created_at, id)` list's `cursor` names ([`cursor::at_row`]).
+pub fn row_cursor(cursor: &str) -> Result<(String, String), PageError> {
+    cursor::parse_row(cursor)
+        .ok_or_else(|| PageError::Invalid("cursor is not one this list gave".into()))
+}
+
+/// Cuts `rows` (read one beyond `limit`) to `limit`: the cursor after the last kept when more
+/// were there.
+pub fn trim<T>(rows: &mut Vec<T>, limit: i64, cursor: impl Fn(&T) -> String) -> Option<String> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if rows.len() <= limit {
+        return None;
+    }
+    rows.truncate(limit);
+    rows.last().map(cursor)
+}
+
 /// The page of threads `filters` names, of those `caller` sees.
 pub async fn threads(
     store: &Store,

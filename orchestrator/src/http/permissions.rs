@@ -15,9 +15,13 @@ use crate::api;
 use crate::approvals::{Answer, AnswerError};
 use crate::caller::Caller;
 
+/// A page of a thread's permissions, oldest first.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Pending {
     pub permissions: Vec<api::Permission>,
+    /// The next page's `cursor`; `null` on the last page.
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -27,15 +31,21 @@ pub struct ListQuery {
     /// `true`: decided ones too, each with its decision and who made it.
     #[serde(default)]
     all: bool,
+    /// Permissions per page: 1 to 500, default 50.
+    limit: Option<i64>,
+    /// `nextCursor` of the previous page.
+    cursor: Option<String>,
 }
 
-/// `GET /api/threads/{id}/permissions[?all=true]`: the pending ones (or all), oldest first.
+/// `GET /api/threads/{id}/permissions[?all=true&limit=&cursor=]`: the pending ones (or all),
+/// oldest first, a page at a time.
 #[utoipa::path(get, path = "/threads/{id}/permissions", operation_id = "listPermissions", tag = "tools",
     params(("id" = String, Path, description = "The thread's id (`thr_…`)."), ListQuery),
     responses(
-        (status = 200, description = "The permissions, oldest first.", body = Pending),
+        (status = 200, description = "A page of the permissions, oldest first.", body = Pending),
         (status = 400, description = "A bad query string.", body = ErrorBody),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 422, description = "`limit` out of range, or a `cursor` this list did not give.", body = ErrorBody),
     ))]
 pub async fn list(
     State(state): State<ApiState>,
@@ -46,9 +56,23 @@ pub async fn list(
         .store
         .require_thread(&ThreadId::from_string(id))
         .await?;
-    let permissions = state.store.permissions(&thread.id, !query.all).await?;
+    let limit = api::pages::limit(query.limit)?;
+    let after = query
+        .cursor
+        .as_deref()
+        .map(api::pages::row_cursor)
+        .transpose()?;
+    let after = after.as_ref().map(|(at, id)| (at.as_str(), id.as_str()));
+    let mut rows = state
+        .store
+        .permission_page(&thread.id, !query.all, after, Some(limit + 1))
+        .await?;
+    let next_cursor = api::pages::trim(&mut rows, limit, |row| {
+        api::cursor::at_row(row.created_at, &row.request_id)
+    });
     Ok(Json(Pending {
-        permissions: permissions.into_iter().map(api::Permission::from).collect(),
+        permissions: rows.into_iter().map(api::Permission::from).collect(),
+        next_cursor,
     }))
 }
 

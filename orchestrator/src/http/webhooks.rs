@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ErrorBody;
 use super::{ApiError, ApiPath, ApiQuery, ApiState};
+use crate::api;
 use crate::store::{AttemptRow, DeliveryRow, DeliveryStatus};
 
 /// One event sent to one endpoint; its `id` is the `webhook-id` of every attempt.
@@ -80,9 +81,13 @@ impl From<AttemptRow> for Attempt {
     }
 }
 
+/// A page of deliveries, newest first.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct DeliveryList {
     pub deliveries: Vec<Delivery>,
+    /// The next page's `cursor`; `null` on the last page.
+    pub next_cursor: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -91,9 +96,11 @@ pub struct DeliveryList {
 pub struct ListQuery {
     /// Only deliveries in this state.
     status: Option<DeliveryStatus>,
-    /// At most this many (default 100, at most 1000).
+    /// At most this many per page (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
+    /// `nextCursor` of the previous page.
+    cursor: Option<String>,
 }
 
 /// `GET /api/webhooks/deliveries`: the newest first.
@@ -102,7 +109,7 @@ pub struct ListQuery {
     responses(
         (status = 200, description = "The deliveries, newest first.", body = DeliveryList),
         (status = 400, description = "A bad query string.", body = ErrorBody),
-        (status = 422, description = "`limit` out of range.", body = ErrorBody),
+        (status = 422, description = "`limit` out of range, or a `cursor` this list did not give.", body = ErrorBody),
     ))]
 pub async fn list(
     State(state): State<ApiState>,
@@ -116,9 +123,22 @@ pub async fn list(
             "limit must be between 1 and 1000",
         ));
     }
-    let rows = state.store.list_deliveries(query.status, limit).await?;
+    let before = query
+        .cursor
+        .as_deref()
+        .map(api::pages::row_cursor)
+        .transpose()?;
+    let before = before.as_ref().map(|(at, id)| (at.as_str(), id.as_str()));
+    let mut rows = state
+        .store
+        .list_deliveries(query.status, limit + 1, before)
+        .await?;
+    let next_cursor = api::pages::trim(&mut rows, i64::from(limit), |row| {
+        api::cursor::at_row(row.created_at, &row.id)
+    });
     Ok(Json(DeliveryList {
         deliveries: rows.into_iter().map(Delivery::from).collect(),
+        next_cursor,
     }))
 }
 

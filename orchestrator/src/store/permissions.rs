@@ -54,7 +54,7 @@ impl Store {
         thread: &ThreadId,
         request_id: &str,
     ) -> Result<Option<PermissionRow>, StoreError> {
-        Ok(on_db!(self, db => db.select_permissions(thread, false, Some(request_id)).await)?.pop())
+        Ok(on_db!(self, db => db.select_permissions(thread, false, Some(request_id), None, None).await)?.pop())
     }
 
     /// The thread's requests, oldest first; only the pending ones when `pending_only`.
@@ -63,7 +63,20 @@ impl Store {
         thread: &ThreadId,
         pending_only: bool,
     ) -> Result<Vec<PermissionRow>, StoreError> {
-        on_db!(self, db => db.select_permissions(thread, pending_only, None).await)
+        self.permission_page(thread, pending_only, None, None).await
+    }
+
+    /// A page of [`Store::permissions`]: those after `after` (`(created_at as stored, id)`: the
+    /// last of the page before), at most `limit`.
+    pub async fn permission_page(
+        &self,
+        thread: &ThreadId,
+        pending_only: bool,
+        after: Option<(&str, &str)>,
+        limit: Option<i64>,
+    ) -> Result<Vec<PermissionRow>, StoreError> {
+        let _timer = self.metrics.time("permissions");
+        on_db!(self, db => db.select_permissions(thread, pending_only, None, after, limit).await)
     }
 }
 

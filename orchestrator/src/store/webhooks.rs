@@ -71,14 +71,16 @@ impl Store {
         on_db!(self, db => db.record_attempt(delivery, node, attempted).await)
     }
 
-    /// Deliveries, newest first, of `status` when set.
+    /// Deliveries, newest first, of `status` when set, before `before` (`(created_at as
+    /// stored, id)`: a page's last) when set.
     pub async fn list_deliveries(
         &self,
         status: Option<DeliveryStatus>,
         limit: u32,
+        before: Option<(&str, &str)>,
     ) -> Result<Vec<DeliveryRow>, StoreError> {
         let _timer = self.metrics.time("list_deliveries");
-        on_db!(self, db => db.list_deliveries(status, limit).await)
+        on_db!(self, db => db.list_deliveries(status, limit, before).await)
     }
 
     /// The delivery, or `None`.
@@ -190,7 +192,7 @@ mod tests {
             let attempts = store.delivery_attempts(&first).await.unwrap();
             let seen: Vec<_> = attempts.iter().map(|a| (a.node.as_str(), a.status_code)).collect();
             assert_eq!(seen, [("node_x", Some(500)), ("node_z", Some(204))]);
-            let listed = store.list_deliveries(Some(DeliveryStatus::Delivered), 10).await.unwrap();
+            let listed = store.list_deliveries(Some(DeliveryStatus::Delivered), 10, None).await.unwrap();
             assert_eq!(listed.len(), 1);
 
             let redone = store.redeliver(&first).await.unwrap().unwrap();

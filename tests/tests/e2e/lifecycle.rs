@@ -416,3 +416,120 @@ async fn threads_are_found_by_the_words_of_their_titles_and_messages() {
     assert_eq!(listed[0]["threadId"], other.as_str());
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permissions_and_deliveries_come_in_pages() {
+    use orchestrator::config::WebhookEndpoint;
+    use orchestrator::store::{NewPermission, WebhookDraft};
+
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |config| {
+        // Nothing listens there: every delivery dies after its one attempt.
+        config.webhooks.endpoints = vec![WebhookEndpoint {
+            url: "http://127.0.0.1:9/hooks".into(),
+            secret: Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()),
+            secrets: Vec::new(),
+            events: Vec::new(),
+        }];
+        config.webhooks.allow_private_targets = true;
+        config.webhooks.max_attempts = 1;
+    })
+    .await;
+    let store = daemon.daemon().store.clone();
+    let thread = daemon.create_thread().await;
+    let id = plugin_contract::ThreadId::from_string(&thread);
+    let input = json!({"command": "touch f"});
+    for n in 0..5 {
+        let request = format!("req-{n}");
+        let new = NewPermission {
+            request_id: &request,
+            thread_id: &id,
+            message_id: None,
+            tool_use_id: None,
+            tool_name: "Bash",
+            input: &input,
+        };
+        let (status, by) = match n % 2 {
+            0 => ("pending", None),
+            _ => ("denied", Some("rule")),
+        };
+        store
+            .record_permission(new, status, by, None)
+            .await
+            .unwrap();
+        let draft = WebhookDraft {
+            kind: "turn.finished",
+            data: json!({"n": n}),
+        };
+        store
+            .append_announced(&id, None, "note", &json!({}), &[draft])
+            .await
+            .unwrap();
+    }
+
+    // Permissions, oldest first: all five in pages of two; the pending three in pages of two.
+    let path = format!("/api/threads/{thread}/permissions?all=true&limit=2");
+    let pages = all_pages(&daemon, &path, "permissions", "cursor", || {}).await;
+    assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+    let ids: Vec<&str> = pages
+        .iter()
+        .flatten()
+        .filter_map(|p| p["requestId"].as_str())
+        .collect();
+    assert_eq!(ids, ["req-0", "req-1", "req-2", "req-3", "req-4"]);
+    let path = format!("/api/threads/{thread}/permissions?limit=2");
+    let pages = all_pages(&daemon, &path, "permissions", "cursor", || {}).await;
+    let ids: Vec<&str> = pages
+        .iter()
+        .flatten()
+        .filter_map(|p| p["requestId"].as_str())
+        .collect();
+    assert_eq!(ids, ["req-0", "req-2", "req-4"]);
+
+    // Deliveries, newest first, once all five are made: the pages hold the list, in order.
+    let all = || async {
+        let (_, body) = daemon.get("/api/webhooks/deliveries?limit=100").await;
+        body["deliveries"].as_array().cloned().unwrap_or_default()
+    };
+    harness_tests::util::eventually_async(Duration::from_secs(30), "five deliveries", || async {
+        all().await.len() == 5
+    })
+    .await
+    .unwrap();
+    let every: Vec<String> = all()
+        .await
+        .iter()
+        .filter_map(|d| d["id"].as_str().map(str::to_owned))
+        .collect();
+    let pages = all_pages(
+        &daemon,
+        "/api/webhooks/deliveries?limit=2",
+        "deliveries",
+        "cursor",
+        || {},
+    )
+    .await;
+    assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+    let paged: Vec<String> = pages
+        .iter()
+        .flatten()
+        .filter_map(|d| d["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(paged, every);
+    assert_eq!(
+        pages[2][0]["data"]["n"], 0,
+        "the oldest last: {:?}",
+        pages[2][0]
+    );
+
+    for bad in [
+        format!("/api/threads/{thread}/permissions?cursor=nope"),
+        "/api/webhooks/deliveries?cursor=bm9wZQ".to_owned(),
+        format!("/api/threads/{thread}/permissions?limit=0"),
+    ] {
+        let (status, body) = daemon.get(&bad).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+        assert!(body["error"]["message"].is_string(), "{body}");
+    }
+    daemon.stop().await;
+}
