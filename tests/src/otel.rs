@@ -2,9 +2,8 @@
 //! OTLP test sink (PyPI `oteltest`, in the tests' Python venv, installed when missing) and
 //! writes every span it receives as a JSON line.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use serde_json::Value;
 
@@ -44,19 +43,9 @@ impl Receiver {
     pub fn start(python: &Path, dir: &Path) -> Receiver {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/otel_receiver.py");
         let out = dir.join("spans.jsonl");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(&out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the OTLP receiver starts");
-        let stdout = child.stdout.take().expect("its stdout");
-        let mut port = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut port)
-            .expect("the receiver prints its port");
-        let port: u16 = port.trim().parse().expect("a port");
+        let mut command = Command::new(python);
+        command.arg(script).arg(&out);
+        let (child, port) = crate::util::spawn_listening(&mut command, "the OTLP receiver");
         Receiver {
             endpoint: format!("http://127.0.0.1:{port}/v1/traces"),
             out,

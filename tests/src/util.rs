@@ -87,6 +87,30 @@ pub fn nested_schema(depth: usize, turn: usize, name: &str) -> serde_json::Value
     json!({"type": "object", "properties": { name: schema }})
 }
 
+/// Starts `command` (a helper script that prints the port it listens on, then serves) with its
+/// stdout piped: the child and that port.
+pub fn spawn_listening(
+    command: &mut std::process::Command,
+    what: &str,
+) -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|err| panic!("{what} starts: {err}"));
+    let stdout = child.stdout.take().expect("its stdout");
+    let mut port = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut port)
+        .unwrap_or_else(|err| panic!("{what} prints its port: {err}"));
+    let port = port
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{what} printed {port:?}, not a port"));
+    (child, port)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

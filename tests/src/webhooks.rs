@@ -2,9 +2,8 @@
 //! delivery with the Standard Webhooks reference library (PyPI `standardwebhooks`, in the
 //! tests' Python venv, installed when missing) and fails a share of them on purpose.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use serde_json::Value;
 
@@ -39,17 +38,7 @@ impl Receiver {
         if let Some(file) = fail_while {
             command.arg(file);
         }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the webhook receiver starts");
-        let stdout = child.stdout.take().expect("its stdout");
-        let mut port = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut port)
-            .expect("the receiver prints its port");
-        let port: u16 = port.trim().parse().expect("a port");
+        let (child, port) = crate::util::spawn_listening(&mut command, "the webhook receiver");
         Receiver {
             url: format!("http://127.0.0.1:{port}/hooks"),
             out,

@@ -21,6 +21,25 @@ const DELEGATE_TOOL: &str = "mcp__harness__delegation__delegate";
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
 
+/// A receiver, the mock and a daemon sending it its traces (`tweak` sets more); `None` when
+/// there is no Python.
+async fn traced(
+    test: &str,
+    tweak: impl FnOnce(&mut orchestrator::config::Config) + Send + 'static,
+) -> Option<(Receiver, MockApi, TestDaemon, tempfile::TempDir)> {
+    let python = harness_tests::mcp::python_or_skip(test).await?;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let receiver = Receiver::start(&python, dir.path());
+    let mock = MockApi::start().await;
+    let endpoint = receiver.endpoint.clone();
+    let daemon = TestDaemon::start(&mock, move |config| {
+        config.otel.endpoint = Some(endpoint);
+        tweak(config);
+    })
+    .await;
+    Some((receiver, mock, daemon, dir))
+}
+
 fn children<'a>(spans: &'a [Span], parent: &Span) -> Vec<&'a Span> {
     spans
         .iter()
@@ -40,17 +59,9 @@ fn names(spans: &[&Span]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_with_a_delegation_is_one_trace_under_the_callers_span() {
-    let Some(python) = harness_tests::mcp::python_or_skip("traces").await else {
+    let Some((receiver, mock, daemon, _dir)) = traced("traces", |_| {}).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(&python, dir.path());
-    let mock = MockApi::start().await;
-    let endpoint = receiver.endpoint.clone();
-    let daemon = TestDaemon::start(&mock, move |config| {
-        config.otel.endpoint = Some(endpoint);
-    })
-    .await;
     mock.once_when_prompt_contains(
         "please delegate",
         Reply::tool_use(DELEGATE_TOOL, json!({"prompt": "child task XYZ"})),
@@ -162,19 +173,13 @@ async fn a_turn_with_a_delegation_is_one_trace_under_the_callers_span() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_send_carries_its_traceparent_and_content_is_opt_in() {
-    let Some(python) = harness_tests::mcp::python_or_skip("traces over /mcp").await else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(&python, dir.path());
-    let mock = MockApi::start().await;
-    let endpoint = receiver.endpoint.clone();
-    let daemon = TestDaemon::start(&mock, move |config| {
-        config.otel.endpoint = Some(endpoint);
+    let tweak = |config: &mut orchestrator::config::Config| {
         config.otel.capture_content = true;
         config.otel.service_name = "harness-mcp".into();
-    })
-    .await;
+    };
+    let Some((receiver, _mock, daemon, _dir)) = traced("traces over /mcp", tweak).await else {
+        return;
+    };
     let thread = daemon.create_thread().await;
     let mcp = McpHttp::new(&daemon.base, None);
     let call = json!({
@@ -229,19 +234,13 @@ async fn an_mcp_send_carries_its_traceparent_and_content_is_opt_in() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_wait_is_a_span_as_long_as_the_person_took() {
-    let Some(python) = harness_tests::mcp::python_or_skip("traces of approvals").await else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(&python, dir.path());
-    let mock = MockApi::start().await;
-    let endpoint = receiver.endpoint.clone();
-    let daemon = TestDaemon::start(&mock, move |config| {
-        config.otel.endpoint = Some(endpoint);
+    let tweak = |config: &mut orchestrator::config::Config| {
         config.claude.builtin_tools = Some("Bash".into());
         config.approvals.mode = orchestrator::config::ApprovalMode::Ask;
-    })
-    .await;
+    };
+    let Some((receiver, mock, daemon, _dir)) = traced("traces of approvals", tweak).await else {
+        return;
+    };
     mock.once_when_prompt_contains(
         "please run",
         // A command with an effect: the CLI asks about it.
