@@ -232,6 +232,10 @@ impl Daemon {
             PoolSettings {
                 idle_ttl: config.pool.idle_ttl,
                 capacity: config.pool.max_capacity,
+                max_memory: config
+                    .pool
+                    .max_memory_mb
+                    .map(|mb| mb.saturating_mul(1024 * 1024)),
                 prewarm_evicts_after: config.pool.prewarm_evicts_after,
                 spares: config.pool.spares,
                 workspace_spares: config.pool.workspace_spares,

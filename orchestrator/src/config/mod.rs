@@ -171,6 +171,10 @@ pub struct PoolConfig {
     /// Most live `claude` processes at once; a new one first pushes out the idle one expected
     /// back last (see `evict_grace`), or waits for one to finish its turn.
     pub max_capacity: u64,
+    /// Most private memory (MiB, from `smaps_rollup`) the live processes may hold together: a
+    /// new one starts only while their sum and one more of their average stay under it, else
+    /// it pushes out idle ones as for `max_capacity`. Unset: `max_capacity` alone bounds them.
+    pub max_memory_mb: Option<u64>,
     /// An idle process expected back within this (it went idle a moment ago, or its thread's
     /// turns come this close together) is not pushed out for a newcomer until the newcomer has
     /// waited `slot_wait`.
@@ -186,7 +190,7 @@ pub struct PoolConfig {
     pub prewarm_evicts_after: Duration,
     /// Processes kept started ahead of need, each in the folder of a thread id reserved for the
     /// next thread created: a new thread on the default model takes one as its process, as if
-    /// prewarmed. They count against `max_capacity` and take about 200 MiB each; 0 turns them
+    /// prewarmed. They count against `max_capacity` and take about 120 MiB of private memory each; 0 turns them
     /// off.
     pub spares: usize,
     /// How many (profile, repository) pairs keep a spare parked for their next worktree thread:
@@ -436,6 +440,7 @@ impl Default for PoolConfig {
         Self {
             idle_ttl: Duration::from_secs(8 * 60),
             max_capacity: 16,
+            max_memory_mb: None,
             evict_grace: Duration::from_secs(2),
             slot_wait: Duration::from_secs(3),
             prewarm_evicts_after: Duration::from_secs(120),

@@ -72,7 +72,9 @@ struct CauseLabel {
 }
 
 /// The eviction causes, as labelled.
-pub const EVICTION_CAUSES: [&str; 5] = ["expired", "capacity", "error", "replaced", "shutdown"];
+pub const EVICTION_CAUSES: [&str; 6] = [
+    "expired", "capacity", "memory", "error", "replaced", "shutdown",
+];
 
 /// Every cause present at zero from the start, so a dashboard sees each one.
 fn evictions_at_zero() -> Family<CauseLabel, Counter> {
@@ -121,6 +123,8 @@ pub struct PoolCounts {
 pub struct EvictionCounts {
     pub expired: u64,
     pub capacity: u64,
+    /// Pushed out to keep private memory under `pool.max_memory_mb`.
+    pub memory: u64,
     pub error: u64,
     pub replaced: u64,
     pub shutdown: u64,
@@ -255,6 +259,7 @@ impl PoolMetrics {
             evictions: EvictionCounts {
                 expired: evicted("expired"),
                 capacity: evicted("capacity"),
+                memory: evicted("memory"),
                 error: evicted("error"),
                 replaced: evicted("replaced"),
                 shutdown: evicted("shutdown"),

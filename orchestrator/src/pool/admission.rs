@@ -24,10 +24,14 @@ use tracing::{info, warn};
 use plugin_contract::ThreadId;
 
 use super::entry::Entry;
-use super::{EvictionCause, Pool};
+use super::{status, EvictionCause, Pool};
 
 /// How often a spawn waiting for a slot checks for a nested-turn deadlock.
 const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
+
+/// A warm process's private memory as measured (CLI 2.1.330: about 118 MiB, `just bench`): the
+/// guess for a process starting while none is live to average over.
+const TYPICAL_PRIVATE_BYTES: u64 = 128 * 1024 * 1024;
 /// Threads whose turn history is kept; beyond it, the history of the threads idle longest goes.
 const HISTORY_LIMIT: usize = 4096;
 
@@ -128,9 +132,46 @@ impl Pool {
     /// A pool slot: free, or freed by pushing out the idle process expected back last (see the
     /// module's notes), or, when every process is busy, the next one reaped. `true` marks an
     /// overflow slot, whose process lives for one turn.
+    /// A free slot, when the live processes' private memory leaves room for one more
+    /// (`pool.max_memory_mb`); never waits.
+    pub(super) fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
+        match self.memory_allows() {
+            true => self.inner.slots.clone().try_acquire_owned().ok(),
+            false => None,
+        }
+    }
+
+    /// True unless `pool.max_memory_mb` is set and the live processes' private memory, with one
+    /// more of their average for each process starting and for the next, would pass it. With
+    /// nothing live or starting, one process may always start.
+    fn memory_allows(&self) -> bool {
+        let inner = &self.inner;
+        let Some(max) = inner.max_memory else {
+            return true;
+        };
+        let used: Vec<u64> = self
+            .live_pids()
+            .into_iter()
+            .filter_map(|pid| status::memory(pid).map(|m| m.private))
+            .collect();
+        let held = inner
+            .capacity
+            .saturating_sub(inner.slots.available_permits());
+        let starting = held.saturating_sub(used.len());
+        if used.is_empty() && starting == 0 {
+            return true;
+        }
+        let total: u64 = used.iter().sum();
+        let average = match used.len() {
+            0 => TYPICAL_PRIVATE_BYTES,
+            n => total / n as u64,
+        };
+        total + average * (starting as u64 + 1) <= max
+    }
+
     pub(super) async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
         let inner = &self.inner;
-        if let Ok(permit) = inner.slots.clone().try_acquire_owned() {
+        if let Some(permit) = self.free_slot() {
             return (permit, false);
         }
         let arrived = Instant::now();
@@ -157,9 +198,14 @@ impl Pool {
             let idle = inner.idle.notified();
             tokio::pin!(idle);
             idle.as_mut().enable();
-            if let Ok(permit) = inner.slots.clone().try_acquire_owned() {
+            if let Some(permit) = self.free_slot() {
                 return (permit, false);
             }
+            // Slots are free but memory is not: room is made the same way.
+            let cause = match inner.slots.available_permits() {
+                0 => EvictionCause::Capacity,
+                _ => EvictionCause::Memory,
+            };
             let mut wake = OVERFLOW_CHECK;
             if !made_room {
                 // A parked spare is a guess: it goes before any thread's process.
@@ -185,7 +231,7 @@ impl Pool {
                         } else {
                             info!(thread_id = %thread, back_in_ms = victim.back_in.as_millis() as u64, "Pushing out the idle process expected back last.");
                         }
-                        self.remove(&thread, EvictionCause::Capacity).await;
+                        self.remove(&thread, cause).await;
                         made_room = true;
                         continue;
                     }
@@ -199,8 +245,9 @@ impl Pool {
             // Every slot is held by a busy, protected or dying process: wait for a slot, for a
             // process to go idle, or for protection to run out. If every process waits on the
             // host, the turn asking may be the one they wait for.
+            let memory_bound = cause == EvictionCause::Memory;
             tokio::select! {
-                permit = inner.slots.clone().acquire_owned() => {
+                permit = inner.slots.clone().acquire_owned(), if !memory_bound => {
                     if let Ok(permit) = permit {
                         return (permit, false);
                     }

@@ -105,6 +105,8 @@ const SPARE_RETRY: Duration = Duration::from_secs(30);
 pub enum EvictionCause {
     Expired,
     Capacity,
+    /// Pushed out to keep the processes' private memory under `pool.max_memory_mb`.
+    Memory,
     Error,
     /// Replaced by a process with other spawn options (a model change).
     Replaced,
@@ -118,6 +120,7 @@ impl EvictionCause {
         match self {
             EvictionCause::Expired => "expired",
             EvictionCause::Capacity => "capacity",
+            EvictionCause::Memory => "memory",
             EvictionCause::Error => "error",
             EvictionCause::Replaced => "replaced",
             EvictionCause::LeaseLost => "lease_lost",
@@ -130,6 +133,8 @@ impl EvictionCause {
 pub struct PoolSettings {
     pub idle_ttl: Duration,
     pub capacity: u64,
+    /// Most private memory (bytes) the live processes may hold together (`pool.max_memory_mb`).
+    pub max_memory: Option<u64>,
     /// A prewarm pushes out only processes idle at least this long.
     pub prewarm_evicts_after: Duration,
     /// Plain spares to keep parked (`pool.spares`).
@@ -150,6 +155,10 @@ struct Inner {
     /// The bookkeeping beside the cache, under one lock (see [`state`]).
     state: Arc<Shared>,
     slots: Arc<Semaphore>,
+    /// How many slots there are (`pool.max_capacity`).
+    capacity: usize,
+    /// `pool.max_memory_mb`, in bytes.
+    max_memory: Option<u64>,
     /// Slots beyond capacity, only for turns that would otherwise deadlock (see the invariants).
     overflow: Arc<Semaphore>,
     /// Woken when a process may have become idle (a turn ended, a prewarm finished), so a spawn
@@ -217,6 +226,8 @@ impl Pool {
                 cache,
                 state,
                 slots: Arc::new(Semaphore::new(capacity)),
+                capacity,
+                max_memory: settings.max_memory,
                 overflow: Arc::new(Semaphore::new(capacity)),
                 idle: Notify::new(),
                 admission_line: tokio::sync::Mutex::new(()),
@@ -406,7 +417,7 @@ impl Pool {
     /// been idle at least `prewarm_evicts_after`; `None` otherwise, never waiting.
     async fn prewarm_slot(&self) -> Option<OwnedSemaphorePermit> {
         for _ in 0..3 {
-            if let Ok(permit) = self.inner.slots.clone().try_acquire_owned() {
+            if let Some(permit) = self.free_slot() {
                 return Some(permit);
             }
             let (thread, entry) = self.longest_idle(self.inner.prewarm_evicts_after)?;

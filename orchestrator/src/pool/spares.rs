@@ -61,7 +61,7 @@ impl Pool {
         let inner = &self.inner;
         loop {
             // A slot first, then the count: a spare never waits for a slot.
-            let Ok(permit) = inner.slots.clone().try_acquire_owned() else {
+            let Some(permit) = self.free_slot() else {
                 return;
             };
             let Some(of) = inner.state.lock().start_spare(Instant::now()) else {

@@ -387,3 +387,43 @@ async fn a_permission_mode_switches_the_warm_process_in_place_and_back() {
     }
     daemon.stop().await;
 }
+
+/// `pool.max_memory_mb` bounds the processes by their private memory: with room for one, a
+/// second thread's process pushes out the first thread's idle one (counted as `memory`), though
+/// `max_capacity` has slots to spare; the first thread's next turn takes its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_memory_bounds_the_pool_when_set() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |config| {
+        config.pool.max_capacity = 8;
+        // Less than any one process holds: one process at a time, and one always may start.
+        config.pool.max_memory_mb = Some(1);
+    })
+    .await;
+    let first = daemon.create_thread().await;
+    daemon.reply(&first, "one").await;
+    let first_pid = daemon.pid_of(&first).expect("the first thread's process");
+    let second = daemon.create_thread().await;
+    daemon.reply(&second, "two").await;
+    assert!(daemon.pid_of(&second).is_some());
+    eventually(Duration::from_secs(10), "the first process gone", || {
+        !process_exists(first_pid)
+    })
+    .await
+    .unwrap();
+    assert_eq!(daemon.pid_of(&first), None);
+    assert_eq!(daemon.live_pids().len(), 1);
+    let metrics = crate::metrics::scrape(&daemon).await;
+    let by_memory = r#"harness_pool_evictions_total{cause="memory"}"#;
+    assert_eq!(
+        crate::metrics::value(&metrics, by_memory),
+        Some(1.0),
+        "{metrics}"
+    );
+    let by_capacity = r#"harness_pool_evictions_total{cause="capacity"}"#;
+    assert_eq!(crate::metrics::value(&metrics, by_capacity), Some(0.0));
+    // The first thread comes back (its session resumed) and pushes the second out in turn.
+    assert_eq!(daemon.reply(&first, "again").await, "echo: again");
+    assert_eq!(daemon.live_pids().len(), 1);
+    daemon.stop().await;
+}
