@@ -77,6 +77,7 @@ use crate::turn_error::TurnError;
 use crate::workspace::Workspaces;
 
 mod admission;
+mod demand;
 mod entry;
 mod host;
 mod lease;
@@ -195,8 +196,10 @@ impl Pool {
     ) -> Pool {
         let metrics = PoolMetrics::default();
         let (cli_turns, cli_turns_rx) = mpsc::unbounded_channel();
+        // More spares than half the pool would be guesses crowding out threads.
+        let ceiling = usize::try_from(settings.capacity / 2).unwrap_or(usize::MAX);
         let state = Arc::new(Shared::new(State::new(
-            settings.spares,
+            demand::Demand::new(settings.spares, ceiling),
             settings.workspace_spares,
             Instant::now(),
         )));

@@ -59,6 +59,12 @@ impl Pool {
     /// back a while.
     pub fn ensure_spares(&self) {
         let inner = &self.inner;
+        // Demand fell back: the extra ones go.
+        let surplus = inner.state.lock().surplus_spares(Instant::now());
+        for spare in surplus {
+            inner.metrics.spare_gone();
+            self.discard_spare(spare);
+        }
         loop {
             // A slot first, then the count: a spare never waits for a slot.
             let Some(permit) = self.free_slot() else {
@@ -137,6 +143,7 @@ impl Pool {
     /// on another model does not take one, since `set_model` on a process that has run no turn
     /// sends the model a probe (a paid request).
     pub async fn take_spare(&self, new: &NewThread) -> Option<ThreadId> {
+        self.inner.state.lock().demand.created(Instant::now());
         let launcher = &self.inner.launcher;
         let fits = |spare: &Arc<Entry>, _: Option<&str>| {
             let wanted = launcher.new_thread_spec(&spare.spec.thread, new, None);

@@ -77,8 +77,8 @@ pub(super) struct State<E = Arc<Entry>> {
     live: HashMap<u32, E>,
     /// Parked spares, oldest first.
     spares: Vec<Parked<E>>,
-    /// How many plain spares to keep parked (`pool.spares`).
-    spare_target: usize,
+    /// How many plain spares to keep parked (`pool.spares`, more while threads come in bursts).
+    pub(super) demand: super::demand::Demand,
     /// The pairs that keep a worktree spare, most recently used first; at most
     /// `pool.workspace_spares`.
     worktree_keys: Vec<WorktreeKey>,
@@ -98,11 +98,15 @@ pub(super) struct State<E = Arc<Entry>> {
 }
 
 impl<E: Tracked> State<E> {
-    pub(super) fn new(spare_target: usize, worktree_target: usize, now: Instant) -> State<E> {
+    pub(super) fn new(
+        demand: super::demand::Demand,
+        worktree_target: usize,
+        now: Instant,
+    ) -> State<E> {
         State {
             live: HashMap::new(),
             spares: Vec::new(),
-            spare_target,
+            demand,
             worktree_keys: Vec::new(),
             worktree_target,
             starting: Vec::new(),
@@ -156,7 +160,8 @@ impl<E: Tracked> State<E> {
             self.spares.iter().filter(|s| s.of == *of).count()
                 + self.starting.iter().filter(|s| *s == of).count()
         };
-        let wanted = if has(&SpareFor::Plain) < self.spare_target {
+        let target = self.demand.startable(now);
+        let wanted = if has(&SpareFor::Plain) < target {
             Some(SpareFor::Plain)
         } else {
             self.worktree_keys
@@ -244,6 +249,28 @@ impl<E: Tracked> State<E> {
     }
 
     /// Takes the newest parked spare, to make room for a spawn.
+    /// The plain spares parked beyond what demand wants now, oldest first, no longer parked:
+    /// to be discarded.
+    pub(super) fn surplus_spares(&mut self, now: Instant) -> Vec<E> {
+        let target = self.demand.target(now);
+        let plain = self
+            .spares
+            .iter()
+            .filter(|s| s.of == SpareFor::Plain)
+            .count();
+        let mut surplus = plain.saturating_sub(target);
+        let mut gone = Vec::new();
+        for spare in std::mem::take(&mut self.spares) {
+            if surplus > 0 && spare.of == SpareFor::Plain {
+                surplus -= 1;
+                gone.push(spare.entry);
+            } else {
+                self.spares.push(spare);
+            }
+        }
+        gone
+    }
+
     pub(super) fn pop_spare(&mut self) -> Option<E> {
         self.spares.pop().map(|s| s.entry)
     }
@@ -281,6 +308,7 @@ impl<E: Tracked> State<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::demand::Demand;
 
     #[derive(Clone, Debug, PartialEq)]
     struct Fake(u32, ThreadId);
@@ -328,7 +356,7 @@ mod tests {
     #[test]
     fn spares_start_up_to_the_target_and_not_while_a_spawn_waits() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(2, 0, now);
+        let mut state = State::<Fake>::new(Demand::new(2, 2), 0, now);
         state.wait_started();
         assert_eq!(
             state.start_spare(now),
@@ -346,9 +374,44 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_asks_for_more_spares_and_the_extra_ones_go_when_it_is_forgotten() {
+        let now = Instant::now();
+        let mut state = State::<Fake>::new(Demand::new(1, 4), 0, now);
+        for _ in 0..3 {
+            state.demand.created(now);
+        }
+        assert_eq!(state.start_spare(now), PLAIN, "the floor's, at once");
+        assert_eq!(
+            state.start_spare(now),
+            None,
+            "the rest once the burst is over"
+        );
+        let after = now + crate::pool::demand::BURST;
+        for pid in 2..=3 {
+            assert_eq!(state.start_spare(after), PLAIN, "spare {pid}");
+        }
+        assert_eq!(state.start_spare(after), None, "three for a burst of three");
+        for pid in 1..=3 {
+            state.spare_start_ended(&SpareFor::Plain, false, now, RETRY);
+            state.park(plain(fake(pid, "s"))).unwrap();
+        }
+        assert!(state.surplus_spares(now).is_empty());
+        let later = now + crate::pool::demand::WINDOW + Duration::from_secs(1);
+        assert_eq!(
+            state.surplus_spares(later),
+            vec![fake(1, "s"), fake(2, "s")]
+        );
+        assert_eq!(
+            state.pop_spare(),
+            Some(fake(3, "s")),
+            "the floor's one stays"
+        );
+    }
+
+    #[test]
     fn a_failed_spare_start_holds_the_next_back() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(1, 0, now);
+        let mut state = State::<Fake>::new(Demand::new(1, 1), 0, now);
         assert_eq!(state.start_spare(now), PLAIN);
         state.spare_start_ended(&SpareFor::Plain, true, now, RETRY);
         assert_eq!(state.start_spare(now + RETRY / 2), None);
@@ -358,7 +421,7 @@ mod tests {
     #[test]
     fn a_reaped_spare_is_forgotten_and_no_spare_is_parked_after_stop() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(3, 0, now);
+        let mut state = State::<Fake>::new(Demand::new(3, 3), 0, now);
         for (pid, thread) in [(1, "s1"), (2, "s2"), (3, "t")] {
             state.started(fake(pid, thread));
         }
@@ -376,7 +439,7 @@ mod tests {
 
     #[test]
     fn spares_are_taken_oldest_first_by_fit_and_popped_newest_first() {
-        let mut state = State::<Fake>::new(3, 0, Instant::now());
+        let mut state = State::<Fake>::new(Demand::new(3, 3), 0, Instant::now());
         for (pid, thread) in [(1, "a"), (2, "b"), (3, "a")] {
             state.park(plain(fake(pid, thread))).unwrap();
         }
@@ -390,7 +453,7 @@ mod tests {
     #[test]
     fn the_worktree_pairs_used_last_get_a_spare_each_after_the_plain_ones() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(1, 2, now);
+        let mut state = State::<Fake>::new(Demand::new(1, 1), 2, now);
         let (a, b, c) = (key("p", "/a"), key("p", "/b"), key("q", "/a"));
         assert_eq!(state.start_spare(now), PLAIN);
         assert_eq!(state.start_spare(now), None, "no pair used yet");
@@ -414,7 +477,7 @@ mod tests {
     #[test]
     fn a_worktree_spare_is_taken_for_its_pair_and_commit_and_dropped_when_the_base_moves() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(0, 1, now);
+        let mut state = State::<Fake>::new(Demand::new(0, 0), 1, now);
         let a = key("p", "/a");
         state.worktree_used(&a, "c1");
         state.park(on_worktree(&a, "c1", fake(1, "s1"))).unwrap();
@@ -432,7 +495,7 @@ mod tests {
     #[test]
     fn a_worktree_pair_whose_spare_fails_keeps_none_until_used_again() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(0, 1, now);
+        let mut state = State::<Fake>::new(Demand::new(0, 0), 1, now);
         let a = key("p", "/a");
         state.worktree_used(&a, "c1");
         let of_a = state.start_spare(now).expect("a spare for the pair");
@@ -445,14 +508,14 @@ mod tests {
     #[test]
     fn no_worktree_spares_when_they_are_off() {
         let now = Instant::now();
-        let mut state = State::<Fake>::new(0, 0, now);
+        let mut state = State::<Fake>::new(Demand::new(0, 0), 0, now);
         state.worktree_used(&key("p", "/a"), "c1");
         assert_eq!(state.start_spare(now), None);
     }
 
     #[test]
     fn the_live_processes_of_a_thread_are_found_by_thread() {
-        let mut state = State::<Fake>::new(0, 0, Instant::now());
+        let mut state = State::<Fake>::new(Demand::new(0, 0), 0, Instant::now());
         state.started(fake(1, "t"));
         state.started(fake(2, "t"));
         state.started(fake(3, "u"));
@@ -463,7 +526,7 @@ mod tests {
 
     #[test]
     fn an_explicit_eviction_is_counted_under_the_cause_set_for_it_once() {
-        let mut state = State::<Fake>::new(0, 0, Instant::now());
+        let mut state = State::<Fake>::new(Demand::new(0, 0), 0, Instant::now());
         let t = ThreadId::from_string("t");
         state.set_cause(&t, EvictionCause::LeaseLost);
         assert_eq!(state.take_cause(&t), EvictionCause::LeaseLost);

@@ -334,3 +334,45 @@ async fn a_worktree_thread_takes_the_spare_parked_on_its_repository_and_base() {
         "and its branch: {branches}"
     );
 }
+
+/// Spares follow demand: after a burst of four new threads at once (one spare parked), four are
+/// parked for the next burst, which takes them all, each thread's first turn then on a process
+/// that was already running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_new_threads_leaves_a_spare_for_each_next_time() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.pool.spares = 1;
+        c.pool.max_capacity = 16;
+    })
+    .await;
+    eventually(Duration::from_secs(60), "one spare parked", || {
+        daemon.counts().spares_parked == 1
+    })
+    .await
+    .unwrap();
+    let burst = || futures::future::join_all((0..4).map(|_| daemon.create_thread()));
+    let first = burst().await;
+    assert_eq!(first.len(), 4);
+    eventually(Duration::from_secs(90), "four spares parked", || {
+        daemon.counts().spares_parked == 4
+    })
+    .await
+    .unwrap();
+    let parked = spare_pids(&daemon).await;
+    let second = burst().await;
+    for thread in &second {
+        assert_eq!(daemon.reply(thread, "hi").await, "echo: hi");
+    }
+    let taken: Vec<u64> = second
+        .iter()
+        .filter_map(|t| daemon.pid_of(t).map(u64::from))
+        .collect();
+    // Each first turn ran on a process parked before the burst: none spawned one.
+    assert_eq!(taken.len(), 4);
+    assert!(
+        taken.iter().all(|pid| parked.contains(pid)),
+        "{taken:?} from {parked:?}"
+    );
+    daemon.stop().await;
+}

@@ -14,9 +14,10 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `bursts`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
+mod bursts;
 mod callers;
 mod chart;
 mod cluster;
@@ -206,6 +207,14 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("bursts") => {
+            eprintln!("bench: only bursts of new threads");
+            let outcome = bursts::run(&mock, samples).await?;
+            let mut out = String::new();
+            bursts::render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }
         Some("traces") => {
             eprintln!("bench: only traces, {samples} samples");
             let outcome = traces::run(&mock, samples).await?;
@@ -232,7 +241,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention` or `traces` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces` or `bursts` runs alone"
             )
         }
     }
@@ -414,6 +423,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: retention");
     let retention = retention::run(&mock, samples).await?;
 
+    // New threads in bursts.
+    eprintln!("bench: bursts of new threads");
+    let bursts = bursts::run(&mock, samples).await?;
+
     // What a trace per turn costs.
     eprintln!("bench: traces");
     let traces = traces::run(&mock, samples).await?;
@@ -463,6 +476,7 @@ async fn main() -> anyhow::Result<()> {
         scale: &scale,
         retention: &retention,
         traces: &traces,
+        bursts: &bursts,
         sdk: &sdk,
         daemon_view: &daemon_view,
     })?;
