@@ -32,6 +32,7 @@ const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
 /// A warm process's private memory as measured (CLI 2.1.330: about 118 MiB, `just bench`): the
 /// guess for a process starting while none is live to average over.
 const TYPICAL_PRIVATE_BYTES: u64 = 128 * 1024 * 1024;
+
 /// Threads whose turn history is kept; beyond it, the history of the threads idle longest goes.
 const HISTORY_LIMIT: usize = 4096;
 
@@ -129,9 +130,6 @@ pub(super) fn choose<T>(
 }
 
 impl Pool {
-    /// A pool slot: free, or freed by pushing out the idle process expected back last (see the
-    /// module's notes), or, when every process is busy, the next one reaped. `true` marks an
-    /// overflow slot, whose process lives for one turn.
     /// A free slot, when the live processes' private memory leaves room for one more
     /// (`pool.max_memory_mb`); never waits.
     pub(super) fn free_slot(&self) -> Option<OwnedSemaphorePermit> {
@@ -169,6 +167,9 @@ impl Pool {
         total + average * (starting as u64 + 1) <= max
     }
 
+    /// A pool slot: free, or freed by pushing out the idle process expected back last (see the
+    /// module's notes), or, when every process is busy, the next one reaped. `true` marks an
+    /// overflow slot, whose process lives for one turn.
     pub(super) async fn acquire_slot(&self) -> (OwnedSemaphorePermit, bool) {
         let inner = &self.inner;
         if let Some(permit) = self.free_slot() {
