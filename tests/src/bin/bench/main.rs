@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `bursts`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `bursts`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
@@ -207,6 +207,11 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
+        Some("sdk") => {
+            eprintln!("bench: only Harness beside the Python SDK, same tools");
+            println!("{}", sdk::side_by_side(&dir, &mock, samples).await?);
+            return Ok(());
+        }
         Some("bursts") => {
             eprintln!("bench: only bursts of new threads");
             let outcome = bursts::run(&mock, samples).await?;
@@ -241,7 +246,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces` or `bursts` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `bursts` or `sdk` runs alone"
             )
         }
     }
@@ -444,7 +449,7 @@ async fn main() -> anyhow::Result<()> {
         sdk::Outcome::Skipped("BENCH_SDK=0".into())
     } else {
         eprintln!("bench: Python claude-agent-sdk");
-        sdk::measure(&dir, &mock, samples).await
+        sdk::measure(&dir, &mock, samples, &tools["tools"]).await
     };
 
     let load = format!("{load_before} at the start, {} at the end", load_average());

@@ -33,8 +33,10 @@ pub enum Outcome {
     Skipped(String),
 }
 
-pub async fn measure(dir: &Path, mock: &MockApi, samples: usize) -> Outcome {
-    match run(dir, mock, samples).await {
+/// The SDK's figures with `tools` (Harness's, from `GET /api/tools`) served by its in-process
+/// MCP server, so both sides show the model the same tools.
+pub async fn measure(dir: &Path, mock: &MockApi, samples: usize, tools: &Value) -> Outcome {
+    match run(dir, mock, samples, tools).await {
         Ok(outcome) => outcome,
         Err(err) => {
             eprintln!("bench: Python SDK not measured: {err:#}");
@@ -43,7 +45,7 @@ pub async fn measure(dir: &Path, mock: &MockApi, samples: usize) -> Outcome {
     }
 }
 
-async fn run(dir: &Path, mock: &MockApi, samples: usize) -> anyhow::Result<Outcome> {
+async fn run(dir: &Path, mock: &MockApi, samples: usize, tools: &Value) -> anyhow::Result<Outcome> {
     if command("python3", &["--version"], Duration::from_secs(30))
         .await
         .is_err()
@@ -91,7 +93,7 @@ async fn run(dir: &Path, mock: &MockApi, samples: usize) -> anyhow::Result<Outco
     env.insert("CLAUDE_CONFIG_DIR".into(), json!(config_dir));
     env.insert("ENABLE_TOOL_SEARCH".into(), json!("false"));
     env.insert("CLAUDE_CODE_MAX_RETRIES".into(), json!("2"));
-    let config = json!({"cli": cli, "cwd": cwd, "env": env, "samples": samples});
+    let config = json!({"cli": cli, "cwd": cwd, "env": env, "samples": samples, "tools": tools});
     let out = command(
         &python_arg,
         &[&script.to_string_lossy(), &config.to_string()],
@@ -152,4 +154,75 @@ async fn command(program: &str, args: &[&str], limit: Duration) -> anyhow::Resul
         );
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// `BENCH_ONLY=sdk`: Harness and the SDK side by side with the same tools: Harness's warm turns
+/// before and after the SDK's run (so both halves of the machine's day are in its figure), its
+/// cold turns (a new thread each, no spare), then the SDK's fresh `query()` and warm client.
+pub async fn side_by_side(dir: &Path, mock: &MockApi, samples: usize) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    use std::time::Instant;
+
+    let daemon = harness_tests::daemon::TestDaemon::start(mock, |c| c.pool.max_capacity = 64).await;
+    let (_, tools) = daemon.get("/api/tools").await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "warm-up").await;
+    let mut warm = Series::new("Harness warm turn");
+    let mut cold = Series::new("Harness cold turn (new thread, no spare)");
+    warm_turns(&daemon, &thread, samples, &mut warm).await;
+    for i in 0..samples {
+        let fresh = daemon.create_thread().await;
+        let at = Instant::now();
+        daemon.reply(&fresh, &format!("cold {i}")).await;
+        cold.samples.push(at.elapsed());
+    }
+    let sdk = measure(dir, mock, samples, &tools["tools"]).await;
+    warm_turns(&daemon, &thread, samples, &mut warm).await;
+    daemon.stop().await;
+    let mut out = String::new();
+    writeln!(out, "## Harness and the Python SDK, same tools\n")?;
+    writeln!(out, "| turn | median | p95 |\n|---|---|---|")?;
+    let row = |out: &mut String, s: &Series| {
+        writeln!(
+            out,
+            "| {} | {:.1} ms | {:.1} ms |",
+            s.name,
+            super::ms(s.median()),
+            super::ms(s.p95())
+        )
+    };
+    row(&mut out, &warm)?;
+    row(&mut out, &cold)?;
+    match &sdk {
+        Outcome::Measured {
+            version,
+            fresh,
+            warm: sdk_warm,
+        } => {
+            row(&mut out, fresh)?;
+            row(&mut out, sdk_warm)?;
+            writeln!(
+                out,
+                "\nclaude-agent-sdk {version}, {} MCP tools on both sides. Warm: Harness {:.2}× the SDK's client. Cold: Harness {:.2}× the SDK's fresh query().\n",
+                tools["tools"].as_array().map_or(0, Vec::len),
+                super::ms(warm.median()) / super::ms(sdk_warm.median()).max(f64::EPSILON),
+                super::ms(cold.median()) / super::ms(fresh.median()).max(f64::EPSILON),
+            )?;
+        }
+        Outcome::Skipped(why) => writeln!(out, "\nThe SDK was not measured: {why}\n")?,
+    }
+    Ok(out)
+}
+
+async fn warm_turns(
+    daemon: &harness_tests::daemon::TestDaemon,
+    thread: &str,
+    samples: usize,
+    series: &mut Series,
+) {
+    for i in 0..samples {
+        let at = std::time::Instant::now();
+        daemon.reply(thread, &format!("warm {i}")).await;
+        series.samples.push(at.elapsed());
+    }
 }

@@ -1,7 +1,9 @@
 """Times the official Python claude-agent-sdk against the same claude CLI and mock as the Harness bench.
 
 Written to target/bench/ and run by `just bench` in a venv there. Reads one JSON object on argv[1]:
-{"cli": path, "cwd": dir, "env": {...}, "samples": n}. Prints one JSON object on stdout:
+{"cli": path, "cwd": dir, "env": {...}, "samples": n, "tools": [...]}; `tools` (optional) are
+MCP tools as Harness lists them (`GET /api/tools`: name, description, inputSchema), served with
+the same names and schemas by stubs, so the model sees what a Harness thread's model sees. Prints one JSON object on stdout:
 {"sdk_version", "cli_version", "fresh_ms": [...], "warm_ms": [...]}.
 
 - fresh: a new `query()` per message (spawn, initialize, one turn, exit), timed to the ResultMessage.
@@ -9,7 +11,7 @@ Written to target/bench/ and run by `just bench` in a venv there. Reads one JSON
   ResultMessage.
 
 Both run with what Harness runs with: the CLI's Claude Code system prompt, no built-in tools, one in-process
-MCP server `harness` with one tool, no settings files, partial messages on.
+MCP server `harness` (with Harness's tools when given, else one), no settings files, partial messages on.
 """
 
 import asyncio
@@ -33,7 +35,19 @@ async def current_time(_args):
     return {"content": [{"type": "text", "text": str(int(time.time()))}]}
 
 
+def stub(listed):
+    """A tool with `listed`'s name, description and schema; the bench never calls it."""
+
+    async def handler(_args):
+        return {"content": [{"type": "text", "text": "stub"}]}
+
+    schema = listed.get("inputSchema") or {"type": "object", "properties": {}}
+    return tool(listed["name"], listed.get("description") or listed["name"], schema)(handler)
+
+
 def options(config):
+    listed = config.get("tools")
+    tools = [stub(t) for t in listed] if listed else [current_time]
     return ClaudeAgentOptions(
         cli_path=config["cli"],
         cwd=config["cwd"],
@@ -41,7 +55,7 @@ def options(config):
         system_prompt={"type": "preset", "preset": "claude_code"},
         tools=[],
         setting_sources=[],
-        mcp_servers={"harness": create_sdk_mcp_server("harness", tools=[current_time])},
+        mcp_servers={"harness": create_sdk_mcp_server("harness", tools=tools)},
         allowed_tools=["mcp__harness"],
         include_partial_messages=True,
     )
