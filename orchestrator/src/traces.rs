@@ -179,7 +179,7 @@ impl TurnTrace {
         }
     }
 
-    /// A child span starting now, ended by [`ChildSpan::end`] (or when dropped).
+    /// A child span starting now; it ends when dropped.
     pub fn child(&self, name: String, attributes: Vec<KeyValue>) -> ChildSpan {
         self.child_at(name, SystemTime::now(), attributes)
     }
@@ -256,8 +256,6 @@ impl ChildSpan {
             cx.span().set_status(Status::error(error.to_owned()));
         }
     }
-
-    pub fn end(self) {}
 }
 
 impl Drop for ChildSpan {

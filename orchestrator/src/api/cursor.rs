@@ -13,15 +13,25 @@ use crate::store::time_text;
 
 /// The cursor after a thread last active at `at`.
 pub fn after_thread(at: DateTime<Utc>, id: &ThreadId) -> String {
-    URL_SAFE_NO_PAD.encode(format!("t\n{}\n{}", time_text(at), id.as_str()))
+    keyset("t", at, id.as_str())
 }
 
 /// `(last activity as stored, thread id)`; `None` for anything not made by [`after_thread`].
 pub fn parse_thread(cursor: &str) -> Option<(String, String)> {
+    parse_keyset("t", cursor)
+}
+
+/// A cursor of kind `kind` naming a row by its time (as stored) and id.
+fn keyset(kind: &str, at: DateTime<Utc>, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{kind}\n{}\n{id}", time_text(at)))
+}
+
+/// `(time as stored, id)` of a [`keyset`] cursor of kind `kind`; `None` for anything else.
+fn parse_keyset(kind: &str, cursor: &str) -> Option<(String, String)> {
     let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
     let mut parts = text.splitn(3, '\n');
     match (parts.next(), parts.next(), parts.next()) {
-        (Some("t"), Some(at), Some(id)) if DateTime::parse_from_rfc3339(at).is_ok() => {
+        (Some(k), Some(at), Some(id)) if k == kind && DateTime::parse_from_rfc3339(at).is_ok() => {
             Some((at.to_owned(), id.to_owned()))
         }
         _ => None,
@@ -57,19 +67,12 @@ pub fn parse_message(cursor: &str) -> Option<i64> {
 /// The cursor next to a row of a list ordered by `(created_at, id)` (permissions, webhook
 /// deliveries): its creation time as stored and its id.
 pub fn at_row(at: DateTime<Utc>, id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("r\n{}\n{id}", time_text(at)))
+    keyset("r", at, id)
 }
 
 /// `(creation time as stored, id)` of [`at_row`]; `None` for anything else.
 pub fn parse_row(cursor: &str) -> Option<(String, String)> {
-    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
-    let mut parts = text.splitn(3, '\n');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some("r"), Some(at), Some(id)) if DateTime::parse_from_rfc3339(at).is_ok() => {
-            Some((at.to_owned(), id.to_owned()))
-        }
-        _ => None,
-    }
+    parse_keyset("r", cursor)
 }
 
 #[cfg(test)]

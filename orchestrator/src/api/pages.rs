@@ -152,13 +152,10 @@ pub async fn threads(
         None => store.thread_page(&query).await?,
         Some(words) => store.search_threads(&query, words, offset).await?,
     };
-    let more = rows.len() as i64 > limit;
-    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let next_cursor = match rows.last() {
-        Some(_) if more && words.is_some() => Some(cursor::search_from(offset + limit)),
-        Some(last) if more => Some(cursor::after_thread(last.last_activity_at, &last.thread.id)),
-        _ => None,
-    };
+    let next_cursor = trim(&mut rows, limit, |last| match words {
+        Some(_) => cursor::search_from(offset + limit),
+        None => cursor::after_thread(last.last_activity_at, &last.thread.id),
+    });
     let ids: Vec<ThreadId> = rows.iter().map(|r| r.thread.id.clone()).collect();
     let tags = store.tags_of(&ids).await?;
     let threads = rows
@@ -193,12 +190,7 @@ pub async fn messages(
         })?),
     };
     let mut rows = store.message_page(thread, before, limit + 1).await?;
-    let more = rows.len() as i64 > limit;
-    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    let next_cursor = match rows.last() {
-        Some(last) if more => Some(cursor::before_message(last.seq)),
-        _ => None,
-    };
+    let next_cursor = trim(&mut rows, limit, |last| cursor::before_message(last.seq));
     Ok(MessagePage {
         messages: rows.into_iter().map(Message::from).collect(),
         next_cursor,

@@ -24,7 +24,7 @@ use tracing::{info, warn};
 use plugin_contract::ThreadId;
 
 use super::entry::Entry;
-use super::{status, EvictionCause, Pool};
+use super::{EvictionCause, Pool};
 
 /// How often a spawn waiting for a slot checks for a nested-turn deadlock.
 const OVERFLOW_CHECK: Duration = Duration::from_millis(200);
@@ -147,11 +147,7 @@ impl Pool {
         let Some(max) = inner.max_memory else {
             return true;
         };
-        let used: Vec<u64> = self
-            .live_pids()
-            .into_iter()
-            .filter_map(|pid| status::memory(pid).map(|m| m.private))
-            .collect();
+        let used: Vec<u64> = self.live_memory().iter().map(|m| m.private).collect();
         let held = inner
             .capacity
             .saturating_sub(inner.slots.available_permits());

@@ -88,14 +88,15 @@ impl Pool {
     /// Reads the live processes' memory (`smaps_rollup`) into the `harness_pool_pss_bytes` and
     /// `harness_pool_private_bytes` gauges: `/metrics` calls it before each scrape.
     pub fn measure_memory(&self) {
-        let (mut pss, mut private) = (0, 0);
-        for pid in self.live_pids() {
-            if let Some(memory) = memory(pid) {
-                pss += memory.pss;
-                private += memory.private;
-            }
-        }
+        let live = self.live_memory();
+        let pss = live.iter().map(|m| m.pss).sum();
+        let private = live.iter().map(|m| m.private).sum();
         self.inner.metrics.memory(pss, private);
+    }
+
+    /// The memory of each live process whose `smaps_rollup` could be read.
+    pub(super) fn live_memory(&self) -> Vec<Memory> {
+        self.live_pids().into_iter().filter_map(memory).collect()
     }
 
     /// Pids of live processes.
