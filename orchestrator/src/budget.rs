@@ -20,6 +20,10 @@
 //! The estimate is the thread's recent cost per turn, or `budget.turn_estimate_usd` for a
 //! thread that has not finished a turn since the daemon started. Reservations live in this
 //! node's memory: on a cluster, each node reserves for its own turns.
+//!
+//! While a turn runs, the model gateway meters each of its model requests as it happens
+//! ([`metered`]): what the running turns metered counts with what was spent, and a request that
+//! finds a budget spent is refused, so a runaway turn stops within one request of its limit.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +35,8 @@ use plugin_contract::ThreadId;
 
 use crate::store::{KeyRow, Store, StoreError, ThreadRow};
 use crate::sync::lock;
+
+mod metered;
 
 /// What a budget is kept over. A value, so that the same reservations serve every kind of
 /// budget.
@@ -136,6 +142,12 @@ struct LedgerState {
     /// Each thread's recent cost per turn (the mean of the last and the one before, weighted
     /// half and half).
     recent: HashMap<ThreadId, f64>,
+    /// What the running turns' model requests cost so far, by scope ([`metered`]).
+    metered: HashMap<Scope, f64>,
+    /// Each thread's running turn: what it counts against and what it metered.
+    running: HashMap<ThreadId, metered::Running>,
+    /// Numbers the reservations, so that one ending never takes a later one's entry.
+    next_turn: u64,
 }
 
 /// What the running turns of one scope hold.
@@ -146,6 +158,7 @@ struct Held {
 }
 
 /// A budget that applies to a turn: its scope, kind and limit.
+#[derive(Clone, Debug)]
 struct Limit {
     scope: Scope,
     kind: BudgetKind,
@@ -159,6 +172,8 @@ pub struct Reservation {
     ledger: Arc<Ledger>,
     thread: ThreadId,
     held: Vec<(Scope, f64)>,
+    /// Its number in [`LedgerState::running`].
+    turn: u64,
 }
 
 impl Reservation {
@@ -177,6 +192,7 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         let mut state = lock(&self.ledger.0);
+        state.stop_metering(&self.thread, self.turn);
         for (scope, usd) in self.held.drain(..) {
             if let Some(held) = state.reserved.get_mut(&scope) {
                 held.usd -= usd;
@@ -238,7 +254,7 @@ impl Budgets {
     }
 
     /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to a turn charged to
-    /// `charge` is spent: the thread's own first, then those of whoever delegated to it, then
+    /// `charge` is spent (with what running turns metered): the thread's own first, then those of whoever delegated to it, then
     /// the key's, then the day's. Reserves nothing.
     pub async fn check(
         &self,
@@ -246,7 +262,8 @@ impl Budgets {
         charge: &Charge,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
         for limit in self.limits(charge) {
-            let spent = Self::spent(store, &limit.scope).await?;
+            let stored = Self::spent(store, &limit.scope).await?;
+            let spent = stored + lock(&self.ledger.0).metered(&limit.scope);
             if spent >= limit.usd {
                 return Ok(Err(limit.exceeded(spent)));
             }
@@ -281,6 +298,7 @@ impl Budgets {
             }
         }
         let mut held = Vec::with_capacity(limits.len());
+        let turn = state.start_metering(&thread.id, limits.clone());
         for limit in limits {
             let entry = state.reserved.entry(limit.scope.clone()).or_default();
             entry.usd += estimate;
@@ -291,6 +309,7 @@ impl Budgets {
             ledger: self.ledger.clone(),
             thread: thread.id.clone(),
             held,
+            turn,
         }))
     }
 

@@ -6,11 +6,14 @@
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
 //! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
 //!   the heartbeat.
-//! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle
-//!   (turns at once, backing off under rate limits), context, turn.
+//! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle, context,
+//!   turn.
 //! - [`approvals`]: who decides the tool permissions the CLI asks for: rules, mode, a person.
 //! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
-//! - [`launch`]: how children start: folders, environment, options.
+//! - [`launch`]: how children start: folders, environment, options, a gateway token each.
+//! - [`gateway`]: the model gateway every child talks to: the key kept here, each request
+//!   metered and checked against the budgets as it happens, the upstream's 429/529 to
+//!   [`throttle`] (turns at once, backing off under rate limits).
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`events`]: the bus that stores a thread's events, then publishes them.
 //! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
@@ -34,6 +37,7 @@ pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod files;
+pub mod gateway;
 pub mod http;
 pub mod keys;
 pub mod launch;
@@ -50,6 +54,7 @@ mod secret;
 pub mod server;
 pub mod store;
 mod sync;
+pub mod throttle;
 pub mod traces;
 pub mod turn_error;
 pub mod webhooks;

@@ -97,6 +97,8 @@ pub struct Daemon {
     pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
     /// Background tasks that live as long as the daemon (the event writer, pool maintenance).
     background: TaskTracker,
+    /// Stops the model gateway, once the children are gone.
+    gateway_stop: CancellationToken,
 }
 
 impl Daemon {
@@ -204,6 +206,17 @@ impl Daemon {
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
         // The CLI's limit on a call to our MCP server must clear the longest tool's own bound,
         // which the tools declare (delegation's comes from `[plugins.delegation]`).
+        let gateway = match config.gateway.enabled {
+            true => Some(
+                crate::gateway::Gateway::bind(&config.gateway)
+                    .await
+                    .map_err(|error| StartError::Bind {
+                        addr: config.gateway.listen,
+                        error,
+                    })?,
+            ),
+            false => None,
+        };
         let launcher = Launcher::new(
             &config,
             mcp.manifest(),
@@ -211,6 +224,10 @@ impl Daemon {
             &cli_denies,
         )
         .map_err(StartError::Dirs)?;
+        let launcher = match &gateway {
+            Some((gateway, _)) => launcher.with_gateway(gateway.clone()),
+            None => launcher,
+        };
         let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
         // Off the start path (a scan of every thread and a git run per repository need not hold
         // up the listener): the records of worktrees removed by hand since the last run go, and
@@ -284,6 +301,18 @@ impl Daemon {
         });
         // Turns the CLI starts by itself (`claude.scheduling_tools`) run through the pipeline.
         pipeline.serve_cli_turns();
+        let gateway_metrics = crate::metrics::GatewayMetrics::default();
+        // Stopped after the pool: turns finishing in the grace period still reach the model.
+        let gateway_stop = CancellationToken::new();
+        if let Some((gateway, listener)) = gateway {
+            let served = crate::gateway::Served {
+                store: store.clone(),
+                budgets: pipeline.budgets().clone(),
+                throttle: pipeline.throttle().clone(),
+                metrics: gateway_metrics.clone(),
+            };
+            background.spawn(gateway.serve(listener, served, gateway_stop.clone()));
+        }
         let cluster = Cluster::of(
             store.clone(),
             pool.clone(),
@@ -325,10 +354,12 @@ impl Daemon {
             pipeline.metrics(),
             approvals.metrics(),
             pipeline.throttle_metrics(),
+            &gateway_metrics,
         ));
         let door = crate::http::serve::Door::open(&config.http);
         let oauth = crate::oauth::ResourceServer::new(&config.oauth, &store).map(Arc::new);
         Ok(Daemon {
+            gateway_stop,
             door,
             oauth,
             events,
@@ -516,12 +547,14 @@ pub async fn start(
                 serving.store.close().await;
                 serving.pipeline.stopping().cancel();
                 serving.pool.shutdown().await;
+                serving.gateway_stop.cancel();
                 return;
             }
             _ = stop_rx => {}
         }
         info!("Shutting down.");
         serving.shutdown(grace).await;
+        serving.gateway_stop.cancel();
         heartbeat_stop.cancel();
         if let Some(cluster) = &serving.cluster {
             cluster.release().await;

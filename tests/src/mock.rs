@@ -172,6 +172,12 @@ impl MockApi {
         }
     }
 
+    /// Every reply from now on reports `usage` (instead of [`usage_for`] its number): a model
+    /// whose requests cost what a test needs.
+    pub fn report_usage(&self, usage: MockUsage) {
+        self.shared.script().usage = Some(usage);
+    }
+
     /// Clears rules, queue, an outage in progress and recorded requests. Ids (`msg_mock_N`) keep counting, so they stay unique.
     pub fn reset(&self) {
         let mut script = self.shared.script();
@@ -213,8 +219,10 @@ impl Shared {
         let prompt = request.prompt_text();
         let mut script = self.script();
         // Numbered under the lock, so `msg_mock_N` follows the recorded order.
+        let number = self.next_number.fetch_add(1, Ordering::Relaxed);
         let ctx = ReplyContext {
-            number: self.next_number.fetch_add(1, Ordering::Relaxed),
+            usage: script.usage.unwrap_or_else(|| usage_for(number)),
+            number,
             model: request.model().unwrap_or("claude-mock").to_owned(),
             stream: request.is_streaming(),
         };
@@ -248,6 +256,8 @@ struct Script {
     outage: Option<(u64, Reply)>,
     /// Outages started so far; numbers them, so an old [`Outage`] cannot end a newer one.
     outages: u64,
+    /// What every reply reports it used, when set ([`MockApi::report_usage`]).
+    usage: Option<MockUsage>,
 }
 
 /// An outage of the mock API ([`MockApi::fail_while`]); it lasts until [`Outage::end`] or drop.

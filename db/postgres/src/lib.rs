@@ -18,6 +18,7 @@ mod keys;
 mod leases;
 mod lifecycle;
 mod messages;
+mod model_requests;
 mod oauth;
 mod outcomes;
 mod permissions;

@@ -327,6 +327,10 @@ impl LifecycleQueries for Postgres {
             delegations,
             "DELETE FROM delegations WHERE child = $1 OR parent = $1"
         );
+        delete!(
+            model_requests,
+            "DELETE FROM model_requests WHERE thread_id = $1"
+        );
         delete!(messages, "DELETE FROM messages WHERE thread_id = $1");
         sqlx::query!(
             "UPDATE threads SET parent_id = NULL WHERE parent_id = $1",
@@ -386,6 +390,7 @@ impl LifecycleQueries for Postgres {
                  (SELECT COUNT(*) FROM leases WHERE thread_id = $1) AS "leases!",
                  (SELECT COUNT(*) FROM thread_tags WHERE thread_id = $1) AS "thread_tags!",
                  (SELECT COUNT(*) FROM delegations WHERE child = $1 OR parent = $1) AS "delegations!",
+                 (SELECT COUNT(*) FROM model_requests WHERE thread_id = $1) AS "model_requests!",
                  (SELECT COUNT(*) FROM messages WHERE thread_id = $1) AS "messages!",
                  (SELECT COUNT(*) FROM threads WHERE id = $1) AS "threads!""#,
             id as &ThreadId,
@@ -407,6 +412,7 @@ impl LifecycleQueries for Postgres {
             ("leases", count(r.leases)),
             ("thread_tags", count(r.thread_tags)),
             ("delegations", count(r.delegations)),
+            ("model_requests", count(r.model_requests)),
             ("messages", count(r.messages)),
             ("threads", count(r.threads)),
         ])

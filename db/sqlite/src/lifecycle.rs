@@ -320,6 +320,10 @@ impl LifecycleQueries for Sqlite {
             delegations,
             "DELETE FROM delegations WHERE child = ?1 OR parent = ?1"
         );
+        delete!(
+            model_requests,
+            "DELETE FROM model_requests WHERE thread_id = ?1"
+        );
         delete!(messages, "DELETE FROM messages WHERE thread_id = ?1");
         sqlx::query!(
             "UPDATE threads SET parent_id = NULL WHERE parent_id = ?1",
@@ -377,6 +381,7 @@ impl LifecycleQueries for Sqlite {
                  (SELECT COUNT(*) FROM leases WHERE thread_id = ?1) AS "leases!: i64",
                  (SELECT COUNT(*) FROM thread_tags WHERE thread_id = ?1) AS "thread_tags!: i64",
                  (SELECT COUNT(*) FROM delegations WHERE child = ?1 OR parent = ?1) AS "delegations!: i64",
+                 (SELECT COUNT(*) FROM model_requests WHERE thread_id = ?1) AS "model_requests!: i64",
                  (SELECT COUNT(*) FROM messages WHERE thread_id = ?1) AS "messages!: i64",
                  (SELECT COUNT(*) FROM threads WHERE id = ?1) AS "threads!: i64""#,
             id,
@@ -398,6 +403,7 @@ impl LifecycleQueries for Sqlite {
             ("leases", count(r.leases)),
             ("thread_tags", count(r.thread_tags)),
             ("delegations", count(r.delegations)),
+            ("model_requests", count(r.model_requests)),
             ("messages", count(r.messages)),
             ("threads", count(r.threads)),
         ])

@@ -117,6 +117,46 @@ impl From<OutcomeRow> for Outcome {
     }
 }
 
+/// One model request of a turn, as the model gateway metered it (`model_requests`).
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest {
+    /// The model that answered; `null` when none did (refused, or the API failed).
+    pub model: Option<String>,
+    /// The HTTP status the gateway answered the CLI with (402 when it refused a request because
+    /// a budget was spent).
+    pub status: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    /// What it cost at the gateway's prices (`gateway.prices`).
+    pub cost_usd: f64,
+    /// From the request's arrival to the response's head.
+    pub first_byte_ms: i64,
+    /// From the request's arrival to the response's last byte.
+    pub ms: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<crate::store::ModelRequestRow> for ModelRequest {
+    fn from(row: crate::store::ModelRequestRow) -> Self {
+        let r = row.request;
+        ModelRequest {
+            model: r.model,
+            status: r.status,
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+            cache_read_tokens: r.cache_read_tokens,
+            cache_write_tokens: r.cache_write_tokens,
+            cost_usd: r.cost_usd,
+            first_byte_ms: r.first_byte_ms,
+            ms: r.ms,
+            created_at: row.created_at,
+        }
+    }
+}
+
 /// A thread as a list of threads shows it: when something last happened in it, and whether a
 /// turn is under way (a user message still `pending`).
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]

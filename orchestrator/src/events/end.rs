@@ -141,6 +141,18 @@ impl TurnEnding {
         }
     }
 
+    /// A turn a budget stopped half-way: the model gateway refused its next model request.
+    pub fn stopped(exceeded: BudgetExceeded) -> Self {
+        let error = format!(
+            "{} ran out during the turn ({:.6} of {} USD spent); the model gateway refused its next model request",
+            exceeded.budget, exceeded.spent_usd, exceeded.limit_usd
+        );
+        TurnEnding {
+            budget: Some(exceeded),
+            ..TurnEnding::failed(EndCause::Refused, error)
+        }
+    }
+
     /// With what the turn cost and the session it kept.
     pub fn with_spending(mut self, session: Option<CliSessionId>, usage: Option<Usage>) -> Self {
         self.session = session;

@@ -62,6 +62,11 @@ pub const NEEDS: &[(Method, &str, Need)] = &[
         "/api/threads/{id}/messages/{message_id}/outcomes",
         READ,
     ),
+    (
+        Method::GET,
+        "/api/threads/{id}/messages/{message_id}/model-requests",
+        READ,
+    ),
     (Method::GET, "/api/threads/{id}/tool-calls", READ),
     (Method::GET, "/api/threads/{id}/files", READ),
     (Method::GET, "/api/threads/{id}/files/{*path}", READ),

@@ -186,6 +186,7 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .merge(at_owner)
         .routes(routes!(threads::fork))
         .routes(routes!(threads::outcomes))
+        .routes(routes!(threads::model_requests))
         .routes(routes!(tools::thread_calls))
         .routes(routes!(permissions::list))
         .routes(routes!(threads::events))

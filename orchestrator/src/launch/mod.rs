@@ -55,6 +55,8 @@ pub struct Launcher {
     default_profile: &'static str,
     /// `claude.scheduling_tools`: the CLI may start turns by itself.
     scheduling_tools: bool,
+    /// The model gateway that issues each process its token ([`Launcher::with_gateway`]).
+    gateway: Option<crate::gateway::Gateway>,
 }
 
 /// A thread whose profile the daemon no longer has: its turns are refused rather than run with
@@ -100,7 +102,17 @@ impl Launcher {
             profiles,
             default_profile: profile::default_name(config),
             scheduling_tools: config.claude.scheduling_tools,
+            gateway: None,
         })
+    }
+
+    /// Its processes talk to the model through `gateway`, each with a token of its own (the
+    /// profiles kept their upstreams out of the environment when `gateway.enabled`).
+    pub fn with_gateway(self, gateway: crate::gateway::Gateway) -> Launcher {
+        Launcher {
+            gateway: Some(gateway),
+            ..self
+        }
     }
 
     /// The profile `name` (the default when `None`), or why there is none.
@@ -186,9 +198,13 @@ impl Launcher {
         })
     }
 
-    /// How a process of `spec` starts. Creates a thread's own folder (mode 0700) and config dir;
-    /// a workspace must be there already (`NotFound` otherwise: never another folder).
-    pub fn launch(&self, spec: &ProcessSpec) -> std::io::Result<Launch> {
+    /// How a process of `spec` starts, and its token at the model gateway (to keep while the
+    /// process lives). Creates a thread's own folder (mode 0700) and config dir; a workspace must
+    /// be there already (`NotFound` otherwise: never another folder).
+    pub fn launch(
+        &self,
+        spec: &ProcessSpec,
+    ) -> std::io::Result<(Launch, Option<crate::gateway::Pass>)> {
         if spec.workdir.starts_with(&self.threads_dir) {
             crate::private_fs::create_dir(&spec.workdir)?;
         } else if !spec.workdir.is_dir() {
@@ -201,14 +217,29 @@ impl Launcher {
         let profile = self
             .profile(Some(&spec.profile))
             .map_err(|err| std::io::Error::new(std::io::ErrorKind::NotFound, err.to_string()))?;
-        Ok(Launch {
+        let mut env = profile.env().to_vec();
+        let pass = match (&self.gateway, profile.upstream()) {
+            (Some(gateway), Some(upstream)) => {
+                let headers = env
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "ANTHROPIC_CUSTOM_HEADERS")
+                    .map(|(_, v)| v.as_str());
+                let (own, pass) = gateway.issue(&spec.thread, upstream, headers);
+                env.retain(|(k, _)| !own.iter().any(|(name, _)| name == k));
+                env.extend(own);
+                Some(pass)
+            }
+            _ => None,
+        };
+        if let Some(parent) = &spec.traceparent {
+            env.push(("TRACEPARENT".into(), parent.clone()));
+        }
+        let launch = Launch {
             bin: self.bin.clone(),
             config_dir: spec.config_dir.clone(),
             workdir: spec.workdir.clone(),
-            env: match &spec.traceparent {
-                Some(parent) => [profile.env(), &[("TRACEPARENT".into(), parent.clone())]].concat(),
-                None => profile.env().to_vec(),
-            },
+            env,
             ready_timeout: self.ready_timeout,
             sdk_mcp_servers: vec![self.mcp_server.clone()],
             external_mcp_servers: profile
@@ -217,7 +248,8 @@ impl Launcher {
             agents: profile.agents().cloned(),
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
-        })
+        };
+        Ok((launch, pass))
     }
 
     /// Where `thread`'s processes work and keep their CLI state: its workspace, else its own

@@ -23,6 +23,9 @@ pub struct AgentProfile {
     base: SpawnOptions,
     default_model: Option<String>,
     env: Vec<(String, String)>,
+    /// Where its model requests go, kept out of `env` (`gateway.enabled`); `None`: its
+    /// children talk to the API themselves.
+    upstream: Option<std::sync::Arc<crate::gateway::Upstream>>,
     external: Option<ExternalMcpServers>,
     /// Its sub-agents (`initialize.agents`).
     agents: Option<serde_json::Value>,
@@ -137,7 +140,11 @@ impl AgentProfile {
             .overridable
             .clone()
             .unwrap_or_else(|| OVERRIDABLE.iter().map(|f| (*f).to_owned()).collect());
-        let daemon_vars = std::env::vars_os();
+        let mut env = child_env(&own, longest_tool_call, std::env::vars_os());
+        let upstream = own
+            .gateway
+            .enabled
+            .then(|| std::sync::Arc::new(crate::gateway::Upstream::take_from(&mut env)));
         Ok(AgentProfile {
             info: ProfileInfo {
                 name: name.to_owned(),
@@ -157,7 +164,8 @@ impl AgentProfile {
                 overridable,
                 default: false,
             },
-            env: child_env(&own, longest_tool_call, daemon_vars),
+            env,
+            upstream,
             default_model: own.claude.default_model.clone(),
             external: (!servers.is_empty()).then(|| ExternalMcpServers(servers.into())),
             workspace: table.workspace.clone(),
@@ -180,6 +188,11 @@ impl AgentProfile {
 
     pub fn env(&self) -> &[(String, String)] {
         &self.env
+    }
+
+    /// Where its model requests go when the gateway is on.
+    pub fn upstream(&self) -> Option<&std::sync::Arc<crate::gateway::Upstream>> {
+        self.upstream.as_ref()
     }
 
     /// Its external MCP servers, only those named in `only` when given; `None` when it has

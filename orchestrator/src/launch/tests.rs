@@ -31,7 +31,8 @@ fn the_cli_waits_on_our_tools_longer_than_the_longest_of_them() {
         Launcher::new(&config, serde_json::json!({}), longest, &Default::default()).unwrap();
     let launch = launcher
         .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
-        .unwrap();
+        .unwrap()
+        .0;
     assert_eq!(launch.sdk_mcp_servers[0].timeout_ms, 940_000);
 }
 
@@ -138,6 +139,7 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
         launcher
             .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
             .unwrap()
+            .0
             .stop_hook
     );
 }

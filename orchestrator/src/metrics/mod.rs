@@ -7,7 +7,7 @@
 //! series with methods that take labels, owned and updated by what they count and registered
 //! here: [`PoolMetrics`] by the pool, [`ToolMetrics`] by the MCP server, [`StoreMetrics`] by the
 //! store, [`TurnMetrics`] by the pipeline, [`ThrottleMetrics`] by its throttle,
-//! [`ApprovalMetrics`] by the approvals. `/api/pool` reads the same counters
+//! [`ApprovalMetrics`] by the approvals, [`GatewayMetrics`] by the model gateway. `/api/pool` reads the same counters
 //! ([`PoolMetrics::counts`]), so it and `/metrics` never disagree.
 //!
 //! One file per part: `pool.rs`, `tools.rs`, `turns.rs` (turns and their throttle),
@@ -45,6 +45,11 @@
 //! | `harness_tokens_total` | counter | `kind`: `input`, `output`, `cache_read`, `cache_write` | tokens the turns used (the CLI's per-turn figures) |
 //! | `harness_cost_usd_total` | counter | | what the turns cost in USD, as the CLI prices them |
 //! | `harness_turns_refused_total` | counter | `budget`: `thread`, `daily` | messages refused (402) because a budget was spent |
+//! | `harness_model_requests_total` | counter | `status`: the HTTP status the gateway answered with | model requests through the model gateway (its own refusals included) |
+//! | `harness_model_tokens_total` | counter | `kind`: `input`, `output`, `cache_read`, `cache_write` | tokens of those requests, metered from the responses as they stream |
+//! | `harness_model_cost_usd_total` | counter | | what they cost in USD at the gateway's prices (`gateway.prices`) |
+//! | `harness_model_requests_refused_total` | counter | `budget`: `thread`, `key`, `daily` | model requests the gateway refused because a budget was spent |
+//! | `harness_model_first_byte_seconds` | histogram | | from a model request's arrival to its response's first byte |
 //! | `harness_mcp_requests_total` | counter | `method`: `initialize`, `tools/list`, `tools/call`, `ping` | MCP requests from the CLI's processes over the control channel (the handshake is absent when the CLI took our manifest) |
 //! | `harness_tool_calls_total` | counter | `tool`, `outcome`: `ok`, `error`, `invalid_input` | tool calls (model and HTTP) |
 //! | `harness_tool_call_duration_seconds` | histogram | `tool` | one tool call, validation to result |
@@ -60,7 +65,7 @@
 //! | `harness_turns_throttled_total` | counter | | turns that found the limit reached and waited (each emitted `turn_throttled`) |
 //! | `harness_turn_throttle_wait_seconds` | histogram | | how long those turns waited |
 //! | `harness_turn_concurrency_decreases_total` | counter | | times the limit was lowered (at most one per `rate_limit.cooldown`) |
-//! | `harness_backpressure_signals_total` | counter | `signal`: `api_retry`, `rate_limit_rejected`, `api_error` | 429/529 retries, rejected `rate_limit_event`s and turns ended by a 429/529, each counted even inside the cooldown |
+//! | `harness_backpressure_signals_total` | counter | `signal`: `upstream`, `api_retry`, `rate_limit_rejected`, `api_error` | 429/529 answers the model gateway had from upstream; the CLI's 429/529 retries, rejected `rate_limit_event`s and turns ended by a 429/529; each counted even inside the cooldown |
 //! | `harness_api_retries_total` | counter | `status`: the HTTP status, or `none` (a dropped connection) | `api_retry` lines from the CLI |
 //! | `harness_rate_limit_events_total` | counter | `status`: `allowed`, `allowed_warning`, `rejected`, `other` | `rate_limit_event` lines (OAuth logins only) |
 //! | `harness_turn_api_errors_total` | counter | `status`: the HTTP status | turns whose `result` carried `api_error_status` (the CLI's retries ran out) |
@@ -124,12 +129,14 @@ macro_rules! series {
 }
 
 mod approvals;
+mod gateway;
 mod pool;
 mod store;
 mod tools;
 mod turns;
 
 pub use approvals::ApprovalMetrics;
+pub use gateway::GatewayMetrics;
 pub use pool::{EvictionCounts, PoolCounts, PoolMetrics, EVICTION_CAUSES};
 pub use store::{QueryTimer, StoreMetrics};
 pub use tools::{ToolMetrics, ToolOutcome};
@@ -152,12 +159,14 @@ impl Metrics {
         turns: &TurnMetrics,
         approvals: &ApprovalMetrics,
         throttle: &ThrottleMetrics,
+        gateway: &GatewayMetrics,
     ) -> Metrics {
         let mut registry = Registry::with_prefix("harness");
         pool.register(&mut registry);
         approvals.register(&mut registry);
         turns.register(&mut registry);
         throttle.register(&mut registry);
+        gateway.register(&mut registry);
         tools.register(&mut registry);
         store.register(&mut registry);
         Metrics { registry }

@@ -88,9 +88,15 @@ fn every_series() -> String {
     throttle.api_retry(Some(529));
     throttle.rate_limit_event("rejected");
     throttle.api_error(529);
-    Metrics::new(&pool, &tools, &store, &turns, &approvals, &throttle)
-        .render()
-        .unwrap()
+    let gateway = GatewayMetrics::default();
+    gateway.request(200, Duration::from_millis(80));
+    gateway.usage(&[("input", 120), ("output", 7)], 0.002);
+    gateway.refused("thread");
+    Metrics::new(
+        &pool, &tools, &store, &turns, &approvals, &throttle, &gateway,
+    )
+    .render()
+    .unwrap()
 }
 
 /// Dashboards depend on these names, types, help texts, labels and buckets: a change here is a
@@ -278,6 +284,36 @@ fn every_series_renders_as_dashboards_expect() {
         # HELP harness_turn_api_errors Turns whose result carried an API error status after the CLI's retries, by status.
         # TYPE harness_turn_api_errors counter
         harness_turn_api_errors_total{status="529"} 1
+        # HELP harness_model_requests Model requests through the gateway, by the HTTP status it answered with.
+        # TYPE harness_model_requests counter
+        harness_model_requests_total{status="200"} 1
+        # HELP harness_model_tokens Tokens of the model requests, metered by the gateway from the responses.
+        # TYPE harness_model_tokens counter
+        harness_model_tokens_total{kind="input"} 120
+        harness_model_tokens_total{kind="output"} 7
+        # HELP harness_model_cost_usd What the model requests cost in USD at the gateway's prices.
+        # TYPE harness_model_cost_usd counter
+        harness_model_cost_usd_total 0.002
+        # HELP harness_model_requests_refused Model requests the gateway refused because a budget was spent.
+        # TYPE harness_model_requests_refused counter
+        harness_model_requests_refused_total{budget="thread"} 1
+        # HELP harness_model_first_byte_seconds From a model request's arrival to the first byte of its response.
+        # TYPE harness_model_first_byte_seconds histogram
+        harness_model_first_byte_seconds_sum 0.08
+        harness_model_first_byte_seconds_count 1
+        harness_model_first_byte_seconds_bucket{le="0.005"} 0
+        harness_model_first_byte_seconds_bucket{le="0.01"} 0
+        harness_model_first_byte_seconds_bucket{le="0.025"} 0
+        harness_model_first_byte_seconds_bucket{le="0.05"} 0
+        harness_model_first_byte_seconds_bucket{le="0.1"} 1
+        harness_model_first_byte_seconds_bucket{le="0.25"} 1
+        harness_model_first_byte_seconds_bucket{le="0.5"} 1
+        harness_model_first_byte_seconds_bucket{le="1.0"} 1
+        harness_model_first_byte_seconds_bucket{le="2.5"} 1
+        harness_model_first_byte_seconds_bucket{le="5.0"} 1
+        harness_model_first_byte_seconds_bucket{le="10.0"} 1
+        harness_model_first_byte_seconds_bucket{le="30.0"} 1
+        harness_model_first_byte_seconds_bucket{le="+Inf"} 1
         # HELP harness_mcp_requests MCP requests from the CLI processes over the control channel, by method.
         # TYPE harness_mcp_requests counter
         harness_mcp_requests_total{method="tools/call"} 1
@@ -377,6 +413,7 @@ fn render(
         turns,
         &ApprovalMetrics::default(),
         &ThrottleMetrics::default(),
+        &Default::default(),
     )
     .render()
     .unwrap()
@@ -397,6 +434,7 @@ fn permission_decisions_are_counted_by_decision_and_by_whom() {
         &turns,
         &approvals,
         &ThrottleMetrics::default(),
+        &Default::default(),
     )
     .render()
     .unwrap();
@@ -424,9 +462,17 @@ fn throttle_series_render_with_bounded_labels() {
     throttle.rate_limit_event("something_new");
     throttle.api_error(529);
     let (pool, tools, store, turns, approvals) = Default::default();
-    let text = Metrics::new(&pool, &tools, &store, &turns, &approvals, &throttle)
-        .render()
-        .unwrap();
+    let text = Metrics::new(
+        &pool,
+        &tools,
+        &store,
+        &turns,
+        &approvals,
+        &throttle,
+        &Default::default(),
+    )
+    .render()
+    .unwrap();
     for line in [
         "harness_turn_concurrency_limit 2",
         "harness_turns_running 3",

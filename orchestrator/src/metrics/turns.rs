@@ -158,7 +158,7 @@ impl ThrottleMetrics {
     pub fn waited(&self, took: Duration) {
         self.wait_seconds.observe(took.as_secs_f64());
     }
-    /// `signal`: `api_retry`, `rate_limit_rejected` or `api_error`.
+    /// `signal`: `upstream`, `api_retry`, `rate_limit_rejected` or `api_error`.
     pub fn signal(&self, signal: &'static str) {
         self.signals.get_or_create(&SignalLabel { signal }).inc();
     }

@@ -114,7 +114,10 @@ impl Pipeline {
         // count), and a thread over budget has the turn stopped now.
         let (over_budget, reservation) = match inner.store.require_thread(&thread).await {
             Ok(row) => match reserve_chain(inner, row).await {
-                Ok(Ok(reservation)) => (None, Some(reservation)),
+                Ok(Ok(reservation)) => {
+                    reservation.on_message(&user.id);
+                    (None, Some(reservation))
+                }
                 Ok(Err(exceeded)) => (Some(exceeded), None),
                 Err(err) => {
                     warn!(thread_id = %thread, error = %err, "Could not check the budgets of the CLI's own turn.");
@@ -147,9 +150,14 @@ impl Pipeline {
         let usage = outcome.as_ref().ok().map(usage_of);
         self.count_usage(usage.as_ref());
         let session = lease.session_id();
-        let (finish, status) = match (over_budget, outcome) {
-            (Some(exceeded), _) => {
-                let ending = TurnEnding::refused(exceeded).with_spending(session, usage);
+        // Refused as it started, or stopped by the gateway half-way.
+        let refusal = over_budget.map(TurnEnding::refused).or_else(|| {
+            let stopped = reservation.as_ref().and_then(|r| r.refused());
+            stopped.map(TurnEnding::stopped)
+        });
+        let (finish, status) = match (refusal, outcome) {
+            (Some(ending), _) => {
+                let ending = ending.with_spending(session, usage);
                 if let Err(err) = end.end(ending).await {
                     warn!(message_id = %user.id, error = %err, "Could not record the refused CLI turn.");
                 }

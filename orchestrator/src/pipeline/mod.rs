@@ -10,8 +10,6 @@
 //! - [`idempotency`]: a repeated `clientMessageId` (answer with the first run, retry an
 //!   interrupted one, refuse other content).
 //! - [`context`]: the context providers, once the session start is known.
-//! - [`throttle`]: the adaptive limit on turns at once (AIMD on the API's 429/529 signals), one
-//!   FIFO line across threads.
 //! - [`turn`]: one turn on a leased process, its timeouts and limits, its events and its end.
 //! - [`threads`]: a thread as a whole: created (its profile's rules, its workspace, a spare),
 //!   forked, archived, its budget, its diff.
@@ -38,11 +36,10 @@ mod redrive;
 mod spans;
 mod tally;
 mod threads;
-mod throttle;
 mod turn;
 
+pub use crate::throttle::ThrottleSettings;
 pub use threads::Archived;
-pub use throttle::ThrottleSettings;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,13 +61,13 @@ use crate::mcp::McpAdapter;
 use crate::metrics::{ThrottleMetrics, TurnMetrics};
 use crate::pool::Pool;
 use crate::store::{Fence, MessageId, MessageRow, MessageStatus, Store, StoreError};
+use crate::throttle::Throttle;
 use crate::turn_error::TurnError;
 use crate::workspace::{WorkspaceError, Workspaces};
 use idempotency::Admitted;
 pub use line::Stopped;
 use queue::ThreadQueues;
 use threads::{check_overridable, validate_names};
-use throttle::Throttle;
 
 /// A message to process.
 #[derive(Clone, Debug)]
@@ -320,6 +317,16 @@ impl Pipeline {
     /// The concurrency limit and the API's push-back, registered in `/metrics`.
     pub fn throttle_metrics(&self) -> &ThrottleMetrics {
         &self.inner.throttle_metrics
+    }
+
+    /// The limit on turns at once (the model gateway reports the upstream's push-back to it).
+    pub fn throttle(&self) -> &Throttle {
+        &self.inner.throttle
+    }
+
+    /// The budgets and the running turns' spending (the model gateway meters into them).
+    pub fn budgets(&self) -> &Budgets {
+        &self.inner.budgets
     }
 
     pub fn is_shutting_down(&self) -> bool {

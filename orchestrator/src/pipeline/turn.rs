@@ -17,7 +17,6 @@ use super::end::TurnEnder;
 use super::queue::QueueTicket;
 use super::spans::TurnSpans;
 use super::tally::{usage_of, Recheck, TurnTally};
-use super::throttle::{Admission, Permit};
 use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
 use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted, TurnThrottled};
 use crate::budget::BudgetExceeded;
@@ -25,6 +24,7 @@ use crate::events::{Reply, TurnEnding};
 use crate::launch::ProcessSpec;
 use crate::pool::{Finish, LeasedTurn, TurnItem};
 use crate::store::{EndCause, MessageRow, MessageStatus, Usage};
+use crate::throttle::{Admission, Permit};
 use crate::traces::TurnTrace;
 use crate::turn_error::TurnError;
 
@@ -136,8 +136,13 @@ impl Pipeline {
             .with_key(key.as_ref());
         let reservation = match inner.budgets.reserve(&inner.store, &charge).await? {
             Ok(reservation) => reservation,
-            Err(exceeded) => return Err(self.store_refusal(user, exceeded, end).await),
+            Err(exceeded) => {
+                let ending = TurnEnding::refused(exceeded.clone());
+                return Err(self.store_refusal(user, exceeded, ending, end).await);
+            }
         };
+        // Its model requests are recorded under its message.
+        reservation.on_message(&user.id);
         let model = msg.model.clone().or(thread.model.clone());
         if let Some(model) = &model {
             trace.set([KeyValue::new("gen_ai.request.model", model.clone())]);
@@ -202,7 +207,17 @@ impl Pipeline {
         };
         if let Some(exceeded) = refused {
             // Refused once it had its process: nothing reached the CLI.
-            return Err(self.store_refusal(user, exceeded, end).await);
+            let ending = TurnEnding::refused(exceeded.clone());
+            return Err(self.store_refusal(user, exceeded, ending, end).await);
+        }
+        if let Some(exceeded) = reservation.refused() {
+            // A budget ran out during the turn: the gateway refused a model request, and the
+            // CLI ended the turn.
+            let ending = TurnEnding::stopped(exceeded.clone()).with_spending(None, tally.usage);
+            let refused = self.store_refusal(user, exceeded, ending, end).await;
+            self.count_usage(tally.usage.as_ref());
+            reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
+            return Err(refused);
         }
         trace.set(turn_attributes(&tally));
         match outcome {
@@ -282,9 +297,10 @@ impl Pipeline {
         &self,
         user: &MessageRow,
         exceeded: BudgetExceeded,
+        ending: TurnEnding,
         end: &mut TurnEnder,
     ) -> PipelineError {
-        if let Err(err) = end.end(TurnEnding::refused(exceeded.clone())).await {
+        if let Err(err) = end.end(ending).await {
             return err.into();
         }
         let budget = exceeded.budget.as_str();
@@ -307,7 +323,8 @@ impl Pipeline {
         exceeded: BudgetExceeded,
     ) -> PipelineError {
         let mut end = TurnEnder::new(self, user, None);
-        self.store_refusal(user, exceeded, &mut end).await
+        let ending = TurnEnding::refused(exceeded.clone());
+        self.store_refusal(user, exceeded, ending, &mut end).await
     }
 
     pub(super) fn count_usage(&self, usage: Option<&Usage>) {

@@ -97,7 +97,8 @@ impl Pool {
         permit: OwnedSemaphorePermit,
     ) -> Result<Arc<Entry>, SpawnError> {
         let inner = &self.inner;
-        let launch = inner
+        // The process's token at the model gateway: valid while it lives.
+        let (launch, pass) = inner
             .launcher
             .launch(spec)
             .map_err(|err| self.folder_error(err))?;
@@ -180,8 +181,9 @@ impl Pool {
                     .await;
             }
             pool.inner.metrics.reaped();
-            // The slot is free only once the process is gone.
+            // The slot is free only once the process is gone; so is its token.
             drop(permit);
+            drop(pass);
         });
         Ok(entry)
     }

@@ -23,8 +23,9 @@
 //! terminal event and the outcome row in one transaction),
 //! `events.rs` (the per-thread log SSE replays), `tool_calls.rs`, `transcripts.rs` (the CLI's
 //! transcript entries, to restore a session), `leases/` (which node owns a thread when several
-//! share the database), `usage.rs`, `permissions.rs`, `files.rs` (images and documents) and
-//! `lifecycle.rs` (pages of threads and messages, search, tags, delete). Each has its tests,
+//! share the database), `usage.rs`, `permissions.rs`, `files.rs` (images and documents),
+//! `model_requests.rs` (the model gateway's record) and `lifecycle.rs` (pages of threads and
+//! messages, search, tags, delete). Each has its tests,
 //! run on both databases (`store_tests!`).
 //!
 //! A stored value that does not decode becomes [`StoreError::Corrupt`] instead of a panic.
@@ -35,6 +36,11 @@
 //! transaction past the thread's fence, after the pipeline stopped its turn) and as audit
 //! entries past their keep (`Store::purge_audit`). A write racing a delete of its thread fails
 //! (`ThreadNotFound`, a foreign key) instead of leaving a row behind.
+//!
+//! **Adding a column to `threads`:** migration N in `migrations/` and `migrations/postgres/`;
+//! the field in `harness_db::ThreadRow` (and `NewThread`); `db/{sqlite,postgres}/src/threads.rs`
+//! (the build names each statement that misses it); `just sqlx-prepare`; for clients,
+//! `api::Thread`, `CreateThread`, `threads__create`.
 
 mod audit;
 mod events;
@@ -43,6 +49,7 @@ mod keys;
 mod leases;
 mod lifecycle;
 mod messages;
+mod model_requests;
 mod oauth;
 mod outcomes;
 mod permissions;

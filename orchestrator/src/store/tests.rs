@@ -117,7 +117,7 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 25] = [
+const TABLES: [&str; 26] = [
     "api_keys",
     "audit_log",
     "caller_usage_days",
@@ -127,6 +127,7 @@ const TABLES: [&str; 25] = [
     "files",
     "leases",
     "messages",
+    "model_requests",
     "oauth_clients",
     "oauth_codes",
     "oauth_tokens",

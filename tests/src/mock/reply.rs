@@ -97,6 +97,8 @@ pub(crate) struct ReplyContext {
     pub model: String,
     /// `"stream": true` gets SSE; anything else a plain JSON message.
     pub stream: bool,
+    /// What the reply reports it used: [`usage_for`] the number unless the script says otherwise.
+    pub usage: MockUsage,
 }
 
 /// The reply, turned into wire actions.
@@ -214,7 +216,7 @@ fn message_body(ctx: &ReplyContext, block: Value, stop_reason: &str) -> Value {
     json!({
         "id": format!("msg_mock_{}", ctx.number), "type": "message", "role": "assistant", "model": ctx.model,
         "content": [block], "stop_reason": stop_reason, "stop_sequence": null,
-        "usage": usage_for(ctx.number).wire(usage_for(ctx.number).output_tokens),
+        "usage": ctx.usage.wire(ctx.usage.output_tokens),
     })
 }
 
@@ -273,7 +275,7 @@ fn message_start(ctx: &ReplyContext) -> Step {
         json!({"type": "message_start", "message": {
             "id": format!("msg_mock_{}", ctx.number), "type": "message", "role": "assistant", "model": ctx.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": usage_for(ctx.number).wire(1),
+            "usage": ctx.usage.wire(1),
         }}),
     )
 }
@@ -297,7 +299,7 @@ fn message_delta(ctx: &ReplyContext, stop_reason: &str) -> Step {
     event(
         "message_delta",
         json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-               "usage": {"output_tokens": usage_for(ctx.number).output_tokens}}),
+               "usage": {"output_tokens": ctx.usage.output_tokens}}),
     )
 }
 
@@ -314,6 +316,7 @@ mod tests {
             number: 7,
             model: "claude-test".into(),
             stream,
+            usage: usage_for(7),
         }
     }
 

@@ -519,17 +519,13 @@ async fn with_scheduling_tools_the_clis_own_turns_are_recorded_and_metered() {
 }
 
 /// A thread over its budget has the CLI's own turn stopped as it starts: recorded as refused,
-/// with what it spent metered.
+/// with what it spent metered. The model gateway refuses every model request of the spent
+/// thread, so the CLI's own turn never reaches the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, scheduling).await;
-    let (status, body) = daemon
-        .post("/api/threads", json!({"maxBudgetUsd": 0.000001}))
-        .await;
-    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
-    let thread = body["id"].as_str().expect("id").to_owned();
-    // The first turn runs (nothing was spent yet) and spends past the budget.
+    let thread = daemon.create_thread().await;
     mock.once_when_prompt_contains(
         "start the background agent",
         Reply::tool_use(
@@ -537,7 +533,19 @@ async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
             json!({"description": "bg", "prompt": "OVER-BUDGET-WORK", "subagent_type": "general-purpose", "run_in_background": true}),
         ),
     );
+    // The agent works for a while: long enough for the budget to be spent meanwhile.
+    mock.once_when_prompt_contains(
+        "OVER-BUDGET-WORK",
+        Reply::slow_text(["agent ", "done"], Duration::from_millis(1500)),
+    );
     daemon.reply(&thread, "start the background agent").await;
+    let (status, body) = daemon
+        .patch(
+            &format!("/api/threads/{thread}"),
+            json!({"maxBudgetUsd": 0.000001}),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     let refused = std::sync::Mutex::new(Value::Null);
     eventually_async(
         Duration::from_secs(60),
@@ -581,5 +589,16 @@ async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
     })
     .await
     .expect("the process is let go");
+    // The user's turn and the agent reached the model; the CLI's own turn did not.
+    let asked: Vec<String> = mock
+        .message_requests()
+        .iter()
+        .map(|r| r.last_user_text())
+        .collect();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(
+        asked.iter().any(|t| t.contains("OVER-BUDGET-WORK")),
+        "{asked:?}"
+    );
     daemon.stop().await;
 }

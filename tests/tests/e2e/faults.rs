@@ -319,10 +319,28 @@ async fn api_529_fails_with_the_cli_reason_after_its_retries() {
     api_error_fails_with_the_cli_reason(529).await;
 }
 
+/// Straight to the API, the CLI sees the connection drop (an `api_retry` with no HTTP status,
+/// `Connection dropped`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_connection_is_retried_by_the_cli_then_reported() {
+    dropped_connections(false, serde_json::Value::Null, "Connection dropped").await;
+}
+
+/// Through the model gateway, a connection the API drops is the gateway's 502 (`api_error`, no
+/// upstream address in it), which the CLI retries the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_behind_the_gateway_is_a_502_the_cli_retries() {
+    let text = "the model gateway could not reach the Messages API";
+    dropped_connections(true, json!(502), text).await;
+}
+
+async fn dropped_connections(gateway: bool, retry_status: serde_json::Value, reason: &str) {
     let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| c.claude.max_retries = 2).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.max_retries = 2;
+        c.gateway.enabled = gateway;
+    })
+    .await;
     let (thread, pid) = thread_with_history(&daemon).await;
     let tries = |needle: &str| {
         mock.message_requests()
@@ -346,7 +364,7 @@ async fn a_dropped_connection_is_retried_by_the_cli_then_reported() {
         .map(|e| e.data)
         .collect();
     assert_eq!(retries.len(), 1, "{retries:?}");
-    assert_eq!(retries[0]["status"], serde_json::Value::Null);
+    assert_eq!(retries[0]["status"], retry_status);
     assert_eq!(
         daemon.pid_of(&thread),
         Some(pid),
@@ -358,23 +376,15 @@ async fn a_dropped_connection_is_retried_by_the_cli_then_reported() {
     let (status, body) = daemon.send(&thread, "DROP-ALWAYS").await;
     assert_eq!(status, 502, "{body}");
     let text = body["error"]["message"].as_str().unwrap_or_default();
-    assert!(text.contains("Connection dropped"), "{text}");
+    assert!(text.contains(reason), "{text}");
+    assert!(!text.contains(&mock.url()), "{text}");
     assert_eq!(
         tries("DROP-ALWAYS"),
         3,
         "one request plus two retries, none from us"
     );
     mock.reset();
-    assert_recovers(
-        &daemon,
-        &mock,
-        &thread,
-        "DROP-ALWAYS",
-        "error",
-        "Connection dropped",
-        pid,
-    )
-    .await;
+    assert_recovers(&daemon, &mock, &thread, "DROP-ALWAYS", "error", reason, pid).await;
     stop_and_check_no_orphans(daemon).await;
 }
 

@@ -14,6 +14,7 @@ mod contract;
 mod events;
 mod faults;
 mod forks;
+mod gateway;
 mod http_api;
 mod lifecycle;
 mod load;

@@ -159,6 +159,7 @@ fn api_attempts() -> Vec<Attempt> {
         attempt(M::GET, "/api/threads/{T}/events", None),
         attempt(M::GET, "/api/threads/{T}/events?after=0", None),
         attempt(M::GET, "/api/threads/{T}/messages/{M}/outcomes", None),
+        attempt(M::GET, "/api/threads/{T}/messages/{M}/model-requests", None),
         attempt(M::GET, "/api/threads/{T}/tool-calls", None),
         attempt(M::GET, "/api/threads/{T}/files", None),
         attempt(M::GET, "/api/threads/{T}/files/notes.txt", None),
@@ -463,6 +464,7 @@ async fn owner_can_do_it_all(base: &str, key: &str, thread: &str, message: &str,
         format!("/api/threads/{thread}/files"),
         format!("/api/threads/{thread}/permissions"),
         format!("/api/threads/{thread}/messages/{message}/outcomes"),
+        format!("/api/threads/{thread}/messages/{message}/model-requests"),
     ] {
         assert_eq!(get(path.clone()).await, StatusCode::OK, "{path}");
     }

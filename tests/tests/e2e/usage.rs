@@ -325,8 +325,9 @@ pub(crate) async fn one_turns_cost(mock: &MockApi) -> f64 {
 }
 
 /// A thread whose model delegates again after every child's answer: the children's turns count
-/// against the thread's budget, so the children stop once it is held or spent (once, one parent
-/// turn delegating six times spent 12× the parent's limit: each child had a limit of its own).
+/// against the thread's budget, so the children stop once it is held or spent, and so does the
+/// parent's turn (once, one parent turn delegating six times spent 12× the parent's limit: each
+/// child had a limit of its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delegated_turns_count_against_the_delegating_threads_budget() {
     const DELEGATE: &str = "mcp__harness__delegation__delegate";
@@ -347,7 +348,11 @@ async fn delegated_turns_count_against_the_delegating_threads_budget() {
     mock.once_when_prompt_contains("delegate a lot", again.clone());
     mock.when_prompt_contains("echo: child job", again);
     let (status, body) = daemon.send(&parent, "delegate a lot").await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    // The children's spending counts in the parent's budget as it happens: once it is reached,
+    // the model gateway refuses the parent's next model request and the turn stops there.
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+    assert_eq!(body["error"]["budget"], "thread", "{body}");
+    let message = body["error"]["messageId"].as_str().unwrap().to_owned();
 
     let (_, list) = daemon.get("/api/threads").await;
     let children: Vec<String> = list["threads"]
@@ -368,19 +373,24 @@ async fn delegated_turns_count_against_the_delegating_threads_budget() {
     }
     assert!(ran >= 1, "a child ran: {children:?}");
     assert!(ran <= 2, "{ran} children ran on a budget of 2.5 turns");
-    // The parent's own turn went on past its estimate (a request per tool call): the bound is
-    // the limit plus what the turn cost beyond it.
-    let own = usd(&parent_body["usage"]);
+    // Stopped within one model request of the limit (each request here costs about a turn).
     assert!(
-        tree <= limit + own,
+        tree <= limit + turn * 1.01,
         "the tree spent {tree:.6} on {limit:.6}"
     );
-    // The refusal reached the parent's model as the tool's error.
-    let refused = mock
-        .message_requests()
+    // The gateway's record of the parent's turn ends with the refused request.
+    let (_, record) = daemon
+        .get(&format!(
+            "/api/threads/{parent}/messages/{message}/model-requests"
+        ))
+        .await;
+    let requests = record["modelRequests"].as_array().unwrap();
+    let statuses: Vec<i64> = requests
         .iter()
-        .flat_map(|r| r.tool_results())
-        .any(|r| r.is_error && r.text.contains("budget"));
-    assert!(refused, "a delegation was refused by the budget");
+        .map(|r| r["status"].as_i64().unwrap())
+        .collect();
+    let went = statuses.iter().take_while(|s| **s == 200).count();
+    assert!(went >= 1 && went < statuses.len(), "{record}");
+    assert!(statuses[went..].iter().all(|s| *s == 402), "{record}");
     daemon.stop().await;
 }

@@ -247,6 +247,44 @@ pub async fn outcomes(
     }))
 }
 
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequestList {
+    pub model_requests: Vec<api::ModelRequest>,
+}
+
+/// The model requests of a user message's turns, oldest first, as the model gateway metered
+/// them: tokens, cost, latency and status of each, its refusals included.
+#[utoipa::path(get, path = "/threads/{id}/messages/{message_id}/model-requests", operation_id = "listModelRequests", tag = "threads",
+    params(
+        ("id" = String, Path, description = "The thread's id (`thr_…`)."),
+        ("message_id" = String, Path, description = "A user message's id (`msg_…`)."),
+    ),
+    responses(
+        (status = 200, description = "Its model requests, oldest first (none with `gateway.enabled = false`).", body = ModelRequestList),
+        (status = 400, description = "A bad path.", body = ErrorBody),
+        (status = 404, description = "Unknown thread, or no user message of it by that id.", body = ErrorBody),
+    ))]
+pub async fn model_requests(
+    State(state): State<ApiState>,
+    ApiPath((id, message_id)): ApiPath<(String, String)>,
+) -> Result<Json<ModelRequestList>, ApiError> {
+    let (id, message_id) = (
+        ThreadId::from_string(id),
+        MessageId::from_string(message_id),
+    );
+    let message = state.store.get_message(&message_id).await?;
+    if !message.is_some_and(|m| m.thread_id == id && m.role == crate::store::Role::User) {
+        return Err(ApiError::not_found(format!(
+            "thread {id} has no user message {message_id}"
+        )));
+    }
+    let rows = state.store.model_requests_of(&message_id).await?;
+    Ok(Json(ModelRequestList {
+        model_requests: rows.into_iter().map(api::ModelRequest::from).collect(),
+    }))
+}
+
 /// One thread with its last page of messages, oldest first.
 #[utoipa::path(get, path = "/threads/{id}", operation_id = "getThread", tag = "threads",
     params(("id" = String, Path, description = "The thread's id (`thr_…`).")),

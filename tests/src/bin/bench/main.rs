@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `bursts`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `bursts`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
@@ -24,6 +24,7 @@ mod cluster;
 mod door;
 mod files;
 mod first_turn;
+mod gateway;
 mod overload;
 mod profile;
 mod report;
@@ -149,6 +150,17 @@ async fn main() -> anyhow::Result<()> {
     let mock = MockApi::start().await;
     // Failovers each wait for a lease to expire: a few are enough.
     let failovers = samples.min(3);
+    // One section alone: `$what` for the log, its outcome rendered by `$render`.
+    macro_rules! alone {
+        ($what:expr, $run:expr, $render:path) => {{
+            eprintln!("bench: only {}, {samples} samples", $what);
+            let outcome = $run.await?;
+            let mut out = String::new();
+            $render(&mut out, &outcome)?;
+            println!("{out}");
+            return Ok(());
+        }};
+    }
     match std::env::var("BENCH_ONLY").ok().as_deref() {
         None | Some("") => {}
         Some("cluster") => {
@@ -159,94 +171,49 @@ async fn main() -> anyhow::Result<()> {
             println!("{out}");
             return Ok(());
         }
-        Some("workspaces") => {
-            eprintln!("bench: only workspaces, {samples} samples");
-            let outcome = workspaces::run(&mock, samples).await?;
-            let mut out = String::new();
-            workspaces::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("door") => {
-            eprintln!("bench: only the door, {samples} samples");
-            let outcome = door::run(&mock, samples).await?;
-            let mut out = String::new();
-            door::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("webhooks") => {
-            eprintln!("bench: only webhooks, {samples} samples");
-            let outcome = webhooks::run(&mock, samples).await?;
-            let mut out = String::new();
-            webhooks::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("callers") => {
-            eprintln!("bench: only callers, {} rounds", samples * 25);
-            let outcome = callers::run(&mock, samples * 25).await?;
-            let mut out = String::new();
-            callers::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("files") => {
-            eprintln!("bench: only images, {samples} samples");
-            let outcome = files::run(samples).await?;
-            let mut out = String::new();
-            files::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("scale") => {
-            eprintln!("bench: only the hundred thousand threads, {samples} samples");
-            let outcome = scale::run(&mock, samples).await?;
-            let mut out = String::new();
-            scale::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
+        Some("workspaces") => alone!(
+            "workspaces",
+            workspaces::run(&mock, samples),
+            workspaces::render
+        ),
+        Some("door") => alone!("the door", door::run(&mock, samples), door::render),
+        Some("webhooks") => alone!("webhooks", webhooks::run(&mock, samples), webhooks::render),
+        Some("callers") => alone!(
+            "callers",
+            callers::run(&mock, samples * 25),
+            callers::render
+        ),
+        Some("files") => alone!("images", files::run(samples), files::render),
+        Some("scale") => alone!(
+            "the hundred thousand threads",
+            scale::run(&mock, samples),
+            scale::render
+        ),
         Some("sdk") => {
             eprintln!("bench: only Harness beside the Python SDK, same tools");
             println!("{}", sdk::side_by_side(&dir, &mock, samples).await?);
             return Ok(());
         }
-        Some("bursts") => {
-            eprintln!("bench: only bursts of new threads");
-            let outcome = bursts::run(&mock, samples).await?;
-            let mut out = String::new();
-            bursts::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("traces") => {
-            eprintln!("bench: only traces, {samples} samples");
-            let outcome = traces::run(&mock, samples).await?;
-            let mut out = String::new();
-            traces::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("retention") => {
-            eprintln!("bench: only retention, {samples} samples");
-            let outcome = retention::run(&mock, samples).await?;
-            let mut out = String::new();
-            retention::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
-        Some("schemas") => {
-            eprintln!("bench: only output schemas");
-            let outcome = schemas::run(&mock).await?;
-            let mut out = String::new();
-            schemas::render(&mut out, &outcome)?;
-            println!("{out}");
-            return Ok(());
-        }
+        Some("bursts") => alone!(
+            "bursts of new threads",
+            bursts::run(&mock, samples),
+            bursts::render
+        ),
+        Some("traces") => alone!("traces", traces::run(&mock, samples), traces::render),
+        Some("gateway") => alone!(
+            "the model gateway",
+            gateway::run(&mock, samples),
+            gateway::render
+        ),
+        Some("retention") => alone!(
+            "retention",
+            retention::run(&mock, samples),
+            retention::render
+        ),
+        Some("schemas") => alone!("output schemas", schemas::run(&mock), schemas::render),
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `bursts` or `sdk` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `bursts` or `sdk` runs alone"
             )
         }
     }
@@ -435,6 +402,8 @@ async fn main() -> anyhow::Result<()> {
     // What a trace per turn costs.
     eprintln!("bench: traces");
     let traces = traces::run(&mock, samples).await?;
+    eprintln!("bench: the model gateway");
+    let gateway = gateway::run(&mock, samples).await?;
 
     // What images cost the daemon.
     eprintln!("bench: images");
@@ -481,6 +450,7 @@ async fn main() -> anyhow::Result<()> {
         scale: &scale,
         retention: &retention,
         traces: &traces,
+        gateway: &gateway,
         bursts: &bursts,
         sdk: &sdk,
         daemon_view: &daemon_view,

@@ -30,6 +30,7 @@ pub(super) struct Report<'a> {
     pub(super) scale: &'a scale::Outcome,
     pub(super) retention: &'a retention::Outcome,
     pub(super) traces: &'a traces::Outcome,
+    pub(super) gateway: &'a gateway::Outcome,
     pub(super) bursts: &'a bursts::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
     pub(super) daemon_view: &'a str,
@@ -184,6 +185,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     scale::render(&mut out, r.scale)?;
     retention::render(&mut out, r.retention)?;
     traces::render(&mut out, r.traces)?;
+    gateway::render(&mut out, r.gateway)?;
     bursts::render(&mut out, r.bursts)?;
 
     writeln!(out, "## Memory\n")?;

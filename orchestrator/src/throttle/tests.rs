@@ -148,6 +148,7 @@ async fn turns_over_the_limit_wait_in_arrival_order() {
         &Default::default(),
         &Default::default(),
         &metrics,
+        &Default::default(),
     )
     .render()
     .unwrap();

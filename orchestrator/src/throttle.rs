@@ -3,10 +3,13 @@
 //!
 //! The limit follows AIMD (additive increase, multiplicative decrease, as TCP's congestion
 //! window does), in [`Aimd`], which holds no clock and no IO so its tests pass time in:
-//! - **Signals** (a *decrease*): an `api_retry` with status 429 or 529, a `rate_limit_event`
-//!   with status `rejected` (OAuth logins only; the CLI does not retry it), a final `result` whose
-//!   `api_error_status` is 429 or 529 (the CLI's retries ran out). Other failures (a 400, a dead
-//!   process, a timeout) say nothing about the API's load and neither raise nor lower the limit.
+//! - **Signals** (a *decrease*): a 429 or 529 the model gateway (`crate::gateway`) sees from
+//!   upstream. With the gateway off, what the CLI reports instead: an `api_retry` with status 429
+//!   or 529, a `rate_limit_event` with status `rejected` (OAuth logins only; the CLI does not
+//!   retry it), a final `result` whose `api_error_status` is 429 or 529 (the CLI's retries ran
+//!   out); with it on, those are counted but lower nothing (the gateway saw them first). Other
+//!   failures (a 400, a dead process, a timeout) say nothing about the API's load and neither
+//!   raise nor lower the limit.
 //! - **Decrease**: the limit halves (rounded up, never below `min`), at most once per `cooldown`.
 //!   The turns in flight when the API starts refusing all report it within the CLI's retry delays
 //!   (≈0.5 s, then ≈1 s, doubling): without the window one overload would halve the limit once
@@ -64,6 +67,8 @@ pub enum Signal {
     RateLimitRejected,
     /// The final `result` with `api_error_status` 429 or 529.
     ApiError,
+    /// A 429 or 529 the model gateway had from upstream.
+    Upstream,
 }
 
 impl Signal {
@@ -72,6 +77,7 @@ impl Signal {
             Signal::ApiRetry => "api_retry",
             Signal::RateLimitRejected => "rate_limit_rejected",
             Signal::ApiError => "api_error",
+            Signal::Upstream => "upstream",
         }
     }
 }
@@ -150,6 +156,9 @@ struct Shared {
     state: Mutex<State>,
     enabled: bool,
     metrics: ThrottleMetrics,
+    /// The model gateway reports the upstream's 429/529 ([`Throttle::upstream`]): the CLI's
+    /// reports of the same lower nothing.
+    gateway: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -198,6 +207,7 @@ impl Throttle {
                 }),
                 enabled: settings.enabled,
                 metrics,
+                gateway: Default::default(),
             }),
         }
     }
@@ -250,6 +260,16 @@ impl Throttle {
             pushed_back: false,
             answered: false,
         }
+    }
+
+    /// From now on the model gateway reports the upstream's push-back.
+    pub fn watched_by_gateway(&self) {
+        (self.shared.gateway).store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The model gateway had a 429 or 529 from upstream: a signal.
+    pub fn upstream(&self) {
+        self.back_off(Signal::Upstream);
     }
 
     /// Counts a signal and lowers the limit unless it did so within the cooldown.
@@ -399,7 +419,13 @@ impl Permit {
 
     fn push_back(&mut self, signal: Signal) {
         self.pushed_back = true;
-        self.throttle.back_off(signal);
+        let shared = &self.throttle.shared;
+        if shared.gateway.load(std::sync::atomic::Ordering::Relaxed) {
+            // The gateway saw it first and lowered the limit then.
+            shared.metrics.signal(signal.as_str());
+        } else {
+            self.throttle.back_off(signal);
+        }
     }
 }
 

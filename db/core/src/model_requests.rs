@@ -1,0 +1,112 @@
+//! The operations on `model_requests`: the model gateway's record of each model request.
+
+use chrono::{DateTime, Utc};
+use plugin_contract::ThreadId;
+
+use crate::{MessageId, StoreError};
+
+/// One model request as the gateway saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewModelRequest {
+    /// The thread whose process made it.
+    pub thread_id: ThreadId,
+    /// The turn it was part of, when one was running.
+    pub message_id: Option<MessageId>,
+    /// The model that answered (the response's `model`), when it answered.
+    pub model: Option<String>,
+    /// The HTTP status the gateway answered with (its own refusals included).
+    pub status: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    /// What it cost at the gateway's prices.
+    pub cost_usd: f64,
+    /// From the request's arrival to the first byte of the response's body.
+    pub first_byte_ms: i64,
+    /// From the request's arrival to the response's last byte.
+    pub ms: i64,
+}
+
+/// A model request as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelRequestRow {
+    pub id: i64,
+    pub request: NewModelRequest,
+    pub created_at: DateTime<Utc>,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait ModelRequestQueries {
+    /// Stores one request; its id.
+    async fn insert_model_request(&self, request: &NewModelRequest) -> Result<i64, StoreError>;
+
+    /// The requests of one turn, oldest first.
+    async fn model_requests_of(
+        &self,
+        message: &MessageId,
+    ) -> Result<Vec<ModelRequestRow>, StoreError>;
+}
+
+/// A row of `model_requests` as both databases read it.
+#[derive(Debug)]
+pub struct ModelRequestRecord {
+    pub id: i64,
+    pub thread_id: ThreadId,
+    pub message_id: Option<MessageId>,
+    pub model: Option<String>,
+    pub status: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub cost_usd: f64,
+    pub first_byte_ms: i64,
+    pub ms: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<ModelRequestRecord> for ModelRequestRow {
+    fn from(r: ModelRequestRecord) -> ModelRequestRow {
+        ModelRequestRow {
+            id: r.id,
+            request: NewModelRequest {
+                thread_id: r.thread_id,
+                message_id: r.message_id,
+                model: r.model,
+                status: r.status,
+                input_tokens: r.input_tokens,
+                output_tokens: r.output_tokens,
+                cache_read_tokens: r.cache_read_tokens,
+                cache_write_tokens: r.cache_write_tokens,
+                cost_usd: r.cost_usd,
+                first_byte_ms: r.first_byte_ms,
+                ms: r.ms,
+            },
+            created_at: r.created_at,
+        }
+    }
+}
+
+/// `model_request_queries!(Backend)`: the [`ModelRequestQueries`] of a database crate's
+/// `Backend`, calling the functions of the same names in the invoking module.
+#[macro_export]
+macro_rules! model_request_queries {
+    ($backend:ty) => {
+        impl $crate::ModelRequestQueries for $backend {
+            async fn insert_model_request(
+                &self,
+                request: &$crate::NewModelRequest,
+            ) -> Result<i64, StoreError> {
+                insert(self.pool(), request).await
+            }
+
+            async fn model_requests_of(
+                &self,
+                message: &MessageId,
+            ) -> Result<Vec<$crate::ModelRequestRow>, StoreError> {
+                of_message(self.pool(), message).await
+            }
+        }
+    };
+}

@@ -1,0 +1,236 @@
+//! The model gateway: every child's `ANTHROPIC_BASE_URL`, on a loopback listener of its own.
+//!
+//! A child talks to the Messages API only through it. The launcher takes the upstream address
+//! and credentials out of each profile's environment ([`Upstream::take_from`]); a process gets
+//! the gateway's address and a token of its own instead ([`Gateway::issue`]), which maps to its
+//! thread while the process lives ([`Pass`]). What the gateway does with each request
+//! (`proxy.rs`):
+//! - refuses one without a live token (401, the API's error shape);
+//! - before a `POST /v1/messages`, asks the budgets ([`crate::budget::Budgets::before_request`])
+//!   and refuses when one is spent: a 402 `billing_error` naming the budget, which the CLI
+//!   neither retries nor sends again without its betas (as it does a 400), so the turn ends at
+//!   once and says why;
+//! - forwards it with the real credentials, the response streamed back chunk by chunk as it
+//!   arrives, and meters the response's `usage` on the way (`usage.rs`, reading each chunk in
+//!   place), charging it to the thread's running turn at once;
+//! - reports a 429 or 529 from upstream to the throttle, the one place that decides how many
+//!   turns run at once;
+//! - records each request (`model_requests`, `/metrics`).
+//!
+//! Credentials: with a key (`ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN`) no child sees it,
+//! in its environment, argv or files. Without one the CLI uses its own login (a subscription's
+//! OAuth token in the config dir): the gateway forwards the child's `Authorization` as it is and
+//! takes the token in `x-harness-token` (`ANTHROPIC_CUSTOM_HEADERS`); that login is readable
+//! by the children, and only the metering, the budgets and the address are the gateway's.
+
+mod proxy;
+mod usage;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use plugin_contract::ThreadId;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{GatewayConfig, Price};
+use crate::sync::lock;
+
+pub use usage::{prices, Prices};
+
+/// The Messages API's address when the environment names none.
+pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+
+/// The header that carries a child's token when it keeps its own login.
+pub const TOKEN_HEADER: &str = "x-harness-token";
+
+/// Where a profile's requests go, and with which credentials.
+#[derive(Clone)]
+pub struct Upstream {
+    base: String,
+    auth: Auth,
+}
+
+#[derive(Clone)]
+enum Auth {
+    /// `x-api-key` (`ANTHROPIC_API_KEY`).
+    ApiKey(String),
+    /// `Authorization: Bearer` (`ANTHROPIC_AUTH_TOKEN`).
+    Bearer(String),
+    /// The CLI's own login: its `Authorization` goes upstream as it is.
+    Login,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let auth = match self.auth {
+            Auth::ApiKey(_) => "api key",
+            Auth::Bearer(_) => "auth token",
+            Auth::Login => "the CLI's login",
+        };
+        f.debug_struct("Upstream").field("auth", &auth).finish()
+    }
+}
+
+impl Upstream {
+    /// Takes `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` and `ANTHROPIC_AUTH_TOKEN` out of a
+    /// child's environment: where its requests go and with what, which the gateway keeps.
+    pub fn take_from(env: &mut Vec<(String, String)>) -> Upstream {
+        let mut take = |name: &str| {
+            let value = env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone());
+            env.retain(|(k, _)| k != name);
+            value.filter(|v| !v.is_empty())
+        };
+        let base = take("ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_UPSTREAM.to_owned());
+        let key = take("ANTHROPIC_API_KEY");
+        let token = take("ANTHROPIC_AUTH_TOKEN");
+        let auth = match (key, token) {
+            (Some(key), _) => Auth::ApiKey(key),
+            (None, Some(token)) => Auth::Bearer(token),
+            (None, None) => Auth::Login,
+        };
+        Upstream {
+            base: base.trim_end_matches('/').to_owned(),
+            auth,
+        }
+    }
+
+    /// True when the children keep the CLI's own login.
+    pub fn is_login(&self) -> bool {
+        matches!(self.auth, Auth::Login)
+    }
+}
+
+/// The gateway: its address and the tokens of the live processes. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("url", &self.inner.url)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// `http://127.0.0.1:PORT`.
+    url: String,
+    passes: Mutex<HashMap<String, Holder>>,
+    prices: Prices,
+}
+
+/// Whose a token is.
+#[derive(Clone)]
+struct Holder {
+    thread: ThreadId,
+    upstream: Arc<Upstream>,
+}
+
+/// A live process's token: valid until dropped (the pool drops it when the process is gone).
+pub struct Pass {
+    gateway: Gateway,
+    token: String,
+}
+
+impl std::fmt::Debug for Pass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pass").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        lock(&self.gateway.inner.passes).remove(&self.token);
+    }
+}
+
+/// What serving needs besides the tokens.
+pub struct Served {
+    pub store: crate::store::Store,
+    pub budgets: crate::budget::Budgets,
+    pub throttle: crate::throttle::Throttle,
+    pub metrics: crate::metrics::GatewayMetrics,
+}
+
+impl Gateway {
+    /// Binds `gateway.listen`; serve it with [`Gateway::serve`].
+    pub async fn bind(config: &GatewayConfig) -> std::io::Result<(Gateway, TcpListener)> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let gateway = Gateway {
+            inner: Arc::new(Inner {
+                url: format!("http://{addr}"),
+                passes: Mutex::default(),
+                prices: prices(&config.prices),
+            }),
+        };
+        Ok((gateway, listener))
+    }
+
+    /// `http://127.0.0.1:PORT`: the children's `ANTHROPIC_BASE_URL`.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// A token for a process of `thread` whose requests go to `upstream`, and what its
+    /// environment gets: the gateway's address, and the token as its API key (or, when it
+    /// keeps the CLI's login, as a header, after `custom_headers`, its other headers if any).
+    pub fn issue(
+        &self,
+        thread: &ThreadId,
+        upstream: &Arc<Upstream>,
+        custom_headers: Option<&str>,
+    ) -> (Vec<(String, String)>, Pass) {
+        let token = crate::secret::token("hgw_");
+        lock(&self.inner.passes).insert(
+            token.clone(),
+            Holder {
+                thread: thread.clone(),
+                upstream: upstream.clone(),
+            },
+        );
+        let mut env = vec![("ANTHROPIC_BASE_URL".to_owned(), self.inner.url.clone())];
+        if upstream.is_login() {
+            let header = format!("{TOKEN_HEADER}: {token}");
+            let headers = match custom_headers.filter(|h| !h.trim().is_empty()) {
+                Some(others) => format!("{others}\n{header}"),
+                None => header,
+            };
+            env.push(("ANTHROPIC_CUSTOM_HEADERS".to_owned(), headers));
+        } else {
+            env.push(("ANTHROPIC_API_KEY".to_owned(), token.clone()));
+        }
+        let pass = Pass {
+            gateway: self.clone(),
+            token,
+        };
+        (env, pass)
+    }
+
+    /// Whose `token` is, while its process lives.
+    fn holder(&self, token: &str) -> Option<Holder> {
+        lock(&self.inner.passes).get(token).cloned()
+    }
+
+    /// What `model`'s tokens cost.
+    fn price(&self, model: Option<&str>) -> Price {
+        self.inner.prices.of(model)
+    }
+
+    /// Serves `listener` until `stop`; the throttle hears the upstream's push-back from here
+    /// on.
+    pub async fn serve(self, listener: TcpListener, served: Served, stop: CancellationToken) {
+        served.throttle.watched_by_gateway();
+        proxy::serve(self, listener, served, stop).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,331 @@
+//! One request through the gateway: the token, the budgets, the upstream call with the real
+//! credentials, the response streamed back and metered on the way, the record.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use plugin_contract::ThreadId;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::usage::{Scanner, Used};
+use super::{Auth, Gateway, Served, Upstream, TOKEN_HEADER};
+use crate::store::{MessageId, NewModelRequest};
+
+/// The largest request body taken (the Messages API's own limit is 32 MB).
+const REQUEST_LIMIT: usize = 64 << 20;
+
+/// Headers that belong to one connection, not to the request (RFC 9110, 7.6.1).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+struct Server {
+    gateway: Gateway,
+    served: Served,
+    client: reqwest::Client,
+}
+
+pub(super) async fn serve(
+    gateway: Gateway,
+    listener: TcpListener,
+    served: Served,
+    stop: CancellationToken,
+) {
+    let client = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+    {
+        Ok(client) => client,
+        Err(err) => {
+            warn!(error = %err, "The model gateway has no HTTP client; children cannot reach the model.");
+            return;
+        }
+    };
+    let server = Arc::new(Server {
+        gateway,
+        served,
+        client,
+    });
+    let app = axum::Router::new().fallback(forward).with_state(server);
+    // Without it, a response's small first chunk can wait for the CLI's delayed ACK (~40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            warn!(error = %err, "Could not set TCP_NODELAY on a gateway connection.");
+        }
+    });
+    let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+    if let Err(err) = served.await {
+        warn!(error = %err, "The model gateway stopped serving.");
+    }
+}
+
+/// An error in the Messages API's own shape, which the CLI reports as it would the API's.
+fn api_error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// The token a request carries: `x-harness-token`, else its API key (`x-api-key`, or a bearer
+/// token).
+fn token_of(headers: &HeaderMap) -> Option<&str> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    get(TOKEN_HEADER)
+        .or_else(|| get("x-api-key"))
+        .or_else(|| get(header::AUTHORIZATION.as_str())?.strip_prefix("Bearer "))
+}
+
+async fn forward(State(server): State<Arc<Server>>, request: Request) -> Response {
+    let arrived = Instant::now();
+    let (parts, body) = request.into_parts();
+    let Some(holder) = token_of(&parts.headers).and_then(|t| server.gateway.holder(t)) else {
+        return api_error(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "the model gateway takes only the tokens of the daemon's own processes",
+        );
+    };
+    let served = &server.served;
+    let model_request = parts.method == Method::POST && parts.uri.path() == "/v1/messages";
+    let record = Record {
+        server: server.clone(),
+        thread: holder.thread.clone(),
+        message: served.budgets.running_message(&holder.thread),
+        arrived,
+        status: StatusCode::OK,
+        first_byte: Duration::ZERO,
+    };
+    if model_request {
+        match served
+            .budgets
+            .before_request(&served.store, &holder.thread)
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(exceeded)) => {
+                served.metrics.refused(exceeded.budget.as_str());
+                let refused = StatusCode::PAYMENT_REQUIRED;
+                record.at(refused, arrived.elapsed()).end(Used::default());
+                let message = format!("Harness stopped this turn: {exceeded}");
+                return api_error(refused, "billing_error", &message);
+            }
+            Err(err) => {
+                warn!(thread_id = %holder.thread, error = %err, "Could not check the budgets before a model request; it goes on.");
+            }
+        }
+    }
+    let Ok(body) = axum::body::to_bytes(body, REQUEST_LIMIT).await else {
+        return api_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            "the request is larger than the model gateway takes",
+        );
+    };
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{}{path}", holder.upstream.base);
+    let sent = server
+        .client
+        .request(parts.method.clone(), url)
+        .headers(forwarded(&parts.headers, &holder.upstream))
+        .body(body)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        Err(err) => {
+            // The error names the upstream's address: logged, never answered.
+            warn!(thread_id = %holder.thread, error = %err, "The model gateway could not reach the Messages API.");
+            let failed = StatusCode::BAD_GATEWAY;
+            served.metrics.request(failed.as_u16(), arrived.elapsed());
+            if model_request {
+                record.at(failed, arrived.elapsed()).end(Used::default());
+            }
+            return api_error(
+                failed,
+                "api_error",
+                "the model gateway could not reach the Messages API",
+            );
+        }
+    };
+    let status = response.status();
+    let first_byte = arrived.elapsed();
+    served.metrics.request(status.as_u16(), first_byte);
+    if matches!(status.as_u16(), 429 | 529) {
+        served.throttle.upstream();
+    }
+    let mut answer = Response::builder().status(status);
+    if let Some(headers) = answer.headers_mut() {
+        for (name, value) in response.headers() {
+            if !HOP_BY_HOP.contains(&name.as_str()) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+    }
+    let stream = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let chunks = Box::pin(response.bytes_stream());
+    let body = if model_request {
+        Body::from_stream(Metered {
+            chunks,
+            scanner: Some(Scanner::new(stream)),
+            record: Some(record.at(status, first_byte)),
+        })
+    } else {
+        Body::from_stream(chunks)
+    };
+    answer.body(body).unwrap_or_else(|err| {
+        warn!(error = %err, "The model gateway could not build a response.");
+        api_error(
+            StatusCode::BAD_GATEWAY,
+            "api_error",
+            "the model gateway could not relay the response",
+        )
+    })
+}
+
+/// The request's headers as they go upstream: without the hop-by-hop ones, the child's token
+/// and (unless it keeps the CLI's login) its credentials; with the real credentials. Without
+/// `accept-encoding`, so the response comes as it is and its usage can be read.
+fn forwarded(headers: &HeaderMap, upstream: &Upstream) -> HeaderMap {
+    let login = upstream.is_login();
+    let mut out = HeaderMap::with_capacity(headers.len() + 1);
+    for (name, value) in headers {
+        let dropped = HOP_BY_HOP.contains(&name.as_str())
+            || name == header::HOST
+            || name == header::CONTENT_LENGTH
+            || name == header::ACCEPT_ENCODING
+            || name == TOKEN_HEADER
+            || (!login && (name == "x-api-key" || name == header::AUTHORIZATION));
+        if !dropped {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    let credential = match &upstream.auth {
+        Auth::ApiKey(key) => Some((HeaderName::from_static("x-api-key"), key.clone())),
+        Auth::Bearer(token) => Some((header::AUTHORIZATION, format!("Bearer {token}"))),
+        Auth::Login => None,
+    };
+    if let Some((name, value)) = credential {
+        match HeaderValue::from_str(&value) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                out.insert(name, value);
+            }
+            Err(_) => warn!("The upstream credential is not a valid header value."),
+        }
+    }
+    out
+}
+
+/// What is recorded of one model request once its response is over.
+struct Record {
+    server: Arc<Server>,
+    thread: ThreadId,
+    message: Option<MessageId>,
+    arrived: Instant,
+    status: StatusCode,
+    first_byte: Duration,
+}
+
+impl Record {
+    fn at(self, status: StatusCode, first_byte: Duration) -> Record {
+        Record {
+            status,
+            first_byte,
+            ..self
+        }
+    }
+
+    /// Meters what it used (charged to the thread's running turn at once) and stores the row.
+    fn end(self, used: Used) {
+        let served = &self.server.served;
+        let cost = used.cost(self.server.gateway.price(used.model.as_deref()));
+        served.budgets.metered(&self.thread, cost);
+        served.metrics.usage(&used.by_kind(), cost);
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let row = NewModelRequest {
+            thread_id: self.thread,
+            message_id: self.message,
+            model: used.model,
+            status: i64::from(self.status.as_u16()),
+            input_tokens: tokens(used.input),
+            output_tokens: tokens(used.output),
+            cache_read_tokens: tokens(used.cache_read),
+            cache_write_tokens: tokens(used.cache_write),
+            cost_usd: cost,
+            first_byte_ms: ms(self.first_byte),
+            ms: ms(self.arrived.elapsed()),
+        };
+        let store = served.store.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(err) = store.insert_model_request(&row).await {
+                    warn!(thread_id = %row.thread_id, error = %err, "Could not record a model request.");
+                }
+            });
+        }
+    }
+}
+
+type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// A model response on its way back: each chunk passed on as it comes, read in place for its
+/// usage; metered and recorded when it ends (or is dropped half-way: what it said so far).
+struct Metered {
+    chunks: Chunks,
+    scanner: Option<Scanner>,
+    record: Option<Record>,
+}
+
+impl Metered {
+    fn end(&mut self) {
+        if let (Some(scanner), Some(record)) = (self.scanner.take(), self.record.take()) {
+            record.end(scanner.finish());
+        }
+    }
+}
+
+impl Stream for Metered {
+    type Item = reqwest::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let next = self.chunks.as_mut().poll_next(cx);
+        match &next {
+            Poll::Ready(Some(Ok(chunk))) => {
+                if let Some(scanner) = self.scanner.as_mut() {
+                    scanner.feed(chunk);
+                }
+            }
+            Poll::Ready(None) => self.end(),
+            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
+        }
+        next
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        self.end();
+    }
+}

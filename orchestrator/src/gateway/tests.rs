@@ -1,0 +1,160 @@
+use std::collections::BTreeMap;
+
+use super::usage::{Scanner, Used};
+use super::*;
+
+const STREAM: &str = concat!(
+    "event: message_start\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-5\",",
+    "\"usage\":{\"input_tokens\":120,\"output_tokens\":1,\"cache_read_input_tokens\":40,",
+    "\"cache_creation_input_tokens\":3}}}\n\n",
+    "event: content_block_delta\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",",
+    "\"text\":\"a \\\"message_delta\\\" in the text is not one\"}}\n\n",
+    "event: message_delta\n",
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},",
+    "\"usage\":{\"output_tokens\":57}}\n\n",
+    "event: message_stop\n",
+    "data: {\"type\":\"message_stop\"}\n\n",
+);
+
+fn expected() -> Used {
+    Used {
+        model: Some("claude-sonnet-4-5".into()),
+        input: 120,
+        output: 57,
+        cache_read: 40,
+        cache_write: 3,
+    }
+}
+
+#[test]
+fn a_stream_is_read_whole_wherever_its_chunks_are_cut() {
+    let bytes = STREAM.as_bytes();
+    for cut in 0..bytes.len() {
+        let mut scanner = Scanner::new(true);
+        scanner.feed(&bytes[..cut]);
+        scanner.feed(&bytes[cut..]);
+        assert_eq!(scanner.finish(), expected(), "cut at {cut}");
+    }
+    let mut scanner = Scanner::new(true);
+    for byte in bytes {
+        scanner.feed(std::slice::from_ref(byte));
+    }
+    assert_eq!(scanner.finish(), expected(), "one byte at a time");
+}
+
+#[test]
+fn a_json_response_is_read_at_its_end() {
+    let body = br#"{"id":"msg_2","type":"message","model":"claude-haiku-4-5","content":[],
+        "usage":{"input_tokens":10,"output_tokens":4,"cache_read_input_tokens":0,
+        "cache_creation_input_tokens":0}}"#;
+    let mut scanner = Scanner::new(false);
+    let (a, b) = body.split_at(30);
+    scanner.feed(a);
+    scanner.feed(b);
+    let used = scanner.finish();
+    assert_eq!(used.model.as_deref(), Some("claude-haiku-4-5"));
+    assert_eq!((used.input, used.output), (10, 4));
+}
+
+#[test]
+fn prices_take_the_longest_prefix_and_the_configured_rows_win() {
+    let built_in = prices(&BTreeMap::new());
+    assert_eq!(built_in.of(Some("claude-opus-4-1-20250805")).input, 15.0);
+    assert_eq!(built_in.of(Some("claude-opus-4-5-20251101")).input, 5.0);
+    assert_eq!(built_in.of(Some("claude-opus-5-5")).cache_read, 0.2);
+    assert_eq!(built_in.of(Some("claude-sonnet-4-5")).output, 15.0);
+    // Unknown or none: what the CLI charges for a model it has no price of.
+    assert_eq!(built_in.of(Some("gpt-9")).input, 5.0);
+    assert_eq!(built_in.of(None).output, 25.0);
+    let cheap = Price {
+        input: 1.0,
+        output: 2.0,
+        cache_write: 0.0,
+        cache_read: 0.0,
+    };
+    let configured = prices(&BTreeMap::from([("claude-sonnet-4-5".to_owned(), cheap)]));
+    assert_eq!(configured.of(Some("claude-sonnet-4-5-20250929")), cheap);
+    assert_eq!(configured.of(Some("claude-sonnet-4-0")).input, 3.0);
+    // 120 input, 57 output, 40 cache reads, 3 cache writes at sonnet's list price.
+    let cost = expected().cost(built_in.of(Some("claude-sonnet-4-5")));
+    let want = (120.0 * 3.0 + 57.0 * 15.0 + 40.0 * 0.3 + 3.0 * 3.75) / 1e6;
+    assert!((cost - want).abs() < 1e-12, "{cost} != {want}");
+}
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_upstream_and_its_credentials_leave_the_childs_environment() {
+    let mut child = env(&[
+        ("PATH", "/bin"),
+        ("ANTHROPIC_BASE_URL", "https://proxy.example/anthropic/"),
+        ("ANTHROPIC_API_KEY", "sk-real"),
+        ("ANTHROPIC_AUTH_TOKEN", "bearer-real"),
+        ("ANTHROPIC_MODEL", "sonnet"),
+    ]);
+    let upstream = Upstream::take_from(&mut child);
+    assert_eq!(
+        child,
+        env(&[("PATH", "/bin"), ("ANTHROPIC_MODEL", "sonnet")])
+    );
+    assert_eq!(upstream.base, "https://proxy.example/anthropic");
+    assert!(matches!(&upstream.auth, Auth::ApiKey(key) if key == "sk-real"));
+    let shown = format!("{upstream:?}");
+    assert!(
+        !shown.contains("sk-real") && !shown.contains("proxy.example"),
+        "{shown}"
+    );
+
+    let mut bearer = env(&[("ANTHROPIC_AUTH_TOKEN", "bearer-real")]);
+    let upstream = Upstream::take_from(&mut bearer);
+    assert_eq!(upstream.base, DEFAULT_UPSTREAM);
+    assert!(matches!(&upstream.auth, Auth::Bearer(t) if t == "bearer-real"));
+    assert!(Upstream::take_from(&mut Vec::new()).is_login());
+}
+
+#[tokio::test]
+async fn a_process_gets_a_token_of_its_own_that_dies_with_it() {
+    let (gateway, _listener) = Gateway::bind(&GatewayConfig::default()).await.unwrap();
+    let thread = ThreadId::from_string("t-1");
+    let keyed = Arc::new(Upstream::take_from(&mut env(&[(
+        "ANTHROPIC_API_KEY",
+        "sk-real",
+    )])));
+    let (child, pass) = gateway.issue(&thread, &keyed, None);
+    let get = |name: &str| {
+        child
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(get("ANTHROPIC_BASE_URL").as_deref(), Some(gateway.url()));
+    let token = get("ANTHROPIC_API_KEY").unwrap();
+    assert!(token.starts_with("hgw_") && token.len() > 40, "{token}");
+    assert_eq!(gateway.holder(&token).unwrap().thread, thread);
+    let (_, other) = gateway.issue(&thread, &keyed, None);
+    assert_ne!(other.token, token);
+    drop(pass);
+    assert!(gateway.holder(&token).is_none());
+    assert!(gateway.holder(&other.token).is_some());
+
+    // A child on the CLI's own login keeps it, and carries the token as a header.
+    let login = Arc::new(Upstream::take_from(&mut Vec::new()));
+    let (child, pass) = gateway.issue(&thread, &login, Some("x-team: blue"));
+    assert!(child.iter().all(|(k, _)| k != "ANTHROPIC_API_KEY"));
+    let headers = child
+        .iter()
+        .find(|(k, _)| k == "ANTHROPIC_CUSTOM_HEADERS")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    assert_eq!(
+        headers,
+        format!("x-team: blue\n{TOKEN_HEADER}: {}", pass.token)
+    );
+}

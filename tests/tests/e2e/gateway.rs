@@ -1,0 +1,316 @@
+//! The model gateway, against the real CLI: the children talk to the model only through it, see
+//! a token of their own instead of the operator's key, are metered as each response streams, are
+//! stopped within one request of a budget, and the upstream's 429/529 reach the throttle once.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use harness_tests::daemon::TestDaemon;
+use harness_tests::mock::{MockApi, MockUsage, Reply};
+use harness_tests::util::eventually_async;
+use orchestrator::config::ApprovalMode;
+
+use crate::metrics::{scrape, value};
+
+/// The key the tests give the daemon (`cli_env`): only the gateway may hold it.
+const KEY: &str = "sk-test";
+
+const TIME_TOOL: &str = "mcp__harness__time__current_time";
+
+/// A process's environment, one `NAME=value` per entry.
+fn environ(pid: u32) -> Vec<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ")).expect("the child's environ");
+    bytes
+        .split(|b| *b == 0)
+        .map(|entry| String::from_utf8_lossy(entry).into_owned())
+        .collect()
+}
+
+fn env_value(environ: &[String], name: &str) -> Option<String> {
+    let prefix = format!("{name}=");
+    environ
+        .iter()
+        .find_map(|entry| entry.strip_prefix(&prefix).map(str::to_owned))
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if kind.is_file() {
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+async fn model_requests(daemon: &TestDaemon, thread: &str, message: &str) -> Vec<Value> {
+    let path = format!("/api/threads/{thread}/messages/{message}/model-requests");
+    let (status, body) = daemon.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["modelRequests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The key stays in the daemon: not in the child's environment, argv or files, not in what a
+/// model running `printenv` reads; the scripted API gets it from the gateway; the gateway takes
+/// no request without a live process's token; each request is metered as the API reported it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_child_sees_the_key_and_the_model_gets_it_from_the_gateway() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.builtin_tools = Some("Bash".into());
+        c.approvals.mode = ApprovalMode::Allow;
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    mock.once_when_prompt_contains(
+        "show me your environment",
+        Reply::tool_use(
+            "Bash",
+            json!({"command": "printenv; tr '\\0' '\\n' < /proc/self/environ", "description": "env"}),
+        ),
+    );
+    let (status, body) = daemon.send(&thread, "show me your environment").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let message = body["userMessageId"].as_str().unwrap().to_owned();
+
+    // What the model read: a token of the process's own, the gateway's address, no key.
+    let seen: String = mock
+        .message_requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .map(|r| r.text)
+        .collect();
+    assert!(seen.contains("ANTHROPIC_API_KEY=hgw_"), "{seen}");
+    assert!(!seen.contains(KEY), "the model read the key: {seen}");
+    assert!(
+        !seen.contains(&mock.url()),
+        "the model read the upstream: {seen}"
+    );
+
+    // The process itself: environment, argv, and every file of the daemon's data directory.
+    let pid = daemon.pid_of(&thread).expect("the thread's process");
+    let env = environ(pid);
+    assert!(env.iter().all(|e| !e.contains(KEY)), "{env:?}");
+    let token = env_value(&env, "ANTHROPIC_API_KEY").expect("a token");
+    assert!(token.starts_with("hgw_"), "{token}");
+    let gateway = env_value(&env, "ANTHROPIC_BASE_URL").expect("the gateway's address");
+    assert_ne!(gateway, mock.url());
+    assert!(env_value(&env, "ANTHROPIC_AUTH_TOKEN").is_none());
+    let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(!argv.windows(KEY.len()).any(|w| w == KEY.as_bytes()));
+    let holding = files_holding(&daemon.data_dir(), KEY.as_bytes());
+    assert!(holding.is_empty(), "files holding the key: {holding:?}");
+
+    // The scripted API got the real key on every request, from the gateway.
+    let requests = mock.requests();
+    assert!(!requests.is_empty());
+    for request in &requests {
+        assert_eq!(request.header("x-api-key"), Some(KEY));
+    }
+
+    // The gateway refuses what does not carry a live process's token, in the API's shape.
+    let asked = mock.requests().len();
+    let client = reqwest::Client::new();
+    for key in [Some(KEY), Some("hgw_made-up"), None] {
+        let mut request = client
+            .post(format!("{gateway}/v1/messages"))
+            .json(&json!({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": []}));
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{key:?}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "authentication_error", "{body}");
+    }
+    assert_eq!(
+        mock.requests().len(),
+        asked,
+        "nothing refused went upstream"
+    );
+
+    // Each request of the turn, as the API reported it, priced as the CLI prices it.
+    let recorded = model_requests(&daemon, &thread, &message).await;
+    let sent = mock.message_requests();
+    assert_eq!(recorded.len(), sent.len(), "{recorded:?}");
+    for (row, number) in recorded.iter().zip(1..) {
+        let reported = harness_tests::mock::usage_for(number);
+        assert_eq!(row["status"], 200, "{row}");
+        assert_eq!(row["inputTokens"], reported.input_tokens, "{row}");
+        assert_eq!(row["outputTokens"], reported.output_tokens, "{row}");
+        assert_eq!(row["cacheReadTokens"], reported.cache_read_input_tokens);
+        assert_eq!(
+            row["cacheWriteTokens"],
+            reported.cache_creation_input_tokens
+        );
+    }
+    let metered: f64 = recorded
+        .iter()
+        .map(|r| r["costUsd"].as_f64().unwrap())
+        .sum();
+    let (_, stored) = daemon.get(&format!("/api/threads/{thread}")).await;
+    let reported = stored["usage"]["costUsd"].as_f64().unwrap();
+    assert!(
+        (metered - reported).abs() <= reported * 0.01,
+        "the gateway metered {metered}, the CLI reported {reported}"
+    );
+    let text = scrape(&daemon).await;
+    assert_eq!(
+        value(&text, r#"harness_model_requests_total{status="200"}"#),
+        Some(sent.len() as f64),
+        "{text}"
+    );
+    daemon.stop().await;
+}
+
+/// A turn whose model calls a tool after every answer, on a thread with a $0.05 budget, is
+/// stopped by the gateway at its first request after the budget is reached: the refusal is the
+/// API's own error shape, the turn ends `refused` saying why, and what it spent is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_turn_stops_within_one_request_of_its_budget() {
+    const BUDGET: f64 = 0.05;
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.turn.max_tool_calls = 100).await;
+    // About 2 cents a request at any model's price.
+    mock.report_usage(MockUsage {
+        input_tokens: 4_000,
+        output_tokens: 100,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    });
+    for _ in 0..40 {
+        mock.enqueue(Reply::tool_use(TIME_TOOL, json!({})));
+    }
+    let (status, body) = daemon
+        .post("/api/threads", json!({"maxBudgetUsd": BUDGET}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let thread = body["id"].as_str().unwrap().to_owned();
+    let (status, body) = daemon.send(&thread, "loop forever").await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+    assert_eq!(body["error"]["budget"], "thread", "{body}");
+    let message = body["error"]["messageId"].as_str().unwrap().to_owned();
+
+    let recorded = model_requests(&daemon, &thread, &message).await;
+    let statuses: Vec<i64> = recorded
+        .iter()
+        .map(|r| r["status"].as_i64().unwrap())
+        .collect();
+    // The requests that went, then the refused one: the CLI does not try a 402 again.
+    let went: Vec<&Value> = recorded.iter().take_while(|r| r["status"] == 200).collect();
+    assert_eq!(statuses[went.len()..], [402], "{statuses:?}");
+    assert_eq!(
+        went.len(),
+        mock.message_requests().len(),
+        "the refused stayed here"
+    );
+    let cost = |r: &Value| r["costUsd"].as_f64().unwrap();
+    let spent: f64 = recorded.iter().map(cost).sum();
+    let per_request = cost(went[0]);
+    assert!(per_request > 0.005, "{per_request}");
+    // Stopped at the first request once the budget was reached: before the last one that went,
+    // less than the budget was spent.
+    assert!(spent >= BUDGET, "{spent}");
+    assert!(spent - cost(went[went.len() - 1]) < BUDGET, "{spent}");
+    // The CLI ended the turn on the refusal, and the turn is recorded as refused, with its cost.
+    let (_, outcomes) = daemon
+        .get(&format!(
+            "/api/threads/{thread}/messages/{message}/outcomes"
+        ))
+        .await;
+    let outcome = &outcomes["outcomes"][0];
+    assert_eq!(outcome["cause"], "refused", "{outcomes}");
+    let error = outcome["error"].as_str().unwrap();
+    assert!(error.contains("ran out during the turn"), "{error}");
+    let (_, stored) = daemon.get(&format!("/api/threads/{thread}")).await;
+    let kept = stored["usage"]["costUsd"].as_f64().unwrap();
+    assert!(
+        kept >= BUDGET && kept < BUDGET + per_request * 1.01,
+        "{stored}"
+    );
+    let text = scrape(&daemon).await;
+    assert_eq!(
+        value(
+            &text,
+            r#"harness_model_requests_refused_total{budget="thread"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    // A spent thread's next message is refused before anything starts.
+    let (status, _) = daemon.send(&thread, "again").await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED);
+    daemon.stop().await;
+}
+
+/// A storm of 429s, then one of 529s, while four turns run: the gateway reports each to the
+/// throttle, which halves the limit once per window however many arrive (the CLI's own retry
+/// reports lower nothing more); the CLI retries through the storm and every turn ends `done`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storms_halve_the_limit_once_per_window_and_no_retried_turn_fails() {
+    for (round, status) in [429_u16, 529].into_iter().enumerate() {
+        let mock = MockApi::start().await;
+        let daemon = TestDaemon::start(&mock, |c| {
+            c.pool.max_capacity = 4;
+            c.claude.max_retries = 6;
+            c.rate_limit.cooldown = Duration::from_secs(300);
+        })
+        .await;
+        let threads: Vec<String> = join_all((0..4).map(|_| daemon.create_thread())).await;
+        let outage = mock.fail_while(status);
+        let text = format!("storm {round}");
+        let sends = join_all(threads.iter().map(|t| daemon.send(t, &text)));
+        let storm = async {
+            // Each turn met the storm (the CLI gives up after a few 529s in a row).
+            eventually_async(Duration::from_secs(60), "four refused requests", || async {
+                mock.message_requests().len() >= 4
+            })
+            .await
+            .expect("the turns meet the storm");
+            // No turn can have gone through yet: the limit is where the storm put it.
+            let text = scrape(&daemon).await;
+            assert_eq!(
+                value(&text, "harness_turn_concurrency_limit"),
+                Some(2.0),
+                "{status}: {text}"
+            );
+            outage.end();
+        };
+        let (answers, ()) = futures::future::join(sends, storm).await;
+        for (status, body) in answers {
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+        let text = scrape(&daemon).await;
+        let signals = value(
+            &text,
+            r#"harness_backpressure_signals_total{signal="upstream"}"#,
+        );
+        assert!(signals.is_some_and(|n| n >= 4.0), "{status}: {text}");
+        assert_eq!(
+            value(&text, "harness_turn_concurrency_decreases_total"),
+            Some(1.0),
+            "{status}: {text}"
+        );
+        daemon.stop().await;
+    }
+}
