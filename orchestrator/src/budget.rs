@@ -38,6 +38,8 @@ use crate::sync::lock;
 
 mod metered;
 
+pub use metered::TurnRef;
+
 /// What a budget is kept over. A value, so that the same reservations serve every kind of
 /// budget.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -309,6 +309,7 @@ impl Daemon {
                 store: store.clone(),
                 budgets: pipeline.budgets().clone(),
                 throttle: pipeline.throttle().clone(),
+                traces: pipeline.traces().clone(),
                 metrics: gateway_metrics.clone(),
             };
             background.spawn(gateway.serve(listener, served, gateway_stop.clone()));

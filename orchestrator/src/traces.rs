@@ -119,6 +119,21 @@ impl Traces {
         }
     }
 
+    /// Writes a span that ran from `start` to `end` under the span `traceparent` names (a
+    /// turn's, for its model requests as the gateway saw them).
+    pub fn past(
+        &self,
+        traceparent: &str,
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        start: SystemTime,
+        end: SystemTime,
+        attributes: Vec<KeyValue>,
+    ) {
+        if let Some(on) = &self.on {
+            past_span(on, &extract(traceparent), name, start, end, attributes);
+        }
+    }
+
     /// Sends what is buffered and stops the exporter (at shutdown).
     pub fn shutdown(&self) {
         if let Some(on) = &self.on {

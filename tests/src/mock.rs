@@ -172,6 +172,15 @@ impl MockApi {
         }
     }
 
+    /// Answers every message request for `model` with [`Reply::error`]`(status)`, as
+    /// [`MockApi::fail_while`] does for all of them: one model overloaded, the others not.
+    pub fn fail_model(&self, model: &str, status: u16) {
+        self.shared
+            .script()
+            .failing_models
+            .push((model.to_owned(), status));
+    }
+
     /// Every reply from now on reports `usage` (instead of [`usage_for`] its number): a model
     /// whose requests cost what a test needs.
     pub fn report_usage(&self, usage: MockUsage) {
@@ -230,7 +239,15 @@ impl Shared {
             .rules
             .iter()
             .position(|rule| prompt.contains(&rule.needle));
-        let outage = script.outage.as_ref().map(|(_, reply)| reply.clone());
+        let outage = script
+            .outage
+            .as_ref()
+            .map(|(_, reply)| reply.clone())
+            .or_else(|| {
+                let model = request.model()?;
+                let failing = script.failing_models.iter().find(|(m, _)| m == model)?;
+                Some(Reply::error(failing.1))
+            });
         // An outage answers first and uses up no rule or queued reply.
         let reply = match (outage, ruled) {
             (Some(error), _) => error,
@@ -258,6 +275,8 @@ struct Script {
     outages: u64,
     /// What every reply reports it used, when set ([`MockApi::report_usage`]).
     usage: Option<MockUsage>,
+    /// Models whose every request fails with this status ([`MockApi::fail_model`]).
+    failing_models: Vec<(String, u16)>,
 }
 
 /// An outage of the mock API ([`MockApi::fail_while`]); it lasts until [`Outage::end`] or drop.

@@ -25,8 +25,16 @@ pub(super) struct Running {
     metered: f64,
     /// The budget a request of it found spent.
     refused: Option<BudgetExceeded>,
-    /// Its user message ([`Reservation::on_message`]).
-    message: Option<MessageId>,
+    /// Its user message and trace ([`Reservation::on_message`]).
+    turn_ref: Option<TurnRef>,
+}
+
+/// What the model gateway records a request of a running turn under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnRef {
+    pub message: MessageId,
+    /// The W3C `traceparent` of the turn's span, when traces are on.
+    pub traceparent: Option<String>,
 }
 
 impl LedgerState {
@@ -39,7 +47,7 @@ impl LedgerState {
             limits,
             metered: 0.0,
             refused: None,
-            message: None,
+            turn_ref: None,
         };
         if let Some(earlier) = self.running.insert(thread.clone(), running) {
             // The earlier turn's requests are over: what they metered is stored by now.
@@ -136,24 +144,28 @@ impl Reservation {
             .and_then(|r| r.refused.clone())
     }
 
-    /// The turn is that of `message`: its model requests are recorded under it.
-    pub fn on_message(&self, message: &MessageId) {
+    /// The turn is that of `message`, traced under `traceparent`: its model requests are
+    /// recorded under them.
+    pub fn on_message(&self, message: &MessageId, traceparent: Option<String>) {
         let mut state = lock(&self.ledger.0);
         if let Some(running) = state.running.get_mut(&self.thread) {
             if running.turn == self.turn {
-                running.message = Some(message.clone());
+                running.turn_ref = Some(TurnRef {
+                    message: message.clone(),
+                    traceparent,
+                });
             }
         }
     }
 }
 
 impl Budgets {
-    /// The user message of `thread`'s running turn, when it has one.
-    pub fn running_message(&self, thread: &ThreadId) -> Option<MessageId> {
+    /// The message and trace of `thread`'s running turn, when it has one.
+    pub fn running_turn(&self, thread: &ThreadId) -> Option<TurnRef> {
         lock(&self.ledger.0)
             .running
             .get(thread)
-            .and_then(|r| r.message.clone())
+            .and_then(|r| r.turn_ref.clone())
     }
 }
 
@@ -182,8 +194,9 @@ mod tests {
         let charge = Charge::thread(thread.clone());
         let reservation = budgets.reserve(&store, &charge).await.unwrap().unwrap();
         let message = MessageId::from_string("m-1");
-        reservation.on_message(&message);
-        assert_eq!(budgets.running_message(&thread.id), Some(message));
+        reservation.on_message(&message, None);
+        let running = budgets.running_turn(&thread.id).unwrap();
+        assert_eq!(running.message, message);
         let ask = || budgets.before_request(&store, &thread.id);
         assert!(ask().await.unwrap().is_ok());
         budgets.metered(&thread.id, 0.03);

@@ -15,7 +15,8 @@
 //!   place), charging it to the thread's running turn at once;
 //! - reports a 429 or 529 from upstream to the throttle, the one place that decides how many
 //!   turns run at once;
-//! - records each request (`model_requests`, `/metrics`).
+//! - records each request (`model_requests`, `/metrics`, and a `POST /v1/messages` span under
+//!   its turn's when traces are on).
 //!
 //! Credentials: with a key (`ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN`) no child sees it,
 //! in its environment, argv or files. Without one the CLI uses its own login (a subscription's
@@ -156,6 +157,7 @@ pub struct Served {
     pub store: crate::store::Store,
     pub budgets: crate::budget::Budgets,
     pub throttle: crate::throttle::Throttle,
+    pub traces: crate::traces::Traces,
     pub metrics: crate::metrics::GatewayMetrics,
 }
 

@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -12,6 +12,7 @@ use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
+use opentelemetry::KeyValue;
 use plugin_contract::ThreadId;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -104,11 +105,14 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
     };
     let served = &server.served;
     let model_request = parts.method == Method::POST && parts.uri.path() == "/v1/messages";
+    let turn = served.budgets.running_turn(&holder.thread);
     let record = Record {
         server: server.clone(),
         thread: holder.thread.clone(),
-        message: served.budgets.running_message(&holder.thread),
+        message: turn.as_ref().map(|t| t.message.clone()),
+        traceparent: turn.and_then(|t| t.traceparent),
         arrived,
+        at: SystemTime::now(),
         status: StatusCode::OK,
         first_byte: Duration::ZERO,
     };
@@ -242,7 +246,10 @@ struct Record {
     server: Arc<Server>,
     thread: ThreadId,
     message: Option<MessageId>,
+    /// The span of the turn it is part of.
+    traceparent: Option<String>,
     arrived: Instant,
+    at: SystemTime,
     status: StatusCode,
     first_byte: Duration,
 }
@@ -264,6 +271,23 @@ impl Record {
         served.metrics.usage(&used.by_kind(), cost);
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        if let Some(parent) = &self.traceparent {
+            let mut attributes = vec![
+                KeyValue::new("http.request.method", "POST"),
+                KeyValue::new("http.response.status_code", i64::from(self.status.as_u16())),
+                KeyValue::new("gen_ai.usage.input_tokens", tokens(used.input)),
+                KeyValue::new("gen_ai.usage.output_tokens", tokens(used.output)),
+                KeyValue::new("harness.cost_usd", cost),
+                KeyValue::new("harness.first_byte_ms", ms(self.first_byte)),
+            ];
+            if let Some(model) = &used.model {
+                attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
+            }
+            let name = "POST /v1/messages";
+            served
+                .traces
+                .past(parent, name, self.at, SystemTime::now(), attributes);
+        }
         let row = NewModelRequest {
             thread_id: self.thread,
             message_id: self.message,

@@ -109,13 +109,18 @@ impl Pipeline {
                 source: Some(source.clone()),
             }),
         );
+        // Its own trace: nothing outside started it.
+        let trace = inner
+            .traces
+            .turn(None, user.thread_id.as_str(), user.id.as_str());
+        trace.set([opentelemetry::KeyValue::new("harness.origin", "cli")]);
         // Charged before it runs on, like a user's turn: it holds its estimate while it runs
         // (so turns running at once, the one that just handed the process over included,
         // count), and a thread over budget has the turn stopped now.
         let (over_budget, reservation) = match inner.store.require_thread(&thread).await {
             Ok(row) => match reserve_chain(inner, row).await {
                 Ok(Ok(reservation)) => {
-                    reservation.on_message(&user.id);
+                    reservation.on_message(&user.id, trace.traceparent());
                     (None, Some(reservation))
                 }
                 Ok(Err(exceeded)) => (Some(exceeded), None),
@@ -138,11 +143,6 @@ impl Pipeline {
             start: Some(SessionStart::Warm),
             ..TurnTally::default()
         };
-        // Its own trace: nothing outside started it.
-        let trace = inner
-            .traces
-            .turn(None, user.thread_id.as_str(), user.id.as_str());
-        trace.set([opentelemetry::KeyValue::new("harness.origin", "cli")]);
         let outcome = self
             .drive(turn, &user, deadline, &mut tally, None, &trace)
             .await;

@@ -324,6 +324,11 @@ impl Pipeline {
         &self.inner.throttle
     }
 
+    /// The turns' traces (the model gateway adds its requests' spans).
+    pub fn traces(&self) -> &crate::traces::Traces {
+        &self.inner.traces
+    }
+
     /// The budgets and the running turns' spending (the model gateway meters into them).
     pub fn budgets(&self) -> &Budgets {
         &self.inner.budgets

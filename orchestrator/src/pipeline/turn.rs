@@ -141,8 +141,8 @@ impl Pipeline {
                 return Err(self.store_refusal(user, exceeded, ending, end).await);
             }
         };
-        // Its model requests are recorded under its message.
-        reservation.on_message(&user.id);
+        // Its model requests are recorded under its message and span.
+        reservation.on_message(&user.id, trace.traceparent());
         let model = msg.model.clone().or(thread.model.clone());
         if let Some(model) = &model {
             trace.set([KeyValue::new("gen_ai.request.model", model.clone())]);

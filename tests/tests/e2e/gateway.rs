@@ -314,3 +314,61 @@ async fn storms_halve_the_limit_once_per_window_and_no_retried_turn_fails() {
         daemon.stop().await;
     }
 }
+
+/// A profile with a fallback model, its main model overloaded: the CLI turns to the fallback
+/// through the gateway, which saw every 529 (the throttle heard them) and meters the answer at
+/// the fallback's price.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_model_falls_back_to_the_profiles_other_through_the_gateway() {
+    const MAIN: &str = "claude-opus-5-5";
+    const FALLBACK: &str = "claude-sonnet-5";
+    let mock = MockApi::start().await;
+    mock.fail_model(MAIN, 529);
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.profiles.insert(
+            "resilient".into(),
+            orchestrator::config::ProfileConfig {
+                model: Some(MAIN.into()),
+                fallback_model: Some(FALLBACK.into()),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let (_, thread) = daemon
+        .post("/api/threads", json!({"profile": "resilient"}))
+        .await;
+    let thread = thread["id"].as_str().unwrap().to_owned();
+    let (status, body) = daemon.send(&thread, "are you there").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["message"]["content"], "echo: are you there", "{body}");
+    let message = body["userMessageId"].as_str().unwrap().to_owned();
+    let recorded = model_requests(&daemon, &thread, &message).await;
+    let seen: Vec<(i64, Option<&str>)> = recorded
+        .iter()
+        .map(|r| (r["status"].as_i64().unwrap(), r["model"].as_str()))
+        .collect();
+    let (last, overloaded) = seen.split_last().unwrap();
+    assert_eq!(*last, (200, Some(FALLBACK)), "{seen:?}");
+    assert!(
+        !overloaded.is_empty() && overloaded.iter().all(|(s, _)| *s == 529),
+        "{seen:?}"
+    );
+    // At the fallback's price (2/10/2.5/0.2 per million tokens), from what the API reported.
+    let answered = &recorded[recorded.len() - 1];
+    let tokens = |name: &str| answered[name].as_f64().unwrap();
+    let want = (tokens("inputTokens") * 2.0
+        + tokens("outputTokens") * 10.0
+        + tokens("cacheWriteTokens") * 2.5
+        + tokens("cacheReadTokens") * 0.2)
+        / 1e6;
+    let cost = answered["costUsd"].as_f64().unwrap();
+    assert!((cost - want).abs() < 1e-12, "{cost} != {want}");
+    let text = scrape(&daemon).await;
+    let signals = value(
+        &text,
+        r#"harness_backpressure_signals_total{signal="upstream"}"#,
+    );
+    assert_eq!(signals, Some(overloaded.len() as f64), "{text}");
+    daemon.stop().await;
+}

@@ -1,8 +1,9 @@
 //! Traces (#29): with `otel.endpoint` set, every turn is one trace, sent over OTLP/HTTP to a
 //! receiver nobody here wrote (the OpenTelemetry project's `oteltest` sink). A turn with a
 //! delegation gives the span tree: the caller's `traceparent` → `invoke_agent` → `queue`,
-//! `checkout` (`slot wait`, `spawn`), `chat` per model round trip, `execute_tool` (plugin
-//! `delegation`) → the child thread's own `invoke_agent`. The process started for the turn has
+//! `checkout` (`slot wait`, `spawn`), `chat` per model round trip (and the model gateway's
+//! `POST /v1/messages` for each), `execute_tool` (plugin `delegation`) → the child thread's own
+//! `invoke_agent`. The process started for the turn has
 //! its `TRACEPARENT`; `/mcp`'s `traceparent` is a turn's parent too; no message text is on a
 //! span unless configured.
 
@@ -155,6 +156,27 @@ async fn a_turn_with_a_delegation_is_one_trace_under_the_callers_span() {
         assert_eq!(chat.attr("gen_ai.operation.name"), "chat");
         assert!(chat.attr("gen_ai.response.id").is_string());
         assert!(chat.attr("gen_ai.usage.output_tokens").as_i64() > Some(0));
+    }
+    // The model gateway's view of the same two requests: the HTTP call, its status and usage.
+    let calls: Vec<&&Span> = under_root
+        .iter()
+        .filter(|s| s.name == "POST /v1/messages")
+        .collect();
+    assert_eq!(calls.len(), 2, "{:?}", names(&under_root));
+    for (call, chat) in calls.iter().zip(&chats) {
+        assert_eq!(call.attr("http.response.status_code"), 200);
+        assert_eq!(
+            call.attr("gen_ai.usage.input_tokens"),
+            chat.attr("gen_ai.usage.input_tokens")
+        );
+        // The whole response's output (the mock reports 7); the CLI's `assistant` line, which
+        // the `chat` span reads, comes before the stream's end.
+        assert_eq!(call.attr("gen_ai.usage.output_tokens"), 7, "{call:?}");
+        assert!(
+            call.attr("harness.cost_usd").as_f64() > Some(0.0),
+            "{call:?}"
+        );
+        assert!(call.start >= root.start && call.end <= root.end);
     }
     let tool = one(&under_root, &format!("execute_tool {DELEGATE_TOOL}"));
     assert_eq!(tool.attr("harness.plugin"), "delegation");
