@@ -2,8 +2,10 @@
 //! a fresh process left idle after its `initialize`, the same warmed with `get_context_usage`
 //! while idle (what the pool does to spares and prewarmed processes), and a spare started with
 //! `--await-claim` and claimed into a folder just before its turn (the CLI's own spares, which
-//! the pool does not use). Each figure is from the message (or the claim) to the `result`, next to
-//! the same process's second turn. Runs interleave the variants.
+//! the pool does not use), and one that ran a warm-up turn before it went idle (what a gateway
+//! answering that turn locally could give a spare, #31: the mock answers here, no slower than a
+//! local answer). Each figure is from the message (or the claim) to the `result`, next to the
+//! same process's second turn. Runs interleave the variants.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,16 +30,23 @@ enum Variant {
     Idle,
     Warmed,
     Claimed,
+    WarmedUp,
 }
 
 impl Variant {
-    const ALL: [Variant; 3] = [Variant::Idle, Variant::Warmed, Variant::Claimed];
+    const ALL: [Variant; 4] = [
+        Variant::Idle,
+        Variant::Warmed,
+        Variant::Claimed,
+        Variant::WarmedUp,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Variant::Idle => "fresh process, idle",
             Variant::Warmed => "fresh process, get_context_usage while idle",
             Variant::Claimed => "--await-claim spare, claim + turn",
+            Variant::WarmedUp => "fresh process, one warm-up turn before idle",
         }
     }
 }
@@ -115,6 +124,9 @@ async fn measure(
     if variant == Variant::Warmed {
         raw.request(json!({"subtype": "get_context_usage"})).await?;
     }
+    if variant == Variant::WarmedUp {
+        raw.turn("warm-up").await?;
+    }
     tokio::time::sleep(IDLE).await;
     let started = Instant::now();
     if variant == Variant::Claimed {
@@ -156,7 +168,8 @@ pub async fn run(mock: &MockApi, dir: &Path, samples: usize) -> anyhow::Result<F
     Ok(FirstTurns { rows })
 }
 
-pub fn render(out: &mut String, f: &FirstTurns, warm: &Series) -> std::fmt::Result {
+/// `warm`: the daemon's warm turn, for the floor's ratio (`None` when only this section ran).
+pub fn render(out: &mut String, f: &FirstTurns, warm: Option<&Series>) -> std::fmt::Result {
     writeln!(out, "## A process's first turn, inside the CLI\n")?;
     writeln!(
         out,
@@ -185,8 +198,12 @@ pub fn render(out: &mut String, f: &FirstTurns, warm: &Series) -> std::fmt::Resu
     let floor = f
         .rows
         .iter()
+        .filter(|(variant, _, _)| *variant != Variant::WarmedUp)
         .map(|(_, first, _)| ms(first.median()))
         .fold(f64::MAX, f64::min);
+    let Some(warm) = warm else {
+        return writeln!(out);
+    };
     writeln!(
         out,
         "\n- the fastest first turn the CLI gives here is **{:.1}x** a daemon warm turn: the floor \

@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `bursts`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
@@ -152,11 +152,11 @@ async fn main() -> anyhow::Result<()> {
     let failovers = samples.min(3);
     // One section alone: `$what` for the log, its outcome rendered by `$render`.
     macro_rules! alone {
-        ($what:expr, $run:expr, $render:path) => {{
+        ($what:expr, $run:expr, $render:expr) => {{
             eprintln!("bench: only {}, {samples} samples", $what);
             let outcome = $run.await?;
             let mut out = String::new();
-            $render(&mut out, &outcome)?;
+            ($render)(&mut out, &outcome)?;
             println!("{out}");
             return Ok(());
         }};
@@ -194,6 +194,12 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", sdk::side_by_side(&dir, &mock, samples).await?);
             return Ok(());
         }
+        Some("first-turn") => {
+            let run = first_turn::run(&mock, &dir, samples);
+            let render =
+                |out: &mut String, f: &first_turn::FirstTurns| first_turn::render(out, f, None);
+            alone!("a process's first turn", run, render)
+        }
         Some("bursts") => alone!(
             "bursts of new threads",
             bursts::run(&mock, samples),
@@ -213,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
         Some("schemas") => alone!("output schemas", schemas::run(&mock), schemas::render),
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `bursts` or `sdk` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts` or `sdk` runs alone"
             )
         }
     }

@@ -172,7 +172,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     }
     writeln!(out)?;
 
-    first_turn::render(&mut out, r.first_turns, r.warm)?;
+    first_turn::render(&mut out, r.first_turns, Some(r.warm))?;
     overload::render(&mut out, r.overload, r.warm)?;
     profile::render(&mut out, r.profiles)?;
     cluster::render(&mut out, r.cluster, Some(r.cold))?;
