@@ -15,6 +15,10 @@
 //!   (≈0.5 s, then ≈1 s, doubling): without the window one overload would halve the limit once
 //!   per running turn and per retry, down to `min` at once. A signal after the window is new
 //!   evidence that the lower limit is still too high.
+//! - **A pause**: a 429 or 529 whose `retry-after` names a wait (at most [`MAX_PAUSE`]) also
+//!   holds every new turn in line until then: the API said when it will take more, and a turn
+//!   started before would only wait in the CLI's retries (or use them up). Running turns and
+//!   nested ones go on.
 //! - **Increase**: a turn the API answered with no signal on the way is a success; after `limit`
 //!   successes in a row the limit grows by one (+1/limit per success, counted in whole turns so
 //!   the arithmetic is exact), up to `max`. Recovery is slow on purpose: halving is quick.
@@ -44,6 +48,9 @@ use tracing::{info, warn};
 
 use crate::metrics::ThrottleMetrics;
 use crate::sync::lock;
+
+/// The longest a `retry-after` holds new turns back.
+pub const MAX_PAUSE: Duration = Duration::from_secs(60);
 
 /// What bounds the limit; from `[rate_limit]` in the config.
 #[derive(Clone, Debug)]
@@ -168,6 +175,8 @@ struct State {
     /// Turns waiting for a permit, first in line first.
     waiters: VecDeque<Waiter>,
     next_waiter: u64,
+    /// No new turn starts before this (the upstream's `retry-after`).
+    paused_until: Option<tokio::time::Instant>,
 }
 
 struct Waiter {
@@ -176,6 +185,18 @@ struct Waiter {
 }
 
 impl State {
+    /// True while a `retry-after` holds new turns back.
+    fn paused(&mut self) -> bool {
+        match self.paused_until {
+            Some(until) if tokio::time::Instant::now() < until => true,
+            Some(_) => {
+                self.paused_until = None;
+                false
+            }
+            None => false,
+        }
+    }
+
     /// The limit turns are held to: `max` when the throttle is off.
     fn limit(&self, enabled: bool) -> usize {
         if enabled {
@@ -204,6 +225,7 @@ impl Throttle {
                     running: 0,
                     waiters: VecDeque::new(),
                     next_waiter: 0,
+                    paused_until: None,
                 }),
                 enabled: settings.enabled,
                 metrics,
@@ -224,7 +246,7 @@ impl Throttle {
         let shared = &self.shared;
         let mut state = lock(&shared.state);
         let limit = state.limit(shared.enabled);
-        if state.waiters.is_empty() && state.running < limit {
+        if state.waiters.is_empty() && state.running < limit && !state.paused() {
             state.running += 1;
             shared.metrics.set_running(state.running);
             return Admission::Now(self.permit());
@@ -267,9 +289,31 @@ impl Throttle {
         (self.shared.gateway).store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The model gateway had a 429 or 529 from upstream: a signal.
-    pub fn upstream(&self) {
+    /// The model gateway had a 429 or 529 from upstream: a signal, and with a `retry-after` a
+    /// pause of new turns until then (at most [`MAX_PAUSE`]; the throttle on only).
+    pub fn upstream(&self, retry_after: Option<Duration>) {
         self.back_off(Signal::Upstream);
+        let Some(wait) = retry_after.filter(|w| !w.is_zero() && self.shared.enabled) else {
+            return;
+        };
+        let until = tokio::time::Instant::now() + wait.min(MAX_PAUSE);
+        {
+            let mut state = lock(&self.shared.state);
+            if state.paused_until.is_some_and(|later| later >= until) {
+                return;
+            }
+            state.paused_until = Some(until);
+        }
+        warn!(
+            seconds = wait.min(MAX_PAUSE).as_secs_f64(),
+            "The API asks to wait; no new turn starts until then."
+        );
+        let throttle = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(until).await;
+            let mut state = lock(&throttle.shared.state);
+            throttle.dispatch(&mut state);
+        });
     }
 
     /// Counts a signal and lowers the limit unless it did so within the cooldown.
@@ -307,10 +351,10 @@ impl Throttle {
         self.dispatch(&mut state);
     }
 
-    /// Hands permits to the head of the line while the limit allows.
+    /// Hands permits to the head of the line while the limit allows and nothing pauses it.
     fn dispatch(&self, state: &mut State) {
         let limit = state.limit(self.shared.enabled);
-        while state.running < limit {
+        while state.running < limit && !state.paused() {
             let Some(waiter) = state.waiters.pop_front() else {
                 break;
             };

@@ -172,7 +172,7 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
     let first_byte = arrived.elapsed();
     served.metrics.request(status.as_u16(), first_byte);
     if matches!(status.as_u16(), 429 | 529) {
-        served.throttle.upstream();
+        served.throttle.upstream(retry_after(response.headers()));
     }
     let mut answer = Response::builder().status(status);
     if let Some(headers) = answer.headers_mut() {
@@ -205,6 +205,19 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
             "the model gateway could not relay the response",
         )
     })
+}
+
+/// A response's `retry-after` in seconds (the Messages API sends whole seconds; an HTTP date is
+/// not taken).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds: f64 = headers
+        .get(header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (seconds.is_finite() && seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
 /// The request's headers as they go upstream: without the hop-by-hop ones, the child's token
@@ -351,5 +364,24 @@ impl Stream for Metered {
 impl Drop for Metered {
     fn drop(&mut self) {
         self.end();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_whole_or_fractional_seconds() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+            retry_after(&headers)
+        };
+        assert_eq!(with("30"), Some(Duration::from_secs(30)));
+        assert_eq!(with(" 1.5 "), Some(Duration::from_millis(1500)));
+        assert_eq!(with("0"), None);
+        assert_eq!(with("Wed, 21 Oct 2026 07:28:00 GMT"), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
     }
 }

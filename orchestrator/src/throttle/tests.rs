@@ -254,3 +254,44 @@ async fn nested_turns_never_wait_and_disabled_throttles_never_lower() {
     permit.observe(&retry(529));
     assert_eq!(off.limit(), 2);
 }
+
+/// A `retry-after` holds new turns in line until it passes, even under the limit; then they
+/// go, first in line first. Nested turns and the running ones are not held.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_holds_new_turns_until_it_passes() {
+    let (throttle, _metrics) = throttle(4);
+    let running = match throttle.admit() {
+        Admission::Now(permit) => permit,
+        Admission::Queued(_) => panic!("nothing held it yet"),
+    };
+    throttle.upstream(Some(Duration::from_secs(5)));
+    // Halved once (4 → 2), and one of the two places is free, but the pause holds it.
+    let Admission::Queued(first) = throttle.admit() else {
+        panic!("a new turn waits out the retry-after");
+    };
+    let Admission::Queued(second) = throttle.admit() else {
+        panic!("and so does the next");
+    };
+    // A nested turn is never held; its place comes back, and the pause still holds the line.
+    drop(throttle.admit_nested());
+    let first = tokio::spawn(first.wait());
+    tokio::time::sleep(Duration::from_millis(4900)).await;
+    assert!(!first.is_finished(), "still paused");
+    let first = tokio::time::timeout(Duration::from_millis(200), first)
+        .await
+        .expect("granted once the pause is over")
+        .unwrap();
+    // The limit is 2 and both places are taken: the second waits for one.
+    let second = tokio::spawn(second.wait());
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(!second.is_finished());
+    drop(running);
+    tokio::time::timeout(Duration::from_secs(1), second)
+        .await
+        .expect("a place came free")
+        .unwrap();
+    drop(first);
+    // Without a retry-after, a signal only lowers the limit (inside the cooldown: not even that).
+    throttle.upstream(None);
+    assert!(matches!(throttle.admit(), Admission::Now(_)));
+}
