@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::McpHttp;
-use harness_tests::mock::{MockApi, Reply};
+use harness_tests::mock::{MockApi, MockUsage, Reply};
 use orchestrator::caller::{Caller, Scope, CALLER_HEADER};
 use orchestrator::cluster::FORWARDED_HEADER;
 use orchestrator::config::ApprovalMode;
@@ -1038,5 +1038,76 @@ async fn a_delegated_child_belongs_to_its_parents_tenant() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    daemon.stop().await;
+}
+
+/// A key's daily budget is metered as its turns run: a turn whose model calls a tool after
+/// every answer stops within one model request of the key's $0.05, refused by the model
+/// gateway with the key named, though the thread itself has no budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_turn_stops_within_one_request_of_its_keys_daily_budget() {
+    const DAILY: f64 = 0.05;
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.auth_token = Some(OPERATOR.into());
+        c.turn.max_tool_calls = 100;
+    })
+    .await;
+    mock.report_usage(MockUsage {
+        input_tokens: 4_000,
+        output_tokens: 100,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    });
+    for _ in 0..40 {
+        mock.enqueue(Reply::tool_use(
+            "mcp__harness__time__current_time",
+            json!({}),
+        ));
+    }
+    let base = daemon.base.clone();
+    let (key, key_id) = make_key(&base, "acme", WRITER, json!({"dailyUsd": DAILY})).await;
+    let thread = create_thread(&base, &key).await;
+    let (status, body, _) = call(
+        &base,
+        &key,
+        Method::POST,
+        format!("/api/threads/{thread}/messages"),
+        Some(json!({"content": "loop forever"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+    assert_eq!(body["error"]["budget"], "key", "{body}");
+    let message = body["error"]["messageId"].as_str().unwrap().to_owned();
+    let (_, record, _) = call(
+        &base,
+        &key,
+        Method::GET,
+        format!("/api/threads/{thread}/messages/{message}/model-requests"),
+        None,
+    )
+    .await;
+    let requests = record["modelRequests"].as_array().unwrap();
+    let (refused, went) = requests.split_last().unwrap();
+    assert_eq!(refused["status"], 402, "{record}");
+    let cost = |r: &Value| r["costUsd"].as_f64().unwrap();
+    let spent: f64 = went.iter().map(cost).sum();
+    assert!(
+        spent >= DAILY && spent - cost(&went[went.len() - 1]) < DAILY,
+        "{record}"
+    );
+    let (_, keys, _) = call(&base, OPERATOR, Method::GET, "/api/keys", None).await;
+    let listed = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == key_id.as_str())
+        .cloned()
+        .unwrap();
+    let charged = listed["spentTodayUsd"].as_f64().unwrap();
+    assert!(
+        charged >= DAILY && charged < DAILY + cost(&went[0]) * 1.01,
+        "{listed}"
+    );
     daemon.stop().await;
 }
