@@ -372,3 +372,56 @@ async fn an_overloaded_model_falls_back_to_the_profiles_other_through_the_gatewa
     assert_eq!(signals, Some(overloaded.len() as f64), "{text}");
     daemon.stop().await;
 }
+
+/// With a Claude login instead of a key, the children keep authenticating with it, through the
+/// gateway: their `Authorization` (the login's OAuth token, from the config dir) goes upstream as
+/// it is, their gateway token rides in `ANTHROPIC_CUSTOM_HEADERS` and stays at the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_login_keeps_working_through_the_gateway() {
+    const OAUTH: &str = "sk-ant-oat01-harness-test";
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.env.remove("ANTHROPIC_API_KEY");
+        // What `claude /login` leaves in the config dir.
+        let dir = c.claude_config_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let in_a_month = chrono::Utc::now().timestamp_millis() + 30 * 86_400_000;
+        let login = json!({"claudeAiOauth": {
+            "accessToken": OAUTH, "refreshToken": "sk-ant-ort01-harness-test",
+            "expiresAt": in_a_month, "scopes": ["user:inference", "user:profile"],
+            "subscriptionType": "max",
+        }});
+        std::fs::write(dir.join(".credentials.json"), login.to_string()).unwrap();
+    })
+    .await;
+    let thread = daemon.create_thread().await;
+    assert_eq!(daemon.reply(&thread, "logged in").await, "echo: logged in");
+
+    let pid = daemon.pid_of(&thread).expect("the thread's process");
+    let env = environ(pid);
+    assert!(env_value(&env, "ANTHROPIC_API_KEY").is_none(), "{env:?}");
+    let headers = env_value(&env, "ANTHROPIC_CUSTOM_HEADERS").expect("the token as a header");
+    assert!(headers.starts_with("x-harness-token: hgw_"), "{headers}");
+    let gateway = env_value(&env, "ANTHROPIC_BASE_URL").unwrap();
+    assert_ne!(gateway, mock.url());
+    let sent = mock.message_requests();
+    assert!(!sent.is_empty());
+    for request in &sent {
+        assert_eq!(
+            request.header("authorization"),
+            Some(format!("Bearer {OAUTH}").as_str())
+        );
+        assert_eq!(request.header("x-harness-token"), None);
+        assert_eq!(request.header("x-api-key"), None);
+    }
+    // The login alone is no way in: the gateway still wants a live process's token.
+    let response = reqwest::Client::new()
+        .post(format!("{gateway}/v1/messages"))
+        .bearer_auth(OAUTH)
+        .json(&json!({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    daemon.stop().await;
+}

@@ -215,6 +215,25 @@ pub struct OutcomeList {
     pub outcomes: Vec<api::Outcome>,
 }
 
+/// The id of thread `id`'s user message `message_id`; 404 when the thread has none by it.
+async fn user_message(
+    state: &ApiState,
+    id: String,
+    message_id: String,
+) -> Result<MessageId, ApiError> {
+    let (id, message_id) = (
+        ThreadId::from_string(id),
+        MessageId::from_string(message_id),
+    );
+    let message = state.store.get_message(&message_id).await?;
+    if !message.is_some_and(|m| m.thread_id == id && m.role == crate::store::Role::User) {
+        return Err(ApiError::not_found(format!(
+            "thread {id} has no user message {message_id}"
+        )));
+    }
+    Ok(message_id)
+}
+
 /// How each run of a user message ended, oldest first: one entry per run (a re-driven message
 /// has one per attempt).
 #[utoipa::path(get, path = "/threads/{id}/messages/{message_id}/outcomes", operation_id = "listMessageOutcomes", tag = "threads",
@@ -231,16 +250,7 @@ pub async fn outcomes(
     State(state): State<ApiState>,
     ApiPath((id, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<OutcomeList>, ApiError> {
-    let (id, message_id) = (
-        ThreadId::from_string(id),
-        MessageId::from_string(message_id),
-    );
-    let message = state.store.get_message(&message_id).await?;
-    if !message.is_some_and(|m| m.thread_id == id && m.role == crate::store::Role::User) {
-        return Err(ApiError::not_found(format!(
-            "thread {id} has no user message {message_id}"
-        )));
-    }
+    let message_id = user_message(&state, id, message_id).await?;
     let rows = state.store.outcomes_of(&message_id).await?;
     Ok(Json(OutcomeList {
         outcomes: rows.into_iter().map(api::Outcome::from).collect(),
@@ -269,16 +279,7 @@ pub async fn model_requests(
     State(state): State<ApiState>,
     ApiPath((id, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<ModelRequestList>, ApiError> {
-    let (id, message_id) = (
-        ThreadId::from_string(id),
-        MessageId::from_string(message_id),
-    );
-    let message = state.store.get_message(&message_id).await?;
-    if !message.is_some_and(|m| m.thread_id == id && m.role == crate::store::Role::User) {
-        return Err(ApiError::not_found(format!(
-            "thread {id} has no user message {message_id}"
-        )));
-    }
+    let message_id = user_message(&state, id, message_id).await?;
     let rows = state.store.model_requests_of(&message_id).await?;
     Ok(Json(ModelRequestList {
         model_requests: rows.into_iter().map(api::ModelRequest::from).collect(),
