@@ -34,11 +34,42 @@ use sqlx::SqlitePool;
 #[derive(Clone, Debug)]
 pub struct Sqlite {
     pool: SqlitePool,
+    rewrites: Rewrites,
+}
+
+/// When the file was last rewritten whole (the `VACUUM` that converts an older file, see
+/// [`Sqlite::vacuum`]). A connection opened before may keep a view of the old file and answer
+/// "no such table" for good (seen under load: some of the pool's connections, every time), so
+/// the pool lets such connections go before handing them out ([`Rewrites::fresh`], its
+/// `before_acquire`). Cheap to clone: clones share one.
+#[derive(Clone, Debug, Default)]
+pub struct Rewrites(std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>);
+
+impl Rewrites {
+    /// Whether a connection opened `age` ago came after the last rewrite.
+    pub fn fresh(&self, age: std::time::Duration) -> bool {
+        match *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some(at) => age < at.elapsed(),
+            None => true,
+        }
+    }
+
+    fn mark(&self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+    }
 }
 
 impl Sqlite {
-    pub fn new(pool: SqlitePool) -> Sqlite {
-        Sqlite { pool }
+    /// The store on `pool`, whose `before_acquire` asks `rewrites` (see [`Rewrites`]).
+    pub fn new(pool: SqlitePool, rewrites: Rewrites) -> Sqlite {
+        Sqlite { pool, rewrites }
     }
 
     /// The pool, for what is not a query of the store (closing it, tests).
@@ -69,6 +100,9 @@ impl Sqlite {
             _ => "VACUUM",
         };
         sqlx::raw_sql(vacuum).execute(&self.pool).await?;
+        if mode != 2 {
+            self.rewrites.mark();
+        }
         sqlx::raw_sql("PRAGMA wal_checkpoint(PASSIVE); PRAGMA optimize")
             .execute(&self.pool)
             .await?;

@@ -186,6 +186,7 @@ impl Store {
             .busy_timeout(BUSY_TIMEOUT)
             .synchronous(SqliteSynchronous::Normal);
 
+        let rewrites = harness_db_sqlite::Rewrites::default();
         let pool = if in_memory {
             // Journal mode WAL is meaningless for a memory database (SQLite keeps "memory").
             SqlitePoolOptions::new()
@@ -201,8 +202,14 @@ impl Store {
                     std::fs::create_dir_all(parent).map_err(sqlx::Error::Io)?;
                 }
             }
+            let recent = rewrites.clone();
             SqlitePoolOptions::new()
                 .max_connections(FILE_POOL_SIZE)
+                // A connection from before the file was rewritten whole goes (`Rewrites`).
+                .before_acquire(move |_, meta| {
+                    let fresh = recent.fresh(meta.age);
+                    Box::pin(async move { Ok(fresh) })
+                })
                 .connect_with(
                     base.create_if_missing(true)
                         // Set before the first table, so a new file can give pages back
@@ -216,7 +223,7 @@ impl Store {
         MIGRATOR.run(&pool).await?;
         tracing::info!(path, "Opened the store.");
         Ok(Store {
-            db: Db::Sqlite(harness_db_sqlite::Sqlite::new(pool)),
+            db: Db::Sqlite(harness_db_sqlite::Sqlite::new(pool, rewrites)),
             metrics: Default::default(),
             node: None,
         })
