@@ -32,26 +32,6 @@ pub struct NewModelRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelRequestRow {
     pub id: i64,
-    pub request: NewModelRequest,
-    pub created_at: DateTime<Utc>,
-}
-
-#[allow(async_fn_in_trait)]
-pub trait ModelRequestQueries {
-    /// Stores one request; its id.
-    async fn insert_model_request(&self, request: &NewModelRequest) -> Result<i64, StoreError>;
-
-    /// The requests of one turn, oldest first.
-    async fn model_requests_of(
-        &self,
-        message: &MessageId,
-    ) -> Result<Vec<ModelRequestRow>, StoreError>;
-}
-
-/// A row of `model_requests` as both databases read it.
-#[derive(Debug)]
-pub struct ModelRequestRecord {
-    pub id: i64,
     pub thread_id: ThreadId,
     pub message_id: Option<MessageId>,
     pub model: Option<String>,
@@ -66,26 +46,16 @@ pub struct ModelRequestRecord {
     pub created_at: DateTime<Utc>,
 }
 
-impl From<ModelRequestRecord> for ModelRequestRow {
-    fn from(r: ModelRequestRecord) -> ModelRequestRow {
-        ModelRequestRow {
-            id: r.id,
-            request: NewModelRequest {
-                thread_id: r.thread_id,
-                message_id: r.message_id,
-                model: r.model,
-                status: r.status,
-                input_tokens: r.input_tokens,
-                output_tokens: r.output_tokens,
-                cache_read_tokens: r.cache_read_tokens,
-                cache_write_tokens: r.cache_write_tokens,
-                cost_usd: r.cost_usd,
-                first_byte_ms: r.first_byte_ms,
-                ms: r.ms,
-            },
-            created_at: r.created_at,
-        }
-    }
+#[allow(async_fn_in_trait)]
+pub trait ModelRequestQueries {
+    /// Stores one request; its id.
+    async fn insert_model_request(&self, request: &NewModelRequest) -> Result<i64, StoreError>;
+
+    /// The requests of one turn, oldest first.
+    async fn model_requests_of(
+        &self,
+        message: &MessageId,
+    ) -> Result<Vec<ModelRequestRow>, StoreError>;
 }
 
 /// `model_request_queries!(Backend)`: the [`ModelRequestQueries`] of a database crate's

@@ -1,8 +1,6 @@
 //! `model_requests`: the model gateway's record of each model request.
 
-use harness_db::{
-    now_text, MessageId, ModelRequestRecord, ModelRequestRow, NewModelRequest, StoreError,
-};
+use harness_db::{now_text, MessageId, ModelRequestRow, NewModelRequest, StoreError};
 use plugin_contract::ThreadId;
 use sqlx::PgPool;
 
@@ -39,8 +37,8 @@ async fn of_message(
     pool: &PgPool,
     message: &MessageId,
 ) -> Result<Vec<ModelRequestRow>, StoreError> {
-    let rows = sqlx::query_as!(
-        ModelRequestRecord,
+    Ok(sqlx::query_as!(
+        ModelRequestRow,
         r#"SELECT id, thread_id AS "thread_id: ThreadId",
                   message_id AS "message_id: MessageId", model, status, input_tokens,
                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, first_byte_ms,
@@ -49,6 +47,5 @@ async fn of_message(
         message as &MessageId,
     )
     .fetch_all(pool)
-    .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
+    .await?)
 }

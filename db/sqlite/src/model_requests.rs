@@ -1,9 +1,7 @@
 //! `model_requests`: the model gateway's record of each model request.
 
 use chrono::{DateTime, Utc};
-use harness_db::{
-    now_text, MessageId, ModelRequestRecord, ModelRequestRow, NewModelRequest, StoreError,
-};
+use harness_db::{now_text, MessageId, ModelRequestRow, NewModelRequest, StoreError};
 use plugin_contract::ThreadId;
 use sqlx::SqlitePool;
 
@@ -40,8 +38,8 @@ async fn of_message(
     pool: &SqlitePool,
     message: &MessageId,
 ) -> Result<Vec<ModelRequestRow>, StoreError> {
-    let rows = sqlx::query_as!(
-        ModelRequestRecord,
+    Ok(sqlx::query_as!(
+        ModelRequestRow,
         r#"SELECT id AS "id!", thread_id AS "thread_id: ThreadId",
                   message_id AS "message_id: MessageId", model, status, input_tokens,
                   output_tokens, cache_read_tokens, cache_write_tokens,
@@ -51,6 +49,5 @@ async fn of_message(
         message,
     )
     .fetch_all(pool)
-    .await?;
-    Ok(rows.into_iter().map(Into::into).collect())
+    .await?)
 }

@@ -141,17 +141,16 @@ pub struct ModelRequest {
 
 impl From<crate::store::ModelRequestRow> for ModelRequest {
     fn from(row: crate::store::ModelRequestRow) -> Self {
-        let r = row.request;
         ModelRequest {
-            model: r.model,
-            status: r.status,
-            input_tokens: r.input_tokens,
-            output_tokens: r.output_tokens,
-            cache_read_tokens: r.cache_read_tokens,
-            cache_write_tokens: r.cache_write_tokens,
-            cost_usd: r.cost_usd,
-            first_byte_ms: r.first_byte_ms,
-            ms: r.ms,
+            model: row.model,
+            status: row.status,
+            input_tokens: row.input_tokens,
+            output_tokens: row.output_tokens,
+            cache_read_tokens: row.cache_read_tokens,
+            cache_write_tokens: row.cache_write_tokens,
+            cost_usd: row.cost_usd,
+            first_byte_ms: row.first_byte_ms,
+            ms: row.ms,
             created_at: row.created_at,
         }
     }
