@@ -150,10 +150,12 @@ impl Pipeline {
         let usage = outcome.as_ref().ok().map(usage_of);
         self.count_usage(usage.as_ref());
         let session = lease.session_id();
-        // Refused as it started, or stopped by the gateway half-way.
+        // Refused as it started, or stopped by the gateway half-way (a turn that still finished
+        // keeps its reply).
+        let finished = matches!(&outcome, Ok(result) if !result.is_error);
         let refusal = over_budget.map(TurnEnding::refused).or_else(|| {
             let stopped = reservation.as_ref().and_then(|r| r.refused());
-            stopped.map(TurnEnding::stopped)
+            stopped.filter(|_| !finished).map(TurnEnding::stopped)
         });
         let (finish, status) = match (refusal, outcome) {
             (Some(ending), _) => {

@@ -210,9 +210,10 @@ impl Pipeline {
             let ending = TurnEnding::refused(exceeded.clone());
             return Err(self.store_refusal(user, exceeded, ending, end).await);
         }
-        if let Some(exceeded) = reservation.refused() {
+        if let (Some(exceeded), Err(_)) = (reservation.refused(), &outcome) {
             // A budget ran out during the turn: the gateway refused a model request, and the
-            // CLI ended the turn.
+            // CLI ended the turn (a turn that still finished, its refused request a side one,
+            // keeps its reply).
             let ending = TurnEnding::stopped(exceeded.clone()).with_spending(None, tally.usage);
             let refused = self.store_refusal(user, exceeded, ending, end).await;
             self.count_usage(tally.usage.as_ref());
