@@ -126,6 +126,7 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
             Ok(Err(exceeded)) => {
                 served.metrics.refused(exceeded.budget.as_str());
                 let refused = StatusCode::PAYMENT_REQUIRED;
+                served.metrics.request(refused.as_u16(), arrived.elapsed());
                 record.at(refused, arrived.elapsed()).end(Used::default());
                 let message = format!("Harness stopped this turn: {exceeded}");
                 return api_error(refused, "billing_error", &message);

@@ -257,6 +257,15 @@ async fn a_runaway_turn_stops_within_one_request_of_its_budget() {
         Some(1.0),
         "{text}"
     );
+    // The refusal is a request the gateway answered, counted with the others.
+    let requests = |status: u16| {
+        value(
+            &text,
+            &format!("harness_model_requests_total{{status=\"{status}\"}}"),
+        )
+    };
+    assert_eq!(requests(402), Some(1.0), "{text}");
+    assert_eq!(requests(200), Some(went.len() as f64), "{text}");
     // A spent thread's next message is refused before anything starts.
     let (status, _) = daemon.send(&thread, "again").await;
     assert_eq!(status, StatusCode::PAYMENT_REQUIRED);
