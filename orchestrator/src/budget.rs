@@ -256,8 +256,8 @@ impl Budgets {
     }
 
     /// `Err(BudgetExceeded)` inside `Ok` when a budget that applies to a turn charged to
-    /// `charge` is spent (with what running turns metered): the thread's own first, then those of whoever delegated to it, then
-    /// the key's, then the day's. Reserves nothing.
+    /// `charge` is spent (with what running turns metered): the thread's own first, then those
+    /// of whoever delegated to it, then the key's, then the day's. Reserves nothing.
     pub async fn check(
         &self,
         store: &Store,

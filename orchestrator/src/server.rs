@@ -204,19 +204,18 @@ impl Daemon {
         );
         let registry = Arc::new(ToolRegistry::load(&plugins, config.tools.timeout)?);
         let mcp = Arc::new(McpAdapter::new(registry, store.clone()));
+        // Bound before the launcher: every child is given its address.
+        let gateway = if config.gateway.enabled {
+            let bound = crate::gateway::Gateway::bind(&config.gateway).await;
+            Some(bound.map_err(|error| StartError::Bind {
+                addr: config.gateway.listen,
+                error,
+            })?)
+        } else {
+            None
+        };
         // The CLI's limit on a call to our MCP server must clear the longest tool's own bound,
         // which the tools declare (delegation's comes from `[plugins.delegation]`).
-        let gateway = match config.gateway.enabled {
-            true => Some(
-                crate::gateway::Gateway::bind(&config.gateway)
-                    .await
-                    .map_err(|error| StartError::Bind {
-                        addr: config.gateway.listen,
-                        error,
-                    })?,
-            ),
-            false => None,
-        };
         let launcher = Launcher::new(
             &config,
             mcp.manifest(),

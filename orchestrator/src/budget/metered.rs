@@ -132,6 +132,14 @@ impl Budgets {
             }
         }
     }
+
+    /// The message and trace of `thread`'s running turn, when it has one.
+    pub fn running_turn(&self, thread: &ThreadId) -> Option<TurnRef> {
+        lock(&self.ledger.0)
+            .running
+            .get(thread)
+            .and_then(|r| r.turn_ref.clone())
+    }
 }
 
 impl Reservation {
@@ -156,16 +164,6 @@ impl Reservation {
                 });
             }
         }
-    }
-}
-
-impl Budgets {
-    /// The message and trace of `thread`'s running turn, when it has one.
-    pub fn running_turn(&self, thread: &ThreadId) -> Option<TurnRef> {
-        lock(&self.ledger.0)
-            .running
-            .get(thread)
-            .and_then(|r| r.turn_ref.clone())
     }
 }
 

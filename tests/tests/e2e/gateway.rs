@@ -183,15 +183,9 @@ async fn no_child_sees_the_key_and_the_model_gets_it_from_the_gateway() {
     daemon.stop().await;
 }
 
-/// A turn whose model calls a tool after every answer, on a thread with a $0.05 budget, is
-/// stopped by the gateway at its first request after the budget is reached: the refusal is the
-/// API's own error shape, the turn ends `refused` saying why, and what it spent is kept.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runaway_turn_stops_within_one_request_of_its_budget() {
-    const BUDGET: f64 = 0.05;
-    let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c| c.turn.max_tool_calls = 100).await;
-    // About 2 cents a request at any model's price.
+/// The mock's model calls a tool after every answer (40 times), each request at about 2 cents
+/// at any model's price: a turn that runs away.
+pub(crate) fn script_a_runaway(mock: &MockApi) {
     mock.report_usage(MockUsage {
         input_tokens: 4_000,
         output_tokens: 100,
@@ -201,6 +195,17 @@ async fn a_runaway_turn_stops_within_one_request_of_its_budget() {
     for _ in 0..40 {
         mock.enqueue(Reply::tool_use(TIME_TOOL, json!({})));
     }
+}
+
+/// A turn whose model calls a tool after every answer, on a thread with a $0.05 budget, is
+/// stopped by the gateway at its first request after the budget is reached: the refusal is the
+/// API's own error shape, the turn ends `refused` saying why, and what it spent is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_turn_stops_within_one_request_of_its_budget() {
+    const BUDGET: f64 = 0.05;
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.turn.max_tool_calls = 100).await;
+    script_a_runaway(&mock);
     let (status, body) = daemon
         .post("/api/threads", json!({"maxBudgetUsd": BUDGET}))
         .await;

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::McpHttp;
-use harness_tests::mock::{MockApi, MockUsage, Reply};
+use harness_tests::mock::{MockApi, Reply};
 use orchestrator::caller::{Caller, Scope, CALLER_HEADER};
 use orchestrator::cluster::FORWARDED_HEADER;
 use orchestrator::config::ApprovalMode;
@@ -1053,18 +1053,7 @@ async fn a_runaway_turn_stops_within_one_request_of_its_keys_daily_budget() {
         c.turn.max_tool_calls = 100;
     })
     .await;
-    mock.report_usage(MockUsage {
-        input_tokens: 4_000,
-        output_tokens: 100,
-        cache_read_input_tokens: 0,
-        cache_creation_input_tokens: 0,
-    });
-    for _ in 0..40 {
-        mock.enqueue(Reply::tool_use(
-            "mcp__harness__time__current_time",
-            json!({}),
-        ));
-    }
+    super::gateway::script_a_runaway(&mock);
     let base = daemon.base.clone();
     let (key, key_id) = make_key(&base, "acme", WRITER, json!({"dailyUsd": DAILY})).await;
     let thread = create_thread(&base, &key).await;
