@@ -255,6 +255,12 @@ impl Pool {
         lock(&self.inner.cli_turns_rx).take()
     }
 
+    /// How the pool starts processes: each thread's spec and launch (the bench replays a new
+    /// thread's to break a cold turn down).
+    pub fn launcher(&self) -> &Launcher {
+        &self.inner.launcher
+    }
+
     /// Makes `session`, made by a process of `from`, resumable by processes of `to` (a fork,
     /// whose folder is another CLI project); false when the CLI no longer has it.
     pub fn copy_session(

@@ -14,13 +14,14 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
 mod callers;
 mod chart;
 mod cluster;
+mod cold;
 mod door;
 mod files;
 mod first_turn;
@@ -56,7 +57,7 @@ use orchestrator::mcp::{Route, SERVER_NAME};
 use plugin_contract::ThreadId;
 
 /// Timed samples of one scenario.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Series {
     pub name: String,
     pub samples: Vec<Duration>,
@@ -217,9 +218,10 @@ async fn main() -> anyhow::Result<()> {
             retention::render
         ),
         Some("schemas") => alone!("output schemas", schemas::run(&mock), schemas::render),
+        Some("cold") => alone!("a cold turn", cold::run(&mock, &dir, samples), cold::render),
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts` or `sdk` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold` or `sdk` runs alone"
             )
         }
     }
@@ -345,6 +347,9 @@ async fn main() -> anyhow::Result<()> {
     }
     daemon.stop().await;
 
+    eprintln!("bench: a cold turn, step by step");
+    let cold_steps = cold::run(&mock, &dir, samples.min(10)).await?;
+
     // The CLI's own first-turn cost, on raw processes.
     eprintln!("bench: first turns on raw CLI processes");
     let first_turns = first_turn::run(&mock, &dir, samples.min(8)).await?;
@@ -438,6 +443,7 @@ async fn main() -> anyhow::Result<()> {
         switched: &switched,
         overload: &overload,
         first_turns: &first_turns,
+        cold_steps: &cold_steps,
         profiles: &profiles,
         cpu: &cpu,
         raw: &raw,

@@ -12,6 +12,7 @@ pub(super) struct Report<'a> {
     pub(super) switched: &'a Series,
     pub(super) overload: &'a overload::Overload,
     pub(super) first_turns: &'a first_turn::FirstTurns,
+    pub(super) cold_steps: &'a cold::Breakdown,
     pub(super) profiles: &'a profile::Profiles,
     pub(super) cpu: &'a CpuPerTurn,
     pub(super) raw: &'a Series,
@@ -172,6 +173,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     }
     writeln!(out)?;
 
+    cold::render(&mut out, r.cold_steps)?;
     first_turn::render(&mut out, r.first_turns, Some(r.warm))?;
     overload::render(&mut out, r.overload, r.warm)?;
     profile::render(&mut out, r.profiles)?;

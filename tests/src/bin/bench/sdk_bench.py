@@ -4,7 +4,9 @@ Written to target/bench/ and run by `just bench` in a venv there. Reads one JSON
 {"cli": path, "cwd": dir, "env": {...}, "samples": n, "tools": [...]}; `tools` (optional) are
 MCP tools as Harness lists them (`GET /api/tools`: name, description, inputSchema), served with
 the same names and schemas by stubs, so the model sees what a Harness thread's model sees. Prints one JSON object on stdout:
-{"sdk_version", "cli_version", "fresh_ms": [...], "warm_ms": [...]}.
+{"sdk_version", "cli_version", "fresh_ms": [...], "warm_ms": [...]}. With "turn_by_turn": true
+in the config it runs one turn per command on stdin instead (see `turn_by_turn`), so the bench
+can alternate them with Harness's.
 
 - fresh: a new `query()` per message (spawn, initialize, one turn, exit), timed to the ResultMessage.
 - warm: one `ClaudeSDKClient`, one untimed turn, then `samples` turns, each timed from `query()` to the
@@ -94,8 +96,47 @@ async def warm_client(config, n):
     return times
 
 
+async def receive_result(messages, what):
+    result = None
+    async for message in messages:
+        if isinstance(message, ResultMessage):
+            result = message
+    if result is None or result.is_error:
+        raise RuntimeError(f"{what} failed: {result}")
+
+
+async def turn_by_turn(config):
+    """Commands on stdin, one per line: `warm` runs a turn on one kept ClaudeSDKClient, `fresh` a
+    new query(); each is answered with one line of JSON, {"ms": ...}. The first line says the
+    client is ready."""
+    loop = asyncio.get_running_loop()
+    async with ClaudeSDKClient(options=options(config)) as client:
+        print(json.dumps({"sdk_version": getattr(claude_agent_sdk, "__version__", None)}), flush=True)
+        i = 0
+        while True:
+            command = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+            if not command:
+                return
+            i += 1
+            start = time.perf_counter()
+            if command == "warm":
+                await client.query(f"sdk warm {i}")
+                await receive_result(client.receive_response(), f"warm turn {i}")
+            elif command == "fresh":
+                await receive_result(query(prompt=f"sdk fresh {i}", options=options(config)), f"fresh query {i}")
+            else:
+                raise RuntimeError(f"unknown command {command!r}")
+            print(json.dumps({"ms": (time.perf_counter() - start) * 1000}), flush=True)
+
+
 async def main():
     config = json.loads(sys.argv[1])
+    if config.get("turn_by_turn"):
+        try:
+            await turn_by_turn(config)
+        except Exception as error:  # the bench reads the error from stdout
+            print(json.dumps({"error": repr(error)}), flush=True)
+        return
     n = int(config["samples"])
     fresh = await fresh_queries(config, n)
     warm = await warm_client(config, n)
