@@ -192,6 +192,7 @@ impl Store {
             SqlitePoolOptions::new()
                 .max_connections(1)
                 .min_connections(1)
+                .test_before_acquire(false)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .connect_with(base.in_memory(true))
@@ -205,6 +206,10 @@ impl Store {
             let recent = rewrites.clone();
             SqlitePoolOptions::new()
                 .max_connections(FILE_POOL_SIZE)
+                // No ping before each call: a connection to a local file does not go stale the way
+                // a network one does, and the ping is a round trip to the connection's thread,
+                // which doubled the cost of every store call once the daemon had been idle.
+                .test_before_acquire(false)
                 // A connection from before the file was rewritten whole goes (`Rewrites`).
                 .before_acquire(move |_, meta| {
                     let fresh = recent.fresh(meta.age);
