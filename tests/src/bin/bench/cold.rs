@@ -69,9 +69,15 @@ impl Column {
         if let Some(handshake) = s.handshake {
             self.handshake.samples.push(handshake);
         }
-        self.waited.samples.push(s.sent.saturating_sub(s.initialized));
-        self.to_init_line.samples.push(s.init_line.saturating_sub(s.sent));
-        self.to_result.samples.push(s.result.saturating_sub(s.init_line));
+        self.waited
+            .samples
+            .push(s.sent.saturating_sub(s.initialized));
+        self.to_init_line
+            .samples
+            .push(s.init_line.saturating_sub(s.sent));
+        self.to_result
+            .samples
+            .push(s.result.saturating_sub(s.init_line));
         self.total.samples.push(s.result);
         self.warm.samples.extend(s.warm);
     }

@@ -14,7 +14,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `profiles`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
@@ -201,6 +201,11 @@ async fn main() -> anyhow::Result<()> {
                 |out: &mut String, f: &first_turn::FirstTurns| first_turn::render(out, f, None);
             alone!("a process's first turn", run, render)
         }
+        Some("profiles") => alone!(
+            "CPU per warm turn by profile",
+            profile::run(&mock, samples.max(10)),
+            profile::render
+        ),
         Some("bursts") => alone!(
             "bursts of new threads",
             bursts::run(&mock, samples),
@@ -221,7 +226,7 @@ async fn main() -> anyhow::Result<()> {
         Some("cold") => alone!("a cold turn", cold::run(&mock, &dir, samples), cold::render),
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold` or `sdk` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `profiles` or `sdk` runs alone"
             )
         }
     }
