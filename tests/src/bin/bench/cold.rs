@@ -122,6 +122,28 @@ pub struct Breakdown {
     argv: String,
 }
 
+/// The host's answer to the CLI's control request `v`, as a line: our MCP server's handshake
+/// with `tools` for `mcp_message`, empty for anything else (the `Stop` hook).
+pub fn host_answer(v: &Value, tools: &Value) -> String {
+    let id = v["request_id"].as_str().unwrap_or_default();
+    let msg = &v["request"]["message"];
+    let answer = if v["request"]["subtype"] == "mcp_message" {
+        let reply = match msg["method"].as_str() {
+            Some("initialize") => json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "harness", "version": "0"}}}),
+            Some("tools/list") => {
+                json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": tools}})
+            }
+            _ => json!({"jsonrpc": "2.0", "result": {}}),
+        };
+        json!({"mcp_response": reply})
+    } else {
+        json!({})
+    };
+    protocol::control_response(id, &Ok(answer)).to_string()
+}
+
 /// Drives one started process to the end of its first turn, answering its control requests as
 /// its host would (MCP with `tools`, the `Stop` hook empty); `wait_handshake`: the message waits
 /// for the MCP handshake unless the CLI took a manifest, as the daemon's pool does.
@@ -153,30 +175,11 @@ async fn drive(
                 must_wait &= parked[orchestrator::mcp::SERVER_NAME] != "parked";
             }
             Some("control_request") => {
-                let id = v["request_id"].as_str().unwrap_or_default();
-                let msg = &v["request"]["message"];
-                let answer = match v["request"]["subtype"].as_str() {
-                    Some("mcp_message") => {
-                        let reply = match msg["method"].as_str() {
-                            Some("initialize") => {
-                                json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
-                                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                                "serverInfo": {"name": "harness", "version": "0"}}})
-                            }
-                            Some("tools/list") => {
-                                json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": tools}})
-                            }
-                            _ => json!({"jsonrpc": "2.0", "result": {}}),
-                        };
-                        if msg["method"] == "tools/list" && steps.handshake.is_none() {
-                            steps.handshake = Some(spawned.elapsed());
-                            must_wait = false;
-                        }
-                        json!({"mcp_response": reply})
-                    }
-                    _ => json!({}),
-                };
-                let out = protocol::control_response(id, &Ok(answer));
+                if v["request"]["message"]["method"] == "tools/list" && steps.handshake.is_none() {
+                    steps.handshake = Some(spawned.elapsed());
+                    must_wait = false;
+                }
+                let out = host_answer(&v, tools);
                 stdin.write_all(format!("{out}\n").as_bytes()).await?;
             }
             Some("system") if v["subtype"] == "init" => steps.init_line = spawned.elapsed(),
@@ -205,8 +208,7 @@ async fn drive(
                 .context("the CLI exited")?;
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
             if v["type"] == "control_request" {
-                let id = v["request_id"].as_str().unwrap_or_default();
-                let out = protocol::control_response(id, &Ok(json!({})));
+                let out = host_answer(&v, tools);
                 stdin.write_all(format!("{out}\n").as_bytes()).await?;
             }
             if v["type"] == "result" {
@@ -390,11 +392,7 @@ pub fn render(out: &mut String, b: &Breakdown) -> std::fmt::Result {
         writeln!(out, "| {name} | {} |", cells.join(" | "))?;
     }
     let sdk = ms(b.sdk.total.median()).max(f64::EPSILON);
-    let raw = b
-        .variants
-        .iter()
-        .find(|(w, _)| *w == Without::Nothing)
-        .map_or(0.0, |(_, c)| ms(c.total.median()));
+    let raw = b.as_is().map_or(0.0, |c| ms(c.total.median()));
     writeln!(
         out,
         "\n- The daemon's flags / the SDK's (spawn → `result`, median): **{:.2}×**",
@@ -410,11 +408,7 @@ pub fn render(out: &mut String, b: &Breakdown) -> std::fmt::Result {
             )?;
         }
     }
-    let raw_warm = b
-        .variants
-        .iter()
-        .find(|(w, _)| *w == Without::Nothing)
-        .map_or(0.0, |(_, c)| ms(c.warm.median()));
+    let raw_warm = b.as_is().map_or(0.0, |c| ms(c.warm.median()));
     writeln!(
         out,
         "- Warm: the daemon's flags / the SDK's: **{:.2}×**; the daemon's own warm turn (over \
@@ -433,4 +427,14 @@ pub fn render(out: &mut String, b: &Breakdown) -> std::fmt::Result {
         ms(b.daemon.median()) - raw
     )?;
     Ok(())
+}
+
+impl Breakdown {
+    /// The daemon's start as it is.
+    fn as_is(&self) -> Option<&Column> {
+        self.variants
+            .iter()
+            .find(|(w, _)| *w == Without::Nothing)
+            .map(|(_, c)| c)
+    }
 }

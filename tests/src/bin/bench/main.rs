@@ -2,7 +2,8 @@
 //! API, and reports min / median / p95 for cold, warm and prewarmed turns, a warm turn sent
 //! straight to a raw CLI process (the floor), a raw process's first turn (idle, warmed, claimed),
 //! an in-process MCP tool call round trip, twice as many threads as pool slots used round-robin
-//! (hit rate), CPU per warm turn of the standard and lean profiles, concurrency scaling at 1, 4
+//! (hit rate), a cold turn step by step beside the Python SDK's flags, CPU per warm turn of the
+//! standard and lean profiles, warm turns among idle processes, concurrency scaling at 1, 4
 //! and 16 threads, the RSS of warm processes, clustering (two nodes on one real PostgreSQL: a warm
 //! turn forwarded to the owner next to one sent to it directly, and failover after the owner dies),
 //! threads on git worktrees of a repository of 10,000 files (creation, first turns) and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock.
@@ -14,7 +15,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `profiles`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `crowd`, `profiles`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
@@ -22,6 +23,7 @@ mod callers;
 mod chart;
 mod cluster;
 mod cold;
+mod crowd;
 mod door;
 mod files;
 mod first_turn;
@@ -223,10 +225,15 @@ async fn main() -> anyhow::Result<()> {
             retention::render
         ),
         Some("schemas") => alone!("output schemas", schemas::run(&mock), schemas::render),
+        Some("crowd") => alone!(
+            "warm turns among idle processes",
+            crowd::run(&mock, samples),
+            crowd::render
+        ),
         Some("cold") => alone!("a cold turn", cold::run(&mock, &dir, samples), cold::render),
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `profiles` or `sdk` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `crowd`, `profiles` or `sdk` runs alone"
             )
         }
     }
@@ -383,6 +390,9 @@ async fn main() -> anyhow::Result<()> {
     let private = warm_memory(&daemon, "privateBytes").await;
     daemon.stop().await;
 
+    eprintln!("bench: warm turns among idle processes");
+    let crowd = crowd::run(&mock, samples).await?;
+
     // Two nodes on one PostgreSQL: forwarded vs local warm turns, then failovers.
     eprintln!("bench: clustering, {failovers} failovers");
     let cluster = cluster::run(&mock, samples, failovers).await?;
@@ -449,6 +459,7 @@ async fn main() -> anyhow::Result<()> {
         overload: &overload,
         first_turns: &first_turns,
         cold_steps: &cold_steps,
+        crowd: &crowd,
         profiles: &profiles,
         cpu: &cpu,
         raw: &raw,
@@ -642,7 +653,7 @@ async fn concurrent_turns(
 
 /// `field` (`rssBytes`, `pssBytes`, `privateBytes`) of every live process as `/api/pool`
 /// reports it, in MiB, smallest first.
-async fn warm_memory(daemon: &TestDaemon, field: &str) -> Vec<f64> {
+pub async fn warm_memory(daemon: &TestDaemon, field: &str) -> Vec<f64> {
     let (_, pool) = daemon.get("/api/pool").await;
     let mut mib: Vec<f64> = pool["processes"]
         .as_array()
@@ -730,18 +741,7 @@ async fn raw_cli_warm_turns(
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
             match v["type"].as_str() {
                 Some("control_request") => {
-                    let id = v["request_id"].as_str().unwrap_or_default();
-                    let msg = &v["request"]["message"];
-                    let reply = match msg["method"].as_str() {
-                        Some("initialize") => json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
-                            "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                            "serverInfo": {"name": "harness", "version": "0"}}}),
-                        Some("tools/list") => {
-                            json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": tools}})
-                        }
-                        _ => json!({"jsonrpc": "2.0", "result": {}}),
-                    };
-                    let out = protocol::control_response(id, &Ok(json!({"mcp_response": reply})));
+                    let out = cold::host_answer(&v, &tools);
                     stdin.write_all(format!("{out}\n").as_bytes()).await?;
                 }
                 Some("result") => break,

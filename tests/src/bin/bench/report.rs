@@ -13,6 +13,7 @@ pub(super) struct Report<'a> {
     pub(super) overload: &'a overload::Overload,
     pub(super) first_turns: &'a first_turn::FirstTurns,
     pub(super) cold_steps: &'a cold::Breakdown,
+    pub(super) crowd: &'a crowd::Outcome,
     pub(super) profiles: &'a profile::Profiles,
     pub(super) cpu: &'a CpuPerTurn,
     pub(super) raw: &'a Series,
@@ -177,6 +178,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     first_turn::render(&mut out, r.first_turns, Some(r.warm))?;
     overload::render(&mut out, r.overload, r.warm)?;
     profile::render(&mut out, r.profiles)?;
+    crowd::render(&mut out, r.crowd)?;
     cluster::render(&mut out, r.cluster, Some(r.cold))?;
     workspaces::render(&mut out, r.workspaces)?;
     schemas::render(&mut out, r.schemas)?;
