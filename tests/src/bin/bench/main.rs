@@ -243,7 +243,10 @@ async fn main() -> anyhow::Result<()> {
         daemon.base
     );
 
-    // Cold: a new thread each time, so every turn spawns a process.
+    // Cold: a new thread each time, so every turn spawns a process; archived after its turn, so
+    // that no idle process is left to share the CPU with the next one ("Warm turns among idle
+    // processes" prices that), as the SDK's fresh query() leaves none. Prewarmed and spare first
+    // turns below likewise.
     eprintln!("bench: cold turns");
     let mut cold = Series::new("cold turn (spawn + turn)");
     for i in 0..samples {
@@ -251,6 +254,7 @@ async fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         daemon.reply(&thread, &format!("cold {i}")).await;
         cold.samples.push(t.elapsed());
+        archive(&daemon, thread).await?;
     }
 
     // Warm: one thread, one unmeasured turn first.
@@ -293,6 +297,7 @@ async fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         daemon.reply(&thread, &format!("prewarmed {i}")).await;
         prewarmed.samples.push(t.elapsed());
+        archive(&daemon, thread).await?;
     }
 
     // A model switch on the warm thread: set_model in place, alternating two models.
@@ -353,6 +358,7 @@ async fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         daemon.reply(&thread, &format!("spare {i}")).await;
         spare.samples.push(t.elapsed());
+        archive(&daemon, thread).await?;
     }
     if daemon.counts().spares_claimed != samples as u64 {
         bail!("not every first turn took a spare: {:?}", daemon.counts());
@@ -664,6 +670,15 @@ pub async fn warm_memory(daemon: &TestDaemon, field: &str) -> Vec<f64> {
         .collect();
     mib.sort_by(f64::total_cmp);
     mib
+}
+
+/// Archives `thread`, which lets its process go: a measured first turn leaves no idle process
+/// behind to share the CPU with the next.
+async fn archive(daemon: &TestDaemon, thread: String) -> anyhow::Result<()> {
+    let thread = ThreadId::from_string(thread);
+    let archived = daemon.daemon().pipeline.archive_thread(&thread).await;
+    archived.map_err(|err| anyhow::anyhow!("archiving {thread}: {err}"))?;
+    Ok(())
 }
 
 /// A `claude` command for a raw process driven by the bench itself: stream-json with `options`,
