@@ -476,8 +476,8 @@ pub fn write_transcript<'a>(
 
 /// The CLI's feature switches the `lean` profile sets (to `1`); `claude.env` can set any back.
 /// (Background tasks are off in every profile: [`CONTAINMENT_SWITCHES`].)
-/// Together with no built-in tools and no token deltas they save about a tenth of the CLI's CPU
-/// per warm turn (8–19 % across `just bench` runs). The other switches of 2.1.330 (42 of its
+/// Together with no built-in tools and no token deltas they save 8–20 % of the CLI's CPU per
+/// warm turn (across `just bench` runs). The other switches of 2.1.330 (42 of its
 /// `CLAUDE_CODE_DISABLE_*`, `CLAUDE_CODE_SKIP_*` and `DISABLE_*` that change no behaviour a thread
 /// relies on) were each measured on a raw process, 20 warm turns after 20, three times: none
 /// saved more than the runs' own spread (±4 ms of ~40), so none is here.

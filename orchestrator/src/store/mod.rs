@@ -207,8 +207,8 @@ impl Store {
             SqlitePoolOptions::new()
                 .max_connections(FILE_POOL_SIZE)
                 // No ping before each call: a connection to a local file does not go stale the way
-                // a network one does, and the ping is a round trip to the connection's thread,
-                // which doubled the cost of every store call once the daemon had been idle.
+                // a network one does, and the ping is one more round trip to the connection's
+                // thread per call, the dearer when that thread has gone to sleep between turns.
                 .test_before_acquire(false)
                 // A connection from before the file was rewritten whole goes (`Rewrites`).
                 .before_acquire(move |_, meta| {
