@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{ChildStdin, ChildStdout};
 
 use claude_cli::protocol;
 use harness_tests::cli::{claude_bin, cli_env, stray_cli_env};
@@ -144,6 +145,32 @@ pub fn host_answer(v: &Value, tools: &Value) -> String {
     protocol::control_response(id, &Ok(answer)).to_string()
 }
 
+/// One turn on a raw process: `text` written, the CLI's control requests answered
+/// ([`host_answer`]) until its `result`; how long that took.
+pub async fn raw_turn(
+    stdin: &mut ChildStdin,
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    text: &str,
+    tools: &Value,
+) -> anyhow::Result<Duration> {
+    let message = protocol::user_turn(&text.into(), &uuid::Uuid::new_v4().to_string());
+    let at = Instant::now();
+    stdin.write_all(format!("{message}\n").as_bytes()).await?;
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await??
+            .context("the CLI exited")?;
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["type"] == "control_request" {
+            let out = host_answer(&v, tools);
+            stdin.write_all(format!("{out}\n").as_bytes()).await?;
+        }
+        if v["type"] == "result" {
+            return Ok(at.elapsed());
+        }
+    }
+}
+
 /// Drives one started process to the end of its first turn, answering its control requests as
 /// its host would (MCP with `tools`, the `Stop` hook empty); `wait_handshake`: the message waits
 /// for the MCP handshake unless the CLI took a manifest, as the daemon's pool does.
@@ -196,26 +223,8 @@ async fn drive(
         }
     }
     for i in 0..WARM_TURNS {
-        let message = protocol::user_turn(
-            &format!("warm {i}").into(),
-            &uuid::Uuid::new_v4().to_string(),
-        );
-        let at = Instant::now();
-        stdin.write_all(format!("{message}\n").as_bytes()).await?;
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-                .await??
-                .context("the CLI exited")?;
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["type"] == "control_request" {
-                let out = host_answer(&v, tools);
-                stdin.write_all(format!("{out}\n").as_bytes()).await?;
-            }
-            if v["type"] == "result" {
-                break;
-            }
-        }
-        steps.warm.push(at.elapsed());
+        let took = raw_turn(&mut stdin, &mut lines, &format!("warm {i}"), tools).await?;
+        steps.warm.push(took);
     }
     drop(stdin);
     let _ = child.kill().await;

@@ -743,29 +743,10 @@ async fn raw_cli_warm_turns(
         .await?;
     let mut series = Series::new("warm turn (raw CLI floor)");
     for i in 0..=samples {
-        let line = protocol::user_turn(
-            &format!("raw {i}").into(),
-            &uuid::Uuid::new_v4().to_string(),
-        );
-        let t = Instant::now();
-        stdin.write_all(format!("{line}\n").as_bytes()).await?;
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-                .await??
-                .context("CLI exited")?;
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            match v["type"].as_str() {
-                Some("control_request") => {
-                    let out = cold::host_answer(&v, &tools);
-                    stdin.write_all(format!("{out}\n").as_bytes()).await?;
-                }
-                Some("result") => break,
-                _ => {}
-            }
-        }
+        let took = cold::raw_turn(&mut stdin, &mut lines, &format!("raw {i}"), &tools).await?;
         // The first turn is the warm-up.
         if i > 0 {
-            series.samples.push(t.elapsed());
+            series.samples.push(took);
         }
     }
     drop(stdin);
