@@ -1,7 +1,8 @@
 //! The official Python `claude-agent-sdk`, timed on the same `claude` binary and the same mock as
 //! Harness: a venv under `target/bench/venv` (pip, from PyPI), then `sdk_bench.py` (written next
 //! to it) prints its timings as JSON. Any failure on the way becomes [`Outcome::Skipped`] with the
-//! reason, and the rest of the report goes on.
+//! reason, and the rest of the report goes on. `BENCH_ONLY=sdk` runs the script turn by turn
+//! instead ([`side_by_side`]), alternating its turns with Harness's.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -45,8 +46,9 @@ pub async fn measure(dir: &Path, mock: &MockApi, samples: usize, tools: &Value) 
     }
 }
 
-/// The venv with the SDK installed, the script written next to it, and the script's config
-/// (`extra` merged in); `None` when there is no `python3`.
+/// The python of the venv with the SDK installed, the script written next to it, and the
+/// script's config (`samples`, `tools`, the CLI's folders under `work`); `None` when there is no
+/// `python3`.
 async fn prepare(
     dir: &Path,
     mock: &MockApi,
