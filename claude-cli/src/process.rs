@@ -34,6 +34,7 @@ use tracing::{debug, info, warn, Instrument};
 use crate::protocol::{self, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult, UserContent};
 use crate::CliError;
 
+mod command;
 mod pipes;
 mod reader;
 
@@ -282,13 +283,8 @@ impl CliProcess {
     ) -> Result<Started, SpawnError> {
         let started = Instant::now();
         let bin = launch.bin.display().to_string();
-        let mut cmd = tokio::process::Command::new(&launch.bin);
-        cmd.args(protocol::cli_args(options, resume))
-            .current_dir(&launch.workdir)
-            .env_clear()
-            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
-            .stdin(Stdio::piped())
+        let mut cmd = launch.command(options, resume);
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)

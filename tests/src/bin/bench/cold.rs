@@ -1,7 +1,7 @@
 //! A cold turn broken down (#32), side by side with the Python SDK's own flags: raw processes
 //! driven by our own minimal driver, one started as the daemon starts a new thread's process
 //! (its argv, environment, folder, `initialize` with our manifest, through the model gateway:
-//! `Launcher::spec` and `Launcher::launch`, replayed), the other as `claude-agent-sdk` 0.2.187
+//! `Launcher::spec`, `Launcher::launch` and `Launch::command`, replayed), the other as `claude-agent-sdk` 0.2.187
 //! starts a fresh `query()` with the bench's options (`sdk_bench.py`: the CLI's system prompt,
 //! no built-in tools, the in-process server `harness` declared with `--mcp-config` and handshaken
 //! over the control channel, no settings files, partial messages). Each process's steps are
@@ -25,6 +25,7 @@ use claude_cli::protocol;
 use harness_tests::cli::{claude_bin, cli_env, stray_cli_env};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::MockApi;
+use orchestrator::launch::ProcessSpec;
 use plugin_contract::ThreadId;
 
 use crate::{ms, Series};
@@ -231,12 +232,17 @@ async fn drive(
     Ok(steps)
 }
 
-/// The daemon's flags for a new thread, with the values of the long ones left out.
-async fn argv(daemon: &TestDaemon) -> anyhow::Result<String> {
+/// The spec of a new thread's process, as the daemon's pool would build it.
+async fn new_thread_spec(daemon: &TestDaemon) -> anyhow::Result<ProcessSpec> {
     let parts = daemon.daemon();
     let id = ThreadId::from_string(daemon.create_thread().await);
     let row = parts.store.require_thread(&id).await?;
-    let spec = parts.pool.launcher().spec(&row, None)?;
+    Ok(parts.pool.launcher().spec(&row, None)?)
+}
+
+/// The daemon's flags for a new thread, with the values of the long ones left out.
+async fn argv(daemon: &TestDaemon) -> anyhow::Result<String> {
+    let spec = new_thread_spec(daemon).await?;
     let args = protocol::cli_args(&spec.options, None);
     let shown: Vec<String> = args
         .iter()
@@ -254,13 +260,9 @@ async fn daemon_argv(
     tools: &Value,
     without: Without,
 ) -> anyhow::Result<Steps> {
-    let parts = daemon.daemon();
-    let id = ThreadId::from_string(daemon.create_thread().await);
-    let row = parts.store.require_thread(&id).await?;
-    let launcher = parts.pool.launcher();
-    let mut spec = launcher.spec(&row, None)?;
+    let mut spec = new_thread_spec(daemon).await?;
     // The token at the gateway lives as long as `_pass`.
-    let (mut launch, _pass) = launcher.launch(&spec)?;
+    let (mut launch, _pass) = daemon.daemon().pool.launcher().launch(&spec)?;
     match without {
         Without::Nothing => {}
         Without::Mirror => spec.options.session_mirror = false,
@@ -271,12 +273,8 @@ async fn daemon_argv(
             .for_each(|s| s.manifest = None),
     }
     let spawned = Instant::now();
-    let child = tokio::process::Command::new(&launch.bin)
-        .args(protocol::cli_args(&spec.options, None))
-        .current_dir(&launch.workdir)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env("CLAUDE_CONFIG_DIR", &launch.config_dir)
+    let child = launch
+        .command(&spec.options, None)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

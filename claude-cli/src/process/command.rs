@@ -1,0 +1,21 @@
+//! The command line a process of a [`Launch`] starts with: its argv, folder and whole
+//! environment, nothing of the host's inherited. [`super::CliProcess::spawn`] adds its pipes and
+//! process group; the bench replays a daemon's start with it, exactly.
+
+use crate::protocol::{self, SpawnOptions};
+
+use super::Launch;
+
+impl Launch {
+    /// `claude` with `options` (resuming `resume` when given) in the launch's folder, with its
+    /// environment and `CLAUDE_CONFIG_DIR`, and no stdio or process settings yet.
+    pub fn command(&self, options: &SpawnOptions, resume: Option<&str>) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(protocol::cli_args(options, resume))
+            .current_dir(&self.workdir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("CLAUDE_CONFIG_DIR", &self.config_dir);
+        cmd
+    }
+}
