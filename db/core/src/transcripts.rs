@@ -48,7 +48,9 @@ pub trait TranscriptQueries {
 }
 
 /// `transcript_queries!(Backend)`: the [`TranscriptQueries`] of a database crate's `Backend`, calling the
-/// functions of the same names in the invoking module, which hold that database's SQL. The
+/// functions of the same names in the invoking module, which hold that database's SQL (`append`
+/// is one statement, whatever the number of entries: a frame's store is one round trip, and a
+/// turn's end waits for it). The
 /// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
 #[macro_export]
 macro_rules! transcript_queries {
@@ -62,7 +64,8 @@ macro_rules! transcript_queries {
                 file: &str,
                 entries: &[Value],
             ) -> Result<u64, StoreError> {
-                let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
+                // One statement: a transaction of its own only when the fence needs checking.
+                let mut tx = ThreadTx::single(self.pool(), thread, fence).await?;
                 let added = append(&mut tx, thread, session, file, entries).await?;
                 tx.commit().await?;
                 Ok(added)

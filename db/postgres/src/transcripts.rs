@@ -1,5 +1,5 @@
 //! `transcript_entries`: the CLI's transcripts as its processes mirror them. A frame is
-//! appended in one fenced transaction; an entry's `uuid` is unique per session (a partial
+//! appended in one statement (with the fence's check in its transaction, when there is one); an entry's `uuid` is unique per session (a partial
 //! UNIQUE index), so `ON CONFLICT DO NOTHING` skips one already stored.
 
 use harness_db::{now_text, Fence, StoreError, TranscriptEntry};
@@ -11,7 +11,8 @@ use crate::{Postgres, ThreadTx};
 
 harness_db::transcript_queries!(Postgres);
 
-/// Inserts the entries in order; how many were new.
+/// Inserts the entries in order, in one statement (the entries' uuids and lines as two arrays,
+/// `unnest`ed side by side); how many were new.
 async fn append(
     tx: &mut ThreadTx,
     thread: &ThreadId,
@@ -20,24 +21,28 @@ async fn append(
     entries: &[Value],
 ) -> Result<u64, StoreError> {
     let now = now_text();
-    let mut added = 0;
-    for entry in entries {
-        let done = sqlx::query!(
-            "INSERT INTO transcript_entries (thread_id, session_id, file, uuid, entry, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT DO NOTHING",
-            thread as &ThreadId,
-            session as &CliSessionId,
-            file,
-            entry.get("uuid").and_then(Value::as_str),
-            entry.to_string(),
-            now,
-        )
-        .execute(tx.conn())
-        .await?;
-        added += done.rows_affected();
-    }
-    Ok(added)
+    let (uuids, lines): (Vec<Option<String>>, Vec<String>) = entries
+        .iter()
+        .map(|entry| {
+            let uuid = entry.get("uuid").and_then(Value::as_str).map(str::to_owned);
+            (uuid, entry.to_string())
+        })
+        .unzip();
+    let done = sqlx::query!(
+        "INSERT INTO transcript_entries (thread_id, session_id, file, uuid, entry, created_at)
+         SELECT $1, $2, $3, t.uuid, t.line, $4
+         FROM unnest($5::text[], $6::text[]) WITH ORDINALITY AS t(uuid, line, n) ORDER BY t.n
+         ON CONFLICT DO NOTHING",
+        thread as &ThreadId,
+        session as &CliSessionId,
+        file,
+        now,
+        &uuids as &[Option<String>],
+        &lines,
+    )
+    .execute(tx.conn())
+    .await?;
+    Ok(done.rows_affected())
 }
 
 async fn of_session(

@@ -14,7 +14,8 @@ use super::{on_db, Db, Store, StoreError, TranscriptEntry, TranscriptQueries};
 impl Store {
     /// Appends one mirrored frame of `thread`'s process: `entries`, in order, of `file` in
     /// `session`. An entry whose `uuid` the session already has is skipped. Returns how many
-    /// entries were new. One transaction: a frame is stored whole or not at all.
+    /// entries were new. One statement: a frame is stored whole or not at all, in one round
+    /// trip to the database whatever its size (a turn's end waits for its frames).
     /// [`StoreError::LeaseLost`] on a node that does not hold the thread's lease (`leases.rs`).
     pub async fn append_transcript(
         &self,
@@ -139,6 +140,38 @@ mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    async fn a_line_is_stored_as_written_and_only_a_string_uuid_counts(store: sqlite_memory) {
+        let thread = ThreadId::from_string("t1");
+        let session = CliSessionId::from_string("s1");
+        let frame = [
+            json!({"type": "user", "uuid": "u1", "message": {"content": "a \"quoted\"\nline, é ✓ 😀 \\ \u{1}"}}),
+            // The same uuid twice in one frame: the first is kept.
+            json!({"type": "assistant", "uuid": "u1"}),
+            json!({"type": "odd", "uuid": 7}),
+            json!({"type": "empty", "n": 1.5e300, "list": [null, true, {}]}),
+        ];
+        assert_eq!(
+            store
+                .append_transcript(&thread, &session, "s1.jsonl", &frame)
+                .await
+                .unwrap(),
+            3
+        );
+        let stored = store.session_transcript(&session).await.unwrap();
+        let lines: Vec<&str> = stored.iter().map(|e| e.line.as_str()).collect();
+        let written = [&frame[0], &frame[2], &frame[3]].map(Value::to_string);
+        assert_eq!(lines, written);
+        let uuids: Vec<Option<&str>> = stored.iter().map(|e| e.uuid.as_deref()).collect();
+        assert_eq!(uuids, [Some("u1"), None, None]);
+        assert_eq!(
+            store
+                .append_transcript(&thread, &session, "s1.jsonl", &[])
+                .await
+                .unwrap(),
+            0
+        );
     }
     }
 }

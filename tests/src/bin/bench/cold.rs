@@ -9,7 +9,10 @@
 //! daemon's own cold turn (a new thread's message, no spare) and warm turns over HTTP in the same
 //! run, and what the daemon adds to the raw process. The daemon's start is also replayed with one
 //! of its additions left out each (the session mirror, its settings, our MCP manifest), to price
-//! each. Variants interleave.
+//! each. Variants interleave. Last, warm turns in a round robin of the daemon's thread and a raw
+//! process of each flavour: each turn comes after a pause (the other two's turns), as when
+//! threads share the CPU, which costs the daemon more than back to back (its tasks and the
+//! store's threads have gone to sleep).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -122,6 +125,9 @@ pub struct Breakdown {
     daemon_warm: Series,
     /// The daemon's flags, values of the long ones left out.
     argv: String,
+    /// Warm turns in a round robin: the daemon's thread over HTTP, a raw process with the
+    /// daemon's flags, one with the SDK's; each turn after the other two's.
+    round: [Series; 3],
 }
 
 /// The host's answer to the CLI's control request `v`, as a line: our MCP server's handshake
@@ -172,16 +178,49 @@ pub async fn raw_turn(
     }
 }
 
+/// A raw process past its first turn, kept for more.
+struct Driven {
+    child: tokio::process::Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    /// What the process needs while it lives: its folder (the SDK's flags), its token at the
+    /// model gateway (the daemon's).
+    _keep: Box<dyn std::any::Any + Send>,
+}
+
+impl Driven {
+    async fn turn(&mut self, text: &str, tools: &Value) -> anyhow::Result<Duration> {
+        raw_turn(&mut self.stdin, &mut self.lines, text, tools).await
+    }
+}
+
+/// [`WARM_TURNS`] more turns on a process past its first, back to back; then it goes.
+async fn warm_turns(
+    (mut steps, mut driven): (Steps, Driven),
+    tools: &Value,
+) -> anyhow::Result<Steps> {
+    for i in 0..WARM_TURNS {
+        steps
+            .warm
+            .push(driven.turn(&format!("warm {i}"), tools).await?);
+    }
+    drop(driven.stdin);
+    let _ = driven.child.kill().await;
+    Ok(steps)
+}
+
 /// Drives one started process to the end of its first turn, answering its control requests as
 /// its host would (MCP with `tools`, the `Stop` hook empty); `wait_handshake`: the message waits
-/// for the MCP handshake unless the CLI took a manifest, as the daemon's pool does.
-async fn drive(
+/// for the MCP handshake unless the CLI took a manifest, as the daemon's pool does. The steps,
+/// and the process for more turns, with `keep`.
+async fn first_turn(
     mut child: tokio::process::Child,
+    keep: Box<dyn std::any::Any + Send>,
     initialize: Value,
     tools: &Value,
     wait_handshake: bool,
     spawned: Instant,
-) -> anyhow::Result<Steps> {
+) -> anyhow::Result<(Steps, Driven)> {
     let mut stdin = child.stdin.take().context("stdin")?;
     let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
     let line = protocol::control_request("req_1", &initialize);
@@ -223,13 +262,15 @@ async fn drive(
             sent = true;
         }
     }
-    for i in 0..WARM_TURNS {
-        let took = raw_turn(&mut stdin, &mut lines, &format!("warm {i}"), tools).await?;
-        steps.warm.push(took);
-    }
-    drop(stdin);
-    let _ = child.kill().await;
-    Ok(steps)
+    Ok((
+        steps,
+        Driven {
+            child,
+            stdin,
+            lines,
+            _keep: keep,
+        },
+    ))
 }
 
 /// The spec of a new thread's process, as the daemon's pool would build it.
@@ -254,15 +295,16 @@ async fn argv(daemon: &TestDaemon) -> anyhow::Result<String> {
     Ok(shown.join(" "))
 }
 
-/// A process started as the daemon starts a new thread's, but `without` one of its additions.
+/// A process started as the daemon starts a new thread's, but `without` one of its additions,
+/// past its first turn.
 async fn daemon_argv(
     daemon: &TestDaemon,
     tools: &Value,
     without: Without,
-) -> anyhow::Result<Steps> {
+) -> anyhow::Result<(Steps, Driven)> {
     let mut spec = new_thread_spec(daemon).await?;
-    // The token at the gateway lives as long as `_pass`.
-    let (mut launch, _pass) = daemon.daemon().pool.launcher().launch(&spec)?;
+    // The token at the gateway lives as long as `pass`: kept with the process.
+    let (mut launch, pass) = daemon.daemon().pool.launcher().launch(&spec)?;
     match without {
         Without::Nothing => {}
         Without::Mirror => spec.options.session_mirror = false,
@@ -285,11 +327,12 @@ async fn daemon_argv(
         launch.stop_hook,
         launch.agents.as_ref(),
     );
-    drive(child, initialize, tools, true, spawned).await
+    first_turn(child, Box::new(pass), initialize, tools, true, spawned).await
 }
 
-/// A process started as `claude-agent-sdk` starts a fresh `query()` with the bench's options.
-async fn sdk_argv(mock: &MockApi, dir: &Path, tools: &Value) -> anyhow::Result<Steps> {
+/// A process started as `claude-agent-sdk` starts a fresh `query()` with the bench's options,
+/// past its first turn; its folder goes with the process.
+async fn sdk_argv(mock: &MockApi, dir: &Path, tools: &Value) -> anyhow::Result<(Steps, Driven)> {
     let bin = tokio::task::spawn_blocking(claude_bin).await??;
     let work = tempfile::tempdir_in(dir)?;
     let config_dir = work.path().join("claude");
@@ -319,7 +362,7 @@ async fn sdk_argv(mock: &MockApi, dir: &Path, tools: &Value) -> anyhow::Result<S
         .kill_on_drop(true)
         .spawn()?;
     let initialize = json!({"subtype": "initialize", "hooks": null});
-    drive(child, initialize, tools, false, spawned).await
+    first_turn(child, Box::new(work), initialize, tools, false, spawned).await
 }
 
 pub async fn run(mock: &MockApi, dir: &Path, samples: usize) -> anyhow::Result<Breakdown> {
@@ -335,14 +378,18 @@ pub async fn run(mock: &MockApi, dir: &Path, samples: usize) -> anyhow::Result<B
         daemon: Series::new("the daemon: a new thread's message to its reply"),
         daemon_warm: Series::default(),
         argv: argv(&daemon).await?,
+        round: Default::default(),
     };
     // One of each first, unmeasured: the binary's pages in the cache for all.
-    sdk_argv(mock, dir, tools).await?;
-    daemon_argv(&daemon, tools, Without::Nothing).await?;
+    warm_turns(sdk_argv(mock, dir, tools).await?, tools).await?;
+    warm_turns(daemon_argv(&daemon, tools, Without::Nothing).await?, tools).await?;
     for i in 0..samples {
-        outcome.sdk.push(sdk_argv(mock, dir, tools).await?);
+        outcome
+            .sdk
+            .push(warm_turns(sdk_argv(mock, dir, tools).await?, tools).await?);
         for (without, column) in &mut outcome.variants {
-            column.push(daemon_argv(&daemon, tools, *without).await?);
+            let driven = daemon_argv(&daemon, tools, *without).await?;
+            column.push(warm_turns(driven, tools).await?);
         }
         let thread = daemon.create_thread().await;
         let at = Instant::now();
@@ -352,6 +399,25 @@ pub async fn run(mock: &MockApi, dir: &Path, samples: usize) -> anyhow::Result<B
             let at = Instant::now();
             daemon.reply(&thread, &format!("warm {j}")).await;
             outcome.daemon_warm.samples.push(at.elapsed());
+        }
+    }
+    // The round robin, after two unmeasured rounds.
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "first").await;
+    let (_, mut ours) = daemon_argv(&daemon, tools, Without::Nothing).await?;
+    let (_, mut sdks) = sdk_argv(mock, dir, tools).await?;
+    for i in 0..samples * WARM_TURNS + 2 {
+        let at = Instant::now();
+        daemon.reply(&thread, &format!("round {i}")).await;
+        let took = [
+            at.elapsed(),
+            ours.turn(&format!("round {i}"), tools).await?,
+            sdks.turn(&format!("round {i}"), tools).await?,
+        ];
+        if i >= 2 {
+            for (series, took) in outcome.round.iter_mut().zip(took) {
+                series.samples.push(took);
+            }
         }
     }
     daemon.stop().await;
@@ -423,6 +489,16 @@ pub fn render(out: &mut String, b: &Breakdown) -> std::fmt::Result {
         raw_warm / ms(b.sdk.warm.median()).max(f64::EPSILON),
         ms(b.daemon_warm.median()),
         ms(b.daemon_warm.median()) - raw_warm
+    )?;
+    let [over_http, ours, sdks] = b.round.each_ref().map(|s| ms(s.median()));
+    writeln!(
+        out,
+        "- Warm, in a round robin (each turn after the other two's, as when threads share the \
+         CPU): the daemon over HTTP {over_http:.1} ms, a raw process with its flags {ours:.1} ms, \
+         one with the SDK's {sdks:.1} ms: the daemon's flags / the SDK's **{:.2}×**, the daemon \
+         {:+.1} ms on its raw process",
+        ours / sdks.max(f64::EPSILON),
+        over_http - ours
     )?;
     writeln!(
         out,
