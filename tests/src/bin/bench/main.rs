@@ -6,7 +6,7 @@
 //! standard and lean profiles, warm turns among idle processes, concurrency scaling at 1, 4
 //! and 16 threads, the RSS of warm processes, clustering (two nodes on one real PostgreSQL: a warm
 //! turn forwarded to the owner next to one sent to it directly, and failover after the owner dies),
-//! threads on git worktrees of a repository of 10,000 files (creation, first turns) and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock.
+//! threads on git worktrees of a repository of 10,000 files (creation, first turns) and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock (in separate runs, then turn by turn with Harness).
 //! All figures come from this one run; ratios are printed beside absolute times.
 //!
 //! Writes `target/bench/report.md` and `target/bench/latency.png` (plotters).
@@ -452,6 +452,13 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("bench: Python claude-agent-sdk");
         sdk::measure(&dir, &mock, samples, &tools["tools"]).await
     };
+    // The like-for-like warm figure: the same turns, alternating.
+    let turn_by_turn = match &sdk {
+        sdk::Outcome::Measured { .. } => sdk::side_by_side(&dir, &mock, samples)
+            .await
+            .unwrap_or_else(|err| format!("_Turn by turn: not measured: {err:#}._\n")),
+        sdk::Outcome::Skipped(_) => String::new(),
+    };
 
     let load = format!("{load_before} at the start, {} at the end", load_average());
     let report = render_report(Report {
@@ -487,6 +494,7 @@ async fn main() -> anyhow::Result<()> {
         gateway: &gateway,
         bursts: &bursts,
         sdk: &sdk,
+        turn_by_turn: &turn_by_turn,
         daemon_view: &daemon_view,
     })?;
 

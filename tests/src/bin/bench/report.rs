@@ -35,6 +35,8 @@ pub(super) struct Report<'a> {
     pub(super) gateway: &'a gateway::Outcome,
     pub(super) bursts: &'a bursts::Outcome,
     pub(super) sdk: &'a sdk::Outcome,
+    /// [`sdk::side_by_side`]'s section, when the SDK was measured.
+    pub(super) turn_by_turn: &'a str,
     pub(super) daemon_view: &'a str,
 }
 
@@ -262,5 +264,6 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
             )?;
         }
     }
+    out.push_str(r.turn_by_turn);
     Ok(out)
 }

@@ -1,8 +1,9 @@
 //! The official Python `claude-agent-sdk`, timed on the same `claude` binary and the same mock as
 //! Harness: a venv under `target/bench/venv` (pip, from PyPI), then `sdk_bench.py` (written next
 //! to it) prints its timings as JSON. Any failure on the way becomes [`Outcome::Skipped`] with the
-//! reason, and the rest of the report goes on. `BENCH_ONLY=sdk` runs the script turn by turn
-//! instead ([`side_by_side`]), alternating its turns with Harness's.
+//! reason, and the rest of the report goes on. [`side_by_side`] runs the script turn by turn,
+//! alternating its turns with Harness's: after [`measure`] in the full run, alone with
+//! `BENCH_ONLY=sdk`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -250,7 +251,7 @@ async fn command(program: &str, args: &[&str], limit: Duration) -> anyhow::Resul
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// `BENCH_ONLY=sdk`: Harness and the SDK side by side with the same tools, turn by turn: a
+/// `BENCH_ONLY=sdk`, and the full run after [`measure`]: Harness and the SDK side by side with the same tools, turn by turn: a
 /// Harness warm turn, then one of the SDK's warm client, and so on (each side's conversation as
 /// long as the other's: a turn's cost grows with it); then a Harness cold turn (a new thread, no
 /// spare), then a fresh `query()`, and so on. Alternating puts both in the same moments of the
