@@ -50,8 +50,8 @@ pub trait TranscriptQueries {
 /// `transcript_queries!(Backend)`: the [`TranscriptQueries`] of a database crate's `Backend`, calling the
 /// functions of the same names in the invoking module, which hold that database's SQL (`append`
 /// is one statement, whatever the number of entries: a frame's store is one round trip, and a
-/// turn's end waits for it). The
-/// wiring (which writes open a fenced `ThreadTx`, and commit it) is written once, here.
+/// turn's end waits for it). The wiring (which writes open a fenced `ThreadTx`, and commit it) is
+/// written once, here.
 #[macro_export]
 macro_rules! transcript_queries {
     ($backend:ty) => {

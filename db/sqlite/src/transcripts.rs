@@ -1,6 +1,7 @@
 //! `transcript_entries`: the CLI's transcripts as its processes mirror them. A frame is
-//! appended in one statement (with the fence's check in its transaction, when there is one); an entry's `uuid` is unique per session (a partial
-//! UNIQUE index), so `ON CONFLICT DO NOTHING` skips one already stored.
+//! appended in one statement (with the fence's check in its transaction, when there is one); an
+//! entry's `uuid` is unique per session (a partial UNIQUE index), so `ON CONFLICT DO NOTHING`
+//! skips one already stored.
 
 use harness_db::{now_text, Fence, StoreError, TranscriptEntry};
 use plugin_contract::{CliSessionId, ThreadId};
