@@ -26,8 +26,8 @@ pub mod protocol;
 
 #[cfg(feature = "process")]
 pub use process::{
-    CliProcess, HostRequest, HostRequests, Launch, MirrorFrames, OwnTurn, OwnTurns, SpawnError,
-    Started, Step, StopReport, TurnEvents,
+    CliProcess, Confine, HostRequest, HostRequests, Launch, MirrorFrames, OwnTurn, OwnTurns,
+    SpawnError, Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
     ApiRetry, ApiUsage, AssistantText, ContentBlock, ExternalMcpServers, MediaSource, ModelCall,

@@ -63,6 +63,9 @@ pub enum StartError {
     Webhooks(String),
     #[error(transparent)]
     Traces(#[from] crate::traces::TracesError),
+    /// The walls cannot be raised here and `sandbox.enabled` is not `false`.
+    #[error("{0}; the daemon does not start without walls unless [sandbox] enabled = false")]
+    Sandbox(walls::Unavailable),
     #[error("cannot bind {addr}: {error}")]
     Bind {
         addr: SocketAddr,
@@ -164,8 +167,16 @@ impl Daemon {
         }
         let mut policies = std::collections::BTreeMap::new();
         for name in config.profile_names() {
+            let own = config.profiles.get(&name).map(|p| p.sandbox.clone());
+            let auto_allow = config.sandbox.enabled
+                && config
+                    .sandbox
+                    .of(&own.unwrap_or_default())
+                    .auto_allow
+                    .unwrap_or(false);
             let policy = Policy::new(&config.approvals_of(&name))
-                .map_err(|err| StartError::Approvals(format!("profiles.{name}: {err}")))?;
+                .map_err(|err| StartError::Approvals(format!("profiles.{name}: {err}")))?
+                .walled(auto_allow);
             policies.insert(name, policy);
         }
         // The CLI runs some reads and commands without asking: each profile's deny rules go to
@@ -225,6 +236,10 @@ impl Daemon {
         .map_err(StartError::Dirs)?;
         let launcher = match &gateway {
             Some((gateway, _)) => launcher.with_gateway(gateway.clone()),
+            None => launcher,
+        };
+        let launcher = match sandbox(&config)? {
+            Some(sandbox) => launcher.with_sandbox(sandbox),
             None => launcher,
         };
         let workspaces = Workspaces::new(&config).map_err(StartError::Dirs)?;
@@ -300,6 +315,8 @@ impl Daemon {
         });
         // Turns the CLI starts by itself (`claude.scheduling_tools`) run through the pipeline.
         pipeline.serve_cli_turns();
+        // What the walls stop is recorded on its thread.
+        pipeline.serve_breaches();
         let gateway_metrics = crate::metrics::GatewayMetrics::default();
         // Stopped after the pool: turns finishing in the grace period still reach the model.
         let gateway_stop = CancellationToken::new();
@@ -466,6 +483,26 @@ impl Running {
     }
 }
 
+/// The machine's walls for every child (`[sandbox]`): `None` when they are off, which the log
+/// says at every start; an error when they are on and the kernel cannot hold them.
+fn sandbox(config: &Config) -> Result<Option<Arc<walls::Sandbox>>, StartError> {
+    if !config.sandbox.enabled {
+        warn!("[sandbox] enabled = false: threads' commands run with no walls; only the approvals stand between them and everything this daemon's user can reach (SECURITY.md).");
+        return Ok(None);
+    }
+    static DAEMONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "{}-{}",
+        std::process::id(),
+        DAEMONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let sandbox =
+        walls::Sandbox::probe(&name, config.sandbox.cgroups).map_err(StartError::Sandbox)?;
+    let status = sandbox.status();
+    info!(landlock_abi = status.landlock_abi, limits = status.limits, note = ?status.limits_note, "Walls on: each thread's process tree is sandboxed.");
+    Ok(Some(Arc::new(sandbox)))
+}
+
 /// Builds the daemon, binds, and serves until [`Running::stop`].
 /// With `cluster.advertise = "auto"` the node advertises the address it bound (tests bind port
 /// 0, so it is known only then): the listener is bound before the daemon is built.
@@ -485,6 +522,8 @@ pub async fn start(
         config.cluster.advertise = Some(format!("http://{addr}"));
     }
     let daemon = Daemon::build(config, plugins).await?;
+    // No thread's tree reaches the daemon's API, whatever its network.
+    daemon.pool.launcher().wall_plan().close_port(addr.port());
     info!(%addr, "Harness listening.");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let abort = CancellationToken::new();

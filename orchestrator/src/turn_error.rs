@@ -47,6 +47,10 @@ pub enum TurnError {
     /// profile's powers). The API answers 409.
     #[error("{0}")]
     ProfileUnavailable(String),
+    /// The thread's walls stopped its process (its memory limit, say): the CLI itself had grown
+    /// past it. The next turn starts a fresh process. The API answers 502.
+    #[error("the thread's process was {0}")]
+    WallLimit(String),
     /// The images or documents of the prompt could not be read back from the store; the turn
     /// was not run. The API answers 500.
     #[error("the files of the message could not be read: {0}")]

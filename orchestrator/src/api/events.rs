@@ -52,6 +52,9 @@ pub enum ThreadEvent {
     PermissionRequested(PermissionRequested),
     /// A tool permission was decided.
     PermissionDecided(PermissionDecided),
+    /// The thread's walls stopped a process of its tree: its memory or process limit was
+    /// reached (`[sandbox]`).
+    LimitReached(LimitReached),
     /// The turn ended with a reply. Exactly one of this and `turn_failed` ends every turn.
     TurnFinished(TurnFinished),
     /// The turn ended without a reply.
@@ -80,6 +83,7 @@ impl ThreadEvent {
             ThreadEvent::TurnThrottled(_) => EventKind::TurnThrottled,
             ThreadEvent::PermissionRequested(_) => EventKind::PermissionRequested,
             ThreadEvent::PermissionDecided(_) => EventKind::PermissionDecided,
+            ThreadEvent::LimitReached(_) => EventKind::LimitReached,
             ThreadEvent::TurnFinished(_) => EventKind::TurnFinished,
             ThreadEvent::TurnFailed(_) => EventKind::TurnFailed,
             ThreadEvent::LogCompacted(_) => EventKind::LogCompacted,
@@ -129,13 +133,14 @@ pub enum EventKind {
     TurnThrottled,
     PermissionRequested,
     PermissionDecided,
+    LimitReached,
     TurnFinished,
     TurnFailed,
     LogCompacted,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
@@ -150,6 +155,7 @@ impl EventKind {
         EventKind::TurnThrottled,
         EventKind::PermissionRequested,
         EventKind::PermissionDecided,
+        EventKind::LimitReached,
         EventKind::TurnFinished,
         EventKind::TurnFailed,
         EventKind::LogCompacted,
@@ -171,6 +177,7 @@ impl EventKind {
             EventKind::TurnThrottled => "turn_throttled",
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",
+            EventKind::LimitReached => "limit_reached",
             EventKind::TurnFinished => "turn_finished",
             EventKind::TurnFailed => "turn_failed",
             EventKind::LogCompacted => "log_compacted",
@@ -187,6 +194,39 @@ impl EventKind {
     /// True for the two kinds that end a turn.
     pub fn is_terminal(self) -> bool {
         matches!(self, EventKind::TurnFinished | EventKind::TurnFailed)
+    }
+}
+
+/// `limit_reached`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitReached {
+    /// `memory` or `processes`.
+    pub limit: String,
+    /// The limit: MiB for memory, tasks for processes.
+    pub max: u64,
+    /// The process stopped, with everything below it.
+    pub pid: u32,
+    /// Its command name.
+    pub command: String,
+    /// True when it was the thread's CLI itself: its turn ended, and the next starts a fresh
+    /// process.
+    pub process_stopped: bool,
+    /// What the stopped process was told (on its standard error, which its tool shows the
+    /// model).
+    pub message: String,
+}
+
+impl From<walls::Breach> for LimitReached {
+    fn from(breach: walls::Breach) -> Self {
+        LimitReached {
+            limit: breach.limit.as_str().to_owned(),
+            max: breach.max,
+            pid: breach.pid,
+            command: breach.command,
+            process_stopped: breach.root,
+            message: breach.message,
+        }
     }
 }
 

@@ -125,7 +125,24 @@ pub struct Policy {
     allow: Vec<Rule>,
     /// What `~/` means in a tool's path (rules resolve theirs when parsed).
     home: Option<PathBuf>,
+    /// `sandbox.auto_allow` with the walls on: [`WALLED_TOOLS`] run without asking.
+    walled: bool,
 }
+
+/// The tools whose every effect the walls hold (files, processes, memory: `[sandbox]`), which
+/// `sandbox.auto_allow` lets run without asking once no rule decided them. Not the web tools:
+/// the network beyond the gateway is the profile's `network` to allow.
+pub const WALLED_TOOLS: &[&str] = &[
+    "Bash",
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    "Glob",
+    "Grep",
+    "LS",
+];
 
 impl Policy {
     /// `Err` names the first rule that is not in the CLI's syntax, or that names `~` when
@@ -144,6 +161,7 @@ impl Policy {
             deny: Vec::new(),
             allow: Vec::new(),
             home: home.map(normalize),
+            walled: false,
         };
         for ApprovalRule { tool, decision } in &config.rules {
             let rule = Rule::parse(tool, *decision, policy.home.as_deref())?;
@@ -153,6 +171,15 @@ impl Policy {
             }
         }
         Ok(policy)
+    }
+
+    /// With `auto_allow` (the walls on, and the profile's `sandbox.auto_allow`), the tools of
+    /// [`WALLED_TOOLS`] run without asking when no rule decided them.
+    pub fn walled(self, auto_allow: bool) -> Policy {
+        Policy {
+            walled: auto_allow,
+            ..self
+        }
     }
 
     pub fn mode(&self) -> ApprovalMode {
@@ -188,6 +215,12 @@ impl Policy {
             };
         }
         let by = DecidedBy::Policy;
+        if self.walled && WALLED_TOOLS.contains(&tool) {
+            return Verdict::Allow {
+                by,
+                reason: "inside the thread's walls (sandbox.auto_allow)".into(),
+            };
+        }
         match self.mode {
             ApprovalMode::Allow => Verdict::Allow {
                 by,

@@ -65,6 +65,7 @@ pub struct Config {
     pub oauth: OAuthConfig,
     pub otel: OtelConfig,
     pub gateway: GatewayConfig,
+    pub sandbox: SandboxConfig,
     /// `[profiles.NAME]`: named kinds of agent a thread can be created as (see
     /// [`ProfileConfig`]); `standard` and `lean` are built in.
     pub profiles: BTreeMap<String, ProfileConfig>,
@@ -300,6 +301,7 @@ impl Default for Config {
             oauth: OAuthConfig::default(),
             otel: OtelConfig::default(),
             gateway: GatewayConfig::default(),
+            sandbox: SandboxConfig::default(),
             profiles: BTreeMap::new(),
             plugins: BTreeMap::new(),
         }
@@ -570,6 +572,14 @@ impl Config {
         }
         self.oauth.check().map_err(ConfigError::Invalid)?;
         self.gateway.check().map_err(ConfigError::Invalid)?;
+        let profile_walls: Vec<(&str, &ProfileSandbox)> = self
+            .profiles
+            .iter()
+            .map(|(name, profile)| (name.as_str(), &profile.sandbox))
+            .collect();
+        self.sandbox
+            .check(&profile_walls)
+            .map_err(ConfigError::Invalid)?;
         crate::budget::validate_usd(self.budget.turn_estimate_usd, "budget.turn_estimate_usd")
             .map_err(ConfigError::Invalid)?;
         if let Some(daily) = self.budget.daily_usd {
@@ -662,6 +672,7 @@ mod otel;
 mod paths;
 mod profiles;
 mod retention;
+mod sandbox;
 mod schedules;
 mod threads;
 mod webhooks;
@@ -677,6 +688,7 @@ pub use oauth::OAuthConfig;
 pub use otel::OtelConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use retention::RetentionConfig;
+pub use sandbox::{Network, ProfileSandbox, SandboxConfig};
 pub use schedules::SchedulesConfig;
 pub use threads::{DeleteChildren, ThreadsConfig};
 pub use webhooks::{WebhookEndpoint, WebhooksConfig};

@@ -64,6 +64,9 @@ pub struct ProfileConfig {
     /// Sub-agents its model can hand work to with the CLI's `Agent` tool, by name (declared in
     /// each process's `initialize`).
     pub agents: BTreeMap<String, AgentConfig>,
+    /// Its threads' walls (`[profiles.NAME.sandbox]`): limits, network, `auto_allow`; unset:
+    /// `[sandbox]`'s.
+    pub sandbox: super::ProfileSandbox,
 }
 
 /// One sub-agent of a profile, as the CLI's `initialize.agents` takes it.

@@ -145,6 +145,7 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         TurnError::WorkspaceUnavailable(_) => (StatusCode::CONFLICT, "workspace_unavailable"),
         TurnError::ProfileUnavailable(_) => (StatusCode::CONFLICT, "profile_unavailable"),
         TurnError::Files(_) => (StatusCode::INTERNAL_SERVER_ERROR, "files_unreadable"),
+        TurnError::WallLimit(_) => (StatusCode::BAD_GATEWAY, "wall_limit"),
     }
 }
 

@@ -31,12 +31,14 @@ use plugin_contract::{CliSessionId, ThreadId};
 
 use crate::config::{Config, Profile};
 use crate::mcp::SERVER_NAME;
-use crate::store::{NewThread, ThreadRow, Workspace};
+use crate::store::{NewThread, ThreadRow};
 
 pub mod profile;
 mod spec;
+pub mod walls;
 
 pub use profile::{AgentProfile, ProfileInfo};
+pub use walls::WallPlan;
 
 pub use spec::{Fit, ProcessSpec, Switchable};
 
@@ -57,6 +59,30 @@ pub struct Launcher {
     scheduling_tools: bool,
     /// The model gateway that issues each process its token ([`Launcher::with_gateway`]).
     gateway: Option<crate::gateway::Gateway>,
+    /// Each thread's HOME and temp dir: `<homes>/<thread>/{home,tmp}`.
+    homes_dir: PathBuf,
+    /// What each thread's tree may touch ([`walls`]).
+    plan: WallPlan,
+    /// The machine's walls; `None` with `sandbox.enabled = false`.
+    sandbox: Option<Arc<::walls::Sandbox>>,
+}
+
+/// A process ready to start: how, its token at the model gateway (to keep while the process
+/// lives), and its walled tree (to watch while it lives, and release after).
+pub struct Launched {
+    pub launch: Launch,
+    pub pass: Option<crate::gateway::Pass>,
+    pub tree: Option<Arc<::walls::Tree>>,
+}
+
+/// Gives a [`::walls::Confinement`] to the CLI crate's spawn.
+#[derive(Debug)]
+struct Walled(Arc<::walls::Confinement>);
+
+impl claude_cli::Confine for Walled {
+    fn confine(&self, cmd: &mut std::process::Command) {
+        self.0.clone().apply(cmd);
+    }
 }
 
 /// A thread whose profile the daemon no longer has: its turns are refused rather than run with
@@ -81,8 +107,10 @@ impl Launcher {
     ) -> std::io::Result<Launcher> {
         let config_dir = config.claude_config_dir();
         let threads_dir = config.claude_workdir();
+        let homes_dir = config.data_dir.join("homes");
         crate::private_fs::create_dir(&config_dir)?;
         crate::private_fs::create_dir(&threads_dir)?;
+        crate::private_fs::create_dir(&homes_dir)?;
         let daemon_env = |name: &str| std::env::var(name).ok();
         let profiles = profile::all(config, longest_tool_call, approval_denies, &daemon_env)
             .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()))?
@@ -103,16 +131,40 @@ impl Launcher {
             default_profile: profile::default_name(config),
             scheduling_tools: config.claude.scheduling_tools,
             gateway: None,
+            homes_dir,
+            plan: WallPlan::new(config),
+            sandbox: None,
         })
     }
 
     /// Its processes talk to the model through `gateway`, each with a token of its own (the
     /// profiles kept their upstreams out of the environment when `gateway.enabled`).
     pub fn with_gateway(self, gateway: crate::gateway::Gateway) -> Launcher {
+        let port = walls::url_port(gateway.url());
         Launcher {
             gateway: Some(gateway),
+            plan: self.plan.clone().with_model_port(port),
             ..self
         }
+    }
+
+    /// Its processes' trees are walled in by `sandbox` (`sandbox.enabled`).
+    pub fn with_sandbox(self, sandbox: Arc<::walls::Sandbox>) -> Launcher {
+        Launcher {
+            sandbox: Some(sandbox),
+            ..self
+        }
+    }
+
+    /// The walls' plan: the API's port is closed to every tree once bound
+    /// ([`WallPlan::close_port`]); `auto_allow` per profile.
+    pub fn wall_plan(&self) -> &WallPlan {
+        &self.plan
+    }
+
+    /// The machine's walls, when they are on.
+    pub fn sandbox(&self) -> Option<&Arc<::walls::Sandbox>> {
+        self.sandbox.as_ref()
     }
 
     /// The profile `name` (the default when `None`), or why there is none.
@@ -145,13 +197,13 @@ impl Launcher {
             model,
             thread.output_schema.as_ref(),
         );
-        (spec.workdir, spec.config_dir) = self.dirs_of(thread);
+        spec.workdir = self.dirs_of(thread).0;
         spec.options.fork_session = forking;
         spec.resume = thread
             .cli_session_id
             .clone()
             .or_else(|| thread.forked_session.clone());
-        Ok(spec)
+        Ok(self.walled(spec))
     }
 
     /// The spec of a thread about to be created from `new`, were its id `thread` (the id a
@@ -173,14 +225,14 @@ impl Launcher {
         if let Some(worktree) = worktree {
             spec.workdir = worktree.to_path_buf();
         }
-        Ok(spec)
+        Ok(self.walled(spec))
     }
 
     /// A parked spare's spec: the default profile's options, in the folder of the thread id
     /// reserved for it.
     pub fn spare_spec(&self, thread: &ThreadId) -> ProcessSpec {
         let profile = &self.profiles[self.default_profile];
-        fresh_spec(self, profile, thread, None, None)
+        self.walled(fresh_spec(self, profile, thread, None, None))
     }
 
     /// The spec of a spare parked for the next worktree thread of `profile`: its options, in
@@ -192,19 +244,48 @@ impl Launcher {
         worktree: PathBuf,
     ) -> Result<ProcessSpec, UnknownProfile> {
         let profile = self.profile(Some(profile))?;
-        Ok(ProcessSpec {
+        Ok(self.walled(ProcessSpec {
             workdir: worktree,
             ..fresh_spec(self, profile, thread, None, None)
-        })
+        }))
     }
 
-    /// How a process of `spec` starts, and its token at the model gateway (to keep while the
-    /// process lives). Creates a thread's own folder (mode 0700) and config dir; a workspace must
-    /// be there already (`NotFound` otherwise: never another folder).
-    pub fn launch(
-        &self,
-        spec: &ProcessSpec,
-    ) -> std::io::Result<(Launch, Option<crate::gateway::Pass>)> {
+    /// `spec` with its walls (none with `sandbox.enabled = false`): its folder (and a worktree's
+    /// git dir), its config dir, HOME and temp dir read and written.
+    fn walled(&self, spec: ProcessSpec) -> ProcessSpec {
+        if self.sandbox.is_none() {
+            return spec;
+        }
+        let (home, tmp) = self.home_of(&spec.thread);
+        let mut own = vec![spec.workdir.clone(), spec.config_dir.clone(), home, tmp];
+        own.extend(git_common_dir(&spec.workdir));
+        let upstream = self.profile(Some(&spec.profile)).ok().and_then(|profile| {
+            let url = profile
+                .env()
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "ANTHROPIC_BASE_URL")
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("https://api.anthropic.com");
+            walls::url_port(url)
+        });
+        let walls = self.plan.walls(&spec.profile, own, upstream);
+        ProcessSpec {
+            walls: Some(walls),
+            ..spec
+        }
+    }
+
+    /// `thread`'s HOME and temp dir (not created).
+    fn home_of(&self, thread: &ThreadId) -> (PathBuf, PathBuf) {
+        let base = thread_workdir(&self.homes_dir, thread);
+        (base.join("home"), base.join("tmp"))
+    }
+
+    /// How a process of `spec` starts, its token at the model gateway, and its walled tree.
+    /// Creates a thread's own folder (mode 0700), config dir, HOME and temp dir; a workspace
+    /// must be there already (`NotFound` otherwise: never another folder).
+    pub fn launch(&self, spec: &ProcessSpec) -> std::io::Result<Launched> {
         if spec.workdir.starts_with(&self.threads_dir) {
             crate::private_fs::create_dir(&spec.workdir)?;
         } else if !spec.workdir.is_dir() {
@@ -214,6 +295,10 @@ impl Launcher {
             ));
         }
         crate::private_fs::create_dir(&spec.config_dir)?;
+        self.share_login(&spec.config_dir)?;
+        let (home, tmp) = self.home_of(&spec.thread);
+        crate::private_fs::create_dir(&home)?;
+        crate::private_fs::create_dir(&tmp)?;
         let profile = self
             .profile(Some(&spec.profile))
             .map_err(|err| std::io::Error::new(std::io::ErrorKind::NotFound, err.to_string()))?;
@@ -235,6 +320,23 @@ impl Launcher {
         if let Some(parent) = &spec.traceparent {
             env.push(("TRACEPARENT".into(), parent.clone()));
         }
+        let (confine, tree) = match (&self.sandbox, &spec.walls) {
+            (Some(sandbox), Some(walls)) => {
+                let path = env
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "PATH")
+                    .map(|(_, v)| walls::walled_path(v, walls));
+                env.retain(|(k, _)| !matches!(k.as_str(), "HOME" | "TMPDIR" | "PATH"));
+                env.push(("HOME".into(), home.display().to_string()));
+                env.push(("TMPDIR".into(), tmp.display().to_string()));
+                env.extend(path.map(|path| ("PATH".to_owned(), path)));
+                let (confinement, tree) = sandbox.wall(&tree_name(&spec.thread), walls)?;
+                let confine: Arc<dyn claude_cli::Confine> = Arc::new(Walled(Arc::new(confinement)));
+                (Some(confine), Some(Arc::new(tree)))
+            }
+            _ => (None, None),
+        };
         let launch = Launch {
             bin: self.bin.clone(),
             config_dir: spec.config_dir.clone(),
@@ -248,29 +350,46 @@ impl Launcher {
             agents: profile.agents().cloned(),
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
+            confine,
         };
-        Ok((launch, pass))
+        Ok(Launched { launch, pass, tree })
+    }
+
+    /// A Claude login (`claude /login`) in the daemon's config dir, copied into a thread's own
+    /// when it has none yet: each thread's CLI has a config dir of its own, and without an API
+    /// key this is how it authenticates (the gateway passes its `Authorization` on).
+    fn share_login(&self, config_dir: &Path) -> std::io::Result<()> {
+        const LOGIN: &str = ".credentials.json";
+        let login = self.config_dir.join(LOGIN);
+        let own = config_dir.join(LOGIN);
+        if config_dir != self.config_dir && login.is_file() && !own.exists() {
+            std::fs::copy(&login, &own)?;
+            std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        }
+        Ok(())
     }
 
     /// Where `thread`'s processes work and keep their CLI state: its workspace, else its own
-    /// folder; a `path` workspace, which others may share, has a CLI project of the thread's own.
+    /// folder; its CLI config dir (settings, sessions' transcripts) is its own.
     fn dirs_of(&self, thread: &ThreadRow) -> (PathBuf, PathBuf) {
+        let config_dir = self.config_dir_of(&thread.id);
         match thread.workspace.as_deref() {
-            None => (self.folder_of(&thread.id), self.config_dir.clone()),
-            Some(workspace @ Workspace::Path { .. }) => (
-                workspace.path().to_path_buf(),
-                thread_workdir(&self.config_dir.join("threads"), &thread.id),
-            ),
-            Some(workspace) => (workspace.path().to_path_buf(), self.config_dir.clone()),
+            None => (self.folder_of(&thread.id), config_dir),
+            Some(workspace) => (workspace.path().to_path_buf(), config_dir),
         }
     }
 
-    /// Removes what is on disk of a deleted thread: its CLI project (the sessions' transcripts)
-    /// and, when it has no workspace, its own folder (a workspace goes as
+    /// `thread`'s own CLI config dir: `<claude config dir>/threads/<thread id>`.
+    fn config_dir_of(&self, thread: &ThreadId) -> PathBuf {
+        thread_workdir(&self.config_dir.join("threads"), thread)
+    }
+
+    /// Removes what is on disk of a deleted thread: its CLI config dir (the sessions'
+    /// transcripts), HOME and temp dir and, when it has no workspace, its own folder (a workspace goes as
     /// `workspaces.on_archive` says, elsewhere). What is gone already is fine.
     pub fn forget(&self, thread: &ThreadRow) -> std::io::Result<()> {
         let (workdir, config_dir) = self.dirs_of(thread);
-        let mut doomed = vec![project_dir_of(&workdir, &config_dir)];
+        let mut doomed = vec![config_dir, thread_workdir(&self.homes_dir, &thread.id)];
         if thread.workspace.is_none() {
             doomed.push(workdir);
         }
@@ -355,7 +474,8 @@ impl Launcher {
     }
 }
 
-/// A new thread's spec on `profile`: its own folder, the daemon's config dir, no session yet.
+/// A new thread's spec on `profile`: its own folder and config dir, no session yet, no walls
+/// yet ([`Launcher::walled`]).
 fn fresh_spec(
     launcher: &Launcher,
     profile: &AgentProfile,
@@ -367,7 +487,7 @@ fn fresh_spec(
         thread: thread.clone(),
         profile: profile.name().to_owned(),
         workdir: launcher.folder_of(thread),
-        config_dir: launcher.config_dir.clone(),
+        config_dir: launcher.config_dir_of(thread),
         options: SpawnOptions {
             json_schema: output_schema.map(crate::mcp::schema::for_cli),
             ..profile.options(model)
@@ -375,7 +495,32 @@ fn fresh_spec(
         mcp_servers: None,
         resume: None,
         traceparent: None,
+        walls: None,
     }
+}
+
+/// The git dir a worktree's `.git` file names, up to the repository's own `.git` (its objects
+/// and refs, which git in the worktree writes); `None` for any other folder.
+fn git_common_dir(workdir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(workdir.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() {
+        gitdir
+    } else {
+        workdir.join(gitdir)
+    };
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .map(|c| gitdir.join(c.trim()))
+        .unwrap_or(gitdir);
+    common.canonicalize().ok()
+}
+
+/// A walled tree's name among the live ones: the thread's, and a count.
+fn tree_name(thread: &ThreadId) -> String {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = thread_workdir(Path::new(""), thread);
+    format!("{}-{n}", name.display())
 }
 
 /// Where the CLI keeps the transcripts of `spec`'s project: `<config dir>/projects/<the

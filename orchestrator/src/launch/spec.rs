@@ -35,6 +35,9 @@ pub struct ProcessSpec {
     /// The W3C `traceparent` of the turn a process is started for: its `TRACEPARENT`. Not part
     /// of what a process fits.
     pub traceparent: Option<String>,
+    /// What the process's tree may touch, and its limits (`None` with `sandbox.enabled =
+    /// false`): raised at spawn, inherited by everything the process starts.
+    pub walls: Option<walls::Walls>,
 }
 
 /// How a running process fits a turn's spec.
@@ -78,6 +81,7 @@ impl ProcessSpec {
             && self.profile == wanted.profile
             && self.workdir == wanted.workdir
             && self.config_dir == wanted.config_dir
+            && self.walls == wanted.walls
             && SpawnOptions {
                 model: wanted.options.model.clone(),
                 permission_mode: wanted.options.permission_mode.clone(),
@@ -111,6 +115,7 @@ mod tests {
             mcp_servers: None,
             resume: None,
             traceparent: None,
+            walls: None,
         }
     }
 

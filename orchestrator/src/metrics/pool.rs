@@ -35,6 +35,8 @@ series! {
         evictions: Family<CauseLabel, Counter> = evictions_at_zero() => "pool_evictions",
             "Processes let go by the pool, by cause (replaced = model change)";
         live: Gauge => "pool_live_processes", "claude processes alive now";
+        wall_breaches: Family<LimitLabel, Counter> = breaches_at_zero() => "wall_breaches",
+            "Processes the walls stopped, by the limit their tree reached (memory, processes)";
         pss_bytes: Gauge => "pool_pss_bytes",
             "PSS of the live claude processes together (smaps_rollup), read at each scrape";
         private_bytes: Gauge => "pool_private_bytes",
@@ -65,6 +67,22 @@ struct ReasonLabel {
 
 /// Why a parked spare was dropped when a new thread came to take it.
 const SPARE_FAILURES: [&str; 2] = ["no_answer", "process_died"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabel {
+    limit: &'static str,
+}
+
+/// The limits of a walled tree, as labelled.
+pub const WALL_LIMITS: [&str; 2] = ["memory", "processes"];
+
+fn breaches_at_zero() -> Family<LimitLabel, Counter> {
+    let breaches = Family::<LimitLabel, Counter>::default();
+    for limit in WALL_LIMITS {
+        let _ = breaches.get_or_create(&LimitLabel { limit });
+    }
+    breaches
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabel {
@@ -228,6 +246,16 @@ impl PoolMetrics {
     }
     pub fn reaped(&self) {
         self.live.dec();
+    }
+    /// The walls stopped a process; `limit` is one of [`WALL_LIMITS`].
+    pub fn wall_breach(&self, limit: &str) {
+        let limit = WALL_LIMITS
+            .into_iter()
+            .find(|known| *known == limit)
+            .unwrap_or("memory");
+        self.wall_breaches
+            .get_or_create(&LimitLabel { limit })
+            .inc();
     }
     /// A process was let go; `cause` is one of [`EVICTION_CAUSES`].
     pub fn evicted(&self, cause: &'static str) {

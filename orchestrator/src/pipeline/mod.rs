@@ -37,6 +37,7 @@ mod spans;
 mod tally;
 mod threads;
 mod turn;
+mod walls;
 
 pub use crate::throttle::ThrottleSettings;
 pub use threads::Archived;

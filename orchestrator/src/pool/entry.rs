@@ -40,6 +40,10 @@ pub(super) struct Entry {
     pub(super) transcript_stored: watch::Receiver<u64>,
     /// When a checkout started it: the steps of its start, for the turn's trace.
     pub(super) born: std::sync::OnceLock<Born>,
+    /// Its walled tree (`None` without walls): limits, usage.
+    pub(super) tree: Option<Arc<walls::Tree>>,
+    /// Set when the walls stopped the process itself: why its turn ended.
+    pub(super) stopped: std::sync::OnceLock<walls::Breach>,
 }
 
 /// How a process started for a checkout: asked for at `asked`, given a slot at `slot`, ready at
@@ -59,6 +63,7 @@ impl Entry {
         start: SessionStart,
         calls: Arc<Inboxes>,
         transcript_stored: watch::Receiver<u64>,
+        tree: Option<Arc<walls::Tree>>,
     ) -> Entry {
         Entry {
             process,
@@ -73,6 +78,16 @@ impl Entry {
             calls,
             transcript_stored,
             born: std::sync::OnceLock::new(),
+            tree,
+            stopped: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Why the process went away mid-turn: its walls' limit when they stopped it.
+    pub(super) fn died(&self, err: claude_cli::CliError) -> crate::turn_error::TurnError {
+        match self.stopped.get() {
+            Some(breach) => crate::turn_error::TurnError::WallLimit(breach.message.clone()),
+            None => err.into(),
         }
     }
 

@@ -279,7 +279,7 @@ impl LeasedTurn<'_> {
                 HostCall::Tool(call) => TurnItem::ToolCall(call),
                 HostCall::Permission(request) => TurnItem::Permission(request),
             }),
-            step = self.events.next() => match step? {
+            step = self.events.next() => match step.map_err(|err| self.entry.died(err))? {
                 Step::Event(event) => Ok(TurnItem::Event(event)),
                 Step::ModelCall(call) => Ok(TurnItem::ModelCall(call)),
                 Step::Alive => Ok(TurnItem::Alive),

@@ -182,6 +182,10 @@ struct Inner {
     /// the receiver is taken once ([`Pool::take_cli_turns`]).
     cli_turns: mpsc::UnboundedSender<CliTurn>,
     cli_turns_rx: Mutex<Option<mpsc::UnboundedReceiver<CliTurn>>>,
+    /// What the walls stopped, by thread, for the pipeline to record; taken once
+    /// ([`Pool::take_breaches`]).
+    breaches: mpsc::UnboundedSender<(ThreadId, walls::Breach)>,
+    breaches_rx: Mutex<Option<mpsc::UnboundedReceiver<(ThreadId, walls::Breach)>>>,
     /// How often a process with pending work is touched, so it does not expire idle.
     keep_alive_every: Duration,
 }
@@ -196,6 +200,7 @@ impl Pool {
     ) -> Pool {
         let metrics = PoolMetrics::default();
         let (cli_turns, cli_turns_rx) = mpsc::unbounded_channel();
+        let (breaches, breaches_rx) = mpsc::unbounded_channel();
         // More spares than half the pool would be guesses crowding out threads.
         let ceiling = usize::try_from(settings.capacity / 2).unwrap_or(usize::MAX);
         let state = Arc::new(Shared::new(State::new(
@@ -244,6 +249,8 @@ impl Pool {
                 tasks: TaskTracker::new(),
                 cli_turns,
                 cli_turns_rx: Mutex::new(Some(cli_turns_rx)),
+                breaches,
+                breaches_rx: Mutex::new(Some(breaches_rx)),
                 keep_alive_every: settings.idle_ttl / 2,
             }),
         }
@@ -253,6 +260,11 @@ impl Pool {
     /// without `claude.scheduling_tools`, such a turn retires its process instead.
     pub fn take_cli_turns(&self) -> Option<mpsc::UnboundedReceiver<CliTurn>> {
         lock(&self.inner.cli_turns_rx).take()
+    }
+
+    /// What the walls stopped, by thread, as it happens; `None` once taken.
+    pub fn take_breaches(&self) -> Option<mpsc::UnboundedReceiver<(ThreadId, walls::Breach)>> {
+        lock(&self.inner.breaches_rx).take()
     }
 
     /// How the pool starts processes: each thread's spec and launch (the bench replays a new

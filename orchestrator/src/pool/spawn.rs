@@ -97,8 +97,8 @@ impl Pool {
         permit: OwnedSemaphorePermit,
     ) -> Result<Arc<Entry>, SpawnError> {
         let inner = &self.inner;
-        // The process's token at the model gateway: valid while it lives.
-        let (launch, pass) = inner
+        // The process's token at the model gateway: valid while it lives; so is its tree.
+        let crate::launch::Launched { launch, pass, tree } = inner
             .launcher
             .launch(spec)
             .map_err(|err| self.folder_error(err))?;
@@ -109,6 +109,9 @@ impl Pool {
         let started_process =
             CliProcess::spawn(&launch, &spec.options, resume, &inner.tasks).await?;
         let (process, requests) = (started_process.process, started_process.requests);
+        if let Some(tree) = &tree {
+            tree.started(process.pid());
+        }
         let (stored_tx, transcript_stored) = watch::channel(0);
         // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
         let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
@@ -161,7 +164,13 @@ impl Pool {
             start,
             calls,
             transcript_stored,
+            tree.clone(),
         ));
+        if let Some(tree) = tree {
+            inner
+                .tasks
+                .spawn(self.clone().watch_walls(entry.clone(), tree));
+        }
         entry.one_turn.store(overflow, Ordering::SeqCst);
         inner.state.lock().started(entry.clone());
         inner.tasks.spawn(
@@ -187,4 +196,38 @@ impl Pool {
         });
         Ok(entry)
     }
+
+    /// Checks `entry`'s tree against its limits while the process lives (every
+    /// [`WALLS_CHECK_EVERY`]): what was stopped goes to the pipeline; when the process itself
+    /// was, its turn ends saying so. Once the process is gone, what is left of its tree is
+    /// killed and its cgroups removed.
+    async fn watch_walls(self, entry: Arc<Entry>, tree: Arc<walls::Tree>) {
+        let thread = entry.spec.thread.clone();
+        let mut tick = tokio::time::interval(WALLS_CHECK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = entry.process.wait_exit() => break,
+                _ = tick.tick() => {}
+            }
+            let checked = tree.clone();
+            let Ok(breaches) = tokio::task::spawn_blocking(move || checked.check()).await else {
+                break;
+            };
+            for breach in breaches {
+                warn!(thread_id = %thread, limit = breach.limit.as_str(), pid = breach.pid, command = %breach.command, "The walls stopped a process.");
+                self.inner.metrics.wall_breach(breach.limit.as_str());
+                if breach.root {
+                    let _ = entry.stopped.set(breach.clone());
+                    entry.retired.store(true, Ordering::SeqCst);
+                }
+                let _ = self.inner.breaches.send((thread.clone(), breach));
+            }
+        }
+        let _ = tokio::task::spawn_blocking(move || tree.release()).await;
+    }
 }
+
+/// How often a walled tree's limits are checked: how long a tree at its memory limit waits
+/// before one of its processes is stopped.
+const WALLS_CHECK_EVERY: Duration = Duration::from_millis(100);

@@ -43,6 +43,62 @@ pub struct ProcessInfo {
     /// Crons and background tasks the CLI reported pending at its last turn's end
     /// (`claude.scheduling_tools`): while any are, the process is never evicted.
     pub pending_work: usize,
+    /// Its tree's walls (`[sandbox]`); `None` when they are off.
+    pub walls: Option<WallsInfo>,
+}
+
+/// What a process's tree may touch and use, and what it uses now.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WallsInfo {
+    /// Most memory of the tree, in MiB.
+    pub memory_max_mb: Option<u64>,
+    /// Most tasks (processes and their threads) of the tree at once.
+    pub max_processes: Option<u64>,
+    /// Its CPU weight against other trees (100: an equal share).
+    pub cpu_weight: Option<u64>,
+    /// `cgroup` when the kernel holds the limits, `watch` when the daemon samples them.
+    pub limits_held_by: String,
+    /// The TCP ports it may connect to; `null` when it may connect to every port but
+    /// `closedPorts`.
+    pub connect_ports: Option<Vec<u16>>,
+    /// With every other port open: the ports still closed (the daemon's own).
+    pub closed_ports: Option<Vec<u16>>,
+    /// What it reads and writes: its folders and the devices.
+    pub read_write: Vec<String>,
+    /// Its memory now, in bytes (the cgroup's, page cache included); only with cgroups.
+    pub memory_bytes: Option<u64>,
+    /// Its tasks now; only with cgroups.
+    pub processes: Option<u64>,
+}
+
+impl WallsInfo {
+    fn of(walls: &walls::Walls, tree: &walls::Tree) -> WallsInfo {
+        let usage = if tree.mechanism() == "cgroup" {
+            tree.usage()
+        } else {
+            walls::Usage::default()
+        };
+        let (connect_ports, closed_ports) = match &walls.connect {
+            walls::Connect::Only(ports) => (Some(ports.iter().copied().collect()), None),
+            walls::Connect::AllBut(closed) => (None, Some(closed.iter().copied().collect())),
+        };
+        WallsInfo {
+            memory_max_mb: walls.limits.memory_mb,
+            max_processes: walls.limits.processes,
+            cpu_weight: walls.limits.cpu_weight,
+            limits_held_by: tree.mechanism().to_owned(),
+            connect_ports,
+            closed_ports,
+            read_write: walls
+                .read_write
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            memory_bytes: usage.memory_bytes,
+            processes: usage.processes,
+        }
+    }
 }
 
 impl Pool {
@@ -78,6 +134,12 @@ impl Pool {
                     pss_bytes: memory.map(|m| m.pss),
                     private_bytes: memory.map(|m| m.private),
                     pending_work: e.calls.pending_work.load(Ordering::SeqCst),
+                    walls: e
+                        .spec
+                        .walls
+                        .as_ref()
+                        .zip(e.tree.as_deref())
+                        .map(|(walls, tree)| WallsInfo::of(walls, tree)),
                 }
             })
             .collect();

@@ -235,6 +235,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         external_mcp_servers: None,
         agents: None,
         stop_hook: false,
+        confine: None,
     };
     let options = SpawnOptions {
         permission_prompt_tool: Some("stdio".into()),

@@ -38,5 +38,6 @@ mod tools;
 mod traces;
 mod transcripts;
 mod usage;
+mod walls;
 mod webhooks;
 mod workspaces;

@@ -303,8 +303,13 @@ async fn daemon_argv(
     without: Without,
 ) -> anyhow::Result<(Steps, Driven)> {
     let mut spec = new_thread_spec(daemon).await?;
-    // The token at the gateway lives as long as `pass`: kept with the process.
-    let (mut launch, pass) = daemon.daemon().pool.launcher().launch(&spec)?;
+    // The token at the gateway lives as long as `pass`, the walled tree as long as `tree`: kept
+    // with the process.
+    let orchestrator::launch::Launched {
+        mut launch,
+        pass,
+        tree,
+    } = daemon.daemon().pool.launcher().launch(&spec)?;
     match without {
         Without::Nothing => {}
         Without::Mirror => spec.options.session_mirror = false,
@@ -315,8 +320,11 @@ async fn daemon_argv(
             .for_each(|s| s.manifest = None),
     }
     let spawned = Instant::now();
-    let child = launch
-        .command(&spec.options, None)
+    let mut command = launch.command(&spec.options, None);
+    if let Some(confine) = &launch.confine {
+        confine.confine(command.as_std_mut());
+    }
+    let child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -327,7 +335,15 @@ async fn daemon_argv(
         launch.stop_hook,
         launch.agents.as_ref(),
     );
-    first_turn(child, Box::new(pass), initialize, tools, true, spawned).await
+    first_turn(
+        child,
+        Box::new((pass, tree)),
+        initialize,
+        tools,
+        true,
+        spawned,
+    )
+    .await
 }
 
 /// A process started as `claude-agent-sdk` starts a fresh `query()` with the bench's options,

@@ -1,0 +1,330 @@
+//! The walls of each thread's process tree ([`walls::Walls`]), built once per spec from the
+//! thread's folders, its profile's `sandbox` table and `[sandbox]`, and raised at spawn by
+//! [`walls::Sandbox::wall`] (SECURITY.md, "What isolates threads").
+//!
+//! A thread's tree reads and writes its folder (or workspace, with a worktree's git dir), its
+//! own CLI config dir, HOME and temp dir; it reads the system (`/etc` without its secrets), the
+//! CLI's install and what `sandbox.read_only` and the profile's plugin folders add; nothing else.
+//! It connects to the model gateway (or, with the gateway off, the upstream's port) and to what
+//! its profile's `network` and `ports` allow.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ::walls::{Connect, Limits, Walls};
+
+use crate::config::{Config, Network, ProfileSandbox};
+
+/// System folders every tree reads (those that exist).
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/sys",
+];
+
+/// Devices every tree reads and writes.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// What of `/etc` no tree reads: password hashes, host keys, privileges, private keys, the
+/// operator's own configuration.
+const ETC_SECRETS: &[&str] = &[
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "ssh",
+    "sudoers",
+    "sudoers.d",
+    "ssl/private",
+    "security/opasswd",
+    "credstore",
+    "credstore.encrypted",
+    "harness",
+    "NetworkManager/system-connections",
+    "wireguard",
+    "letsencrypt",
+];
+
+/// Everything the daemon needs to wall any thread's tree.
+#[derive(Clone, Debug)]
+pub struct WallPlan {
+    /// Read by every tree.
+    read_only: BTreeSet<PathBuf>,
+    /// Read and written by every tree (devices, `sandbox.read_write`).
+    read_write: BTreeSet<PathBuf>,
+    /// Each profile's walls, every field set.
+    profiles: BTreeMap<String, ProfileSandbox>,
+    /// The port children reach the model at: the gateway's, or the upstream's without it.
+    model_port: Option<u16>,
+    /// The daemon's own ports, closed even under `network = "open"`; the API's is added once
+    /// it is bound.
+    own_ports: Arc<Mutex<BTreeSet<u16>>>,
+}
+
+impl WallPlan {
+    /// The plan of `config`'s daemon, whose CLI is `bin` (its install is read-only).
+    pub fn new(config: &Config) -> WallPlan {
+        let mut read_only: BTreeSet<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+        read_only.extend(etc_readable(Path::new("/etc")));
+        read_only.insert(install_of(&config.claude.bin));
+        read_only.extend(config.sandbox.read_only.iter().cloned());
+        let mut read_write: BTreeSet<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
+        read_write.extend(config.sandbox.read_write.iter().cloned());
+        let mut profiles = BTreeMap::new();
+        for name in config.profile_names() {
+            let own = config
+                .profiles
+                .get(&name)
+                .map(|p| p.sandbox.clone())
+                .unwrap_or_default();
+            let mut walls = config.sandbox.of(&own);
+            if let Some(table) = config.profiles.get(&name) {
+                read_only.extend(table.plugin_dirs.iter().cloned());
+                for server in table.mcp_servers.values() {
+                    // A stdio server's program is read; an HTTP server's port is reached.
+                    if server.command.is_absolute() {
+                        read_only.extend(server.command.parent().map(Path::to_path_buf));
+                    }
+                    walls.ports.extend(server.url.as_deref().and_then(url_port));
+                }
+            }
+            profiles.insert(name.clone(), walls);
+        }
+        let mut own_ports = BTreeSet::new();
+        if config.bind.port() != 0 {
+            own_ports.insert(config.bind.port());
+        }
+        if let Some(port) = config.db.as_deref().and_then(postgres_port) {
+            own_ports.insert(port);
+        }
+        WallPlan {
+            read_only,
+            read_write,
+            profiles,
+            model_port: None,
+            own_ports: Arc::new(Mutex::new(own_ports)),
+        }
+    }
+
+    /// Children reach the model at `port`.
+    pub fn with_model_port(self, port: Option<u16>) -> WallPlan {
+        WallPlan {
+            model_port: port,
+            ..self
+        }
+    }
+
+    /// Closes `port` (the API's, once bound) to every tree, whatever its network.
+    pub fn close_port(&self, port: u16) {
+        crate::sync::lock(&self.own_ports).insert(port);
+    }
+
+    /// True when `profile` lets commands run without asking (`auto_allow`).
+    pub fn auto_allow(&self, profile: &str) -> bool {
+        self.profiles
+            .get(profile)
+            .and_then(|walls| walls.auto_allow)
+            .unwrap_or(false)
+    }
+
+    /// The walls of a tree of `profile` whose own folders are `own` (read and written), and
+    /// which reaches the model at `model_port` when the plan has no port of its own (the
+    /// upstream a profile's environment names, with the gateway off).
+    pub fn walls(
+        &self,
+        profile: &str,
+        own: impl IntoIterator<Item = PathBuf>,
+        upstream_port: Option<u16>,
+    ) -> Walls {
+        let settings = self.profiles.get(profile).cloned().unwrap_or_default();
+        let mut ports: BTreeSet<u16> = settings.ports.iter().copied().collect();
+        ports.extend(self.model_port.or(upstream_port));
+        let connect = match settings.network.unwrap_or(Network::None) {
+            Network::None => Connect::Only(ports),
+            Network::Web => {
+                ports.extend([80, 443]);
+                Connect::Only(ports)
+            }
+            Network::Open => {
+                let mut closed = crate::sync::lock(&self.own_ports).clone();
+                closed.retain(|port| !ports.contains(port));
+                Connect::AllBut(closed)
+            }
+        };
+        let mut read_write = self.read_write.clone();
+        read_write.extend(own);
+        Walls {
+            read_write,
+            read_only: self.read_only.clone(),
+            connect,
+            limits: Limits {
+                memory_mb: settings.memory_max_mb,
+                processes: settings.max_processes,
+                cpu_weight: settings.cpu_weight,
+            },
+        }
+    }
+}
+
+/// What of `etc` every tree may read: each entry but [`ETC_SECRETS`], looking inside those that
+/// hold a secret deeper down.
+fn etc_readable(etc: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, relative: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let inside = relative.join(entry.file_name());
+            let name = inside.to_string_lossy();
+            if ETC_SECRETS.contains(&name.as_ref()) {
+                continue;
+            }
+            let holds_secret = ETC_SECRETS
+                .iter()
+                .any(|secret| Path::new(secret).starts_with(&inside));
+            if holds_secret && entry.path().is_dir() {
+                walk(&entry.path(), &inside, out);
+            } else {
+                out.push(entry.path());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(etc, Path::new(""), &mut out);
+    out
+}
+
+/// The CLI's install: the folder holding the `node_modules` its binary resolves into, else the
+/// binary's own folder.
+fn install_of(bin: &Path) -> PathBuf {
+    let real = bin
+        .canonicalize()
+        .or_else(|_| which(bin))
+        .unwrap_or_else(|_| bin.to_path_buf());
+    real.ancestors()
+        .find(|dir| dir.file_name().is_some_and(|name| name == "node_modules"))
+        .and_then(Path::parent)
+        .or_else(|| real.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or(real)
+}
+
+/// `bin` found on the daemon's `PATH`, resolved.
+fn which(bin: &Path) -> std::io::Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(bin))
+        .find(|candidate| candidate.is_file())
+        .map(|found| found.canonicalize().unwrap_or(found))
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+}
+
+/// The port of a `postgres://` URL (5432 when it names none).
+fn postgres_port(url: &str) -> Option<u16> {
+    let rest = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))?;
+    let host = rest.rsplit('@').next()?.split(['/', '?']).next()?;
+    Some(
+        host.rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or(5432),
+    )
+}
+
+/// The port of an `http(s)://` URL (80 or 443 when it names none).
+pub fn url_port(url: &str) -> Option<u16> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+            port.parse().ok()
+        }
+        _ => match scheme {
+            "https" => Some(443),
+            "http" => Some(80),
+            _ => None,
+        },
+    }
+}
+
+/// `PATH` with the folders a tree cannot read left out (a shim under the operator's home would
+/// be found first and then refused).
+pub fn walled_path(path: &str, walls: &Walls) -> String {
+    let readable = |dir: &Path| {
+        walls
+            .read_only
+            .iter()
+            .chain(&walls.read_write)
+            .any(|root| dir.starts_with(root))
+    };
+    std::env::split_paths(path)
+        .filter(|dir| readable(dir))
+        .map(|dir| dir.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etc_is_readable_but_for_its_secrets() {
+        let etc = tempfile::tempdir().expect("tmp");
+        for dir in ["ssl/certs", "ssl/private", "ssh", "apt"] {
+            std::fs::create_dir_all(etc.path().join(dir)).expect("dir");
+        }
+        for file in ["shadow", "passwd", "hosts"] {
+            std::fs::write(etc.path().join(file), "x").expect("file");
+        }
+        let mut readable: Vec<String> = etc_readable(etc.path())
+            .iter()
+            .map(|p| {
+                p.strip_prefix(etc.path())
+                    .expect("inside")
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        readable.sort();
+        assert_eq!(readable, ["apt", "hosts", "passwd", "ssl/certs"]);
+    }
+
+    #[test]
+    fn ports_of_urls() {
+        assert_eq!(url_port("http://127.0.0.1:4000/v1"), Some(4000));
+        assert_eq!(url_port("https://api.anthropic.com"), Some(443));
+        assert_eq!(url_port("http://[::1]:81"), Some(81));
+        assert_eq!(url_port("http://[::1]"), Some(80));
+        assert_eq!(
+            postgres_port("postgres://u:p@127.0.0.1:6000/db"),
+            Some(6000)
+        );
+        assert_eq!(postgres_port("postgres://localhost/db"), Some(5432));
+        assert_eq!(postgres_port("sqlite://x"), None);
+    }
+
+    #[test]
+    fn path_keeps_what_the_walls_let_a_tree_read() {
+        let walls = Walls {
+            read_only: [PathBuf::from("/usr"), PathBuf::from("/bin")]
+                .into_iter()
+                .collect(),
+            ..Walls::default()
+        };
+        assert_eq!(
+            walled_path("/root/.pyenv/shims:/usr/local/bin:/usr/bin:/bin", &walls),
+            "/usr/local/bin:/usr/bin:/bin"
+        );
+    }
+}
