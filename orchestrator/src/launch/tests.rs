@@ -32,7 +32,7 @@ fn the_cli_waits_on_our_tools_longer_than_the_longest_of_them() {
     let launch = launcher
         .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
         .unwrap()
-        .0;
+        .launch;
     assert_eq!(launch.sdk_mcp_servers[0].timeout_ms, 940_000);
 }
 
@@ -139,7 +139,7 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
         launcher
             .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
             .unwrap()
-            .0
+            .launch
             .stop_hook
     );
 }
@@ -237,8 +237,11 @@ fn the_session_file_is_where_the_cli_looks_for_it() {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
+    // In the thread's own config dir.
     let file = config
         .claude_config_dir()
+        .join("threads")
+        .join("thr_a_b")
         .join("projects")
         .join(&key)
         .join("s-1.jsonl");

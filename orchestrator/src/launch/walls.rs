@@ -245,11 +245,14 @@ pub fn url_port(url: &str) -> Option<u16> {
     let (scheme, rest) = url.split_once("://")?;
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit('@').next()?;
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
-            port.parse().ok()
-        }
-        _ => match scheme {
+    let port = match authority.strip_prefix('[') {
+        // An IPv6 literal: `[::1]:81`.
+        Some(v6) => v6.split_once(']')?.1.strip_prefix(':'),
+        None => authority.rsplit_once(':').map(|(_, port)| port),
+    };
+    match port {
+        Some(port) => port.parse().ok(),
+        None => match scheme {
             "https" => Some(443),
             "http" => Some(80),
             _ => None,

@@ -148,6 +148,10 @@ fn every_series_renders_as_dashboards_expect() {
         # HELP harness_pool_live_processes claude processes alive now.
         # TYPE harness_pool_live_processes gauge
         harness_pool_live_processes 1
+        # HELP harness_wall_breaches Processes the walls stopped, by the limit their tree reached (memory, processes).
+        # TYPE harness_wall_breaches counter
+        harness_wall_breaches_total{limit="memory"} 0
+        harness_wall_breaches_total{limit="processes"} 0
         # HELP harness_pool_pss_bytes PSS of the live claude processes together (smaps_rollup), read at each scrape.
         # TYPE harness_pool_pss_bytes gauge
         harness_pool_pss_bytes 0
