@@ -89,10 +89,9 @@ impl WallPlan {
             if let Some(table) = config.profiles.get(&name) {
                 read_only.extend(table.plugin_dirs.iter().cloned());
                 for server in table.mcp_servers.values() {
-                    // A stdio server's program is read; an HTTP server's port is reached.
-                    if server.command.is_absolute() {
-                        read_only.extend(server.command.parent().map(Path::to_path_buf));
-                    }
+                    // A stdio server's program (with its prefix: a venv, say) and the files
+                    // its arguments name are read; an HTTP server's port is reached.
+                    read_only.extend(program_dirs(&server.command, &server.args));
                     walls.ports.extend(server.url.as_deref().and_then(url_port));
                 }
             }
@@ -200,6 +199,28 @@ fn etc_readable(etc: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     walk(etc, Path::new(""), &mut out);
     out
+}
+
+/// What a stdio MCP server needs to read: the folder of its program (an absolute path, and the
+/// one it links to), that folder's parent when it is a `bin` (a venv or a prefix, whose
+/// libraries it loads), and each absolute path among its arguments that is there (a script).
+fn program_dirs(command: &Path, args: &[String]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let real = command.canonicalize().ok();
+    for program in std::iter::once(command).chain(real.as_deref()) {
+        if let Some(folder) = program.parent().filter(|_| program.is_absolute()) {
+            dirs.push(folder.to_path_buf());
+            if folder.file_name().is_some_and(|name| name == "bin") {
+                dirs.extend(folder.parent().map(Path::to_path_buf));
+            }
+        }
+    }
+    dirs.extend(
+        args.iter()
+            .map(PathBuf::from)
+            .filter(|arg| arg.is_absolute() && arg.exists()),
+    );
+    dirs
 }
 
 /// The CLI's install: the folder holding the `node_modules` its binary resolves into, else the

@@ -17,15 +17,19 @@ use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, eventually_async};
 
-/// The folder under `<config>/projects/` that holds `session`'s transcript.
+/// The folder under `<config>/threads/<thread>/projects/` (each thread's own CLI config dir)
+/// that holds `session`'s transcript.
 fn project_dir_of(config_dir: &Path, session: &str) -> PathBuf {
-    let projects = config_dir.join("projects");
-    std::fs::read_dir(&projects)
-        .expect("the CLI keeps projects")
+    let threads = config_dir.join("threads");
+    std::fs::read_dir(&threads)
+        .expect("each thread has a config dir")
+        .filter_map(Result::ok)
+        .filter_map(|thread| std::fs::read_dir(thread.path().join("projects")).ok())
+        .flatten()
         .filter_map(Result::ok)
         .map(|e| e.path())
         .find(|dir| dir.join(format!("{session}.jsonl")).exists())
-        .unwrap_or_else(|| panic!("no transcript of {session} under {}", projects.display()))
+        .unwrap_or_else(|| panic!("no transcript of {session} under {}", threads.display()))
 }
 
 async fn session_of(daemon: &TestDaemon, thread: &str) -> String {

@@ -76,10 +76,15 @@ async fn a_new_threads_first_turn_runs_on_the_parked_spare_and_a_new_one_is_park
         "one session"
     );
 
-    // The session lives in the thread's own project folder.
+    // The session lives in the thread's own project folder, in its own config dir.
     let (_, body) = daemon.get(&format!("/api/threads/{thread}")).await;
     let session = body["cliSessionId"].as_str().expect("a session").to_owned();
-    let projects = daemon.config.claude_config_dir().join("projects");
+    let projects = daemon
+        .config
+        .claude_config_dir()
+        .join("threads")
+        .join(&thread)
+        .join("projects");
     let project = std::fs::read_dir(&projects)
         .expect("projects")
         .filter_map(Result::ok)

@@ -98,15 +98,13 @@ async fn a_wiped_claude_dir_resumes_from_the_stored_transcript() {
     );
     assert!(entries.iter().all(|e| e.session_id.as_str() == session));
     let config_dir = daemon.data_dir().join("claude");
-    assert!(config_dir.join("projects").is_dir());
+    let projects = config_dir.join("threads").join(&thread).join("projects");
+    assert!(projects.is_dir(), "{}", projects.display());
 
     let daemon = daemon
         .restart_after(|data| std::fs::remove_dir_all(data.join("claude")).expect("wiped"))
         .await;
-    assert!(
-        !config_dir.join("projects").exists(),
-        "the CLI's files are gone"
-    );
+    assert!(!projects.exists(), "the CLI's files are gone");
     assert_eq!(
         daemon.reply(&thread, "what were the words?").await,
         "echo: what were the words?"

@@ -15,6 +15,7 @@ use crate::support;
 
 /// Built-in `Bash`, every call allowed: only the walls stand.
 fn bash_allowed(config: &mut Config) {
+    config.sandbox.enabled = true;
     config.claude.builtin_tools = Some("Bash".into());
     config.approvals.mode = ApprovalMode::Allow;
 }
