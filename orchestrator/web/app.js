@@ -449,6 +449,20 @@ function labelled(label, text) {
   return box;
 }
 
+/** The thread's walls stopped a process: a line among the thread's turns, as text. */
+function limitReached(data) {
+  const note = document.createElement('div');
+  note.className = 'limit-reached';
+  note.setAttribute('data-testid', 'limit-reached');
+  const limit = data.limit === 'memory'
+    ? `memory limit of ${data.max} MiB` : `limit of ${data.max} processes`;
+  const after = data.processStopped
+    ? ' Its turn ended; the next one starts a fresh process.' : '';
+  note.textContent = `The walls stopped ${data.command || 'a process'} (pid ${data.pid}): `
+    + `this thread's ${limit} was reached.${after}`;
+  ui.messages.append(note);
+}
+
 /** Applies one event of the open thread's log; events already seen are skipped by id. */
 function applyEvent(state, event) {
   if (event.id <= state.lastEventId) return;
@@ -474,6 +488,12 @@ function applyEvent(state, event) {
   if (event.kind === 'permission_decided') {
     // Carries no message id: the request it answers is found by its own id.
     permissionDecided(state, data);
+    return;
+  }
+  if (event.kind === 'limit_reached') {
+    // Carries no message id: the walls stopped a process of the thread's tree.
+    limitReached(data);
+    scrollToEnd();
     return;
   }
   const turn = messageId ? state.turns.get(messageId) : null;

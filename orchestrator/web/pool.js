@@ -52,6 +52,7 @@ export function poolPanel(api) {
         String(p.turnsServed),
         p.rssBytes ? `${Math.round(p.rssBytes / 1048576)} MiB` : '–',
         p.privateBytes ? `${Math.round(p.privateBytes / 1048576)} MiB` : '–',
+        walls(p.walls),
         state,
       ];
       tr.append(...cells.map((text) => {
@@ -62,6 +63,15 @@ export function poolPanel(api) {
       return tr;
     });
     ui.poolProcesses.replaceChildren(...rows);
+  }
+
+  /** A tree's walls: its memory and tasks against their limits, or `off`. */
+  function walls(w) {
+    if (!w) return 'off';
+    const mib = (bytes) => (bytes === null || bytes === undefined
+      ? '–' : String(Math.round(bytes / 1048576)));
+    const tasks = w.processes === null || w.processes === undefined ? '–' : String(w.processes);
+    return `${mib(w.memoryBytes)}/${w.memoryMaxMb ?? '∞'} MiB · ${tasks}/${w.maxProcesses ?? '∞'} tasks`;
   }
 
   function seconds(ms) {

@@ -51,9 +51,6 @@ pub fn test_config_at(api_url: &str, dir: &std::path::Path, claude: std::path::P
     config.pool.spares = 0;
     config.pool.workspace_spares = 0;
     config.turn.timeout = Duration::from_secs(120);
-    // The walls have their own tests (`e2e/walls.rs`), which turn them on; the daemon's default
-    // is on, and the binary's tests (`harness/tests`) run with it.
-    config.sandbox.enabled = false;
     config
 }
 

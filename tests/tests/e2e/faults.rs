@@ -624,7 +624,12 @@ async fn an_interrupt_during_a_cold_start_stops_the_turn() {
     .expect("write the wrapper");
     std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod the wrapper");
-    let daemon = TestDaemon::start(&mock, |c| c.claude.bin = slow.clone()).await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.bin = slow.clone();
+        // The wrapper writes its pid beside itself, where the walls let it.
+        c.sandbox.read_write.push(dir.path().to_path_buf());
+    })
+    .await;
     let thread = daemon.create_thread().await;
     let mut events = SseClient::connect(&daemon.base, &thread, None).await;
     let (status, accepted) = daemon

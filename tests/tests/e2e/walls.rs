@@ -20,9 +20,28 @@ fn bash_allowed(config: &mut Config) {
     config.approvals.mode = ApprovalMode::Allow;
 }
 
+/// Where an attacker's commands run: in its own thread, or in a child its thread delegates to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Thread,
+    Delegated,
+}
+
 /// The tool result of `command`, run by `thread`'s model with `Bash` (the mock's reply reports
 /// it); each command ends by printing `EXIT=<its status>`.
 async fn bash(mock: &MockApi, daemon: &TestDaemon, thread: &str, command: &str) -> String {
+    bash_via(Via::Thread, mock, daemon, thread, command).await
+}
+
+/// [`bash`], run `via` the thread itself or a child it delegates to (whose reply, the tool
+/// result, comes back to the thread as its own tool result).
+async fn bash_via(
+    via: Via,
+    mock: &MockApi,
+    daemon: &TestDaemon,
+    thread: &str,
+    command: &str,
+) -> String {
     let trigger = format!("run {:x}", rand_id());
     mock.once_when_prompt_contains(
         &trigger,
@@ -31,7 +50,20 @@ async fn bash(mock: &MockApi, daemon: &TestDaemon, thread: &str, command: &str) 
             json!({"command": format!("{command}; echo EXIT=$?"), "description": "d"}),
         ),
     );
-    daemon.reply(thread, &trigger).await
+    match via {
+        Via::Thread => daemon.reply(thread, &trigger).await,
+        Via::Delegated => {
+            let delegate = format!("delegate {:x}", rand_id());
+            mock.once_when_prompt_contains(
+                &delegate,
+                Reply::tool_use(
+                    "mcp__harness__delegation__delegate",
+                    json!({"prompt": trigger}),
+                ),
+            );
+            daemon.reply(thread, &delegate).await
+        }
+    }
 }
 
 fn rand_id() -> u64 {
@@ -48,8 +80,9 @@ fn folder_of(daemon: &TestDaemon, thread: &str) -> std::path::PathBuf {
     )
 }
 
-/// Every attack fails from `attacker` against `victim`, and ordinary work goes on.
-async fn attacks_fail(mock: &MockApi, daemon: &TestDaemon, attacker: &str, victim: &str) {
+/// Every attack fails from `attacker` (or the child it delegates to) against `victim`, and
+/// ordinary work goes on.
+async fn attacks_fail(via: Via, mock: &MockApi, daemon: &TestDaemon, attacker: &str, victim: &str) {
     const SECRET: &str = "VICTIM-SECRET-5521";
     let written = bash(mock, daemon, victim, &format!("echo {SECRET} > notes.txt")).await;
     assert!(written.contains("EXIT=0"), "{written}");
@@ -92,7 +125,7 @@ async fn attacks_fail(mock: &MockApi, daemon: &TestDaemon, attacker: &str, victi
         ),
     ];
     for (what, command) in attacks {
-        let out = bash(mock, daemon, attacker, &command).await;
+        let out = bash_via(via, mock, daemon, attacker, &command).await;
         assert!(!out.contains("EXIT=0"), "{what} went through: {out}");
         assert!(!out.contains(SECRET), "{what} leaked: {out}");
         assert!(!out.contains("threadId"), "{what} reached the API: {out}");
@@ -100,7 +133,8 @@ async fn attacks_fail(mock: &MockApi, daemon: &TestDaemon, attacker: &str, victi
     assert!(!std::path::Path::new(&planted).exists());
 
     // Ordinary work in its own folder.
-    let work = bash(
+    let work = bash_via(
+        via,
         mock,
         daemon,
         attacker,
@@ -109,6 +143,11 @@ async fn attacks_fail(mock: &MockApi, daemon: &TestDaemon, attacker: &str, victi
     .await;
     assert!(work.contains("mine") && work.contains("42"), "{work}");
     assert!(work.contains("EXIT=0"), "{work}");
+    if via == Via::Delegated {
+        // The commands ran in the child, not the attacker's own thread.
+        assert!(work.contains("tool said: tool said:"), "{work}");
+        assert!(!folder_of(daemon, attacker).join("own.txt").exists());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,7 +156,7 @@ async fn a_threads_commands_stay_inside_its_walls() {
     let daemon = TestDaemon::start(&mock, bash_allowed).await;
     let victim = daemon.create_thread().await;
     let attacker = daemon.create_thread().await;
-    attacks_fail(&mock, &daemon, &attacker, &victim).await;
+    attacks_fail(Via::Thread, &mock, &daemon, &attacker, &victim).await;
 
     // `/api/pool` shows each process's walls.
     let (_, pool) = daemon.get("/api/pool").await;
@@ -151,8 +190,18 @@ async fn a_spare_that_became_a_thread_is_walled_for_it() {
     .await
     .expect("a spare is parked");
     let attacker = daemon.create_thread().await;
-    attacks_fail(&mock, &daemon, &attacker, &victim).await;
+    attacks_fail(Via::Thread, &mock, &daemon, &attacker, &victim).await;
     assert!(daemon.counts().spares_claimed >= 1, "{:?}", daemon.counts());
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegated_child_is_walled_like_any_thread() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, bash_allowed).await;
+    let victim = daemon.create_thread().await;
+    let attacker = daemon.create_thread().await;
+    attacks_fail(Via::Delegated, &mock, &daemon, &attacker, &victim).await;
     daemon.stop().await;
 }
 

@@ -1,5 +1,6 @@
 //! Tool approvals on the page: a permission the CLI asks for shows in its turn with Allow and
-//! Deny, a click decides it, and a reload shows how it was decided.
+//! Deny, a click decides it, and a reload shows how it was decided. And what the walls do
+//! instead of asking: a process they stop shows on the thread's page.
 
 use serde_json::json;
 
@@ -86,4 +87,40 @@ async fn a_permission_shows_in_its_turn_and_allow_and_deny_decide_it() {
         json!(["allowed: Allowed (person)", "denied: Denied (person)"])
     );
     page.finish(false).await;
+}
+
+/// A command the walls stop shows on its thread's page, with the limit it reached, live and
+/// after a reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_the_walls_stop_shows_on_the_page() {
+    let page = Page::open(|c| {
+        c.claude.builtin_tools = Some("Bash".into());
+        c.approvals.mode = ApprovalMode::Allow;
+        c.sandbox.memory_max_mb = 384;
+    })
+    .await;
+    page.new_thread().await;
+    page.mock.once_when_prompt_contains(
+        "grow too big",
+        Reply::tool_use(
+            "Bash",
+            json!({"command": "python3 -c 'b = bytearray(2 * 1024 ** 3)'", "description": "d"}),
+        ),
+    );
+    page.send("grow too big").await;
+    page.wait_last_reply("done", TURN).await;
+    for moment in ["live", "after a reload"] {
+        let shown = page
+            .wait_js(
+                QUICK,
+                &format!("the stop shows ({moment})"),
+                "const n = document.querySelector('[data-testid=limit-reached]');
+                 return n ? n.textContent : null;",
+            )
+            .await;
+        let shown = shown.as_str().unwrap_or_default().to_owned();
+        assert!(shown.contains("memory limit of 384 MiB"), "{shown}");
+        assert!(shown.contains("python"), "{shown}");
+        page.browser.client.refresh().await.expect("reload");
+    }
 }

@@ -3,7 +3,8 @@
 //! straight to a raw CLI process (the floor), a raw process's first turn (idle, warmed, claimed),
 //! an in-process MCP tool call round trip, twice as many threads as pool slots used round-robin
 //! (hit rate), a cold turn step by step beside the Python SDK's flags, CPU per warm turn of the
-//! standard and lean profiles, warm turns among idle processes, concurrency scaling at 1, 4
+//! standard and lean profiles, warm turns among idle processes, the walls on and off (a spare's
+//! first turn, a cold and a warm turn, side by side), concurrency scaling at 1, 4
 //! and 16 threads, the RSS of warm processes, clustering (two nodes on one real PostgreSQL: a warm
 //! turn forwarded to the owner next to one sent to it directly, and failover after the owner dies),
 //! threads on git worktrees of a repository of 10,000 files (creation, first turns) and, when `python3` is there, the official Python `claude-agent-sdk` on the same CLI and mock (in separate runs, then turn by turn with Harness).
@@ -15,7 +16,7 @@
 //! `BENCH_SCALING_TURNS` (turns per thread in the scaling runs, default 10), `BENCH_OVERLOAD_CAPACITY`
 //! (pool size of the run with twice as many threads, default 16), `BENCH_SDK=0` skips the
 //! Python SDK, `BENCH_FONT` a TTF file for the chart's text, `BENCH_ONLY=cluster` (or
-//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `crowd`, `profiles`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
+//! `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `crowd`, `walls`, `profiles`, `sdk`) runs only that section and prints it (no files written). Without PostgreSQL (see `pg-test`) the
 //! clustering section says why it was skipped.
 
 mod bursts;
@@ -36,6 +37,7 @@ mod scale;
 mod schemas;
 mod sdk;
 mod traces;
+mod walls;
 mod webhooks;
 mod workspaces;
 
@@ -231,9 +233,10 @@ async fn main() -> anyhow::Result<()> {
             crowd::render
         ),
         Some("cold") => alone!("a cold turn", cold::run(&mock, &dir, samples), cold::render),
+        Some("walls") => alone!("the walls' cost", walls::run(&mock, samples), walls::render),
         Some(other) => {
             bail!(
-                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `crowd`, `profiles` or `sdk` runs alone"
+                "BENCH_ONLY={other}: only `cluster`, `workspaces`, `schemas`, `door`, `webhooks`, `callers`, `files`, `scale`, `retention`, `traces`, `gateway`, `first-turn`, `bursts`, `cold`, `crowd`, `walls`, `profiles` or `sdk` runs alone"
             )
         }
     }
@@ -399,6 +402,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("bench: warm turns among idle processes");
     let crowd = crowd::run(&mock, samples).await?;
 
+    // The walls on and off, side by side.
+    eprintln!("bench: the walls' cost");
+    let walls = walls::run(&mock, samples).await?;
+
     // Two nodes on one PostgreSQL: forwarded vs local warm turns, then failovers.
     eprintln!("bench: clustering, {failovers} failovers");
     let cluster = cluster::run(&mock, samples, failovers).await?;
@@ -473,6 +480,7 @@ async fn main() -> anyhow::Result<()> {
         first_turns: &first_turns,
         cold_steps: &cold_steps,
         crowd: &crowd,
+        walls: &walls,
         profiles: &profiles,
         cpu: &cpu,
         raw: &raw,

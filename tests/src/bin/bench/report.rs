@@ -14,6 +14,7 @@ pub(super) struct Report<'a> {
     pub(super) first_turns: &'a first_turn::FirstTurns,
     pub(super) cold_steps: &'a cold::Breakdown,
     pub(super) crowd: &'a crowd::Outcome,
+    pub(super) walls: &'a walls::Outcome,
     pub(super) profiles: &'a profile::Profiles,
     pub(super) cpu: &'a CpuPerTurn,
     pub(super) raw: &'a Series,
@@ -181,6 +182,7 @@ pub(super) fn render_report(r: Report<'_>) -> anyhow::Result<String> {
     overload::render(&mut out, r.overload, r.warm)?;
     profile::render(&mut out, r.profiles)?;
     crowd::render(&mut out, r.crowd)?;
+    walls::render(&mut out, r.walls)?;
     cluster::render(&mut out, r.cluster, Some(r.cold))?;
     workspaces::render(&mut out, r.workspaces)?;
     schemas::render(&mut out, r.schemas)?;
