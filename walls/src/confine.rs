@@ -2,9 +2,10 @@
 //! restrict itself with Landlock. Everything that allocates or opens a path is done before the
 //! fork, in [`Confinement::new`]; the child only makes system calls on what is ready.
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use caps::{CapSet, Capability};
 use landlock::{
@@ -21,7 +22,10 @@ const ABI_NEEDED: ABI = ABI::V6;
 /// One tree's walls, ready to be raised in its first process.
 #[derive(Debug)]
 pub struct Confinement {
-    ruleset: RulesetCreated,
+    /// Files and scopes: the tree's own.
+    files: RulesetCreated,
+    /// TCP connect: shared by every tree with the same ports ([`NetRules`]), a second layer.
+    net: Arc<RulesetCreated>,
     /// `cgroup.procs` of each of the tree's cgroups, open for writing.
     joins: Vec<OwnedFd>,
     /// The capabilities to drop from the bounding set.
@@ -31,12 +35,14 @@ pub struct Confinement {
 impl Confinement {
     pub(crate) fn new(
         walls: &Walls,
+        net: Arc<RulesetCreated>,
         joins: Vec<OwnedFd>,
         bounding: Vec<Capability>,
     ) -> std::io::Result<Confinement> {
-        let ruleset = ruleset(walls).map_err(std::io::Error::other)?;
+        let files = files_ruleset(walls).map_err(std::io::Error::other)?;
         Ok(Confinement {
-            ruleset,
+            files,
+            net,
             joins,
             bounding,
         })
@@ -58,13 +64,14 @@ impl Confinement {
         for cap in &self.bounding {
             caps::drop(None, CapSet::Bounding, *cap).map_err(std::io::Error::other)?;
         }
-        let status = self
-            .ruleset
-            .try_clone()?
-            .restrict_self()
-            .map_err(std::io::Error::other)?;
-        if status.ruleset != RulesetStatus::FullyEnforced {
-            return Err(std::io::Error::other("Landlock did not enforce the walls"));
+        for layer in [&self.files, &*self.net] {
+            let status = layer
+                .try_clone()?
+                .restrict_self()
+                .map_err(std::io::Error::other)?;
+            if status.ruleset != RulesetStatus::FullyEnforced {
+                return Err(std::io::Error::other("Landlock did not enforce the walls"));
+            }
         }
         for set in [
             CapSet::Ambient,
@@ -78,13 +85,31 @@ impl Confinement {
     }
 }
 
-/// The Landlock ruleset of `walls`.
-fn ruleset(walls: &Walls) -> Result<RulesetCreated, landlock::RulesetError> {
+/// The TCP rulesets made so far, by the ports they allow: every port but a few is some 65,000
+/// rules (about 80 ms to make), made once and shared by every tree that allows the same.
+#[derive(Debug, Default)]
+pub(crate) struct NetRules {
+    made: Mutex<HashMap<Connect, Arc<RulesetCreated>>>,
+}
+
+impl NetRules {
+    pub(crate) fn of(&self, connect: &Connect) -> std::io::Result<Arc<RulesetCreated>> {
+        let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(ruleset) = made.get(connect) {
+            return Ok(ruleset.clone());
+        }
+        let ruleset = Arc::new(net_ruleset(connect).map_err(std::io::Error::other)?);
+        made.insert(connect.clone(), ruleset.clone());
+        Ok(ruleset)
+    }
+}
+
+/// The Landlock ruleset of `walls`' files, with the signal and abstract-socket scopes.
+fn files_ruleset(walls: &Walls) -> Result<RulesetCreated, landlock::RulesetError> {
     let abi = ABI_NEEDED;
-    let mut created = Ruleset::default()
+    Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))?
-        .handle_access(AccessNet::ConnectTcp)?
         .scope(Scope::Signal | Scope::AbstractUnixSocket)?
         .create()?
         .add_rules(path_beneath_rules(
@@ -94,8 +119,16 @@ fn ruleset(walls: &Walls) -> Result<RulesetCreated, landlock::RulesetError> {
         .add_rules(path_beneath_rules(
             &walls.read_write,
             AccessFs::from_all(abi),
-        ))?;
-    let ports: Box<dyn Iterator<Item = u16>> = match &walls.connect {
+        ))
+}
+
+/// The Landlock ruleset of the TCP ports a tree may connect to.
+fn net_ruleset(connect: &Connect) -> Result<RulesetCreated, landlock::RulesetError> {
+    let mut created = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::ConnectTcp)?
+        .create()?;
+    let ports: Box<dyn Iterator<Item = u16>> = match connect {
         Connect::Only(ports) => Box::new(ports.iter().copied()),
         Connect::AllBut(closed) => Box::new((1..=u16::MAX).filter(|p| !closed.contains(p))),
     };
@@ -107,7 +140,8 @@ fn ruleset(walls: &Walls) -> Result<RulesetCreated, landlock::RulesetError> {
 
 /// The Landlock ABI every tree is walled with, when the kernel holds it; else why not.
 pub(crate) fn probe_landlock() -> Result<i32, String> {
-    ruleset(&Walls::default())
+    files_ruleset(&Walls::default())
+        .and_then(|_| net_ruleset(&Connect::default()))
         .map_err(|err| format!("Landlock ABI {} is needed: {err}", ABI_NEEDED as i32))?;
     Ok(ABI_NEEDED as i32)
 }

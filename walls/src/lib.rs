@@ -10,7 +10,8 @@
 //! 1. it joins its tree's cgroups (memory, pids, cpu), when the daemon may make them;
 //! 2. it drops every capability from its bounding set (a root daemon's children are root without
 //!    powers: an `execve` grants them none);
-//! 3. `no_new_privs`, then Landlock: files (read-only system, read-write own folders, nothing
+//! 3. `no_new_privs`, then Landlock in two layers, the tree's own and one shared by every tree
+//!    that allows the same ports: files (read-only system, read-write own folders, nothing
 //!    else), TCP connect by port, signals and abstract Unix sockets scoped to its own tree (and,
 //!    by Landlock's design, no ptrace or `/proc/<pid>/{environ,mem,fd,…}` of processes outside
 //!    it);
@@ -46,7 +47,7 @@ pub struct Walls {
 }
 
 /// The TCP ports a tree may connect to, on any address (Landlock knows ports, not addresses).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Connect {
     /// These ports only.
     Only(BTreeSet<u16>),
@@ -90,6 +91,7 @@ pub struct Sandbox {
     cgroups: Option<Cgroups>,
     /// Why there are no cgroups, when there are none.
     no_cgroups: Option<String>,
+    net: confine::NetRules,
 }
 
 /// What [`Sandbox::status`] says of the mechanisms in use.
@@ -128,6 +130,7 @@ impl Sandbox {
             bounding,
             cgroups,
             no_cgroups,
+            net: confine::NetRules::default(),
         })
     }
 
@@ -154,7 +157,8 @@ impl Sandbox {
             Some(group) => group.join_fds()?,
             None => Vec::new(),
         };
-        let confinement = Confinement::new(walls, joins, self.bounding.clone())?;
+        let net = self.net.of(&walls.connect)?;
+        let confinement = Confinement::new(walls, net, joins, self.bounding.clone())?;
         Ok((confinement, Tree::new(group, walls.limits)))
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -236,6 +237,32 @@ fn past_the_memory_limit(sandbox: Sandbox) {
     assert!(!out.contains("allocated"), "{out}");
     assert!(out.contains("shell-goes-on"), "the shell lives on: {out}");
     assert!(out.contains("memory limit of 128 MiB"), "{out}");
+}
+
+#[test]
+fn a_first_process_past_the_memory_limit_is_stopped_itself() {
+    let sandbox = sandbox();
+    let own = tempfile::tempdir().expect("tmp");
+    let limits = Limits {
+        memory_mb: Some(128),
+        ..Limits::default()
+    };
+    let walls = walls(own.path(), Connect::default(), limits);
+    let (confinement, tree) = sandbox.wall("tree", &walls).expect("walls");
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.args(["-c", "b = bytearray(1024 ** 3); print('allocated')"])
+        .env_clear()
+        .stdout(Stdio::piped())
+        .process_group(0);
+    Arc::new(confinement).apply(&mut cmd);
+    let child = cmd.spawn().expect("spawn");
+    tree.started(child.id());
+    let breach = first_breach(&tree);
+    assert!(breach.root, "{breach:?}");
+    assert_eq!(breach.limit, Limit::Memory);
+    let out = finish(child);
+    assert!(out.contains("signal: 9"), "killed: {out}");
+    assert!(!out.contains("allocated"), "{out}");
 }
 
 #[test]

@@ -157,7 +157,7 @@ impl Launcher {
     }
 
     /// The walls' plan: the API's port is closed to every tree once bound
-    /// ([`WallPlan::close_port`]); `auto_allow` per profile.
+    /// ([`WallPlan::close_port`]).
     pub fn wall_plan(&self) -> &WallPlan {
         &self.plan
     }
@@ -283,8 +283,8 @@ impl Launcher {
     }
 
     /// How a process of `spec` starts, its token at the model gateway, and its walled tree.
-    /// Creates a thread's own folder (mode 0700), config dir, HOME and temp dir; a workspace
-    /// must be there already (`NotFound` otherwise: never another folder).
+    /// Creates a thread's own folder (mode 0700) and config dir, and with walls its HOME and
+    /// temp dir; a workspace must be there already (`NotFound` otherwise: never another folder).
     pub fn launch(&self, spec: &ProcessSpec) -> std::io::Result<Launched> {
         if spec.workdir.starts_with(&self.threads_dir) {
             crate::private_fs::create_dir(&spec.workdir)?;
@@ -296,9 +296,6 @@ impl Launcher {
         }
         crate::private_fs::create_dir(&spec.config_dir)?;
         self.share_login(&spec.config_dir)?;
-        let (home, tmp) = self.home_of(&spec.thread);
-        crate::private_fs::create_dir(&home)?;
-        crate::private_fs::create_dir(&tmp)?;
         let profile = self
             .profile(Some(&spec.profile))
             .map_err(|err| std::io::Error::new(std::io::ErrorKind::NotFound, err.to_string()))?;
@@ -322,6 +319,10 @@ impl Launcher {
         }
         let (confine, tree) = match (&self.sandbox, &spec.walls) {
             (Some(sandbox), Some(walls)) => {
+                // Its own HOME and temp dir, made before the walls name them.
+                let (home, tmp) = self.home_of(&spec.thread);
+                crate::private_fs::create_dir(&home)?;
+                crate::private_fs::create_dir(&tmp)?;
                 let path = env
                     .iter()
                     .rev()

@@ -126,14 +126,6 @@ impl WallPlan {
         crate::sync::lock(&self.own_ports).insert(port);
     }
 
-    /// True when `profile` lets commands run without asking (`auto_allow`).
-    pub fn auto_allow(&self, profile: &str) -> bool {
-        self.profiles
-            .get(profile)
-            .and_then(|walls| walls.auto_allow)
-            .unwrap_or(false)
-    }
-
     /// The walls of a tree of `profile` whose own folders are `own` (read and written), and
     /// which reaches the model at `model_port` when the plan has no port of its own (the
     /// upstream a profile's environment names, with the gateway off).

@@ -30,6 +30,7 @@
 //! | `harness_pool_spares_parked` | gauge | | spare processes started and waiting for a thread |
 //! | `harness_pool_spares_claimed_total` | counter | | new threads that took a parked spare as their process |
 //! | `harness_pool_spare_failures_total` | counter | `reason`: `no_answer` (not within 2 s), `process_died`, `other` | spares dropped when a new thread came to take them; the thread's first turn then starts a process |
+//! | `harness_pool_walled_processes` | gauge | | live processes whose tree is walled in (`[sandbox]`); each one's walls and limits are in `/api/pool` |
 //! | `harness_wall_breaches_total` | counter | `limit`: `memory`, `processes` | processes the walls stopped (`[sandbox]`) |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `memory` (`pool.max_memory_mb`), `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |

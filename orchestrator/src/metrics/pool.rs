@@ -35,6 +35,8 @@ series! {
         evictions: Family<CauseLabel, Counter> = evictions_at_zero() => "pool_evictions",
             "Processes let go by the pool, by cause (replaced = model change)";
         live: Gauge => "pool_live_processes", "claude processes alive now";
+        walled: Gauge => "pool_walled_processes",
+            "claude processes alive now whose tree is walled in ([sandbox]); each one's walls and limits are in /api/pool";
         wall_breaches: Family<LimitLabel, Counter> = breaches_at_zero() => "wall_breaches",
             "Processes the walls stopped, by the limit their tree reached (memory, processes)";
         pss_bytes: Gauge => "pool_pss_bytes",
@@ -246,6 +248,14 @@ impl PoolMetrics {
     }
     pub fn reaped(&self) {
         self.live.dec();
+    }
+    /// A walled process started (`true`) or was reaped (`false`).
+    pub fn walled(&self, alive: bool) {
+        if alive {
+            self.walled.inc();
+        } else {
+            self.walled.dec();
+        }
     }
     /// The walls stopped a process; `limit` is one of [`WALL_LIMITS`].
     pub fn wall_breach(&self, limit: &str) {

@@ -148,6 +148,9 @@ fn every_series_renders_as_dashboards_expect() {
         # HELP harness_pool_live_processes claude processes alive now.
         # TYPE harness_pool_live_processes gauge
         harness_pool_live_processes 1
+        # HELP harness_pool_walled_processes claude processes alive now whose tree is walled in ([sandbox]); each one's walls and limits are in /api/pool.
+        # TYPE harness_pool_walled_processes gauge
+        harness_pool_walled_processes 0
         # HELP harness_wall_breaches Processes the walls stopped, by the limit their tree reached (memory, processes).
         # TYPE harness_wall_breaches counter
         harness_wall_breaches_total{limit="memory"} 0

@@ -167,6 +167,7 @@ impl Pool {
             tree.clone(),
         ));
         if let Some(tree) = tree {
+            inner.metrics.walled(true);
             inner
                 .tasks
                 .spawn(self.clone().watch_walls(entry.clone(), tree));
@@ -225,6 +226,7 @@ impl Pool {
             }
         }
         let _ = tokio::task::spawn_blocking(move || tree.release()).await;
+        self.inner.metrics.walled(false);
     }
 }
 
