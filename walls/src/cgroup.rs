@@ -66,10 +66,17 @@ impl Cgroups {
         Ok(made)
     }
 
-    /// A tree's groups, `name` under each controller, with `limits` written.
+    /// A tree's groups, `name` under each controller, with `limits` written. No cpu group
+    /// without a CPU weight: in cgroup v1 a group competes as one task against those outside
+    /// it (the daemon's own), so a tree is put in one only when asked.
     pub(crate) fn make(&self, name: &str, limits: &Limits) -> std::io::Result<Group> {
-        let dirs: Vec<PathBuf> = self.dirs.iter().map(|dir| dir.join(name)).collect();
-        for dir in &dirs {
+        let dirs: Vec<(&'static str, PathBuf)> = CONTROLLERS
+            .iter()
+            .zip(&self.dirs)
+            .filter(|(controller, _)| **controller != "cpu" || limits.cpu_weight.is_some())
+            .map(|(controller, dir)| (*controller, dir.join(name)))
+            .collect();
+        for (_, dir) in &dirs {
             match fs::create_dir(dir) {
                 Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => return Err(err),
                 _ => {}
@@ -156,23 +163,19 @@ fn procs_at(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// One tree's groups, one per controller.
+/// One tree's groups, one per controller it uses.
 #[derive(Debug)]
 pub(crate) struct Group {
-    dirs: Vec<PathBuf>,
+    dirs: Vec<(&'static str, PathBuf)>,
 }
 
 impl Group {
-    fn dir(&self, controller: &str) -> &Path {
-        let at = CONTROLLERS
-            .iter()
-            .position(|c| *c == controller)
-            .unwrap_or(0);
-        &self.dirs[at]
-    }
-
     fn file(&self, controller: &str, name: &str) -> PathBuf {
-        self.dir(controller).join(name)
+        self.dirs
+            .iter()
+            .find(|(c, _)| *c == controller)
+            .map(|(_, dir)| dir.join(name))
+            .unwrap_or_default()
     }
 
     fn write(&self, controller: &str, name: &str, value: &str) -> std::io::Result<()> {
@@ -192,7 +195,7 @@ impl Group {
     pub(crate) fn join_fds(&self) -> std::io::Result<Vec<OwnedFd>> {
         self.dirs
             .iter()
-            .map(|dir| {
+            .map(|(_, dir)| {
                 fs::OpenOptions::new()
                     .write(true)
                     .open(dir.join("cgroup.procs"))
@@ -203,7 +206,7 @@ impl Group {
 
     /// The processes in the tree.
     pub(crate) fn procs(&self) -> Vec<u32> {
-        procs_at(self.dir("pids"))
+        procs_at(&self.file("pids", ""))
     }
 
     /// True while the tree waits at its memory limit.
@@ -237,7 +240,7 @@ impl Group {
 
     /// Kills what is left and removes the groups.
     pub(crate) fn remove(&self) {
-        for dir in &self.dirs {
+        for (_, dir) in &self.dirs {
             empty_and_remove(dir);
         }
     }

@@ -24,8 +24,10 @@ pub struct SandboxConfig {
     pub memory_max_mb: u64,
     /// Most tasks (processes and their threads) a thread's tree may run at once.
     pub max_processes: u64,
-    /// Its share of the CPU against other threads: 100 is an equal share (1 to 10000).
-    pub cpu_weight: u64,
+    /// Its share of the CPU against other threads: 100 is an equal share (1 to 10000); unset,
+    /// threads' processes are scheduled as any others (with cgroup v1 a weighted tree competes
+    /// as one task against the daemon's own, so it is put in a cpu group only when asked).
+    pub cpu_weight: Option<u64>,
     /// What it may connect to outside the machine.
     pub network: Network,
     /// TCP ports it may connect to besides (a profile's own servers).
@@ -43,7 +45,7 @@ impl Default for SandboxConfig {
             read_write: Vec::new(),
             memory_max_mb: 4096,
             max_processes: 512,
-            cpu_weight: 100,
+            cpu_weight: None,
             network: Network::Web,
             ports: Vec::new(),
             auto_allow: false,
@@ -94,7 +96,7 @@ impl SandboxConfig {
         ProfileSandbox {
             memory_max_mb: own.memory_max_mb.or(Some(self.memory_max_mb)),
             max_processes: own.max_processes.or(Some(self.max_processes)),
-            cpu_weight: own.cpu_weight.or(Some(self.cpu_weight)),
+            cpu_weight: own.cpu_weight.or(self.cpu_weight),
             network: own.network.or(Some(self.network)),
             ports,
             auto_allow: own.auto_allow.or(Some(self.auto_allow)),

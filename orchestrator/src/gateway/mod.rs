@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{GatewayConfig, Price};
 use crate::sync::lock;
 
+pub use proxy::UPSTREAM_ROUTES;
 pub use usage::{prices, Prices};
 
 /// The Messages API's address when the environment names none.

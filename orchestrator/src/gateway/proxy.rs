@@ -93,9 +93,28 @@ fn token_of(headers: &HeaderMap) -> Option<&str> {
         .or_else(|| get(header::AUTHORIZATION.as_str())?.strip_prefix("Bearer "))
 }
 
+/// The only requests that go upstream, by method and exact path (a query such as `beta=true`
+/// rides along): what `claude` asks of the Messages API, measured with the real CLI
+/// (`tests/tests/e2e/gateway.rs`). Anything else is 404 here and never carries the key: not a
+/// trailing or doubled slash, another case, batches, or the old completions.
+pub const UPSTREAM_ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/messages/count_tokens"),
+];
+
 async fn forward(State(server): State<Arc<Server>>, request: Request) -> Response {
     let arrived = Instant::now();
     let (parts, body) = request.into_parts();
+    let routed = UPSTREAM_ROUTES
+        .iter()
+        .any(|(method, path)| parts.method.as_str() == *method && parts.uri.path() == *path);
+    if !routed {
+        return api_error(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            "the model gateway serves POST /v1/messages and POST /v1/messages/count_tokens only",
+        );
+    }
     let Some(holder) = token_of(&parts.headers).and_then(|t| server.gateway.holder(t)) else {
         return api_error(
             StatusCode::UNAUTHORIZED,

@@ -258,7 +258,11 @@ impl Launcher {
         }
         let (home, tmp) = self.home_of(&spec.thread);
         let mut own = vec![spec.workdir.clone(), spec.config_dir.clone(), home, tmp];
-        own.extend(git_common_dir(&spec.workdir));
+        let mut read = Vec::new();
+        if let Some(git) = worktree_git_dirs(&spec.workdir) {
+            read.push(git.common);
+            own.extend(git.written);
+        }
         let upstream = self.profile(Some(&spec.profile)).ok().and_then(|profile| {
             let url = profile
                 .env()
@@ -269,7 +273,7 @@ impl Launcher {
                 .unwrap_or("https://api.anthropic.com");
             walls::url_port(url)
         });
-        let walls = self.plan.walls(&spec.profile, own, upstream);
+        let walls = self.plan.walls(&spec.profile, own, read, upstream);
         ProcessSpec {
             walls: Some(walls),
             ..spec
@@ -500,20 +504,30 @@ fn fresh_spec(
     }
 }
 
-/// The git dir a worktree's `.git` file names, up to the repository's own `.git` (its objects
-/// and refs, which git in the worktree writes); `None` for any other folder.
-fn git_common_dir(workdir: &Path) -> Option<PathBuf> {
+/// What git in a worktree reads and writes of its repository's git dir.
+struct WorktreeGit {
+    /// The repository's `.git`: read (its config and hooks are the operator's).
+    common: PathBuf,
+    /// Its objects, refs and logs, and the worktree's own git dir: written (a commit).
+    written: Vec<PathBuf>,
+}
+
+/// The git dirs of the worktree at `workdir`, from its `.git` file; `None` for any other folder.
+fn worktree_git_dirs(workdir: &Path) -> Option<WorktreeGit> {
     let text = std::fs::read_to_string(workdir.join(".git")).ok()?;
-    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    let gitdir = if gitdir.is_absolute() {
-        gitdir
-    } else {
-        workdir.join(gitdir)
-    };
+    let gitdir = workdir
+        .join(text.strip_prefix("gitdir:")?.trim())
+        .canonicalize()
+        .ok()?;
     let common = std::fs::read_to_string(gitdir.join("commondir"))
-        .map(|c| gitdir.join(c.trim()))
-        .unwrap_or(gitdir);
-    common.canonicalize().ok()
+        .ok()
+        .and_then(|c| gitdir.join(c.trim()).canonicalize().ok())?;
+    let mut written: Vec<PathBuf> = ["objects", "refs", "logs"]
+        .iter()
+        .map(|dir| common.join(dir))
+        .collect();
+    written.push(gitdir);
+    Some(WorktreeGit { common, written })
 }
 
 /// A walled tree's name among the live ones: the thread's, and a count.

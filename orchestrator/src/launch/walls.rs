@@ -126,13 +126,14 @@ impl WallPlan {
         crate::sync::lock(&self.own_ports).insert(port);
     }
 
-    /// The walls of a tree of `profile` whose own folders are `own` (read and written), and
-    /// which reaches the model at `model_port` when the plan has no port of its own (the
-    /// upstream a profile's environment names, with the gateway off).
+    /// The walls of a tree of `profile` whose own folders are `own` (read and written) and
+    /// `read` (read only), and which reaches the model at `upstream_port` when the plan has no
+    /// port of its own (the upstream a profile's environment names, with the gateway off).
     pub fn walls(
         &self,
         profile: &str,
         own: impl IntoIterator<Item = PathBuf>,
+        read: impl IntoIterator<Item = PathBuf>,
         upstream_port: Option<u16>,
     ) -> Walls {
         let settings = self.profiles.get(profile).cloned().unwrap_or_default();
@@ -152,9 +153,11 @@ impl WallPlan {
         };
         let mut read_write = self.read_write.clone();
         read_write.extend(own);
+        let mut read_only = self.read_only.clone();
+        read_only.extend(read);
         Walls {
             read_write,
-            read_only: self.read_only.clone(),
+            read_only,
             connect,
             limits: Limits {
                 memory_mb: settings.memory_max_mb,

@@ -57,7 +57,16 @@ impl StagedIndex {
 /// The patch (`text/x-diff`) from `base` to the workspace as it is now.
 pub async fn patch(dir: &Path, base: &str) -> Result<String, GitError> {
     let staged = StagedIndex::new(dir).await?;
-    let args = ["diff", "--cached", "--no-renames", "--binary", base, "--"];
+    let args = [
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--cached",
+        "--no-renames",
+        "--binary",
+        base,
+        "--",
+    ];
     git::run(dir, &args, &staged.env()).await
 }
 
@@ -67,6 +76,8 @@ pub async fn summary(dir: &Path, base: &str) -> Result<DiffSummary, GitError> {
     let env = staged.env();
     let numstat = [
         "diff",
+        "--no-ext-diff",
+        "--no-textconv",
         "--cached",
         "--no-renames",
         "--numstat",
@@ -77,6 +88,8 @@ pub async fn summary(dir: &Path, base: &str) -> Result<DiffSummary, GitError> {
     let numstat = git::run(dir, &numstat, &env).await?;
     let statuses = [
         "diff",
+        "--no-ext-diff",
+        "--no-textconv",
         "--cached",
         "--no-renames",
         "--name-status",

@@ -378,6 +378,9 @@ impl Workspaces {
         let shown = path.to_string_lossy().into_owned();
         let force = self.on_archive == OnArchive::Remove;
         if path.is_dir() {
+            git::verify_worktree(repo, path)
+                .await
+                .map_err(WorkspaceError::Unavailable)?;
             let status = git::run(path, &["status", "--porcelain"], &[]).await?;
             if !status.trim().is_empty() && !force {
                 done.kept_dirty = true;
@@ -434,6 +437,11 @@ impl Workspaces {
             let own_worktree =
                 matches!(workspace, Workspace::Worktree { .. }) && inside(&self.worktrees_dir);
             if own_worktree || self.roots.iter().any(inside) {
+                if let Workspace::Worktree { repo, .. } = workspace {
+                    git::verify_worktree(repo, path)
+                        .await
+                        .map_err(WorkspaceError::Unavailable)?;
+                }
                 return Ok(());
             }
             return Err(WorkspaceError::Unavailable(format!(

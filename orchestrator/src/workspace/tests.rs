@@ -494,3 +494,99 @@ async fn a_parked_worktree_is_removed_with_its_record_and_branch_and_orphans_onl
     f.workspaces.remove_orphans(&[], before).await;
     assert!(fresh.is_dir());
 }
+
+/// A script at `path` that leaves `marker` when run (and passes its input through).
+fn tripwire(path: &Path, marker: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(
+        path,
+        format!("#!/bin/sh\ntouch '{}'\ncat\n", marker.display()),
+    )
+    .expect("test set-up");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("test set-up");
+}
+
+/// Git never runs what a repository says (#46): a repository whose config sets a file-system
+/// monitor, an external diff, a textconv, a filter and a diff driver command has none of them
+/// run as the daemon, by the diff, its summary, or archiving.
+#[tokio::test]
+async fn the_daemons_git_runs_nothing_a_repository_configures() {
+    let f = fixture();
+    let thread = ThreadId::from_string("thr_evil");
+    let workspace = made_worktree(&f, &thread).await;
+    let Workspace::Worktree {
+        path, base_commit, ..
+    } = &workspace
+    else {
+        panic!("a worktree");
+    };
+    let traps = f.root.join("traps");
+    std::fs::create_dir_all(&traps).expect("test set-up");
+    let mut markers = Vec::new();
+    for key in [
+        "core.fsmonitor",
+        "diff.external",
+        "diff.evil.textconv",
+        "diff.evil.command",
+        "filter.evil.clean",
+        "filter.evil.smudge",
+        "filter.evil.process",
+    ] {
+        let marker = traps.join(format!("{key}.ran"));
+        let script = traps.join(format!("{key}.sh"));
+        tripwire(&script, &marker);
+        git(&f.repo, &["config", key, &script.display().to_string()]);
+        markers.push(marker);
+    }
+    std::fs::write(path.join(".gitattributes"), "* filter=evil diff=evil\n").expect("edit");
+    std::fs::write(path.join("README.md"), "changed\n").expect("edit");
+    std::fs::write(path.join("new.txt"), "new\n").expect("edit");
+
+    f.workspaces.ready(&workspace).await.expect("ready");
+    let patch = diff::patch(path, base_commit).await.expect("the patch");
+    assert!(patch.contains("+changed"), "{patch}");
+    let summary = diff::summary(path, base_commit).await.expect("the summary");
+    assert_eq!(summary.files.len(), 3, "{summary:?}");
+    with_rule(&f, OnArchive::Remove)
+        .archive(Some(&workspace))
+        .await
+        .expect("archived");
+    let ran: Vec<&PathBuf> = markers.iter().filter(|m| m.exists()).collect();
+    assert!(ran.is_empty(), "the daemon's git ran {ran:?}");
+}
+
+/// A worktree whose `.git` was swapped for another git dir (`gitdir: ./evil`, with a config of
+/// its own) is refused before any git runs in it.
+#[tokio::test]
+async fn a_worktree_with_a_swapped_git_dir_is_refused() {
+    let f = fixture();
+    let thread = ThreadId::from_string("thr_swapped");
+    let workspace = made_worktree(&f, &thread).await;
+    let path = workspace.path().to_path_buf();
+    f.workspaces
+        .ready(&workspace)
+        .await
+        .expect("its own git dir");
+    // A git dir of the thread's making, whose config runs a program.
+    let evil = path.join("evil");
+    git(&path, &["init", "--quiet", "--bare", "evil"]);
+    let marker = f.root.join("fsmonitor.ran");
+    let script = f.root.join("fsmonitor.sh");
+    tripwire(&script, &marker);
+    git(
+        &evil,
+        &["config", "core.fsmonitor", &script.display().to_string()],
+    );
+    std::fs::write(path.join(".git"), "gitdir: ./evil\n").expect("swap");
+
+    let refused = f.workspaces.ready(&workspace).await.expect_err("refused");
+    assert!(
+        refused.to_string().contains("not its repository's"),
+        "{refused}"
+    );
+    let archived = with_rule(&f, OnArchive::Remove)
+        .archive(Some(&workspace))
+        .await;
+    assert!(archived.is_err(), "{archived:?}");
+    assert!(!marker.exists(), "the swapped git dir's program ran");
+}

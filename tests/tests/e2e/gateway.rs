@@ -439,3 +439,59 @@ async fn a_claude_login_keeps_working_through_the_gateway() {
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     daemon.stop().await;
 }
+
+/// Only the Messages API's own routes go upstream (#46): every request the CLI made in these
+/// turns (a tool call among them) is one of `UPSTREAM_ROUTES`, and a child's own token on any
+/// other path, as an attacker's `Bash` could send it between turns, is 404 at the gateway and
+/// never reaches the upstream with the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_messages_routes_go_upstream() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    mock.once_when_prompt_contains("what time", Reply::tool_use(TIME_TOOL, json!({})));
+    daemon.reply(&thread, "what time is it").await;
+    daemon.reply(&thread, "and a plain turn").await;
+    let used: std::collections::BTreeSet<(String, String)> = mock
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert!(!used.is_empty());
+    for (method, path) in &used {
+        assert!(
+            orchestrator::gateway::UPSTREAM_ROUTES.contains(&(method.as_str(), path.as_str())),
+            "the CLI used {method} {path}, which the gateway does not pass on"
+        );
+    }
+
+    let env = environ(daemon.pid_of(&thread).expect("the thread's process"));
+    let token = env_value(&env, "ANTHROPIC_API_KEY").expect("the child's token");
+    let gateway = env_value(&env, "ANTHROPIC_BASE_URL").expect("the gateway");
+    let before = mock.requests().len();
+    let client = reqwest::Client::new();
+    let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 5, "messages": []});
+    for (method, path) in [
+        ("POST", "/v1/messages/"),
+        ("POST", "//v1/messages"),
+        ("POST", "/V1/messages"),
+        ("POST", "/v1/messages/batches"),
+        ("POST", "/v1/complete"),
+        ("GET", "/v1/models"),
+        ("GET", "/v1/messages"),
+    ] {
+        let response = client
+            .request(
+                method.parse().expect("a method"),
+                format!("{gateway}{path}"),
+            )
+            .header("x-api-key", &token)
+            .json(&body)
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{method} {path}");
+    }
+    assert_eq!(mock.requests().len(), before, "nothing else went upstream");
+    daemon.stop().await;
+}

@@ -291,3 +291,116 @@ async fn a_fork_storm_stops_at_the_process_limit() {
     assert!(next.contains("after the storm"), "{next}");
     daemon.stop().await;
 }
+
+/// A thread on a worktree commits there (git writes the repository's objects and refs), but
+/// cannot change what its repository runs: its `.git/config` and hooks are read-only to it, and
+/// the main checkout is out of reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_thread_commits_but_cannot_change_its_repository() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let root = dir.path().canonicalize().expect("it resolves").join("root");
+    let repo = harness_tests::git::repository(&root.join("app"));
+    let mock = MockApi::start().await;
+    let roots = root.clone();
+    let daemon = TestDaemon::start(&mock, move |c| {
+        bash_allowed(c);
+        c.workspaces.roots = vec![roots];
+    })
+    .await;
+    let (status, created) = daemon
+        .post(
+            "/api/threads",
+            json!({"workspace": {"repo": repo, "worktree": true}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let thread = created["id"].as_str().expect("an id").to_owned();
+
+    let committed = bash(
+        &mock,
+        &daemon,
+        &thread,
+        "echo work > work.txt && git add work.txt && git -c user.email=t@t -c user.name=t commit -qm work && git log --oneline | head -1",
+    )
+    .await;
+    assert!(
+        committed.contains("EXIT=0") && committed.contains("work"),
+        "{committed}"
+    );
+    let git_dir = repo.join(".git");
+    for (what, command) in [
+        (
+            "the repository's config",
+            format!(
+                "git config --file {}/config core.fsmonitor /tmp/x",
+                git_dir.display()
+            ),
+        ),
+        (
+            "a hook",
+            format!(
+                "echo 'touch /tmp/pwned' > {}/hooks/post-checkout",
+                git_dir.display()
+            ),
+        ),
+        (
+            "the main checkout",
+            format!("echo x >> {}/README.md", repo.display()),
+        ),
+    ] {
+        let out = bash(&mock, &daemon, &thread, &command).await;
+        assert!(!out.contains("EXIT=0"), "{what} was changed: {out}");
+    }
+    let config = std::fs::read_to_string(git_dir.join("config")).expect("the config");
+    assert!(!config.contains("fsmonitor"), "{config}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("README.md")).expect("README"),
+        "hello\n"
+    );
+    daemon.stop().await;
+}
+
+/// With `sandbox.auto_allow`, the walled tools run without asking under `approvals.mode =
+/// "deny"`, while a deny rule still refuses; without it, the same command is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_allow_lets_walled_tools_run_and_deny_rules_still_hold() {
+    use orchestrator::config::{ApprovalRule, RuleDecision};
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.builtin_tools = Some("Bash".into());
+        c.approvals.mode = ApprovalMode::Deny;
+        c.approvals.rules = vec![ApprovalRule {
+            tool: "Bash(rm:*)".into(),
+            decision: RuleDecision::Deny,
+        }];
+        let mut builder = orchestrator::config::ProfileConfig::default();
+        builder.sandbox.auto_allow = Some(true);
+        c.profiles.insert("builder".into(), builder);
+    })
+    .await;
+    let (status, created) = daemon
+        .post("/api/threads", json!({"profile": "builder"}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let builder = created["id"].as_str().expect("an id").to_owned();
+    let plain = daemon.create_thread().await;
+
+    let wrote = bash(
+        &mock,
+        &daemon,
+        &builder,
+        "echo built > out.txt && cat out.txt",
+    )
+    .await;
+    assert!(
+        wrote.contains("EXIT=0") && wrote.contains("built"),
+        "{wrote}"
+    );
+    // Refused by the rule, by the CLI's own copy of it or by the daemon.
+    let removed = bash(&mock, &daemon, &builder, "rm out.txt").await;
+    assert!(!removed.contains("EXIT=0"), "{removed}");
+    assert!(folder_of(&daemon, &builder).join("out.txt").exists());
+    let refused = bash(&mock, &daemon, &plain, "echo built > out.txt").await;
+    assert!(refused.contains("Harness refused"), "{refused}");
+    daemon.stop().await;
+}
