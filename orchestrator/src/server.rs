@@ -542,6 +542,20 @@ pub async fn start(
                 }
             }
         });
+        // The live processes' memory, read off the request path for `/api/pool` and `/metrics`.
+        let (sampled, sampling_stop) = (serving.pool.clone(), stopping.clone());
+        serving.background.spawn(async move {
+            let mut tick = tokio::time::interval(crate::pool::MEMORY_SAMPLE_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        let pool = sampled.clone();
+                        let _ = tokio::task::spawn_blocking(move || pool.sample_memory()).await;
+                    }
+                    _ = sampling_stop.cancelled() => break,
+                }
+            }
+        });
         // The leases outlive the pipeline's stop: turns finishing in the grace period still
         // hold theirs.
         let heartbeat_stop = CancellationToken::new();

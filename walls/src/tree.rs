@@ -91,6 +91,14 @@ impl Tree {
         self.limits
     }
 
+    /// True once a `fork` in the tree was refused at its task limit (with cgroups): what made
+    /// a first process that died meanwhile fail to start a thread of its own.
+    pub fn refused_a_fork(&self) -> bool {
+        self.group
+            .as_ref()
+            .is_some_and(|group| group.forks_refused() > 0)
+    }
+
     /// `cgroup` when the kernel holds the limits, `watch` when [`Tree::check`] samples them.
     pub fn mechanism(&self) -> &'static str {
         if self.group.is_some() {

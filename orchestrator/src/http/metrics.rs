@@ -14,11 +14,8 @@ use super::{ApiError, ApiState};
                content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8",
                body = String)))]
 pub async fn render(State(state): State<ApiState>) -> Response {
-    // A few `/proc` reads per live process: off the async workers.
-    let pool = state.pool.clone();
-    if let Err(err) = tokio::task::spawn_blocking(move || pool.measure_memory()).await {
-        error!(error = %err, "Could not read the processes' memory.");
-    }
+    // The last memory samples, read off the request path (`Pool::sample_memory`).
+    state.pool.measure_memory();
     match state.metrics.render() {
         Ok(body) => ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response(),
         Err(err) => {

@@ -32,7 +32,7 @@
 //! | `harness_pool_spare_failures_total` | counter | `reason`: `no_answer` (not within 2 s), `process_died`, `other` | spares dropped when a new thread came to take them; the thread's first turn then starts a process |
 //! | `harness_pool_walled_processes` | gauge | | live processes whose tree is walled in (`[sandbox]`); each one's walls and limits are in `/api/pool` |
 //! | `harness_wall_breaches_total` | counter | `limit`: `memory`, `processes` | processes the walls stopped (`[sandbox]`) |
-//! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `memory` (`pool.max_memory_mb`), `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown` | processes let go |
+//! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `memory` (`pool.max_memory_mb`), `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown`, `lease_lost` (with clustering, a peer took the thread over) | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
 //! | `harness_pool_live_peak` | gauge | | most `claude` processes alive at once since start (spares included) |
 //! | `harness_pool_pss_bytes` | gauge | | PSS of the live `claude` processes together (`smaps_rollup`), read at each scrape |

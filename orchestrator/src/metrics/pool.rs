@@ -92,8 +92,14 @@ struct CauseLabel {
 }
 
 /// The eviction causes, as labelled.
-pub const EVICTION_CAUSES: [&str; 6] = [
-    "expired", "capacity", "memory", "error", "replaced", "shutdown",
+pub const EVICTION_CAUSES: [&str; 7] = [
+    "expired",
+    "capacity",
+    "memory",
+    "error",
+    "replaced",
+    "shutdown",
+    "lease_lost",
 ];
 
 /// Every cause present at zero from the start, so a dashboard sees each one.
@@ -148,6 +154,9 @@ pub struct EvictionCounts {
     pub error: u64,
     pub replaced: u64,
     pub shutdown: u64,
+    /// With clustering, a peer took the thread over.
+    #[serde(rename = "leaseLost")]
+    pub lease_lost: u64,
 }
 
 impl PoolMetrics {
@@ -301,6 +310,7 @@ impl PoolMetrics {
                 error: evicted("error"),
                 replaced: evicted("replaced"),
                 shutdown: evicted("shutdown"),
+                lease_lost: evicted("lease_lost"),
             },
             live_peak: u64::try_from(self.live_peak.get()).unwrap_or(0),
             slot_waits: self.slot_waits.get(),

@@ -44,6 +44,8 @@ pub(super) struct Entry {
     pub(super) tree: Option<Arc<walls::Tree>>,
     /// Set when the walls stopped the process itself: why its turn ended.
     pub(super) stopped: std::sync::OnceLock<walls::Breach>,
+    /// Its memory when last sampled ([`super::Pool::sample_memory`]).
+    pub(super) sample: Mutex<super::status::Sample>,
 }
 
 /// How a process started for a checkout: asked for at `asked`, given a slot at `slot`, ready at
@@ -80,14 +82,40 @@ impl Entry {
             born: std::sync::OnceLock::new(),
             tree,
             stopped: std::sync::OnceLock::new(),
+            sample: Mutex::default(),
         }
     }
 
-    /// Why the process went away mid-turn: its walls' limit when they stopped it.
+    /// Reads its memory now into its sample (blocking file reads).
+    pub(super) fn take_sample(&self) {
+        let pid = self.process.pid();
+        let walls = match &self.tree {
+            Some(tree) if tree.mechanism() == "cgroup" => tree.usage(),
+            _ => walls::Usage::default(),
+        };
+        let sample = super::status::Sample {
+            rss_bytes: super::status::rss_bytes(pid),
+            memory: super::status::memory(pid),
+            walls,
+        };
+        *lock(&self.sample) = sample;
+    }
+
+    /// Why the process went away mid-turn: its walls' limit when they stopped it, or when its
+    /// tree was at its process limit (the CLI itself could not start a thread then).
     pub(super) fn died(&self, err: claude_cli::CliError) -> crate::turn_error::TurnError {
-        match self.stopped.get() {
-            Some(breach) => crate::turn_error::TurnError::WallLimit(breach.message.clone()),
-            None => err.into(),
+        use crate::turn_error::TurnError;
+        if let Some(breach) = self.stopped.get() {
+            return TurnError::WallLimit(breach.message.clone());
+        }
+        match &self.tree {
+            Some(tree) if tree.refused_a_fork() => {
+                let max = tree.limits().processes.unwrap_or_default();
+                TurnError::WallLimit(format!(
+                    "stopped by the thread's walls: its limit of {max} processes was reached ({err})"
+                ))
+            }
+            _ => err.into(),
         }
     }
 

@@ -92,7 +92,7 @@ pub use entry::Born;
 pub use host::CliTurn;
 pub use lease::{CallReply, Finish, Lease, LeasedTurn, PendingCall, PermissionRequest, TurnItem};
 pub use state::WorktreeKey;
-pub use status::{rss_bytes, ProcessInfo};
+pub use status::{rss_bytes, ProcessInfo, MEMORY_SAMPLE_EVERY};
 
 use entry::Entry;
 use state::{Shared, State};
@@ -117,6 +117,18 @@ pub enum EvictionCause {
 }
 
 impl EvictionCause {
+    /// Every cause, each once.
+    #[cfg(test)]
+    const ALL: [EvictionCause; 7] = [
+        EvictionCause::Expired,
+        EvictionCause::Capacity,
+        EvictionCause::Memory,
+        EvictionCause::Error,
+        EvictionCause::Replaced,
+        EvictionCause::Shutdown,
+        EvictionCause::LeaseLost,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             EvictionCause::Expired => "expired",
@@ -534,5 +546,19 @@ impl Pool {
         }
         info!(killed = all.len(), "All CLI processes stopped.");
         ended
+    }
+}
+
+#[cfg(test)]
+mod cause_tests {
+    use super::EvictionCause;
+    use crate::metrics::EVICTION_CAUSES;
+
+    /// Every cause the pool emits is a label `/metrics` shows at zero from the start (#46: the
+    /// pool emitted `lease_lost`, which the list lacked).
+    #[test]
+    fn every_eviction_cause_is_a_known_label() {
+        let labels: Vec<&str> = EvictionCause::ALL.iter().map(|c| c.label()).collect();
+        assert_eq!(labels, EVICTION_CAUSES);
     }
 }

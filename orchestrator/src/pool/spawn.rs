@@ -173,6 +173,9 @@ impl Pool {
                 .spawn(self.clone().watch_walls(entry.clone(), tree));
         }
         entry.one_turn.store(overflow, Ordering::SeqCst);
+        // Its first memory sample, for `/api/pool` (then every MEMORY_SAMPLE_EVERY).
+        let sampled = entry.clone();
+        inner.tasks.spawn_blocking(move || sampled.take_sample());
         inner.state.lock().started(entry.clone());
         inner.tasks.spawn(
             self.clone()
@@ -206,9 +209,11 @@ impl Pool {
         let thread = entry.spec.thread.clone();
         let mut tick = tokio::time::interval(WALLS_CHECK_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
+        let mut exited = false;
+        while !exited {
             tokio::select! {
-                _ = entry.process.wait_exit() => break,
+                // Once more after the process is gone: a limit it died of is recorded too.
+                _ = entry.process.wait_exit() => exited = true,
                 _ = tick.tick() => {}
             }
             let checked = tree.clone();

@@ -73,12 +73,7 @@ pub struct WallsInfo {
 }
 
 impl WallsInfo {
-    fn of(walls: &walls::Walls, tree: &walls::Tree) -> WallsInfo {
-        let usage = if tree.mechanism() == "cgroup" {
-            tree.usage()
-        } else {
-            walls::Usage::default()
-        };
+    fn of(walls: &walls::Walls, tree: &walls::Tree, usage: walls::Usage) -> WallsInfo {
         let (connect_ports, closed_ports) = match &walls.connect {
             walls::Connect::Only(ports) => (Some(ports.iter().copied().collect()), None),
             walls::Connect::AllBut(closed) => (None, Some(closed.iter().copied().collect())),
@@ -102,7 +97,8 @@ impl WallsInfo {
 }
 
 impl Pool {
-    /// Every live process, for the status API.
+    /// Every live process, for the status API: no file is read here, the memory figures are
+    /// the last sample's ([`Pool::sample_memory`]).
     pub fn snapshot(&self) -> Vec<ProcessInfo> {
         let state = self.inner.state.lock();
         let live: Vec<(Arc<Entry>, bool)> = state
@@ -118,7 +114,7 @@ impl Pool {
             .iter()
             .filter(|(e, _)| !e.process.has_exited())
             .map(|(e, spare)| {
-                let memory = memory(e.process.pid());
+                let sample = *lock(&e.sample);
                 ProcessInfo {
                     thread_id: e.spec.thread.clone(),
                     model: lock(&e.now).model.clone(),
@@ -130,16 +126,16 @@ impl Pool {
                     retired: e.is_retired(),
                     spare: *spare,
                     session_id: e.process.session_id().map(CliSessionId::from_string),
-                    rss_bytes: rss_bytes(e.process.pid()),
-                    pss_bytes: memory.map(|m| m.pss),
-                    private_bytes: memory.map(|m| m.private),
+                    rss_bytes: sample.rss_bytes,
+                    pss_bytes: sample.memory.map(|m| m.pss),
+                    private_bytes: sample.memory.map(|m| m.private),
                     pending_work: e.calls.pending_work.load(Ordering::SeqCst),
                     walls: e
                         .spec
                         .walls
                         .as_ref()
                         .zip(e.tree.as_deref())
-                        .map(|(walls, tree)| WallsInfo::of(walls, tree)),
+                        .map(|(walls, tree)| WallsInfo::of(walls, tree, sample.walls)),
                 }
             })
             .collect();
@@ -147,12 +143,28 @@ impl Pool {
         list
     }
 
-    /// Reads the live processes' memory (`smaps_rollup`) into the `harness_pool_pss_bytes` and
+    /// Reads each live process's memory (`/proc/<pid>/status`, `smaps_rollup`, its tree's
+    /// cgroup) into its sample, which `/api/pool` and `/metrics` show: blocking file reads, run
+    /// off the request path ([`MEMORY_SAMPLE_EVERY`], and once when a process is ready), so no
+    /// read of either slows another request.
+    pub fn sample_memory(&self) {
+        let live = self.inner.state.lock().live();
+        for entry in live.iter().filter(|e| !e.process.has_exited()) {
+            entry.take_sample();
+        }
+    }
+
+    /// The live processes' sampled memory into the `harness_pool_pss_bytes` and
     /// `harness_pool_private_bytes` gauges: `/metrics` calls it before each scrape.
     pub fn measure_memory(&self) {
-        let live = self.live_memory();
-        let pss = live.iter().map(|m| m.pss).sum();
-        let private = live.iter().map(|m| m.private).sum();
+        let live = self.inner.state.lock().live();
+        let sampled: Vec<Memory> = live
+            .iter()
+            .filter(|e| !e.process.has_exited())
+            .filter_map(|e| lock(&e.sample).memory)
+            .collect();
+        let pss = sampled.iter().map(|m| m.pss).sum();
+        let private = sampled.iter().map(|m| m.private).sum();
         self.inner.metrics.memory(pss, private);
     }
 
@@ -186,6 +198,18 @@ fn millis(d: Duration) -> u64 {
 pub fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     parse_vm_rss(&status)
+}
+
+/// How often [`Pool::sample_memory`] runs.
+pub const MEMORY_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a live process used when last sampled.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Sample {
+    pub rss_bytes: Option<u64>,
+    pub memory: Option<Memory>,
+    /// Its tree's, with cgroups.
+    pub walls: walls::Usage,
 }
 
 /// A process's memory as `/proc/<pid>/smaps_rollup` sums it, in bytes.

@@ -276,16 +276,33 @@ async fn a_fork_storm_stops_at_the_process_limit() {
     })
     .await;
     let thread = daemon.create_thread().await;
-    let out = bash(
-        &mock,
-        &daemon,
-        &thread,
-        "i=0; while [ $i -lt 400 ]; do sleep 60 & i=$((i+1)); done; wait",
+    let trigger = "storm away";
+    mock.once_when_prompt_contains(
+        trigger,
+        Reply::tool_use(
+            "Bash",
+            json!({"command": "i=0; while [ $i -lt 400 ]; do sleep 60 & i=$((i+1)); done; wait", "description": "d"}),
+        ),
+    );
+    let (status, body) = daemon.send(&thread, trigger).await;
+    // The tasks the storm takes are the CLI's too: the model reads the limit, or, when the CLI
+    // could not start a thread meanwhile, the turn ends saying so.
+    let said = match status.as_u16() {
+        200 => body["message"]["content"].to_string(),
+        _ => {
+            assert_eq!(body["error"]["code"], "wall_limit", "{body}");
+            body["error"]["message"].to_string()
+        }
+    };
+    assert!(said.contains("limit of 128 processes"), "{said}");
+    harness_tests::util::eventually_async(
+        std::time::Duration::from_secs(10),
+        "the stop is recorded",
+        || async { !limits_reached(&daemon, &thread).await.is_empty() },
     )
-    .await;
-    assert!(out.contains("limit of 128 processes"), "{out}");
+    .await
+    .expect("recorded");
     let events = limits_reached(&daemon, &thread).await;
-    assert!(!events.is_empty(), "{events:?}");
     assert_eq!(events[0]["limit"], "processes");
     let next = daemon.reply(&thread, "after the storm").await;
     assert!(next.contains("after the storm"), "{next}");
