@@ -181,6 +181,8 @@ pub struct AuthorizationServer {
     store: Store,
     /// Fetches client metadata documents: public addresses only, no redirects, bounded.
     documents: reqwest::Client,
+    /// `oauth.allow_private_client_urls`.
+    allow_private: bool,
 }
 
 impl AuthorizationServer {
@@ -200,6 +202,7 @@ impl AuthorizationServer {
         AuthorizationServer {
             store,
             documents: builder.build().unwrap_or_default(),
+            allow_private,
         }
     }
 
@@ -220,7 +223,12 @@ impl AuthorizationServer {
         let refused = |why: String| {
             OAuthError::InvalidClient(format!("client metadata document {url:?}: {why}"))
         };
-        let parsed = reqwest::Url::parse(url).map_err(|err| refused(err.to_string()))?;
+        // An address literal (`127.1`, `2130706433`, `[::ffff:127.0.0.1]`, which the URL parser
+        // writes out as the address it is) never reaches the guarded resolver: checked here,
+        // before anything connects.
+        let setting = "oauth.allow_private_client_urls";
+        let parsed = crate::webhooks::target::check_url_for(url, self.allow_private, setting)
+            .map_err(refused)?;
         if parsed.path() == "/" || parsed.fragment().is_some() {
             return Err(refused("it needs a path, and no fragment".into()));
         }

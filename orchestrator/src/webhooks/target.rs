@@ -44,8 +44,19 @@ pub fn is_private(ip: IpAddr) -> bool {
 }
 
 /// Why `url` may not be a target, checked without resolving it: not http(s), no host, or a
-/// literal private address (or `localhost`) while those are refused.
+/// literal private address (or `localhost`) while those are refused. The URL parser writes every
+/// form of an address literal out as the address it is (`127.1`, `2130706433`, `0x7f.0.0.1` are
+/// `127.0.0.1`), so each is checked as such.
 pub fn check_url(url: &str, allow_private: bool) -> Result<reqwest::Url, String> {
+    check_url_for(url, allow_private, "webhooks.allow_private_targets")
+}
+
+/// [`check_url`], whose refusal names `setting` as what lets private addresses through.
+pub fn check_url_for(
+    url: &str,
+    allow_private: bool,
+    setting: &str,
+) -> Result<reqwest::Url, String> {
     let parsed = reqwest::Url::parse(url).map_err(|err| format!("`{url}` is not a URL: {err}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("`{url}` is not an http(s) URL"));
@@ -61,8 +72,7 @@ pub fn check_url(url: &str, allow_private: bool) -> Result<reqwest::Url, String>
         };
         if private {
             return Err(format!(
-                "`{url}` is a loopback or private address (webhooks.allow_private_targets = true \
-                 lets it through)"
+                "`{url}` is a loopback or private address ({setting} = true lets it through)"
             ));
         }
     }
@@ -154,6 +164,26 @@ mod tests {
             assert!(err.contains(why), "{url}: {err}");
         }
         assert!(check_url("http://127.0.0.1:9/", true).is_ok());
+    }
+
+    /// Every way of writing a loopback or unspecified address (#46: each reached the OAuth
+    /// metadata fetch) is one.
+    #[test]
+    fn address_literals_in_every_form_are_refused() {
+        for host in [
+            "127.0.0.1",
+            "2130706433",
+            "127.1",
+            "0x7f.0.0.1",
+            "[::ffff:127.0.0.1]",
+            "0.0.0.0",
+            "[::1]",
+            "017700000001",
+        ] {
+            let url = format!("https://{host}:8443/c.json");
+            let err = check_url_for(&url, false, "oauth.allow_private_client_urls").unwrap_err();
+            assert!(err.contains("oauth.allow_private_client_urls"), "{url}: {err}");
+        }
     }
 
     #[tokio::test]

@@ -567,3 +567,47 @@ async fn the_typescript_sdk_completes_the_flow_against_the_builtin_server() {
     assert_eq!(owned["tenant"], "hank");
     daemon.stop().await;
 }
+
+/// An unauthenticated authorization request whose `client_id` is a metadata document on an
+/// address literal of this machine, in any of the forms that reached the fetch before (#46),
+/// is refused before anything connects: a listener on that port sees no connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metadata_document_on_a_loopback_literal_is_never_fetched() {
+    let mock = MockApi::start().await;
+    let daemon = builtin_daemon(&mock).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let port = listener.local_addr().expect("its port").port();
+    let base = daemon.client().base().to_owned();
+    for host in [
+        "127.0.0.1".to_owned(),
+        "2130706433".to_owned(),
+        "127.1".to_owned(),
+        "0x7f.0.0.1".to_owned(),
+        "[::ffff:127.0.0.1]".to_owned(),
+        "0.0.0.0".to_owned(),
+        "[::1]".to_owned(),
+    ] {
+        let client_id = format!("https://{host}:{port}/c.json");
+        let url = reqwest::Url::parse_with_params(
+            &format!("{base}/oauth/authorize"),
+            &[
+                ("response_type", "code"),
+                ("client_id", client_id.as_str()),
+                ("redirect_uri", "http://127.0.0.1:9/cb"),
+                ("code_challenge", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"),
+                ("code_challenge_method", "S256"),
+            ],
+        )
+        .expect("a URL");
+        let page = reqwest::get(url).await.expect("an answer");
+        assert_eq!(page.status(), StatusCode::BAD_REQUEST, "{client_id}");
+        let text = page.text().await.unwrap_or_default();
+        assert!(text.contains("loopback or private"), "{client_id}: {text}");
+        assert!(
+            listener.accept().is_err(),
+            "{client_id}: the daemon connected to the port"
+        );
+    }
+    daemon.stop().await;
+}
