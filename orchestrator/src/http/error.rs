@@ -333,6 +333,13 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Api
 
 impl From<BytesRejection> for ApiError {
     fn from(rejection: BytesRejection) -> Self {
+        if super::guard::is_too_slow(&rejection) {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                rejection.body_text(),
+            );
+        }
         let status = rejection.status();
         let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
             "body_too_large"

@@ -212,11 +212,13 @@ impl Guard {
             return Err(closing(refusal.into_response()));
         }
         if refusal.is_none() && large.is_some() {
-            // Read by the handler, once the caller is known.
+            // Read by the handler, once the caller is known: each chunk within `read_timeout`,
+            // and the whole at `MIN_RATE` on average once `read_timeout` has passed.
             let (parts, body) = request.into_parts();
             let timed = tower_http::timeout::TimeoutBody::new(self.read_timeout, body);
             let bounded = http_body_util::Limited::new(timed, limit);
-            return Ok(Request::from_parts(parts, Body::new(bounded)));
+            let paced = at_min_rate(Body::new(bounded), self.read_timeout);
+            return Ok(Request::from_parts(parts, paced));
         }
         let (parts, body) = request.into_parts();
         let keep = if refusal.is_some() { 0 } else { self.max_body };
@@ -342,6 +344,47 @@ fn host_name(host: &str) -> String {
 
 /// The one route that takes a form body.
 const TOKEN_ENDPOINT: &str = "/oauth/token";
+
+/// The least a large body must average once `http.read_timeout` has passed, in bytes a second
+/// (as Apache's `mod_reqtimeout` `MinRate`): a real upload on a slow link goes on, a trickle
+/// (a byte a second) is cut, and its request answered 408.
+pub const MIN_RATE: u64 = 1024;
+
+/// A body that arrived slower than [`MIN_RATE`].
+#[derive(Debug, thiserror::Error)]
+#[error("the body arrived at under {MIN_RATE} bytes a second after {grace:?}")]
+pub struct TooSlow {
+    pub grace: Duration,
+}
+
+/// `body`, failing with [`TooSlow`] at the first chunk after `grace` that leaves its average
+/// under [`MIN_RATE`] (a body that sends nothing at all is `read_timeout`'s to cut).
+fn at_min_rate(body: Body, grace: Duration) -> Body {
+    let started = std::time::Instant::now();
+    let mut received: u64 = 0;
+    let chunks = body.into_data_stream().map(move |chunk| {
+        let chunk = chunk.map_err(axum::BoxError::from)?;
+        received += chunk.len() as u64;
+        let elapsed = started.elapsed();
+        if elapsed > grace && received < MIN_RATE * elapsed.as_secs() {
+            return Err(axum::BoxError::from(TooSlow { grace }));
+        }
+        Ok(chunk)
+    });
+    Body::from_stream(chunks)
+}
+
+/// True when `err`, or an error behind it, is a body that came too slowly.
+pub fn is_too_slow(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(err);
+    while let Some(err) = at {
+        if err.is::<TooSlow>() || err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        at = err.source();
+    }
+    false
+}
 
 /// `application/x-www-form-urlencoded`, with or without parameters.
 fn is_form(content_type: &str) -> bool {

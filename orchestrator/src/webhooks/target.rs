@@ -182,7 +182,10 @@ mod tests {
         ] {
             let url = format!("https://{host}:8443/c.json");
             let err = check_url_for(&url, false, "oauth.allow_private_client_urls").unwrap_err();
-            assert!(err.contains("oauth.allow_private_client_urls"), "{url}: {err}");
+            assert!(
+                err.contains("oauth.allow_private_client_urls"),
+                "{url}: {err}"
+            );
         }
     }
 

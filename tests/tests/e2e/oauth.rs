@@ -595,7 +595,10 @@ async fn a_metadata_document_on_a_loopback_literal_is_never_fetched() {
                 ("response_type", "code"),
                 ("client_id", client_id.as_str()),
                 ("redirect_uri", "http://127.0.0.1:9/cb"),
-                ("code_challenge", "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"),
+                (
+                    "code_challenge",
+                    "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+                ),
                 ("code_challenge_method", "S256"),
             ],
         )

@@ -765,3 +765,55 @@ async fn file_tools_stay_out_of_the_config_dir_even_when_allowed_everywhere() {
     );
     daemon.stop().await;
 }
+
+/// The routes that take large bodies (an upload, `/mcp`) cut a trickle too (#46: one byte a
+/// second was still open at 20 s with `http.read_timeout = 5`): past `read_timeout`, a body
+/// under `MIN_RATE` on average is answered 408 before the client has sent it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_body_on_a_large_route_is_cut() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.http.read_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let addr = daemon.base.trim_start_matches("http://").to_owned();
+    for (path, content_type) in [("/api/files", "image/png"), ("/mcp", "application/json")] {
+        let addr = addr.clone();
+        let (sent, answer) = tokio::task::spawn_blocking(move || {
+            let mut socket = TcpStream::connect(&addr).expect("connect");
+            let length = 60;
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\n\
+                 Accept: application/json, text/event-stream\r\nContent-Length: {length}\r\n\r\n"
+            );
+            socket.write_all(head.as_bytes()).expect("the head");
+            socket
+                .set_read_timeout(Some(Duration::from_millis(900)))
+                .expect("a read timeout");
+            let mut answer = Vec::new();
+            let mut sent = 0;
+            while sent < length {
+                if socket.write_all(b"x").is_err() {
+                    break;
+                }
+                sent += 1;
+                let mut buf = [0u8; 1024];
+                match socket.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        answer.extend_from_slice(&buf[..n]);
+                        break;
+                    }
+                    // Nothing yet: the next byte, a moment later.
+                    Err(_) => {}
+                }
+            }
+            (sent, String::from_utf8_lossy(&answer).into_owned())
+        })
+        .await
+        .expect("the trickle");
+        assert!(sent < 60, "{path}: the whole trickle went in: {answer}");
+        assert!(answer.starts_with("HTTP/1.1 408"), "{path}: {answer}");
+    }
+    daemon.stop().await;
+}

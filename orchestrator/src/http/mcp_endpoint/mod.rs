@@ -208,6 +208,14 @@ pub async fn screen(
     // `http::guard` has already read the body within `max_body_bytes`.
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(bytes) => bytes,
+        Err(err) if crate::http::guard::is_too_slow(&err) => {
+            return rpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                ErrorCode::PARSE_ERROR,
+                format!("cannot read the body: {err}"),
+            )
+        }
         Err(err) => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
