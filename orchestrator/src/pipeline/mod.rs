@@ -490,6 +490,7 @@ impl Pipeline {
         thread: &ThreadId,
         model: Option<String>,
     ) -> Result<(), PipelineError> {
+        threads::validate_names(None, model.as_deref())?;
         let thread = self.inner.store.require_thread(thread).await?;
         let spec = self
             .inner

@@ -114,6 +114,22 @@ async fn bad_requests_get_json_errors() {
         .post("/api/prewarm", json!({"threadId": "thr_nope"}))
         .await;
     assert_eq!(status, 404, "{body}");
+    // A blank model is no model (#46: prewarm took `model: ""`).
+    let thread = daemon.create_thread().await;
+    for model in ["", "  ", &"m".repeat(201)] {
+        let (status, body) = daemon
+            .post("/api/prewarm", json!({"threadId": thread, "model": model}))
+            .await;
+        assert_eq!(status, 422, "{model:?}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("model"),
+            "{body}"
+        );
+    }
+    assert!(daemon.pid_of(&thread).is_none(), "nothing started");
 
     let (status, body) = daemon.get("/api/nothing-here").await;
     assert_eq!(status, 404, "{body}");

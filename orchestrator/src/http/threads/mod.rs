@@ -448,6 +448,8 @@ impl From<TurnReply> for api::Reply {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Prewarm {
     thread_id: String,
+    /// The model to start it on (1 to 200 characters, not blank); default: the thread's.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     model: Option<String>,
 }
 
