@@ -217,8 +217,8 @@ impl Guard {
             let (parts, body) = request.into_parts();
             let timed = tower_http::timeout::TimeoutBody::new(self.read_timeout, body);
             let bounded = http_body_util::Limited::new(timed, limit);
-            let paced = at_min_rate(Body::new(bounded), self.read_timeout);
-            return Ok(Request::from_parts(parts, paced));
+            let paced = MinRate::new(bounded, self.read_timeout);
+            return Ok(Request::from_parts(parts, Body::new(paced)));
         }
         let (parts, body) = request.into_parts();
         let keep = if refusal.is_some() { 0 } else { self.max_body };
@@ -357,21 +357,58 @@ pub struct TooSlow {
     pub grace: Duration,
 }
 
-/// `body`, failing with [`TooSlow`] at the first chunk after `grace` that leaves its average
-/// under [`MIN_RATE`] (a body that sends nothing at all is `read_timeout`'s to cut).
-fn at_min_rate(body: Body, grace: Duration) -> Body {
-    let started = std::time::Instant::now();
-    let mut received: u64 = 0;
-    let chunks = body.into_data_stream().map(move |chunk| {
-        let chunk = chunk.map_err(axum::BoxError::from)?;
-        received += chunk.len() as u64;
-        let elapsed = started.elapsed();
-        if elapsed > grace && received < MIN_RATE * elapsed.as_secs() {
-            return Err(axum::BoxError::from(TooSlow { grace }));
+/// A body that fails with [`TooSlow`] at the first chunk after `grace` that leaves its average
+/// under [`MIN_RATE`] (a body that sends nothing at all is `read_timeout`'s to cut). Its errors
+/// are its inner body's kind, so a length limit behind it is still told apart (413).
+struct MinRate<B> {
+    inner: std::pin::Pin<Box<B>>,
+    started: std::time::Instant,
+    grace: Duration,
+    received: u64,
+}
+
+impl<B> MinRate<B> {
+    fn new(inner: B, grace: Duration) -> MinRate<B> {
+        MinRate {
+            inner: Box::pin(inner),
+            started: std::time::Instant::now(),
+            grace,
+            received: 0,
         }
-        Ok(chunk)
-    });
-    Body::from_stream(chunks)
+    }
+}
+
+impl<B> hyper::body::Body for MinRate<B>
+where
+    B: hyper::body::Body<Data = axum::body::Bytes, Error = axum::BoxError>,
+{
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let polled = this.inner.as_mut().poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled {
+            this.received += frame.data_ref().map_or(0, |data| data.len() as u64);
+            let elapsed = this.started.elapsed();
+            if elapsed > this.grace && this.received < MIN_RATE * elapsed.as_secs() {
+                let slow = TooSlow { grace: this.grace };
+                return std::task::Poll::Ready(Some(Err(slow.into())));
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// True when `err`, or an error behind it, is a body that came too slowly.

@@ -142,6 +142,7 @@ fn every_series_renders_as_dashboards_expect() {
         harness_pool_evictions_total{cause="capacity"} 1
         harness_pool_evictions_total{cause="error"} 0
         harness_pool_evictions_total{cause="expired"} 0
+        harness_pool_evictions_total{cause="lease_lost"} 0
         harness_pool_evictions_total{cause="memory"} 0
         harness_pool_evictions_total{cause="replaced"} 0
         harness_pool_evictions_total{cause="shutdown"} 0
