@@ -97,11 +97,25 @@ fn main() -> std::process::ExitCode {
 
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The daemon's configuration is read before any other thread exists: its secrets then leave
+    // the process's environment, where a process that may trace it would read them.
+    let served = match &cli.command {
+        Command::Serve(args) => {
+            let config = Config::load(args)?;
+            // SAFETY: no thread but this one yet (the runtime starts below).
+            unsafe { orchestrator::environment::keep_secrets(&config) }
+                .map_err(anyhow::Error::msg)?;
+            Some(config)
+        }
+        _ => None,
+    };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => {
-                let mut config = Config::load(&args)?;
+            Command::Serve(_) => {
+                let Some(mut config) = served else {
+                    bail!("no configuration was read");
+                };
                 init_tracing(config.log_format);
                 first_run::ensure_cli(&mut config)?;
                 let signals = count_signals()?;

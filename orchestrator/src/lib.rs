@@ -27,7 +27,8 @@
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
-//! - [`turn_error`], `private_fs`, `secret`, `sync`: leaves.
+//! - [`turn_error`], [`environment`] (the environment as it was at start, its secrets out of
+//!   the live one), `private_fs`, `secret`, `sync`: leaves.
 
 pub mod api;
 pub mod approvals;
@@ -35,6 +36,7 @@ pub mod budget;
 pub mod caller;
 pub mod cluster;
 pub mod config;
+pub mod environment;
 pub mod events;
 pub mod files;
 pub mod gateway;

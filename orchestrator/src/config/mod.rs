@@ -443,9 +443,7 @@ impl Config {
     /// Defaults, then the file (if any), then `HARNESS_TOKEN`, then the flags; then the token
     /// file; then every path made absolute ([`Config::absolute_paths`]); then checks the result.
     pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
-        let token = std::env::var("HARNESS_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty());
+        let token = crate::environment::var("HARNESS_TOKEN").filter(|t| !t.is_empty());
         Self::load_with(args, token)
     }
 

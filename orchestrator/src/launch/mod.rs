@@ -111,7 +111,7 @@ impl Launcher {
         crate::private_fs::create_dir(&config_dir)?;
         crate::private_fs::create_dir(&threads_dir)?;
         crate::private_fs::create_dir(&homes_dir)?;
-        let daemon_env = |name: &str| std::env::var(name).ok();
+        let daemon_env = crate::environment::var;
         let profiles = profile::all(config, longest_tool_call, approval_denies, &daemon_env)
             .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()))?
             .into_iter()

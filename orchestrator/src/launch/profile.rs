@@ -140,7 +140,11 @@ impl AgentProfile {
             .overridable
             .clone()
             .unwrap_or_else(|| OVERRIDABLE.iter().map(|f| (*f).to_owned()).collect());
-        let mut env = child_env(&own, longest_tool_call, std::env::vars_os());
+        let mut env = child_env(
+            &own,
+            longest_tool_call,
+            crate::environment::vars().into_iter(),
+        );
         let upstream = own
             .gateway
             .enabled
