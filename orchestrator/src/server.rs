@@ -521,6 +521,18 @@ pub async fn start(
     if config.cluster.advertise.as_deref() == Some("auto") {
         config.cluster.advertise = Some(format!("http://{addr}"));
     }
+    // The audience of the daemon's tokens is fixed here, never taken from a request's `Host`.
+    if config.oauth.enabled() && config.oauth.public_url.is_none() {
+        if addr.ip().is_unspecified() {
+            return Err(StartError::Config(crate::config::ConfigError::Invalid(
+                format!(
+                    "oauth.public_url must be set when the daemon binds {addr}: it names the \
+                 audience of its tokens"
+                ),
+            )));
+        }
+        config.oauth.public_url = Some(format!("http://{addr}"));
+    }
     let daemon = Daemon::build(config, plugins).await?;
     // No thread's tree reaches the daemon's API, whatever its network.
     daemon.pool.launcher().wall_plan().close_port(addr.port());

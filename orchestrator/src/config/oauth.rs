@@ -21,7 +21,8 @@ pub struct OAuthConfig {
     /// The claim whose value is the caller's tenant.
     pub tenant_claim: String,
     /// The URL clients reach the daemon at (`https://harness.example.com`), which names its
-    /// resources; `None`: `http://` and the request's `Host`.
+    /// resources and is the audience its tokens must name; `None`: `http://` and the address
+    /// the daemon bound (never a request's `Host`), which must then not be a wildcard address.
     pub public_url: Option<String>,
     /// The daemon is its own authorization server (`crate::oauth::authorize`), for operators
     /// without an identity provider; instead of `issuer`.

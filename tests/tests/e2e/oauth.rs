@@ -614,3 +614,47 @@ async fn a_metadata_document_on_a_loopback_literal_is_never_fetched() {
     }
     daemon.stop().await;
 }
+
+/// The audience is this server's, whatever `Host` a request names (#46: with `allowed_hosts`
+/// `*` and no `oauth.public_url`, a token for another server, sent with that server's name as
+/// `Host`, was accepted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audience_does_not_follow_the_host_header() {
+    let issuer = Issuer::start("dave").await.expect("the OAuth issuer runs");
+    let mock = MockApi::start().await;
+    let url = issuer.url.clone();
+    let daemon = TestDaemon::start(&mock, move |c| {
+        c.auth_token = Some(OPERATOR.into());
+        c.oauth.issuer = Some(url);
+        c.http.allowed_hosts = vec!["*".into()];
+    })
+    .await;
+    let base = daemon.base.clone();
+    let theirs = issuer
+        .token_for("http://elsewhere.example/mcp", "threads:read threads:write")
+        .await
+        .expect("a token for another server");
+    let client = reqwest::Client::new();
+    let answer = client
+        .get(format!("{base}/api/me"))
+        .header(reqwest::header::HOST, "elsewhere.example")
+        .bearer_auth(&theirs)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+    // This server's own token still works, under any Host it allows.
+    let ours = issuer
+        .token_for(&format!("{base}/mcp"), "threads:read")
+        .await
+        .expect("a token for this server");
+    let answer = client
+        .get(format!("{base}/api/me"))
+        .header(reqwest::header::HOST, "elsewhere.example")
+        .bearer_auth(&ours)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), StatusCode::OK);
+    daemon.stop().await;
+}
