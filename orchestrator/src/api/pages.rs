@@ -16,6 +16,8 @@ use crate::store::{time_text, ArchiveFilter, Store, StoreError, ThreadQuery};
 pub const DEFAULT_LIMIT: i64 = 50;
 /// The largest page.
 pub const MAX_LIMIT: i64 = 500;
+/// The longest `q`, `profile` or `tag` of a thread list.
+pub const MAX_FILTER_CHARS: usize = 1000;
 
 /// Which threads, and which page of them.
 #[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams, utoipa::ToSchema)]
@@ -27,7 +29,7 @@ pub struct ThreadFilters {
     /// `nextCursor` of the previous page.
     pub cursor: Option<String>,
     /// Words the thread's title or messages must all hold: the threads then come best match
-    /// first.
+    /// first. At most 1000 characters, no NUL (likewise `profile` and `tag`).
     pub q: Option<String>,
     /// `false` (the default: live threads), `true` (archived ones) or `all`.
     pub archived: Option<String>,
@@ -119,6 +121,24 @@ pub async fn threads(
             )))
         }
     };
+    // Text no database stores (PostgreSQL refuses a NUL), or more than a search needs, is the
+    // caller's to fix.
+    for (name, value) in [
+        ("q", &filters.q),
+        ("profile", &filters.profile),
+        ("tag", &filters.tag),
+    ] {
+        if let Some(value) = value {
+            if value.contains('\0') {
+                return Err(PageError::Invalid(format!("{name} holds a NUL character")));
+            }
+            if value.chars().count() > MAX_FILTER_CHARS {
+                return Err(PageError::Invalid(format!(
+                    "{name} is longer than {MAX_FILTER_CHARS} characters"
+                )));
+            }
+        }
+    }
     let words = filters
         .q
         .as_deref()

@@ -14,9 +14,20 @@ pub struct Cron {
     tz: Tz,
 }
 
+/// The longest cron expression taken: six fields of lists and ranges fit well within it (a
+/// 100 KB one was stored).
+pub const MAX_CRON_CHARS: usize = 256;
+
 impl Cron {
-    /// Parses `expr` in the IANA zone `timezone`; the error names what is wrong.
+    /// Parses `expr` (at most [`MAX_CRON_CHARS`]) in the IANA zone `timezone`; the error names
+    /// what is wrong.
     pub fn parse(expr: &str, timezone: &str) -> Result<Cron, String> {
+        let chars = expr.chars().count();
+        if chars > MAX_CRON_CHARS {
+            return Err(format!(
+                "cron: {chars} characters; an expression is at most {MAX_CRON_CHARS}"
+            ));
+        }
         let tz: Tz = timezone
             .parse()
             .map_err(|_| format!("timezone: {timezone:?} is not an IANA time zone"))?;
@@ -82,6 +93,24 @@ mod tests {
         let tick = at("2026-03-01T10:00:02Z");
         assert_eq!(cron.last_at_or_before(tick), Some(tick));
         assert_eq!(cron.next_after(tick), Some(at("2026-03-01T10:00:04Z")));
+    }
+
+    /// A cron of 100 KB was stored (#46): the length is bounded, whatever the expression.
+    #[test]
+    fn an_overlong_expression_is_refused() {
+        // Every minute, hour and day listed: a real expression, and a long one.
+        let list = |from: u32, to: u32| {
+            (from..to)
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let long = format!("{} {} {} * *", list(0, 60), list(0, 24), list(1, 32));
+        assert!(long.chars().count() > MAX_CRON_CHARS);
+        let err = Cron::parse(&long, "UTC").expect_err("too long");
+        assert!(err.contains("at most 256"), "{err}");
+        let huge = format!("{} * * * *", "0,".repeat(50_000));
+        assert!(Cron::parse(&huge, "UTC").is_err());
     }
 
     #[test]

@@ -563,9 +563,23 @@ async fn commit_of(repo: &Path, base_ref: &str) -> Result<String, WorkspaceError
     Ok(commit.trim().to_owned())
 }
 
-/// `branch` is a well-formed branch name that `repo` does not have yet.
+/// The longest branch name a thread may ask for, in bytes (git's own limit is the file
+/// system's, whose refusal was a 500).
+const MAX_BRANCH_BYTES: usize = 200;
+
+/// `branch` is a well-formed branch name that `repo` does not have yet: no `-` first, not `@`
+/// (which git reads as `HEAD`), not a full ref (`refs/heads/main` would be
+/// `refs/heads/refs/heads/main`), at most [`MAX_BRANCH_BYTES`], and what `git check-ref-format
+/// --branch` takes.
 async fn check_branch(repo: &Path, branch: &str) -> Result<(), WorkspaceError> {
+    if branch.len() > MAX_BRANCH_BYTES {
+        return Err(invalid(format!(
+            "`branch` is longer than {MAX_BRANCH_BYTES} bytes"
+        )));
+    }
     let well_formed = !branch.starts_with('-')
+        && branch != "@"
+        && !branch.starts_with("refs/")
         && git::succeeds(repo, &["check-ref-format", "--branch", branch]).await?;
     if !well_formed {
         return Err(invalid(format!(

@@ -590,3 +590,22 @@ async fn a_worktree_with_a_swapped_git_dir_is_refused() {
     assert!(archived.is_err(), "{archived:?}");
     assert!(!marker.exists(), "the swapped git dir's program ran");
 }
+
+/// `@`, a full ref and an overlong name are refused as branch names (#46: the first two were
+/// taken, the last was a 500).
+#[tokio::test]
+async fn odd_branch_names_are_refused() {
+    let f = fixture();
+    for branch in [
+        "@".to_owned(),
+        "refs/heads/main".to_owned(),
+        "b".repeat(300),
+    ] {
+        let request = WorkspaceRequest {
+            branch: Some(branch.clone()),
+            ..worktree(&f.repo)
+        };
+        let refused = refusal(&f, request).await;
+        assert!(refused.contains("branch"), "{branch}: {refused}");
+    }
+}

@@ -131,6 +131,16 @@ async fn bad_requests_get_json_errors() {
     }
     assert!(daemon.pid_of(&thread).is_none(), "nothing started");
 
+    // A NUL in a filter was a 500 from the database (#46), an overlong one a full scan.
+    for query in [
+        "q=a%00b".to_owned(),
+        "tag=x%00".to_owned(),
+        format!("q={}", "w".repeat(1001)),
+    ] {
+        let (status, body) = daemon.get(&format!("/api/threads?{query}")).await;
+        assert_eq!(status, 422, "{query}: {body}");
+    }
+
     let (status, body) = daemon.get("/api/nothing-here").await;
     assert_eq!(status, 404, "{body}");
     assert!(body["error"]["message"].is_string());
