@@ -304,13 +304,16 @@ fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
 }
 
-/// A process's resident memory, in bytes.
+/// A process's resident memory (`VmRSS`), in bytes.
 fn resident(pid: u32) -> u64 {
-    let pages: u64 = fs::read_to_string(format!("/proc/{pid}/statm"))
+    let kib: u64 = fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|statm| statm.split_whitespace().nth(1)?.parse().ok())
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
         .unwrap_or(0);
-    pages * 4096
+    kib * 1024
 }
 
 fn all_pids() -> Vec<u32> {

@@ -151,10 +151,16 @@ pub async fn authorize(
     let page = match server.check(&request, &oauth.resources(&base)).await {
         Ok(client) => {
             let name = client.name.unwrap_or_else(|| client.id.clone());
-            let scope = request
-                .scope
-                .clone()
-                .unwrap_or_else(|| "threads:read threads:write".into());
+            // What the client will get, not what it asked for (`admin` and unknown names go).
+            let scope = crate::oauth::authorize::granted_scopes(request.scope.as_deref())
+                .map(|scopes| {
+                    scopes
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
             let back = reqwest::Url::parse(&request.redirect_uri)
                 .map(|u| u.origin().ascii_serialization())
                 .unwrap_or_default();
@@ -163,10 +169,18 @@ pub async fn authorize(
         Err(err) => (StatusCode::BAD_REQUEST, refusal_page(&err.to_string())),
     };
     let mut response = (page.0, Html(page.1)).into_response();
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(super::page::CONTENT_SECURITY_POLICY),
     );
+    // Never framed (a click on Allow is the operator's own), sniffed or kept.
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 

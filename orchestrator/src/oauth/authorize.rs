@@ -582,7 +582,7 @@ pub fn redirect_uri_problem(uri: &str) -> Option<&'static str> {
 
 /// The scopes a request for `scope` gets: what it names of this server's (never `admin`), or
 /// the default; `invalid_scope` when it names only what it cannot have.
-fn granted_scopes(scope: Option<&str>) -> Result<Vec<Scope>, OAuthError> {
+pub fn granted_scopes(scope: Option<&str>) -> Result<Vec<Scope>, OAuthError> {
     let Some(scope) = scope.filter(|s| !s.trim().is_empty()) else {
         return Ok(DEFAULT_SCOPES.to_vec());
     };

@@ -658,3 +658,58 @@ async fn the_audience_does_not_follow_the_host_header() {
     assert_eq!(answer.status(), StatusCode::OK);
     daemon.stop().await;
 }
+
+/// The consent page is never framed, sniffed or kept, and shows the scopes the client will get
+/// (#46: it showed `admin` and unknown names, which are never granted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consent_page_shows_what_is_granted_and_is_not_framed_or_kept() {
+    let mock = MockApi::start().await;
+    let daemon = builtin_daemon(&mock).await;
+    let base = daemon.base.clone();
+    let (status, client, _) = call(
+        &base,
+        None,
+        Method::POST,
+        "/oauth/register",
+        Some(json!({"client_name": "Editor", "redirect_uris": ["http://127.0.0.1:9/cb"], "token_endpoint_auth_method": "none"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{client}");
+    let client_id = client["client_id"]
+        .as_str()
+        .expect("a client id")
+        .to_owned();
+    let challenge =
+        harness_tests::oauth::pkce_challenge("a-verifier-that-is-long-enough-for-pkce-0123456789");
+    let url = reqwest::Url::parse_with_params(
+        &format!("{base}/oauth/authorize"),
+        &[
+            ("response_type", "code"),
+            ("client_id", client_id.as_str()),
+            ("redirect_uri", "http://127.0.0.1:9/cb"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+            ("scope", "admin threads:read no-such-scope"),
+        ],
+    )
+    .expect("a URL");
+    let page = reqwest::get(url).await.expect("the page");
+    assert_eq!(page.status(), StatusCode::OK);
+    let header = |name: &str| {
+        page.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(header("x-frame-options"), "DENY");
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    assert_eq!(header("cache-control"), "no-store");
+    let html = page.text().await.unwrap_or_default();
+    assert!(
+        html.contains(r#"<strong data-testid="consent-scopes">threads:read</strong>"#),
+        "{html}"
+    );
+    assert!(!html.contains("no-such-scope"), "{html}");
+    daemon.stop().await;
+}
