@@ -102,8 +102,9 @@ fn real_main() -> anyhow::Result<()> {
     let served = match &cli.command {
         Command::Serve(args) => {
             let config = Config::load(args)?;
+            let names = config.secret_env_names();
             // SAFETY: no thread but this one yet (the runtime starts below).
-            unsafe { orchestrator::environment::keep_secrets(&config) }
+            unsafe { orchestrator::environment::keep_secrets(&names) }
                 .map_err(anyhow::Error::msg)?;
             Some(config)
         }

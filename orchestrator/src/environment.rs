@@ -61,35 +61,18 @@ pub fn var(name: &str) -> Option<String> {
     }
 }
 
-/// The names of the daemon's secrets in its environment: [`SECRETS`], and every variable a
-/// profile's MCP server takes a secret from (`env:NAME`).
-pub fn secret_names(config: &crate::config::Config) -> Vec<String> {
-    let mut names: Vec<String> = SECRETS.iter().map(|name| (*name).to_owned()).collect();
-    for profile in config.profiles.values() {
-        for server in profile.mcp_servers.values() {
-            names.extend(
-                server
-                    .secrets
-                    .values()
-                    .filter_map(|source| source.strip_prefix("env:"))
-                    .map(str::to_owned),
-            );
-        }
-    }
-    names
-}
-
 /// Keeps the daemon's secrets from everything it starts and everyone who may trace it:
-/// [`capture`] (secret files read), then [`scrub`] of [`secret_names`] and of their `_FILE`
-/// names, then the process made not dumpable (its `/proc/<pid>/` files are root's then, and
-/// tracing it takes `CAP_SYS_PTRACE`).
+/// [`capture`] (secret files read), then [`scrub`] of [`SECRETS`], their `_FILE` names and
+/// `more` (the configuration's: `Config::secret_env_names`), then the process made not
+/// dumpable (its `/proc/<pid>/` files are root's then, and tracing it takes `CAP_SYS_PTRACE`).
 ///
 /// # Safety
 /// As [`scrub`]: only while the process has one thread.
-pub unsafe fn keep_secrets(config: &crate::config::Config) -> Result<(), String> {
+pub unsafe fn keep_secrets(more: &[String]) -> Result<(), String> {
     capture()?;
-    let mut names = secret_names(config);
+    let mut names: Vec<String> = SECRETS.iter().map(|name| (*name).to_owned()).collect();
     names.extend(SECRETS.iter().map(|name| format!("{name}_FILE")));
+    names.extend(more.iter().cloned());
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     scrub(&names);
     nix::sys::prctl::set_dumpable(false)

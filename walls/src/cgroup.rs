@@ -149,10 +149,20 @@ fn empty_and_remove(dir: &Path) {
             return;
         }
         for pid in pids {
-            crate::tree::kill(pid);
+            kill(pid);
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// `SIGKILL` to `pid`; one that is gone already is fine.
+pub(crate) fn kill(pid: u32) {
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+}
+
+/// `signal` to `pid`; one that is gone already is fine.
+pub(crate) fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
 }
 
 fn procs_at(dir: &Path) -> Vec<u32> {

@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::cgroup::Group;
+use crate::cgroup::{kill, signal, Group};
 use crate::Limits;
 
 /// Which limit a tree reached.
@@ -294,14 +294,6 @@ fn tell(pid: u32, message: &str) {
     if let Ok(mut stderr) = opened {
         let _ = stderr.write_all(format!("\n[harness] {message}\n").as_bytes());
     }
-}
-
-pub(crate) fn kill(pid: u32) {
-    signal(pid, nix::sys::signal::Signal::SIGKILL);
-}
-
-fn signal(pid: u32, signal: nix::sys::signal::Signal) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
 }
 
 /// A process's resident memory (`VmRSS`), in bytes.

@@ -108,6 +108,19 @@ impl Config {
         approvals
     }
 
+    /// The variables of the daemon's environment its MCP servers take secrets from
+    /// (`env:NAME`): kept out of the live environment with the daemon's own
+    /// (`crate::environment::keep_secrets`).
+    pub fn secret_env_names(&self) -> Vec<String> {
+        self.profiles
+            .values()
+            .flat_map(|profile| profile.mcp_servers.values())
+            .flat_map(|server| server.secrets.values())
+            .filter_map(|source| source.strip_prefix("env:"))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// Every profile's name: the built-in `standard` and `lean`, then each `[profiles.NAME]`.
     pub fn profile_names(&self) -> Vec<String> {
         let mut names = vec!["standard".to_owned(), "lean".to_owned()];

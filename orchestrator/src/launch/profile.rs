@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::{child_env, contained_tools, session_settings};
 use crate::config::{Config, ConfigError, Profile, ProfileConfig, WorkspaceRequest, OVERRIDABLE};
+use crate::environment;
 use crate::mcp::SERVER_NAME;
 
 /// One profile, ready to start processes.
@@ -140,11 +141,7 @@ impl AgentProfile {
             .overridable
             .clone()
             .unwrap_or_else(|| OVERRIDABLE.iter().map(|f| (*f).to_owned()).collect());
-        let mut env = child_env(
-            &own,
-            longest_tool_call,
-            crate::environment::vars().into_iter(),
-        );
+        let mut env = child_env(&own, longest_tool_call, environment::vars().into_iter());
         let upstream = own
             .gateway
             .enabled

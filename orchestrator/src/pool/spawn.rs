@@ -109,9 +109,6 @@ impl Pool {
         let started_process =
             CliProcess::spawn(&launch, &spec.options, resume, &inner.tasks).await?;
         let (process, requests) = (started_process.process, started_process.requests);
-        if let Some(tree) = &tree {
-            tree.started(process.pid());
-        }
         let (stored_tx, transcript_stored) = watch::channel(0);
         // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
         let parked = started_process.initialize["sdk_mcp_manifests_parked"][SERVER_NAME]
@@ -166,16 +163,8 @@ impl Pool {
             transcript_stored,
             tree.clone(),
         ));
-        if let Some(tree) = tree {
-            inner.metrics.walled(true);
-            inner
-                .tasks
-                .spawn(self.clone().watch_walls(entry.clone(), tree));
-        }
+        self.watch(&entry, tree);
         entry.one_turn.store(overflow, Ordering::SeqCst);
-        // Its first memory sample, for `/api/pool` (then every MEMORY_SAMPLE_EVERY).
-        let sampled = entry.clone();
-        inner.tasks.spawn_blocking(move || sampled.take_sample());
         inner.state.lock().started(entry.clone());
         inner.tasks.spawn(
             self.clone()
@@ -199,6 +188,21 @@ impl Pool {
             drop(pass);
         });
         Ok(entry)
+    }
+
+    /// What the pool watches of a new process: its first memory sample, for `/api/pool` (then
+    /// every `MEMORY_SAMPLE_EVERY`), and its walled tree's limits ([`Pool::watch_walls`]).
+    fn watch(&self, entry: &Arc<Entry>, tree: Option<Arc<walls::Tree>>) {
+        let inner = &self.inner;
+        let sampled = entry.clone();
+        inner.tasks.spawn_blocking(move || sampled.take_sample());
+        if let Some(tree) = tree {
+            tree.started(entry.process.pid());
+            inner.metrics.walled(true);
+            inner
+                .tasks
+                .spawn(self.clone().watch_walls(entry.clone(), tree));
+        }
     }
 
     /// Checks `entry`'s tree against its limits while the process lives (every
