@@ -141,7 +141,8 @@ impl Tree {
         }
     }
 
-    /// Checks the limits once: a tree at its memory limit has its largest process stopped; a
+    /// Checks the limits once: a tree at its memory limit has its largest process but the first
+    /// stopped (the first itself when it is alone); a
     /// tree that reached its task limit (a `fork` refused) has the command that forks stopped:
     /// the child of the first process with the most processes below it, and any process that
     /// left the first one's tree. Returns what was stopped.
@@ -179,8 +180,16 @@ impl Tree {
         breaches
     }
 
+    /// Stops the largest process of the tree but its first: what a command started is what
+    /// the limit is for; the first process itself only when nothing else is there.
     fn stop_largest(&self, root: u32, max_mb: u64) -> Option<Breach> {
-        let victim = self.procs().into_iter().max_by_key(|pid| resident(*pid))?;
+        let procs = self.procs();
+        let victim = procs
+            .iter()
+            .copied()
+            .filter(|pid| *pid != root)
+            .max_by_key(|pid| resident(*pid))
+            .or_else(|| procs.contains(&root).then_some(root))?;
         let used = resident(victim) / (1024 * 1024);
         let message = format!(
             "stopped by the thread's walls: its memory limit of {max_mb} MiB was reached (this process used {used} MiB)"

@@ -96,7 +96,7 @@ async fn a_process_the_walls_stop_shows_on_the_page() {
     let page = Page::open(|c| {
         c.claude.builtin_tools = Some("Bash".into());
         c.approvals.mode = ApprovalMode::Allow;
-        c.sandbox.memory_max_mb = 384;
+        c.sandbox.memory_max_mb = 512;
     })
     .await;
     page.new_thread().await;
@@ -119,7 +119,7 @@ async fn a_process_the_walls_stop_shows_on_the_page() {
             )
             .await;
         let shown = shown.as_str().unwrap_or_default().to_owned();
-        assert!(shown.contains("memory limit of 384 MiB"), "{shown}");
+        assert!(shown.contains("memory limit of 512 MiB"), "{shown}");
         assert!(shown.contains("python"), "{shown}");
         page.browser.client.refresh().await.expect("reload");
     }
