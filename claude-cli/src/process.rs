@@ -35,6 +35,8 @@ use crate::protocol::{self, SpawnOptions, TranscriptMirror, TurnEvent, TurnResul
 use crate::CliError;
 
 mod command;
+
+pub use command::Confine;
 mod pipes;
 mod reader;
 
@@ -71,12 +73,6 @@ pub struct Launch {
     pub stop_hook: bool,
     /// What walls the process in before it runs (the host's sandbox), if anything.
     pub confine: Option<Arc<dyn Confine>>,
-}
-
-/// What walls a process in: given its command just before the spawn, it arranges what the child
-/// does between fork and exec, so everything the process starts inherits it.
-pub trait Confine: Send + Sync + std::fmt::Debug {
-    fn confine(&self, cmd: &mut std::process::Command);
 }
 
 /// A started process: the handle, its control requests, and its answer to `initialize`.
@@ -298,9 +294,6 @@ impl CliProcess {
             .process_group(0)
             .kill_on_drop(true);
         set_parent_death_signal(&mut cmd);
-        if let Some(confine) = &launch.confine {
-            confine.confine(cmd.as_std_mut());
-        }
         let mut child = cmd.spawn().map_err(|err| {
             SpawnError::Failed(CliError::Spawn {
                 bin: bin.clone(),

@@ -320,11 +320,8 @@ async fn daemon_argv(
             .for_each(|s| s.manifest = None),
     }
     let spawned = Instant::now();
-    let mut command = launch.command(&spec.options, None);
-    if let Some(confine) = &launch.confine {
-        confine.confine(command.as_std_mut());
-    }
-    let child = command
+    let child = launch
+        .command(&spec.options, None)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
