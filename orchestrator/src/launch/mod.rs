@@ -75,16 +75,6 @@ pub struct Launched {
     pub tree: Option<Arc<::walls::Tree>>,
 }
 
-/// Gives a [`::walls::Confinement`] to the CLI crate's spawn.
-#[derive(Debug)]
-struct Walled(Arc<::walls::Confinement>);
-
-impl claude_cli::Confine for Walled {
-    fn confine(&self, cmd: &mut std::process::Command) {
-        self.0.clone().apply(cmd);
-    }
-}
-
 /// A thread whose profile the daemon no longer has: its turns are refused rather than run with
 /// another profile's powers.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -250,42 +240,6 @@ impl Launcher {
         }))
     }
 
-    /// `spec` with its walls (none with `sandbox.enabled = false`): its folder (and a worktree's
-    /// git dir), its config dir, HOME and temp dir read and written.
-    fn walled(&self, spec: ProcessSpec) -> ProcessSpec {
-        if self.sandbox.is_none() {
-            return spec;
-        }
-        let (home, tmp) = self.home_of(&spec.thread);
-        let mut own = vec![spec.workdir.clone(), spec.config_dir.clone(), home, tmp];
-        let mut read = Vec::new();
-        if let Some(git) = worktree_git_dirs(&spec.workdir) {
-            read.push(git.common);
-            own.extend(git.written);
-        }
-        let upstream = self.profile(Some(&spec.profile)).ok().and_then(|profile| {
-            let url = profile
-                .env()
-                .iter()
-                .rev()
-                .find(|(k, _)| k == "ANTHROPIC_BASE_URL")
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("https://api.anthropic.com");
-            walls::url_port(url)
-        });
-        let walls = self.plan.walls(&spec.profile, own, read, upstream);
-        ProcessSpec {
-            walls: Some(walls),
-            ..spec
-        }
-    }
-
-    /// `thread`'s HOME and temp dir (not created).
-    fn home_of(&self, thread: &ThreadId) -> (PathBuf, PathBuf) {
-        let base = thread_workdir(&self.homes_dir, thread);
-        (base.join("home"), base.join("tmp"))
-    }
-
     /// How a process of `spec` starts, its token at the model gateway, and its walled tree.
     /// Creates a thread's own folder (mode 0700) and config dir, and with walls its HOME and
     /// temp dir; a workspace must be there already (`NotFound` otherwise: never another folder).
@@ -321,27 +275,7 @@ impl Launcher {
         if let Some(parent) = &spec.traceparent {
             env.push(("TRACEPARENT".into(), parent.clone()));
         }
-        let (confine, tree) = match (&self.sandbox, &spec.walls) {
-            (Some(sandbox), Some(walls)) => {
-                // Its own HOME and temp dir, made before the walls name them.
-                let (home, tmp) = self.home_of(&spec.thread);
-                crate::private_fs::create_dir(&home)?;
-                crate::private_fs::create_dir(&tmp)?;
-                let path = env
-                    .iter()
-                    .rev()
-                    .find(|(k, _)| k == "PATH")
-                    .map(|(_, v)| walls::walled_path(v, walls));
-                env.retain(|(k, _)| !matches!(k.as_str(), "HOME" | "TMPDIR" | "PATH"));
-                env.push(("HOME".into(), home.display().to_string()));
-                env.push(("TMPDIR".into(), tmp.display().to_string()));
-                env.extend(path.map(|path| ("PATH".to_owned(), path)));
-                let (confinement, tree) = sandbox.wall(&tree_name(&spec.thread), walls)?;
-                let confine: Arc<dyn claude_cli::Confine> = Arc::new(Walled(Arc::new(confinement)));
-                (Some(confine), Some(Arc::new(tree)))
-            }
-            _ => (None, None),
-        };
+        let (confine, tree) = self.wall_in(spec, &mut env)?.unzip();
         let launch = Launch {
             bin: self.bin.clone(),
             config_dir: spec.config_dir.clone(),
@@ -502,40 +436,6 @@ fn fresh_spec(
         traceparent: None,
         walls: None,
     }
-}
-
-/// What git in a worktree reads and writes of its repository's git dir.
-struct WorktreeGit {
-    /// The repository's `.git`: read (its config and hooks are the operator's).
-    common: PathBuf,
-    /// Its objects, refs and logs, and the worktree's own git dir: written (a commit).
-    written: Vec<PathBuf>,
-}
-
-/// The git dirs of the worktree at `workdir`, from its `.git` file; `None` for any other folder.
-fn worktree_git_dirs(workdir: &Path) -> Option<WorktreeGit> {
-    let text = std::fs::read_to_string(workdir.join(".git")).ok()?;
-    let gitdir = workdir
-        .join(text.strip_prefix("gitdir:")?.trim())
-        .canonicalize()
-        .ok()?;
-    let common = std::fs::read_to_string(gitdir.join("commondir"))
-        .ok()
-        .and_then(|c| gitdir.join(c.trim()).canonicalize().ok())?;
-    let mut written: Vec<PathBuf> = ["objects", "refs", "logs"]
-        .iter()
-        .map(|dir| common.join(dir))
-        .collect();
-    written.push(gitdir);
-    Some(WorktreeGit { common, written })
-}
-
-/// A walled tree's name among the live ones: the thread's, and a count.
-fn tree_name(thread: &ThreadId) -> String {
-    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = thread_workdir(Path::new(""), thread);
-    format!("{}-{n}", name.display())
 }
 
 /// Where the CLI keeps the transcripts of `spec`'s project: `<config dir>/projects/<the
