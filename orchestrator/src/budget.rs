@@ -21,9 +21,11 @@
 //! thread that has not finished a turn since the daemon started. Reservations live in this
 //! node's memory: on a cluster, each node reserves for its own turns.
 //!
-//! While a turn runs, the model gateway meters each of its model requests as it happens
-//! ([`metered`]): what the running turns metered counts with what was spent, and a request that
-//! finds a budget spent is refused, so a runaway turn stops within one request of its limit.
+//! The model gateway is the meter of record ([`metered`]): it meters each model request as it
+//! happens, what the running turns metered counts with what was spent, a request that finds a
+//! budget spent is refused (so a runaway turn stops within one request of its limit), requests
+//! in flight hold estimates of their cost, and what no turn's stored cost covers is stored on
+//! its own and counted.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,7 +40,7 @@ use crate::sync::lock;
 
 mod metered;
 
-pub use metered::TurnRef;
+pub use metered::{RequestHold, TurnRef};
 
 /// What a budget is kept over. A value, so that the same reservations serve every kind of
 /// budget.
@@ -134,9 +136,10 @@ pub struct Budgets {
     pub ledger: Arc<Ledger>,
 }
 
-/// The reservations of running turns, by scope, and each thread's recent cost per turn.
+/// The reservations of running turns, by scope, and each thread's recent cost per turn; and
+/// what wakes a model request waiting for one in flight to end ([`RequestHold`]).
 #[derive(Debug, Default)]
-pub struct Ledger(Mutex<LedgerState>);
+pub struct Ledger(Mutex<LedgerState>, tokio::sync::Notify);
 
 #[derive(Debug, Default)]
 struct LedgerState {
@@ -150,9 +153,15 @@ struct LedgerState {
     running: HashMap<ThreadId, metered::Running>,
     /// Numbers the reservations, so that one ending never takes a later one's entry.
     next_turn: u64,
+    /// What the model requests in flight hold, by scope ([`RequestHold`]).
+    in_flight: HashMap<Scope, Held>,
+    /// The key (and its daily limit) each thread's last turn here was charged to: what its
+    /// requests between turns count against.
+    last_key: HashMap<ThreadId, Option<(String, f64)>>,
 }
 
-/// What the running turns of one scope hold.
+/// What the running turns (or the model requests in flight) of one scope hold, and how many
+/// there are (`turns`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Held {
     usd: f64,
@@ -196,13 +205,7 @@ impl Drop for Reservation {
         let mut state = lock(&self.ledger.0);
         state.stop_metering(&self.thread, self.turn);
         for (scope, usd) in self.held.drain(..) {
-            if let Some(held) = state.reserved.get_mut(&scope) {
-                held.usd -= usd;
-                held.turns = held.turns.saturating_sub(1);
-                if held.turns == 0 {
-                    state.reserved.remove(&scope);
-                }
-            }
+            metered::release(&mut state.reserved, &scope, usd);
         }
     }
 }

@@ -26,6 +26,13 @@ pub struct NewModelRequest {
     pub first_byte_ms: i64,
     /// From the request's arrival to the response's last byte.
     pub ms: i64,
+    /// The API key it was charged to (its turn's, or the thread's last turn's); `None`: the
+    /// operator's.
+    pub key_id: Option<String>,
+    /// Its cost is in no turn's stored cost (a request between turns, or one that ended after
+    /// its turn was stored): storing it also adds its cost to what its key and the day spent,
+    /// and a thread's spending counts it.
+    pub alone: bool,
 }
 
 /// A model request as stored.
@@ -43,12 +50,15 @@ pub struct ModelRequestRow {
     pub cost_usd: f64,
     pub first_byte_ms: i64,
     pub ms: i64,
+    pub key_id: Option<String>,
+    pub alone: bool,
     pub created_at: DateTime<Utc>,
 }
 
 #[allow(async_fn_in_trait)]
 pub trait ModelRequestQueries {
-    /// Stores one request; its id.
+    /// Stores one request; its id. One [`NewModelRequest::alone`] is added to its key's and
+    /// the day's spending in the same transaction.
     async fn insert_model_request(&self, request: &NewModelRequest) -> Result<i64, StoreError>;
 
     /// The requests of one turn, oldest first.

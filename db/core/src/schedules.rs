@@ -102,6 +102,9 @@ pub struct ScheduleRow {
     pub prompt: String,
     /// The tenant of whoever created it; its runs act for that tenant. `None`: the operator's.
     pub tenant: Option<String>,
+    /// The API key that created it: its runs act as that key (its budget, turns at once, rate
+    /// and revocation). `None`: the operator, or another caller with no key.
+    pub created_by: Option<String>,
     pub overlap: Overlap,
     pub catch_up: CatchUp,
     pub enabled: bool,
@@ -122,6 +125,8 @@ pub struct NewSchedule<'a> {
     pub prompt: &'a str,
     /// The creator's tenant (kept by an update as it was).
     pub tenant: Option<&'a str>,
+    /// The API key that created it (kept by an update as it was).
+    pub created_by: Option<&'a str>,
     pub overlap: Overlap,
     pub catch_up: CatchUp,
     pub enabled: bool,

@@ -1,20 +1,22 @@
 //! `model_requests`: the model gateway's record of each model request.
 
-use harness_db::{now_text, MessageId, ModelRequestRow, NewModelRequest, StoreError};
+use harness_db::{now_text, MessageId, ModelRequestRow, NewModelRequest, StoreError, Usage};
 use plugin_contract::ThreadId;
 use sqlx::PgPool;
 
+use crate::usage::{add_to_day, add_to_subject_day};
 use crate::Postgres;
 
 harness_db::model_request_queries!(Postgres);
 
 async fn insert(pool: &PgPool, r: &NewModelRequest) -> Result<i64, StoreError> {
     let now = now_text();
-    Ok(sqlx::query_scalar!(
+    let mut tx = pool.begin().await?;
+    let id = sqlx::query_scalar!(
         r#"INSERT INTO model_requests (thread_id, message_id, model, status, input_tokens,
                output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, first_byte_ms, ms,
-               created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+               key_id, alone, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
            RETURNING id"#,
         &r.thread_id as &ThreadId,
         r.message_id.as_ref() as Option<&MessageId>,
@@ -27,10 +29,28 @@ async fn insert(pool: &PgPool, r: &NewModelRequest) -> Result<i64, StoreError> {
         r.cost_usd,
         r.first_byte_ms,
         r.ms,
+        r.key_id,
+        r.alone,
         now,
     )
-    .fetch_one(pool)
-    .await?)
+    .fetch_one(&mut *tx)
+    .await?;
+    if r.alone {
+        let usage = Usage {
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+            cache_read_tokens: r.cache_read_tokens,
+            cache_write_tokens: r.cache_write_tokens,
+            cost_usd: r.cost_usd,
+            api_ms: 0,
+        };
+        add_to_day(&mut tx, &usage, 0).await?;
+        if let Some(key) = &r.key_id {
+            add_to_subject_day(&mut tx, key, &usage).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(id)
 }
 
 async fn of_message(
@@ -42,7 +62,7 @@ async fn of_message(
         r#"SELECT id, thread_id AS "thread_id: ThreadId",
                   message_id AS "message_id: MessageId", model, status, input_tokens,
                   output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, first_byte_ms,
-                  ms, created_at::timestamptz AS "created_at!"
+                  ms, key_id, alone, created_at::timestamptz AS "created_at!"
            FROM model_requests WHERE message_id = $1 ORDER BY id"#,
         message as &MessageId,
     )

@@ -68,7 +68,7 @@ pub(crate) async fn end_in(
         }
     };
     if let Some(usage) = end.usage {
-        add_to_day(conn, usage).await?;
+        add_to_day(conn, usage, 1).await?;
         add_to_caller_day(conn, message, usage).await?;
     }
     record_session(conn, thread, end.session, &now).await?;

@@ -23,10 +23,11 @@ async fn create_schedule(
     Ok(sqlx::query_as!(
         ScheduleRow,
         r#"INSERT INTO schedules (id, name, cron, timezone, thread_id, template, prompt, overlap,
-                                 catch_up, enabled, next_run_at, created_at, updated_at, tenant)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13)
+                                 catch_up, enabled, next_run_at, created_at, updated_at, tenant,
+                                 created_by)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14)
            RETURNING id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
-                     template AS "template: serde_json::Value", prompt, tenant,
+                     template AS "template: serde_json::Value", prompt, tenant, created_by,
                      overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
                      enabled,
                      next_run_at::timestamptz AS "next_run_at!",
@@ -45,6 +46,7 @@ async fn create_schedule(
         new.next_run_at,
         now,
         new.tenant,
+        new.created_by,
     )
     .fetch_one(pool)
     .await?)
@@ -54,7 +56,7 @@ async fn schedule(pool: &PgPool, id: &str) -> Result<Option<ScheduleRow>, StoreE
     Ok(sqlx::query_as!(
         ScheduleRow,
         r#"SELECT id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
-                  template AS "template: serde_json::Value", prompt, tenant,
+                  template AS "template: serde_json::Value", prompt, tenant, created_by,
                   overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
                   enabled, next_run_at::timestamptz AS "next_run_at!",
                   created_at::timestamptz AS "created_at!",
@@ -70,7 +72,7 @@ async fn list_schedules(pool: &PgPool) -> Result<Vec<ScheduleRow>, StoreError> {
     Ok(sqlx::query_as!(
         ScheduleRow,
         r#"SELECT id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
-                  template AS "template: serde_json::Value", prompt, tenant,
+                  template AS "template: serde_json::Value", prompt, tenant, created_by,
                   overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
                   enabled, next_run_at::timestamptz AS "next_run_at!",
                   created_at::timestamptz AS "created_at!",
@@ -95,7 +97,7 @@ async fn update_schedule(
                   next_run_at = $11, updated_at = $12
            WHERE id = $1 AND deleted = FALSE
            RETURNING id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
-                     template AS "template: serde_json::Value", prompt, tenant,
+                     template AS "template: serde_json::Value", prompt, tenant, created_by,
                      overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
                      enabled,
                      next_run_at::timestamptz AS "next_run_at!",
@@ -139,7 +141,7 @@ async fn due_schedules(
     Ok(sqlx::query_as!(
         ScheduleRow,
         r#"SELECT id AS "id!", name, cron, timezone, thread_id AS "thread_id: ThreadId",
-                  template AS "template: serde_json::Value", prompt, tenant,
+                  template AS "template: serde_json::Value", prompt, tenant, created_by,
                   overlap AS "overlap: Overlap", catch_up AS "catch_up: CatchUp",
                   enabled, next_run_at::timestamptz AS "next_run_at!",
                   created_at::timestamptz AS "created_at!",

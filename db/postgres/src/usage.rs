@@ -9,6 +9,7 @@ use crate::Postgres;
 
 harness_db::usage_queries!(Postgres);
 
+/// What its turns cost, with its model requests that no turn's cost covers.
 async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage, StoreError> {
     // SUM of BIGINT is NUMERIC on PostgreSQL: cast back.
     Ok(sqlx::query_as!(
@@ -19,7 +20,13 @@ async fn of_thread(pool: &PgPool, thread: &ThreadId) -> Result<Usage, StoreError
                   COALESCE(SUM(cache_write_tokens), 0)::BIGINT AS "cache_write_tokens!",
                   COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION AS "cost_usd!",
                   COALESCE(SUM(api_ms), 0)::BIGINT AS "api_ms!"
-           FROM messages WHERE thread_id = $1"#,
+           FROM (SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                        cost_usd, api_ms
+                 FROM messages WHERE thread_id = $1
+                 UNION ALL
+                 SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                        cost_usd, 0
+                 FROM model_requests WHERE thread_id = $1 AND alone) AS spent"#,
         thread as &ThreadId,
     )
     .fetch_one(pool)
@@ -96,23 +103,31 @@ async fn tree_cost_usd(pool: &PgPool, thread: &ThreadId) -> Result<f64, StoreErr
                UNION ALL
                SELECT d.child FROM delegations d JOIN tree ON d.parent = tree.id
            )
-           SELECT COALESCE(SUM(cost_usd), 0)::DOUBLE PRECISION AS "cost!"
-           FROM messages WHERE thread_id IN (SELECT id FROM tree)"#,
+           SELECT (COALESCE((SELECT SUM(cost_usd) FROM messages
+                             WHERE thread_id IN (SELECT id FROM tree)), 0)
+                 + COALESCE((SELECT SUM(cost_usd) FROM model_requests
+                             WHERE alone AND thread_id IN (SELECT id FROM tree)), 0)
+                  )::DOUBLE PRECISION AS "cost!""#,
         thread as &ThreadId,
     )
     .fetch_one(pool)
     .await?)
 }
 
-/// Adds one turn's usage to today's totals, inside the transaction that stores it.
-pub(crate) async fn add_to_day(conn: &mut PgConnection, usage: &Usage) -> Result<(), StoreError> {
+/// Adds `turns` turns and `usage` to today's totals, inside the transaction that stores them:
+/// one turn's, or a model request's that no turn counts (`turns` 0).
+pub(crate) async fn add_to_day(
+    conn: &mut PgConnection,
+    usage: &Usage,
+    turns: i64,
+) -> Result<(), StoreError> {
     let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
     sqlx::query!(
         "INSERT INTO usage_days (day, turns, input_tokens, output_tokens, cache_read_tokens,
                                  cache_write_tokens, cost_usd)
-         VALUES ($1, 1, $2, $3, $4, $5, $6)
+         VALUES ($1, $7, $2, $3, $4, $5, $6)
          ON CONFLICT (day) DO UPDATE SET
-             turns = usage_days.turns + 1,
+             turns = usage_days.turns + excluded.turns,
              input_tokens = usage_days.input_tokens + excluded.input_tokens,
              output_tokens = usage_days.output_tokens + excluded.output_tokens,
              cache_read_tokens = usage_days.cache_read_tokens + excluded.cache_read_tokens,
@@ -124,6 +139,7 @@ pub(crate) async fn add_to_day(conn: &mut PgConnection, usage: &Usage) -> Result
         usage.cache_read_tokens,
         usage.cache_write_tokens,
         usage.cost_usd,
+        turns,
     )
     .execute(conn)
     .await?;
@@ -146,6 +162,27 @@ pub(crate) async fn add_to_caller_day(
              turns = caller_usage_days.turns + 1,
              cost_usd = caller_usage_days.cost_usd + excluded.cost_usd",
         message as &MessageId,
+        day,
+        usage.cost_usd,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Adds a model request's cost that no turn counts to what key `subject` spent today.
+pub(crate) async fn add_to_subject_day(
+    conn: &mut PgConnection,
+    subject: &str,
+    usage: &Usage,
+) -> Result<(), StoreError> {
+    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
+    sqlx::query!(
+        "INSERT INTO caller_usage_days (subject, day, turns, cost_usd)
+         VALUES ($1, $2, 0, $3)
+         ON CONFLICT (subject, day) DO UPDATE SET
+             cost_usd = caller_usage_days.cost_usd + excluded.cost_usd",
+        subject,
         day,
         usage.cost_usd,
     )

@@ -9,6 +9,7 @@ use crate::Sqlite;
 
 harness_db::usage_queries!(Sqlite);
 
+/// What its turns cost, with its model requests that no turn's cost covers.
 async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Usage, StoreError> {
     Ok(sqlx::query_as!(
         Usage,
@@ -18,7 +19,13 @@ async fn of_thread(pool: &SqlitePool, thread: &ThreadId) -> Result<Usage, StoreE
                   COALESCE(SUM(cache_write_tokens), 0) AS "cache_write_tokens!: i64",
                   COALESCE(SUM(cost_usd), 0.0) AS "cost_usd!: f64",
                   COALESCE(SUM(api_ms), 0) AS "api_ms!: i64"
-           FROM messages WHERE thread_id = ?1"#,
+           FROM (SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                        cost_usd, api_ms
+                 FROM messages WHERE thread_id = ?1
+                 UNION ALL
+                 SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                        cost_usd, 0
+                 FROM model_requests WHERE thread_id = ?1 AND alone = 1)"#,
         thread,
     )
     .fetch_one(pool)
@@ -95,32 +102,38 @@ async fn tree_cost_usd(pool: &SqlitePool, thread: &ThreadId) -> Result<f64, Stor
                UNION ALL
                SELECT d.child FROM delegations d JOIN tree ON d.parent = tree.id
            )
-           SELECT COALESCE(SUM(cost_usd), 0.0) AS "cost!: f64"
-           FROM messages WHERE thread_id IN (SELECT id FROM tree)"#,
+           SELECT COALESCE((SELECT SUM(cost_usd) FROM messages
+                            WHERE thread_id IN (SELECT id FROM tree)), 0.0)
+                + COALESCE((SELECT SUM(cost_usd) FROM model_requests
+                            WHERE alone = 1 AND thread_id IN (SELECT id FROM tree)), 0.0)
+               AS "cost!: f64""#,
         thread,
     )
     .fetch_one(pool)
     .await?)
 }
 
-/// Adds one turn's usage to today's totals, inside the transaction that stores it.
+/// Adds `turns` turns and `usage` to today's totals, inside the transaction that stores them:
+/// one turn's, or a model request's that no turn counts (`turns` 0).
 pub(crate) async fn add_to_day(
     conn: &mut SqliteConnection,
     usage: &Usage,
+    turns: i64,
 ) -> Result<(), StoreError> {
     let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
     sqlx::query!(
         "INSERT INTO usage_days (day, turns, input_tokens, output_tokens, cache_read_tokens,
                                  cache_write_tokens, cost_usd)
-         VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (day) DO UPDATE SET
-             turns = turns + 1,
+             turns = turns + excluded.turns,
              input_tokens = input_tokens + excluded.input_tokens,
              output_tokens = output_tokens + excluded.output_tokens,
              cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
              cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
              cost_usd = cost_usd + excluded.cost_usd",
         day,
+        turns,
         usage.input_tokens,
         usage.output_tokens,
         usage.cache_read_tokens,
@@ -148,6 +161,26 @@ pub(crate) async fn add_to_caller_day(
              turns = turns + 1,
              cost_usd = cost_usd + excluded.cost_usd",
         message,
+        day,
+        usage.cost_usd,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Adds a model request's cost that no turn counts to what key `subject` spent today.
+pub(crate) async fn add_to_subject_day(
+    conn: &mut SqliteConnection,
+    subject: &str,
+    usage: &Usage,
+) -> Result<(), StoreError> {
+    let day = Utc::now().date_naive().format("%Y-%m-%d").to_string();
+    sqlx::query!(
+        "INSERT INTO caller_usage_days (subject, day, turns, cost_usd)
+         VALUES (?1, ?2, 0, ?3)
+         ON CONFLICT (subject, day) DO UPDATE SET cost_usd = cost_usd + excluded.cost_usd",
+        subject,
         day,
         usage.cost_usd,
     )

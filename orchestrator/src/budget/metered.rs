@@ -1,19 +1,38 @@
-//! Budgets as the money goes: the model gateway asks before each model request of a thread
-//! ([`Budgets::before_request`]) and reports what each one cost ([`Budgets::metered`]).
+//! Budgets as the money goes: the model gateway, the meter of record, asks before each model
+//! request of a thread ([`Budgets::before_request`]) and reports what each one cost
+//! ([`Budgets::metered`]).
 //!
 //! A running turn (one that holds a [`Reservation`]) counts against the limits it reserved in;
-//! what its requests cost is added to each of their scopes until the reservation goes, by when
-//! the turn's usage is stored. A request of a thread with no running turn (a turn the CLI
-//! started before the pipeline took it over) counts against the thread's own budgets, with
-//! whoever delegated to it, and the day's. A request is refused when, in any of them, what was
-//! spent plus what running turns metered reaches the limit: so a turn stops within one request
-//! of the limit, and turns running at once see each other's requests.
+//! what its requests cost is added to each of their scopes until the turn's cost is stored,
+//! and the turn stores the larger of what the CLI reported and what the gateway metered
+//! ([`Reservation::close_meter`]), so a request the CLI does not know of (a command's own, with
+//! the process's token) is paid for. A request with no running turn to count it (one between
+//! turns, or one that ended after its turn's meter closed) is stored on its own
+//! (`model_requests.alone`) and counts in what its thread, its key and the day spent. Between
+//! turns a request counts against the budgets of the thread's last turn here: the thread's own
+//! (with whoever delegated to it), that turn's key's and the day's.
+//!
+//! While a request is in flight it holds an estimate of its cost (its prompt's size and its
+//! `max_tokens` at its model's prices: [`crate::gateway`]) in every budget that applies, so
+//! requests sent together cannot all pass on the last cents of a budget. The rule per budget of
+//! limit `L`, with `spent` what was stored plus what running turns metered: a request goes when
+//! `spent + held + estimate <= L`, or when nothing else is in flight there and `spent < L`; it
+//! is refused when `spent >= L`; otherwise it waits until a request in flight ends, and asks
+//! again. So spending passes `L` by at most one request's cost beyond its estimate.
 
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::Arc;
+
+use claude_cli::ApiUsage;
 use plugin_contract::ThreadId;
 
-use super::{BudgetExceeded, Budgets, LedgerState, Limit, Reservation};
+use super::{BudgetExceeded, Budgets, Held, Ledger, LedgerState, Limit, Reservation, Scope};
 use crate::store::{MessageId, Store, StoreError};
 use crate::sync::lock;
+
+/// The most responses a running turn keeps the metered usage of, for its spans.
+const RESPONSES_KEPT: usize = 256;
 
 /// A running turn, as the ledger meters it.
 #[derive(Debug)]
@@ -23,10 +42,14 @@ pub(super) struct Running {
     limits: Vec<Limit>,
     /// What its model requests cost so far.
     metered: f64,
+    /// Its cost is being stored: what ends from now on is stored on its own.
+    closed: bool,
     /// The budget a request of it found spent.
     refused: Option<BudgetExceeded>,
     /// Its user message and trace ([`Reservation::on_message`]).
     turn_ref: Option<TurnRef>,
+    /// The usage each of its responses had, by response id, as the gateway read it.
+    responses: Vec<(String, ApiUsage)>,
 }
 
 /// What the model gateway records a request of a running turn under.
@@ -35,6 +58,54 @@ pub struct TurnRef {
     pub message: MessageId,
     /// The W3C `traceparent` of the turn's span, when traces are on.
     pub traceparent: Option<String>,
+}
+
+/// A model request in flight: the estimate it holds in each budget that applies, given back
+/// when dropped (by when what it cost is metered or stored).
+#[derive(Debug)]
+pub struct RequestHold {
+    ledger: Arc<Ledger>,
+    held: Vec<(Scope, f64)>,
+    key: Option<String>,
+}
+
+impl RequestHold {
+    /// The API key the request is charged to, when one is.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+}
+
+impl Drop for RequestHold {
+    fn drop(&mut self) {
+        let mut state = lock(&self.ledger.0);
+        for (scope, usd) in self.held.drain(..) {
+            release(&mut state.in_flight, &scope, usd);
+        }
+        drop(state);
+        self.ledger.1.notify_waiters();
+    }
+}
+
+/// Takes one hold of `usd` out of `scope`'s.
+pub(super) fn release(holds: &mut HashMap<Scope, Held>, scope: &Scope, usd: f64) {
+    if let Some(held) = holds.get_mut(scope) {
+        held.usd -= usd;
+        held.turns = held.turns.saturating_sub(1);
+        if held.turns == 0 {
+            holds.remove(scope);
+        }
+    }
+}
+
+/// What [`LedgerState::admit`] decided of a request.
+enum Admission {
+    Go,
+    /// It went: what it holds (from [`Budgets::decide`]).
+    Held(RequestHold),
+    Refused(BudgetExceeded),
+    /// It does not fit beside the requests in flight: it waits for one of them to end.
+    Wait,
 }
 
 impl LedgerState {
@@ -46,8 +117,10 @@ impl LedgerState {
             turn,
             limits,
             metered: 0.0,
+            closed: false,
             refused: None,
             turn_ref: None,
+            responses: Vec::new(),
         };
         if let Some(earlier) = self.running.insert(thread.clone(), running) {
             // The earlier turn's requests are over: what they metered is stored by now.
@@ -56,11 +129,17 @@ impl LedgerState {
         turn
     }
 
-    /// Turn `turn` of `thread` ended (its usage stored): what it metered no longer counts.
+    /// Turn `turn` of `thread` ended (its usage stored): what it metered no longer counts, and
+    /// its key is the one the thread's requests count against until its next turn.
     pub(super) fn stop_metering(&mut self, thread: &ThreadId, turn: u64) {
         if self.running.get(thread).is_some_and(|r| r.turn == turn) {
             if let Some(running) = self.running.remove(thread) {
                 self.unmeter(&running);
+                let key = running.limits.iter().find_map(|limit| match &limit.scope {
+                    Scope::Key(id, _) => Some((id.clone(), limit.usd)),
+                    _ => None,
+                });
+                self.last_key.insert(thread.clone(), key);
             }
         }
     }
@@ -80,57 +159,154 @@ impl LedgerState {
     pub(super) fn metered(&self, scope: &super::Scope) -> f64 {
         self.metered.get(scope).copied().unwrap_or(0.0)
     }
+
+    /// Whether a request estimated at `estimate` may go now, given what was stored as `spent`
+    /// in each of `limits` (the rule in the module doc).
+    fn admit(&self, limits: &[Limit], spent: &[f64], estimate: f64) -> Admission {
+        let mut wait = false;
+        for (limit, stored) in limits.iter().zip(spent) {
+            let spent = stored + self.metered(&limit.scope);
+            if spent >= limit.usd {
+                return Admission::Refused(limit.exceeded(spent));
+            }
+            let held = self
+                .in_flight
+                .get(&limit.scope)
+                .copied()
+                .unwrap_or_default();
+            if held.turns > 0 && spent + held.usd + estimate > limit.usd {
+                wait = true;
+            }
+        }
+        if wait {
+            Admission::Wait
+        } else {
+            Admission::Go
+        }
+    }
 }
 
 impl Budgets {
-    /// Whether `thread` may send a model request now: `Err` inside `Ok` when a budget that
-    /// applies is spent, counting what running turns metered (see the module doc). A refusal
-    /// is remembered for the thread's running turn ([`Reservation::refused`]).
+    /// Whether `thread` may send a model request expected to cost `estimate` now: `Err` inside
+    /// `Ok` when a budget that applies is spent, counting what running turns metered; waits
+    /// while it does not fit beside the requests in flight (see the module doc). A refusal is
+    /// remembered for the thread's running turn ([`Reservation::refused`]).
     pub async fn before_request(
         &self,
         store: &Store,
         thread: &ThreadId,
-    ) -> Result<Result<(), BudgetExceeded>, StoreError> {
-        let running = lock(&self.ledger.0)
-            .running
-            .get(thread)
-            .map(|r| r.limits.clone());
-        let limits = match running {
-            Some(limits) => limits,
-            None => match store.get_thread(thread).await? {
-                Some(row) => self.limits(&Budgets::charge(store, row).await?),
-                // A spare's reserved thread, not created yet: nothing to charge.
-                None => return Ok(Ok(())),
-            },
+        estimate: f64,
+    ) -> Result<Result<RequestHold, BudgetExceeded>, StoreError> {
+        let Some(limits) = self.request_limits(store, thread).await? else {
+            // A spare's reserved thread, not created yet: nothing to charge.
+            return Ok(Ok(self.hold(&mut lock(&self.ledger.0), Vec::new(), 0.0)));
         };
-        let spent = Self::spent_in(store, &limits).await?;
+        loop {
+            // Registered before the check, so a request ending after it still wakes this one.
+            let mut ended = pin!(self.ledger.1.notified());
+            ended.as_mut().enable();
+            let spent = Self::spent_in(store, &limits).await?;
+            match self.decide(thread, &limits, &spent, estimate) {
+                Admission::Held(hold) => return Ok(Ok(hold)),
+                Admission::Refused(exceeded) => return Ok(Err(exceeded)),
+                Admission::Go | Admission::Wait => {}
+            }
+            ended.await;
+        }
+    }
+
+    /// [`LedgerState::admit`] under one lock with what follows: the hold taken when the request
+    /// goes, a refusal remembered for `thread`'s running turn.
+    fn decide(
+        &self,
+        thread: &ThreadId,
+        limits: &[Limit],
+        spent: &[f64],
+        estimate: f64,
+    ) -> Admission {
         let mut state = lock(&self.ledger.0);
-        for (limit, spent) in limits.iter().zip(spent) {
-            let spent = spent + state.metered(&limit.scope);
-            if spent >= limit.usd {
-                let exceeded = limit.exceeded(spent);
+        match state.admit(limits, spent, estimate) {
+            Admission::Go => Admission::Held(self.hold(&mut state, limits.to_vec(), estimate)),
+            Admission::Refused(exceeded) => {
                 if let Some(running) = state.running.get_mut(thread) {
                     running.refused.get_or_insert(exceeded.clone());
                 }
-                return Ok(Err(exceeded));
+                Admission::Refused(exceeded)
             }
+            other => other,
         }
-        Ok(Ok(()))
     }
 
-    /// A model request of `thread` cost `usd`: counted in its running turn's scopes until the
-    /// turn ends. Nothing when it has none (the CLI's own turn stores its usage when it ends).
-    pub fn metered(&self, thread: &ThreadId, usd: f64) {
+    /// The budgets a request of `thread` counts against: its running turn's, else those of its
+    /// last turn here (its own, whoever delegated to it, that turn's key's, the day's); `None`
+    /// for a thread not created yet.
+    async fn request_limits(
+        &self,
+        store: &Store,
+        thread: &ThreadId,
+    ) -> Result<Option<Vec<Limit>>, StoreError> {
+        let (running, last_key) = {
+            let state = lock(&self.ledger.0);
+            let running = state.running.get(thread).map(|r| r.limits.clone());
+            (running, state.last_key.get(thread).cloned().flatten())
+        };
+        if running.is_some() {
+            return Ok(running);
+        }
+        let Some(row) = store.get_thread(thread).await? else {
+            return Ok(None);
+        };
+        let mut charge = Budgets::charge(store, row).await?;
+        charge.key = last_key;
+        Ok(Some(self.limits(&charge)))
+    }
+
+    /// Holds `estimate` in each of `limits`.
+    fn hold(&self, state: &mut LedgerState, limits: Vec<Limit>, estimate: f64) -> RequestHold {
+        let mut key = None;
+        let mut held = Vec::with_capacity(limits.len());
+        for limit in limits {
+            if let Scope::Key(id, _) = &limit.scope {
+                key = Some(id.clone());
+            }
+            let entry = state.in_flight.entry(limit.scope.clone()).or_default();
+            entry.usd += estimate;
+            entry.turns += 1;
+            held.push((limit.scope, estimate));
+        }
+        RequestHold {
+            ledger: self.ledger.clone(),
+            held,
+            key,
+        }
+    }
+
+    /// A model request of `thread` cost `usd` (its response `response`, with its usage): counted
+    /// in its running turn's scopes until the turn's cost is stored. `false` when no running turn
+    /// counts it: it is then stored on its own (`model_requests.alone`).
+    pub fn metered(
+        &self,
+        thread: &ThreadId,
+        usd: f64,
+        response: Option<(String, ApiUsage)>,
+    ) -> bool {
         let mut state = lock(&self.ledger.0);
         let LedgerState {
             running, metered, ..
         } = &mut *state;
-        if let Some(turn) = running.get_mut(thread) {
-            turn.metered += usd;
-            for limit in &turn.limits {
-                *metered.entry(limit.scope.clone()).or_default() += usd;
+        let Some(turn) = running.get_mut(thread).filter(|turn| !turn.closed) else {
+            return false;
+        };
+        turn.metered += usd;
+        for limit in &turn.limits {
+            *metered.entry(limit.scope.clone()).or_default() += usd;
+        }
+        if let Some(response) = response {
+            if turn.responses.len() < RESPONSES_KEPT {
+                turn.responses.push(response);
             }
         }
+        true
     }
 
     /// The message and trace of `thread`'s running turn, when it has one.
@@ -139,6 +315,18 @@ impl Budgets {
             .running
             .get(thread)
             .and_then(|r| r.turn_ref.clone())
+    }
+
+    /// The usage the gateway read from response `id` of `thread`'s running turn.
+    pub fn response_usage(&self, thread: &ThreadId, id: &str) -> Option<ApiUsage> {
+        let state = lock(&self.ledger.0);
+        let running = state.running.get(thread)?;
+        running
+            .responses
+            .iter()
+            .rev()
+            .find(|(response, _)| response == id)
+            .map(|(_, usage)| usage.clone())
     }
 }
 
@@ -165,13 +353,26 @@ impl Reservation {
             }
         }
     }
+
+    /// The turn's cost is about to be stored: what its model requests cost so far, as the
+    /// gateway metered them. A request that ends from now on is stored on its own.
+    pub fn close_meter(&self) -> f64 {
+        let mut state = lock(&self.ledger.0);
+        match state.running.get_mut(&self.thread) {
+            Some(running) if running.turn == self.turn => {
+                running.closed = true;
+                running.metered
+            }
+            _ => 0.0,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::budget::Charge;
-    use crate::store::NewThread;
+    use crate::store::{NewModelRequest, NewThread};
 
     async fn thread_with_budget(store: &Store, usd: f64) -> crate::store::ThreadRow {
         let new = NewThread {
@@ -179,6 +380,25 @@ mod tests {
             ..NewThread::default()
         };
         store.create_thread(new).await.unwrap()
+    }
+
+    /// A model request the gateway stores with no turn to count it.
+    fn alone(thread: &ThreadId, cost_usd: f64, key_id: Option<&str>) -> NewModelRequest {
+        NewModelRequest {
+            thread_id: thread.clone(),
+            message_id: None,
+            model: None,
+            status: 200,
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd,
+            first_byte_ms: 0,
+            ms: 0,
+            key_id: key_id.map(str::to_owned),
+            alone: true,
+        }
     }
 
     #[tokio::test]
@@ -195,46 +415,114 @@ mod tests {
         reservation.on_message(&message, None);
         let running = budgets.running_turn(&thread.id).unwrap();
         assert_eq!(running.message, message);
-        let ask = || budgets.before_request(&store, &thread.id);
+        let ask = || budgets.before_request(&store, &thread.id, 0.0);
         assert!(ask().await.unwrap().is_ok());
-        budgets.metered(&thread.id, 0.03);
+        assert!(budgets.metered(&thread.id, 0.03, None));
         assert!(ask().await.unwrap().is_ok(), "0.03 of 0.05");
-        budgets.metered(&thread.id, 0.03);
+        assert!(budgets.metered(&thread.id, 0.03, None));
         let refused = ask().await.unwrap().unwrap_err();
         assert!((refused.spent_usd - 0.06).abs() < 1e-9, "{refused:?}");
         assert_eq!(reservation.refused(), Some(refused));
-        // The turn ends with its usage stored: the metered amount gives way to the stored one.
+        // The turn's cost is stored: the metered amount gives way to the stored one, and what
+        // ends after the meter closed is no longer the turn's.
+        assert!((reservation.close_meter() - 0.06).abs() < 1e-9);
+        assert!(
+            !budgets.metered(&thread.id, 0.01, None),
+            "the meter is closed"
+        );
         crate::store::tests::spend(&store, &thread.id, 0.06).await;
         drop(reservation);
         let state = lock(&budgets.ledger.0);
         assert!(state.metered.is_empty() && state.running.is_empty());
+        assert!(
+            state.in_flight.is_empty(),
+            "every request let go of its estimate"
+        );
     }
 
     #[tokio::test]
-    async fn a_request_with_no_running_turn_counts_against_the_stored_spending() {
+    async fn a_request_with_no_running_turn_is_stored_alone_and_counted() {
         let store = Store::open(":memory:").await.unwrap();
         let thread = thread_with_budget(&store, 0.05).await;
         let budgets = Budgets::default();
-        assert!(budgets
-            .before_request(&store, &thread.id)
-            .await
-            .unwrap()
-            .is_ok());
-        // Metered without a running turn: nothing to count it in.
-        budgets.metered(&thread.id, 1.0);
+        let hold = budgets.before_request(&store, &thread.id, 0.01).await;
+        assert!(hold.unwrap().is_ok());
+        // Nothing running counts it: the gateway stores it on its own, and it counts.
+        assert!(!budgets.metered(&thread.id, 1.0, None));
         assert!(lock(&budgets.ledger.0).metered.is_empty());
-        crate::store::tests::spend(&store, &thread.id, 0.05).await;
-        assert!(budgets
-            .before_request(&store, &thread.id)
+        store
+            .insert_model_request(&alone(&thread.id, 0.05, None))
             .await
-            .unwrap()
-            .is_err());
+            .unwrap();
+        assert!((store.tree_cost_usd(&thread.id).await.unwrap() - 0.05).abs() < 1e-9);
+        let today = chrono::Utc::now().date_naive();
+        let day = store.day_usage(today).await.unwrap();
+        assert!(
+            (day.cost_usd - 0.05).abs() < 1e-9 && day.input_tokens == 0,
+            "{day:?}"
+        );
+        let refused = budgets.before_request(&store, &thread.id, 0.0).await;
+        assert!(refused.unwrap().is_err(), "the thread's budget is spent");
         let unknown = ThreadId::from_string("reserved-for-a-spare");
-        assert!(budgets
-            .before_request(&store, &unknown)
+        let spare = budgets.before_request(&store, &unknown, 1.0).await;
+        assert!(spare.unwrap().is_ok());
+    }
+
+    #[tokio::test]
+    async fn between_turns_a_request_counts_against_the_last_turns_key() {
+        let store = Store::open(":memory:").await.unwrap();
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let budgets = Budgets::default();
+        let mut charge = Charge::thread(thread.clone());
+        charge.key = Some(("key_a".into(), 0.05));
+        drop(budgets.reserve(&store, &charge).await.unwrap().unwrap());
+        let hold = budgets.before_request(&store, &thread.id, 0.0).await;
+        assert_eq!(hold.unwrap().unwrap().key(), Some("key_a"));
+        store
+            .insert_model_request(&alone(&thread.id, 0.05, Some("key_a")))
             .await
-            .unwrap()
-            .is_ok());
+            .unwrap();
+        let today = chrono::Utc::now().date_naive();
+        assert!((store.caller_day_cost("key_a", today).await.unwrap() - 0.05).abs() < 1e-9);
+        let refused = budgets.before_request(&store, &thread.id, 0.0).await;
+        assert_eq!(
+            refused.unwrap().unwrap_err().budget,
+            super::super::BudgetKind::Key
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_in_flight_hold_their_estimates_and_the_next_waits_for_them() {
+        let store = Store::open(":memory:").await.unwrap();
+        let thread = thread_with_budget(&store, 1.0).await;
+        let budgets = Budgets::default();
+        let first = budgets.before_request(&store, &thread.id, 0.6).await;
+        let first = first.unwrap().unwrap();
+        // Alone on a budget not yet spent, a request goes even when its estimate is larger.
+        let (tx, mut admitted) = tokio::sync::mpsc::unbounded_channel();
+        let waiting = {
+            let (budgets, store, id) = (budgets.clone(), store.clone(), thread.id.clone());
+            tokio::spawn(async move {
+                let hold = budgets.before_request(&store, &id, 0.6).await.unwrap();
+                tx.send(()).unwrap();
+                hold
+            })
+        };
+        // The second does not fit beside the first: it waits until the first ends, and the
+        // first's cost is stored by then.
+        tokio::task::yield_now().await;
+        assert!(
+            admitted.try_recv().is_err(),
+            "0.6 + 0.6 of 1.0 does not go at once"
+        );
+        store
+            .insert_model_request(&alone(&thread.id, 1.2, None))
+            .await
+            .unwrap();
+        drop(first);
+        let second = waiting.await.unwrap();
+        assert_eq!(second.unwrap_err().budget, super::super::BudgetKind::Thread);
+        assert!(lock(&budgets.ledger.0).in_flight.is_empty());
     }
 
     #[tokio::test]
@@ -260,10 +548,10 @@ mod tests {
             .unwrap();
         let charge = Budgets::charge(&store, child.clone()).await.unwrap();
         let childs = budgets.reserve(&store, &charge).await.unwrap().unwrap();
-        budgets.metered(&child.id, 0.05);
+        assert!(budgets.metered(&child.id, 0.05, None));
         // The parent's next request finds its tree's budget spent by the child's.
         assert!(budgets
-            .before_request(&store, &parent.id)
+            .before_request(&store, &parent.id, 0.0)
             .await
             .unwrap()
             .is_err());

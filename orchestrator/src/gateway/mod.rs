@@ -5,14 +5,19 @@
 //! the gateway's address and a token of its own instead ([`Gateway::issue`]), which maps to its
 //! thread while the process lives ([`Pass`]). What the gateway does with each request
 //! (`proxy.rs`):
-//! - refuses one without a live token (401, the API's error shape);
+//! - refuses one without a live token (401, the API's error shape), and any but
+//!   [`UPSTREAM_ROUTES`] (404);
 //! - before a `POST /v1/messages`, asks the budgets ([`crate::budget::Budgets::before_request`])
 //!   and refuses when one is spent: a 402 `billing_error` naming the budget, which the CLI
 //!   neither retries nor sends again without its betas (as it does a 400), so the turn ends at
 //!   once and says why;
+//! - holds an estimate of its cost in those budgets while it is in flight (`usage.rs`), so
+//!   requests sent together cannot pass a budget together;
 //! - forwards it with the real credentials, the response streamed back chunk by chunk as it
 //!   arrives, and meters the response's `usage` on the way (`usage.rs`, reading each chunk in
-//!   place), charging it to the thread's running turn at once;
+//!   place), charging it to the thread's running turn at once, or on its own when no turn
+//!   counts it (between turns): the gateway is the meter of record. A response cut before its
+//!   usage was read is charged its estimate;
 //! - reports a 429 or 529 from upstream to the throttle, the one place that decides how many
 //!   turns run at once;
 //! - records each request (`model_requests`, `/metrics`, and a `POST /v1/messages` span under

@@ -125,36 +125,18 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
     let served = &server.served;
     let model_request = parts.method == Method::POST && parts.uri.path() == "/v1/messages";
     let turn = served.budgets.running_turn(&holder.thread);
-    let record = Record {
+    let mut record = Record {
         server: server.clone(),
         thread: holder.thread.clone(),
         message: turn.as_ref().map(|t| t.message.clone()),
         traceparent: turn.and_then(|t| t.traceparent),
+        hold: None,
+        estimate: 0.0,
         arrived,
         at: SystemTime::now(),
         status: StatusCode::OK,
         first_byte: Duration::ZERO,
     };
-    if model_request {
-        match served
-            .budgets
-            .before_request(&served.store, &holder.thread)
-            .await
-        {
-            Ok(Ok(())) => {}
-            Ok(Err(exceeded)) => {
-                served.metrics.refused(exceeded.budget.as_str());
-                let refused = StatusCode::PAYMENT_REQUIRED;
-                served.metrics.request(refused.as_u16(), arrived.elapsed());
-                record.at(refused, arrived.elapsed()).end(Used::default());
-                let message = format!("Harness stopped this turn: {exceeded}");
-                return api_error(refused, "billing_error", &message);
-            }
-            Err(err) => {
-                warn!(thread_id = %holder.thread, error = %err, "Could not check the budgets before a model request; it goes on.");
-            }
-        }
-    }
     let Ok(body) = axum::body::to_bytes(body, REQUEST_LIMIT).await else {
         return api_error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -162,6 +144,12 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
             "the request is larger than the model gateway takes",
         );
     };
+    if model_request {
+        record = match admit(&server, record, &body).await {
+            Ok(record) => record,
+            Err(refused) => return refused,
+        };
+    }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{path}", holder.upstream.base);
     let sent = server
@@ -179,7 +167,9 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
             let failed = StatusCode::BAD_GATEWAY;
             served.metrics.request(failed.as_u16(), arrived.elapsed());
             if model_request {
-                record.at(failed, arrived.elapsed()).end(Used::default());
+                record
+                    .at(failed, arrived.elapsed())
+                    .end(Used::default(), true);
             }
             return api_error(
                 failed,
@@ -225,6 +215,36 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
             "the model gateway could not relay the response",
         )
     })
+}
+
+/// Asks the budgets before a model request, with what it is expected to cost: `record` holding
+/// that estimate while the request is in flight, or the 402 that refuses it (recorded).
+async fn admit(server: &Server, mut record: Record, body: &[u8]) -> Result<Record, Response> {
+    let served = &server.served;
+    let estimate = super::usage::estimate(body, &server.gateway.inner.prices);
+    match served
+        .budgets
+        .before_request(&served.store, &record.thread, estimate)
+        .await
+    {
+        Ok(Ok(hold)) => {
+            record.hold = Some(hold);
+            record.estimate = estimate;
+        }
+        Ok(Err(exceeded)) => {
+            served.metrics.refused(exceeded.budget.as_str());
+            let refused = StatusCode::PAYMENT_REQUIRED;
+            let elapsed = record.arrived.elapsed();
+            served.metrics.request(refused.as_u16(), elapsed);
+            record.at(refused, elapsed).end(Used::default(), true);
+            let message = format!("Harness stopped this turn: {exceeded}");
+            return Err(api_error(refused, "billing_error", &message));
+        }
+        Err(err) => {
+            warn!(thread_id = %record.thread, error = %err, "Could not check the budgets before a model request; it goes on.");
+        }
+    }
+    Ok(record)
 }
 
 /// A response's `retry-after` in seconds (the Messages API sends whole seconds; an HTTP date is
@@ -281,6 +301,11 @@ struct Record {
     message: Option<MessageId>,
     /// The span of the turn it is part of.
     traceparent: Option<String>,
+    /// Its estimate, held in the budgets while it is in flight.
+    hold: Option<crate::budget::RequestHold>,
+    /// What it was expected to cost: what it is charged when its response ends before its usage
+    /// was read.
+    estimate: f64,
     arrived: Instant,
     at: SystemTime,
     status: StatusCode,
@@ -296,31 +321,22 @@ impl Record {
         }
     }
 
-    /// Meters what it used (charged to the thread's running turn at once) and stores the row.
-    fn end(self, used: Used) {
+    /// Meters what it used (charged to the thread's running turn at once, or else stored on its
+    /// own and counted so) and stores the row; then lets go of its estimate. A successful
+    /// response cut (`whole` false: the client went away) before its usage was read is charged
+    /// its estimate: the upstream may bill it whole.
+    fn end(mut self, used: Used, whole: bool) {
         let served = &self.server.served;
-        let cost = used.cost(self.server.gateway.price(used.model.as_deref()));
-        served.budgets.metered(&self.thread, cost);
-        served.metrics.usage(&used.by_kind(), cost);
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        if let Some(parent) = &self.traceparent {
-            let mut attributes = vec![
-                KeyValue::new("http.request.method", "POST"),
-                KeyValue::new("http.response.status_code", i64::from(self.status.as_u16())),
-                KeyValue::new("gen_ai.usage.input_tokens", tokens(used.input)),
-                KeyValue::new("gen_ai.usage.output_tokens", tokens(used.output)),
-                KeyValue::new("harness.cost_usd", cost),
-                KeyValue::new("harness.first_byte_ms", ms(self.first_byte)),
-            ];
-            if let Some(model) = &used.model {
-                attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
-            }
-            let name = "POST /v1/messages";
-            served
-                .traces
-                .past(parent, name, self.at, SystemTime::now(), attributes);
+        let mut cost = used.cost(self.server.gateway.price(used.model.as_deref()));
+        if !whole && self.status.is_success() && used.id.is_none() && used.model.is_none() {
+            cost = cost.max(self.estimate);
         }
+        let response = used.id.clone().map(|id| (id, used.api_usage()));
+        let counted = served.budgets.metered(&self.thread, cost, response);
+        served.metrics.usage(&used.by_kind(), cost);
+        self.span(&used, cost);
+        let hold = self.hold.take();
+        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let row = NewModelRequest {
             thread_id: self.thread,
             message_id: self.message,
@@ -331,24 +347,60 @@ impl Record {
             cache_read_tokens: tokens(used.cache_read),
             cache_write_tokens: tokens(used.cache_write),
             cost_usd: cost,
-            first_byte_ms: ms(self.first_byte),
-            ms: ms(self.arrived.elapsed()),
+            first_byte_ms: millis(self.first_byte),
+            ms: millis(self.arrived.elapsed()),
+            key_id: hold.as_ref().and_then(|h| h.key()).map(str::to_owned),
+            alone: !counted && cost > 0.0,
         };
         let store = served.store.clone();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(err) = store.insert_model_request(&row).await {
-                    warn!(thread_id = %row.thread_id, error = %err, "Could not record a model request.");
-                }
-            });
-        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // Counted in its turn, it lets go of its estimate now; stored on its own, once stored,
+        // so that no request waiting on it finds neither the estimate nor the cost.
+        let hold = if row.alone { hold } else { None };
+        runtime.spawn(async move {
+            if let Err(err) = store.insert_model_request(&row).await {
+                warn!(thread_id = %row.thread_id, error = %err, "Could not record a model request.");
+            }
+            drop(hold);
+        });
     }
+
+    /// Its span under its turn's, when traces are on.
+    fn span(&self, used: &Used, cost: f64) {
+        let Some(parent) = &self.traceparent else {
+            return;
+        };
+        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let mut attributes = vec![
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("http.response.status_code", i64::from(self.status.as_u16())),
+            KeyValue::new("gen_ai.usage.input_tokens", tokens(used.input)),
+            KeyValue::new("gen_ai.usage.output_tokens", tokens(used.output)),
+            KeyValue::new("harness.cost_usd", cost),
+            KeyValue::new("harness.first_byte_ms", millis(self.first_byte)),
+        ];
+        if let Some(model) = &used.model {
+            attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
+        }
+        let name = "POST /v1/messages";
+        self.server
+            .served
+            .traces
+            .past(parent, name, self.at, SystemTime::now(), attributes);
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 /// A model response on its way back: each chunk passed on as it comes, read in place for its
-/// usage; metered and recorded when it ends (or is dropped half-way: what it said so far).
+/// usage; metered and recorded when it ends (or is dropped half-way: what it said so far, or its
+/// estimate when it said nothing yet).
 struct Metered {
     chunks: Chunks,
     scanner: Option<Scanner>,
@@ -356,9 +408,9 @@ struct Metered {
 }
 
 impl Metered {
-    fn end(&mut self) {
+    fn end(&mut self, whole: bool) {
         if let (Some(scanner), Some(record)) = (self.scanner.take(), self.record.take()) {
-            record.end(scanner.finish());
+            record.end(scanner.finish(), whole);
         }
     }
 }
@@ -374,7 +426,7 @@ impl Stream for Metered {
                     scanner.feed(chunk);
                 }
             }
-            Poll::Ready(None) => self.end(),
+            Poll::Ready(None) => self.end(true),
             Poll::Ready(Some(Err(_))) | Poll::Pending => {}
         }
         next
@@ -383,7 +435,7 @@ impl Stream for Metered {
 
 impl Drop for Metered {
     fn drop(&mut self) {
-        self.end();
+        self.end(false);
     }
 }
 

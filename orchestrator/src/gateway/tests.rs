@@ -20,6 +20,7 @@ const STREAM: &str = concat!(
 
 fn expected() -> Used {
     Used {
+        id: Some("msg_1".into()),
         model: Some("claude-sonnet-4-5".into()),
         input: 120,
         output: 57,
@@ -55,7 +56,28 @@ fn a_json_response_is_read_at_its_end() {
     scanner.feed(b);
     let used = scanner.finish();
     assert_eq!(used.model.as_deref(), Some("claude-haiku-4-5"));
+    assert_eq!(used.id.as_deref(), Some("msg_2"));
     assert_eq!((used.input, used.output), (10, 4));
+}
+
+/// A request's estimate is its whole body as prompt and its `max_tokens` as output, at its
+/// model's prices; a body that is not a request still has one (the fallback price, 4096 out).
+#[test]
+fn a_requests_estimate_is_its_prompt_and_its_max_tokens_at_its_models_prices() {
+    let prices = prices(&BTreeMap::new());
+    let prompt = "x".repeat(400_000);
+    let body = serde_json::to_vec(&serde_json::json!({
+        "model": "claude-sonnet-4-5", "max_tokens": 1000,
+        "messages": [{"role": "user", "content": prompt}],
+    }))
+    .unwrap();
+    let sonnet = prices.of(Some("claude-sonnet-4-5"));
+    let tokens = (body.len() / 4) as f64;
+    let want = tokens / 1e6 * sonnet.input + 1000.0 / 1e6 * sonnet.output;
+    assert!((super::usage::estimate(&body, &prices) - want).abs() < 1e-12);
+    let fallback = prices.of(None);
+    let want = 4096.0 / 1e6 * fallback.output + 2.0 / 1e6 * fallback.input;
+    assert!((super::usage::estimate(b"not json", &prices) - want).abs() < 1e-12);
 }
 
 #[test]

@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use claude_cli::ApiUsage;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::Price;
@@ -86,9 +88,39 @@ impl Prices {
     }
 }
 
+/// The bytes of a prompt counted as one token, for an estimate: English runs about 4 a token.
+const BYTES_PER_TOKEN: usize = 4;
+
+/// The output a request is estimated at when it names no `max_tokens` (the API requires it).
+const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// What a `POST /v1/messages` with `body` is expected to cost at most, for the budgets to hold
+/// while it is in flight: its whole body as prompt (about [`BYTES_PER_TOKEN`] a token) and its
+/// `max_tokens` as output, at its model's prices.
+pub fn estimate(body: &[u8], prices: &Prices) -> f64 {
+    #[derive(Deserialize)]
+    struct Head {
+        model: Option<String>,
+        max_tokens: Option<u64>,
+    }
+    let head = serde_json::from_slice::<Head>(body).ok();
+    let model = head.as_ref().and_then(|h| h.model.as_deref());
+    let used = Used {
+        input: (body.len() / BYTES_PER_TOKEN) as u64,
+        output: head
+            .as_ref()
+            .and_then(|h| h.max_tokens)
+            .unwrap_or(DEFAULT_MAX_TOKENS),
+        ..Used::default()
+    };
+    used.cost(prices.of(model))
+}
+
 /// What one response says it used.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Used {
+    /// The response's id (`msg_…`), which the CLI's `assistant` lines name.
+    pub id: Option<String>,
     pub model: Option<String>,
     pub input: u64,
     pub output: u64,
@@ -104,6 +136,16 @@ impl Used {
             + tokens(self.output) * price.output
             + tokens(self.cache_write) * price.cache_write
             + tokens(self.cache_read) * price.cache_read
+    }
+
+    /// The tokens in the CLI's terms.
+    pub fn api_usage(&self) -> ApiUsage {
+        ApiUsage {
+            input_tokens: self.input,
+            output_tokens: self.output,
+            cache_read_input_tokens: self.cache_read,
+            cache_creation_input_tokens: self.cache_write,
+        }
     }
 
     /// The tokens by kind, as the metrics label them.
@@ -194,6 +236,7 @@ impl Scanner {
             }
         } else if !self.over {
             if let Ok(body) = serde_json::from_slice::<Value>(&self.kept) {
+                self.used.id = body["id"].as_str().map(str::to_owned);
                 self.used.model = body["model"].as_str().map(str::to_owned);
                 self.used.read(&body["usage"]);
             }
@@ -216,6 +259,9 @@ impl Scanner {
         match event["type"].as_str() {
             Some("message_start") => {
                 let message = &event["message"];
+                if let Some(id) = message["id"].as_str() {
+                    self.used.id = Some(id.to_owned());
+                }
                 if let Some(model) = message["model"].as_str() {
                     self.used.model = Some(model.to_owned());
                 }

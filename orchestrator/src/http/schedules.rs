@@ -149,8 +149,11 @@ pub async fn create(
                 catch_up: body.catch_up.unwrap_or(CatchUp::Once),
                 enabled: body.enabled.unwrap_or(true),
                 next_run_at: &next,
-                // The creator's tenant owns it; its runs act for that tenant.
+                // The creator's tenant owns it; its runs act for that tenant, and as the key
+                // that made it, if a key did.
                 tenant: caller.tenant.as_deref(),
+                created_by: crate::keys::is_key_id(&caller.subject)
+                    .then_some(caller.subject.as_str()),
             },
         )
         .await?;

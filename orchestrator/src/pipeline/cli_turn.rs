@@ -147,7 +147,11 @@ impl Pipeline {
             .drive(turn, &user, deadline, &mut tally, None, &trace)
             .await;
         trace.end(outcome.as_ref().err().map(ToString::to_string).as_deref());
-        let usage = outcome.as_ref().ok().map(usage_of);
+        tally.usage = outcome.as_ref().ok().map(usage_of);
+        if let Some(reservation) = &reservation {
+            tally.meter(reservation.close_meter());
+        }
+        let usage = tally.usage;
         self.count_usage(usage.as_ref());
         let session = lease.session_id();
         // Refused as it started, or stopped by the gateway half-way (a turn that still finished

@@ -2,7 +2,9 @@
 //! each model round trip (`chat`), from the CLI's `assistant` lines, which name the API response
 //! they belong to; each tool call (`execute_tool`), from the call's start to its result; each
 //! approval wait. A round trip starts when the request could go: at the turn's start, or when
-//! the last tool result before it went back; it ends with the response's last line.
+//! the last tool result before it went back; it ends with the response's last line. Its token
+//! counts are the model gateway's, read from the whole response (the CLI's lines carry the
+//! counts of the response's start: one output token), else the CLI's.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -21,8 +23,12 @@ struct Round {
     usage: ApiUsage,
 }
 
+/// The usage the model gateway read from a response, by its id.
+pub(super) type Metered<'a> = &'a (dyn Fn(&str) -> Option<ApiUsage> + Sync);
+
 pub(super) struct TurnSpans<'a> {
     trace: &'a TurnTrace,
+    metered: Metered<'a>,
     round: Option<Round>,
     /// When the next request could go.
     next_start: SystemTime,
@@ -31,9 +37,10 @@ pub(super) struct TurnSpans<'a> {
 }
 
 impl<'a> TurnSpans<'a> {
-    pub(super) fn new(trace: &'a TurnTrace) -> Self {
+    pub(super) fn new(trace: &'a TurnTrace, metered: Metered<'a>) -> Self {
         TurnSpans {
             trace,
+            metered,
             round: None,
             next_start: SystemTime::now(),
             tools: HashMap::new(),
@@ -127,7 +134,7 @@ impl<'a> TurnSpans<'a> {
         let Some(round) = self.round.take() else {
             return;
         };
-        let usage = &round.usage;
+        let usage = &(self.metered)(&round.id).unwrap_or(round.usage);
         self.trace.past(
             "chat",
             round.start,

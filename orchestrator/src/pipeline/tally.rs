@@ -43,6 +43,25 @@ pub(super) fn usage_of(result: &TurnResult) -> Usage {
 }
 
 impl TurnTally {
+    /// The gateway metered `metered` for the turn's model requests: the turn's cost is the larger
+    /// of that and what the CLI reported (a request the CLI does not know of is paid for too), and
+    /// a turn with no `result` line that spent is charged what it spent.
+    pub(super) fn meter(&mut self, metered: f64) {
+        // Summed in another order, equal figures differ in their last bits.
+        let more = |than: f64| metered > than + than.abs() * 1e-9 + 1e-12;
+        match &mut self.usage {
+            Some(usage) if more(usage.cost_usd) => usage.cost_usd = metered,
+            Some(_) => {}
+            None if more(0.0) => {
+                self.usage = Some(Usage {
+                    cost_usd: metered,
+                    ..Usage::default()
+                });
+            }
+            None => {}
+        }
+    }
+
     /// Counts the event; returns the tool calls so far.
     pub(super) fn observe(&mut self, event: &TurnEvent) -> u64 {
         if matches!(event, TurnEvent::ToolCallStarted(_)) {

@@ -205,6 +205,8 @@ impl Pipeline {
                 .await
             }
         };
+        // The gateway's meter is read once, as the turn's cost is about to be stored.
+        tally.meter(reservation.close_meter());
         if let Some(exceeded) = refused {
             // Refused once it had its process: nothing reached the CLI.
             let ending = TurnEnding::refused(exceeded.clone());
@@ -570,7 +572,8 @@ impl Pipeline {
         trace: &TurnTrace,
     ) -> Result<TurnResult, TurnError> {
         let inner = &self.inner;
-        let mut spans = TurnSpans::new(trace);
+        let metered = |response: &str| inner.budgets.response_usage(&user.thread_id, response);
+        let mut spans = TurnSpans::new(trace, &metered);
         let idle = inner.settings.idle_timeout;
         let max_tool_calls = turn
             .max_tool_calls()

@@ -14,6 +14,10 @@
 //! - **Unattended.** A run's message is sent with `NewMessage::unattended`: a tool permission
 //!   that the thread's profile does not settle by its rules is denied, never left waiting for a
 //!   person; budgets apply as to any message.
+//! - **As its maker.** A run acts as the API key that made the schedule (`created_by`): the
+//!   key's daily budget, turns at once and rate apply to it as to the key's own messages, and a
+//!   run of a revoked key's schedule pauses the schedule and records why. A schedule the operator
+//!   (or a caller with no key) made acts for the schedule (`schedule:<id>`) in its tenant.
 //! - Each run is recorded (`GET /api/schedules/{id}/runs`: trigger, thread, message, outcome),
 //!   announced on the thread's stream (`schedule_run_started`), and to webhooks
 //!   (`schedule.run_started`; `schedule.run_finished` is written with the turn's end).
@@ -34,6 +38,7 @@ use plugin_contract::ThreadId;
 
 use crate::api::events::{ScheduleRunStarted, ThreadEvent};
 use crate::api::schedules::ThreadTemplate;
+use crate::caller::{Caller, CallerId};
 use crate::cluster::Cluster;
 use crate::config::SchedulesConfig;
 use crate::events::EventBus;
@@ -253,6 +258,10 @@ impl Schedules {
         fence: Option<Fence>,
     ) {
         let inner = &self.inner;
+        let caller = match self.maker(schedule).await {
+            Ok(caller) => caller,
+            Err(reason) => return self.failed(run_id, None, &reason).await,
+        };
         let (thread, fence) = match &schedule.thread_id {
             Some(thread) => (thread.clone(), fence),
             None => match self.fresh_thread(schedule).await {
@@ -270,7 +279,7 @@ impl Schedules {
             timeout: None,
             fence,
             unattended: true,
-            caller: crate::caller::Caller::schedule(&schedule.id, schedule.tenant.clone()),
+            caller,
             traceparent: None,
         };
         let message_id = match inner.pipeline.accept_message(msg).await {
@@ -300,6 +309,42 @@ impl Schedules {
             }),
         );
         info!(schedule_id = %schedule.id, run_id, thread_id = %thread, message_id = %message_id, ?trigger, "Schedule run started.");
+    }
+
+    /// Who a run of `schedule` acts as: the key that made it, when a key did. `Err` says why it
+    /// cannot run now: the key is revoked (the schedule is paused) or its rate is spent.
+    async fn maker(&self, schedule: &ScheduleRow) -> Result<Caller, String> {
+        let Some(id) = &schedule.created_by else {
+            return Ok(Caller::schedule(&schedule.id, schedule.tenant.clone()));
+        };
+        let keys = self.inner.pipeline.keys();
+        let key = match self.inner.store.key(id).await {
+            Ok(key) => key.filter(|key| key.revoked_at.is_none()),
+            Err(err) => {
+                return Err(format!(
+                    "could not read the key that made the schedule: {err}"
+                ))
+            }
+        };
+        let Some(key) = key else {
+            let reason =
+                format!("the key that made the schedule ({id}) is revoked; the schedule is paused");
+            if let Err(err) = self.pause_broken(schedule).await {
+                warn!(schedule_id = %schedule.id, error = %err, "Could not pause a revoked key's schedule.");
+            }
+            return Err(reason);
+        };
+        if let Err(wait) = keys.admit(&key) {
+            return Err(format!(
+                "the rate of the key that made the schedule ({id}: rpm {}) is spent for {} s",
+                key.rpm.unwrap_or_default(),
+                wait.as_secs_f64().ceil()
+            ));
+        }
+        Ok(Caller::acting_for(Some(CallerId {
+            subject: key.id,
+            tenant: schedule.tenant.clone(),
+        })))
     }
 
     /// A thread made from the schedule's template, held by this node.
@@ -391,6 +436,7 @@ pub fn as_new<'a>(schedule: &'a ScheduleRow, next: &'a str) -> crate::store::New
         template: schedule.template.as_ref(),
         prompt: &schedule.prompt,
         tenant: schedule.tenant.as_deref(),
+        created_by: schedule.created_by.as_deref(),
         overlap: schedule.overlap,
         catch_up: schedule.catch_up,
         enabled: schedule.enabled,

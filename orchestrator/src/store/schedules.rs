@@ -151,9 +151,11 @@ mod tests {
                 enabled: true,
                 next_run_at: t1,
                 tenant: Some("acme"),
+                created_by: Some("key_1"),
             };
             let schedule = store.create_schedule("sch_1", new).await.unwrap();
             assert_eq!(schedule.tenant.as_deref(), Some("acme"));
+            assert_eq!(schedule.created_by.as_deref(), Some("key_1"));
             assert_eq!(schedule.next_run_at.to_rfc3339(), "2026-03-01T10:00:00+00:00");
             assert_eq!(store.due_schedules(t1, 10).await.unwrap().len(), 1);
             assert!(store.due_schedules("2026-03-01T09:59:59.000000Z", 10).await.unwrap().is_empty());

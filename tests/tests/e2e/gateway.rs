@@ -495,3 +495,147 @@ async fn only_the_messages_routes_go_upstream() {
     assert_eq!(mock.requests().len(), before, "nothing else went upstream");
     daemon.stop().await;
 }
+
+/// The address and token of `thread`'s process, as a command it runs could read them.
+fn child_credentials(daemon: &TestDaemon, thread: &str) -> (String, String) {
+    let env = environ(daemon.pid_of(thread).expect("the thread's process"));
+    let token = env_value(&env, "ANTHROPIC_API_KEY").expect("the child's token");
+    let gateway = env_value(&env, "ANTHROPIC_BASE_URL").expect("the gateway");
+    (gateway, token)
+}
+
+/// Input tokens the mock reports for each request from here on: $0.60 a request at the price of
+/// a model the gateway has none of ([`expensive`]'s).
+const EXPENSIVE_TOKENS: u64 = 120_000;
+
+/// A request as a command with the child's token could send it: a prompt the size of
+/// [`EXPENSIVE_TOKENS`] (about four bytes a token), to a model the gateway prices at its
+/// fallback ($5 per million input tokens). Its status, once its answer is read whole (`whole`),
+/// or as soon as it comes, the answer then left unread.
+async fn expensive(gateway: &str, token: &str, whole: bool) -> StatusCode {
+    let prompt = "word ".repeat(EXPENSIVE_TOKENS as usize * 4 / 5);
+    let body = json!({"model": "harness-unpriced-model", "max_tokens": 5,
+                      "messages": [{"role": "user", "content": prompt}]});
+    let response = reqwest::Client::new()
+        .post(format!("{gateway}/v1/messages"))
+        .header("x-api-key", token)
+        .json(&body)
+        .send()
+        .await
+        .expect("the gateway answers");
+    let status = response.status();
+    if whole {
+        response.text().await.expect("the answer");
+    }
+    status
+}
+
+fn report_expensive_usage(mock: &MockApi) {
+    mock.report_usage(MockUsage {
+        input_tokens: EXPENSIVE_TOKENS,
+        output_tokens: 0,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    });
+}
+
+async fn thread_cost(daemon: &TestDaemon, thread: &str) -> f64 {
+    let (_, body) = daemon.get(&format!("/api/threads/{thread}")).await;
+    body["usage"]["costUsd"]
+        .as_f64()
+        .expect("the thread's cost")
+}
+
+/// The gateway is the meter of record (#46): on `main`, three $0.60 requests with a child's
+/// token between turns on a thread with `maxBudgetUsd` 0.50 all went (the thread's spending
+/// stayed at the CLI's $0.0002) and the next turn ran. Now the first is charged to the thread
+/// on its own, the others are refused, and so is the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_requests_between_turns_are_the_threads_spending() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let (status, body) = daemon
+        .post("/api/threads", json!({"maxBudgetUsd": 0.5}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let thread = body["id"].as_str().unwrap().to_owned();
+    daemon.reply(&thread, "a cheap turn").await;
+    let before = thread_cost(&daemon, &thread).await;
+    assert!(before < 0.01, "{before}");
+    let (gateway, token) = child_credentials(&daemon, &thread);
+    report_expensive_usage(&mock);
+    // The first is dropped unread: the usage in its body never passes the gateway, which then
+    // charges its estimate.
+    let mut statuses = Vec::new();
+    for whole in [false, true, true] {
+        statuses.push(expensive(&gateway, &token, whole).await.as_u16());
+    }
+    assert_eq!(statuses, [200, 402, 402]);
+    let spent = thread_cost(&daemon, &thread).await - before;
+    assert!(
+        (spent - 0.6).abs() < 1e-6,
+        "the thread paid for its request: {spent}"
+    );
+    let (status, body) = daemon.send(&thread, "the next turn").await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+    assert_eq!(body["error"]["budget"], "thread", "{body}");
+    daemon.stop().await;
+}
+
+/// Requests in flight hold their estimates (#46): on `main`, eight $0.60 requests sent at once
+/// with a child's token during a turn on a $1.00 budget all went ($4.80). Now they go one at a
+/// time near the limit: what went costs at most one request beyond the budget, and every one
+/// that went is in the thread's spending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_parallel_requests_cannot_pass_a_budget_together() {
+    const BUDGET: f64 = 1.0;
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let (status, body) = daemon
+        .post("/api/threads", json!({"maxBudgetUsd": BUDGET}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let thread = body["id"].as_str().unwrap().to_owned();
+    daemon.reply(&thread, "a cheap turn").await;
+    let before = thread_cost(&daemon, &thread).await;
+    let (gateway, token) = child_credentials(&daemon, &thread);
+    // A turn that streams for a while: the requests go while it runs.
+    let chunks = vec!["slowly ".to_owned(); 20];
+    mock.once_when_prompt_contains(
+        "a slow turn",
+        Reply::SlowText {
+            chunks,
+            delay: Duration::from_millis(100),
+        },
+    );
+    let seen = mock.message_requests().len();
+    let turn = {
+        let client = daemon.client().clone();
+        let thread = thread.clone();
+        tokio::spawn(async move { client.send(&thread, "a slow turn").await })
+    };
+    mock.wait_for_requests(seen + 1, Duration::from_secs(60))
+        .await
+        .expect("the slow turn reaches the model");
+    report_expensive_usage(&mock);
+    let statuses = join_all((0..8).map(|_| expensive(&gateway, &token, true))).await;
+    let went = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let refused = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::PAYMENT_REQUIRED)
+        .count();
+    assert_eq!(went + refused, 8, "{statuses:?}");
+    assert!(went < 8, "{statuses:?}");
+    turn.await.expect("the slow turn ends");
+    // Each request that went is stored (on its own, after its answer) and paid for.
+    let paid = 0.6 * went as f64 - 1e-6;
+    eventually_async(Duration::from_secs(10), "what went is paid for", || async {
+        thread_cost(&daemon, &thread).await - before >= paid
+    })
+    .await
+    .unwrap();
+    let spent = thread_cost(&daemon, &thread).await - before;
+    // The slow turn's own request cost at most $0.60 too; one request may pass the limit.
+    assert!(spent <= BUDGET + 0.6 + 1e-6, "{went} went, {spent} spent");
+    daemon.stop().await;
+}

@@ -454,3 +454,197 @@ async fn a_child_that_a_scheduled_run_delegates_to_runs_unattended_too() {
         "the child acts for its parent's caller"
     );
 }
+
+const OPERATOR: &str = "the-operator-token";
+
+/// A request as `bearer`: (status, JSON body).
+async fn as_key(
+    daemon: &TestDaemon,
+    bearer: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let (status, body, _) =
+        super::support::call(&daemon.base, Some(bearer), method, path, body).await;
+    (status, body)
+}
+
+/// A key of tenant `acme` that may write threads and schedules, with `limits`: (key, id).
+async fn make_key(daemon: &TestDaemon, limits: Value) -> (String, String) {
+    let mut body = json!({"tenant": "acme", "scopes": ["threads:read", "threads:write"]});
+    if let (Some(body), Some(limits)) = (body.as_object_mut(), limits.as_object()) {
+        body.extend(limits.clone());
+    }
+    let (status, made) = as_key(
+        daemon,
+        OPERATOR,
+        reqwest::Method::POST,
+        "/api/keys",
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    (
+        made["key"].as_str().unwrap().to_owned(),
+        made["id"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// A schedule `key` makes, ticking every second: its id.
+async fn every_second(daemon: &TestDaemon, key: &str, target: Value) -> String {
+    let mut body = json!({"cron": "* * * * * *", "prompt": "scheduled tick"});
+    if let (Some(body), Some(target)) = (body.as_object_mut(), target.as_object()) {
+        body.extend(target.clone());
+    }
+    let (status, made) = as_key(
+        daemon,
+        key,
+        reqwest::Method::POST,
+        "/api/schedules",
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    made["id"].as_str().unwrap().to_owned()
+}
+
+/// [`runs`], asked by the operator.
+async fn operator_runs(daemon: &TestDaemon, id: &str) -> Vec<Value> {
+    let path = format!("/api/schedules/{id}/runs");
+    let (status, body) = as_key(daemon, OPERATOR, reqwest::Method::GET, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["runs"].as_array().cloned().unwrap_or_default()
+}
+
+async fn pause(daemon: &TestDaemon, id: &str) {
+    let path = format!("/api/schedules/{id}/pause");
+    let (status, body) = as_key(daemon, OPERATOR, reqwest::Method::POST, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// A key's schedule spends the key's daily budget (#46): on `main` its runs acted as
+/// `schedule:<id>`, which no key lookup finds, and a schedule ticking every second ran 7.5× a
+/// two-turn budget while the key's spending stayed at nothing. Now the runs are the key's: at
+/// most one turn beyond the budget runs, the rest are refused saying which budget, and the key's
+/// spending is what its schedule's turns cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_schedule_spends_the_keys_daily_budget() {
+    let mock = MockApi::start().await;
+    let turn = super::usage::one_turns_cost(&mock).await;
+    let limit = turn * 2.5;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.auth_token = Some(OPERATOR.into());
+        c.budget.turn_estimate_usd = turn;
+    })
+    .await;
+    let (key, key_id) = make_key(&daemon, json!({"dailyUsd": limit})).await;
+    let (status, thread) = as_key(
+        &daemon,
+        &key,
+        reqwest::Method::POST,
+        "/api/threads",
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{thread}");
+    let id = every_second(
+        &daemon,
+        &key,
+        json!({"threadId": thread["id"], "overlap": "queue"}),
+    )
+    .await;
+    eventually_async(Duration::from_secs(90), "six runs are recorded", || async {
+        let all = operator_runs(&daemon, &id).await;
+        all.len() >= 6 && all.iter().all(|r| r["outcome"] != "pending")
+    })
+    .await
+    .unwrap();
+    pause(&daemon, &id).await;
+    let all = operator_runs(&daemon, &id).await;
+    let ran = all.iter().filter(|r| r["outcome"] == "done").count();
+    let refused: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["status"] == "failed" || r["outcome"] == "refused")
+        .collect();
+    assert!(
+        (1..=3).contains(&ran),
+        "{ran} runs ran on 2.5 turns' worth: {all:?}"
+    );
+    assert!(!refused.is_empty(), "{all:?}");
+    let (_, keys) = as_key(&daemon, OPERATOR, reqwest::Method::GET, "/api/keys", None).await;
+    let listed = keys["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"] == key_id.as_str())
+        .cloned()
+        .unwrap();
+    let charged = listed["spentTodayUsd"].as_f64().unwrap();
+    assert!(
+        charged >= turn * ran as f64 * 0.99,
+        "the key paid for its runs: {listed}"
+    );
+    assert!(
+        charged <= limit + turn * 1.5,
+        "{charged} on a {limit} budget"
+    );
+    daemon.stop().await;
+}
+
+/// A key's schedule keeps the key's turns at once, and stops with the key (#46): with
+/// `maxConcurrentTurns: 1` a run's turn waits while the key's other turn runs (on `main` three
+/// ran at once), and once the key is revoked the next tick pauses the schedule and its run says
+/// why (on `main`, twelve more ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_schedule_keeps_its_turns_at_once_and_stops_when_it_is_revoked() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(OPERATOR.into())).await;
+    let (key, key_id) = make_key(&daemon, json!({"maxConcurrentTurns": 1})).await;
+    mock.when_prompt_contains("scheduled tick", Reply::Hang);
+    // A fresh thread per run: nothing but the key's limit keeps the runs' turns apart.
+    let target = json!({"thread": {"title": "run"}, "overlap": "queue"});
+    let id = every_second(&daemon, &key, target).await;
+    eventually_async(
+        Duration::from_secs(60),
+        "three runs are recorded",
+        || async {
+            operator_runs(&daemon, &id)
+                .await
+                .iter()
+                .filter(|r| r["threadId"].is_string())
+                .count()
+                >= 3
+        },
+    )
+    .await
+    .unwrap();
+    // The runs' turns after the first wait for the key's one turn: none has started.
+    let all = operator_runs(&daemon, &id).await;
+    let mut started = 0;
+    for run in all.iter().filter(|r| r["threadId"].is_string()) {
+        let events =
+            super::support::stored_events(&daemon, run["threadId"].as_str().unwrap()).await;
+        started += usize::from(events.iter().any(|e| e.kind == "turn_started"));
+    }
+    assert_eq!(started, 1, "the key's turns at once: {all:?}");
+
+    let path = format!("/api/keys/{key_id}");
+    let (status, body) = as_key(&daemon, OPERATOR, reqwest::Method::DELETE, &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    eventually_async(Duration::from_secs(30), "the schedule pauses", || async {
+        let path = format!("/api/schedules/{id}");
+        let (_, schedule) = as_key(&daemon, OPERATOR, reqwest::Method::GET, &path, None).await;
+        schedule["enabled"] == false
+    })
+    .await
+    .unwrap();
+    let last = operator_runs(&daemon, &id).await;
+    let stopped = last
+        .iter()
+        .find(|r| r["status"] == "failed")
+        .expect("a run failed");
+    let reason = stopped["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("revoked"), "{stopped}");
+    daemon.stop().await;
+}

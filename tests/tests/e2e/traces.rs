@@ -169,9 +169,11 @@ async fn a_turn_with_a_delegation_is_one_trace_under_the_callers_span() {
             call.attr("gen_ai.usage.input_tokens"),
             chat.attr("gen_ai.usage.input_tokens")
         );
-        // The whole response's output (the mock reports 7); the CLI's `assistant` line, which
-        // the `chat` span reads, comes before the stream's end.
+        // The whole response's output (the mock reports 7), on both spans: the CLI's
+        // `assistant` line comes before the stream's end and says 1 (#46), so the `chat` span
+        // takes the gateway's count.
         assert_eq!(call.attr("gen_ai.usage.output_tokens"), 7, "{call:?}");
+        assert_eq!(chat.attr("gen_ai.usage.output_tokens"), 7, "{chat:?}");
         assert!(
             call.attr("harness.cost_usd").as_f64() > Some(0.0),
             "{call:?}"
