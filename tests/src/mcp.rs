@@ -50,6 +50,13 @@ pub struct McpAnswer {
 }
 
 impl McpAnswer {
+    /// The `Mcp-Session-Id` the answer hands out, if any.
+    pub fn session_id(&self) -> Option<&str> {
+        self.headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+    }
+
     /// The last message: the response, after any notifications.
     pub fn last(&self) -> &Value {
         self.messages.last().unwrap_or(&Value::Null)
@@ -69,6 +76,8 @@ impl McpAnswer {
 pub struct McpHttp {
     url: String,
     token: Option<String>,
+    /// The `Mcp-Session-Id` every request carries, as a client echoes the one `initialize` gave.
+    session: Option<String>,
     http: reqwest::Client,
 }
 
@@ -77,7 +86,16 @@ impl McpHttp {
         McpHttp {
             url: format!("{base}/mcp"),
             token: token.map(str::to_owned),
+            session: None,
             http: reqwest::Client::new(),
+        }
+    }
+
+    /// The same client, sending `session` as its `Mcp-Session-Id` on every request.
+    pub fn in_session(&self, session: &str) -> McpHttp {
+        McpHttp {
+            session: Some(session.to_owned()),
+            ..self.clone()
         }
     }
 
@@ -96,6 +114,9 @@ impl McpHttp {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
         for (name, value) in extra {
             request = request.header(*name, *value);
         }
@@ -113,7 +134,7 @@ impl McpHttp {
     }
 
     /// POSTs a JSON-RPC message as a 2025-11-25 client does after `initialize` (the protocol
-    /// version header, no session id: this server issues none).
+    /// version header; the session id too when [`McpHttp::in_session`] set one).
     pub async fn post(&self, message: Value) -> McpAnswer {
         self.post_raw(
             message.to_string(),

@@ -4,8 +4,9 @@
 //! [`check`] runs behind the token check on every route with a caller (`/api`, `/mcp`,
 //! `/metrics`), before anything else sees the request:
 //! 1. **Scope.** The route's entry in [`NEEDS`]; a caller without it gets `403 forbidden`
-//!    naming the scope. A route the table lacks needs `admin` (the e2e test `tenants` holds
-//!    every route of the OpenAPI document to an entry).
+//!    naming the scope, in the body and in a challenge ([`ScopeChallenge`]). A route the table
+//!    lacks needs `admin` (the e2e test `tenants` holds every route of the OpenAPI document to an
+//!    entry).
 //! 2. **Ownership.** A route under `/api/threads/{id}` or `/api/schedules/{id}` names a thread or
 //!    a schedule. One the caller does not see ([`Caller::sees`]: another tenant's) is answered
 //!    exactly as one that does not exist, `404`, so a key cannot even learn that it exists.
@@ -16,8 +17,10 @@
 //! `threads__list`). A request forwarded to the thread's owner carries its caller, and the owner
 //! checks it again.
 
+use std::sync::Arc;
+
 use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -25,6 +28,7 @@ use plugin_contract::ThreadId;
 
 use super::{ApiError, ApiState};
 use crate::caller::{Caller, Scope};
+use crate::oauth::ResourceServer;
 use crate::store::{Store, StoreError, ThreadRow};
 
 /// What a route needs of its caller.
@@ -130,33 +134,47 @@ pub fn missing_scope(scope: Scope) -> String {
     format!("this needs the scope `{scope}`, which the caller's key does not have")
 }
 
+/// How a caller without a scope is challenged: `403` with `WWW-Authenticate: Bearer
+/// error="insufficient_scope", scope="…"` (RFC 6750 §3.1), which for an OAuth caller also says
+/// where to ask for a token with more (`resource_metadata`: MCP clients step up with it).
+/// [`check`] leaves one on every request it lets through, for a scope a request needs beyond its
+/// route's (`/mcp`'s tool calls that change something).
+#[derive(Clone, Default)]
+pub struct ScopeChallenge {
+    /// The OAuth resource server, when OAuth is on.
+    oauth: Option<Arc<ResourceServer>>,
+}
+
+impl ScopeChallenge {
+    /// The `WWW-Authenticate` value for `caller`, without `scope`, on a request to `path`.
+    pub fn of(&self, caller: &Caller, headers: &HeaderMap, path: &str, scope: Scope) -> String {
+        let oauth = self
+            .oauth
+            .as_deref()
+            .filter(|_| caller.subject.starts_with(crate::oauth::SUBJECT_PREFIX));
+        super::oauth::insufficient_scope(oauth, headers, path, scope.as_str())
+    }
+}
+
 /// Checks the request's scope and, for a route naming a thread or a schedule, that the caller
 /// sees it (see the module's doc).
-pub async fn check(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+pub async fn check(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
     let caller = super::caller_in(request.extensions());
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_owned())
         .unwrap_or_default();
+    let challenge = ScopeChallenge {
+        oauth: state.oauth.clone(),
+    };
     if let Need::Scope(scope) = need_of(request.method(), &route) {
         if !caller.has(scope) {
-            return match state.oauth.as_deref() {
-                Some(oauth) if caller.subject.starts_with(crate::oauth::SUBJECT_PREFIX) => {
-                    let path = request.uri().path().to_owned();
-                    let headers = request.headers();
-                    super::oauth::insufficient_scope(
-                        oauth,
-                        headers,
-                        &path,
-                        forbidden(scope),
-                        scope.as_str(),
-                    )
-                }
-                _ => forbidden(scope).into_response(),
-            };
+            let said = challenge.of(&caller, request.headers(), request.uri().path(), scope);
+            return super::oauth::with_challenge(forbidden(scope), &said);
         }
     }
+    request.extensions_mut().insert(challenge);
     if caller.sees_all() {
         return next.run(request).await;
     }

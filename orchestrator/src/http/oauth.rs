@@ -1,5 +1,6 @@
 //! The OAuth side of the HTTP edge (`crate::oauth` validates the tokens): the protected resource
-//! metadata (RFC 9728) of the API and of `/mcp`, and the challenges that point clients at it.
+//! metadata (RFC 9728) of the API and of `/mcp`, and the challenges of refusals (`401`, and `403`
+//! for a missing scope), which point OAuth clients at it.
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -90,23 +91,28 @@ pub fn unauthorized(
     )
 }
 
-/// `403` for an OAuth caller without `scope`, saying so in the challenge too (RFC 6750 §3.1).
+/// The `WWW-Authenticate` value of a `403` for a caller without `scope` on a request to `path`
+/// (RFC 6750 §3.1): for an OAuth caller (`oauth`: the server whose token it holds), where the
+/// resource metadata is too, so that a client can ask the issuer for a token with more (MCP's
+/// step-up); for a key, whose scopes are fixed when it is made, the scope alone.
 pub fn insufficient_scope(
-    oauth: &ResourceServer,
+    oauth: Option<&ResourceServer>,
     headers: &HeaderMap,
     path: &str,
-    refusal: ApiError,
     scope: &str,
-) -> Response {
-    let url = metadata_url(oauth, headers, path);
-    with_challenge(
-        refusal,
-        &oauth.challenge(&url, scope, Some("insufficient_scope")),
-    )
+) -> String {
+    match oauth {
+        Some(oauth) => {
+            let url = metadata_url(oauth, headers, path);
+            oauth.challenge(&url, scope, Some("insufficient_scope"))
+        }
+        None => format!(r#"Bearer realm="harness", scope="{scope}", error="insufficient_scope""#),
+    }
 }
 
-fn with_challenge(error: ApiError, challenge: &str) -> Response {
-    let mut response = error.into_response();
+/// `refusal` with `challenge` as its `WWW-Authenticate`.
+pub fn with_challenge(refusal: impl IntoResponse, challenge: &str) -> Response {
+    let mut response = refusal.into_response();
     if let Ok(value) = HeaderValue::from_str(challenge) {
         response
             .headers_mut()

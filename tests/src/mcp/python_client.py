@@ -3,7 +3,8 @@
 argv[1]: {"url": ..., "token": ... or null, "modes": ["legacy", "auto"]}
 For each mode: connect (legacy: `initialize`; auto: `server/discover`), list tools, call the time
 tool and check its structuredContent against its outputSchema, create a thread and send a message
-in it (with a progress callback).
+in it (with a progress callback). Also reports the Mcp-Session-Id the server handed out and
+whether every later POST of the SDK carried it back.
 """
 
 import asyncio
@@ -25,9 +26,25 @@ def checked(result, tool):
     return result.structured_content
 
 
+def watch_sessions(http):
+    """Records the Mcp-Session-Id answers hand out, and the one each POST carries."""
+    seen = {"issued": None, "sent": []}
+
+    async def on_request(request):
+        if request.method == "POST":
+            seen["sent"].append(request.headers.get("mcp-session-id"))
+
+    async def on_response(response):
+        seen["issued"] = seen["issued"] or response.headers.get("mcp-session-id")
+
+    http.event_hooks = {"request": [on_request], "response": [on_response]}
+    return seen
+
+
 async def run(cfg, mode):
     headers = {"Authorization": f"Bearer {cfg['token']}"} if cfg.get("token") else None
     http = create_mcp_http_client(headers=headers)
+    sessions = watch_sessions(http)
     transport = streamable_http_client(cfg["url"], http_client=http)
     async with Client(transport, mode=mode) as client:
         out = {
@@ -64,6 +81,9 @@ async def run(cfg, mode):
             tools["threads__get"],
         )
         out["messages"] = [m["content"] for m in got["messages"]]
+        issued, later = sessions["issued"], sessions["sent"][1:]
+        out["sessionIssued"] = issued is not None
+        out["sessionEchoed"] = issued is not None and bool(later) and all(s == issued for s in later)
         return out
 
 

@@ -3,6 +3,8 @@
 //! progress and cancellation, and real clients: rmcp's Rust client, the official Python SDK and
 //! the `claude` CLI.
 
+mod negotiation;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,11 +78,9 @@ async fn a_handshake_then_calls_without_a_session() {
         init.result()["capabilities"]["tools"].is_object(),
         "{init:?}"
     );
-    assert!(
-        init.headers.get("mcp-session-id").is_none(),
-        "a stateless server issues no session: {:?}",
-        init.headers
-    );
+    // A session id, a label that tells this client's calls from others' (`negotiation`).
+    let session = init.session_id().unwrap_or_default().to_owned();
+    assert!(session.starts_with("mcs_"), "{:?}", init.headers);
     let initialized = mcp
         .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
@@ -147,8 +147,8 @@ async fn a_handshake_then_calls_without_a_session() {
     let result = answer.result();
     assert_eq!(result["isError"], true, "{result}");
     assert!(text_of(result).contains("at /timezone"), "{result}");
-    // A session id we never issued (a client that kept one from another server, or made one
-    // up) changes nothing: every request stands alone.
+    // Yet nothing is kept: a session id we never issued (a client that kept one from another
+    // server, or made one up) changes nothing, every request stands alone.
     let call = json!({
         "jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "time__current_time", "arguments": {}}
@@ -784,6 +784,14 @@ async fn the_python_sdk_speaks_both_generations() {
     assert_eq!(
         report["auto"]["protocolVersion"], MODERN_VERSION,
         "auto mode discovers: {report}"
+    );
+    assert_eq!(
+        report["legacy"]["sessionEchoed"], true,
+        "the SDK sends back the session id its `initialize` got: {report}"
+    );
+    assert_eq!(
+        report["auto"]["sessionIssued"], false,
+        "`server/discover` hands out none: {report}"
     );
     for mode in ["legacy", "auto"] {
         let run = &report[mode];

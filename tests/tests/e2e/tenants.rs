@@ -519,8 +519,9 @@ async fn owner_can_do_it_all(base: &str, key: &str, thread: &str, message: &str,
     );
 }
 
-/// A missing scope is `403` naming it, over `/api`, `/metrics` and `/mcp`; `/api/me` says who
-/// the caller is; a revoked key is `401`; the audit log names the key.
+/// A missing scope is `403` naming it, in the body and in the challenge, over `/api`, `/metrics`
+/// and `/mcp` (a tool call that changes something); `/api/me` says who the caller is; a revoked
+/// key is `401`; the audit log names the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_scope_is_403_naming_it() {
     let mock = MockApi::start().await;
@@ -576,7 +577,7 @@ async fn a_missing_scope_is_403_naming_it() {
         (Method::GET, "/api/pool".to_owned(), None, "metrics"),
         (Method::GET, "/metrics".to_owned(), None, "metrics"),
     ] {
-        let (status, body, _) = call(&base, &reader, method.clone(), &path, body).await;
+        let (status, body, headers) = call(&base, &reader, method.clone(), &path, body).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
         assert_eq!(body["error"]["code"], "forbidden");
         let message = body["error"]["message"].as_str().unwrap_or_default();
@@ -584,7 +585,14 @@ async fn a_missing_scope_is_403_naming_it() {
             message.contains(&format!("`{scope}`")),
             "{method} {path}: {message}"
         );
+        // RFC 6750 §3.1, in the header too; no metadata: a key's scopes are fixed when it is made.
+        assert_eq!(
+            headers["www-authenticate"],
+            format!(r#"Bearer realm="harness", scope="{scope}", error="insufficient_scope""#),
+            "{method} {path}"
+        );
     }
+    // Over `/mcp`, before the call runs: `403` with the challenge an MCP client steps up on.
     let mcp = McpHttp::new(&base, Some(&reader));
     let refused = mcp
         .call_tool(
@@ -593,11 +601,16 @@ async fn a_missing_scope_is_403_naming_it() {
             json!({"threadId": thread, "content": "hi"}),
         )
         .await;
-    assert_eq!(refused.result()["isError"], true);
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{refused:?}");
+    assert_eq!(
+        refused.headers["www-authenticate"],
+        r#"Bearer realm="harness", scope="threads:write", error="insufficient_scope""#
+    );
     assert!(
-        refused.result().to_string().contains("`threads:write`"),
-        "{}",
-        refused.result()
+        refused.last()["error"]["message"]
+            .to_string()
+            .contains("`threads:write`"),
+        "{refused:?}"
     );
     let listed = mcp.call_tool(2, "threads__list", json!({})).await;
     assert!(

@@ -4,10 +4,11 @@
 //! The endpoint is stateless: a cancel arrives on a POST of its own, which may reach us on another
 //! connection, and names only the JSON-RPC id of the request it cancels. So calls are kept by
 //! that id, scoped by who calls (the request's caller: an API key, an OAuth subject, the
-//! operator) and by the client's `Mcp-Session-Id` when it sends one: a cancel reaches only calls
-//! of its own caller. Ids are the client's own and two clients of one caller may run calls with
-//! the same id at once: a cancel that matches more than one call stops none of them (a wrong turn
-//! interrupted is worse than a right one left running).
+//! operator) and by the client's `Mcp-Session-Id` (handed to it on `initialize`,
+//! [`session`](super::session)): a cancel reaches only calls of its own caller and its own
+//! session. Ids are the client's own, so two clients of one caller that do not echo a session id
+//! may run calls with the same id at once: a cancel that matches more than one call stops none of
+//! them (a wrong turn interrupted is worse than a right one left running).
 //!
 //! Nothing is kept past its call: an entry is removed when its [`Registration`] is dropped, and
 //! every call is bounded by its tool's timeout.
@@ -100,6 +101,16 @@ impl InFlight {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// How many running calls a cancel has told to stop (for tests: a cancel acts before its
+    /// `202`, so this tells a cancel that stopped nothing from one still under way).
+    pub fn stopping(&self) -> usize {
+        lock(&self.calls)
+            .values()
+            .flatten()
+            .filter(|(_, cancel)| cancel.is_cancelled())
+            .count()
+    }
 }
 
 impl Drop for Registration {
@@ -146,6 +157,24 @@ mod tests {
             Cancelled::One
         );
         assert!(c.cancel.is_cancelled());
+    }
+
+    #[test]
+    fn two_sessions_of_one_caller_each_cancel_their_own() {
+        let in_flight = Arc::new(InFlight::default());
+        let a = in_flight.register("key", Some("mcs_a".into()), "42".into());
+        let b = in_flight.register("key", Some("mcs_b".into()), "42".into());
+        assert_eq!(
+            in_flight.cancel("key", Some("mcs_c".into()), "42".into()),
+            Cancelled::None
+        );
+        assert_eq!(in_flight.stopping(), 0);
+        assert_eq!(
+            in_flight.cancel("key", Some("mcs_a".into()), "42".into()),
+            Cancelled::One
+        );
+        assert!(a.cancel.is_cancelled() && !b.cancel.is_cancelled());
+        assert_eq!(in_flight.stopping(), 1);
     }
 
     #[test]

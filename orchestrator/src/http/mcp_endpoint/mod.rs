@@ -4,30 +4,42 @@
 //! `/api`.
 //!
 //! - Both protocol generations: `initialize` (2025-11-25 and older) and `server/discover` with
-//!   per-request metadata (2026-07-28); rmcp negotiates, [`Handler`] serves.
+//!   per-request metadata (2026-07-28); rmcp negotiates, [`Handler`] serves. `initialize`
+//!   negotiates on its body alone, as the lifecycle says: a version we do not know is answered
+//!   with ours, and an `MCP-Protocol-Version` header on it is not held against the body (the
+//!   header names the version of the requests after it, where an unknown one is `400`).
 //! - **Stateless**: rmcp runs without sessions (`NeverSessionManager`), so every request is served
-//!   on its own whether or not the client echoes an `Mcp-Session-Id`. What a client needs again
-//!   travels in tool arguments and results (the `threadId`).
+//!   on its own. The `Mcp-Session-Id` each `initialize` answer carries is a label that tells two
+//!   clients of one credential apart ([`session`]), not a session: nothing is kept, and an id we
+//!   never issued is taken as given. What a client needs again travels in tool arguments and
+//!   results (the `threadId`).
 //! - Tools: the plugin tools that need no calling thread (delegation is left out) and the
 //!   threads themselves ([`threads`]), one [`ToolRegistry`]: the same validation, defaults,
 //!   output checks, records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
+//! - Scopes: `/mcp` needs `threads:read` (`access::NEEDS`); a call of a tool that changes
+//!   something needs `threads:write` too, and a caller without it gets `403` with
+//!   `WWW-Authenticate: Bearer error="insufficient_scope"` before the call runs, as on `/api`,
+//!   so that an MCP client can step up (an OAuth caller is pointed at the resource metadata).
 //! - `notifications/cancelled` arrives on a POST of its own: [`screen`] reads it before rmcp
-//!   (which drops notifications when stateless) and stops the call through [`in_flight`]; for
-//!   `threads__send` that interrupts the thread's running turn ([`Pipeline::interrupt`]), which
-//!   is the call's own unless it still waits in the thread's queue behind another. Progress is
-//!   the thread's events while the call runs (a queued call also sees the turn before it).
+//!   (which drops notifications when stateless) and stops the call through [`in_flight`], among
+//!   the calls of its caller and its session id; for `threads__send` that interrupts the
+//!   thread's running turn ([`Pipeline::interrupt`]), which is the call's own unless it still
+//!   waits in the thread's queue behind another. Progress is the thread's events while the call
+//!   runs (a queued call also sees the turn before it).
 //! - A client that drops its response stream does not cancel anything (MCP: a disconnect is not
 //!   a cancel): the call runs to its end, bounded by its tool's timeout (`threads__send`: the
 //!   turn's), and is recorded; the turn's reply is stored, so `threads__get`, or `threads__send`
 //!   again with the same `clientMessageId`, fetches it.
 
 pub mod in_flight;
+pub mod session;
 pub mod threads;
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -57,6 +69,9 @@ use in_flight::{Cancelled, InFlight};
 
 /// The name we give ourselves in `initialize` and `server/discover`.
 const SERVER_NAME: &str = "harness";
+
+/// The header that names the protocol version of a request after `initialize`.
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 const INSTRUCTIONS: &str = "Harness runs conversations with Claude (threads) and serves its \
     plugin tools. Create a thread with threads__create, talk in it with threads__send (pass the \
@@ -148,6 +163,14 @@ impl McpEndpoint {
         }
     }
 
+    /// The scope a call of the tool `name` needs beyond `/mcp`'s own (`threads:read`, checked
+    /// with the route): `threads:write` for a tool that changes something; `None` for one that
+    /// reads, or that is not there (its call is answered "unknown tool").
+    pub fn scope_for(&self, name: &str) -> Option<Scope> {
+        let changes = self.registry.get(name).is_some() && !threads::READ_ONLY.contains(&name);
+        changes.then_some(Scope::ThreadsWrite)
+    }
+
     /// The endpoint's tools.
     pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
@@ -180,61 +203,23 @@ pub fn service(
 
 /// Reads each POST body before rmcp: a body that is not a JSON-RPC message gets a JSON-RPC error
 /// naming the problem (rmcp would answer 415 in plain text), a request for a method we serve with
-/// params of the wrong shape gets `-32602` (rmcp would say "method not found"), and a
-/// `notifications/cancelled` (which rmcp ignores when stateless) stops the call it names.
+/// params of the wrong shape gets `-32602` (rmcp would say "method not found"), a `tools/call`
+/// its caller lacks the scope for gets `403` with a challenge ([`refuse_call`]), a
+/// `notifications/cancelled` (which rmcp ignores when stateless) stops the call it names, and an
+/// `initialize` is answered with a session id ([`session`]) and negotiated on its body alone
+/// (the `MCP-Protocol-Version` header is for the requests after it).
 pub async fn screen(
     State(endpoint): State<Arc<McpEndpoint>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() != axum::http::Method::POST {
-        let mut refused = rpc_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            Value::Null,
-            ErrorCode::INVALID_REQUEST,
-            format!(
-                "{} is not served: this endpoint is stateless, so there is no stream to open \
-                 (GET) nor session to end (DELETE); POST a JSON-RPC message",
-                request.method()
-            ),
-        );
-        refused.headers_mut().insert(
-            axum::http::header::ALLOW,
-            axum::http::HeaderValue::from_static("POST"),
-        );
-        return refused;
+    if request.method() != Method::POST {
+        return not_served(request.method());
     }
-    let (parts, body) = request.into_parts();
-    // `http::guard` has already read the body within `max_body_bytes`.
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(err) if crate::http::guard::is_too_slow(&err) => {
-            return rpc_error(
-                StatusCode::REQUEST_TIMEOUT,
-                Value::Null,
-                ErrorCode::PARSE_ERROR,
-                format!("cannot read the body: {err}"),
-            )
-        }
-        Err(err) => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                ErrorCode::PARSE_ERROR,
-                format!("cannot read the body: {err}"),
-            )
-        }
-    };
-    let message = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(message) => message,
-        Err(err) => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                ErrorCode::PARSE_ERROR,
-                format!("the body is not JSON: {err}"),
-            )
-        }
+    let (mut parts, body) = request.into_parts();
+    let (bytes, message) = match read_message(body).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let params = message.get("params");
@@ -259,31 +244,11 @@ pub async fn screen(
             )
         }
     };
-    match &parsed {
-        ClientJsonRpcMessage::Request(request) => {
-            if let ClientRequest::CustomRequest(custom) = &request.request {
-                if let Some(problem) = bad_params(&custom.method, &message["params"]) {
-                    return rpc_error(StatusCode::OK, id, ErrorCode::INVALID_PARAMS, problem);
-                }
-            }
-        }
-        ClientJsonRpcMessage::Notification(notification) => {
-            if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
-            {
-                if let Some(request_id) = &cancelled.params.request_id {
-                    let request_id = serde_json::to_string(request_id).unwrap_or_default();
-                    let caller = crate::http::caller_in(&parts.extensions);
-                    cancel(
-                        &endpoint,
-                        &caller.subject,
-                        session_id(&parts.headers),
-                        request_id,
-                    );
-                }
-            }
-        }
-        _ => {}
+    if let Some(refused) = before_rmcp(&endpoint, &mut parts, &message, &parsed) {
+        return refused;
     }
+    let initialize = matches!(&parsed, ClientJsonRpcMessage::Request(request)
+        if matches!(request.request, ClientRequest::InitializeRequest(_)));
     let method = message
         .get("method")
         .and_then(Value::as_str)
@@ -295,7 +260,133 @@ pub async fn screen(
         .await;
     // One line per request (rmcp's own are off by default).
     info!(%method, status = answer.status().as_u16(), ms = started.elapsed().as_millis() as u64, "MCP request.");
-    as_json_rpc(answer, id).await
+    let mut answer = as_json_rpc(answer, id).await;
+    if initialize && answer.status() == StatusCode::OK {
+        answer
+            .headers_mut()
+            .insert(session::HEADER, session::issue());
+    }
+    answer
+}
+
+/// What [`screen`] does with a well-formed message before rmcp sees it; the answer when it
+/// answers itself.
+fn before_rmcp(
+    endpoint: &McpEndpoint,
+    parts: &mut Parts,
+    message: &Value,
+    parsed: &ClientJsonRpcMessage,
+) -> Option<Response> {
+    let id = || message.get("id").cloned().unwrap_or(Value::Null);
+    match parsed {
+        ClientJsonRpcMessage::Request(request) => match &request.request {
+            ClientRequest::CustomRequest(custom) => {
+                if let Some(problem) = bad_params(&custom.method, &message["params"]) {
+                    return Some(rpc_error(
+                        StatusCode::OK,
+                        id(),
+                        ErrorCode::INVALID_PARAMS,
+                        problem,
+                    ));
+                }
+            }
+            ClientRequest::InitializeRequest(_) => {
+                // MCP lifecycle: the version is negotiated in the body (an unknown one is
+                // answered with ours); the header names the version of the requests after it,
+                // so on `initialize` it is not checked against the body (rmcp would answer 400).
+                parts.headers.remove(PROTOCOL_VERSION_HEADER);
+            }
+            ClientRequest::CallToolRequest(call) => {
+                return refuse_call(endpoint, parts, &call.params.name, id());
+            }
+            _ => {}
+        },
+        ClientJsonRpcMessage::Notification(notification) => {
+            if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            {
+                if let Some(request_id) = &cancelled.params.request_id {
+                    let request_id = serde_json::to_string(request_id).unwrap_or_default();
+                    let caller = crate::http::caller_in(&parts.extensions);
+                    let session = session::of(&parts.headers);
+                    cancel(endpoint, &caller.subject, session, request_id);
+                }
+            }
+        }
+        _ => {}
+    }
+    None
+}
+
+/// `405` for a method other than POST: there is no stream to open (GET), and no session to end
+/// (DELETE: session ids are labels, see [`session`]).
+fn not_served(method: &Method) -> Response {
+    let mut refused = rpc_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        Value::Null,
+        ErrorCode::INVALID_REQUEST,
+        format!(
+            "{method} is not served: this endpoint is stateless, so there is no stream to open \
+             (GET) nor session to end (DELETE: its session ids only label a client's calls); \
+             POST a JSON-RPC message"
+        ),
+    );
+    refused.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static("POST"),
+    );
+    refused
+}
+
+/// The body, and the JSON it holds; or the JSON-RPC error saying why not.
+async fn read_message(body: Body) -> Result<(Bytes, Value), Response> {
+    // `http::guard` has already read the body within `max_body_bytes`.
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|err| {
+            let status = if crate::http::guard::is_too_slow(&err) {
+                StatusCode::REQUEST_TIMEOUT
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            let problem = format!("cannot read the body: {err}");
+            rpc_error(status, Value::Null, ErrorCode::PARSE_ERROR, problem)
+        })?;
+    let message = serde_json::from_slice::<Value>(&bytes).map_err(|err| {
+        rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            ErrorCode::PARSE_ERROR,
+            format!("the body is not JSON: {err}"),
+        )
+    })?;
+    Ok((bytes, message))
+}
+
+/// `403` for a `tools/call` of `name` whose caller lacks the scope it needs
+/// ([`McpEndpoint::scope_for`]), before it runs: a JSON-RPC error naming the scope, with the
+/// challenge `/api` gives (`access::ScopeChallenge`), so that a client can ask for a token with
+/// more (MCP's step-up) where an error result would only tell the model.
+fn refuse_call(endpoint: &McpEndpoint, parts: &Parts, name: &str, id: Value) -> Option<Response> {
+    let scope = endpoint.scope_for(name)?;
+    let caller = crate::http::caller_in(&parts.extensions);
+    if caller.has(scope) {
+        return None;
+    }
+    debug!(tool = %name, %scope, subject = %caller.subject, "A tool call lacks a scope; refused.");
+    let error = ErrorData::new(
+        ErrorCode::INVALID_REQUEST,
+        crate::http::access::missing_scope(scope),
+        Some(serde_json::json!({"scope": scope.as_str()})),
+    );
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error});
+    let refused = (StatusCode::FORBIDDEN, axum::Json(body));
+    let challenge = parts
+        .extensions
+        .get::<crate::http::access::ScopeChallenge>()
+        .cloned()
+        .unwrap_or_default()
+        .of(&caller, &parts.headers, parts.uri.path(), scope);
+    Some(crate::http::oauth::with_challenge(refused, &challenge))
 }
 
 /// rmcp's own refusals (406 for an `Accept` that takes neither JSON nor SSE, 400 for an unknown
@@ -360,13 +451,6 @@ fn rpc_error(status: StatusCode, id: Value, code: ErrorCode, message: String) ->
     (status, axum::Json(body)).into_response()
 }
 
-fn session_id(headers: &axum::http::HeaderMap) -> Option<String> {
-    headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
 /// rmcp's server handler for one request.
 #[derive(Clone)]
 pub struct Handler(Arc<McpEndpoint>);
@@ -374,6 +458,56 @@ pub struct Handler(Arc<McpEndpoint>);
 impl Handler {
     fn metrics(&self) -> &crate::metrics::ToolMetrics {
         self.0.adapter.metrics()
+    }
+
+    /// The thread a `threads__send` runs on: its events become progress, a cancel interrupts it.
+    /// Only a thread the caller sees: the tool refuses another tenant's, and neither its events
+    /// nor its messages are this call's.
+    async fn send_thread(
+        &self,
+        name: &str,
+        arguments: &Value,
+        caller: &Caller,
+    ) -> Option<ThreadId> {
+        let id = (name == threads::SEND)
+            .then(|| arguments.get("threadId").and_then(Value::as_str))
+            .flatten()
+            .map(|id| ThreadId::from_string(id.to_owned()))?;
+        crate::http::access::visible_thread(&self.0.store, caller, &id)
+            .await
+            .ok()
+            .map(|_| id)
+    }
+
+    /// Records a call that changes something (`threads__send` on `thread`, `threads__create`)
+    /// in the audit log, beside `/api`'s.
+    async fn audit(
+        &self,
+        caller: &Caller,
+        name: &str,
+        thread: Option<&ThreadId>,
+        remote: Option<&str>,
+        result: &rmcp::model::CallToolResult,
+    ) {
+        let status = match result.is_error {
+            Some(true) => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::OK,
+        };
+        let created = result
+            .structured_content
+            .as_ref()
+            .and_then(|c| c.get("threadId"))
+            .and_then(Value::as_str)
+            .map(|id| ThreadId::from_string(id.to_owned()));
+        let entry = crate::http::audit::Entry {
+            caller,
+            action: &format!("mcp {name}"),
+            path: "/mcp",
+            thread: thread.or(created.as_ref()),
+            status,
+            remote,
+        };
+        crate::http::audit::write(&self.0.store, entry).await;
     }
 }
 
@@ -437,8 +571,9 @@ impl ServerHandler for Handler {
         let parts = context.extensions.get::<axum::http::request::Parts>();
         // Set by the token check every `/mcp` request passes.
         let caller = parts.map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions));
-        if !threads::READ_ONLY.contains(&name.as_str()) && !caller.has(Scope::ThreadsWrite) {
-            let refused = crate::http::access::missing_scope(Scope::ThreadsWrite);
+        // `screen` has answered `403` already; this holds wherever else a call comes from.
+        if let Some(scope) = self.0.scope_for(&name).filter(|s| !caller.has(*s)) {
+            let refused = crate::http::access::missing_scope(scope);
             let result = crate::mcp::CallOutcome::error_result(refused);
             return Ok(CallToolResponse::Complete(result));
         }
@@ -447,27 +582,14 @@ impl ServerHandler for Handler {
         let client = (name == threads::SEND)
             .then(|| send_client_id(&mut arguments))
             .flatten();
-        let session = parts.and_then(|parts| session_id(&parts.headers));
+        let session = parts.and_then(|parts| session::of(&parts.headers));
         let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         let request_id = serde_json::to_string(&context.id).unwrap_or_default();
         let registration = self
             .0
             .in_flight
             .register(&caller.subject, session, request_id);
-        // The thread a `threads__send` runs on: its events become progress, a cancel interrupts
-        // it. Only a thread the caller sees: the tool refuses another tenant's, and neither its
-        // events nor its messages are this call's.
-        let named = (name == threads::SEND)
-            .then(|| arguments.get("threadId").and_then(Value::as_str))
-            .flatten()
-            .map(|id| ThreadId::from_string(id.to_owned()));
-        let thread = match named {
-            Some(id) => crate::http::access::visible_thread(&self.0.store, &caller, &id)
-                .await
-                .ok()
-                .map(|_| id),
-            None => None,
-        };
+        let thread = self.send_thread(&name, &arguments, &caller).await;
         let mut events = match thread
             .as_ref()
             .filter(|_| context.meta.get_progress_token().is_some())
@@ -517,26 +639,8 @@ impl ServerHandler for Handler {
             }
         };
         if name == threads::SEND || name == threads::CREATE {
-            // The calls that change something, in the audit log beside `/api`'s.
-            let status = match result.is_error {
-                Some(true) => StatusCode::UNPROCESSABLE_ENTITY,
-                _ => StatusCode::OK,
-            };
-            let created = result
-                .structured_content
-                .as_ref()
-                .and_then(|c| c.get("threadId"))
-                .and_then(Value::as_str)
-                .map(|id| ThreadId::from_string(id.to_owned()));
-            let entry = crate::http::audit::Entry {
-                caller: &caller,
-                action: &format!("mcp {name}"),
-                path: "/mcp",
-                thread: thread.as_ref().or(created.as_ref()),
-                status,
-                remote: remote.as_deref(),
-            };
-            crate::http::audit::write(&self.0.store, entry).await;
+            self.audit(&caller, &name, thread.as_ref(), remote.as_deref(), &result)
+                .await;
         }
         // The registry leaves `resultType` out for the CLI (a pre-2026 peer); 2026-07-28 wants
         // it, and rmcp strips it again for older peers.
