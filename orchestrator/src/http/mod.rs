@@ -119,15 +119,12 @@ pub struct ApiQuery<T>(pub T);
 /// `.routes(routes!(module::handler))` line in the sub-router it belongs to (`api` is behind the
 /// token and under `/api`; paths of one `routes!` must be the same path, methods may differ).
 pub fn router(state: ApiState) -> Router {
-    let (router, mut doc) = documented_routes(&state).split_for_parts();
-    openapi::plain_wildcards(&mut doc);
-    let document = openapi::Document(
-        doc.to_json()
-            .expect("an OpenAPI document has string keys only, so it serializes")
-            .into(),
-    );
+    let (router, doc) = documented_routes(&state).split_for_parts();
+    let document = openapi::Document::new(doc, &state);
     let guard = Arc::new(guard::Guard::new(&state.config, state.config.bind));
     router
+        // A body the guard refused is refused on a route only: elsewhere 404 or 405 comes first.
+        .route_layer(middleware::from_fn(guard::refuse_read_body))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -298,6 +295,11 @@ fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
             header::CONTENT_TYPE,
             header::HeaderName::from_static("last-event-id"),
             header::HeaderName::from_static("mcp-protocol-version"),
+            header::HeaderName::from_static("mcp-session-id"),
+        ])
+        // A browser's MCP client reads its session id and the scope a refusal names.
+        .expose_headers([
+            header::WWW_AUTHENTICATE,
             header::HeaderName::from_static("mcp-session-id"),
         ])
 }

@@ -486,8 +486,8 @@ async fn make_key(daemon: &TestDaemon, limits: Value) -> (String, String) {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{made}");
     (
-        made["key"].as_str().unwrap().to_owned(),
-        made["id"].as_str().unwrap().to_owned(),
+        made["key"].as_str().expect("the key").to_owned(),
+        made["id"].as_str().expect("its id").to_owned(),
     )
 }
 
@@ -506,7 +506,7 @@ async fn every_second(daemon: &TestDaemon, key: &str, target: Value) -> String {
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{made}");
-    made["id"].as_str().unwrap().to_owned()
+    made["id"].as_str().expect("its id").to_owned()
 }
 
 /// [`runs`], asked by the operator.
