@@ -35,8 +35,9 @@
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `memory` (`pool.max_memory_mb`), `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown`, `lease_lost` (with clustering, a peer took the thread over) | processes let go |
 //! | `harness_pool_live_processes` | gauge | | `claude` processes alive now |
 //! | `harness_pool_live_peak` | gauge | | most `claude` processes alive at once since start (spares included) |
-//! | `harness_pool_pss_bytes` | gauge | | PSS of the live `claude` processes together (`smaps_rollup`), read at each scrape |
+//! | `harness_pool_pss_bytes` | gauge | | PSS of the live `claude` processes together (`smaps_rollup`), as last sampled |
 //! | `harness_pool_private_bytes` | gauge | | their private memory together: what they cost beyond what they share |
+//! | `harness_pool_memory_samples_total` | counter | | rounds of reading the processes' memory, off the request path (every 2 s, and when a process is ready) |
 //! | `harness_pool_slot_waits_total` | counter | | spawns that found every slot taken and waited for one |
 //! | `harness_pool_slot_waiting` | gauge | | spawns waiting for a slot now |
 //! | `harness_pool_slot_wait_seconds` | histogram | | how long those spawns waited |

@@ -40,9 +40,11 @@ series! {
         wall_breaches: Family<LimitLabel, Counter> = breaches_at_zero() => "wall_breaches",
             "Processes the walls stopped, by the limit their tree reached (memory, processes)";
         pss_bytes: Gauge => "pool_pss_bytes",
-            "PSS of the live claude processes together (smaps_rollup), read at each scrape";
+            "PSS of the live claude processes together (smaps_rollup), as last sampled";
         private_bytes: Gauge => "pool_private_bytes",
-            "Private memory of the live claude processes together (smaps_rollup), read at each scrape";
+            "Private memory of the live claude processes together (smaps_rollup), as last sampled";
+        memory_samples: Counter => "pool_memory_samples",
+            "Rounds of reading the live processes' memory, off the request path (every 2 s, and when a process is ready)";
         live_peak: Gauge => "pool_live_peak",
             "Most claude processes alive at once since start (spares included)";
         slot_waits: Counter => "pool_slot_waits",
@@ -233,6 +235,10 @@ impl PoolMetrics {
         }
     }
     /// What the live processes take together, as read from `/proc` now.
+    /// The live processes' memory was read again.
+    pub fn memory_sampled(&self) {
+        self.memory_samples.inc();
+    }
     pub fn memory(&self, pss: u64, private: u64) {
         self.pss_bytes.set(i64::try_from(pss).unwrap_or(i64::MAX));
         self.private_bytes

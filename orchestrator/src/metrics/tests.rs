@@ -156,12 +156,15 @@ fn every_series_renders_as_dashboards_expect() {
         # TYPE harness_wall_breaches counter
         harness_wall_breaches_total{limit="memory"} 0
         harness_wall_breaches_total{limit="processes"} 0
-        # HELP harness_pool_pss_bytes PSS of the live claude processes together (smaps_rollup), read at each scrape.
+        # HELP harness_pool_pss_bytes PSS of the live claude processes together (smaps_rollup), as last sampled.
         # TYPE harness_pool_pss_bytes gauge
         harness_pool_pss_bytes 0
-        # HELP harness_pool_private_bytes Private memory of the live claude processes together (smaps_rollup), read at each scrape.
+        # HELP harness_pool_private_bytes Private memory of the live claude processes together (smaps_rollup), as last sampled.
         # TYPE harness_pool_private_bytes gauge
         harness_pool_private_bytes 0
+        # HELP harness_pool_memory_samples Rounds of reading the live processes' memory, off the request path (every 2 s, and when a process is ready).
+        # TYPE harness_pool_memory_samples counter
+        harness_pool_memory_samples_total 0
         # HELP harness_pool_live_peak Most claude processes alive at once since start (spares included).
         # TYPE harness_pool_live_peak gauge
         harness_pool_live_peak 1

@@ -152,6 +152,7 @@ impl Pool {
         for entry in live.iter().filter(|e| !e.process.has_exited()) {
             entry.take_sample();
         }
+        self.inner.metrics.memory_sampled();
     }
 
     /// The live processes' sampled memory into the `harness_pool_pss_bytes` and
