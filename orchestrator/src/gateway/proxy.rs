@@ -178,8 +178,21 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
             );
         }
     };
+    let record = model_request.then_some(record);
+    relay(&server, response, record, arrived.elapsed())
+}
+
+/// The upstream's `response` on its way back, its headers as they came (but the hop-by-hop
+/// ones), its body metered into `record` when it is a model request's; a 429 or 529 told to
+/// the throttle.
+fn relay(
+    server: &Server,
+    response: reqwest::Response,
+    record: Option<Record>,
+    first_byte: Duration,
+) -> Response {
+    let served = &server.served;
     let status = response.status();
-    let first_byte = arrived.elapsed();
     served.metrics.request(status.as_u16(), first_byte);
     if matches!(status.as_u16(), 429 | 529) {
         served.throttle.upstream(retry_after(response.headers()));
@@ -198,14 +211,13 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
     let chunks = Box::pin(response.bytes_stream());
-    let body = if model_request {
-        Body::from_stream(Metered {
+    let body = match record {
+        Some(record) => Body::from_stream(Metered {
             chunks,
             scanner: Some(Scanner::new(stream)),
             record: Some(record.at(status, first_byte)),
-        })
-    } else {
-        Body::from_stream(chunks)
+        }),
+        None => Body::from_stream(chunks),
     };
     answer.body(body).unwrap_or_else(|err| {
         warn!(error = %err, "The model gateway could not build a response.");
