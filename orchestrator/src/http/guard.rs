@@ -13,7 +13,9 @@
 //!   form can send (`files` then refuses what it does not take).
 //! - The body is read here, bounded by `max_body_bytes` (413) and by `http.read_timeout`; a
 //!   refused body is read and thrown away (up to a bound) before the answer, so the client reads
-//!   its 413 or 415 instead of a connection reset. The routes that carry files ([`Guard::large`]:
+//!   its 413 or 415 instead of a connection reset. That answer waits until the request is routed
+//!   ([`refuse_read_body`]): a method the route does not take is 405 (with `Allow`), a path
+//!   nobody serves 404, body or not. The routes that carry files ([`Guard::large`]:
 //!   an upload, a message, `/mcp`) may be larger (`[files]`): their bodies are not read before
 //!   the caller is known, but passed on bounded (past the bound the read fails: 413) and timed
 //!   (each chunk within `http.read_timeout`), for the handler to read once it is authorized.
@@ -240,6 +242,14 @@ impl Guard {
         };
         let complete = collected.complete;
         let outcome = match (refusal, collected.bytes) {
+            // Read to its end: the refusal waits until the request is routed
+            // ([`refuse_read_body`]), so a method or path the daemon does not serve answers
+            // 405 or 404 first, as it does without a body.
+            (Some(refusal), _) if complete => {
+                let mut request = Request::from_parts(parts, Body::empty());
+                request.extensions_mut().insert(RefusedBody::from(refusal));
+                Ok(request)
+            }
             (Some(refusal), _) => Err(refusal.into_response()),
             (None, None) => Err(too_large(self.max_body).into_response()),
             (None, Some(bytes)) => Ok(Request::from_parts(parts, Body::from(bytes))),
@@ -326,6 +336,36 @@ pub async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next
     match guard.read_body(request).await {
         Ok(request) => next.run(request).await,
         Err(response) => response,
+    }
+}
+
+/// A body [`Guard::read_body`] refused (its type, its size), read and thrown away: answered by
+/// [`refuse_read_body`] once the request reached a route.
+#[derive(Clone, Debug)]
+struct RefusedBody {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl From<ApiError> for RefusedBody {
+    fn from(error: ApiError) -> Self {
+        RefusedBody {
+            status: error.status,
+            code: error.code,
+            message: error.message,
+        }
+    }
+}
+
+/// On every route (a `route_layer`, so after the method and path matched): answers the refusal
+/// of a body the guard read and threw away.
+pub async fn refuse_read_body(request: Request, next: Next) -> Response {
+    match request.extensions().get::<RefusedBody>() {
+        Some(refused) => {
+            ApiError::new(refused.status, refused.code, refused.message.clone()).into_response()
+        }
+        None => next.run(request).await,
     }
 }
 

@@ -2,7 +2,9 @@
 //! one thread's model planting memory for others or reading another thread's transcript (against
 //! the real CLI), a web page reaching a token-less daemon (foreign `Host`, cross-origin, a form
 //! post), half-open connections, a looping model, prewarms pushing out warm processes, and
-//! reused message ids.
+//! reused message ids. [`methods`]: a method a route does not take is 405, body or not.
+
+mod methods;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
