@@ -1,7 +1,8 @@
 //! What the store lets go of as it ages, and when it gives the space back: one task per daemon,
 //! which every `retention.interval` removes the audit entries past `audit.keep_days` and the
-//! events of turns older than `retention.events_max_age`, and every `retention.vacuum_every`
-//! vacuums the database.
+//! events of turns older than `retention.events_max_age` and the OAuth clients that registered
+//! longer than `oauth.unused_client_ttl` ago and never got a token (`crate::oauth::registration`),
+//! and every `retention.vacuum_every` vacuums the database.
 //!
 //! Events go a whole turn at a time: a thread's log is cut at the end of its last turn that
 //! ended before the age, and the cut is recorded with the removal (`threads.
@@ -27,6 +28,7 @@ const COMPACT_BATCH: usize = 100;
 pub struct Pass {
     pub audit_entries: u64,
     pub events: u64,
+    pub oauth_clients: u64,
     pub vacuumed: bool,
 }
 
@@ -36,6 +38,8 @@ pub struct Retention {
     store: Store,
     audit_keep_days: u32,
     config: RetentionConfig,
+    /// `oauth.unused_client_ttl`; `None`: unused clients are not looked for.
+    unused_oauth_clients: Option<Duration>,
 }
 
 impl Retention {
@@ -44,6 +48,15 @@ impl Retention {
             store,
             audit_keep_days: audit.keep_days,
             config: config.clone(),
+            unused_oauth_clients: None,
+        }
+    }
+
+    /// Also deletes the registered OAuth clients unused for longer than `ttl`.
+    pub fn unused_oauth_clients(self, ttl: Duration) -> Retention {
+        Retention {
+            unused_oauth_clients: Some(ttl),
+            ..self
         }
     }
 
@@ -68,8 +81,8 @@ impl Retention {
         });
     }
 
-    /// One pass: the audit purge, the compaction, and a vacuum when `vacuum`. A step that fails
-    /// is logged and tried again at the next pass.
+    /// One pass: the audit purge, the compaction, the unused OAuth clients, and a vacuum when
+    /// `vacuum`. A step that fails is logged and tried again at the next pass.
     pub async fn pass(&self, vacuum: bool) -> Pass {
         let mut pass = Pass::default();
         if self.audit_keep_days > 0 {
@@ -88,16 +101,23 @@ impl Retention {
                 Err(err) => warn!(error = %err, "Could not compact the event logs."),
             }
         }
+        if let Some(ttl) = self.unused_oauth_clients {
+            match self.store.delete_unused_oauth_clients(&ago(ttl)).await {
+                Ok(n) => pass.oauth_clients = n,
+                Err(err) => warn!(error = %err, "Could not delete the unused OAuth clients."),
+            }
+        }
         if vacuum {
             match self.store.vacuum().await {
                 Ok(()) => pass.vacuumed = true,
                 Err(err) => warn!(error = %err, "Could not vacuum the database."),
             }
         }
-        if pass.audit_entries > 0 || pass.events > 0 || pass.vacuumed {
+        if pass != Pass::default() {
             info!(
                 audit_entries = pass.audit_entries,
                 events = pass.events,
+                oauth_clients = pass.oauth_clients,
                 vacuumed = pass.vacuumed,
                 "Retention pass."
             );
@@ -191,6 +211,47 @@ mod tests {
                 outcomes += store.outcomes_of(&message.id).await.unwrap().len();
             }
             assert_eq!(outcomes, 2, "both ends are kept");
+        }
+    }
+
+    store_tests! {
+        /// #46: a client that registered and never got a token goes once older than
+        /// `oauth.unused_client_ttl`; a younger one and one that got a token stay.
+        async fn unused_oauth_clients_go_once_old(store: sqlite_memory) {
+            let uris = vec!["http://127.0.0.1:9/cb".to_owned()];
+            for id in ["hc_old", "hc_used", "hc_young"] {
+                store.create_oauth_client(id, None, &uris).await.unwrap();
+            }
+            store
+                .test_execute(
+                    "UPDATE oauth_clients SET created_at = '2000-01-01T00:00:00.000000Z'
+                     WHERE id IN ('hc_old', 'hc_used')",
+                )
+                .await;
+            store
+                .create_oauth_token(crate::store::NewToken {
+                    hash: "r1",
+                    kind: "refresh",
+                    family: "f1",
+                    client_id: "hc_used",
+                    tenant: "acme",
+                    scopes: "threads:read",
+                    resource: None,
+                    expires_at: "2999-01-01T00:00:00.000000Z",
+                })
+                .await
+                .unwrap();
+            let day = Duration::from_secs(24 * 3600);
+            let pass = retention(&store, Duration::ZERO).pass(false).await;
+            assert_eq!(pass.oauth_clients, 0, "not asked to");
+            let pass = retention(&store, Duration::ZERO)
+                .unused_oauth_clients(day)
+                .pass(false)
+                .await;
+            assert_eq!(pass.oauth_clients, 1);
+            assert_eq!(store.oauth_client("hc_old").await.unwrap(), None);
+            assert!(store.oauth_client("hc_used").await.unwrap().is_some());
+            assert!(store.oauth_client("hc_young").await.unwrap().is_some());
         }
     }
 

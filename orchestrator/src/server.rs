@@ -594,6 +594,7 @@ pub async fn start(
             &serving.config.audit,
             &serving.config.retention,
         )
+        .unused_oauth_clients(serving.config.oauth.unused_client_ttl)
         .spawn(&serving.background, stopping.clone());
         let router = crate::http::router(serving.api_state());
         let http = serving.config.http.clone();

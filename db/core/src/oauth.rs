@@ -1,7 +1,8 @@
 //! The operations on the built-in authorization server's tables: `oauth_clients` (registered
 //! clients), `oauth_codes` (authorization codes, used once) and `oauth_tokens` (access and
 //! refresh tokens, stored as hashes; a refresh token is spent when used, and every token of its
-//! family is revoked when a spent one comes back).
+//! family is revoked when a spent one comes back). A registered client that no token was ever
+//! issued to is *unused*: it may be deleted once it is old enough.
 
 use chrono::{DateTime, Utc};
 
@@ -99,6 +100,25 @@ pub trait OAuthQueries {
 
     /// Revokes every token of `family`.
     async fn revoke_oauth_family(&self, family: &str) -> Result<(), StoreError>;
+
+    /// Whether a token was ever issued to `client_id`.
+    async fn oauth_client_used(&self, client_id: &str) -> Result<bool, StoreError>;
+
+    /// The unused registered clients created at or after `since` (a [`crate::now_text`]-style
+    /// time).
+    async fn unused_oauth_clients(&self, since: &str) -> Result<UnusedClients, StoreError>;
+
+    /// Deletes the unused registered clients created before `before` that hold no live code;
+    /// how many.
+    async fn delete_unused_oauth_clients(&self, before: &str) -> Result<u64, StoreError>;
+}
+
+/// Registered clients no token was issued to yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UnusedClients {
+    pub count: i64,
+    /// When the oldest of them was registered.
+    pub oldest: Option<DateTime<Utc>>,
 }
 
 /// `oauth_queries!(Backend)`: the [`OAuthQueries`] of a database crate's `Backend`, calling the
@@ -142,6 +162,21 @@ macro_rules! oauth_queries {
 
             async fn revoke_oauth_family(&self, family: &str) -> Result<(), StoreError> {
                 revoke_oauth_family(self.pool(), family).await
+            }
+
+            async fn oauth_client_used(&self, client_id: &str) -> Result<bool, StoreError> {
+                oauth_client_used(self.pool(), client_id).await
+            }
+
+            async fn unused_oauth_clients(
+                &self,
+                since: &str,
+            ) -> Result<$crate::UnusedClients, StoreError> {
+                unused_oauth_clients(self.pool(), since).await
+            }
+
+            async fn delete_unused_oauth_clients(&self, before: &str) -> Result<u64, StoreError> {
+                delete_unused_oauth_clients(self.pool(), before).await
             }
         }
     };

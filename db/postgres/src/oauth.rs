@@ -1,6 +1,8 @@
 //! The built-in authorization server's tables; see [`harness_db::OAuthQueries`].
 
-use harness_db::{now_text, CodeRow, NewCode, NewToken, OAuthClientRow, StoreError, TokenRow};
+use harness_db::{
+    now_text, CodeRow, NewCode, NewToken, OAuthClientRow, StoreError, TokenRow, UnusedClients,
+};
 use sqlx::types::Json;
 use sqlx::PgPool;
 
@@ -130,4 +132,43 @@ async fn revoke_oauth_family(pool: &PgPool, family: &str) -> Result<(), StoreErr
     .execute(pool)
     .await?;
     Ok(())
+}
+
+async fn oauth_client_used(pool: &PgPool, client_id: &str) -> Result<bool, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM oauth_tokens WHERE client_id = $1) AS "used!""#,
+        client_id,
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+async fn unused_oauth_clients(pool: &PgPool, since: &str) -> Result<UnusedClients, StoreError> {
+    let row = sqlx::query!(
+        r#"SELECT COUNT(*) AS "count!", MIN(created_at)::timestamptz AS "oldest"
+           FROM oauth_clients
+           WHERE created_at >= $1 AND id NOT IN (SELECT client_id FROM oauth_tokens)"#,
+        since,
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(UnusedClients {
+        count: row.count,
+        oldest: row.oldest,
+    })
+}
+
+async fn delete_unused_oauth_clients(pool: &PgPool, before: &str) -> Result<u64, StoreError> {
+    let now = now_text();
+    let done = sqlx::query!(
+        "DELETE FROM oauth_clients
+         WHERE created_at < $1
+           AND id NOT IN (SELECT client_id FROM oauth_tokens)
+           AND id NOT IN (SELECT client_id FROM oauth_codes WHERE NOT used AND expires_at > $2)",
+        before,
+        now,
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
 }

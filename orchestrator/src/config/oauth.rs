@@ -1,8 +1,11 @@
 //! `[oauth]`: `/mcp` and `/api` as an OAuth 2.1 resource server (see `crate::oauth`). Off until
-//! an `issuer` is set.
+//! an `issuer` is set, or `builtin`; the bounds on the built-in server's open registration
+//! (`crate::oauth::registration`) are here too.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use plugin_contract::settings::secs;
 use serde::Deserialize;
 
 /// `[oauth]`.
@@ -33,6 +36,17 @@ pub struct OAuthConfig {
     /// Lets a client's metadata document be on a loopback or private address (tests,
     /// one-machine set-ups); otherwise only public addresses are fetched.
     pub allow_private_client_urls: bool,
+    /// Registrations `/oauth/register` takes per minute on this node, whoever sends them: a
+    /// burst of as many, then one every `60 / n` s; past them `429` with `Retry-After`. Anyone
+    /// who reaches the daemon may register, so this bounds how fast they can fill the database.
+    pub registrations_per_minute: u32,
+    /// Seconds a registered client that never got a token may wait for one: past them it is
+    /// unknown, and the retention pass deletes it. A client that got a token is kept.
+    #[serde(with = "secs")]
+    pub unused_client_ttl: Duration,
+    /// Most registered clients waiting for their first token at once (registered within
+    /// `unused_client_ttl`); past them registration answers `429` until one is used or expires.
+    pub max_unused_clients: u32,
 }
 
 impl Default for OAuthConfig {
@@ -46,6 +60,9 @@ impl Default for OAuthConfig {
             builtin: false,
             client_ca_file: None,
             allow_private_client_urls: false,
+            registrations_per_minute: 10,
+            unused_client_ttl: Duration::from_secs(24 * 3600),
+            max_unused_clients: 1000,
         }
     }
 }
@@ -95,6 +112,15 @@ impl OAuthConfig {
         }
         if self.tenant_claim.is_empty() {
             return Err("oauth.tenant_claim must name a claim".into());
+        }
+        if self.registrations_per_minute == 0 || self.max_unused_clients == 0 {
+            return Err(
+                "oauth.registrations_per_minute and oauth.max_unused_clients must be at least 1"
+                    .into(),
+            );
+        }
+        if self.unused_client_ttl.is_zero() {
+            return Err("oauth.unused_client_ttl must be more than 0 seconds".into());
         }
         Ok(())
     }
@@ -155,6 +181,20 @@ mod tests {
                     ..OAuthConfig::default()
                 },
                 "oauth.client_ca_file /nonexistent/ca.pem",
+            ),
+            (
+                OAuthConfig {
+                    registrations_per_minute: 0,
+                    ..OAuthConfig::default()
+                },
+                "oauth.registrations_per_minute",
+            ),
+            (
+                OAuthConfig {
+                    unused_client_ttl: Duration::ZERO,
+                    ..OAuthConfig::default()
+                },
+                "oauth.unused_client_ttl",
             ),
         ] {
             let err = bad.check().expect_err("refused");

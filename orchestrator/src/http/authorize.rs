@@ -15,9 +15,8 @@ use super::error::ErrorBody;
 use super::oauth::host;
 use super::{ApiError, ApiJson, ApiState};
 use crate::caller::Scope;
-use crate::oauth::authorize::{
-    AuthorizationServer, AuthorizeRequest, ClientMetadata, OAuthError, TokenRequest,
-};
+use crate::oauth::authorize::{AuthorizationServer, AuthorizeRequest, OAuthError, TokenRequest};
+use crate::oauth::registration::Registrations;
 use crate::oauth::ResourceServer;
 
 /// The server and this request's public URL, when the built-in server is on.
@@ -39,16 +38,25 @@ fn off() -> Response {
 fn oauth_error(err: &OAuthError) -> Response {
     let status = match err {
         OAuthError::InvalidClient(_) => StatusCode::UNAUTHORIZED,
+        OAuthError::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
         OAuthError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,
     };
     if let OAuthError::Store(err) = err {
         tracing::error!(error = %err, "The authorization server's store failed.");
     }
-    no_store((
+    let mut response = no_store((
         status,
         Json(json!({"error": err.code(), "error_description": err.to_string()})),
-    ))
+    ));
+    if let OAuthError::TooMany { retry_after, .. } = err {
+        // Whole seconds, rounded up: a client that waits that long is let in.
+        let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    }
+    response
 }
 
 fn no_store(answer: impl IntoResponse) -> Response {
@@ -94,21 +102,28 @@ pub async fn metadata(State(state): State<ApiState>, headers: HeaderMap) -> Resp
     .into_response()
 }
 
-/// Registers a public client (RFC 7591): all its redirect URIs, or none.
+/// Registers a public client (RFC 7591): all its redirect URIs, or none. Open to anyone, so
+/// bounded (`crate::oauth::registration`): in size, in rate, and in how long a client that never
+/// gets a token is kept.
 #[utoipa::path(post, path = "/oauth/register", operation_id = "registerClient", tag = "oauth",
     request_body(content = Object, description = "RFC 7591 client metadata: `redirect_uris`, `client_name`, …"),
     responses(
         (status = 201, description = "The client, with its `client_id`.", body = Object),
-        (status = 400, description = "`invalid_redirect_uri` (one URI refuses them all) or `invalid_client_metadata`.", body = Object),
+        (status = 400, description = "`invalid_redirect_uri` (one URI refuses them all; at most 10, of at most 2048 bytes) or `invalid_client_metadata` (a body over 16 KiB, too).", body = Object),
         (status = 404, description = "The built-in server is off.", body = ErrorBody),
+        (status = 429, description = "`temporarily_unavailable`: past `oauth.registrations_per_minute`, or `oauth.max_unused_clients` wait for their first token; `Retry-After` says when to come back.", body = Object),
     ))]
 pub async fn register(State(state): State<ApiState>, headers: HeaderMap, body: Bytes) -> Response {
     let Some((_, server, _)) = builtin(&state, &headers) else {
         return off();
     };
-    let metadata: ClientMetadata = match serde_json::from_slice(&body) {
+    let metadata = server
+        .registrations()
+        .admit()
+        .and_then(|()| Registrations::read(&body));
+    let metadata = match metadata {
         Ok(metadata) => metadata,
-        Err(err) => return oauth_error(&OAuthError::InvalidClientMetadata(err.to_string())),
+        Err(err) => return oauth_error(&err),
     };
     match server.register(&metadata).await {
         Ok(client) => {

@@ -3,11 +3,9 @@
 //! register themselves (RFC 7591), a consent the operator gives with an admin credential, and
 //! short-lived access tokens with rotating refresh tokens.
 //!
-//! - **Registration** ([`AuthorizationServer::register`]): every redirect URI must be `https`,
-//!   `http` on a loopback host, or an app's own scheme (`cursor://…`); one that is not refuses
-//!   the whole registration (`invalid_redirect_uri`), so a client never holds half of what it
-//!   asked for. Public clients only (`token_endpoint_auth_method: none`): PKCE binds the code.
-//!   Or no registration at all: a client whose `client_id` is an `https` URL is described by
+//! - **Registration** ([`AuthorizationServer::register`]): bounded in size, rate and time, with
+//!   the rules of a client's metadata, in [`super::registration`]. Or no registration at all:
+//!   a client whose `client_id` is an `https` URL is described by
 //!   the metadata document there (Client ID Metadata Documents), fetched when it asks for a
 //!   code: it must name that URL as its `client_id` and valid redirect URIs. The fetch takes
 //!   public addresses only (`oauth.allow_private_client_urls`), follows no redirect, and reads
@@ -29,6 +27,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::registration::{ClientMetadata, Registrations};
 use crate::caller::{Caller, Scope};
 use crate::secret::{hex, random, sha256_hex as hash, token as secret};
 use crate::store::{NewCode, NewToken, OAuthClientRow, Store, StoreError};
@@ -46,16 +45,12 @@ pub const CODE_TTL: Duration = Duration::from_secs(60);
 pub const ACCESS_PREFIX: &str = "hat_";
 
 const REFRESH_PREFIX: &str = "hrt_";
-const CLIENT_PREFIX: &str = "hc_";
 
 /// The largest client metadata document read.
 pub const DOCUMENT_MAX: usize = 64 * 1024;
 
 /// How long fetching a client metadata document may take.
 pub const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Most redirect URIs one client may register.
-const MAX_REDIRECT_URIS: usize = 10;
 
 /// The scopes a client gets when it asks for none.
 const DEFAULT_SCOPES: [Scope; 2] = [Scope::ThreadsRead, Scope::ThreadsWrite];
@@ -77,6 +72,12 @@ pub enum OAuthError {
     InvalidRedirectUri(String),
     #[error("{0}")]
     InvalidClientMetadata(String),
+    /// `429`: more than the server takes now; `retry_after` says when it may again.
+    #[error("{message}")]
+    TooMany {
+        message: String,
+        retry_after: Duration,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -92,20 +93,10 @@ impl OAuthError {
             OAuthError::InvalidScope(_) => "invalid_scope",
             OAuthError::InvalidRedirectUri(_) => "invalid_redirect_uri",
             OAuthError::InvalidClientMetadata(_) => "invalid_client_metadata",
+            OAuthError::TooMany { .. } => "temporarily_unavailable",
             OAuthError::Store(_) => "server_error",
         }
     }
-}
-
-/// A registration request (RFC 7591 §2); what is not read here is ignored.
-#[derive(Clone, Debug, Deserialize)]
-pub struct ClientMetadata {
-    #[serde(default)]
-    pub redirect_uris: Vec<String>,
-    pub client_name: Option<String>,
-    pub token_endpoint_auth_method: Option<String>,
-    pub grant_types: Option<Vec<String>>,
-    pub response_types: Option<Vec<String>>,
 }
 
 /// An authorization request's parameters (RFC 6749 §4.1.1, RFC 7636, RFC 8707).
@@ -183,6 +174,8 @@ pub struct AuthorizationServer {
     documents: reqwest::Client,
     /// `oauth.allow_private_client_urls`.
     allow_private: bool,
+    /// Registration's bounds, and when a registered client expires.
+    registrations: Registrations,
 }
 
 impl AuthorizationServer {
@@ -200,22 +193,33 @@ impl AuthorizationServer {
             builder = builder.add_root_certificate(root);
         }
         AuthorizationServer {
+            registrations: Registrations::new(store.clone(), config),
             store,
             documents: builder.build().unwrap_or_default(),
             allow_private,
         }
     }
 
-    /// The client `id`: a registered one, or the one its metadata document describes.
+    /// Registration's bounds.
+    pub fn registrations(&self) -> &Registrations {
+        &self.registrations
+    }
+
+    /// The client `id`: a registered one that has not expired, or the one its metadata
+    /// document describes.
     pub async fn client(&self, id: &str) -> Result<Client, OAuthError> {
         if id.starts_with("https://") {
             return self.document(id).await;
         }
-        self.store
-            .oauth_client(id)
-            .await?
-            .map(Client::from)
-            .ok_or_else(|| OAuthError::InvalidClient(format!("unknown client_id {id:?}")))
+        let unknown = || OAuthError::InvalidClient(format!("unknown client_id {id:?}"));
+        let row = self.store.oauth_client(id).await?.ok_or_else(unknown)?;
+        if self.registrations.expired(&row).await? {
+            return Err(OAuthError::InvalidClient(format!(
+                "client_id {id:?} expired: it was never used within oauth.unused_client_ttl of \
+                 registering; register again"
+            )));
+        }
+        Ok(Client::from(row))
     }
 
     /// The client whose metadata document is at `url`.
@@ -276,55 +280,9 @@ impl AuthorizationServer {
         })
     }
 
-    /// Registers a public client, all its redirect URIs or none.
+    /// Registers a public client, all its redirect URIs or none (see [`Registrations`]).
     pub async fn register(&self, metadata: &ClientMetadata) -> Result<OAuthClientRow, OAuthError> {
-        if metadata.redirect_uris.is_empty() || metadata.redirect_uris.len() > MAX_REDIRECT_URIS {
-            return Err(OAuthError::InvalidRedirectUri(format!(
-                "redirect_uris must list 1 to {MAX_REDIRECT_URIS} URIs"
-            )));
-        }
-        for uri in &metadata.redirect_uris {
-            if let Some(problem) = redirect_uri_problem(uri) {
-                return Err(OAuthError::InvalidRedirectUri(format!(
-                    "{uri:?}: {problem}; nothing was registered"
-                )));
-            }
-        }
-        if let Some(method) = metadata.token_endpoint_auth_method.as_deref() {
-            if method != "none" {
-                return Err(OAuthError::InvalidClientMetadata(format!(
-                    "token_endpoint_auth_method {method:?}: only public clients (none) register here"
-                )));
-            }
-        }
-        let unsupported = |list: &Option<Vec<String>>, allowed: &[&str]| {
-            list.iter()
-                .flatten()
-                .find(|v| !allowed.contains(&v.as_str()))
-                .cloned()
-        };
-        if let Some(grant) = unsupported(
-            &metadata.grant_types,
-            &["authorization_code", "refresh_token"],
-        ) {
-            return Err(OAuthError::InvalidClientMetadata(format!(
-                "grant type {grant:?} is not served"
-            )));
-        }
-        if let Some(kind) = unsupported(&metadata.response_types, &["code"]) {
-            return Err(OAuthError::InvalidClientMetadata(format!(
-                "response type {kind:?} is not served"
-            )));
-        }
-        let name = metadata
-            .client_name
-            .as_deref()
-            .map(|n| n.chars().take(200).collect::<String>());
-        let id = format!("{CLIENT_PREFIX}{}", hex(&random::<12>()));
-        Ok(self
-            .store
-            .create_oauth_client(&id, name.as_deref(), &metadata.redirect_uris)
-            .await?)
+        self.registrations.register(metadata).await
     }
 
     /// The client of an authorization request, when the request is one this server serves: a

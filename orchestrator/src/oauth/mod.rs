@@ -1,7 +1,7 @@
 //! OAuth 2.1 resource server: with `[oauth] issuer` set, `/mcp` and `/api` also accept JWT
 //! access tokens from that issuer (MCP authorization, 2025-11-25 and 2026-07-28); with
 //! `[oauth] builtin`, the access tokens of the daemon's own authorization server
-//! ([`authorize`]), looked up by their hash.
+//! ([`authorize`], its clients' registration in [`registration`]), looked up by their hash.
 //!
 //! - **Discovery** (RFC 9728): [`ResourceServer::metadata`] is the protected resource metadata
 //!   `http::oauth` serves at `/.well-known/oauth-protected-resource` (the API) and
@@ -31,6 +31,7 @@ use crate::config::OAuthConfig;
 use crate::store::Store;
 
 pub mod authorize;
+pub mod registration;
 
 /// The least time between two fetches of the issuer's keys for a key it does not know.
 pub const REFETCH_AFTER: Duration = Duration::from_secs(30);

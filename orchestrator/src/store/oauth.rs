@@ -3,7 +3,7 @@
 
 use super::{
     on_db, CodeRow, Db, NewCode, NewToken, OAuthClientRow, OAuthQueries, Store, StoreError,
-    TokenRow,
+    TokenRow, UnusedClients,
 };
 
 impl Store {
@@ -53,12 +53,31 @@ impl Store {
         let _timer = self.metrics.time("revoke_oauth_family");
         on_db!(self, db => db.revoke_oauth_family(family).await)
     }
+
+    /// Whether a token was ever issued to `client_id` (then it is kept for good).
+    pub async fn oauth_client_used(&self, client_id: &str) -> Result<bool, StoreError> {
+        let _timer = self.metrics.time("oauth_client_used");
+        on_db!(self, db => db.oauth_client_used(client_id).await)
+    }
+
+    /// The registered clients created since `since` that no token was issued to yet.
+    pub async fn unused_oauth_clients(&self, since: &str) -> Result<UnusedClients, StoreError> {
+        let _timer = self.metrics.time("unused_oauth_clients");
+        on_db!(self, db => db.unused_oauth_clients(since).await)
+    }
+
+    /// Deletes the registered clients created before `before` that no token was issued to and
+    /// that hold no live code; how many.
+    pub async fn delete_unused_oauth_clients(&self, before: &str) -> Result<u64, StoreError> {
+        let _timer = self.metrics.time("delete_unused_oauth_clients");
+        on_db!(self, db => db.delete_unused_oauth_clients(before).await)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::store_tests;
-    use crate::store::{NewCode, NewToken};
+    use crate::store::{NewCode, NewToken, UnusedClients};
 
     store_tests! {
         /// A code is taken once; a refresh token is spent once and its family revoked whole.
@@ -99,6 +118,57 @@ mod tests {
             let access = store.oauth_token("a1").await.unwrap().expect("kept");
             assert!(access.revoked_at.is_some());
             assert_eq!(store.oauth_token("nope").await.unwrap(), None);
+        }
+
+        /// A client no token was issued to is unused: counted, and deleted once older than the
+        /// cut-off unless a live code waits for it; a used one stays.
+        async fn unused_clients_are_counted_and_go_once_old(store: sqlite_memory) {
+            let uris = vec!["http://127.0.0.1:9/cb".to_owned()];
+            for id in ["hc_unused", "hc_used", "hc_coded"] {
+                store.create_oauth_client(id, None, &uris).await.unwrap();
+            }
+            let later = "2999-01-01T00:00:00.000000Z";
+            let earlier = "2000-01-01T00:00:00.000000Z";
+            store
+                .create_oauth_token(NewToken {
+                    hash: "a1",
+                    kind: "access",
+                    family: "f1",
+                    client_id: "hc_used",
+                    tenant: "acme",
+                    scopes: "threads:read",
+                    resource: None,
+                    expires_at: later,
+                })
+                .await
+                .unwrap();
+            store
+                .create_oauth_code(NewCode {
+                    hash: "c1",
+                    client_id: "hc_coded",
+                    redirect_uri: "http://127.0.0.1:9/cb",
+                    challenge: "ch",
+                    tenant: "acme",
+                    scopes: "threads:read",
+                    resource: None,
+                    expires_at: later,
+                })
+                .await
+                .unwrap();
+            assert!(store.oauth_client_used("hc_used").await.unwrap());
+            assert!(!store.oauth_client_used("hc_unused").await.unwrap());
+            let unused = store.unused_oauth_clients(earlier).await.unwrap();
+            assert_eq!(unused.count, 2, "{unused:?}");
+            assert!(unused.oldest.is_some());
+            assert_eq!(
+                store.unused_oauth_clients(later).await.unwrap(),
+                UnusedClients::default()
+            );
+            assert_eq!(store.delete_unused_oauth_clients(earlier).await.unwrap(), 0, "none old");
+            assert_eq!(store.delete_unused_oauth_clients(later).await.unwrap(), 1);
+            assert_eq!(store.oauth_client("hc_unused").await.unwrap(), None);
+            assert!(store.oauth_client("hc_used").await.unwrap().is_some(), "used");
+            assert!(store.oauth_client("hc_coded").await.unwrap().is_some(), "a live code");
         }
     }
 }

@@ -5,6 +5,8 @@
 //! token for another audience, one in the query string, and one without a scope are refused
 //! with the challenge that says why.
 
+mod registration;
+
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
