@@ -15,7 +15,7 @@ use plugin_contract::ThreadId;
 use super::error::ErrorBody;
 use super::{ApiError, ApiPath, ApiState};
 use crate::caller::Caller;
-use crate::files::folder::{self, FolderListing};
+use crate::files::folder::{self, Folder, FolderError, FolderListing};
 use crate::store::FileRow;
 
 /// A stored file.
@@ -91,27 +91,34 @@ pub async fn download(
     Ok(served(media_type, "inline", &row.id, Body::from(data)))
 }
 
-/// The files in the thread's folder (or its workspace), `.git` and symlinks left out.
+/// The files in the thread's folder (or its workspace), `.git`, symlinks and files with more
+/// than one hard link left out.
 #[utoipa::path(get, path = "/threads/{id}/files", operation_id = "listThreadFiles", tag = "threads",
     params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
     responses(
         (status = 200, description = "The files, by path.", body = FolderListing),
         (status = 404, description = "Unknown thread.", body = ErrorBody),
+        (status = 409, description = "The folder is not where it was made: a symlink or a file in its place, or outside `workspaces.roots` (`workspace_unavailable`).", body = ErrorBody),
     ))]
 pub async fn list_thread_files(
     State(state): State<ApiState>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<FolderListing>, ApiError> {
-    let root = thread_folder(&state, id).await?;
-    let listing = tokio::task::spawn_blocking(move || folder::list(&root))
-        .await
-        .map_err(|err| ApiError::internal(&err))?
-        .map_err(|err| ApiError::internal(&err))?;
+    let listing = in_thread_folder(&state, id, |folder| match folder {
+        Some(folder) => folder.list(),
+        None => Ok(FolderListing {
+            files: Vec::new(),
+            truncated: false,
+        }),
+    })
+    .await?
+    .map_err(|err| ApiError::internal(&err))?;
     Ok(Json(listing))
 }
 
-/// One file of the thread's folder, as an attachment. A path that is not plain names, or that
-/// leads (through a symlink too) out of the folder, is not found.
+/// One file of the thread's folder, as an attachment. A path that is not plain names, that
+/// leads (through a symlink too) out of the folder, or a file with more than one hard link, is
+/// not found.
 #[utoipa::path(get, path = "/threads/{id}/files/{*path}", operation_id = "getThreadFile", tag = "threads",
     params(
         ("id" = String, Path, description = "The thread's id (`thr_…`)."),
@@ -120,16 +127,14 @@ pub async fn list_thread_files(
     responses(
         (status = 200, description = "The bytes.", content_type = "application/octet-stream"),
         (status = 404, description = "Unknown thread, or no such file in its folder.", body = ErrorBody),
+        (status = 409, description = "The folder is not where it was made: a symlink or a file in its place, or outside `workspaces.roots` (`workspace_unavailable`).", body = ErrorBody),
     ))]
 pub async fn get_thread_file(
     State(state): State<ApiState>,
     ApiPath((id, path)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let root = thread_folder(&state, id).await?;
     let wanted = path.clone();
-    let opened = tokio::task::spawn_blocking(move || folder::open(&root, &wanted))
-        .await
-        .map_err(|err| ApiError::internal(&err))?;
+    let opened = in_thread_folder(&state, id, move |folder| folder?.file(&wanted)).await?;
     let Some((file, bytes)) = opened else {
         return Err(ApiError::not_found(format!(
             "no file {path:?} in the thread's folder"
@@ -149,8 +154,14 @@ pub async fn get_thread_file(
     Ok(response)
 }
 
-/// Where the thread's process works: its workspace, else its own folder.
-async fn thread_folder(state: &ApiState, id: String) -> Result<std::path::PathBuf, ApiError> {
+/// `then` of the folder the thread's process works in (its workspace, else its own folder;
+/// `None` when it does not exist yet), opened off the async workers. A folder that is not where
+/// it was made is refused as a turn would be (`crate::files::folder`).
+async fn in_thread_folder<T: Send + 'static>(
+    state: &ApiState,
+    id: String,
+    then: impl FnOnce(Option<Folder>) -> T + Send + 'static,
+) -> Result<T, ApiError> {
     let thread = state
         .store
         .require_thread(&ThreadId::from_string(id))
@@ -158,7 +169,22 @@ async fn thread_folder(state: &ApiState, id: String) -> Result<std::path::PathBu
     let spec = state.pool.spec(&thread, None).map_err(|err| {
         ApiError::new(StatusCode::CONFLICT, "profile_unavailable", err.to_string())
     })?;
-    Ok(spec.workdir)
+    let anchors = folder::anchors(&state.config, thread.workspace.as_deref());
+    let unavailable =
+        |message: String| ApiError::new(StatusCode::CONFLICT, "workspace_unavailable", message);
+    let Some((anchor, below)) = folder::anchored(&spec.workdir, &anchors) else {
+        return Err(unavailable(format!(
+            "{} no longer lies under the folders it may (workspaces.roots)",
+            spec.workdir.display()
+        )));
+    };
+    tokio::task::spawn_blocking(move || Folder::open(&anchor, &below).map(then))
+        .await
+        .map_err(|err| ApiError::internal(&err))?
+        .map_err(|err| match err {
+            FolderError::Moved(why) => unavailable(why),
+            FolderError::Io(err) => ApiError::internal(&err),
+        })
 }
 
 /// Bytes served under `media_type`, never sniffed into something else, never run as a page.

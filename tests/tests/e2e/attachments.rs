@@ -441,3 +441,65 @@ async fn a_threads_files_are_listed_and_served_and_nothing_outside_its_folder() 
     );
     daemon.stop().await;
 }
+
+/// #46: a hard link to the daemon's database in a thread's folder was served whole, and a
+/// thread's folder swapped for a symlink to `/etc` served `/etc/passwd`. A file with another
+/// link is neither listed nor served; a folder that is not where it was made is refused, as a
+/// turn in it would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hard_link_or_a_swapped_folder_serves_nothing_of_the_outside() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "hello").await;
+    let folder = folder_of(&daemon, &thread);
+    std::fs::write(folder.join("mine.txt"), "written here").unwrap();
+    // The database, or on PostgreSQL another file of the daemon's.
+    let db = PathBuf::from(daemon.config.db_path());
+    let private = if db.is_file() {
+        db
+    } else {
+        let secret = daemon.data_dir().join("secret.txt");
+        std::fs::write(&secret, "the daemon's").unwrap();
+        secret
+    };
+    std::fs::hard_link(&private, folder.join("copy.db")).unwrap();
+
+    let (status, listing) = daemon.get(&format!("/api/threads/{thread}/files")).await;
+    assert_eq!(status, StatusCode::OK, "{listing}");
+    let paths: Vec<&str> = listing["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["mine.txt"], "{listing}");
+    let file = |path: &str| {
+        let url = format!("/api/threads/{thread}/files/{path}");
+        let client = daemon.client().clone();
+        async move { client.get_bytes(&url).await }
+    };
+    let (status, _, bytes) = file("copy.db").await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "served {} bytes",
+        bytes.len()
+    );
+    let (status, _, bytes) = file("mine.txt").await;
+    assert_eq!(
+        (status, bytes.as_slice()),
+        (StatusCode::OK, &b"written here"[..])
+    );
+
+    // The folder swapped for a symlink to /etc (its process still works in the moved one).
+    std::fs::rename(&folder, folder.with_extension("moved")).unwrap();
+    std::os::unix::fs::symlink("/etc", &folder).unwrap();
+    let (status, _, body) = file("passwd").await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("workspace_unavailable"), "{body}");
+    let (status, listing) = daemon.get(&format!("/api/threads/{thread}/files")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{listing}");
+    daemon.stop().await;
+}

@@ -255,6 +255,42 @@ async fn a_thread_whose_folder_is_gone_is_refused_not_run_elsewhere() {
     daemon.stop().await;
 }
 
+/// #46: a workspace folder swapped for a symlink out of the roots was refused for turns but
+/// followed by downloads (`/etc/passwd` came back). Both refuse it now.
+#[tokio::test]
+async fn a_workspace_swapped_for_a_symlink_out_of_the_roots_serves_nothing() {
+    let repos = repos();
+    let project = repos.root.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("notes.txt"), "mine\n").unwrap();
+    let mock = MockApi::start().await;
+    let daemon = daemon(&mock, &repos.root).await;
+    let (_, thread) = create(&daemon, json!({"path": project})).await;
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let file = |path: &str| {
+        let (client, url) = (
+            daemon.client().clone(),
+            format!("/api/threads/{id}/files/{path}"),
+        );
+        async move { client.get_bytes(&url).await }
+    };
+    let (status, _, bytes) = file("notes.txt").await;
+    assert_eq!((status, bytes.as_slice()), (StatusCode::OK, &b"mine\n"[..]));
+
+    std::fs::rename(&project, repos.root.join("project.moved")).unwrap();
+    std::os::unix::fs::symlink("/etc", &project).unwrap();
+    let (status, _, body) = file("passwd").await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("workspace_unavailable"), "{body}");
+    let (status, listing) = daemon.get(&format!("/api/threads/{id}/files")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{listing}");
+    let (status, refused) = daemon.send(&id, "look around").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(mock.message_requests().is_empty(), "no turn ran");
+    daemon.stop().await;
+}
+
 /// Every file under `dir`.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
