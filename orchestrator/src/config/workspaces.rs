@@ -18,9 +18,10 @@ pub struct WorkspacesConfig {
     /// new worktree, besides those its own `.worktreeinclude` lists: `[".env"]`, say.
     pub include: Vec<String>,
     /// What becomes of a thread's worktree when the thread is archived: `keep`,
-    /// `remove-if-clean` (the default: removed when it holds no uncommitted or untracked work,
-    /// its branch deleted when it has no commit of its own), or `remove` (worktree and branch,
-    /// whatever they hold). A `path` workspace is the operator's and is never removed.
+    /// `remove-if-clean` (the default: removed when it holds no uncommitted or untracked work
+    /// and no ignored file but those copied in unchanged, its branch deleted when it has no
+    /// commit of its own), or `remove` (worktree and branch, whatever they hold). A `path`
+    /// workspace is the operator's and is never removed.
     pub on_archive: OnArchive,
 }
 

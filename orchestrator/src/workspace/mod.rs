@@ -70,7 +70,7 @@ pub struct Workspaces {
 pub struct WorktreeDisposition {
     /// The worktree's folder was removed.
     pub removed: bool,
-    /// Kept because it held uncommitted or untracked work (`remove-if-clean`).
+    /// Kept because it held uncommitted, untracked or ignored work (`remove-if-clean`).
     pub kept_dirty: bool,
     /// Its branch was deleted (it had no commit of its own, or `remove`).
     pub branch_deleted: bool,
@@ -351,8 +351,8 @@ impl Workspaces {
     }
 
     /// Does to an archived thread's worktree what `workspaces.on_archive` says; `None` for a
-    /// thread without one (a `path` is never touched). A worktree with uncommitted or untracked
-    /// work is removed only under `remove`.
+    /// thread without one (a `path` is never touched). A worktree with uncommitted, untracked or
+    /// ignored work ([`ignored_work`]) is removed only under `remove`.
     pub async fn archive(
         &self,
         workspace: Option<&Workspace>,
@@ -382,7 +382,8 @@ impl Workspaces {
                 .await
                 .map_err(WorkspaceError::Unavailable)?;
             let status = git::run(path, &["status", "--porcelain"], &[]).await?;
-            if !status.trim().is_empty() && !force {
+            let dirty = !status.trim().is_empty() || ignored_work(repo, path).await?;
+            if dirty && !force {
                 done.kept_dirty = true;
                 return Ok(Some(done));
             }
@@ -595,6 +596,45 @@ async fn check_branch(repo: &Path, branch: &str) -> Result<(), WorkspaceError> {
 
 fn invalid(message: impl Into<String>) -> WorkspaceError {
     WorkspaceError::Invalid(message.into())
+}
+
+/// Whether the worktree `path` holds files git ignores that are work: `git status` leaves them
+/// out and `git worktree remove` deletes them, yet a thread's build output or its edited `.env`
+/// is what it made. Only the files copied in from `repo` at creation ([`copy_included`]) and
+/// still the same do not count. A list too long to read counts as work.
+async fn ignored_work(repo: &Path, path: &Path) -> Result<bool, GitError> {
+    let args = [
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+    ];
+    let listed = match git::run(path, &args, &[]).await {
+        Ok(listed) => listed,
+        Err(GitError::TooLong(_)) => return Ok(true),
+        Err(err) => return Err(err),
+    };
+    let (repo, path) = (repo.to_path_buf(), path.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        listed
+            .split('\0')
+            .filter(|file| !file.is_empty())
+            .any(|file| !same_regular_file(&repo.join(file), &path.join(file)))
+    })
+    .await
+    .map_err(|err| GitError::Io(std::io::Error::other(err)))
+}
+
+/// Whether `a` and `b` are both regular files (not links) with the same bytes.
+fn same_regular_file(a: &Path, b: &Path) -> bool {
+    let regular = |p: &Path| std::fs::symlink_metadata(p).ok().filter(|m| m.is_file());
+    match (regular(a), regular(b)) {
+        (Some(ma), Some(mb)) if ma.len() == mb.len() => {
+            matches!((std::fs::read(a), std::fs::read(b)), (Ok(x), Ok(y)) if x == y)
+        }
+        _ => false,
+    }
 }
 
 /// Copies into the new worktree `to` the files of `repo` that git ignores and that its

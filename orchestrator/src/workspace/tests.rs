@@ -368,6 +368,29 @@ async fn remove_if_clean_keeps_uncommitted_work_and_committed_branches() {
     assert!(branches(&f).contains(branch.as_str()));
 }
 
+/// #46: a worktree whose only changes were in ignored files was removed as clean. The files
+/// copied in at creation, unchanged, are not work.
+#[tokio::test]
+async fn remove_if_clean_keeps_work_in_ignored_files() {
+    let f = fixture();
+    let built = made_worktree(&f, &ThreadId::generate()).await;
+    assert!(built.path().join(".env").is_file(), "copied in");
+    std::fs::create_dir_all(built.path().join("build")).unwrap();
+    std::fs::write(built.path().join("build/result.bin"), "hours of work").unwrap();
+    let done = f.workspaces.archive(Some(&built)).await.unwrap().unwrap();
+    assert!(done.kept_dirty && !done.removed, "{done:?}");
+    assert!(built.path().join("build/result.bin").is_file());
+
+    let edited = made_worktree(&f, &ThreadId::generate()).await;
+    std::fs::write(edited.path().join(".env"), "SECRET=2\n").unwrap();
+    let done = f.workspaces.archive(Some(&edited)).await.unwrap().unwrap();
+    assert!(done.kept_dirty && !done.removed, "{done:?}");
+    assert_eq!(
+        std::fs::read_to_string(edited.path().join(".env")).unwrap(),
+        "SECRET=2\n"
+    );
+}
+
 #[tokio::test]
 async fn remove_takes_everything_and_keep_nothing() {
     let f = fixture();
