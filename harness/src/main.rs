@@ -1,6 +1,7 @@
 //! `harness`: the daemon (`serve`), a small client for a running daemon (`send`, `threads`), and
 //! API keys, made and revoked in the daemon's database (`keys`).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -166,8 +167,10 @@ fn init_tracing(format: LogFormat) {
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info,rmcp=off"));
+    // Colour only for a person at a terminal: a log file or journal gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),

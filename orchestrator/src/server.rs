@@ -135,6 +135,7 @@ impl Daemon {
         }
         let store = Store::open(&db_path).await?;
         let token = config.auth_token.as_deref().filter(|t| !t.is_empty());
+        warn_keys_without_token(&config, &store).await;
         if clustered && !store.join_cluster(token).await? {
             return Err(StartError::Cluster(
                 "this node's token is not the one the cluster's nodes share (the database holds \
@@ -480,6 +481,29 @@ impl Running {
             let _ = stop.send(());
         }
         let _ = (&mut self.done).await;
+    }
+}
+
+/// Says so at every start when API keys are live but nothing makes a caller use one: with no
+/// operator token and no OAuth, a request without credentials is the operator, so a key's
+/// tenant, scopes and limits hold back only those who choose to send it.
+async fn warn_keys_without_token(config: &Config, store: &Store) {
+    let token_set = config.auth_token.as_deref().is_some_and(|t| !t.is_empty());
+    if token_set || config.oauth.enabled() {
+        return;
+    }
+    let live = match store.list_keys().await {
+        Ok(keys) => keys.iter().filter(|k| k.revoked_at.is_none()).count(),
+        Err(err) => {
+            warn!(error = %err, "Could not count the API keys.");
+            return;
+        }
+    };
+    if live > 0 {
+        warn!(
+            keys = live,
+            "API keys are live but no operator token is set (HARNESS_TOKEN, auth_token): a request without a key is the operator, so keys isolate no tenant; set a token (SECURITY.md)."
+        );
     }
 }
 
