@@ -50,7 +50,9 @@ pub fn current() -> Option<Caller> {
 const FORWARD_SKEW: Duration = Duration::from_secs(300);
 
 /// What a caller may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 pub enum Scope {
     #[serde(rename = "threads:read")]
     ThreadsRead,

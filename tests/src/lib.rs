@@ -9,6 +9,7 @@
 //! - [`mcp`]: clients of the daemon's `/mcp`: raw JSON-RPC over HTTP, and the official MCP Python SDK in a venv.
 //! - [`otel`]: an outside OTLP trace receiver (PyPI `oteltest`'s sink) that writes each span it gets.
 //! - [`oauth`]: an outside OAuth/OIDC issuer (npm `oauth2-mock-server`) and the Python SDK's OAuth client script.
+//! - [`openapi`]: requests generated from the daemon's OpenAPI document (PyPI `schemathesis`), sent to it.
 //! - [`probe`]: the `harness-plugin-probe` crate, whose tools exercise validation, defaults, timeouts, panics and
 //!   output checks (shared with the MCP adapter's unit tests).
 //!
@@ -23,6 +24,7 @@ pub mod mcp;
 pub mod media;
 pub mod mock;
 pub mod oauth;
+pub mod openapi;
 pub mod otel;
 pub mod util;
 pub mod webhooks;

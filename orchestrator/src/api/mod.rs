@@ -9,6 +9,7 @@
 //! too; this module imports only [`crate::store`] and [`crate::budget`] (for their value types).
 
 pub mod cursor;
+pub mod doc;
 pub mod events;
 pub mod pages;
 pub mod schedules;

@@ -25,17 +25,23 @@ pub const MAX_FILTER_CHARS: usize = 1000;
 #[into_params(parameter_in = Query)]
 pub struct ThreadFilters {
     /// Threads per page: 1 to 500, default 50.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
-    /// `nextCursor` of the previous page.
+    /// `nextCursor` of the previous page (one this daemon gave out: another is refused).
+    #[param(pattern = r"^[A-Za-z0-9_-]*$")]
     pub cursor: Option<String>,
     /// Words the thread's title or messages must all hold: the threads then come best match
     /// first. At most 1000 characters, no NUL (likewise `profile` and `tag`).
+    #[param(max_length = 1000, pattern = r"^[^\x00]*$")]
     pub q: Option<String>,
     /// `false` (the default: live threads), `true` (archived ones) or `all`.
+    #[param(value_type = Option<Archived>, inline)]
     pub archived: Option<String>,
     /// Threads of this profile only.
+    #[param(max_length = 1000, pattern = r"^[^\x00]*$")]
     pub profile: Option<String>,
     /// Threads with this tag only.
+    #[param(max_length = 1000, pattern = r"^[^\x00]*$")]
     pub tag: Option<String>,
     /// Made at or after this time (RFC 3339).
     pub created_from: Option<DateTime<Utc>>,
@@ -45,6 +51,18 @@ pub struct ThreadFilters {
     pub active_from: Option<DateTime<Utc>>,
     /// Last active before this time.
     pub active_to: Option<DateTime<Utc>>,
+}
+
+/// Which threads: live ones (`false`), archived ones (`true`) or both (`all`).
+// Named for the document only: `archived` is read as a string, so that a bad one is a `422`
+// naming the three.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Never built: it names the values in the document.
+pub enum Archived {
+    False,
+    True,
+    All,
 }
 
 /// One page of threads, newest activity first.

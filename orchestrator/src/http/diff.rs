@@ -17,7 +17,19 @@ use crate::workspace::DiffSummary;
 pub struct DiffQuery {
     /// `patch` (`text/x-diff`) or `json` (the files with their line counts). Default: `json`
     /// when the `Accept` header asks for `application/json`, else `patch`.
+    #[param(value_type = Option<DiffFormat>, inline)]
     format: Option<String>,
+}
+
+/// A patch (`text/x-diff`), or the files changed with their line counts (JSON).
+// Named for the document only: `format` is read as a string, so that a bad one is a `422`
+// naming the two.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Never built: it names the values in the document.
+enum DiffFormat {
+    Patch,
+    Json,
 }
 
 /// The thread's changes against its workspace's base (the commit its worktree started from, or

@@ -17,18 +17,50 @@ use crate::store::KeyRow;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateKey {
-    /// The tenant whose threads the key reaches: letters, digits, `.`, `_`, `-`.
-    #[schema(example = "acme")]
+    /// The tenant whose threads the key reaches: 1 to 64 letters, digits, `.`, `_`, `-`.
+    #[schema(example = "acme", pattern = r"^[A-Za-z0-9._-]{1,64}$")]
     pub tenant: String,
-    /// What the key may do: `threads:read`, `threads:write`, `approvals`, `admin`, `metrics`.
-    #[schema(value_type = Vec<String>, example = json!(["threads:read", "threads:write"]))]
+    /// What the key may do: `threads:read`, `threads:write`, `approvals`, `admin`, `metrics`;
+    /// at least one.
+    #[schema(value_type = Vec<Scope>, min_items = 1, example = json!(["threads:read", "threads:write"]))]
     pub scopes: Vec<String>,
-    /// Most USD the turns it sends may cost per UTC day.
+    /// Most USD the turns it sends may cost per UTC day (zero or more).
+    #[schema(minimum = 0.0)]
     pub daily_usd: Option<f64>,
     /// Most of its turns running at once on a node; more wait their turn.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 1)]
     pub max_concurrent_turns: Option<u32>,
     /// Most requests per minute on a node; more get `429` with `Retry-After`.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 1)]
     pub rpm: Option<u32>,
+}
+
+/// A count that JSON may spell `5` or `5.0` (JSON Schema's `integer` takes both, and so do
+/// clients that hold every number as a float); `null` is none. Anything else is refused.
+fn whole_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u32>, D::Error> {
+    use serde::de::Error;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = match (number.as_u64(), number.as_f64()) {
+        (Some(n), _) => u32::try_from(n).ok(),
+        (None, Some(f)) if f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&f) =>
+        {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Some(f as u32)
+        }
+        _ => None,
+    };
+    whole.map(Some).ok_or_else(|| {
+        D::Error::custom(format!(
+            "invalid value: {number}, expected a whole number from 0 to {}",
+            u32::MAX
+        ))
+    })
 }
 
 /// An API key as the API shows it (never the key itself, but once, when made).
@@ -180,4 +212,39 @@ pub async fn me(Extension(caller): Extension<Caller>) -> Json<Me> {
         tenant: caller.tenant,
         scopes: caller.scopes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CreateKey;
+
+    /// JSON Schema's `integer` takes `5.0`; so does the body, and nothing that is not whole.
+    #[test]
+    fn counts_are_whole_numbers_however_json_spells_them() {
+        let key = |rpm: serde_json::Value| {
+            serde_json::from_value::<CreateKey>(
+                serde_json::json!({"tenant": "a", "scopes": ["admin"], "rpm": rpm}),
+            )
+            .map(|key| key.rpm)
+        };
+        assert_eq!(key(serde_json::json!(5)).unwrap(), Some(5));
+        assert_eq!(key(serde_json::json!(5.0)).unwrap(), Some(5));
+        assert_eq!(key(serde_json::Value::Null).unwrap(), None);
+        assert_eq!(
+            key(serde_json::json!(4_294_967_295_u64)).unwrap(),
+            Some(u32::MAX)
+        );
+        for refused in [
+            serde_json::json!(5.5),
+            serde_json::json!(-1),
+            serde_json::json!(4_294_967_296_u64),
+            serde_json::json!("5"),
+        ] {
+            assert!(key(refused.clone()).is_err(), "{refused}");
+        }
+        let absent = serde_json::from_value::<CreateKey>(
+            serde_json::json!({"tenant": "a", "scopes": ["admin"]}),
+        );
+        assert_eq!(absent.unwrap().rpm, None);
+    }
 }

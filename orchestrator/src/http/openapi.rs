@@ -19,6 +19,16 @@
 //! The e2e test `http_api::a_real_turn_matches_the_openapi_document` checks what a real turn sends
 //! (reply, thread, tool calls, pool, every event) against the schemas here.
 //!
+//! **Invariant: every request the document allows is taken** (but for what it says depends on
+//! more than the request: a thread that exists, a file of the caller's). Each check a handler
+//! makes of a request's shape is stated: on the request types' fields (`#[schema]`,
+//! `#[param]`, with the patterns of `api::doc`), and in [`rules`] for what depends on the
+//! config or spans fields. The e2e test `openapi::every_request_the_document_allows_is_accepted`
+//! sends what Schemathesis draws from the served document and fails on a refusal.
+//!
+//! Who may call what: [`security`] names each operation's scope (from `http::access::NEEDS`)
+//! and, when OAuth is on, the `oauth2` scheme.
+//!
 //! Event kinds: the SSE response is `ThreadEvent`, a `oneOf` of one schema per kind,
 //! discriminated by `kind`, each derived from its variant of `api::events::ThreadEvent`: the
 //! type the bus takes, so what is sent and what is documented are one definition.
@@ -35,7 +45,11 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
+use super::ApiState;
 use crate::api::events::{EventKind, StreamEvent, ThreadEvent};
+
+mod rules;
+mod security;
 
 /// The document's frame: title, the shared components, and the modifiers that add what every
 /// operation has in common. The paths come from `http::router`.
@@ -86,7 +100,7 @@ pub fn require_bearer(doc: &mut utoipa::openapi::OpenApi) {
 }
 
 /// axum's catch-all segment (`{*path}`) as OpenAPI names a parameter (`{path}`).
-pub fn plain_wildcards(doc: &mut utoipa::openapi::OpenApi) {
+fn plain_wildcards(doc: &mut utoipa::openapi::OpenApi) {
     let paths = std::mem::take(&mut doc.paths.paths);
     doc.paths.paths = paths
         .into_iter()
@@ -97,6 +111,21 @@ pub fn plain_wildcards(doc: &mut utoipa::openapi::OpenApi) {
 /// The served document, serialized once when the router is built.
 #[derive(Clone)]
 pub struct Document(pub Arc<str>);
+
+impl Document {
+    /// `doc` (every route's operation) with what depends on the daemon: the scopes and the
+    /// OAuth scheme ([`security`]), and the rules the config sets ([`rules`]).
+    pub fn new(mut doc: utoipa::openapi::OpenApi, state: &ApiState) -> Document {
+        security::declare(&mut doc, state.oauth.as_deref());
+        plain_wildcards(&mut doc);
+        let mut value = serde_json::to_value(&doc)
+            .expect("an OpenAPI document has string keys only, so it serializes");
+        for pointer in rules::apply(&mut value, &state.config, &state.pool) {
+            tracing::warn!(%pointer, "An OpenAPI rule names a schema the document lacks.");
+        }
+        Document(value.to_string().into())
+    }
+}
 
 /// `GET /api/openapi.json`.
 #[utoipa::path(
@@ -303,6 +332,8 @@ pub struct McpDoc;
 /// A JSON-RPC message: MCP over Streamable HTTP, stateless (no `Mcp-Session-Id` is issued).
 /// Answers in JSON, or as `text/event-stream` when progress notifications come first. Protocol
 /// errors are JSON-RPC errors: 400 with `-32700` (not JSON) or `-32600` (not JSON-RPC).
+/// Listing and reading need `threads:read`; a tool call that changes something
+/// (`threads__create`, `threads__send`, …) needs `threads:write` too.
 #[utoipa::path(
     post,
     path = "/mcp", operation_id = "mcpPost",

@@ -32,8 +32,10 @@ pub struct ListQuery {
     #[serde(default)]
     all: bool,
     /// Permissions per page: 1 to 500, default 50.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
-    /// `nextCursor` of the previous page.
+    /// `nextCursor` of the previous page (one this list gave out: another is refused).
+    #[param(pattern = r"^[A-Za-z0-9_-]*$")]
     cursor: Option<String>,
 }
 

@@ -99,7 +99,8 @@ pub struct ListQuery {
     /// At most this many per page (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
-    /// `nextCursor` of the previous page.
+    /// `nextCursor` of the previous page (one this list gave out: another is refused).
+    #[param(pattern = r"^[A-Za-z0-9_-]*$")]
     cursor: Option<String>,
 }
 

@@ -21,6 +21,7 @@ mod load;
 mod mcp;
 mod metrics;
 mod oauth;
+mod openapi;
 mod ordering;
 mod outcomes;
 mod pool;

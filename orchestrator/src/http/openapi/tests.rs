@@ -27,15 +27,20 @@ struct Fixture {
 }
 
 async fn fixture(token: Option<&str>) -> Fixture {
+    fixture_with(|config| config.auth_token = token.map(str::to_owned)).await
+}
+
+/// A daemon's router on `tweak`ed config.
+async fn fixture_with(tweak: impl FnOnce(&mut Config)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
         db: Some(":memory:".into()),
-        auth_token: token.map(str::to_owned),
         ..Default::default()
     };
     // No turn runs here; a message that got that far would answer 503, not hang.
     config.claude.bin = "/nonexistent/claude".into();
+    tweak(&mut config);
     let daemon = Daemon::build(config, Vec::new()).await.unwrap();
     Fixture {
         router: super::super::router(daemon.api_state()),
@@ -351,4 +356,175 @@ fn the_scan_finds_registrations_however_they_are_formatted() {
         ]
         .map(|(c, p)| (c.to_owned(), p.to_owned()))
     );
+}
+
+/// `security`: each operation behind the token names the scope `access::NEEDS` gives its route,
+/// on the bearer scheme and (only with `[oauth]`) on the `oauth2` one, whose flow the daemon
+/// serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_operation_names_its_scope_and_oauth_only_when_configured() {
+    use crate::caller::Scope;
+    use crate::http::access::{need_of, Need};
+
+    let requirements =
+        |doc: &Value, method: &str, path: &str| doc["paths"][path][method]["security"].clone();
+    let plain = fixture(None).await.document().await;
+    assert!(plain["components"]["securitySchemes"]
+        .get("oauth2")
+        .is_none());
+    assert_eq!(
+        requirements(&plain, "get", "/api/threads"),
+        serde_json::json!([{"bearer": ["threads:read"]}])
+    );
+    assert_eq!(
+        requirements(&plain, "get", "/api/me"),
+        serde_json::json!([{"bearer": []}])
+    );
+
+    let builtin = fixture_with(|c| c.oauth.builtin = true).await;
+    let doc = builtin.document().await;
+    let scheme = &doc["components"]["securitySchemes"]["oauth2"];
+    assert_eq!(scheme["type"], "oauth2", "{scheme}");
+    let flow = &scheme["flows"]["authorizationCode"];
+    for (url, method) in [
+        ("authorizationUrl", "GET"),
+        ("tokenUrl", "POST"),
+        ("refreshUrl", "POST"),
+    ] {
+        let path = flow[url].as_str().unwrap();
+        let (status, body) = builtin.call(method, path).await;
+        assert!(!is_fallback(status, &body), "{url} {path} is served");
+    }
+    let offered: BTreeSet<&str> = flow["scopes"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let expected: BTreeSet<&str> = Scope::ALL
+        .iter()
+        .filter(|s| **s != Scope::Admin)
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(offered, expected, "the built-in server never grants admin");
+    assert!(scheme["description"].as_str().unwrap().contains("PKCE"));
+    for (method, path) in operations(&doc) {
+        let security = requirements(&doc, &method.to_lowercase(), &path);
+        let Some(alternatives) = security.as_array() else {
+            continue;
+        };
+        let route = path.replace("{path}", "{*path}");
+        let method = axum::http::Method::from_bytes(method.as_bytes()).unwrap();
+        let scope = match need_of(&method, &route) {
+            Need::Scope(scope) => vec![scope.as_str()],
+            Need::Caller => vec![],
+        };
+        let mut expected = vec![serde_json::json!({"bearer": scope})];
+        if scope.first().is_none_or(|s| *s != "admin") {
+            expected.push(serde_json::json!({"oauth2": scope}));
+        }
+        assert_eq!(alternatives, &expected, "{method} {path}");
+    }
+
+    let issuer = fixture_with(|c| c.oauth.issuer = Some("https://issuer.example/".into())).await;
+    let doc = issuer.document().await;
+    let scheme = &doc["components"]["securitySchemes"]["oauth2"];
+    assert_eq!(scheme["type"], "openIdConnect", "{scheme}");
+    assert_eq!(
+        scheme["openIdConnectUrl"],
+        "https://issuer.example/.well-known/openid-configuration"
+    );
+    assert_eq!(
+        requirements(&doc, "get", "/api/keys"),
+        serde_json::json!([{"bearer": ["admin"]}, {"oauth2": ["admin"]}])
+    );
+}
+
+/// `rules`: every rule finds its schema, and every pattern in the document is one of
+/// `api::doc`'s (the annotations write them out) or the cron's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rule_finds_its_schema_and_every_pattern_is_a_known_one() {
+    let fixture = fixture(None).await;
+    let state = fixture._daemon.api_state();
+    let (_, doc) = super::super::documented_routes(&state).split_for_parts();
+    let mut value = serde_json::to_value(&doc).unwrap();
+    assert_eq!(
+        super::rules::apply(&mut value, &state.config, &state.pool),
+        Vec::<String>::new()
+    );
+
+    let served = fixture.document().await;
+    let mut patterns = BTreeSet::new();
+    collect(&served, "pattern", &mut patterns);
+    assert!(patterns.len() > 5, "{patterns:?}");
+    for pattern in patterns {
+        assert!(
+            crate::api::doc::PATTERNS.contains(&pattern.as_str())
+                || pattern == super::rules::cron_pattern(),
+            "{pattern:?} is written out somewhere: name it in `api::doc`"
+        );
+    }
+    let content = &served["components"]["schemas"]["UserContent"];
+    assert_eq!(
+        content["oneOf"][0]["maxLength"],
+        fixture._daemon.api_state().config.max_message_chars
+    );
+}
+
+/// The cron pattern takes what the cron parser takes, and refuses a wrong count of fields.
+#[test]
+fn the_cron_pattern_takes_the_crons_the_parser_does() {
+    let pattern = super::rules::cron_pattern();
+    let schema = serde_json::json!({"type": "string", "pattern": pattern});
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for cron in [
+        "*/5 * * * *",
+        "*/2 * * * * *",
+        "0 9 * * MON-FRI",
+        " 0 0 L * * ",
+        "0 0 * * 5#2",
+        "0 0 15W * ?",
+        "0 0 1 jan,Jul *",
+        "0 0 * * 5L",
+        "0 0 * Jan-Mar sun,FRI",
+        "@daily",
+        "@Annually",
+    ] {
+        crate::schedules::cron::Cron::parse(cron, "UTC").unwrap();
+        assert!(validator.is_valid(&serde_json::json!(cron)), "{cron:?}");
+    }
+    for cron in [
+        "* * * *",
+        "* * * * * * *",
+        "@often",
+        "0 0 1#2 * *",
+        "0 0 * ? *",
+        "0 0 * * VTO",
+        "0 0 * LD *",
+        "",
+    ] {
+        assert!(
+            crate::schedules::cron::Cron::parse(cron, "UTC").is_err(),
+            "{cron:?}"
+        );
+        assert!(!validator.is_valid(&serde_json::json!(cron)), "{cron:?}");
+    }
+}
+
+/// Every string value of `key`, anywhere in `value`.
+fn collect(value: &Value, key: &str, found: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str() == key, v) {
+                    (true, Value::String(s)) => {
+                        found.insert(s.clone());
+                    }
+                    _ => collect(v, key, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect(v, key, found)),
+        _ => {}
+    }
 }

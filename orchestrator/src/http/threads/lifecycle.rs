@@ -45,8 +45,11 @@ pub async fn list(
 #[into_params(parameter_in = Query)]
 pub struct MessagesQuery {
     /// Messages per page: 1 to 500, default 50.
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
     /// `nextCursor` of the previous page (or `messagesCursor` of the thread): older messages.
+    /// One this daemon gave out; another is refused.
+    #[param(pattern = r"^[A-Za-z0-9_-]*$")]
     before: Option<String>,
 }
 
@@ -79,16 +82,36 @@ pub struct PatchThread {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<f64>, minimum = 0.0)]
     max_budget_usd: Option<Option<f64>>,
-    /// A new title (1 to 200 characters); `null` removes it.
+    /// A new title (1 to 200 characters, not blank); `null` removes it.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200,
+             pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]")]
     title: Option<Option<String>>,
-    /// The thread's tags, all of them (up to 20, each 1 to 64 characters).
-    #[schema(max_items = 20)]
+    /// The thread's tags, all of them (bounds: [`check_tags`], stated by [`tags_schema`]).
+    #[schema(schema_with = tags_schema)]
     tags: Option<Vec<String>>,
     /// `true` archives the thread (as `POST …/archive` does); `false` unarchives it: it takes
     /// messages again.
     archived: Option<bool>,
+}
+
+/// `tags` for the document: [`check_tags`]' bounds.
+fn tags_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+    let tag = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(MAX_TAG_CHARS))
+        .pattern(Some(crate::api::doc::NOT_BLANK));
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .description(Some(
+            "The thread's tags, all of them (up to 20, each 1 to 64 characters, not blank; each \
+             is trimmed, repeats count once).",
+        ))
+        .items(tag)
+        .max_items(Some(MAX_TAGS))
+        .build()
 }
 
 /// Tells a field that is present (`Some`, even when `null`) from one that is absent (`None`,

@@ -35,7 +35,11 @@ pub struct CreateThread {
     #[schema(max_length = 500)]
     title: Option<String>,
     /// A model name (1 to 200 characters, not blank); default: the profile's.
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
     model: Option<String>,
     /// A JSON Schema (draft 2020-12, an object) every reply must match: `--json-schema`.
     #[schema(value_type = Option<Object>)]
@@ -54,7 +58,9 @@ pub struct CreateThread {
     on_interrupt: Option<crate::store::OnInterrupt>,
     /// The thread's own webhook endpoint: every webhook event of the thread goes there too
     /// (`turn.*`, `permission.requested`, `budget.reached`, `schedule.*`), signed with a
-    /// secret of its own, which the answer carries once (`callbackSecret`).
+    /// secret of its own, which the answer carries once (`callbackSecret`). An `http(s)` URL;
+    /// with `webhooks.allow_private_targets` off, not a loopback or private address.
+    #[schema(format = "uri", pattern = r"^[Hh][Tt][Tt][Pp][Ss]?://")]
     callback_url: Option<String>,
 }
 
@@ -333,7 +339,11 @@ pub struct PostMessage {
     content: UserContent,
     client_message_id: Option<String>,
     /// This turn's model (1 to 200 characters, not blank).
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
     model: Option<String>,
     /// This turn's permission mode (`plan`, say), no wider than the profile's own.
     #[schema(value_type = Option<PermissionModeName>)]
@@ -449,7 +459,11 @@ impl From<TurnReply> for api::Reply {
 pub struct Prewarm {
     thread_id: String,
     /// The model to start it on (1 to 200 characters, not blank); default: the thread's.
-    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
     model: Option<String>,
 }
 
