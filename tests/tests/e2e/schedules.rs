@@ -648,3 +648,34 @@ async fn a_keys_schedule_keeps_its_turns_at_once_and_stops_when_it_is_revoked() 
     assert!(reason.contains("revoked"), "{stopped}");
     daemon.stop().await;
 }
+
+/// A key's schedule keeps the key's rate (#46): with `rpm: 2` the key's own request that made
+/// the schedule and its first run take the minute's two; the next run is refused saying so, not
+/// sent (on `main` a run was no request of the key's, and every tick ran).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_schedule_keeps_the_keys_rate() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.auth_token = Some(OPERATOR.into())).await;
+    let (key, _) = make_key(&daemon, json!({"rpm": 2})).await;
+    let target = json!({"thread": {"title": "run"}, "overlap": "queue"});
+    let id = every_second(&daemon, &key, target).await;
+    eventually_async(Duration::from_secs(30), "a run is refused", || async {
+        operator_runs(&daemon, &id)
+            .await
+            .iter()
+            .any(|r| r["status"] == "failed")
+    })
+    .await
+    .unwrap();
+    pause(&daemon, &id).await;
+    let all = operator_runs(&daemon, &id).await;
+    let sent = all.iter().filter(|r| r["status"] == "started").count();
+    assert_eq!(sent, 1, "one run in the key's minute: {all:?}");
+    let refused = all
+        .iter()
+        .find(|r| r["status"] == "failed")
+        .expect("a refused run");
+    let reason = refused["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("rpm 2"), "{refused}");
+    daemon.stop().await;
+}
