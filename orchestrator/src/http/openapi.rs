@@ -329,11 +329,13 @@ fn operations_mut(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
 #[openapi(paths(mcp_post, mcp_get, mcp_delete))]
 pub struct McpDoc;
 
-/// A JSON-RPC message: MCP over Streamable HTTP, stateless (no `Mcp-Session-Id` is issued).
+/// A JSON-RPC message: MCP over Streamable HTTP, stateless (`initialize` answers with an
+/// `Mcp-Session-Id` that only labels the client: its calls and cancels are scoped by it).
 /// Answers in JSON, or as `text/event-stream` when progress notifications come first. Protocol
 /// errors are JSON-RPC errors: 400 with `-32700` (not JSON) or `-32600` (not JSON-RPC).
 /// Listing and reading need `threads:read`; a tool call that changes something
-/// (`threads__create`, `threads__send`, …) needs `threads:write` too.
+/// (`threads__create`, `threads__send`, …) needs `threads:write` too: without it, 403 with
+/// `WWW-Authenticate` naming the scope (a JSON-RPC error body).
 #[utoipa::path(
     post,
     path = "/mcp", operation_id = "mcpPost",
