@@ -46,13 +46,58 @@ fn resolved<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
+/// A branch of a rule across an object's fields, as an object schema: its required fields with
+/// their schemas from `parent` (the branch may narrow them).
+fn branch_of(doc: &Value, parent: &Value, branch: &Value) -> Value {
+    let branch = resolved(doc, branch);
+    let mut properties = Map::new();
+    for name in branch["required"].as_array().into_iter().flatten() {
+        if let Some(name) = name.as_str() {
+            let own = &parent["properties"][name];
+            properties.insert(name.to_owned(), own.clone());
+        }
+    }
+    json!({"type": "object", "properties": properties, "required": branch["required"].clone()})
+}
+
 /// A value `schema` allows, at random.
 fn generate(doc: &Value, schema: &Value, rng: &mut Rng, depth: usize) -> Value {
     let schema = resolved(doc, schema);
     for key in ["oneOf", "anyOf"] {
         if let Some(branches) = schema.get(key).and_then(Value::as_array) {
             let pick = &branches[rng.below(branches.len() as u64) as usize];
-            return generate(doc, pick, rng, depth);
+            if schema.get("properties").is_none() {
+                return generate(doc, pick, rng, depth);
+            }
+            // An object with a rule across its fields (exactly one of two, say): the object's
+            // own fields, and the branch's over them.
+            let mut parent = schema.clone();
+            if let Some(parent) = parent.as_object_mut() {
+                parent.remove(key);
+            }
+            let mut object = generate(doc, &parent, rng, depth);
+            if let (Some(object), Value::Object(branch)) = (
+                object.as_object_mut(),
+                generate(doc, &branch_of(doc, &parent, pick), rng, depth),
+            ) {
+                // Fields only another branch requires are left out: exactly one branch holds.
+                let required = |b: &Value| -> Vec<String> {
+                    let names = resolved(doc, b)["required"].as_array().cloned();
+                    let names = names.unwrap_or_default().into_iter();
+                    names
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                };
+                let own = required(pick);
+                let others: Vec<String> = branches
+                    .iter()
+                    .flat_map(required)
+                    .filter(|n| !own.contains(n))
+                    .collect();
+                object.retain(|name, _| !others.contains(name));
+                object.extend(branch);
+            }
+            return object;
         }
     }
     if let Some(choices) = schema.get("enum").and_then(Value::as_array) {
