@@ -4,20 +4,25 @@
 //! imports only modules below it:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
+//! - [`schedules`]: prompts sent on a cron, each tick run once; [`redrive`]: the sweep that
+//!   runs turns cut by a crash again; [`retention`]: the audit purge and the event compaction.
 //! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
 //!   the heartbeat.
 //! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle, context,
 //!   turn.
 //! - [`approvals`]: who decides the tool permissions the CLI asks for: rules, mode, a person.
 //! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
-//! - [`launch`]: how children start: folders, environment, options, a gateway token each.
+//! - [`launch`]: how children start: folders, environment, options, walls, a gateway token
+//!   each.
 //! - [`gateway`]: the model gateway every child talks to: the key kept here, each request
 //!   metered and checked against the budgets as it happens, the upstream's 429/529 to
 //!   [`throttle`] (turns at once, backing off under rate limits).
+//! - [`workspace`]: the folders and git worktrees threads work in.
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`events`]: the bus that stores a thread's events, then publishes them.
 //! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
 //!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
+//! - [`webhooks`]: the outbox of thread events to endpoints, signed deliveries.
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
 //! - [`keys`]: API keys (stored hashed), their tenants and their limits; [`oauth`]: access
 //!   tokens of an OAuth issuer.
@@ -27,8 +32,14 @@
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
-//! - [`turn_error`], [`environment`] (the environment as it was at start, its secrets out of
+//! - [`caller`] (who calls: subject, tenant, scopes), [`traces`] (a turn's trace),
+//!   [`turn_error`], [`environment`] (the environment as it was at start, its secrets out of
 //!   the live one), `private_fs`, `secret`, `sync`: leaves.
+//!
+//! The order is what the layout wants; a few imports still point up against it (`caller`
+//! uses `store`; `traces`, `files` and `oauth` use `config`; `oauth` uses `webhooks`;
+//! `workspace` uses `launch`). What a tool holds today is the weaker rule: no import cycles
+//! (`modcycles.py`).
 
 pub mod api;
 pub mod approvals;

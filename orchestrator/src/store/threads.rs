@@ -11,7 +11,8 @@ impl Store {
     pub async fn create_thread(&self, new: NewThread) -> Result<ThreadRow, StoreError> {
         let _timer = self.metrics.time("create_thread");
         if let Some(parent) = &new.parent_id {
-            // Threads are never deleted, so the parent cannot vanish before the insert.
+            // A clear error first; a parent deleted between this check and the insert fails the
+            // insert on its foreign key (`threads.parent_id`).
             self.require_thread(parent).await?;
         }
         let id = new.id.clone().unwrap_or_else(ThreadId::generate);
