@@ -5,32 +5,12 @@
 
 mod support;
 
-use std::process::Output;
-
 use reqwest::StatusCode;
 use tempfile::TempDir;
 
 use harness_tests::client::ApiClient;
 use harness_tests::mock::MockApi;
-use support::{Harness, Launch};
-
-/// `harness keys ARGS…` on the daemon's database in `dir`.
-async fn keys(dir: &TempDir, args: &[&str]) -> Output {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("keys")
-        .args(args)
-        .arg(format!("--db={}", dir.path().join("harness.db").display()))
-        .arg(format!("--data-dir={}", dir.path().display()))
-        .output()
-        .await
-        .expect("harness runs");
-    assert!(
-        output.status.success(),
-        "harness keys {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
+use support::{keys, Harness, Launch};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_made_on_the_command_line_is_a_tenants_caller_until_revoked() {
@@ -39,7 +19,7 @@ async fn a_key_made_on_the_command_line_is_a_tenants_caller_until_revoked() {
     let daemon = Harness::start(dir.path(), &mock, &Launch::with_grace(5)).await;
 
     let made = keys(
-        &dir,
+        dir.path(),
         &[
             "create",
             "--tenant",
@@ -78,7 +58,7 @@ async fn a_key_made_on_the_command_line_is_a_tenants_caller_until_revoked() {
     );
     assert_eq!(me["scopes"], serde_json::json!(["threads:read"]));
 
-    let listed = keys(&dir, &["list"]).await;
+    let listed = keys(dir.path(), &["list"]).await;
     let listed = String::from_utf8(listed.stdout).expect("utf-8");
     assert!(
         listed.contains(&id) && listed.contains("rpm=100") && listed.contains("live"),
@@ -86,7 +66,7 @@ async fn a_key_made_on_the_command_line_is_a_tenants_caller_until_revoked() {
     );
     assert!(!listed.contains(key), "list never shows a key");
 
-    keys(&dir, &["revoke", &id]).await;
+    keys(dir.path(), &["revoke", &id]).await;
     let (status, body) = as_key.get("/api/me").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "revoked at once: {body}");
 

@@ -3,11 +3,13 @@
 //! operator token (without one, a request that names no key is the operator: keys isolate
 //! nothing).
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness_tests::cli::{claude_bin, stray_cli_env};
+use harness_tests::cli::claude_bin;
 use harness_tests::util::eventually;
 use tempfile::TempDir;
 
@@ -37,14 +39,7 @@ async fn serve(dir: &Path) -> (tokio::process::Child, PathBuf) {
         .stdout(Stdio::null())
         .stderr(log_file)
         .kill_on_drop(true);
-    for key in stray_cli_env() {
-        command.env_remove(key);
-    }
-    for (key, _) in std::env::vars() {
-        if key.starts_with("HARNESS_") {
-            command.env_remove(key);
-        }
-    }
+    support::clean_env(&mut command);
     let mut child = command.spawn().expect("harness starts");
     let text = || std::fs::read_to_string(&log).unwrap_or_default();
     let listening = eventually(Duration::from_secs(30), "the daemon listens", || {
@@ -89,25 +84,11 @@ async fn a_log_written_to_a_file_has_no_colour_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_keys_on_a_daemon_without_a_token_are_warned_about() {
     let dir = TempDir::new().expect("temp dir");
-    let made = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args([
-            "keys",
-            "create",
-            "--tenant",
-            "acme",
-            "--scopes",
-            "threads:read",
-        ])
-        .arg(format!("--db={}", dir.path().join("harness.db").display()))
-        .arg(format!("--data-dir={}", dir.path().display()))
-        .output()
-        .await
-        .expect("harness runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    support::keys(
+        dir.path(),
+        &["create", "--tenant", "acme", "--scopes", "threads:read"],
+    )
+    .await;
     let (child, log) = serve(dir.path()).await;
     let text = std::fs::read_to_string(&log).expect("the log");
     let warning = text

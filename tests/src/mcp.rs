@@ -216,16 +216,25 @@ pub enum PythonSdk {
 /// [`OTELTEST_SPEC`] installed. Blocking: call from `spawn_blocking`.
 /// Installs once across test processes (a lock file beside the venv).
 pub fn python_sdk() -> anyhow::Result<PythonSdk> {
+    venv_with(
+        "mcp-python",
+        &[PYTHON_SDK_SPEC, STANDARD_WEBHOOKS_SPEC, OTELTEST_SPEC],
+    )
+}
+
+/// The `python` of a venv in `<target>/<folder>/venv` with the pinned `specs` installed, made
+/// when missing: once across test processes (a lock file beside the venv), a marker naming the
+/// specs saying it is done. Blocking: call from `spawn_blocking`. [`PythonSdk::NoPython`] when
+/// there is no `python3` to make it with.
+pub fn venv_with(folder: &str, specs: &[&str]) -> anyhow::Result<PythonSdk> {
     if let Err(err) = run_with_timeout(Command::new("python3").arg("--version"), INSTALL_TIMEOUT) {
         return Ok(PythonSdk::NoPython(format!("{err:#}")));
     }
-    let dir = target_dir().join("mcp-python");
+    let dir = target_dir().join(folder);
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let venv = dir.join("venv");
     let python = venv.join("bin").join("python");
-    let marker = venv.join(format!(
-        "installed-{PYTHON_SDK_SPEC}-{STANDARD_WEBHOOKS_SPEC}-{OTELTEST_SPEC}"
-    ));
+    let marker = venv.join(format!("installed-{}", specs.join("-")));
     if marker.is_file() {
         return Ok(PythonSdk::Ready(python));
     }
@@ -243,17 +252,16 @@ pub fn python_sdk() -> anyhow::Result<PythonSdk> {
         )?;
     }
     checked(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            PYTHON_SDK_SPEC,
-            STANDARD_WEBHOOKS_SPEC,
-            OTELTEST_SPEC,
-        ]),
-        &format!("pip install {PYTHON_SDK_SPEC} {STANDARD_WEBHOOKS_SPEC} {OTELTEST_SPEC}"),
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(specs),
+        &format!("pip install {}", specs.join(" ")),
     )?;
     std::fs::write(&marker, "").with_context(|| format!("write {}", marker.display()))?;
     Ok(PythonSdk::Ready(python))

@@ -6,17 +6,12 @@
 //! A venv of its own: Schemathesis pins its own `hypothesis`, `jsonschema_rs` and `requests`,
 //! which need not agree with the MCP SDK's venv.
 
-use std::fs::File;
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::cli::{lock_within, run_with_timeout, target_dir};
-use crate::mcp::{run_python_script, PythonSdk};
+use crate::mcp::{run_python_script, venv_with, PythonSdk};
 
 /// The release that generates the requests: its generator decides what "schema-valid" draws, so
 /// it is pinned, and a new one is a change someone reviews.
@@ -25,57 +20,10 @@ pub const SCHEMATHESIS_SPEC: &str = "schemathesis==4.32.5";
 /// The script (see its docstring).
 const SEND_GENERATED: &str = include_str!("openapi/send_generated.py");
 
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// The venv's `python` with [`SCHEMATHESIS_SPEC`] installed. Blocking: call from
 /// `spawn_blocking`. Installs once across test processes (a lock file beside the venv).
 pub fn schemathesis_python() -> anyhow::Result<PythonSdk> {
-    if let Err(err) = run_with_timeout(Command::new("python3").arg("--version"), INSTALL_TIMEOUT) {
-        return Ok(PythonSdk::NoPython(format!("{err:#}")));
-    }
-    let dir = target_dir().join("openapi-python");
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-    let venv = dir.join("venv");
-    let python = venv.join("bin").join("python");
-    let marker = venv.join(format!("installed-{SCHEMATHESIS_SPEC}"));
-    if marker.is_file() {
-        return Ok(PythonSdk::Ready(python));
-    }
-    let lock_path = dir.join("install.lock");
-    let lock =
-        File::create(&lock_path).with_context(|| format!("create {}", lock_path.display()))?;
-    lock_within(&lock, &lock_path, INSTALL_TIMEOUT)?;
-    if marker.is_file() {
-        return Ok(PythonSdk::Ready(python));
-    }
-    if !python.is_file() {
-        checked(
-            Command::new("python3").arg("-m").arg("venv").arg(&venv),
-            "python3 -m venv",
-        )?;
-    }
-    checked(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            SCHEMATHESIS_SPEC,
-        ]),
-        &format!("pip install {SCHEMATHESIS_SPEC}"),
-    )?;
-    std::fs::write(&marker, "").with_context(|| format!("write {}", marker.display()))?;
-    Ok(PythonSdk::Ready(python))
-}
-
-/// Runs `cmd` (an installer's step, named `what`); its stderr in the error when it fails.
-fn checked(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
-    let out = run_with_timeout(cmd, INSTALL_TIMEOUT)?;
-    if !out.status.success() {
-        bail!("`{what}` failed ({}):\n{}", out.status, out.stderr.trim());
-    }
-    Ok(())
+    venv_with("openapi-python", &[SCHEMATHESIS_SPEC])
 }
 
 /// The venv's `python` for test `test`, installing Schemathesis when missing; `None` (and a

@@ -107,14 +107,7 @@ impl Harness {
             .stdout(Stdio::null())
             .stderr(log_file)
             .kill_on_drop(true);
-        for key in stray_cli_env() {
-            command.env_remove(key);
-        }
-        for (key, _) in std::env::vars() {
-            if key.starts_with("HARNESS_") {
-                command.env_remove(key);
-            }
-        }
+        clean_env(&mut command);
         command.envs(launch.env.iter().copied());
         if let Some(limit) = launch.open_files {
             // SAFETY: between fork and exec only `setrlimit` runs, which is async-signal-safe.
@@ -254,6 +247,38 @@ async fn wait_listening(
         (Ok(()), Some(addr)) => (child, addr),
         (Ok(()), None) => panic!("the daemon exited ({exited:?})\n{}", log_text()),
         (Err(err), _) => panic!("{err}\n{}", log_text()),
+    }
+}
+
+/// `harness keys ARGS…` on the database of a daemon whose data is in `dir` (as
+/// [`Harness::start`] lays it out); it must succeed.
+pub async fn keys(dir: &Path, args: &[&str]) -> std::process::Output {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("keys")
+        .args(args)
+        .arg(format!("--db={}", dir.join("harness.db").display()))
+        .arg(format!("--data-dir={}", dir.display()))
+        .output()
+        .await
+        .expect("harness runs");
+    assert!(
+        output.status.success(),
+        "harness keys {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Takes out of `command`'s environment what the tests' own may carry: the CLI's variables
+/// (`stray_cli_env`) and every `HARNESS_*` setting.
+pub fn clean_env(command: &mut tokio::process::Command) {
+    for key in stray_cli_env() {
+        command.env_remove(key);
+    }
+    for (key, _) in std::env::vars() {
+        if key.starts_with("HARNESS_") {
+            command.env_remove(key);
+        }
     }
 }
 

@@ -14,6 +14,8 @@ use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::eventually_async;
 use orchestrator::config::ApprovalMode;
 
+use super::tenants::OPERATOR;
+
 async fn create(daemon: &TestDaemon, body: Value) -> Value {
     let (status, schedule) = daemon.post("/api/schedules", body).await;
     assert_eq!(status, StatusCode::CREATED, "{schedule}");
@@ -455,8 +457,6 @@ async fn a_child_that_a_scheduled_run_delegates_to_runs_unattended_too() {
     );
 }
 
-const OPERATOR: &str = "the-operator-token";
-
 /// A request as `bearer`: (status, JSON body).
 async fn as_key(
     daemon: &TestDaemon,
@@ -472,23 +472,8 @@ async fn as_key(
 
 /// A key of tenant `acme` that may write threads and schedules, with `limits`: (key, id).
 async fn make_key(daemon: &TestDaemon, limits: Value) -> (String, String) {
-    let mut body = json!({"tenant": "acme", "scopes": ["threads:read", "threads:write"]});
-    if let (Some(body), Some(limits)) = (body.as_object_mut(), limits.as_object()) {
-        body.extend(limits.clone());
-    }
-    let (status, made) = as_key(
-        daemon,
-        OPERATOR,
-        reqwest::Method::POST,
-        "/api/keys",
-        Some(body),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{made}");
-    (
-        made["key"].as_str().expect("the key").to_owned(),
-        made["id"].as_str().expect("its id").to_owned(),
-    )
+    let scopes = ["threads:read", "threads:write"];
+    super::tenants::make_key(&daemon.base, "acme", &scopes, limits).await
 }
 
 /// A schedule `key` makes, ticking every second: its id.

@@ -18,7 +18,7 @@ use orchestrator::cluster::FORWARDED_HEADER;
 use orchestrator::config::ApprovalMode;
 use orchestrator::http::access::{Need, NEEDS};
 
-const OPERATOR: &str = "the-operator-token";
+pub(crate) const OPERATOR: &str = "the-operator-token";
 
 /// A request as one bearer: (status, JSON body, headers).
 async fn call(
@@ -33,7 +33,12 @@ async fn call(
 
 /// A key of `tenant` with `scopes` (and `limits`: `dailyUsd`, `rpm`, …), made by the operator:
 /// (the key, its id).
-async fn make_key(base: &str, tenant: &str, scopes: &[&str], limits: Value) -> (String, String) {
+pub(crate) async fn make_key(
+    base: &str,
+    tenant: &str,
+    scopes: &[&str],
+    limits: Value,
+) -> (String, String) {
     let mut body = json!({"tenant": tenant, "scopes": scopes});
     if let (Some(body), Some(limits)) = (body.as_object_mut(), limits.as_object()) {
         body.extend(limits.clone());
