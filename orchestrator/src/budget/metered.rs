@@ -101,8 +101,6 @@ pub(super) fn release(holds: &mut HashMap<Scope, Held>, scope: &Scope, usd: f64)
 /// What [`LedgerState::admit`] decided of a request.
 enum Admission {
     Go,
-    /// It went: what it holds (from [`Budgets::decide`]).
-    Held(RequestHold),
     Refused(BudgetExceeded),
     /// It does not fit beside the requests in flight: it waits for one of them to end.
     Wait,
@@ -207,33 +205,33 @@ impl Budgets {
             ended.as_mut().enable();
             let spent = Self::spent_in(store, &limits).await?;
             match self.decide(thread, &limits, &spent, estimate) {
-                Admission::Held(hold) => return Ok(Ok(hold)),
-                Admission::Refused(exceeded) => return Ok(Err(exceeded)),
-                Admission::Go | Admission::Wait => {}
+                Ok(Some(hold)) => return Ok(Ok(hold)),
+                Err(exceeded) => return Ok(Err(exceeded)),
+                Ok(None) => {}
             }
             ended.await;
         }
     }
 
     /// [`LedgerState::admit`] under one lock with what follows: the hold taken when the request
-    /// goes, a refusal remembered for `thread`'s running turn.
+    /// goes (`None`: it waits), a refusal remembered for `thread`'s running turn.
     fn decide(
         &self,
         thread: &ThreadId,
         limits: &[Limit],
         spent: &[f64],
         estimate: f64,
-    ) -> Admission {
+    ) -> Result<Option<RequestHold>, BudgetExceeded> {
         let mut state = lock(&self.ledger.0);
         match state.admit(limits, spent, estimate) {
-            Admission::Go => Admission::Held(self.hold(&mut state, limits.to_vec(), estimate)),
+            Admission::Go => Ok(Some(self.hold(&mut state, limits.to_vec(), estimate))),
+            Admission::Wait => Ok(None),
             Admission::Refused(exceeded) => {
                 if let Some(running) = state.running.get_mut(thread) {
                     running.refused.get_or_insert(exceeded.clone());
                 }
-                Admission::Refused(exceeded)
+                Err(exceeded)
             }
-            other => other,
         }
     }
 

@@ -348,16 +348,15 @@ impl Record {
         served.metrics.usage(&used.by_kind(), cost);
         self.span(&used, cost);
         let hold = self.hold.take();
-        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let row = NewModelRequest {
             thread_id: self.thread,
             message_id: self.message,
             model: used.model,
             status: i64::from(self.status.as_u16()),
-            input_tokens: tokens(used.input),
-            output_tokens: tokens(used.output),
-            cache_read_tokens: tokens(used.cache_read),
-            cache_write_tokens: tokens(used.cache_write),
+            input_tokens: count(used.input),
+            output_tokens: count(used.output),
+            cache_read_tokens: count(used.cache_read),
+            cache_write_tokens: count(used.cache_write),
             cost_usd: cost,
             first_byte_ms: millis(self.first_byte),
             ms: millis(self.arrived.elapsed()),
@@ -384,12 +383,11 @@ impl Record {
         let Some(parent) = &self.traceparent else {
             return;
         };
-        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let mut attributes = vec![
             KeyValue::new("http.request.method", "POST"),
             KeyValue::new("http.response.status_code", i64::from(self.status.as_u16())),
-            KeyValue::new("gen_ai.usage.input_tokens", tokens(used.input)),
-            KeyValue::new("gen_ai.usage.output_tokens", tokens(used.output)),
+            KeyValue::new("gen_ai.usage.input_tokens", count(used.input)),
+            KeyValue::new("gen_ai.usage.output_tokens", count(used.output)),
             KeyValue::new("harness.cost_usd", cost),
             KeyValue::new("harness.first_byte_ms", millis(self.first_byte)),
         ];
@@ -406,6 +404,11 @@ impl Record {
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A token count as the store and the spans keep it.
+fn count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
