@@ -298,9 +298,7 @@ impl Daemon {
             settings: PipelineSettings {
                 max_message_chars: config.max_message_chars,
                 queue_limit: config.turn.queue_limit,
-                idle_timeout: config.turn.idle_timeout,
                 turn_timeout: config.turn.timeout,
-                max_tool_calls: config.turn.max_tool_calls,
                 throttle: ThrottleSettings {
                     enabled: config.rate_limit.enabled,
                     max: config.rate_limit.max_turns(&config.pool),

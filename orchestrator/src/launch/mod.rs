@@ -40,7 +40,7 @@ pub mod walls;
 pub use profile::{AgentProfile, ProfileInfo};
 pub use walls::WallPlan;
 
-pub use spec::{Fit, ProcessSpec, Switchable};
+pub use spec::{Fit, ProcessSpec, Switchable, TurnLimits};
 
 /// Everything needed to start a process for any thread.
 #[derive(Clone, Debug)]
@@ -435,6 +435,7 @@ fn fresh_spec(
         resume: None,
         traceparent: None,
         walls: None,
+        limits: profile.limits(),
     }
 }
 

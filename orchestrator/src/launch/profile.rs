@@ -30,6 +30,8 @@ pub struct AgentProfile {
     external: Option<ExternalMcpServers>,
     /// Its sub-agents (`initialize.agents`).
     agents: Option<serde_json::Value>,
+    /// What bounds each turn of its processes.
+    limits: super::TurnLimits,
 }
 
 /// What `GET /api/profiles` shows of a profile: what it runs with, never a secret.
@@ -115,28 +117,9 @@ impl AgentProfile {
             .iter()
             .map(|d| d.display().to_string())
             .collect();
-        let mut servers = serde_json::Map::new();
-        let mut listed = Vec::new();
-        for (server, spec) in &table.mcp_servers {
-            let env = spec.resolved(daemon_env)?;
-            let (config, shown) = match &spec.url {
-                Some(url) => (
-                    json!({"type": "http", "url": url, "headers": env}),
-                    url.clone(),
-                ),
-                None => (
-                    json!({"type": "stdio", "command": spec.command, "args": spec.args, "env": env}),
-                    spec.command.display().to_string(),
-                ),
-            };
-            servers.insert(server.clone(), config);
-            base.allowed_tools.push(format!("mcp__{server}"));
-            listed.push(McpServerInfo {
-                name: server.clone(),
-                command: shown,
-                args: spec.args.clone(),
-            });
-        }
+        let (servers, listed) = external_servers(table, daemon_env)?;
+        base.allowed_tools
+            .extend(listed.iter().map(|s| format!("mcp__{}", s.name)));
         let overridable = table
             .overridable
             .clone()
@@ -170,6 +153,10 @@ impl AgentProfile {
             default_model: own.claude.default_model.clone(),
             external: (!servers.is_empty()).then(|| ExternalMcpServers(servers.into())),
             workspace: table.workspace.clone(),
+            limits: super::TurnLimits {
+                max_tool_calls: own.turn.max_tool_calls,
+                idle_timeout: own.turn.idle_timeout,
+            },
             agents: (!table.agents.is_empty()).then(|| json!(table.agents)),
             base,
         })
@@ -177,6 +164,11 @@ impl AgentProfile {
 
     pub fn name(&self) -> &str {
         &self.info.name
+    }
+
+    /// What bounds each turn of its processes.
+    pub fn limits(&self) -> super::TurnLimits {
+        self.limits
     }
 
     /// The options of its processes on `model` (its default when `None`).
@@ -279,6 +271,42 @@ impl AgentProfile {
     pub(super) fn mark_default(&mut self) {
         self.info.default = true;
     }
+}
+
+/// `table`'s external MCP servers as the CLI takes them (`--mcp-config`), and as
+/// `GET /api/profiles` shows them.
+fn external_servers(
+    table: &ProfileConfig,
+    daemon_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<
+    (
+        serde_json::Map<String, serde_json::Value>,
+        Vec<McpServerInfo>,
+    ),
+    ConfigError,
+> {
+    let mut servers = serde_json::Map::new();
+    let mut listed = Vec::new();
+    for (server, spec) in &table.mcp_servers {
+        let env = spec.resolved(daemon_env)?;
+        let (config, shown) = match &spec.url {
+            Some(url) => (
+                json!({"type": "http", "url": url, "headers": env}),
+                url.clone(),
+            ),
+            None => (
+                json!({"type": "stdio", "command": spec.command, "args": spec.args, "env": env}),
+                spec.command.display().to_string(),
+            ),
+        };
+        servers.insert(server.clone(), config);
+        listed.push(McpServerInfo {
+            name: server.clone(),
+            command: shown,
+            args: spec.args.clone(),
+        });
+    }
+    Ok((servers, listed))
 }
 
 /// The options every process of a profile shares (`config.claude` is the profile's).

@@ -38,6 +38,29 @@ pub struct ProcessSpec {
     /// What the process's tree may touch, and its limits (`None` with `sandbox.enabled =
     /// false`): raised at spawn, inherited by everything the process starts.
     pub walls: Option<walls::Walls>,
+    /// What bounds each of its turns: its profile's.
+    pub limits: TurnLimits,
+}
+
+/// What bounds each turn of a process, from its profile. Not part of what a process fits: a
+/// profile's limits are its own, and the profile is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnLimits {
+    /// Most tool calls in one turn (its `max_tool_calls`, else `turn.max_tool_calls`); the
+    /// process's `--max-turns` is one above it, so a loop of built-in tools stops too.
+    pub max_tool_calls: u32,
+    /// Longest the CLI may stay silent while no tool call of ours runs (`turn.idle_timeout`).
+    pub idle_timeout: std::time::Duration,
+}
+
+impl Default for TurnLimits {
+    /// `[turn]`'s defaults.
+    fn default() -> Self {
+        TurnLimits {
+            max_tool_calls: 200,
+            idle_timeout: std::time::Duration::from_secs(120),
+        }
+    }
 }
 
 /// How a running process fits a turn's spec.
@@ -116,6 +139,7 @@ mod tests {
             resume: None,
             traceparent: None,
             walls: None,
+            limits: TurnLimits::default(),
         }
     }
 

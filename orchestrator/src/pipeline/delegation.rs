@@ -61,7 +61,7 @@ impl Pipeline {
             return Err("the daemon is shutting down".into());
         }
         // The depth limit is the delegation plugin's policy; this only runs the child.
-        let store = &self.inner.store;
+        let store = &self.inner.parts.store;
         let parent_thread = store
             .require_thread(parent)
             .await
@@ -106,9 +106,8 @@ impl Pipeline {
             }
             Err(err) => return Err(err.to_string()),
         };
-        let (caller, unattended) = crate::sync::lock(&self.inner.acting)
-            .get(parent)
-            .cloned()
+        let (caller, unattended) = (self.inner.runtime)
+            .acting(parent)
             // A turn the CLI started by itself.
             .unwrap_or_else(|| (Caller::cli(), false));
         info!(parent = %parent, child = %child.id, caller = %caller.subject, "Delegating to a child thread.");

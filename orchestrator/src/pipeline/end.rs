@@ -37,7 +37,7 @@ impl TurnEnder {
     /// ends the turn.
     pub(super) async fn end(&mut self, ending: TurnEnding) -> Result<Option<Ended>, StoreError> {
         self.ended = true;
-        let events = &self.pipeline.inner.events;
+        let events = &self.pipeline.inner.parts.events;
         events
             .end_turn(&self.thread, &self.message, ending, self.fence.as_ref())
             .await
@@ -57,7 +57,7 @@ impl Drop for TurnEnder {
         warn!(thread_id = %self.thread, message_id = %self.message, "A turn ended without an outcome.");
         let ending = TurnEnding::failed(EndCause::Error, "the turn ended unexpectedly");
         // Queued now; the writer runs it whether or not anyone waits.
-        drop(self.pipeline.inner.events.end_turn(
+        drop(self.pipeline.inner.parts.events.end_turn(
             &self.thread,
             &self.message,
             ending,

@@ -5,7 +5,7 @@
 use tokio::sync::broadcast::error::RecvError;
 use tracing::info;
 
-use super::queue::QueueTicket;
+use super::runtime::QueueTicket;
 use super::{NewMessage, PipelineError, TurnReply};
 use crate::api::events::EventKind;
 use crate::events::EventBus;

@@ -26,13 +26,16 @@
 //! --fork-session` (a fresh session with the history injected when it is gone).
 
 mod cli_turn;
+mod conclude;
 mod context;
 mod delegation;
+mod drive;
 mod end;
 mod idempotency;
 mod line;
-mod queue;
+mod plan;
 mod redrive;
+mod runtime;
 mod spans;
 mod tally;
 mod threads;
@@ -67,7 +70,8 @@ use crate::turn_error::TurnError;
 use crate::workspace::{WorkspaceError, Workspaces};
 use idempotency::Admitted;
 pub use line::Stopped;
-use queue::ThreadQueues;
+use plan::{InLine, Source};
+use runtime::Runtime;
 use threads::{check_overridable, validate_names};
 
 /// A message to process.
@@ -179,9 +183,9 @@ impl From<StoreError> for PipelineError {
 pub struct PipelineSettings {
     pub max_message_chars: usize,
     pub queue_limit: usize,
-    pub idle_timeout: Duration,
+    /// A turn's total bound when its message sets none. Its other limits are its profile's
+    /// (`launch::TurnLimits`).
     pub turn_timeout: Duration,
-    pub max_tool_calls: u32,
     /// The adaptive limit on turns at once (`[rate_limit]`).
     pub throttle: ThrottleSettings,
 }
@@ -208,18 +212,12 @@ pub struct Pipeline {
 }
 
 struct Inner {
-    store: Store,
-    pool: Pool,
-    mcp: Arc<McpAdapter>,
-    events: EventBus,
-    approvals: Approvals,
-    context: Vec<Arc<dyn ContextProvider>>,
-    settings: PipelineSettings,
-    budgets: Budgets,
-    workspaces: Workspaces,
-    files: Files,
-    traces: crate::traces::Traces,
-    queues: Arc<ThreadQueues>,
+    /// What it uses, as it was built with.
+    parts: PipelineParts,
+    /// API keys and their limits on this node: their turns at once, their daily budgets.
+    keys: Arc<crate::keys::Keys>,
+    /// Each thread's runtime state on this node, under one lock: its line, its running turn.
+    runtime: Arc<Runtime>,
     /// Turns at once, across threads: a turn holds a permit from its checkout to its end.
     throttle: Throttle,
     throttle_metrics: ThrottleMetrics,
@@ -228,20 +226,6 @@ struct Inner {
     tasks: TaskTracker,
     /// Cancelled when shutdown begins: no turn starts after it.
     stopping: CancellationToken,
-    /// Turns waiting for their process, by thread: an interrupt cancels the wait.
-    starting: std::sync::Mutex<std::collections::HashMap<ThreadId, CancellationToken>>,
-    /// Messages sent with a `clientMessageId`, waiting or running (see [`line`]).
-    lines: std::sync::Mutex<line::Lines>,
-    /// The caller of each thread's running turn, and whether anyone attends it: a child the turn
-    /// delegates to acts for the same caller, unattended too.
-    acting: std::sync::Mutex<std::collections::HashMap<ThreadId, (Caller, bool)>>,
-    /// Threads whose turn holds (or held) the process and has not recorded its end yet; a turn
-    /// the CLI starts by itself on that process waits for it ([`Pipeline::after_recorded`]).
-    holding: std::sync::Mutex<std::collections::HashSet<ThreadId>>,
-    /// Woken when a thread leaves `holding`.
-    recorded: tokio::sync::Notify,
-    /// The limits of API keys: their turns at once, their daily budgets.
-    keys: Arc<crate::keys::Keys>,
 }
 
 /// A message that is stored and queued; [`Accepted::finish`] waits for its reply.
@@ -268,29 +252,14 @@ impl Pipeline {
         let keys = Arc::new(crate::keys::Keys::new(parts.store.clone()));
         Pipeline {
             inner: Arc::new(Inner {
-                store: parts.store,
-                pool: parts.pool,
-                mcp: parts.mcp,
-                events: parts.events,
-                approvals: parts.approvals,
-                context: parts.context,
-                settings: parts.settings,
-                budgets: parts.budgets,
-                workspaces: parts.workspaces,
-                files: parts.files,
-                traces: parts.traces,
-                queues: Arc::new(ThreadQueues::new(tasks.clone())),
+                parts,
+                keys,
+                runtime: Arc::new(Runtime::new(tasks.clone())),
                 throttle,
                 throttle_metrics,
                 turns: TurnMetrics::default(),
                 tasks,
                 stopping: CancellationToken::new(),
-                starting: Default::default(),
-                lines: Default::default(),
-                acting: Default::default(),
-                holding: Default::default(),
-                recorded: tokio::sync::Notify::new(),
-                keys,
             }),
         }
     }
@@ -302,12 +271,12 @@ impl Pipeline {
 
     /// The images and documents of messages (the API uploads and serves them through it).
     pub fn files(&self) -> &Files {
-        &self.inner.files
+        &self.inner.parts.files
     }
 
     /// The tool approvals of every turn (the API answers pending ones through it).
     pub fn approvals(&self) -> &Approvals {
-        &self.inner.approvals
+        &self.inner.parts.approvals
     }
 
     /// Turn latency and outcomes, registered in `/metrics`.
@@ -327,12 +296,12 @@ impl Pipeline {
 
     /// The turns' traces (the model gateway adds its requests' spans).
     pub fn traces(&self) -> &crate::traces::Traces {
-        &self.inner.traces
+        &self.inner.parts.traces
     }
 
     /// The budgets and the running turns' spending (the model gateway meters into them).
     pub fn budgets(&self) -> &Budgets {
-        &self.inner.budgets
+        &self.inner.parts.budgets
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -349,7 +318,7 @@ impl Pipeline {
         &self,
         thread: &ThreadId,
     ) -> tokio::sync::broadcast::Receiver<crate::store::EventRow> {
-        self.inner.events.subscribe(thread).await
+        self.inner.parts.events.subscribe(thread).await
     }
 
     /// Processes one message. The turn runs in a task of its own, so a client that goes away
@@ -373,92 +342,48 @@ impl Pipeline {
         if self.is_shutting_down() {
             return Err(PipelineError::ShuttingDown);
         }
-        validate_content(&msg.content, self.inner.settings.max_message_chars)?;
-        validate_names(None, msg.model.as_deref())?;
-        let thread = self.inner.store.require_thread(&msg.thread_id).await?;
-        if thread.archived_at.is_some() {
-            return Err(PipelineError::Archived(thread.id));
-        }
-        msg.content = self.inner.files.accept(&msg.caller, msg.content).await?;
-        if msg.model.is_some() || msg.permission_mode.is_some() || msg.mcp_servers.is_some() {
-            let profile = self.inner.pool.profile(thread.profile.as_deref())?;
-            if msg.model.is_some() {
-                check_overridable(profile, "model")?;
-            }
-            if let Some(mode) = &msg.permission_mode {
-                check_overridable(profile, "permissionMode")?;
-                if let Some(why) = profile.refuses_mode(mode) {
-                    return Err(PipelineError::InvalidInput(format!(
-                        "permissionMode: {why}"
-                    )));
-                }
-            }
-            if let Some(names) = &msg.mcp_servers {
-                check_overridable(profile, "mcpServers")?;
-                msg.mcp_servers = profile
-                    .mcp_selection(names)
-                    .map_err(|why| PipelineError::InvalidInput(format!("mcpServers: {why}")))?;
-            }
-        }
-        let limit = self.inner.settings.queue_limit;
-        let ticket =
-            self.inner
-                .queues
-                .enter(&thread.id, limit)
-                .ok_or_else(|| PipelineError::QueueFull {
-                    thread: thread.id.clone(),
-                    limit,
-                })?;
-        let (admitted, ticket) = idempotency::admit(&self.inner.store, &msg, ticket).await?;
+        let thread = self.admissible(&mut msg).await?;
+        let limit = self.inner.parts.settings.queue_limit;
+        let ticket = (self.inner.runtime)
+            .enter(&thread.id, limit)
+            .ok_or_else(|| PipelineError::QueueFull {
+                thread: thread.id.clone(),
+                limit,
+            })?;
+        let (admitted, ticket) = idempotency::admit(&self.inner.parts.store, &msg, ticket).await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let span = tracing::info_span!("message", thread_id = %thread.id, message_id = %admitted.message().id);
         let message_id = admitted.message().id.clone();
         let duplicate = matches!(admitted, Admitted::Wait(_));
-        let pipeline = self.clone();
+        let thread_id = thread.id.clone();
         match admitted {
             Admitted::Wait(first) => {
                 drop(ticket);
                 info!(thread_id = %thread.id, message_id = %first.id, "Repeated clientMessageId; answering with the first run.");
+                let pipeline = self.clone();
                 self.inner.tasks.spawn(
                     async move {
-                        let _ = tx.send(
-                            idempotency::wait_for_outcome(
-                                &pipeline.inner.store,
-                                &pipeline.inner.events,
-                                &first,
-                            )
-                            .await,
-                        );
+                        let parts = &pipeline.inner.parts;
+                        let first =
+                            idempotency::wait_for_outcome(&parts.store, &parts.events, &first);
+                        let _ = tx.send(first.await);
                     }
                     .instrument(span),
                 );
             }
             Admitted::Run(message) => {
-                self.inner.events.emit(
-                    &thread.id,
-                    Some(&message.id),
-                    ThreadEvent::MessageReceived(MessageReceived {
-                        message_id: message.id.clone(),
-                        content: message.content.clone(),
-                        blocks: message.content_blocks(),
-                        client_message_id: message.client_message_id.clone(),
-                        origin: message.origin,
-                    }),
-                );
-                // Refused here, the caller hears 402 at once; the turn checks again when it
-                // comes up, for what the turns ahead of it spend.
-                let key = self.inner.keys.of(&msg.caller).await?;
-                let charge = Budgets::charge(&self.inner.store, thread.clone())
-                    .await?
-                    .with_key(key.as_ref());
-                if let Err(exceeded) = self.inner.budgets.check(&self.inner.store, &charge).await? {
-                    drop(ticket);
-                    return Err(self.refuse(&message, exceeded).await);
-                }
+                let plan = match self.plan_checked(thread, message, msg).await {
+                    Ok(plan) => plan,
+                    Err(err) => {
+                        drop(ticket);
+                        return Err(err);
+                    }
+                };
+                let source = Source::Message(InLine { ticket, nesting });
+                let pipeline = self.clone();
                 self.inner.tasks.spawn(
                     async move {
-                        let result = pipeline.run_in_turn(&message, msg, ticket, nesting).await;
-                        let _ = tx.send(result);
+                        let _ = tx.send(pipeline.run(plan, source).await);
                     }
                     .instrument(span),
                 );
@@ -466,10 +391,77 @@ impl Pipeline {
         }
         Ok(Accepted {
             message_id,
-            thread_id: thread.id,
+            thread_id,
             duplicate,
             outcome: rx,
         })
+    }
+
+    /// The thread `msg` goes to, when it may: its content and names valid, the thread there and
+    /// not archived, what it asks of the thread's profile allowed. Its images and documents are
+    /// stored as files.
+    async fn admissible(
+        &self,
+        msg: &mut NewMessage,
+    ) -> Result<crate::store::ThreadRow, PipelineError> {
+        let parts = &self.inner.parts;
+        validate_content(&msg.content, parts.settings.max_message_chars)?;
+        validate_names(None, msg.model.as_deref())?;
+        let thread = parts.store.require_thread(&msg.thread_id).await?;
+        if thread.archived_at.is_some() {
+            return Err(PipelineError::Archived(thread.id));
+        }
+        msg.content = parts.files.accept(&msg.caller, msg.content.clone()).await?;
+        if msg.model.is_none() && msg.permission_mode.is_none() && msg.mcp_servers.is_none() {
+            return Ok(thread);
+        }
+        let profile = parts.pool.profile(thread.profile.as_deref())?;
+        if msg.model.is_some() {
+            check_overridable(profile, "model")?;
+        }
+        if let Some(mode) = &msg.permission_mode {
+            check_overridable(profile, "permissionMode")?;
+            if let Some(why) = profile.refuses_mode(mode) {
+                return Err(PipelineError::InvalidInput(format!(
+                    "permissionMode: {why}"
+                )));
+            }
+        }
+        if let Some(names) = &msg.mcp_servers {
+            check_overridable(profile, "mcpServers")?;
+            msg.mcp_servers = profile
+                .mcp_selection(names)
+                .map_err(|why| PipelineError::InvalidInput(format!("mcpServers: {why}")))?;
+        }
+        Ok(thread)
+    }
+
+    /// The plan of stored message `message`'s turn, announced (`message_received`) and checked
+    /// against its budgets: refused here, the caller hears 402 at once (the turn checks again
+    /// when it comes up, for what the turns ahead of it spend).
+    async fn plan_checked(
+        &self,
+        thread: crate::store::ThreadRow,
+        message: MessageRow,
+        msg: NewMessage,
+    ) -> Result<plan::TurnPlan, PipelineError> {
+        let parts = &self.inner.parts;
+        parts.events.emit(
+            &thread.id,
+            Some(&message.id),
+            ThreadEvent::MessageReceived(MessageReceived {
+                message_id: message.id.clone(),
+                content: message.content.clone(),
+                blocks: message.content_blocks(),
+                client_message_id: message.client_message_id.clone(),
+                origin: message.origin,
+            }),
+        );
+        let charged = self.charge(&thread, &msg.caller).await?;
+        if let Err(exceeded) = parts.budgets.check(&parts.store, &charged.1).await? {
+            return Err(self.refuse(&message, exceeded).await);
+        }
+        Ok(self.plan(thread, message, msg, charged))
     }
 
     /// Waits until user message `id` (stored by this node or, with clustering, a peer) has
@@ -477,11 +469,13 @@ impl Pipeline {
     pub async fn outcome(&self, id: &MessageId) -> Result<TurnReply, PipelineError> {
         let first = self
             .inner
+            .parts
             .store
             .get_message(id)
             .await?
             .ok_or_else(|| StoreError::MessageNotFound(id.clone()))?;
-        idempotency::wait_for_outcome(&self.inner.store, &self.inner.events, &first).await
+        idempotency::wait_for_outcome(&self.inner.parts.store, &self.inner.parts.events, &first)
+            .await
     }
 
     /// Starts the thread's process ahead of its first message (see [`Pool::prewarm`]).
@@ -491,12 +485,13 @@ impl Pipeline {
         model: Option<String>,
     ) -> Result<(), PipelineError> {
         threads::validate_names(None, model.as_deref())?;
-        let thread = self.inner.store.require_thread(thread).await?;
+        let thread = self.inner.parts.store.require_thread(thread).await?;
         let spec = self
             .inner
+            .parts
             .pool
             .spec(&thread, model.or(thread.model.clone()))?;
-        let pool = self.inner.pool.clone();
+        let pool = self.inner.parts.pool.clone();
         let span = tracing::info_span!("prewarm", thread_id = %thread.id);
         self.inner.tasks.spawn(
             async move {
@@ -513,14 +508,14 @@ impl Pipeline {
     /// for its process (a cold start, a full pool) stops there; one already on its process gets
     /// the CLI's interrupt.
     pub async fn interrupt(&self, thread: &ThreadId) -> Result<bool, PipelineError> {
-        self.inner.store.require_thread(thread).await?;
+        self.inner.parts.store.require_thread(thread).await?;
         // Nobody decides for a turn that is stopping: what waits for a person is denied.
-        self.inner.approvals.deny_waiting(Some(thread)).await;
-        if let Some(starting) = crate::sync::lock(&self.inner.starting).get(thread) {
-            starting.cancel();
+        self.inner.parts.approvals.deny_waiting(Some(thread)).await;
+        if self.inner.runtime.cancel_start(thread) {
             return Ok(true);
         }
         self.inner
+            .parts
             .pool
             .interrupt(thread)
             .await
@@ -531,7 +526,7 @@ impl Pipeline {
     pub fn tool_context(&self, thread: Option<ThreadId>) -> ToolContext {
         ToolContext {
             thread_id: thread,
-            store: Arc::new(self.inner.store.clone()),
+            store: Arc::new(self.inner.parts.store.clone()),
             delegate: Arc::new(self.clone()),
         }
     }
@@ -555,7 +550,7 @@ impl Pipeline {
         self.inner.stopping.cancel();
         self.inner.tasks.close();
         // A turn waiting for a person would hold the whole grace period.
-        self.inner.approvals.deny_waiting(None).await;
+        self.inner.parts.approvals.deny_waiting(None).await;
         tokio::time::timeout(grace, self.inner.tasks.wait())
             .await
             .is_ok()
@@ -563,7 +558,7 @@ impl Pipeline {
 
     /// Sends the traces still buffered and stops their exporter (at shutdown).
     pub async fn send_traces(&self) {
-        let traces = self.inner.traces.clone();
+        let traces = self.inner.parts.traces.clone();
         let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
     }
 

@@ -16,9 +16,10 @@ use tracing::{info, warn, Instrument};
 
 use plugin_contract::{ContentBlock, ThreadId, UserContent};
 
+use super::plan::{InLine, Source};
 use super::{Nesting, NewMessage, Pipeline, PipelineError};
 use crate::api::events::{ThreadEvent, TurnRedriven};
-use crate::store::{EndCause, Fence, MessageId, OnInterrupt};
+use crate::store::{EndCause, Fence, MessageId, OnInterrupt, ThreadRow};
 
 impl Pipeline {
     /// Runs again, in `seq` order, the turns of `thread` that cuts left `interrupted` (at most
@@ -34,13 +35,13 @@ impl Pipeline {
             return Ok(0);
         }
         let inner = &self.inner;
-        let row = inner.store.require_thread(thread).await?;
+        let row = inner.parts.store.require_thread(thread).await?;
         if row.on_interrupt != OnInterrupt::Retry || row.archived_at.is_some() {
             return Ok(0);
         }
         let mut started = 0;
-        for id in inner.store.redrivable(thread, max_cuts).await? {
-            match self.redrive_one(thread, &id, fence.clone()).await {
+        for id in inner.parts.store.redrivable(thread, max_cuts).await? {
+            match self.redrive_one(&row, &id, fence.clone()).await {
                 Ok(true) => started += 1,
                 Ok(false) => {}
                 Err(err) => {
@@ -56,12 +57,13 @@ impl Pipeline {
     /// Puts one cut message back in its thread's line; false when another run took it first.
     async fn redrive_one(
         &self,
-        thread: &ThreadId,
+        row: &ThreadRow,
         id: &MessageId,
         fence: Option<Fence>,
     ) -> Result<bool, PipelineError> {
         let inner = &self.inner;
-        let outcomes = inner.store.outcomes_of(id).await?;
+        let thread = &row.id;
+        let outcomes = inner.parts.store.outcomes_of(id).await?;
         let cuts: Vec<EndCause> = outcomes
             .iter()
             .map(|o| o.cause)
@@ -80,23 +82,22 @@ impl Pipeline {
             Some((since, until)) => self.reached_cli(thread, id, since, until).await?,
             None => false,
         };
-        let limit = inner.settings.queue_limit;
+        let limit = inner.parts.settings.queue_limit;
         let mut ticket =
-            inner
-                .queues
+            (inner.runtime)
                 .enter(thread, limit)
                 .ok_or_else(|| PipelineError::QueueFull {
                     thread: thread.clone(),
                     limit,
                 })?;
         let in_order = ticket.lock_order().await;
-        let Some(message) = inner.store.retry_interrupted(id).await? else {
+        let Some(message) = inner.parts.store.retry_interrupted(id).await? else {
             return Ok(false);
         };
         ticket.join_line();
         drop(in_order);
         let attempt = u32::try_from(outcomes.len()).map_or(u32::MAX, |n| n.saturating_add(1));
-        inner.events.emit(
+        inner.parts.events.emit(
             thread,
             Some(id),
             ThreadEvent::TurnRedriven(TurnRedriven {
@@ -124,14 +125,18 @@ impl Pipeline {
             caller: crate::caller::Caller::acting_for(message.caller()),
             traceparent: None,
         };
+        let charged = self.charge(row, &msg.caller).await?;
+        let plan = self.plan(row.clone(), message, msg, charged);
+        let source = Source::Redrive(InLine {
+            ticket,
+            nesting: Nesting::TopLevel,
+        });
         let pipeline = self.clone();
         let span = tracing::info_span!("message", thread_id = %thread, message_id = %id, attempt);
         inner.tasks.spawn(
             async move {
                 // Nobody waits for the reply: it is stored, streamed and announced as any.
-                let _ = pipeline
-                    .run_in_turn(&message, msg, ticket, Nesting::TopLevel)
-                    .await;
+                let _ = pipeline.run(plan, source).await;
             }
             .instrument(span),
         );
@@ -151,7 +156,12 @@ impl Pipeline {
     ) -> Result<bool, PipelineError> {
         let mut after = since;
         while after < until {
-            let page = self.inner.store.events_after(thread, after, 500).await?;
+            let page = self
+                .inner
+                .parts
+                .store
+                .events_after(thread, after, 500)
+                .await?;
             let Some(last) = page.last() else {
                 return Ok(false);
             };

@@ -1,24 +1,19 @@
-//! What one turn showed ([`TurnTally`]: tool calls, how its session started, what it cost), and
-//! what it checks its budgets with once it has its process ([`Recheck`]).
+//! What one turn showed ([`TurnTally`]: tool calls, how its session started, what it cost, how
+//! long it took).
+
+use std::time::{Duration, Instant};
 
 use claude_cli::{TurnEvent, TurnResult};
 
 use plugin_contract::SessionStart;
 
-use crate::budget::BudgetExceeded;
 use crate::store::Usage;
 
-/// What a turn checks its budgets with once it has its process and its permit
-/// (`Budgets::recheck`); a refusal is left in `refused`.
-pub(super) struct Recheck<'a> {
-    pub(super) charge: &'a crate::budget::Charge,
-    pub(super) reservation: &'a crate::budget::Reservation,
-    pub(super) refused: &'a mut Option<BudgetExceeded>,
-}
-
 /// What one turn showed, for its summary line and metrics.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct TurnTally {
+    /// When it began (after its wait in line).
+    since: Instant,
     pub(super) tool_calls: u64,
     /// How the turn's process started; `None` until a process took the turn.
     pub(super) start: Option<SessionStart>,
@@ -43,6 +38,22 @@ pub(super) fn usage_of(result: &TurnResult) -> Usage {
 }
 
 impl TurnTally {
+    /// A turn beginning now.
+    pub(super) fn new(unattended: bool) -> TurnTally {
+        TurnTally {
+            since: Instant::now(),
+            tool_calls: 0,
+            start: None,
+            usage: None,
+            unattended,
+        }
+    }
+
+    /// How long since it began.
+    pub(super) fn elapsed(&self) -> Duration {
+        self.since.elapsed()
+    }
+
     /// The gateway metered `metered` for the turn's model requests: the turn's cost is the larger
     /// of that and what the CLI reported (a request the CLI does not know of is paid for too), and
     /// a turn with no `result` line that spent is charged what it spent.

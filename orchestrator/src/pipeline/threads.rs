@@ -32,6 +32,7 @@ impl Pipeline {
         validate_names(new.title.as_deref(), new.model.as_deref())?;
         let profile = self
             .inner
+            .parts
             .pool
             .profile(new.profile.as_deref())
             .map_err(|err| {
@@ -46,18 +47,18 @@ impl Pipeline {
         }
         // The caller's, else the profile's own default.
         if let Some(request) = workspace.or(profile.default_workspace()) {
-            let plan = self.inner.workspaces.plan(request).await?;
+            let plan = self.inner.parts.workspaces.plan(request).await?;
             return self.create_in_workspace(new, profile, plan).await;
         }
         let spare = if new.id.is_none() {
-            self.inner.pool.take_spare(&new).await
+            self.inner.parts.pool.take_spare(&new).await
         } else {
             None
         };
         new.id = new.id.or_else(|| spare.clone());
-        let created = self.inner.store.create_thread(new).await;
+        let created = self.inner.parts.store.create_thread(new).await;
         match (&created, &spare) {
-            (Err(_), Some(thread)) => self.inner.pool.forget(thread).await,
+            (Err(_), Some(thread)) => self.inner.parts.pool.forget(thread).await,
             (Ok(thread), _) => self.claim(&thread.id).await,
             (Err(_), None) => {}
         }
@@ -73,12 +74,12 @@ impl Pipeline {
         profile: &AgentProfile,
         plan: Plan,
     ) -> Result<ThreadRow, PipelineError> {
-        let (workspaces, pool) = (&self.inner.workspaces, &self.inner.pool);
+        let (workspaces, pool) = (&self.inner.parts.workspaces, &self.inner.parts.pool);
         let worktree = match plan {
             Plan::Worktree(worktree) => worktree,
             Plan::Path(path) => {
                 new.workspace = Some(Workspace::Path { path });
-                let created = self.inner.store.create_thread(new).await?;
+                let created = self.inner.parts.store.create_thread(new).await?;
                 self.claim(&created.id).await;
                 return Ok(created);
             }
@@ -106,7 +107,7 @@ impl Pipeline {
         };
         new.id = Some(id.clone());
         new.workspace = Some(prepared.clone());
-        let created = self.inner.store.create_thread(new).await;
+        let created = self.inner.parts.store.create_thread(new).await;
         match &created {
             Ok(thread) => {
                 self.claim(&thread.id).await;
@@ -125,7 +126,7 @@ impl Pipeline {
     /// more messages; nothing of it is deleted. Archiving again changes nothing (and reports no
     /// worktree).
     pub async fn archive_thread(&self, thread: &ThreadId) -> Result<Archived, PipelineError> {
-        let before = self.inner.store.require_thread(thread).await?;
+        let before = self.inner.parts.store.require_thread(thread).await?;
         if before.archived_at.is_some() {
             return Ok(Archived {
                 thread: before,
@@ -133,10 +134,11 @@ impl Pipeline {
             });
         }
         self.interrupt(thread).await?;
-        let row = self.inner.store.archive_thread(thread).await?;
-        self.inner.pool.evict_thread(thread).await;
+        let row = self.inner.parts.store.archive_thread(thread).await?;
+        self.inner.parts.pool.evict_thread(thread).await;
         let worktree = self
             .inner
+            .parts
             .workspaces
             .archive(row.workspace.as_deref())
             .await?;
@@ -158,24 +160,25 @@ impl Pipeline {
         thread: &ThreadId,
         cascade: bool,
     ) -> Result<crate::store::DeletedRows, PipelineError> {
-        let row = self.inner.store.require_thread(thread).await?;
+        let row = self.inner.parts.store.require_thread(thread).await?;
         let mut removed = Vec::new();
         if cascade {
-            for child in self.inner.store.children(thread).await? {
+            for child in self.inner.parts.store.children(thread).await? {
                 let rows = Box::pin(self.delete_thread(&child, true)).await?;
                 add_rows(&mut removed, rows);
             }
         }
         self.interrupt(thread).await?;
-        self.inner.pool.evict_thread(thread).await;
+        self.inner.parts.pool.evict_thread(thread).await;
         // The interrupted turn records its end before its rows go.
-        self.after_recorded(thread).await;
-        let rows = self.inner.store.delete_thread(thread).await?;
+        self.inner.runtime.after_recorded(thread).await;
+        let rows = self.inner.parts.store.delete_thread(thread).await?;
         add_rows(&mut removed, rows);
-        if let Err(err) = self.inner.pool.forget_folders(&row) {
+        if let Err(err) = self.inner.parts.pool.forget_folders(&row) {
             warn!(thread_id = %thread, error = %err, "Could not remove the deleted thread's folders.");
         }
         self.inner
+            .parts
             .workspaces
             .archive(row.workspace.as_deref())
             .await?;
@@ -189,8 +192,8 @@ impl Pipeline {
         thread: &ThreadId,
         usd: Option<f64>,
     ) -> Result<(), PipelineError> {
-        let row = self.inner.store.require_thread(thread).await?;
-        let profile = self.inner.pool.profile(row.profile.as_deref())?;
+        let row = self.inner.parts.store.require_thread(thread).await?;
+        let profile = self.inner.parts.pool.profile(row.profile.as_deref())?;
         if let (None, Some(ceiling)) = (usd, profile.max_budget_usd()) {
             return Err(PipelineError::InvalidInput(format!(
                 "maxBudgetUsd: the profile `{}` caps each thread at {ceiling} USD; it cannot be \
@@ -199,7 +202,12 @@ impl Pipeline {
             )));
         }
         let usd = within_ceiling(profile, usd)?;
-        Ok(self.inner.store.set_thread_budget(thread, usd).await?)
+        Ok(self
+            .inner
+            .parts
+            .store
+            .set_thread_budget(thread, usd)
+            .await?)
     }
 
     /// The thread's changes against its workspace's base, as a patch (`text/x-diff`).
@@ -217,8 +225,8 @@ impl Pipeline {
     }
 
     async fn diff_base(&self, thread: &ThreadId) -> Result<(PathBuf, String), PipelineError> {
-        let thread = self.inner.store.require_thread(thread).await?;
-        let workspaces = &self.inner.workspaces;
+        let thread = self.inner.parts.store.require_thread(thread).await?;
+        let workspaces = &self.inner.parts.workspaces;
         let workspace = thread.workspace.as_deref();
         if let Some(workspace) = workspace {
             workspaces.ready(workspace).await?;
@@ -232,6 +240,7 @@ impl Pipeline {
     async fn claim(&self, thread: &ThreadId) {
         if let Err(err) = self
             .inner
+            .parts
             .store
             .claim_lease(thread, &crate::api::events::announce_end)
             .await
@@ -249,18 +258,18 @@ impl Pipeline {
         parent: &ThreadId,
         title: Option<String>,
     ) -> Result<ThreadRow, PipelineError> {
-        let parent_row = self.inner.store.require_thread(parent).await?;
+        let parent_row = self.inner.parts.store.require_thread(parent).await?;
         if let Some(crate::store::Workspace::Worktree { .. }) = parent_row.workspace.as_deref() {
             return Err(PipelineError::InvalidInput(
                 "a thread on a worktree cannot be forked: two threads would share its working tree; create a thread with its own worktree of the repository instead".into(),
             ));
         }
-        let fork = self.inner.store.fork_thread(parent, title).await?;
+        let fork = self.inner.parts.store.fork_thread(parent, title).await?;
         self.claim(&fork.id).await;
         if let Some(session) = &fork.forked_session {
-            let from = self.inner.pool.spec(&parent_row, None)?;
-            let to = self.inner.pool.spec(&fork, None)?;
-            match self.inner.pool.copy_session(&from, &to, session) {
+            let from = self.inner.parts.pool.spec(&parent_row, None)?;
+            let to = self.inner.parts.pool.spec(&fork, None)?;
+            match self.inner.parts.pool.copy_session(&from, &to, session) {
                 Ok(true) => {}
                 Ok(false) => {
                     info!(thread_id = %fork.id, parent_id = %parent, "The parent's CLI session is gone; the fork's history will be injected.");

@@ -1,290 +1,635 @@
-//! One turn: wait for the thread's place in line, check out its process, take a place under the
-//! concurrency limit (`throttle`; a permit holder waits for nothing but the CLI), add context, run
-//! the turn (idle and total timeouts, the idle one paused while the CLI waits on us; the
-//! tool-call cap, which interrupts the turn; tool calls run with the turn's context), store the
-//! outcome, and end the turn on the event stream exactly once. An interrupt while the turn waits
-//! for its process cancels the wait and kills a half-started process. A thread with an
-//! `outputSchema` has the `result`'s `structured_output` checked against it, else the turn fails.
+//! One turn, whatever started it, run by [`Pipeline::run`] from its [`TurnPlan`] through these
+//! stages, in the task that owns it:
+//!
+//! 1. **Its place.** A message waits for the turns ahead of it in its thread's line (its caller
+//!    may withdraw it meanwhile); a turn the CLI started waited for the turn that handed its
+//!    process over to record its end (`cli_turn.rs`).
+//! 2. **Begin.** A message's turn does not start once shutdown began or on a thread archived
+//!    while it waited; it waits for its key's turns at once; its budgets are reserved (refused:
+//!    nothing reaches the CLI); `turn_started`.
+//! 3. **Its process.** A message's turn checks out the thread's process (an interrupt cancels the
+//!    wait and kills a half-started one), takes a place under the concurrency limit (a permit
+//!    holder waits for nothing but the CLI), has its budgets checked again, and sends its prompt
+//!    with context. A CLI-started turn has its process (over budget, the CLI is told to stop it).
+//! 4. **Drive** (`drive.rs`): the CLI's stream until its `result`.
+//! 5. **End.** [`conclude`] makes of what happened the stored ending, the process's fate and the
+//!    caller's answer; the ending is stored once ([`TurnEnder`]), the spending settled, the
+//!    outcome counted and logged. A thread with an `outputSchema` has the reply's structured
+//!    output checked against it, else the turn fails.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
-use claude_cli::TurnResult;
 use opentelemetry::KeyValue;
-use tokio::task::JoinSet;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
+use plugin_contract::SessionStart;
+
+use super::conclude::{conclude, Answer, Conclusion, Facts, Ran, Started};
 use super::end::TurnEnder;
-use super::queue::QueueTicket;
-use super::spans::TurnSpans;
-use super::tally::{usage_of, Recheck, TurnTally};
-use super::{context, Nesting, NewMessage, Pipeline, PipelineError, TurnReply};
-use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted, TurnThrottled};
-use crate::budget::BudgetExceeded;
-use crate::events::{Reply, TurnEnding};
-use crate::launch::ProcessSpec;
-use crate::pool::{Finish, LeasedTurn, TurnItem};
-use crate::store::{EndCause, MessageRow, MessageStatus, Usage};
-use crate::throttle::{Admission, Permit};
-use crate::traces::TurnTrace;
+use super::plan::{InLine, Source, TurnPlan};
+use super::runtime::QueueTicket;
+use super::tally::{usage_of, TurnTally};
+use super::{context, Nesting, Pipeline, PipelineError, TurnReply};
+use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted};
+use crate::budget::{BudgetExceeded, Reservation};
+use crate::events::TurnEnding;
+use crate::pool::{Adopted, Finish, Lease};
+use crate::store::{EndCause, MessageRow, Usage};
+use crate::throttle::Permit;
 use crate::turn_error::TurnError;
 
+/// What the stages before the end leave: how far the turn got, and what it holds until its end
+/// is stored.
+struct Gone {
+    ran: Ran,
+    lease: Option<Lease>,
+    /// Its place under the concurrency limit: given back after the lease ends.
+    permit: Option<Permit>,
+    reservation: Option<Reservation>,
+    /// Its place among its key's turns at once.
+    key_slot: Option<OwnedSemaphorePermit>,
+}
+
+impl Gone {
+    fn at(ran: Ran) -> Gone {
+        Gone {
+            ran,
+            lease: None,
+            permit: None,
+            reservation: None,
+            key_slot: None,
+        }
+    }
+}
+
+/// How a message's wait in line ended.
+enum Waited {
+    /// Its turn came; `behind`: another turn ran first, which may have changed the thread.
+    Turn { behind: bool },
+    /// Its caller withdrew it.
+    Withdrawn,
+}
+
 impl Pipeline {
-    /// Runs the message's turn once the ones ahead of it are done, and ends it on the event
-    /// stream: `turn_finished` or `turn_failed`, stored before the caller hears the outcome.
-    pub(super) async fn run_in_turn(
+    /// Runs `plan`'s turn to its end, stored before the caller hears the outcome: exactly one
+    /// `turn_finished` or `turn_failed`.
+    pub(super) async fn run(
         &self,
-        user: &MessageRow,
-        msg: NewMessage,
-        mut ticket: QueueTicket,
-        nesting: Nesting,
+        mut plan: TurnPlan,
+        source: Source,
     ) -> Result<TurnReply, PipelineError> {
-        let client = msg.client_message_id.clone();
-        let trace = self.inner.traces.turn(
-            msg.traceparent.as_deref(),
-            user.thread_id.as_str(),
-            user.id.as_str(),
-        );
-        trace.content("gen_ai.input.messages", "user", &user.content);
-        let queued = SystemTime::now();
-        let withdrawn = !self
-            .wait_turn(&user.thread_id, client.as_deref(), &mut ticket)
-            .await;
-        trace.past("queue", queued, SystemTime::now(), Vec::new());
-        let mut end = TurnEnder::new(self, user, msg.fence.as_ref());
-        let _acting = Acting::mark(self, &user.thread_id, &msg);
-        let result = if withdrawn {
-            self.withdrawn(user, &mut end).await
-        } else {
-            let result = self.execute(user, msg, nesting, &mut end, &trace).await;
-            if client.is_some() {
-                self.turn_ended(&user.thread_id);
+        let started = source.started();
+        let thread = plan.thread.id.clone();
+        let mut end = TurnEnder::new(self, &plan.user, plan.fence.as_ref());
+        let mut ticket = None;
+        let gone = match source {
+            Source::Message(line) | Source::Redrive(line) => {
+                let InLine {
+                    ticket: mut place,
+                    nesting,
+                } = line;
+                let waited = self.wait_in_line(&plan, &mut place).await;
+                ticket = Some(place);
+                let _acting = self.act(&plan);
+                self.go_in_line(&mut plan, nesting, waited).await
             }
-            result
+            Source::Cli { lease, adopted } => {
+                let _acting = self.act(&plan);
+                Ok(self.go_adopted(&plan, lease, adopted).await)
+            }
         };
+        let result = match gone {
+            Ok((gone, tally)) => self.end(&plan, started, gone, tally, &mut end).await,
+            Err(err) => Err(err),
+        };
+        if plan.client_message_id.is_some() {
+            self.inner.runtime.client_turn_ended(&thread);
+        }
         if let Err(other) = &result {
             if !end.is_ended() {
                 // Not the CLI (the store, the thread): the turn is over all the same, and the
                 // message must not stay `pending`.
                 let ending = TurnEnding::failed(EndCause::Error, other.to_string());
                 if let Err(err) = end.end(ending).await {
-                    warn!(message_id = %user.id, error = %err, "Could not end the failed turn.");
+                    warn!(message_id = %plan.user.id, error = %err, "Could not end the failed turn.");
                 }
             }
         }
-        self.end_recorded(&user.thread_id);
+        self.inner.runtime.end_recorded(&thread);
         match &result {
             Ok(reply) => {
+                let trace = &plan.trace;
                 trace.content(
                     "gen_ai.output.messages",
                     "assistant",
                     &reply.message.content,
                 );
-                trace.end(None);
+                plan.trace.end(None);
             }
-            Err(err) => trace.end(Some(&err.to_string())),
+            Err(err) => plan.trace.end(Some(&err.to_string())),
         }
         // Only now may the next message of the thread start.
         drop(ticket);
         result
     }
 
-    async fn execute(
+    /// Records whom the turn acts for while the guard lives: a child it delegates to acts for
+    /// the same caller, unattended too.
+    fn act(&self, plan: &TurnPlan) -> super::runtime::Acting {
+        let runtime = &self.inner.runtime;
+        runtime.act(&plan.thread.id, plan.caller.clone(), plan.unattended)
+    }
+
+    /// Stage 1 for a message: waits for the turns ahead of it; withdrawn when its caller stops
+    /// its `clientMessageId` meanwhile.
+    async fn wait_in_line(&self, plan: &TurnPlan, ticket: &mut QueueTicket) -> Waited {
+        let queued = SystemTime::now();
+        let thread = &plan.thread.id;
+        let waited = match plan.client_message_id.as_deref() {
+            None => Waited::Turn {
+                behind: ticket.wait_turn().await,
+            },
+            Some(client) => {
+                let runtime = &self.inner.runtime;
+                let withdraw = runtime.line_up(thread, client);
+                let waited = tokio::select! {
+                    behind = ticket.wait_turn() => Waited::Turn { behind },
+                    () = withdraw.cancelled() => Waited::Withdrawn,
+                };
+                let runs = matches!(waited, Waited::Turn { .. });
+                runtime.left_line(thread, client, runs);
+                waited
+            }
+        };
+        plan.trace
+            .past("queue", queued, SystemTime::now(), Vec::new());
+        waited
+    }
+
+    /// Stages 2 to 4 for a message's turn.
+    async fn go_in_line(
         &self,
-        user: &MessageRow,
-        msg: NewMessage,
+        plan: &mut TurnPlan,
         nesting: Nesting,
-        end: &mut TurnEnder,
-        trace: &TurnTrace,
-    ) -> Result<TurnReply, PipelineError> {
-        let inner = &self.inner;
-        if self.is_shutting_down() {
-            // Shutdown began while this message waited in line: the grace period is for turns
-            // that are running, and a turn started now would only be killed.
-            let error = TurnError::ShuttingDown;
-            let status = MessageStatus::Interrupted;
-            let ending = TurnEnding::failed(EndCause::Shutdown, error.to_string());
-            end.end(ending).await?;
-            return Err(PipelineError::Turn {
-                message_id: user.id.clone(),
-                status,
-                error,
-            });
-        }
-        let thread = inner.store.require_thread(&user.thread_id).await?;
-        if thread.archived_at.is_some() {
-            // Archived while this message waited in line: archiving interrupts its turns.
-            let error = TurnError::Interrupted;
-            let status = MessageStatus::Interrupted;
-            let reason = "the thread was archived before this turn started";
-            end.end(TurnEnding::failed(EndCause::Interrupted, reason))
-                .await?;
-            return Err(PipelineError::Turn {
-                message_id: user.id.clone(),
-                status,
-                error,
-            });
+        waited: Waited,
+    ) -> Result<(Gone, TurnTally), PipelineError> {
+        let mut tally = TurnTally::new(plan.unattended);
+        let behind = match waited {
+            Waited::Withdrawn => {
+                let ran = Ran::NotStarted {
+                    cause: EndCause::Withdrawn,
+                    reason: "withdrawn by its caller while it waited in line".into(),
+                    error: TurnError::Interrupted,
+                };
+                return Ok((Gone::at(ran), tally));
+            }
+            Waited::Turn { behind } => behind,
+        };
+        if let Some(ran) = self.not_starting(plan, behind).await? {
+            return Ok((Gone::at(ran), tally));
         }
         // The key's turns at once: held until the turn ends, waited for before anything else.
-        let key = inner.keys.of(&msg.caller).await?;
-        let _key_slot = match &key {
-            Some(key) => inner.keys.turn_slot(key).await,
+        let key_slot = match &plan.key {
+            Some(key) => self.inner.keys.turn_slot(key).await,
             None => None,
         };
-        // Held until the turn ends: turns starting together see each other's.
-        let charge = crate::budget::Budgets::charge(&inner.store, thread.clone())
-            .await?
-            .with_key(key.as_ref());
-        let reservation = match inner.budgets.reserve(&inner.store, &charge).await? {
+        let reservation = match self.reserve(plan).await? {
             Ok(reservation) => reservation,
             Err(exceeded) => {
-                let ending = TurnEnding::refused(exceeded.clone());
-                return Err(self.store_refusal(user, exceeded, ending, end).await);
+                let ran = Ran::Refused {
+                    exceeded,
+                    leased: false,
+                };
+                return Ok((Gone::at(ran), tally));
             }
         };
-        // Its model requests are recorded under its message and span.
-        reservation.on_message(&user.id, trace.traceparent());
-        let model = msg.model.clone().or(thread.model.clone());
-        if let Some(model) = &model {
-            trace.set([KeyValue::new("gen_ai.request.model", model.clone())]);
+        self.turn_started(plan, None);
+        let (ran, lease, permit) = self
+            .checkout_and_drive(plan, nesting, &reservation, &mut tally)
+            .await;
+        let gone = Gone {
+            ran,
+            lease,
+            permit,
+            reservation: Some(reservation),
+            key_slot,
+        };
+        Ok((gone, tally))
+    }
+
+    /// Why a message's turn does not start after its wait: shutdown began, or the thread was
+    /// archived meanwhile (read again only when another turn ran first).
+    async fn not_starting(
+        &self,
+        plan: &mut TurnPlan,
+        behind: bool,
+    ) -> Result<Option<Ran>, PipelineError> {
+        if self.is_shutting_down() {
+            // The grace period is for turns that are running, and a turn started now would
+            // only be killed.
+            return Ok(Some(Ran::NotStarted {
+                cause: EndCause::Shutdown,
+                reason: TurnError::ShuttingDown.to_string(),
+                error: TurnError::ShuttingDown,
+            }));
         }
-        inner.events.emit(
-            &thread.id,
-            Some(&user.id),
+        if behind {
+            let thread = self
+                .inner
+                .parts
+                .store
+                .require_thread(&plan.thread.id)
+                .await?;
+            plan.charge = self.charge(&thread, &plan.caller).await?.1;
+            plan.spec = self.spec_of(&thread, &plan.asked, &plan.trace);
+            plan.thread = thread;
+        }
+        if plan.thread.archived_at.is_some() {
+            // Archiving interrupts the thread's turns.
+            return Ok(Some(Ran::NotStarted {
+                cause: EndCause::Interrupted,
+                reason: "the thread was archived before this turn started".into(),
+                error: TurnError::Interrupted,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Reserves the turn's estimate in every budget it is charged to, held until it ends: turns
+    /// starting together see each other's. Its model requests are recorded under its message
+    /// and span.
+    async fn reserve(
+        &self,
+        plan: &TurnPlan,
+    ) -> Result<Result<Reservation, BudgetExceeded>, PipelineError> {
+        let inner = &self.inner;
+        let reserved = inner
+            .parts
+            .budgets
+            .reserve(&inner.parts.store, &plan.charge)
+            .await?;
+        if let Ok(reservation) = &reserved {
+            reservation.on_message(&plan.user.id, plan.trace.traceparent());
+        }
+        Ok(reserved)
+    }
+
+    /// The turn has begun: `turn_started`, and the model on its span.
+    pub(super) fn turn_started(&self, plan: &TurnPlan, source: Option<String>) {
+        if let Some(model) = plan.model() {
+            plan.trace
+                .set([KeyValue::new("gen_ai.request.model", model)]);
+        }
+        self.inner.parts.events.emit(
+            &plan.thread.id,
+            Some(&plan.user.id),
             ThreadEvent::TurnStarted(TurnStarted {
-                message_id: user.id.clone(),
-                origin: user.origin,
-                source: None,
+                message_id: plan.user.id.clone(),
+                origin: plan.user.origin,
+                source,
             }),
         );
-        let started = Instant::now();
-        let timeout = msg.timeout.unwrap_or(inner.settings.turn_timeout);
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut tally = TurnTally {
-            unattended: msg.unattended,
-            ..TurnTally::default()
+    }
+
+    /// Stages 3 and 4 for a message's turn: checks out the thread's process, takes a place under
+    /// the concurrency limit, checks the budgets again, sends the prompt and drives the turn.
+    ///
+    /// The permit comes after the checkout, so a turn that holds one never waits for anything but
+    /// the CLI. Taken before, it would be held while the checkout waits for a pool slot, and the
+    /// slot may be held by an idle process whose own thread's turn waits for that very permit:
+    /// with `pool.max_capacity = 1` (so a limit of 1) the newcomer would push out the regular it
+    /// should have let run. The cost: a throttled turn keeps its process while it waits, and a
+    /// cold one starts its CLI first.
+    async fn checkout_and_drive(
+        &self,
+        plan: &TurnPlan,
+        nesting: Nesting,
+        reservation: &Reservation,
+        tally: &mut TurnTally,
+    ) -> (Ran, Option<Lease>, Option<Permit>) {
+        let inner = &self.inner;
+        let deadline = tokio::time::Instant::now() + plan.timeout;
+        let unsent = |error| Ran::Unsent {
+            error,
+            leased: false,
         };
-        let mut refused = None;
-        let spec = inner
-            .pool
-            .spec(&thread, model.clone())
-            .map(|mut spec| {
-                if msg.permission_mode.is_some() {
-                    spec.options
-                        .permission_mode
-                        .clone_from(&msg.permission_mode);
-                }
-                spec.mcp_servers.clone_from(&msg.mcp_servers);
-                spec.traceparent = trace.traceparent();
-                spec
-            })
-            .map_err(|err| TurnError::ProfileUnavailable(err.to_string()));
-        let ready = match thread.workspace.as_deref() {
-            Some(workspace) => inner.workspaces.ready(workspace).await,
-            None => Ok(()),
+        let spec = match &plan.spec {
+            Ok(spec) => spec,
+            Err(err) => return (unsent(err.clone()), None, None),
         };
-        let outcome = match (spec, ready) {
-            (Err(err), _) => Err(err),
-            (_, Err(err)) => Err(TurnError::WorkspaceUnavailable(err.to_string())),
-            (Ok(spec), Ok(())) => {
-                self.checkout_and_run(
-                    user,
-                    &msg,
-                    &spec,
-                    thread.output_schema.as_ref(),
-                    deadline,
-                    timeout,
-                    &mut tally,
-                    nesting,
-                    trace,
-                    Recheck {
-                        charge: &charge,
-                        reservation: &reservation,
-                        refused: &mut refused,
+        if let Some(workspace) = plan.thread.workspace.as_deref() {
+            if let Err(err) = inner.parts.workspaces.ready(workspace).await {
+                let error = TurnError::WorkspaceUnavailable(err.to_string());
+                return (unsent(error), None, None);
+            }
+        }
+        let starting = inner.runtime.starting(&plan.thread.id);
+        let lease = match self.checkout(plan, spec, &starting, deadline).await {
+            Ok(lease) => lease,
+            Err(error) => return (unsent(error), None, None),
+        };
+        let user = &plan.user;
+        let permit = self
+            .take_permit(
+                user,
+                nesting,
+                &starting,
+                deadline,
+                plan.timeout,
+                &plan.trace,
+            )
+            .await;
+        drop(starting);
+        let mut permit = match permit {
+            Ok(permit) => permit,
+            // Stopped while it waited in line: the process was not used and stays warm.
+            Err(error) => {
+                return (
+                    Ran::Unsent {
+                        error,
+                        leased: true,
                     },
+                    Some(lease),
+                    None,
                 )
-                .await
             }
         };
-        // The gateway's meter is read once, as the turn's cost is about to be stored.
-        tally.meter(reservation.close_meter());
-        if let Some(exceeded) = refused {
-            // Refused once it had its process: nothing reached the CLI.
-            let ending = TurnEnding::refused(exceeded.clone());
-            return Err(self.store_refusal(user, exceeded, ending, end).await);
-        }
-        if let (Some(exceeded), Err(_)) = (reservation.refused(), &outcome) {
-            // A budget ran out during the turn: the gateway refused a model request, and the
-            // CLI ended the turn (a turn that still finished, its refused request a side one,
-            // keeps its reply).
-            let ending = TurnEnding::stopped(exceeded.clone()).with_spending(None, tally.usage);
-            let refused = self.store_refusal(user, exceeded, ending, end).await;
-            self.count_usage(tally.usage.as_ref());
-            reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
-            return Err(refused);
-        }
-        trace.set(turn_attributes(&tally));
-        match outcome {
-            Ok(done) => {
-                let reply = Reply {
-                    text: done.text,
-                    model: model.clone(),
-                    structured_output: done.structured_output,
+        // It may have waited while other turns spent past their estimates.
+        match (inner.parts.budgets)
+            .recheck(&inner.parts.store, &plan.charge, reservation)
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(exceeded)) => {
+                let ran = Ran::Refused {
+                    exceeded,
+                    leased: true,
                 };
-                let ending = TurnEnding::done(reply, done.session_id.clone(), tally.usage);
-                let ended = end.end(ending).await?;
-                self.count_usage(tally.usage.as_ref());
-                reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
-                inner
+                return (ran, Some(lease), Some(permit));
+            }
+            Err(err) => {
+                warn!(thread_id = %user.thread_id, error = %err, "Could not check the budgets again; the turn runs on its reservation.");
+            }
+        }
+        let ran = (self.send_and_drive(plan, &lease, &mut permit, deadline, tally)).await;
+        (ran, Some(lease), Some(permit))
+    }
+
+    /// Stages 3 and 4 once the turn has its process and its permit: its prompt, with context,
+    /// sent; the CLI's stream driven until its `result`.
+    async fn send_and_drive(
+        &self,
+        plan: &TurnPlan,
+        lease: &Lease,
+        permit: &mut Permit,
+        deadline: tokio::time::Instant,
+        tally: &mut TurnTally,
+    ) -> Ran {
+        let user = &plan.user;
+        let start = lease.session_start();
+        tally.start = Some(start);
+        let prompt = match self.prompt(plan, start).await {
+            Ok(prompt) => prompt,
+            Err(error) => {
+                return Ran::Unsent {
+                    error,
+                    leased: true,
+                }
+            }
+        };
+        self.inner.parts.events.emit(
+            &user.thread_id,
+            Some(&user.id),
+            ThreadEvent::ProcessReady(ProcessReady {
+                start: start.into(),
+                pid: Some(lease.pid()),
+            }),
+        );
+        debug!(thread_id = %user.thread_id, pid = lease.pid(), ?start, "Turn sent.");
+        let outcome = match lease.start_turn(&prompt).await {
+            Ok(turn) => {
+                let trace = &plan.trace;
+                (self.drive(turn, user, deadline, tally, Some(permit), trace)).await
+            }
+            Err(err) => Err(err),
+        };
+        if let Ok(result) = &outcome {
+            // Paid for whether or not the turn worked.
+            tally.usage = Some(usage_of(result));
+            permit.observe_result(result);
+        }
+        Ran::Sent(Box::new(outcome))
+    }
+
+    /// The thread's process, checked out for the turn: warm, or started now (a half-started one
+    /// is killed when an interrupt cancels the wait). Its start shows in the turn's trace.
+    async fn checkout(
+        &self,
+        plan: &TurnPlan,
+        spec: &crate::launch::ProcessSpec,
+        starting: &super::runtime::Starting,
+        deadline: tokio::time::Instant,
+    ) -> Result<Lease, TurnError> {
+        let checkout = plan.trace.child("checkout".into(), Vec::new());
+        let asked = SystemTime::now();
+        let lease = tokio::select! {
+            lease = tokio::time::timeout_at(deadline, self.inner.parts.pool.checkout(spec)) => {
+                lease.map_err(|_| TurnError::TurnTimeout(plan.timeout))??
+            }
+            _ = starting.token.cancelled() => return Err(TurnError::Interrupted),
+        };
+        let start = lease.session_start();
+        checkout.set([KeyValue::new("harness.start", start_label(start))]);
+        if let Some(born) = lease.born().filter(|born| born.asked >= asked) {
+            checkout.past("slot wait", born.asked, born.slot);
+            checkout.past("spawn", born.slot, born.ready);
+        }
+        drop(checkout);
+        // From here the turn may hand the process over (to a turn the CLI starts by itself)
+        // before it records its end: that turn waits for the end (`after_recorded`).
+        self.inner.runtime.hold(&plan.thread.id);
+        if starting.token.is_cancelled() {
+            // The interrupt came as the process became ready: it stays warm, the turn stops.
+            lease.finish(Finish::Keep).await;
+            return Err(TurnError::Interrupted);
+        }
+        Ok(lease)
+    }
+
+    /// The prompt, now that the session start is known: the context providers' additions, and
+    /// the message's files' bytes.
+    async fn prompt(
+        &self,
+        plan: &TurnPlan,
+        start: SessionStart,
+    ) -> Result<plugin_contract::UserContent, TurnError> {
+        let inner = &self.inner;
+        let prompt = context::prepare_prompt(
+            &inner.parts.context,
+            std::sync::Arc::new(inner.parts.store.clone()),
+            &plan.thread.id,
+            start,
+            &plan.content,
+        )
+        .await;
+        (inner.parts.files.resolve(prompt).await).map_err(|err| TurnError::Files(err.to_string()))
+    }
+
+    /// Stages 2 to 4 for a turn the CLI started by itself: charged before it runs on, like a
+    /// message's (it holds its estimate while it runs, so turns running at once count, the one
+    /// that just handed the process over included); over budget, the CLI is told to stop it now.
+    async fn go_adopted(
+        &self,
+        plan: &TurnPlan,
+        lease: Lease,
+        adopted: Adopted,
+    ) -> (Gone, TurnTally) {
+        let mut tally = TurnTally::new(false);
+        tally.start = Some(SessionStart::Warm);
+        let (over_budget, reservation) = match self.reserve(plan).await {
+            Ok(Ok(reservation)) => (None, Some(reservation)),
+            Ok(Err(exceeded)) => (Some(exceeded), None),
+            Err(err) => {
+                warn!(thread_id = %plan.thread.id, error = %err, "Could not check the budgets of the CLI's own turn.");
+                (None, None)
+            }
+        };
+        let turn = lease.own_turn(adopted);
+        if over_budget.is_some() {
+            turn.interrupt_now();
+        }
+        let deadline = tokio::time::Instant::now() + plan.timeout;
+        let trace = &plan.trace;
+        let outcome = (self.drive(turn, &plan.user, deadline, &mut tally, None, trace)).await;
+        tally.usage = outcome.as_ref().ok().map(usage_of);
+        let ran = match over_budget {
+            Some(exceeded) => Ran::Refused {
+                exceeded,
+                leased: true,
+            },
+            None => Ran::Sent(Box::new(outcome)),
+        };
+        let gone = Gone {
+            ran,
+            lease: Some(lease),
+            permit: None,
+            reservation,
+            key_slot: None,
+        };
+        (gone, tally)
+    }
+
+    /// Stage 5: what the turn came to, its process finished accordingly, its ending stored, its
+    /// spending settled, counted and logged.
+    async fn end(
+        &self,
+        plan: &TurnPlan,
+        started: Started,
+        gone: Gone,
+        mut tally: TurnTally,
+        end: &mut TurnEnder,
+    ) -> Result<TurnReply, PipelineError> {
+        let Gone {
+            ran,
+            lease,
+            permit,
+            reservation,
+            key_slot,
+        } = gone;
+        // The gateway's meter is read once, as the turn's cost is about to be stored.
+        if let Some(reservation) = &reservation {
+            tally.meter(reservation.close_meter());
+        }
+        let conclusion = conclude(Facts {
+            started,
+            ran,
+            stopped_by: reservation.as_ref().and_then(Reservation::refused),
+            usage: tally.usage,
+            session: lease.as_ref().and_then(Lease::session_id),
+            model: plan.model(),
+            schema: plan.thread.output_schema.as_ref(),
+            timeout: plan.timeout,
+            shutting_down: self.is_shutting_down(),
+        });
+        if let Some(lease) = lease {
+            if conclusion.finish == Some(Finish::Discard) {
+                warn!(thread_id = %plan.thread.id, pid = lease.pid(), "Turn failed; evicting the process.");
+            }
+            lease
+                .finish(conclusion.finish.unwrap_or(Finish::Discard))
+                .await;
+        }
+        // The permit is given back last, once the process is settled.
+        drop(permit);
+        if !matches!(conclusion.answer, Answer::Refused(_)) {
+            plan.trace.set(turn_attributes(&tally));
+        }
+        let result = self.store_end(plan, conclusion, end, &tally).await;
+        self.count_usage(tally.usage.as_ref());
+        if let Some(reservation) = reservation {
+            reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
+        }
+        drop(key_slot);
+        result
+    }
+
+    /// Stores the turn's ending and answers its caller; counts and logs the outcome.
+    async fn store_end(
+        &self,
+        plan: &TurnPlan,
+        conclusion: Conclusion,
+        end: &mut TurnEnder,
+        tally: &TurnTally,
+    ) -> Result<TurnReply, PipelineError> {
+        let user = &plan.user;
+        let Conclusion { ending, answer, .. } = conclusion;
+        let done = ending.cause == EndCause::Done;
+        let ended = match end.end(ending).await {
+            Ok(ended) => ended,
+            Err(err) => {
+                warn!(message_id = %user.id, error = %err, "Could not store the turn's end.");
+                if done {
+                    let ending = TurnEnding::failed(EndCause::Error, err.to_string());
+                    if let Err(err) = end.end(ending).await {
+                        warn!(message_id = %user.id, error = %err, "Could not end the turn.");
+                    }
+                }
+                return Err(err.into());
+            }
+        };
+        let ms = tally.elapsed().as_millis() as u64;
+        match answer {
+            Answer::Refused(exceeded) => Err(self.refused(user, exceeded)),
+            Answer::Reply { session, api_calls } => {
+                self.inner
                     .turns
-                    .finished(tally.is_warm(), "done", started.elapsed());
+                    .finished(tally.is_warm(), "done", tally.elapsed());
                 info!(
-                    thread_id = %thread.id, message_id = %user.id, start = ?tally.start, warm = tally.is_warm(),
-                    ms = started.elapsed().as_millis() as u64, api_calls = done.num_turns,
-                    tool_calls = tally.tool_calls, outcome = "done", "Turn finished."
+                    thread_id = %user.thread_id, message_id = %user.id, start = ?tally.start, warm = tally.is_warm(),
+                    origin = user.origin.as_str(), ms, api_calls, tool_calls = tally.tool_calls, outcome = "done", "Turn finished."
                 );
                 // `None`: shutdown ended it as it finished; the reply was not stored.
                 let Some(message) = ended.and_then(|ended| ended.reply) else {
                     return Err(PipelineError::Turn {
                         message_id: user.id.clone(),
-                        status: MessageStatus::Interrupted,
+                        status: crate::store::MessageStatus::Interrupted,
                         error: TurnError::ShuttingDown,
                     });
                 };
                 Ok(TurnReply {
                     message,
-                    thread_id: thread.id,
-                    session_id: done.session_id,
+                    thread_id: user.thread_id.clone(),
+                    session_id: session,
                     user_message_id: user.id.clone(),
                 })
             }
-            Err(error) => {
-                let cause = error.to_string();
-                let (ends, error) = match error {
-                    // A turn that met a result for another message (a turn the CLI started by
-                    // itself) never ran as asked: it may be sent again, and runs on a new process.
-                    TurnError::Interrupted
-                    | TurnError::Process(claude_cli::CliError::Unpaired { .. }) => {
-                        (EndCause::Interrupted, error)
-                    }
-                    // Killed by shutdown (the process death is only how): the user did nothing
-                    // wrong and may send it again.
-                    TurnError::ShuttingDown => (EndCause::Shutdown, error),
-                    _ if self.is_shutting_down() => (EndCause::Shutdown, TurnError::ShuttingDown),
-                    other => (EndCause::Error, other),
-                };
-                let status = ends.status();
-                let ending =
-                    TurnEnding::failed(ends, error.to_string()).with_spending(None, tally.usage);
-                end.end(ending).await?;
-                self.count_usage(tally.usage.as_ref());
-                reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
-                inner
-                    .turns
-                    .finished(tally.is_warm(), status.as_str(), started.elapsed());
+            Answer::Failed { status, error } => {
+                (self.inner.turns).finished(tally.is_warm(), status.as_str(), tally.elapsed());
                 warn!(
-                    thread_id = %thread.id, message_id = %user.id, start = tally.label(),
-                    ms = started.elapsed().as_millis() as u64, tool_calls = tally.tool_calls,
-                    outcome = ?status, error = %cause, "Turn failed."
+                    thread_id = %user.thread_id, message_id = %user.id, start = tally.label(),
+                    origin = user.origin.as_str(), ms, tool_calls = tally.tool_calls, outcome = ?status,
+                    error = %error, "Turn failed."
                 );
                 Err(PipelineError::Turn {
                     message_id: user.id.clone(),
@@ -295,17 +640,8 @@ impl Pipeline {
         }
     }
 
-    /// Ends the turn as refused by a budget, and returns the error its caller reports.
-    pub(super) async fn store_refusal(
-        &self,
-        user: &MessageRow,
-        exceeded: BudgetExceeded,
-        ending: TurnEnding,
-        end: &mut TurnEnder,
-    ) -> PipelineError {
-        if let Err(err) = end.end(ending).await {
-            return err.into();
-        }
+    /// A turn a budget refused: counted and logged; the error its caller reports.
+    fn refused(&self, user: &MessageRow, exceeded: BudgetExceeded) -> PipelineError {
         let budget = exceeded.budget.as_str();
         self.inner.turns.refused(budget);
         info!(
@@ -326,8 +662,10 @@ impl Pipeline {
         exceeded: BudgetExceeded,
     ) -> PipelineError {
         let mut end = TurnEnder::new(self, user, None);
-        let ending = TurnEnding::refused(exceeded.clone());
-        self.store_refusal(user, exceeded, ending, &mut end).await
+        if let Err(err) = end.end(TurnEnding::refused(exceeded.clone())).await {
+            return err.into();
+        }
+        self.refused(user, exceeded)
     }
 
     pub(super) fn count_usage(&self, usage: Option<&Usage>) {
@@ -335,423 +673,6 @@ impl Pipeline {
             self.inner.turns.usage(&usage.tokens(), usage.cost_usd);
         }
     }
-
-    /// Checks out the thread's process, takes a place under the concurrency limit, prepares the
-    /// prompt now that the session start is known, runs the turn, and ends the lease according to
-    /// how the turn went. The permit is dropped last, on every path.
-    ///
-    /// The permit comes after the checkout, so a turn that holds one never waits for anything but
-    /// the CLI. Taken before, it would be held while the checkout waits for a pool slot, and the
-    /// slot may be held by an idle process whose own thread's turn waits for that very permit:
-    /// with `pool.max_capacity = 1` (so a limit of 1) the newcomer would push out the regular it
-    /// should have let run. The cost: a throttled turn keeps its process while it waits, and a
-    /// cold one starts its CLI first.
-    #[allow(clippy::too_many_arguments)]
-    async fn checkout_and_run(
-        &self,
-        user: &MessageRow,
-        msg: &NewMessage,
-        spec: &ProcessSpec,
-        schema: Option<&serde_json::Value>,
-        deadline: tokio::time::Instant,
-        timeout: Duration,
-        tally: &mut TurnTally,
-        nesting: Nesting,
-        trace: &TurnTrace,
-        recheck: Recheck<'_>,
-    ) -> Result<Done, TurnError> {
-        let inner = &self.inner;
-        let starting = Starting::new(self, &user.thread_id);
-        let checkout = trace.child("checkout".into(), Vec::new());
-        let asked = SystemTime::now();
-        let lease = tokio::select! {
-            lease = tokio::time::timeout_at(
-                deadline,
-                inner.pool.checkout(spec),
-            ) => lease.map_err(|_| TurnError::TurnTimeout(timeout))??,
-            // Interrupted while its process starts: a half-started process is killed with
-            // the dropped checkout.
-            _ = starting.token.cancelled() => return Err(TurnError::Interrupted),
-        };
-        let start = lease.session_start();
-        checkout.set([KeyValue::new("harness.start", start_label(start))]);
-        if let Some(born) = lease.born().filter(|born| born.asked >= asked) {
-            checkout.past("slot wait", born.asked, born.slot);
-            checkout.past("spawn", born.slot, born.ready);
-        }
-        drop(checkout);
-        // From here the turn may hand the process over (to a turn the CLI starts by itself)
-        // before it records its end: that turn waits for the end (`after_recorded`).
-        crate::sync::lock(&inner.holding).insert(user.thread_id.clone());
-        if starting.token.is_cancelled() {
-            // The interrupt came as the process became ready: it stays warm, the turn stops.
-            lease.finish(Finish::Keep).await;
-            return Err(TurnError::Interrupted);
-        }
-        let mut permit = match self
-            .take_permit(user, nesting, &starting, deadline, timeout, trace)
-            .await
-        {
-            Ok(permit) => permit,
-            Err(err) => {
-                // Stopped while it waited in line: the process was not used and stays warm.
-                lease.finish(Finish::Keep).await;
-                return Err(err);
-            }
-        };
-        drop(starting);
-        // It may have waited while other turns spent past their estimates.
-        match (inner.budgets)
-            .recheck(&inner.store, recheck.charge, recheck.reservation)
-            .await
-        {
-            Ok(Ok(())) => {}
-            Ok(Err(exceeded)) => {
-                lease.finish(Finish::Keep).await;
-                *recheck.refused = Some(exceeded);
-                // Not reported: the caller reports the refusal it finds in `refused`.
-                return Err(TurnError::Interrupted);
-            }
-            Err(err) => {
-                warn!(thread_id = %user.thread_id, error = %err, "Could not check the budgets again; the turn runs on its reservation.");
-            }
-        }
-        tally.start = Some(start);
-        let prompt = context::prepare_prompt(
-            &inner.context,
-            std::sync::Arc::new(inner.store.clone()),
-            &user.thread_id,
-            start,
-            &msg.content,
-        )
-        .await;
-        let prompt = match inner.files.resolve(prompt).await {
-            Ok(prompt) => prompt,
-            Err(err) => {
-                lease.finish(Finish::Keep).await;
-                return Err(TurnError::Files(err.to_string()));
-            }
-        };
-        inner.events.emit(
-            &user.thread_id,
-            Some(&user.id),
-            ThreadEvent::ProcessReady(ProcessReady {
-                start: start.into(),
-                pid: Some(lease.pid()),
-            }),
-        );
-        debug!(thread_id = %user.thread_id, pid = lease.pid(), ?start, "Turn sent.");
-        let outcome = match lease.start_turn(&prompt).await {
-            Ok(turn) => {
-                let permit = Some(&mut permit);
-                self.drive(turn, user, deadline, tally, permit, trace).await
-            }
-            Err(err) => Err(err),
-        };
-        if let Ok(result) = &outcome {
-            // Paid for whether or not the turn worked.
-            tally.usage = Some(usage_of(result));
-            permit.observe_result(result);
-        }
-        match outcome {
-            Ok(result) if !result.is_error => {
-                let session_id = result
-                    .session_id
-                    .clone()
-                    .map(plugin_contract::CliSessionId::from_string)
-                    .or_else(|| lease.session_id());
-                lease.finish(Finish::Keep).await;
-                let structured_output = match schema {
-                    Some(schema) => Some(structured(schema, result.structured_output)?),
-                    None => None,
-                };
-                Ok(Done {
-                    text: result.text.unwrap_or_default(),
-                    structured_output,
-                    session_id,
-                    num_turns: result.num_turns,
-                })
-            }
-            Ok(result) if result.subtype == "error_max_structured_output_retries" => {
-                // The model failed the schema; the process itself is fine.
-                lease.finish(Finish::Keep).await;
-                Err(TurnError::StructuredOutput(format!(
-                    "the CLI gave up (error_max_structured_output_retries): {}",
-                    result.error_reason()
-                )))
-            }
-            Ok(result) if result.was_interrupted() => {
-                // An interrupt: the process stays usable.
-                lease.finish(Finish::Keep).await;
-                Err(TurnError::Interrupted)
-            }
-            Ok(result) => {
-                // Also after an API failure (a 529 once the CLI's retries ran out), though the
-                // process is healthy: kept, it sends the failed prompt again merged into the next
-                // one (measured: the next request's last user text held both), while a process
-                // that resumes the session sends only the new prompt.
-                let reason = result.error_reason();
-                warn!(thread_id = %user.thread_id, pid = lease.pid(), %reason, "Turn failed; evicting the process.");
-                lease.finish(Finish::Discard).await;
-                Err(TurnError::Cli(crate::turn_error::for_clients(&reason)))
-            }
-            Err(err @ TurnError::ToolCallLimit(_)) => {
-                // Stopped by an interrupt: the process stays usable.
-                lease.finish(Finish::Keep).await;
-                Err(err)
-            }
-            Err(err) => {
-                // The turn only knows its deadline; the user set (and should read) the total.
-                let err = match err {
-                    TurnError::TurnTimeout(_) => TurnError::TurnTimeout(timeout),
-                    other => other,
-                };
-                warn!(thread_id = %user.thread_id, pid = lease.pid(), error = %err, "Turn failed; evicting the process.");
-                lease.finish(Finish::Discard).await;
-                Err(err)
-            }
-        }
-    }
-
-    /// A place under the concurrency limit: at once, or after waiting in line (announced with one
-    /// `turn_throttled` event). The wait ends early on an interrupt, the turn's deadline or
-    /// shutdown; leaving the line frees the place.
-    async fn take_permit(
-        &self,
-        user: &MessageRow,
-        nesting: Nesting,
-        starting: &Starting<'_>,
-        deadline: tokio::time::Instant,
-        timeout: Duration,
-        trace: &TurnTrace,
-    ) -> Result<Permit, TurnError> {
-        let inner = &self.inner;
-        let queued = match nesting {
-            Nesting::InToolCall => return Ok(inner.throttle.admit_nested()),
-            Nesting::TopLevel => match inner.throttle.admit() {
-                Admission::Now(permit) => return Ok(permit),
-                Admission::Queued(queued) => queued,
-            },
-        };
-        inner.events.emit(
-            &user.thread_id,
-            Some(&user.id),
-            ThreadEvent::TurnThrottled(TurnThrottled {
-                message_id: user.id.clone(),
-                limit: queued.limit as u64,
-                running: queued.running as u64,
-                position: queued.position as u64,
-            }),
-        );
-        debug!(
-            thread_id = %user.thread_id, limit = queued.limit, running = queued.running,
-            position = queued.position, "Turn waits for the concurrency limit."
-        );
-        let _waiting = trace.child("throttle".into(), Vec::new());
-        tokio::select! {
-            permit = tokio::time::timeout_at(deadline, queued.wait()) => {
-                permit.map_err(|_| TurnError::TurnTimeout(timeout))
-            }
-            _ = starting.token.cancelled() => Err(TurnError::Interrupted),
-            _ = inner.stopping.cancelled() => Err(TurnError::ShuttingDown),
-        }
-    }
-
-    /// Streams `turn` (ours once its prompt is written, or one the CLI started by itself) until
-    /// its `result`: events to the thread's stream (and to the permit, which watches for the
-    /// API's push-back), tool calls run with the turn's context, spans to its trace. Idle time
-    /// counts only while the CLI is not waiting on us. `permit` is the turn's place under the
-    /// concurrency limit, when it took one.
-    pub(super) async fn drive(
-        &self,
-        mut turn: LeasedTurn<'_>,
-        user: &MessageRow,
-        deadline: tokio::time::Instant,
-        tally: &mut TurnTally,
-        mut permit: Option<&mut Permit>,
-        trace: &TurnTrace,
-    ) -> Result<TurnResult, TurnError> {
-        let inner = &self.inner;
-        let metered = |response: &str| inner.budgets.response_usage(&user.thread_id, response);
-        let mut spans = TurnSpans::new(trace, &metered);
-        let idle = inner.settings.idle_timeout;
-        let max_tool_calls = turn
-            .max_tool_calls()
-            .unwrap_or(inner.settings.max_tool_calls);
-        // Tool calls of this turn; the ones still running when it ends are stopped.
-        let mut tools = JoinSet::new();
-        let mut last_output = tokio::time::Instant::now();
-        let mut over_limit = false;
-        loop {
-            tokio::select! {
-                item = turn.next() => {
-                    last_output = tokio::time::Instant::now();
-                    match item? {
-                        TurnItem::ModelCall(call) => spans.model_call(call),
-                        TurnItem::Event(event) => {
-                            spans.event(&event);
-                            if tally.observe(&event) > u64::from(max_tool_calls) && !over_limit {
-                                over_limit = true;
-                                warn!(tool_calls = tally.tool_calls, limit = max_tool_calls, "Too many tool calls in one turn; stopping it.");
-                                turn.interrupt_now();
-                            }
-                            if let Some(permit) = permit.as_deref_mut() {
-                                permit.observe(&event);
-                            }
-                            inner.events.emit(&user.thread_id, Some(&user.id), event.into());
-                        }
-                        TurnItem::Alive => {}
-                        TurnItem::ToolCall(pending) => {
-                            let mcp = inner.mcp.clone();
-                            let (call, reply) = pending.into_parts();
-                            let plugin = mcp.registry().get(&call.name).map(|t| t.plugin.as_str());
-                            let parent = spans.our_tool(call.tool_use_id(), &call.name, plugin);
-                            let ctx = self.traced_tool_context(user.thread_id.clone(), parent);
-                            tools.spawn(async move { reply.send(mcp.call(call, ctx).await) });
-                        }
-                        TurnItem::Permission(request) => {
-                            let approvals = inner.approvals.clone();
-                            let asked = crate::approvals::Request {
-                                request_id: request.request_id().to_owned(),
-                                thread: user.thread_id.clone(),
-                                message: Some(user.id.clone()),
-                                tool_name: request.tool_name().to_owned(),
-                                input: request.input(),
-                                tool_use_id: request.tool_use_id().map(str::to_owned),
-                                cwd: turn.workdir().to_path_buf(),
-                                profile: turn.profile().to_owned(),
-                                unattended: tally.unattended,
-                            };
-                            let waiting = spans.approval(request.tool_name());
-                            tools.spawn(async move {
-                                let decision = approvals.decide(asked).await;
-                                drop(waiting);
-                                request.answer(decision)
-                            });
-                        }
-                        TurnItem::Done(result) => {
-                            if over_limit {
-                                return Err(TurnError::ToolCallLimit(max_tool_calls));
-                            }
-                            return Ok(*result);
-                        }
-                    }
-                }
-                _ = tokio::time::sleep_until(last_output + idle) => {
-                    if turn.waiting_on_host() {
-                        last_output = tokio::time::Instant::now();
-                        continue;
-                    }
-                    return Err(TurnError::IdleTimeout(idle));
-                }
-                _ = tokio::time::sleep_until(deadline) => {
-                    // Only the caller knows the turn's total (it started the clock).
-                    return Err(TurnError::TurnTimeout(Duration::ZERO));
-                }
-            }
-        }
-    }
-}
-
-/// A turn waiting for its process, registered so that an interrupt can cancel the wait.
-struct Starting<'a> {
-    pipeline: &'a Pipeline,
-    thread: plugin_contract::ThreadId,
-    token: tokio_util::sync::CancellationToken,
-}
-
-impl<'a> Starting<'a> {
-    fn new(pipeline: &'a Pipeline, thread: &plugin_contract::ThreadId) -> Self {
-        let token = tokio_util::sync::CancellationToken::new();
-        crate::sync::lock(&pipeline.inner.starting).insert(thread.clone(), token.clone());
-        Starting {
-            pipeline,
-            thread: thread.clone(),
-            token,
-        }
-    }
-}
-
-impl Drop for Starting<'_> {
-    fn drop(&mut self) {
-        crate::sync::lock(&self.pipeline.inner.starting).remove(&self.thread);
-    }
-}
-
-impl Pipeline {
-    /// The thread's turn has recorded its end: a turn the CLI started on its process may go on.
-    fn end_recorded(&self, thread: &plugin_contract::ThreadId) {
-        if crate::sync::lock(&self.inner.holding).remove(thread) {
-            self.inner.recorded.notify_waiters();
-        }
-    }
-
-    /// Waits (a few seconds at most) until the turn that held the thread's process has recorded
-    /// its end, so that what the CLI starts next on it comes after that turn in the thread.
-    pub(super) async fn after_recorded(&self, thread: &plugin_contract::ThreadId) {
-        let inner = &self.inner;
-        let wait = async {
-            loop {
-                let notified = inner.recorded.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if !crate::sync::lock(&inner.holding).contains(thread) {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        if tokio::time::timeout(Duration::from_secs(5), wait)
-            .await
-            .is_err()
-        {
-            warn!(thread_id = %thread, "The turn before the CLI's own did not record its end within 5 s; going on.");
-        }
-    }
-}
-
-/// Records, while it lives, whom the thread's running turn acts for and whether anyone attends
-/// it, so that a child it delegates to acts for the same caller, unattended too.
-struct Acting<'a> {
-    pipeline: &'a Pipeline,
-    thread: plugin_contract::ThreadId,
-}
-
-impl<'a> Acting<'a> {
-    fn mark(pipeline: &'a Pipeline, thread: &plugin_contract::ThreadId, msg: &NewMessage) -> Self {
-        let facts = (msg.caller.clone(), msg.unattended);
-        crate::sync::lock(&pipeline.inner.acting).insert(thread.clone(), facts);
-        Acting {
-            pipeline,
-            thread: thread.clone(),
-        }
-    }
-}
-
-impl Drop for Acting<'_> {
-    fn drop(&mut self) {
-        crate::sync::lock(&self.pipeline.inner.acting).remove(&self.thread);
-    }
-}
-
-/// The turn's structured output, checked against the thread's schema.
-fn structured(
-    schema: &serde_json::Value,
-    output: Option<serde_json::Value>,
-) -> Result<serde_json::Value, TurnError> {
-    let Some(output) = output else {
-        return Err(TurnError::StructuredOutput(
-            "the model answered without calling StructuredOutput".into(),
-        ));
-    };
-    let compiled =
-        crate::mcp::schema::OutputSchema::compile(schema).map_err(TurnError::StructuredOutput)?;
-    compiled.check(&output).map_err(|problems| {
-        TurnError::StructuredOutput(format!(
-            "the output does not match outputSchema: {problems}"
-        ))
-    })?;
-    Ok(output)
 }
 
 /// The root span's figures of a turn: how its process started, its usage and cost.
@@ -779,19 +700,10 @@ fn turn_attributes(tally: &TurnTally) -> Vec<KeyValue> {
 }
 
 /// How a turn's process started, as its spans name it.
-fn start_label(start: plugin_contract::SessionStart) -> &'static str {
+fn start_label(start: SessionStart) -> &'static str {
     match start {
-        plugin_contract::SessionStart::Warm => "warm",
-        plugin_contract::SessionStart::Resumed => "resumed",
-        plugin_contract::SessionStart::Fresh { .. } => "fresh",
+        SessionStart::Warm => "warm",
+        SessionStart::Resumed => "resumed",
+        SessionStart::Fresh { .. } => "fresh",
     }
-}
-
-/// A successful turn.
-struct Done {
-    text: String,
-    /// For a thread with an `outputSchema`: the validated value.
-    structured_output: Option<serde_json::Value>,
-    session_id: Option<plugin_contract::CliSessionId>,
-    num_turns: u64,
 }

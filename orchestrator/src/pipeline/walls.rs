@@ -9,7 +9,7 @@ impl Pipeline {
     /// Records each process the walls stop ([`crate::pool::Pool::take_breaches`]) on its
     /// thread, until the daemon stops. Called once, at start-up.
     pub fn serve_breaches(&self) {
-        let Some(mut breaches) = self.inner.pool.take_breaches() else {
+        let Some(mut breaches) = self.inner.parts.pool.take_breaches() else {
             return;
         };
         let pipeline = self.clone();
@@ -22,10 +22,11 @@ impl Pipeline {
                 let Some((thread, breach)) = breach else {
                     return;
                 };
-                pipeline
-                    .inner
-                    .events
-                    .emit(&thread, None, ThreadEvent::LimitReached(breach.into()));
+                pipeline.inner.parts.events.emit(
+                    &thread,
+                    None,
+                    ThreadEvent::LimitReached(breach.into()),
+                );
             }
         });
     }

@@ -142,14 +142,20 @@ impl Lease {
         }
     }
 
-    /// Takes over a turn the CLI started by itself on this lease's process: its events and
-    /// control requests come from the returned stream, as a turn of ours would.
-    pub fn adopt(&self, events: TurnEvents) -> LeasedTurn<'_> {
+    /// Takes over a turn the CLI started by itself on this lease's process: from now on its
+    /// control requests wait for it in the returned value, driven once [`Lease::own_turn`] makes
+    /// it a stream as a turn of ours would be.
+    pub fn adopt(&self, events: TurnEvents) -> Adopted {
         let (tx, calls) = mpsc::unbounded_channel();
         *lock(&self.entry.calls.own) = Some(tx);
+        Adopted { events, calls }
+    }
+
+    /// The adopted turn's stream of items.
+    pub fn own_turn(&self, adopted: Adopted) -> LeasedTurn<'_> {
         LeasedTurn {
-            events,
-            calls,
+            events: adopted.events,
+            calls: adopted.calls,
             entry: &self.entry,
             pool: &self.pool,
             own: true,
@@ -210,6 +216,12 @@ impl Drop for Lease {
     }
 }
 
+/// A turn the CLI started by itself, taken over ([`Lease::adopt`]) and not driven yet.
+pub struct Adopted {
+    events: TurnEvents,
+    calls: mpsc::UnboundedReceiver<HostCall>,
+}
+
 /// One running turn on a leased process.
 pub struct LeasedTurn<'a> {
     events: TurnEvents,
@@ -251,14 +263,9 @@ impl LeasedTurn<'_> {
         });
     }
 
-    /// Most tool calls the turn may make: its profile's (one less than the process's
-    /// `--max-turns`, the CLI's own bound on API round trips).
-    pub fn max_tool_calls(&self) -> Option<u32> {
-        self.entry
-            .spec
-            .options
-            .max_turns
-            .map(|turns| turns.saturating_sub(1))
+    /// What bounds the turn: its process's profile's limits.
+    pub fn limits(&self) -> crate::launch::TurnLimits {
+        self.entry.spec.limits
     }
 
     /// The process's profile, whose approvals decide its permission requests.

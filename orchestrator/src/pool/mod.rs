@@ -90,7 +90,9 @@ mod transcript;
 pub use admission::AdmissionSettings;
 pub use entry::Born;
 pub use host::CliTurn;
-pub use lease::{CallReply, Finish, Lease, LeasedTurn, PendingCall, PermissionRequest, TurnItem};
+pub use lease::{
+    Adopted, CallReply, Finish, Lease, LeasedTurn, PendingCall, PermissionRequest, TurnItem,
+};
 pub use state::WorktreeKey;
 pub use status::{rss_bytes, ProcessInfo, MEMORY_SAMPLE_EVERY};
 
