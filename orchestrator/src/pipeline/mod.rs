@@ -1,16 +1,21 @@
-//! The one path every message takes, from the HTTP API and from delegation:
+//! The one path every turn takes, whatever started it (the HTTP API, `/mcp`, delegation, a
+//! schedule, a re-drive, the CLI itself):
 //!
 //! store its images and documents as files ([`crate::files`]) → persist the user message
-//! (`pending`, its media as file references) → wait for the thread's turn (FIFO, one turn at a time
-//! per thread, threads in parallel) → check out the thread's process → take a place under the
-//! concurrency limit → add context → the references' bytes back → run the turn → persist the reply and the CLI session id →
-//! emit events.
+//! (`pending`, its media as file references) → plan its turn ([`plan`]) → wait for the thread's
+//! turn (FIFO, one turn at a time per thread, threads in parallel) → check out the thread's
+//! process → take a place under the concurrency limit → add context → the references' bytes
+//! back → run the turn → persist the reply and the CLI session id → emit events.
 //!
-//! - [`queue`]: the per-thread FIFO.
+//! - [`plan`]: `TurnPlan`, a turn as a value, and its `Source`.
+//! - [`turn`]: `Pipeline::run`, the one runner, stage by stage; [`drive`]: the CLI's stream;
+//!   [`conclude`]: the pure end of a turn (stored ending, the process's fate, the answer).
+//! - [`runtime`]: each thread's runtime state under one lock (its line, client ids, the acting
+//!   caller, the wait for its process, the unrecorded end); [`line`]: stopping one message.
 //! - [`idempotency`]: a repeated `clientMessageId` (answer with the first run, retry an
 //!   interrupted one, refuse other content).
 //! - [`context`]: the context providers, once the session start is known.
-//! - [`turn`]: one turn on a leased process, its timeouts and limits, its events and its end.
+//! - [`cli_turn`], [`redrive`]: the first stage of a CLI-started and of a re-driven turn.
 //! - [`threads`]: a thread as a whole: created (its profile's rules, its workspace, a spare),
 //!   forked, archived, its budget, its diff.
 //!
