@@ -1,5 +1,5 @@
 //! `contrib/harness.service`: systemd accepts it (`systemd-analyze verify`, when the tool is
-//! there), and it keeps the promises the README makes for it.
+//! there), and it keeps the promises `docs/operations.md` makes for it.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -114,8 +114,8 @@ impl From<claude_cli::TurnEvent> for ThreadEvent {
     }
 }
 
-/// Every kind of event, by name: the SSE `event:` names the README lists. Each is the tag of one
-/// [`ThreadEvent`] variant ([`ThreadEvent::kind`]); the tests hold the two lists together.
+/// Every kind of event, by name: the SSE `event:` names `docs/events.md` lists. Each is the tag of
+/// one [`ThreadEvent`] variant ([`ThreadEvent::kind`]); the tests hold the two lists together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
@@ -511,18 +511,22 @@ mod tests {
 
     #[test]
     fn serialized_names_are_the_documented_ones() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-            .expect("the README");
-        let events_row = readme
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/events.md"))
+                .expect("docs/events.md");
+        // The first cell of each row of the event table: "| `turn_started` | … |".
+        let listed: Vec<&str> = doc
             .lines()
-            .find(|l| l.starts_with("| `GET /api/threads/{id}/events`"))
-            .expect("the README's API table lists the event stream");
+            .filter_map(|l| l.strip_prefix("| `")?.split_once("` |"))
+            .map(|(name, _)| name)
+            .collect();
+        assert!(!listed.is_empty(), "docs/events.md has an event table");
         for kind in EventKind::ALL {
             let name = serde_json::to_value(kind).expect("serializes");
             assert_eq!(name, kind.as_str(), "{kind:?}");
             assert!(
-                events_row.contains(&format!("`{}`", kind.as_str())),
-                "the README's event list lacks {}",
+                listed.contains(&kind.as_str()),
+                "the event list of docs/events.md lacks {}",
                 kind.as_str()
             );
         }

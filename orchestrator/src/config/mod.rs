@@ -1,8 +1,8 @@
 //! Settings: defaults, overridden by a TOML file, overridden by env vars and flags. The flags and
 //! their env vars are one clap struct, [`ServeArgs`], merged over the file by [`Config::load`].
 //!
-//! Every field has a default so that `harness serve` works with no file at all. The README's
-//! configuration table mirrors this file.
+//! Every field has a default so that `harness serve` works with no file at all. The configuration
+//! table of `docs/configuration.md` mirrors this file.
 //!
 //! Plugins' settings are not here: each `[plugins.NAME]` table is kept as it is
 //! ([`Config::plugins`]) and handed to that plugin's constructor, which parses it into settings

@@ -332,7 +332,8 @@ async fn rules_hold_against_the_measured_bypasses() {
         tool: tool.into(),
         decision,
     };
-    // `deny` mode, the README's allow rule, and a `*` rule over the thread folders.
+    // `deny` mode, the allow rule of `docs/approvals.md`'s example, and a `*` rule over the
+    // thread folders.
     let daemon = daemon_with_tools(&mock, |c| {
         let work = c.claude_workdir().to_string_lossy().into_owned();
         c.approvals.rules = vec![

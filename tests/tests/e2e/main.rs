@@ -11,6 +11,7 @@ mod cluster_events;
 mod cluster_mcp;
 mod containment;
 mod contract;
+mod docs;
 mod events;
 mod faults;
 mod forks;
