@@ -366,3 +366,23 @@ async fn the_cli_takes_our_mcp_manifest_so_no_handshake_precedes_a_first_turn() 
     }
     daemon.stop().await;
 }
+
+/// A warm turn reads its thread's row once, as its message is accepted, and uses that row to the
+/// end (read again only when another turn ran first): before `TurnPlan`, the turn read it again
+/// as it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_turn_reads_its_thread_row_once() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    daemon.reply(&thread, "first").await;
+    let reads = |text: &str| {
+        let series = r#"harness_sqlite_query_duration_seconds_count{query="get_thread"}"#;
+        value(text, series).unwrap_or(0.0)
+    };
+    let before = reads(&scrape(&daemon).await);
+    daemon.reply(&thread, "second").await;
+    let after = reads(&scrape(&daemon).await);
+    assert_eq!(after - before, 1.0, "reads of the thread row in a warm turn");
+    daemon.stop().await;
+}
