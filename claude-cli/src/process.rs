@@ -20,7 +20,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -29,7 +28,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, warn};
 
 use crate::protocol::{self, SpawnOptions, TranscriptMirror, TurnEvent, TurnResult, UserContent};
 use crate::CliError;
@@ -39,9 +38,7 @@ mod command;
 pub use command::Confine;
 mod pipes;
 mod reader;
-
-use pipes::{drain_stderr, write_stdin};
-use reader::read_stdout;
+mod start;
 
 /// Longest stdout line we accept (a `tools/list` reply or a long answer can be large).
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -286,78 +283,15 @@ impl CliProcess {
         tasks: &TaskTracker,
     ) -> Result<Started, SpawnError> {
         let started = Instant::now();
-        let bin = launch.bin.display().to_string();
-        let mut cmd = launch.command(options, resume);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        set_parent_death_signal(&mut cmd);
-        let mut child = cmd.spawn().map_err(|err| {
-            SpawnError::Failed(CliError::Spawn {
-                bin: bin.clone(),
-                reason: err.to_string(),
-            })
-        })?;
+        let (child, pipes) = start::child(launch, options, resume)?;
         let pid = child.id().unwrap_or(0);
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(SpawnError::Failed(CliError::Spawn {
-                bin,
-                reason: "stdio pipes missing".into(),
-            }));
-        };
-
-        let (writer_tx, writer_rx) = mpsc::unbounded_channel();
-        let (host_tx, host_rx) = mpsc::unbounded_channel();
-        let (mirror_tx, mirror_rx) = mpsc::unbounded_channel();
-        let (own_tx, own_rx) = mpsc::unbounded_channel();
-        let (exit_tx, exit_rx) = watch::channel(None);
-        let shared = Arc::new(Shared {
-            writer: writer_tx,
-            host: Mutex::new(Some(host_tx)),
-            pending: Mutex::default(),
-            turn: Mutex::default(),
-            written: Mutex::default(),
-            runner: Mutex::new(Runner::Idle),
-            reports_lifecycle: AtomicBool::new(false),
-            own_turns: Mutex::new(Some(own_tx)),
-            exit: exit_rx.clone(),
-            session_id: Mutex::new(resume.map(str::to_owned)),
-            stderr_tail: Mutex::default(),
-            stray_result: Mutex::default(),
-            unpaired: watch::Sender::new(false),
-            waiting_on_host: Arc::default(),
-            mirror: Mutex::new(Some(mirror_tx)),
-            mirror_frames: AtomicU64::new(0),
-            phase: watch::channel(TurnPhase::Idle).0,
-            next_request: AtomicU64::new(1),
-        });
-        let cancel = CancellationToken::new();
-        let span = tracing::info_span!("cli", pid);
-        tasks.spawn(write_stdin(stdin, writer_rx, cancel.clone()).instrument(span.clone()));
-        tasks.spawn(read_stdout(stdout, shared.clone()).instrument(span.clone()));
-        tasks.spawn(drain_stderr(stderr, shared.clone(), cancel.clone()).instrument(span.clone()));
-        tasks.spawn(
-            async move {
-                let status = match child.wait().await {
-                    Ok(status) => status.to_string(),
-                    Err(err) => format!("wait failed: {err}"),
-                };
-                debug!(%status, "Process reaped.");
-                let _ = exit_tx.send(Some(ExitInfo { status }));
-            }
-            .instrument(span),
-        );
-
+        let wired = start::wire(child, pipes, pid, resume, tasks);
         let process = Arc::new(CliProcess {
             pid,
-            shared,
-            exit: exit_rx,
+            shared: wired.shared,
+            exit: wired.exit,
             turn_lock: Arc::default(),
-            cancel,
+            cancel: wired.cancel,
             spawned_at: started,
             sdk_servers: launch
                 .sdk_mcp_servers
@@ -365,43 +299,7 @@ impl CliProcess {
                 .map(|s| s.name.clone())
                 .collect(),
         });
-        let initialize = protocol::initialize_request(
-            &launch.sdk_mcp_servers,
-            launch.stop_hook,
-            launch.agents.as_ref(),
-        );
-        let ready = async {
-            let answer = process.initialize(initialize).await?;
-            if let Some(servers) = &launch.external_mcp_servers {
-                process.add_external_servers(servers).await?;
-            }
-            Ok::<_, SpawnError>(answer)
-        };
-        match tokio::time::timeout(launch.ready_timeout, ready).await {
-            Ok(Ok(initialize)) => {
-                info!(
-                    pid,
-                    ms = started.elapsed().as_millis() as u64,
-                    resumed = resume.is_some(),
-                    "Process started."
-                );
-                Ok(Started {
-                    process,
-                    requests: host_rx,
-                    initialize,
-                    mirror: mirror_rx,
-                    own_turns: own_rx,
-                })
-            }
-            Ok(Err(failure)) => {
-                process.kill_and_reap().await;
-                Err(failure)
-            }
-            Err(_) => {
-                process.kill_and_reap().await;
-                Err(SpawnError::Failed(CliError::NotReady(launch.ready_timeout)))
-            }
-        }
+        start::ready(process, launch, resume, wired.outlets).await
     }
 
     async fn initialize(&self, request: Value) -> Result<Value, SpawnError> {
@@ -784,16 +682,4 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// across the caller's next await.
 async fn exited(exit: &mut watch::Receiver<Option<ExitInfo>>) {
     let _ = exit.wait_for(Option::is_some).await;
-}
-
-/// Kill children if the host dies without cleaning up (SIGKILL, crash).
-fn set_parent_death_signal(cmd: &mut tokio::process::Command) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)
-        });
-    }
 }

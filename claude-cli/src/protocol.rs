@@ -365,104 +365,17 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
         source,
     })?;
     Ok(match decoded {
-        Line::ControlRequest(r) => CliMessage::ControlRequest {
-            request_id: r.request_id,
-            subtype: r
-                .request
-                .get("subtype")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-            request: r.request,
-        },
-        Line::ControlResponse(r) => {
-            let body = r.response;
-            let outcome = if body.subtype == "success" {
-                Ok(body.response)
-            } else {
-                Err(body
-                    .error
-                    .unwrap_or_else(|| "unknown control error".to_owned()))
-            };
-            CliMessage::ControlResponse {
-                request_id: body.request_id,
-                outcome,
-            }
-        }
-        Line::ControlCancelRequest(r) => CliMessage::ControlCancel {
-            request_id: r.request_id,
+        Line::ControlRequest(line) => line.into_message(),
+        Line::ControlResponse(line) => line.into_message(),
+        Line::ControlCancelRequest(line) => CliMessage::ControlCancel {
+            request_id: line.request_id,
         },
         Line::Result(result) => CliMessage::Result(result),
-        Line::System(line) => CliMessage::Progress(Progress {
-            starts_turn: line.subtype == "init",
-            events: match line.subtype.as_str() {
-                "api_retry" => vec![TurnEvent::ApiRetry(ApiRetry {
-                    attempt: line.attempt,
-                    max_retries: line.max_retries,
-                    retry_delay_ms: line.retry_delay_ms,
-                    error: line.error,
-                    status: line.error_status,
-                })],
-                _ => Vec::new(),
-            },
-            session_id: line.session_id,
-            model_call: None,
-        }),
-        Line::Assistant(line) => line.progress(true, |block| match block {
-            Block::Text { text } => Some(TurnEvent::AssistantText(AssistantText { text })),
-            Block::ToolUse { id, name, input } => {
-                Some(TurnEvent::ToolCallStarted(ToolCallStarted {
-                    tool_use_id: id,
-                    name,
-                    input,
-                }))
-            }
-            _ => None,
-        }),
-        Line::User(line) => line.progress(false, |block| match block {
-            Block::ToolResult {
-                tool_use_id,
-                is_error,
-                content,
-            } => Some(TurnEvent::ToolCallFinished(ToolCallFinished {
-                tool_use_id,
-                is_error,
-                content,
-            })),
-            _ => None,
-        }),
-        Line::StreamEvent(line) => {
-            let top_level = matches!(line.parent_tool_use_id, None | Some(Value::Null));
-            let text = match line.event.and_then(|e| e.delta) {
-                Some(Delta::TextDelta { text }) if top_level => Some(text),
-                _ => None,
-            };
-            CliMessage::Progress(Progress {
-                events: text
-                    .map(|text| TurnEvent::TextDelta(TextDelta { text }))
-                    .into_iter()
-                    .collect(),
-                session_id: line.session_id,
-                starts_turn: false,
-                model_call: None,
-            })
-        }
-        Line::RateLimitEvent(line) => {
-            let info = line.rate_limit_info;
-            CliMessage::Progress(Progress {
-                events: vec![TurnEvent::RateLimit(RateLimit {
-                    status: info.status,
-                    resets_at: info.resets_at,
-                    rate_limit_type: info.rate_limit_type,
-                    utilization: info.utilization,
-                    surpassed_threshold: info.surpassed_threshold,
-                    is_using_overage: info.is_using_overage,
-                })],
-                session_id: line.session_id,
-                starts_turn: false,
-                model_call: None,
-            })
-        }
+        Line::System(line) => CliMessage::Progress(line.into_progress()),
+        Line::Assistant(line) => line.progress(true, assistant_event),
+        Line::User(line) => line.progress(false, user_event),
+        Line::StreamEvent(line) => CliMessage::Progress(line.into_progress()),
+        Line::RateLimitEvent(line) => CliMessage::Progress(line.into_progress()),
         Line::TranscriptMirror(line) => CliMessage::Mirror(TranscriptMirror {
             file_path: line.file_path,
             entries: line.entries.into_iter().map(Value::Object).collect(),
@@ -474,6 +387,131 @@ pub fn decode(line: &str) -> Result<CliMessage, ProtocolError> {
         }),
         Line::Other => CliMessage::Ignored,
     })
+}
+
+impl ControlRequestLine {
+    /// A control request of the CLI's, its `subtype` read out for routing.
+    fn into_message(self) -> CliMessage {
+        CliMessage::ControlRequest {
+            request_id: self.request_id,
+            subtype: self
+                .request
+                .get("subtype")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            request: self.request,
+        }
+    }
+}
+
+impl ControlResponseLine {
+    /// The CLI's answer to one of our control requests: its response, or its error.
+    fn into_message(self) -> CliMessage {
+        let body = self.response;
+        let outcome = if body.subtype == "success" {
+            Ok(body.response)
+        } else {
+            Err(body
+                .error
+                .unwrap_or_else(|| "unknown control error".to_owned()))
+        };
+        CliMessage::ControlResponse {
+            request_id: body.request_id,
+            outcome,
+        }
+    }
+}
+
+impl SystemLine {
+    /// `init` starts a turn; `api_retry` is a retry event; any other subtype carries only the
+    /// session id.
+    fn into_progress(self) -> Progress {
+        Progress {
+            starts_turn: self.subtype == "init",
+            events: match self.subtype.as_str() {
+                "api_retry" => vec![TurnEvent::ApiRetry(ApiRetry {
+                    attempt: self.attempt,
+                    max_retries: self.max_retries,
+                    retry_delay_ms: self.retry_delay_ms,
+                    error: self.error,
+                    status: self.error_status,
+                })],
+                _ => Vec::new(),
+            },
+            session_id: self.session_id,
+            model_call: None,
+        }
+    }
+}
+
+impl StreamEventLine {
+    /// A text delta of the top-level conversation (a sub-agent's are left out).
+    fn into_progress(self) -> Progress {
+        let top_level = matches!(self.parent_tool_use_id, None | Some(Value::Null));
+        let text = match self.event.and_then(|e| e.delta) {
+            Some(Delta::TextDelta { text }) if top_level => Some(text),
+            _ => None,
+        };
+        Progress {
+            events: text
+                .map(|text| TurnEvent::TextDelta(TextDelta { text }))
+                .into_iter()
+                .collect(),
+            session_id: self.session_id,
+            starts_turn: false,
+            model_call: None,
+        }
+    }
+}
+
+impl RateLimitLine {
+    /// The rate limit's state as the CLI reports it.
+    fn into_progress(self) -> Progress {
+        let info = self.rate_limit_info;
+        Progress {
+            events: vec![TurnEvent::RateLimit(RateLimit {
+                status: info.status,
+                resets_at: info.resets_at,
+                rate_limit_type: info.rate_limit_type,
+                utilization: info.utilization,
+                surpassed_threshold: info.surpassed_threshold,
+                is_using_overage: info.is_using_overage,
+            })],
+            session_id: self.session_id,
+            starts_turn: false,
+            model_call: None,
+        }
+    }
+}
+
+/// An assistant message's block as a turn event: its text, or a tool call starting.
+fn assistant_event(block: Block) -> Option<TurnEvent> {
+    match block {
+        Block::Text { text } => Some(TurnEvent::AssistantText(AssistantText { text })),
+        Block::ToolUse { id, name, input } => Some(TurnEvent::ToolCallStarted(ToolCallStarted {
+            tool_use_id: id,
+            name,
+            input,
+        })),
+        _ => None,
+    }
+}
+
+/// A user message's block as a turn event: a tool's result.
+fn user_event(block: Block) -> Option<TurnEvent> {
+    match block {
+        Block::ToolResult {
+            tool_use_id,
+            is_error,
+            content,
+        } => Some(TurnEvent::ToolCallFinished(ToolCallFinished {
+            tool_use_id,
+            is_error,
+            content,
+        })),
+        _ => None,
+    }
 }
 
 /// A stdout line as the CLI writes it.

@@ -24,7 +24,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-pub use crate::store::CallerId;
+pub use harness_db::CallerId;
 
 /// The header a forwarded request carries its caller in: `<caller>.<unix seconds>.<signature>`,
 /// base64url without padding.

@@ -1,45 +1,45 @@
 //! Harness: a daemon that holds conversations ("threads") with the `claude` CLI.
 //!
-//! Module map, top to bottom (see ARCHITECTURE.md for the path of one message); each module
-//! imports only modules below it:
+//! Module map, top to bottom and left to right (see ARCHITECTURE.md for the path of one
+//! message). Each module imports only modules after it here; `tests.rs` holds every file to
+//! that, reading the order from these lines (the modules before each line's first `:`), so a new
+//! module is one more line:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
-//! - [`schedules`]: prompts sent on a cron, each tick run once; [`redrive`]: the sweep that
-//!   runs turns cut by a crash again; [`retention`]: the audit purge and the event compaction.
+//! - [`schedules`], [`redrive`], [`retention`]: prompts sent on a cron, each tick run once; the
+//!   sweep that runs turns cut by a crash again; the audit purge and the event compaction.
 //! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
 //!   the heartbeat.
 //! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle, context,
 //!   turn.
 //! - [`approvals`]: who decides the tool permissions the CLI asks for: rules, mode, a person.
 //! - [`pool`]: warm processes keyed by [`plugin_contract::ThreadId`]; checkout → lease → finish.
+//! - [`workspace`]: the folders and git worktrees threads work in (a worktree's folder named
+//!   as [`launch`] names a thread's).
 //! - [`launch`]: how children start: folders, environment, options, walls, a gateway token
 //!   each.
-//! - [`gateway`]: the model gateway every child talks to: the key kept here, each request
-//!   metered and checked against the budgets as it happens, the upstream's 429/529 to
-//!   [`throttle`] (turns at once, backing off under rate limits).
-//! - [`workspace`]: the folders and git worktrees threads work in.
+//! - [`gateway`], [`throttle`]: the model gateway every child talks to: the key kept here, each
+//!   request metered and checked against the budgets as it happens, the upstream's 429/529 to
+//!   the throttle (turns at once, backing off under rate limits).
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`events`]: the bus that stores a thread's events, then publishes them.
 //! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
 //!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
+//! - [`oauth`]: access tokens of an OAuth issuer, or of the daemon's own authorization server;
+//!   above [`webhooks`] and [`config`]: it reads `[oauth]` and fetches a client's metadata
+//!   through the webhooks' guard on addresses (`webhooks::target`).
 //! - [`webhooks`]: the outbox of thread events to endpoints, signed deliveries.
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
-//! - [`keys`]: API keys (stored hashed), their tenants and their limits; [`oauth`]: access
-//!   tokens of an OAuth issuer.
+//! - [`keys`]: API keys (stored hashed), their tenants and their limits.
 //! - [`files`]: the images and documents of messages: checked and stored on the way in,
 //!   references in the store, their bytes again just before the CLI sees a prompt.
 //! - [`budget`]: the thread's, the key's and the day's budgets a turn is checked against.
 //! - [`store`]: all SQL, on SQLite or PostgreSQL; threads, messages, events, tool calls, usage,
 //!   transcripts, leases.
 //! - [`metrics`]: the Prometheus series, one registry per daemon; knows nothing it measures.
-//! - [`caller`] (who calls: subject, tenant, scopes), [`traces`] (a turn's trace),
-//!   [`turn_error`], [`environment`] (the environment as it was at start, its secrets out of
-//!   the live one), `private_fs`, `secret`, `sync`: leaves.
-//!
-//! The order is what the layout wants; a few imports still point up against it (`caller`
-//! uses `store`; `traces`, `files` and `oauth` use `config`; `oauth` uses `webhooks`;
-//! `workspace` uses `launch`). What a tool holds today is the weaker rule: no import cycles
-//! (`modcycles.py`).
+//! - [`caller`], [`traces`], [`turn_error`], [`environment`], `private_fs`, `secret`, `sync`:
+//!   leaves: who calls (subject, tenant, scopes); a turn's trace; the environment as it was at
+//!   start, its secrets out of the live one.
 
 pub mod api;
 pub mod approvals;
@@ -72,3 +72,6 @@ pub mod traces;
 pub mod turn_error;
 pub mod webhooks;
 pub mod workspace;
+
+#[cfg(test)]
+mod tests;

@@ -12,6 +12,9 @@
 //! `spawn`, `chat`) are written with their own start and end times.
 //!
 //! The text of messages and replies is on the spans only with `otel.capture_content`.
+//!
+//! Its `[otel]` section ([`OtelConfig`]) is defined here, so this stays a leaf; `config`
+//! re-exports it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,9 +28,32 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
+use serde::Deserialize;
 use tracing::warn;
 
-use crate::config::OtelConfig;
+/// `[otel]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtelConfig {
+    /// The OTLP/HTTP traces endpoint (`http://collector:4318/v1/traces`); spans are sent as
+    /// protobuf. Unset: no traces.
+    pub endpoint: Option<String>,
+    /// `service.name` of the spans.
+    pub service_name: String,
+    /// Puts the messages' text and the replies on the turn spans (`gen_ai.input.messages`,
+    /// `gen_ai.output.messages`). Off: spans carry ids, models, tokens and costs only.
+    pub capture_content: bool,
+}
+
+impl Default for OtelConfig {
+    fn default() -> Self {
+        OtelConfig {
+            endpoint: None,
+            service_name: "harness".into(),
+            capture_content: false,
+        }
+    }
+}
 
 /// How often the batch processor sends what it has.
 const EXPORT_EVERY: Duration = Duration::from_secs(1);

@@ -264,94 +264,9 @@ impl LifecycleQueries for Sqlite {
         .fetch_all(tx.conn())
         .await?;
         let c = tx.conn();
-        let mut deleted: DeletedRows = Vec::new();
-        sqlx::query!(
-            "DELETE FROM webhook_attempts WHERE delivery_id IN
-                 (SELECT id FROM webhook_deliveries WHERE thread_id = ?1)",
-            id
-        )
-        .execute(&mut *c)
-        .await?;
-        // Each table's rows of the thread, counted.
-        macro_rules! delete {
-            ($table:ident, $sql:literal) => {
-                deleted.push((
-                    stringify!($table),
-                    sqlx::query!($sql, id)
-                        .execute(&mut *c)
-                        .await?
-                        .rows_affected(),
-                ))
-            };
-        }
-        let n = |r: sqlx::sqlite::SqliteQueryResult| r.rows_affected();
-        delete!(
-            webhook_deliveries,
-            "DELETE FROM webhook_deliveries WHERE thread_id = ?1"
-        );
-        delete!(
-            webhook_events,
-            "DELETE FROM webhook_events WHERE thread_id = ?1"
-        );
-        delete!(
-            schedule_runs,
-            "DELETE FROM schedule_runs WHERE thread_id = ?1
-                    OR schedule_id IN (SELECT id FROM schedules WHERE thread_id = ?1)"
-        );
-        delete!(schedules, "DELETE FROM schedules WHERE thread_id = ?1");
-        delete!(
-            turn_outcomes,
-            "DELETE FROM turn_outcomes WHERE thread_id = ?1"
-        );
-        delete!(permissions, "DELETE FROM permissions WHERE thread_id = ?1");
-        delete!(tool_calls, "DELETE FROM tool_calls WHERE thread_id = ?1");
-        delete!(events, "DELETE FROM events WHERE thread_id = ?1");
-        delete!(
-            transcript_entries,
-            "DELETE FROM transcript_entries WHERE thread_id = ?1"
-        );
-        delete!(
-            thread_callbacks,
-            "DELETE FROM thread_callbacks WHERE thread_id = ?1"
-        );
-        delete!(leases, "DELETE FROM leases WHERE thread_id = ?1");
-        delete!(thread_tags, "DELETE FROM thread_tags WHERE thread_id = ?1");
-        delete!(
-            delegations,
-            "DELETE FROM delegations WHERE child = ?1 OR parent = ?1"
-        );
-        delete!(
-            model_requests,
-            "DELETE FROM model_requests WHERE thread_id = ?1"
-        );
-        delete!(messages, "DELETE FROM messages WHERE thread_id = ?1");
-        sqlx::query!(
-            "UPDATE threads SET parent_id = NULL WHERE parent_id = ?1",
-            id
-        )
-        .execute(&mut *c)
-        .await?;
-        let threads = n(sqlx::query!("DELETE FROM threads WHERE id = ?1", id)
-            .execute(&mut *c)
-            .await?);
-        if threads == 0 {
-            return Err(StoreError::ThreadNotFound(id.clone()));
-        }
-        deleted.push(("threads", threads));
-        let mut files = 0;
-        for file in files_named(blocks) {
-            // A file another message still names stays.
-            let quoted = format!("\"{file}\"");
-            files += n(sqlx::query!(
-                "DELETE FROM files WHERE id = ?1 AND NOT EXISTS
-                     (SELECT 1 FROM messages WHERE instr(blocks, ?2) > 0)",
-                file,
-                quoted,
-            )
-            .execute(&mut *c)
-            .await?);
-        }
-        deleted.push(("files", files));
+        let mut deleted = delete_rows_of(&mut *c, id).await?;
+        deleted.push(("threads", delete_thread_row(&mut *c, id).await?));
+        deleted.push(("files", delete_unnamed_files(&mut *c, blocks).await?));
         tx.commit().await?;
         Ok(deleted)
     }
@@ -408,4 +323,118 @@ impl LifecycleQueries for Sqlite {
             ("threads", count(r.threads)),
         ])
     }
+}
+
+/// Deletes every row of the thread `id` in the other tables (a webhook delivery's attempts
+/// first), children before parents; each table's count, in that order.
+async fn delete_rows_of(
+    c: &mut sqlx::SqliteConnection,
+    id: &ThreadId,
+) -> Result<DeletedRows, StoreError> {
+    let mut deleted: DeletedRows = Vec::new();
+    sqlx::query!(
+        "DELETE FROM webhook_attempts WHERE delivery_id IN
+                 (SELECT id FROM webhook_deliveries WHERE thread_id = ?1)",
+        id
+    )
+    .execute(&mut *c)
+    .await?;
+    // Each table's rows of the thread, counted.
+    macro_rules! delete {
+        ($table:ident, $sql:literal) => {
+            deleted.push((
+                stringify!($table),
+                sqlx::query!($sql, id)
+                    .execute(&mut *c)
+                    .await?
+                    .rows_affected(),
+            ))
+        };
+    }
+    delete!(
+        webhook_deliveries,
+        "DELETE FROM webhook_deliveries WHERE thread_id = ?1"
+    );
+    delete!(
+        webhook_events,
+        "DELETE FROM webhook_events WHERE thread_id = ?1"
+    );
+    delete!(
+        schedule_runs,
+        "DELETE FROM schedule_runs WHERE thread_id = ?1
+                    OR schedule_id IN (SELECT id FROM schedules WHERE thread_id = ?1)"
+    );
+    delete!(schedules, "DELETE FROM schedules WHERE thread_id = ?1");
+    delete!(
+        turn_outcomes,
+        "DELETE FROM turn_outcomes WHERE thread_id = ?1"
+    );
+    delete!(permissions, "DELETE FROM permissions WHERE thread_id = ?1");
+    delete!(tool_calls, "DELETE FROM tool_calls WHERE thread_id = ?1");
+    delete!(events, "DELETE FROM events WHERE thread_id = ?1");
+    delete!(
+        transcript_entries,
+        "DELETE FROM transcript_entries WHERE thread_id = ?1"
+    );
+    delete!(
+        thread_callbacks,
+        "DELETE FROM thread_callbacks WHERE thread_id = ?1"
+    );
+    delete!(leases, "DELETE FROM leases WHERE thread_id = ?1");
+    delete!(thread_tags, "DELETE FROM thread_tags WHERE thread_id = ?1");
+    delete!(
+        delegations,
+        "DELETE FROM delegations WHERE child = ?1 OR parent = ?1"
+    );
+    delete!(
+        model_requests,
+        "DELETE FROM model_requests WHERE thread_id = ?1"
+    );
+    delete!(messages, "DELETE FROM messages WHERE thread_id = ?1");
+    Ok(deleted)
+}
+
+/// Deletes the thread's own row, its children left without a parent; `ThreadNotFound` when
+/// there is none.
+async fn delete_thread_row(
+    c: &mut sqlx::SqliteConnection,
+    id: &ThreadId,
+) -> Result<u64, StoreError> {
+    let n = |r: sqlx::sqlite::SqliteQueryResult| r.rows_affected();
+    sqlx::query!(
+        "UPDATE threads SET parent_id = NULL WHERE parent_id = ?1",
+        id
+    )
+    .execute(&mut *c)
+    .await?;
+    let threads = n(sqlx::query!("DELETE FROM threads WHERE id = ?1", id)
+        .execute(&mut *c)
+        .await?);
+    if threads == 0 {
+        return Err(StoreError::ThreadNotFound(id.clone()));
+    }
+    Ok(threads)
+}
+
+/// Deletes the files named in `blocks` (the thread's messages, read before they went) that no
+/// other message names; how many went.
+async fn delete_unnamed_files(
+    c: &mut sqlx::SqliteConnection,
+    blocks: Vec<String>,
+) -> Result<u64, StoreError> {
+    let n = |r: sqlx::sqlite::SqliteQueryResult| r.rows_affected();
+    let mut files = 0;
+    for file in files_named(blocks) {
+        // A file another message still names stays.
+        let quoted = format!("\"{file}\"");
+        files += n(sqlx::query!(
+            "DELETE FROM files WHERE id = ?1 AND NOT EXISTS
+                     (SELECT 1 FROM messages WHERE instr(blocks, ?2) > 0)",
+            file,
+            quoted,
+        )
+        .execute(&mut *c)
+        .await?);
+    }
+    Ok(files)
 }

@@ -326,67 +326,18 @@ pub(super) fn split_command(command: &str) -> Option<Vec<Part>> {
                 }
             },
             '\'' => {
-                let len = chars[i + 1..].iter().position(|&c| c == '\'')?;
-                word.extend(&chars[i + 1..i + 1 + len]);
+                i = single_quoted(&chars, i, &mut word)?;
                 in_word = true;
-                i += len + 1;
             }
             '$' if chars.get(i + 1) == Some(&'\'') => {
-                // ANSI-C quoting: a backslash escapes the next character, `\'` included. The
-                // escapes are not decoded; no rule word has them.
-                let mut j = i + 2;
-                loop {
-                    match chars.get(j)? {
-                        '\\' => {
-                            word.push('\\');
-                            word.push(*chars.get(j + 1)?);
-                            j += 2;
-                        }
-                        '\'' => break,
-                        &other => {
-                            word.push(other);
-                            j += 1;
-                        }
-                    }
-                }
+                i = ansi_c_quoted(&chars, i, &mut word)?;
                 in_word = true;
-                i = j;
             }
             '"' => {
-                let mut j = i + 1;
-                loop {
-                    match chars.get(j)? {
-                        '"' => break,
-                        '\\' => {
-                            let next = *chars.get(j + 1)?;
-                            match next {
-                                '\n' => {}
-                                '$' | '`' | '"' | '\\' => word.push(next),
-                                _ => {
-                                    word.push('\\');
-                                    word.push(next);
-                                }
-                            }
-                            j += 2;
-                        }
-                        '`' => {
-                            part.special = true;
-                            word.push('`');
-                            j += 1;
-                        }
-                        '$' if matches!(chars.get(j + 1), Some('(' | '{')) => {
-                            part.special = true;
-                            word.push('$');
-                            j += 1;
-                        }
-                        &other => {
-                            word.push(other);
-                            j += 1;
-                        }
-                    }
-                }
+                let (close, substitutes) = double_quoted(&chars, i, &mut word)?;
+                part.special |= substitutes;
                 in_word = true;
-                i = j;
+                i = close;
             }
             '`' | '<' | '>' | '(' | ')' | '{' | '}' => {
                 part.special = true;
@@ -405,6 +356,73 @@ pub(super) fn split_command(command: &str) -> Option<Vec<Part>> {
         parts.push(part);
     }
     Some(parts)
+}
+
+/// `'…'` opening at `open`: its text, taken as it is, onto `word`; the index of the closing quote
+/// (`None`: it never closes).
+fn single_quoted(chars: &[char], open: usize, word: &mut String) -> Option<usize> {
+    let len = chars[open + 1..].iter().position(|&c| c == '\'')?;
+    word.extend(&chars[open + 1..open + 1 + len]);
+    Some(open + 1 + len)
+}
+
+/// ANSI-C quoting, `$'…'` with its `$` at `open`: a backslash escapes the next character, `\'`
+/// included. The escapes are not decoded; no rule word has them. The index of the closing quote.
+fn ansi_c_quoted(chars: &[char], open: usize, word: &mut String) -> Option<usize> {
+    let mut j = open + 2;
+    loop {
+        match chars.get(j)? {
+            '\\' => {
+                word.push('\\');
+                word.push(*chars.get(j + 1)?);
+                j += 2;
+            }
+            '\'' => return Some(j),
+            &other => {
+                word.push(other);
+                j += 1;
+            }
+        }
+    }
+}
+
+/// `"…"` opening at `open`: its text onto `word` (a backslash escapes only `$`, a backtick, `"`,
+/// `\` and a newline), the index of the closing quote, and whether it substitutes (a backtick,
+/// `$(` or `${` inside: the part is special).
+fn double_quoted(chars: &[char], open: usize, word: &mut String) -> Option<(usize, bool)> {
+    let mut substitutes = false;
+    let mut j = open + 1;
+    loop {
+        match chars.get(j)? {
+            '"' => return Some((j, substitutes)),
+            '\\' => {
+                let next = *chars.get(j + 1)?;
+                match next {
+                    '\n' => {}
+                    '$' | '`' | '"' | '\\' => word.push(next),
+                    _ => {
+                        word.push('\\');
+                        word.push(next);
+                    }
+                }
+                j += 2;
+            }
+            '`' => {
+                substitutes = true;
+                word.push('`');
+                j += 1;
+            }
+            '$' if matches!(chars.get(j + 1), Some('(' | '{')) => {
+                substitutes = true;
+                word.push('$');
+                j += 1;
+            }
+            &other => {
+                word.push(other);
+                j += 1;
+            }
+        }
+    }
 }
 
 /// How many characters a harmless redirection at the start of `rest` takes, when it stands

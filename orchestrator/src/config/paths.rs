@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError};
+use crate::files::folder::FolderRoots;
 
 impl Config {
     /// Makes the folders and the database file absolute, against the directory the daemon
@@ -72,6 +73,15 @@ impl Config {
             .workdir
             .clone()
             .unwrap_or_else(|| self.data_dir.join("work"))
+    }
+
+    /// The directories threads' folders are made in, for `files::folder::anchors`.
+    pub fn folder_roots(&self) -> FolderRoots {
+        FolderRoots {
+            threads: self.claude_workdir(),
+            workspaces: self.workspaces.roots.clone(),
+            worktrees: self.worktrees_dir(),
+        }
     }
 }
 

@@ -39,7 +39,6 @@ use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstatat, FileStat, SFlag};
 use serde::Serialize;
 
-use crate::config::Config;
 use crate::store::Workspace;
 
 /// Most entries one listing returns.
@@ -76,18 +75,30 @@ pub enum FolderError {
     Io(#[from] std::io::Error),
 }
 
+/// The directories a thread's folder may be made in, as configured (`Config::folder_roots`).
+#[derive(Clone, Debug)]
+pub struct FolderRoots {
+    /// `claude.workdir`: the threads' own folders.
+    pub threads: PathBuf,
+    /// `workspaces.roots`: where a `path` workspace may lie.
+    pub workspaces: Vec<PathBuf>,
+    /// Where worktrees are made.
+    pub worktrees: PathBuf,
+}
+
 /// The directories a thread's folder may lie under, by what it is: the threads' folders
 /// (`claude.workdir`) for its own, `workspaces.roots` for a `path`, and the worktrees folder too
 /// for a worktree; each as configured and resolved (a workspace's path was stored resolved). They
 /// are the operator's, so a symlink in them is followed; below them, none is.
-pub fn anchors(config: &Config, workspace: Option<&Workspace>) -> Vec<PathBuf> {
-    let roots = config.workspaces.roots.iter();
+pub fn anchors(roots: &FolderRoots, workspace: Option<&Workspace>) -> Vec<PathBuf> {
     let candidates: Vec<PathBuf> = match workspace {
-        None => vec![config.claude_workdir()],
-        Some(Workspace::Path { .. }) => roots.cloned().collect(),
+        None => vec![roots.threads.clone()],
+        Some(Workspace::Path { .. }) => roots.workspaces.clone(),
         Some(Workspace::Worktree { .. }) => roots
+            .workspaces
+            .iter()
             .cloned()
-            .chain(std::iter::once(config.worktrees_dir()))
+            .chain(std::iter::once(roots.worktrees.clone()))
             .collect(),
     };
     candidates
@@ -257,6 +268,7 @@ fn file_type(stat: &FileStat) -> Type {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     fn folder() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
@@ -357,7 +369,7 @@ mod tests {
             data_dir: dir.path().join("data"),
             ..Config::default()
         };
-        let anchors = anchors(&config, None);
+        let anchors = anchors(&config.folder_roots(), None);
         let (anchor, below) = anchored(&config.claude_workdir().join("thr_1"), &anchors)
             .expect("under the configured path");
         assert_eq!(below, Path::new("thr_1"));

@@ -169,7 +169,7 @@ async fn in_thread_folder<T: Send + 'static>(
     let spec = state.pool.spec(&thread, None).map_err(|err| {
         ApiError::new(StatusCode::CONFLICT, "profile_unavailable", err.to_string())
     })?;
-    let anchors = folder::anchors(&state.config, thread.workspace.as_deref());
+    let anchors = folder::anchors(&state.config.folder_roots(), thread.workspace.as_deref());
     let unavailable =
         |message: String| ApiError::new(StatusCode::CONFLICT, "workspace_unavailable", message);
     let Some((anchor, below)) = folder::anchored(&spec.workdir, &anchors) else {

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{error, warn};
 
-use plugin_contract::{Plugin, Tool, ToolContext, ToolError};
+use plugin_contract::{Plugin, Tool, ToolContext, ToolError, ToolOutput};
 
 use super::schema::{self, CompiledTool, SchemaError};
 
@@ -160,108 +160,145 @@ impl ToolRegistry {
     }
 
     /// Validates, fills defaults, runs the tool in its own task under a timeout, checks its
-    /// structured output.
+    /// structured output. Every failure on the way is an error result the model reads.
     pub async fn call(&self, name: &str, input: Value, ctx: ToolContext) -> CallOutcome {
         let started = Instant::now();
-        let Some(tool) = self.tools.get(name) else {
-            let known: Vec<&str> = self.names().collect();
-            return CallOutcome::error(
-                format!("unknown tool `{name}`; known tools: {}", known.join(", ")),
-                started,
-            );
-        };
-        let input = if input.is_null() { json!({}) } else { input };
-        let input = match tool.compiled.prepare_input(input) {
-            Ok(input) => input,
-            Err(violations) => {
-                let text = schema::render_violations(name, &violations);
-                warn!(thread_id = ?ctx.thread_id, tool = name, violations = violations.len(), "Tool input rejected: {text}");
-                let mut outcome = CallOutcome::error(text, started);
-                outcome.violations = Some(violations);
-                return outcome;
-            }
-        };
-        let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
-        let handler = tool.handler.clone();
-        // Aborted if this call is dropped (the CLI cancelled it) or times out.
-        // The caller and the request's trace go with the call into its task.
-        let caller = crate::caller::current();
-        let traceparent = crate::traces::parent();
-        let mut task = AbortOnDropHandle::new(tokio::spawn(crate::traces::under(
-            traceparent,
-            async move {
-                match caller {
-                    Some(caller) => {
-                        crate::caller::acting_as(caller, handler.call(ctx, input)).await
-                    }
-                    None => handler.call(ctx, input).await,
-                }
+        match self.call_checked(name, input, ctx, started).await {
+            Ok(result) => CallOutcome {
+                result,
+                duration: started.elapsed(),
+                violations: None,
+                output_violations: None,
             },
-        )));
-        let joined = match tokio::time::timeout(limit, &mut task).await {
-            Ok(joined) => joined,
-            Err(_) => {
-                return CallOutcome::error(
-                    format!("tool `{name}` did not finish within {limit:?} and was stopped"),
-                    started,
-                );
-            }
-        };
-        let output = match joined {
-            Ok(Ok(output)) => output,
-            Ok(Err(ToolError::InvalidInput(msg))) => {
-                return CallOutcome::error(
-                    format!("invalid input for tool `{name}`: {msg}"),
-                    started,
-                )
-            }
-            Ok(Err(ToolError::Failed(msg))) => {
-                return CallOutcome::error(format!("tool `{name}` failed: {msg}"), started)
-            }
-            Err(join) if join.is_panic() => {
-                let msg = panic_message(join.into_panic());
-                error!(tool = name, panic = %msg, "Tool panicked.");
-                return CallOutcome::error(format!("tool `{name}` panicked: {msg}"), started);
-            }
-            Err(_) => return CallOutcome::error(format!("tool `{name}` was cancelled"), started),
-        };
-        let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
-        result.result_type = None;
-        result.is_error = None;
-        if let Some(structured) = output.structured {
-            if let Err(violations) = tool.compiled.check_output(&structured) {
-                let mut text =
-                    format!("tool `{name}` produced output that does not match its output schema:");
-                for violation in &violations {
-                    text.push_str("\n- ");
-                    text.push_str(&violation.to_string());
-                }
-                error!(
-                    tool = name,
-                    "Tool output does not match its output schema: {text}"
-                );
-                let mut outcome = CallOutcome::error(text, started);
-                outcome.output_violations = Some(violations);
-                return outcome;
-            }
-            result.structured_content = Some(structured);
-        } else if tool.compiled.output_schema.is_some() {
-            error!(
-                tool = name,
-                "Tool declares an output schema but returned no structured output."
-            );
-            return CallOutcome::error(
-                format!("tool `{name}` returned no structured output"),
-                started,
-            );
-        }
-        CallOutcome {
-            result,
-            duration: started.elapsed(),
-            violations: None,
-            output_violations: None,
+            Err(failed) => failed,
         }
     }
+
+    /// [`ToolRegistry::call`]'s steps: the tool found, its input checked, the tool run, its
+    /// output checked; the first that fails is the outcome.
+    async fn call_checked(
+        &self,
+        name: &str,
+        input: Value,
+        ctx: ToolContext,
+        started: Instant,
+    ) -> Result<CallToolResult, CallOutcome> {
+        let Some(tool) = self.tools.get(name) else {
+            let known: Vec<&str> = self.names().collect();
+            return Err(CallOutcome::error(
+                format!("unknown tool `{name}`; known tools: {}", known.join(", ")),
+                started,
+            ));
+        };
+        let input = checked_input(tool, name, input, &ctx, started)?;
+        let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
+        let output = run_tool(name, tool.handler.clone(), ctx, input, limit)
+            .await
+            .map_err(|text| CallOutcome::error(text, started))?;
+        checked_output(tool, name, output, started)
+    }
+}
+
+/// The input with its defaults filled in (`null` is `{}`), or the violations of the tool's input
+/// schema as an error result.
+fn checked_input(
+    tool: &RegisteredTool,
+    name: &str,
+    input: Value,
+    ctx: &ToolContext,
+    started: Instant,
+) -> Result<Value, CallOutcome> {
+    let input = if input.is_null() { json!({}) } else { input };
+    tool.compiled.prepare_input(input).map_err(|violations| {
+        let text = schema::render_violations(name, &violations);
+        warn!(thread_id = ?ctx.thread_id, tool = name, violations = violations.len(), "Tool input rejected: {text}");
+        let mut outcome = CallOutcome::error(text, started);
+        outcome.violations = Some(violations);
+        outcome
+    })
+}
+
+/// Runs the tool in its own task, aborted if this call is dropped (the CLI cancelled it) or
+/// outlives `limit`; the caller and the request's trace go with it into the task. A timeout, the
+/// tool's error, a panic or a cancel is the text the model reads.
+async fn run_tool(
+    name: &str,
+    handler: Arc<dyn Tool>,
+    ctx: ToolContext,
+    input: Value,
+    limit: Duration,
+) -> Result<ToolOutput, String> {
+    let caller = crate::caller::current();
+    let traceparent = crate::traces::parent();
+    let mut task = AbortOnDropHandle::new(tokio::spawn(crate::traces::under(
+        traceparent,
+        async move {
+            match caller {
+                Some(caller) => crate::caller::acting_as(caller, handler.call(ctx, input)).await,
+                None => handler.call(ctx, input).await,
+            }
+        },
+    )));
+    let Ok(joined) = tokio::time::timeout(limit, &mut task).await else {
+        return Err(format!(
+            "tool `{name}` did not finish within {limit:?} and was stopped"
+        ));
+    };
+    match joined {
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(ToolError::InvalidInput(msg))) => {
+            Err(format!("invalid input for tool `{name}`: {msg}"))
+        }
+        Ok(Err(ToolError::Failed(msg))) => Err(format!("tool `{name}` failed: {msg}")),
+        Err(join) if join.is_panic() => {
+            let msg = panic_message(join.into_panic());
+            error!(tool = name, panic = %msg, "Tool panicked.");
+            Err(format!("tool `{name}` panicked: {msg}"))
+        }
+        Err(_) => Err(format!("tool `{name}` was cancelled")),
+    }
+}
+
+/// The tool's output as a result: its text, and its structured output when it matches the
+/// tool's output schema (one that does not, or none where the tool declares a schema, is an
+/// error result: a bug in the tool).
+fn checked_output(
+    tool: &RegisteredTool,
+    name: &str,
+    output: ToolOutput,
+    started: Instant,
+) -> Result<CallToolResult, CallOutcome> {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
+    result.result_type = None;
+    result.is_error = None;
+    if let Some(structured) = output.structured {
+        if let Err(violations) = tool.compiled.check_output(&structured) {
+            let mut text =
+                format!("tool `{name}` produced output that does not match its output schema:");
+            for violation in &violations {
+                text.push_str("\n- ");
+                text.push_str(&violation.to_string());
+            }
+            error!(
+                tool = name,
+                "Tool output does not match its output schema: {text}"
+            );
+            let mut outcome = CallOutcome::error(text, started);
+            outcome.output_violations = Some(violations);
+            return Err(outcome);
+        }
+        result.structured_content = Some(structured);
+    } else if tool.compiled.output_schema.is_some() {
+        error!(
+            tool = name,
+            "Tool declares an output schema but returned no structured output."
+        );
+        return Err(CallOutcome::error(
+            format!("tool `{name}` returned no structured output"),
+            started,
+        ));
+    }
+    Ok(result)
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
