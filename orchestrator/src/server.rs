@@ -83,6 +83,8 @@ pub struct Daemon {
     pub mcp: Arc<McpAdapter>,
     /// `/mcp`: the plugin tools and the threads for outside MCP clients.
     pub mcp_endpoint: Arc<McpEndpoint>,
+    /// Every thread operation, behind `/api` and `/mcp` alike.
+    pub threads: crate::service::ThreadService,
     pub metrics: Arc<Metrics>,
     /// This node's place among several (`cluster.advertise`); `None`: a single node.
     pub cluster: Option<Cluster>,
@@ -351,14 +353,16 @@ impl Daemon {
             node.clone(),
             config.schedules.clone(),
         );
+        let threads = crate::service::ThreadService::new(
+            pipeline.clone(),
+            store.clone(),
+            webhooks.clone(),
+            cluster.clone(),
+            config.threads.cascade_delete(),
+        );
         let mcp_endpoint = Arc::new(McpEndpoint::new(
             &plugins,
-            ThreadsPlugin::new(
-                store.clone(),
-                pipeline.clone(),
-                cluster.clone(),
-                config.turn.timeout,
-            ),
+            ThreadsPlugin::new(threads.clone(), config.turn.timeout),
             mcp.clone(),
             pipeline.clone(),
             cluster.clone(),
@@ -388,6 +392,7 @@ impl Daemon {
             pipeline,
             mcp,
             mcp_endpoint,
+            threads,
             metrics,
             cluster,
             background,
@@ -404,6 +409,7 @@ impl Daemon {
             pool: self.pool.clone(),
             mcp: self.mcp.clone(),
             mcp_endpoint: self.mcp_endpoint.clone(),
+            threads: self.threads.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
             cluster: self.cluster.clone(),

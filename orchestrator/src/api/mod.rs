@@ -13,6 +13,7 @@ pub mod doc;
 pub mod events;
 pub mod pages;
 pub mod schedules;
+pub mod threads;
 
 use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};

@@ -29,7 +29,6 @@ use plugin_contract::ThreadId;
 use super::{ApiError, ApiState};
 use crate::caller::{Caller, Scope};
 use crate::oauth::ResourceServer;
-use crate::store::{Store, StoreError, ThreadRow};
 
 /// What a route needs of its caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,19 +201,8 @@ pub async fn check(State(state): State<ApiState>, mut request: Request, next: Ne
     }
 }
 
-/// The thread `id`, when `caller` sees it; else [`StoreError::ThreadNotFound`], as for a
-/// thread that does not exist. The one answer to "may this caller reach this thread", for
-/// `/api` and `/mcp` alike.
-pub async fn visible_thread(
-    store: &Store,
-    caller: &Caller,
-    id: &ThreadId,
-) -> Result<ThreadRow, StoreError> {
-    match store.get_thread(id).await? {
-        Some(thread) if caller.sees(thread.tenant.as_deref()) => Ok(thread),
-        _ => Err(StoreError::ThreadNotFound(id.clone())),
-    }
-}
+/// The thread `id`, when `caller` sees it (the thread service's one answer, for every door).
+pub use crate::service::visible_thread;
 
 /// `Ok` when `caller` sees the schedule `id` (or it does not exist: its handler says so); else
 /// the handler's own `404`.

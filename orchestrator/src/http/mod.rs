@@ -56,6 +56,8 @@ pub struct ApiState {
     pub mcp: Arc<McpAdapter>,
     /// `/mcp`: the tools and threads for outside MCP clients.
     pub mcp_endpoint: Arc<mcp_endpoint::McpEndpoint>,
+    /// Every thread operation: the thread handlers are adapters over it.
+    pub threads: crate::service::ThreadService,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
     /// This node among several (`cluster.advertise`); `None`: a single node.
