@@ -184,19 +184,11 @@ impl ToolRegistry {
         let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
         let handler = tool.handler.clone();
         // Aborted if this call is dropped (the CLI cancelled it) or times out.
-        // The caller and the request's trace go with the call into its task.
-        let caller = crate::caller::current();
+        // The request's trace goes with the call into its task.
         let traceparent = crate::traces::parent();
         let mut task = AbortOnDropHandle::new(tokio::spawn(crate::traces::under(
             traceparent,
-            async move {
-                match caller {
-                    Some(caller) => {
-                        crate::caller::acting_as(caller, handler.call(ctx, input)).await
-                    }
-                    None => handler.call(ctx, input).await,
-                }
-            },
+            async move { handler.call(ctx, input).await },
         )));
         let joined = match tokio::time::timeout(limit, &mut task).await {
             Ok(joined) => joined,

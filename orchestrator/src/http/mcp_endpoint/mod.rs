@@ -14,10 +14,12 @@
 //!   never issued is taken as given. What a client needs again travels in tool arguments and
 //!   results (the `threadId`).
 //! - Tools: the plugin tools that need no calling thread (delegation is left out) and the
-//!   threads themselves ([`threads`]), one [`ToolRegistry`]: the same validation, defaults,
-//!   output checks, records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
+//!   threads themselves ([`threads`]: adapters over the thread service, each call bound to its
+//!   caller), listed from one [`ToolRegistry`]: the same validation, defaults, output checks,
+//!   records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
 //! - Scopes: `/mcp` needs `threads:read` (`access::NEEDS`); a call of a tool that changes
-//!   something needs `threads:write` too, and a caller without it gets `403` with
+//!   something (a thread tool's [`threads::Policy`] says so; a plugin tool may) needs
+//!   `threads:write` too, and a caller without it gets `403` with
 //!   `WWW-Authenticate: Bearer error="insufficient_scope"` before the call runs, as on `/api`,
 //!   so that an MCP client can step up (an OAuth caller is pointed at the resource metadata).
 //! - `notifications/cancelled` arrives on a POST of its own: [`screen`] reads it before rmcp
