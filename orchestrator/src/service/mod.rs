@@ -232,7 +232,7 @@ impl ThreadService {
             None => None,
             Some(cluster) => match self.at_owner(cluster, caller, &thread, &body).await? {
                 owner::Placed::Here(fence) => Some(fence),
-                owner::Placed::There(sent) => return Ok(sent),
+                owner::Placed::There(sent) => return Ok(*sent),
             },
         };
         let message = SendMessage {

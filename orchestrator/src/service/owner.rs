@@ -23,7 +23,7 @@ pub(super) enum Placed {
     /// Here, under this node's lease.
     Here(Fence),
     /// At the thread's owner; this is how it ended.
-    There(Sent),
+    There(Box<Sent>),
 }
 
 impl ThreadService {
@@ -89,12 +89,12 @@ impl ThreadService {
         loop {
             tokio::select! {
                 outcome = self.pipeline.outcome(&message) => {
-                    return Ok(Placed::There(Sent {
+                    return Ok(Placed::There(Box::new(Sent {
                         thread: thread.clone(),
                         message,
                         duplicate,
                         outcome,
-                    }));
+                    })));
                 }
                 () = cluster.owner_gone(thread, &url) => {
                     cluster.take(thread).await?;

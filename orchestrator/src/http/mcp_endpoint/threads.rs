@@ -502,10 +502,12 @@ impl Get {
 
     /// The tool's name, description and schemas.
     fn spec_only() -> ToolSpec {
-        let output = schemas::merged(
+        let mut output = schemas::merged(
             THREAD.schema(&schemas::of::<Thread>()),
             &MESSAGES.schema(&schemas::of::<MessagePage>()),
         );
+        // The page, turned: oldest first here.
+        output["properties"]["messages"]["description"] = json!("Oldest first.");
         ToolSpec {
             name: "get".into(),
             description: "A Harness thread with its last page of messages, oldest first; \
