@@ -11,8 +11,8 @@
 //! timestamp ([`Caller::forwarded`], [`Caller::from_forward`]): the owner records the caller the
 //! request came from, not the node that passed it on, and refuses a header it cannot verify.
 //!
-//! A tool call from `/mcp` runs inside [`acting_as`], so the `threads__*` tools know their
-//! caller ([`current`]) through the registry's task.
+//! A tool call from `/mcp` is handed its caller explicitly: the `threads__*` tools are bound
+//! to it (`http::mcp_endpoint::threads::ThreadsPlugin::for_caller`).
 //!
 //! No IO; a leaf of the module tree.
 
@@ -29,22 +29,6 @@ pub use harness_db::CallerId;
 /// The header a forwarded request carries its caller in: `<caller>.<unix seconds>.<signature>`,
 /// base64url without padding.
 pub const CALLER_HEADER: &str = "x-harness-caller";
-
-tokio::task_local! {
-    /// The caller a tool call runs for (`/mcp`'s `threads__*` tools read it).
-    static CURRENT: Caller;
-}
-
-/// Runs `work` for `caller`: [`current`] returns it inside (the tool registry carries it into
-/// the task a tool runs in).
-pub async fn acting_as<F: std::future::Future>(caller: Caller, work: F) -> F::Output {
-    CURRENT.scope(caller, work).await
-}
-
-/// The caller the running work acts for ([`acting_as`]), if any.
-pub fn current() -> Option<Caller> {
-    CURRENT.try_with(Clone::clone).ok()
-}
 
 /// How far a forwarded caller's timestamp may be from the owner's clock.
 const FORWARD_SKEW: Duration = Duration::from_secs(300);

@@ -6,6 +6,9 @@
 //! module is one more line:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
+//! - [`service`]: the thread service: every thread operation, once, for every door (`/api`,
+//!   `/mcp`); the caller explicit, the answers the API types; a message at the
+//!   thread's owner through [`cluster`].
 //! - [`schedules`], [`redrive`], [`retention`]: prompts sent on a cron, each tick run once; the
 //!   sweep that runs turns cut by a crash again; the audit purge and the event compaction.
 //! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
@@ -65,6 +68,7 @@ pub mod retention;
 pub mod schedules;
 mod secret;
 pub mod server;
+pub mod service;
 pub mod store;
 mod sync;
 pub mod throttle;

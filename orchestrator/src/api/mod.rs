@@ -13,6 +13,7 @@ pub mod doc;
 pub mod events;
 pub mod pages;
 pub mod schedules;
+pub mod threads;
 
 use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
@@ -434,4 +435,16 @@ mod tests {
         assert_eq!(json["isError"], false);
         assert_eq!(json["durationMs"], 17);
     }
+}
+
+/// What archiving did to a thread's worktree (`workspaces.on_archive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeDisposition {
+    /// The worktree's folder was removed.
+    pub removed: bool,
+    /// Kept because it held uncommitted, untracked or ignored work (`remove-if-clean`).
+    pub kept_dirty: bool,
+    /// Its branch was deleted (it had no commit of its own, or `remove`).
+    pub branch_deleted: bool,
 }

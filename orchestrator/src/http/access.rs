@@ -3,7 +3,7 @@
 //!
 //! [`check`] runs behind the token check on every route with a caller (`/api`, `/mcp`,
 //! `/metrics`), before anything else sees the request:
-//! 1. **Scope.** The route's entry in [`NEEDS`]; a caller without it gets `403 forbidden`
+//! 1. **Scope.** The route's entry in [`NEEDS`] (its row of `operations::OPERATIONS`); a caller without it gets `403 forbidden`
 //!    naming the scope, in the body and in a challenge ([`ScopeChallenge`]). A route the table
 //!    lacks needs `admin` (the e2e test `tenants` holds every route of the OpenAPI document to an
 //!    entry).
@@ -17,7 +17,7 @@
 //! `threads__list`). A request forwarded to the thread's owner carries its caller, and the owner
 //! checks it again.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -29,7 +29,6 @@ use plugin_contract::ThreadId;
 use super::{ApiError, ApiState};
 use crate::caller::{Caller, Scope};
 use crate::oauth::ResourceServer;
-use crate::store::{Store, StoreError, ThreadRow};
 
 /// What a route needs of its caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,89 +38,20 @@ pub enum Need {
     Scope(Scope),
 }
 
-use Need::Caller as ANY;
-const READ: Need = Need::Scope(Scope::ThreadsRead);
-const WRITE: Need = Need::Scope(Scope::ThreadsWrite);
-const APPROVE: Need = Need::Scope(Scope::Approvals);
-const ADMIN: Need = Need::Scope(Scope::Admin);
-const METRICS: Need = Need::Scope(Scope::Metrics);
-
-/// The scope of every route behind the token, by method and route as axum matched it.
-pub const NEEDS: &[(Method, &str, Need)] = &[
-    (Method::GET, "/api/me", ANY),
-    (Method::GET, "/api/threads", READ),
-    (Method::POST, "/api/threads", WRITE),
-    (Method::GET, "/api/threads/{id}", READ),
-    (Method::PATCH, "/api/threads/{id}", WRITE),
-    (Method::DELETE, "/api/threads/{id}", WRITE),
-    (Method::GET, "/api/threads/{id}/messages", READ),
-    (Method::POST, "/api/threads/{id}/messages", WRITE),
-    (Method::POST, "/api/threads/{id}/interrupt", WRITE),
-    (Method::POST, "/api/threads/{id}/fork", WRITE),
-    (Method::POST, "/api/threads/{id}/archive", WRITE),
-    (Method::GET, "/api/threads/{id}/diff", READ),
-    (Method::GET, "/api/threads/{id}/events", READ),
-    (
-        Method::GET,
-        "/api/threads/{id}/messages/{message_id}/outcomes",
-        READ,
-    ),
-    (
-        Method::GET,
-        "/api/threads/{id}/messages/{message_id}/model-requests",
-        READ,
-    ),
-    (Method::GET, "/api/threads/{id}/tool-calls", READ),
-    (Method::GET, "/api/threads/{id}/files", READ),
-    (Method::GET, "/api/threads/{id}/files/{*path}", READ),
-    (Method::POST, "/api/files", WRITE),
-    (Method::GET, "/api/files/{id}", READ),
-    (Method::GET, "/api/threads/{id}/permissions", READ),
-    (
-        Method::POST,
-        "/api/threads/{id}/permissions/{request_id}",
-        APPROVE,
-    ),
-    (Method::POST, "/api/prewarm", WRITE),
-    (Method::GET, "/api/profiles", READ),
-    (Method::GET, "/api/tools", READ),
-    (Method::POST, "/api/tools/{name}/call", WRITE),
-    (Method::GET, "/api/schedules", READ),
-    (Method::POST, "/api/schedules", WRITE),
-    (Method::GET, "/api/schedules/{id}", READ),
-    (Method::PATCH, "/api/schedules/{id}", WRITE),
-    (Method::DELETE, "/api/schedules/{id}", WRITE),
-    (Method::POST, "/api/schedules/{id}/pause", WRITE),
-    (Method::POST, "/api/schedules/{id}/resume", WRITE),
-    (Method::POST, "/api/schedules/{id}/run", WRITE),
-    (Method::GET, "/api/schedules/{id}/runs", READ),
-    // Every thread's processes and every delivery: the operator's view.
-    (Method::GET, "/api/pool", METRICS),
-    (Method::GET, "/api/webhooks/deliveries", ADMIN),
-    (Method::GET, "/api/webhooks/deliveries/{id}", ADMIN),
-    (
-        Method::POST,
-        "/api/webhooks/deliveries/{id}/redeliver",
-        ADMIN,
-    ),
-    (Method::GET, "/api/audit", ADMIN),
-    (Method::GET, "/api/keys", ADMIN),
-    (Method::POST, "/api/keys", ADMIN),
-    (Method::DELETE, "/api/keys/{id}", ADMIN),
-    (Method::GET, "/metrics", METRICS),
-    // Listing and reading; each tool call that changes something checks `threads:write` too
-    // (`mcp_endpoint`).
-    (Method::POST, "/mcp", READ),
-    (Method::GET, "/mcp", READ),
-    (Method::DELETE, "/mcp", READ),
-];
-
-/// What `method route` needs; `admin` for a route [`NEEDS`] does not list.
-pub fn need_of(method: &Method, route: &str) -> Need {
-    NEEDS
+/// The scope of every route behind the token, by method and route as axum matched it: the
+/// rows of [`super::operations::OPERATIONS`] that need a token.
+pub static NEEDS: LazyLock<Vec<(Method, &'static str, Need)>> = LazyLock::new(|| {
+    super::operations::OPERATIONS
         .iter()
-        .find(|(m, r, _)| m == method && *r == route)
-        .map_or(ADMIN, |(_, _, need)| *need)
+        .filter_map(|op| op.need.map(|need| (op.verb.method(), op.path, need)))
+        .collect()
+});
+
+/// What `method route` needs; `admin` for a route the operations do not list (fail closed).
+pub fn need_of(method: &Method, route: &str) -> Need {
+    super::operations::find(method, route)
+        .and_then(|op| op.need)
+        .unwrap_or(Need::Scope(Scope::Admin))
 }
 
 /// The `403` of a caller without `scope`.
@@ -202,19 +132,8 @@ pub async fn check(State(state): State<ApiState>, mut request: Request, next: Ne
     }
 }
 
-/// The thread `id`, when `caller` sees it; else [`StoreError::ThreadNotFound`], as for a
-/// thread that does not exist. The one answer to "may this caller reach this thread", for
-/// `/api` and `/mcp` alike.
-pub async fn visible_thread(
-    store: &Store,
-    caller: &Caller,
-    id: &ThreadId,
-) -> Result<ThreadRow, StoreError> {
-    match store.get_thread(id).await? {
-        Some(thread) if caller.sees(thread.tenant.as_deref()) => Ok(thread),
-        _ => Err(StoreError::ThreadNotFound(id.clone())),
-    }
-}
+/// The thread `id`, when `caller` sees it (the thread service's one answer, for every door).
+pub use crate::service::visible_thread;
 
 /// `Ok` when `caller` sees the schedule `id` (or it does not exist: its handler says so); else
 /// the handler's own `404`.
@@ -230,6 +149,10 @@ async fn visible_schedule(state: &ApiState, caller: &Caller, id: &str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const READ: Need = Need::Scope(Scope::ThreadsRead);
+    const APPROVE: Need = Need::Scope(Scope::Approvals);
+    const ADMIN: Need = Need::Scope(Scope::Admin);
 
     #[test]
     fn an_unlisted_route_needs_admin() {

@@ -1,24 +1,14 @@
 //! `POST /api/threads/{id}/archive`: a thread retired for good (see `Pipeline::archive_thread`).
 
 use axum::extract::State;
-use axum::Json;
-use serde::Serialize;
+use axum::{Extension, Json};
 
 use plugin_contract::ThreadId;
 
 use super::error::ErrorBody;
 use super::{ApiError, ApiPath, ApiState};
-use crate::api;
-use crate::workspace::WorktreeDisposition;
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ArchiveReply {
-    pub thread: api::Thread,
-    /// What became of its worktree (`workspaces.on_archive`); absent for a thread without one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worktree: Option<WorktreeDisposition>,
-}
+pub use crate::api::threads::ArchiveReply;
+use crate::caller::Caller;
 
 /// Archives the thread: a running turn is interrupted, its process let go, its worktree kept or
 /// removed as `workspaces.on_archive` says (never with uncommitted work under
@@ -33,14 +23,9 @@ pub struct ArchiveReply {
     ))]
 pub async fn archive(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ArchiveReply>, ApiError> {
-    let archived = state
-        .pipeline
-        .archive_thread(&ThreadId::from_string(id))
-        .await?;
-    Ok(Json(ArchiveReply {
-        thread: archived.thread.into(),
-        worktree: archived.worktree,
-    }))
+    let id = ThreadId::from_string(id);
+    Ok(Json(state.threads.archive(&caller, &id).await?))
 }

@@ -13,6 +13,7 @@ use crate::api::pages::PageError;
 use crate::budget::{BudgetExceeded, BudgetKind};
 use crate::files::FileError;
 use crate::pipeline::PipelineError;
+use crate::service::ServiceError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
 use crate::workspace::WorkspaceError;
@@ -98,6 +99,27 @@ impl IntoResponse for ApiError {
             },
         };
         (self.status, Json(body)).into_response()
+    }
+}
+
+/// The thread service's error in `/api`'s words: each carried error as it answers on its own;
+/// a refusal by the thread's owner with the owner's status; a thread moving between nodes `503
+/// not_owner`.
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::Pipeline(err) => err.into(),
+            ServiceError::Store(err) => err.into(),
+            ServiceError::Page(err) => err.into(),
+            ServiceError::Invalid(message) => ApiError::unprocessable(message),
+            ServiceError::NotFound(message) => ApiError::not_found(message),
+            ServiceError::Owner { status, message } => {
+                ApiError::new(status, "owner_refused", message)
+            }
+            ServiceError::Moving(message) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_owner", message)
+            }
+        }
     }
 }
 

@@ -31,6 +31,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
+use super::operations::Body as Carries;
 use super::ApiError;
 use crate::config::Config;
 
@@ -264,20 +265,12 @@ impl Guard {
         })
     }
 
-    /// The route's kind when its body may carry files.
+    /// The route's kind when its body may carry files (its row in `operations::OPERATIONS`).
     fn large(method: &Method, path: &str) -> Option<Large> {
-        if method != Method::POST {
-            return None;
-        }
-        let message = path
-            .strip_prefix("/api/threads/")
-            .and_then(|rest| rest.strip_suffix("/messages"))
-            .is_some_and(|id| !id.is_empty() && !id.contains('/'));
-        match path {
-            "/api/files" => Some(Large::Upload),
-            "/mcp" => Some(Large::Message),
-            _ if message => Some(Large::Message),
-            _ => None,
+        match super::operations::matching(method, path)?.body {
+            Carries::Json => None,
+            Carries::Message => Some(Large::Message),
+            Carries::Upload => Some(Large::Upload),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod mcp_endpoint;
 mod metrics;
 mod oauth;
 mod openapi;
+pub mod operations;
 mod page;
 mod permissions;
 mod profiles;
@@ -56,6 +57,8 @@ pub struct ApiState {
     pub mcp: Arc<McpAdapter>,
     /// `/mcp`: the tools and threads for outside MCP clients.
     pub mcp_endpoint: Arc<mcp_endpoint::McpEndpoint>,
+    /// Every thread operation: the thread handlers are adapters over it.
+    pub threads: crate::service::ThreadService,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
     /// This node among several (`cluster.advertise`); `None`: a single node.
@@ -158,29 +161,22 @@ pub fn router(state: ApiState) -> Router {
 
 /// Every route with its documentation, and the layers that belong to some routes only.
 fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
-    // What needs the thread's process runs on the node that owns the thread (clustering).
-    let at_owner = OpenApiRouter::new()
-        .routes(routes!(threads::post_message))
+    // Each operation's scope, placement and body are its row in `operations::OPERATIONS`: what
+    // needs the thread's process runs on the node that owns the thread (`routing::to_owner`).
+    let api = OpenApiRouter::new()
+        .routes(routes!(threads::create, threads::lifecycle::list))
+        .routes(routes!(
+            threads::get_one,
+            threads::lifecycle::patch,
+            threads::lifecycle::delete
+        ))
+        .routes(routes!(threads::lifecycle::messages, threads::post_message))
         .routes(routes!(threads::interrupt))
         .routes(routes!(permissions::answer))
         .routes(routes!(diff::diff))
         .routes(routes!(archive::archive))
-        .routes(routes!(
-            threads::lifecycle::patch,
-            threads::lifecycle::delete
-        ))
-        // A thread's folder is on the node that runs it.
         .routes(routes!(files::list_thread_files))
         .routes(routes!(files::get_thread_file))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            routing::to_owner,
-        ));
-    let api = OpenApiRouter::new()
-        .routes(routes!(threads::create, threads::lifecycle::list))
-        .routes(routes!(threads::get_one))
-        .routes(routes!(threads::lifecycle::messages))
-        .merge(at_owner)
         .routes(routes!(threads::fork))
         .routes(routes!(threads::outcomes))
         .routes(routes!(threads::model_requests))
@@ -211,6 +207,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(keys::me))
         .routes(routes!(files::upload))
         .routes(routes!(files::download))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            routing::to_owner,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), access::check))
         // Inside the token check, which sets the caller it records; outside the access check,
         // so refusals are recorded too.

@@ -1,5 +1,6 @@
 //! Clustering at the HTTP edge: a request that needs the thread's process (a message, an
-//! interrupt, a permission answer) runs on the node holding the thread's lease. [`to_owner`]
+//! interrupt, a permission answer: its row in `operations::OPERATIONS` says `Runs::Owner`) runs
+//! on the node holding the thread's lease. [`to_owner`]
 //! asks [`Cluster::route`]: here (the handler finds the [`Fence`] in the request's extensions),
 //! or forwarded to the live owner, once and marked. An owner that cannot be reached is waited
 //! out: when its lease expires this node takes the thread and serves the request itself.
@@ -7,7 +8,7 @@
 //! Without clustering the layer passes every request through untouched.
 
 use axum::body::Body;
-use axum::extract::{OriginalUri, Request, State};
+use axum::extract::{MatchedPath, OriginalUri, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -28,7 +29,14 @@ pub async fn to_owner(State(state): State<ApiState>, request: Request, next: Nex
     let Some(cluster) = state.cluster.clone() else {
         return next.run(request).await;
     };
-    let Some(thread) = thread_of(request.uri().path()) else {
+    // What the operation's row says: only what needs the thread's process goes to its owner.
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("", |m| m.as_str());
+    let at_owner = super::operations::find(request.method(), route)
+        .is_some_and(|op| op.runs == super::operations::Runs::Owner);
+    let Some(thread) = thread_of(request.uri().path()).filter(|_| at_owner) else {
         return next.run(request).await;
     };
     let forwarded = request.headers().contains_key(FORWARDED_HEADER);
@@ -209,14 +217,10 @@ fn route_error(err: RouteError) -> Response {
     }
 }
 
-/// The thread id in `/threads/{id}/…` (with or without the `/api` prefix).
+/// The thread id in `/threads/{id}/…` (with or without the `/api` prefix), by the
+/// operations' paths.
 pub(super) fn thread_of(path: &str) -> Option<ThreadId> {
-    let mut segments = path.split('/');
-    segments.find(|s| *s == "threads")?;
-    segments
-        .next()
-        .filter(|s| !s.is_empty())
-        .map(ThreadId::from_string)
+    super::operations::thread_of(path).map(ThreadId::from_string)
 }
 
 #[cfg(test)]

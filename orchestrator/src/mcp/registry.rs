@@ -219,7 +219,7 @@ fn checked_input(
 }
 
 /// Runs the tool in its own task, aborted if this call is dropped (the CLI cancelled it) or
-/// outlives `limit`; the caller and the request's trace go with it into the task. A timeout, the
+/// outlives `limit`; the request's trace goes with it into the task. A timeout, the
 /// tool's error, a panic or a cancel is the text the model reads.
 async fn run_tool(
     name: &str,
@@ -228,16 +228,10 @@ async fn run_tool(
     input: Value,
     limit: Duration,
 ) -> Result<ToolOutput, String> {
-    let caller = crate::caller::current();
     let traceparent = crate::traces::parent();
     let mut task = AbortOnDropHandle::new(tokio::spawn(crate::traces::under(
         traceparent,
-        async move {
-            match caller {
-                Some(caller) => crate::caller::acting_as(caller, handler.call(ctx, input)).await,
-                None => handler.call(ctx, input).await,
-            }
-        },
+        async move { handler.call(ctx, input).await },
     )));
     let Ok(joined) = tokio::time::timeout(limit, &mut task).await else {
         return Err(format!(

@@ -307,9 +307,7 @@ pub(super) fn pipeline(
         settings: PipelineSettings {
             max_message_chars: config.max_message_chars,
             queue_limit: config.turn.queue_limit,
-            idle_timeout: config.turn.idle_timeout,
             turn_timeout: config.turn.timeout,
-            max_tool_calls: config.turn.max_tool_calls,
             throttle: ThrottleSettings {
                 enabled: config.rate_limit.enabled,
                 max: config.rate_limit.max_turns(&config.pool),
@@ -359,6 +357,8 @@ pub(super) struct Doors {
     pub redrive: crate::redrive::Redrive,
     pub schedules: crate::schedules::Schedules,
     pub mcp_endpoint: Arc<McpEndpoint>,
+    /// Every thread operation, behind `/api` and `/mcp` alike.
+    pub threads: crate::service::ThreadService,
     pub metrics: Arc<Metrics>,
     pub door: crate::http::serve::Door,
     pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
@@ -396,15 +396,16 @@ pub(super) fn doors(
         storage.node.clone(),
         config.schedules.clone(),
     );
-    let threads = ThreadsPlugin::new(
-        store.clone(),
+    let threads = crate::service::ThreadService::new(
         pipeline.clone(),
+        store.clone(),
+        bus.webhooks.clone(),
         cluster.clone(),
-        config.turn.timeout,
+        config.threads.cascade_delete(),
     );
     let mcp_endpoint = Arc::new(McpEndpoint::new(
         plugins,
-        threads,
+        ThreadsPlugin::new(threads.clone(), config.turn.timeout),
         mcp.clone(),
         pipeline.clone(),
         cluster.clone(),
@@ -425,6 +426,7 @@ pub(super) fn doors(
         redrive,
         schedules,
         mcp_endpoint,
+        threads,
         metrics,
         door: crate::http::serve::Door::open(&config.http),
         oauth: crate::oauth::ResourceServer::new(&config.oauth, store).map(Arc::new),

@@ -80,6 +80,8 @@ pub struct Daemon {
     pub mcp: Arc<McpAdapter>,
     /// `/mcp`: the plugin tools and the threads for outside MCP clients.
     pub mcp_endpoint: Arc<McpEndpoint>,
+    /// Every thread operation, behind `/api` and `/mcp` alike.
+    pub threads: crate::service::ThreadService,
     pub metrics: Arc<Metrics>,
     /// This node's place among several (`cluster.advertise`); `None`: a single node.
     pub cluster: Option<Cluster>,
@@ -140,6 +142,7 @@ impl Daemon {
             pipeline,
             mcp: processes.mcp,
             mcp_endpoint: doors.mcp_endpoint,
+            threads: doors.threads,
             metrics: doors.metrics,
             cluster: doors.cluster,
             door: doors.door,
@@ -161,6 +164,7 @@ impl Daemon {
             pool: self.pool.clone(),
             mcp: self.mcp.clone(),
             mcp_endpoint: self.mcp_endpoint.clone(),
+            threads: self.threads.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
             cluster: self.cluster.clone(),

@@ -24,6 +24,7 @@ use tracing::info;
 
 use plugin_contract::ThreadId;
 
+pub use crate::api::WorktreeDisposition;
 pub use crate::config::WorkspaceRequest;
 use crate::config::{Config, OnArchive};
 use crate::store::Workspace;
@@ -62,18 +63,6 @@ pub struct Workspaces {
     worktrees_dir: PathBuf,
     include: Vec<String>,
     on_archive: OnArchive,
-}
-
-/// What archiving did to a thread's worktree (`workspaces.on_archive`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorktreeDisposition {
-    /// The worktree's folder was removed.
-    pub removed: bool,
-    /// Kept because it held uncommitted, untracked or ignored work (`remove-if-clean`).
-    pub kept_dirty: bool,
-    /// Its branch was deleted (it had no commit of its own, or `remove`).
-    pub branch_deleted: bool,
 }
 
 impl Workspaces {

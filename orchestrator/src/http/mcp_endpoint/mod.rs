@@ -14,10 +14,12 @@
 //!   never issued is taken as given. What a client needs again travels in tool arguments and
 //!   results (the `threadId`).
 //! - Tools: the plugin tools that need no calling thread (delegation is left out) and the
-//!   threads themselves ([`threads`]), one [`ToolRegistry`]: the same validation, defaults,
-//!   output checks, records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
+//!   threads themselves ([`threads`]: adapters over the thread service, each call bound to its
+//!   caller), listed from one [`ToolRegistry`]: the same validation, defaults, output checks,
+//!   records and metrics as a turn's calls ([`McpAdapter::call_tool_in`]).
 //! - Scopes: `/mcp` needs `threads:read` (`access::NEEDS`); a call of a tool that changes
-//!   something needs `threads:write` too, and a caller without it gets `403` with
+//!   something (a thread tool's [`threads::Policy`] says so; a plugin tool may) needs
+//!   `threads:write` too, and a caller without it gets `403` with
 //!   `WWW-Authenticate: Bearer error="insufficient_scope"` before the call runs, as on `/api`,
 //!   so that an MCP client can step up (an OAuth caller is pointed at the resource metadata).
 //! - `notifications/cancelled` arrives on a POST of its own: [`screen`] reads it before rmcp
@@ -32,6 +34,7 @@
 //!   again with the same `clientMessageId`, fetches it.
 
 pub mod in_flight;
+pub mod schemas;
 pub mod session;
 pub mod threads;
 
@@ -62,7 +65,7 @@ use plugin_contract::{Plugin, ThreadId};
 use crate::caller::{Caller, Scope};
 use crate::cluster::{Cluster, Outgoing, Route};
 use crate::mcp::schema::SchemaError;
-use crate::mcp::{McpAdapter, ToolRegistry};
+use crate::mcp::{CallOutcome, McpAdapter, ToolRegistry};
 use crate::pipeline::Pipeline;
 use crate::store::{EventRow, Store};
 use in_flight::{Cancelled, InFlight};
@@ -90,6 +93,10 @@ pub struct McpEndpoint {
     in_flight: Arc<InFlight>,
     /// Where `threads__create` and `threads__send` calls are audited.
     store: Store,
+    /// The thread tools, which each call binds to its caller ([`ThreadsPlugin::for_caller`]).
+    threads: threads::ThreadsPlugin,
+    /// The tools' default timeout, for the registry of a thread tool's call.
+    tool_timeout: std::time::Duration,
 }
 
 impl McpEndpoint {
@@ -105,7 +112,7 @@ impl McpEndpoint {
         store: Store,
     ) -> Result<McpEndpoint, SchemaError> {
         let mut all = plugins.to_vec();
-        all.push(Arc::new(threads));
+        all.push(Arc::new(threads.clone()));
         let registry = ToolRegistry::load_where(&all, tool_timeout, |tool| !tool.needs_thread())?;
         Ok(McpEndpoint {
             registry: Arc::new(registry),
@@ -114,6 +121,8 @@ impl McpEndpoint {
             cluster,
             in_flight: Arc::default(),
             store,
+            threads,
+            tool_timeout,
         })
     }
 
@@ -164,11 +173,47 @@ impl McpEndpoint {
     }
 
     /// The scope a call of the tool `name` needs beyond `/mcp`'s own (`threads:read`, checked
-    /// with the route): `threads:write` for a tool that changes something; `None` for one that
-    /// reads, or that is not there (its call is answered "unknown tool").
+    /// with the route): a thread tool's as its [`threads::Policy`] declares, `threads:write` for
+    /// a plugin tool (it may change anything); `None` for one that reads, or that is not there
+    /// (its call is answered "unknown tool").
     pub fn scope_for(&self, name: &str) -> Option<Scope> {
-        let changes = self.registry.get(name).is_some() && !threads::READ_ONLY.contains(&name);
-        changes.then_some(Scope::ThreadsWrite)
+        match threads::policy_of(name) {
+            Some(policy) => policy.changes().then_some(policy.scope),
+            None => self
+                .registry
+                .get(name)
+                .is_some()
+                .then_some(Scope::ThreadsWrite),
+        }
+    }
+
+    /// Calls the tool `name` for `caller`: a plugin tool through the endpoint's registry, a
+    /// thread tool through one of its own, bound to the caller (the same validation, records
+    /// and metrics).
+    async fn call(&self, name: &str, arguments: Value, caller: &Caller) -> CallOutcome {
+        let ctx = self.pipeline.tool_context(None);
+        let Some(short) = threads::policy_of(name).and_then(|_| name.strip_prefix("threads__"))
+        else {
+            return self
+                .adapter
+                .call_tool_in(&self.registry, ctx, name, arguments, None)
+                .await;
+        };
+        let plugin: Arc<dyn Plugin> = Arc::new(self.threads.for_caller(caller.clone()));
+        match ToolRegistry::load_where(&[plugin], self.tool_timeout, |t| t.spec().name == short) {
+            Ok(registry) => {
+                self.adapter
+                    .call_tool_in(&registry, ctx, name, arguments, None)
+                    .await
+            }
+            // Loaded once already, into `registry`: it does not fail here.
+            Err(err) => CallOutcome {
+                result: CallOutcome::error_result(format!("tool `{name}` failed: {err}")),
+                duration: std::time::Duration::ZERO,
+                violations: None,
+                output_violations: None,
+            },
+        }
     }
 
     /// The endpoint's tools.
@@ -469,7 +514,7 @@ impl Handler {
         arguments: &Value,
         caller: &Caller,
     ) -> Option<ThreadId> {
-        let id = (name == threads::SEND)
+        let id = runs_on_owner(name)
             .then(|| arguments.get("threadId").and_then(Value::as_str))
             .flatten()
             .map(|id| ThreadId::from_string(id.to_owned()))?;
@@ -579,7 +624,7 @@ impl ServerHandler for Handler {
         }
         let mut arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         // A send names its message, so a cancel stops that message and no other.
-        let client = (name == threads::SEND)
+        let client = runs_on_owner(&name)
             .then(|| send_client_id(&mut arguments))
             .flatten();
         let session = parts.and_then(|parts| session::of(&parts.headers));
@@ -597,12 +642,7 @@ impl ServerHandler for Handler {
             Some(thread) => Some(self.0.pipeline.subscribe(thread).await),
             None => None,
         };
-        let ctx = self.0.pipeline.tool_context(None);
-        let call = self
-            .0
-            .adapter
-            .call_tool_in(&self.0.registry, ctx, &name, arguments, None);
-        let call = crate::caller::acting_as(caller.clone(), call);
+        let call = self.0.call(&name, arguments, &caller);
         let traceparent = parts.and_then(|p| crate::traces::traceparent_of(&p.headers));
         let call = crate::traces::under(traceparent, call);
         tokio::pin!(call);
@@ -638,7 +678,7 @@ impl ServerHandler for Handler {
                 }
             }
         };
-        if name == threads::SEND || name == threads::CREATE {
+        if threads::policy_of(&name).is_some_and(|p| p.changes()) {
             self.audit(&caller, &name, thread.as_ref(), remote.as_deref(), &result)
                 .await;
         }
@@ -648,6 +688,12 @@ impl ServerHandler for Handler {
         result.result_type = Some(ResultType::COMPLETE);
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// Whether the tool `name` runs on the thread's owner (`threads__send`): its thread's events
+/// are the call's progress, and a cancel stops its message.
+fn runs_on_owner(name: &str) -> bool {
+    threads::policy_of(name).is_some_and(|p| p.runs == threads::Runs::Owner)
 }
 
 /// The `clientMessageId` of a `threads__send`: the caller's, or one given to it here.

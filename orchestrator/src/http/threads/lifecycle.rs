@@ -7,21 +7,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use tracing::info;
 
 use plugin_contract::ThreadId;
 
 use super::super::error::ErrorBody;
 use super::super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
-use super::{thread_with_messages, ThreadWithMessages};
-use crate::api::pages::{self, MessagePage, ThreadFilters, ThreadPage};
-use crate::budget::validate_usd;
+use crate::api::pages::{MessagePage, ThreadFilters, ThreadPage};
+pub use crate::api::threads::PatchThread;
+use crate::api::threads::ThreadWithMessages;
 use crate::caller::Caller;
-use crate::store::ThreadChange;
-
-/// Most tags a thread has; each is 1 to 64 characters.
-const MAX_TAGS: usize = 20;
-const MAX_TAG_CHARS: usize = 64;
 
 /// The threads the caller sees, a page at a time, newest activity first (archived ones only
 /// when asked for).
@@ -37,7 +31,7 @@ pub async fn list(
     Extension(caller): Extension<Caller>,
     ApiQuery(filters): ApiQuery<ThreadFilters>,
 ) -> Result<Json<ThreadPage>, ApiError> {
-    Ok(Json(pages::threads(&state.store, &caller, &filters).await?))
+    Ok(Json(state.threads.list(&caller, &filters).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -63,65 +57,15 @@ pub struct MessagesQuery {
     ))]
 pub async fn messages(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<MessagesQuery>,
 ) -> Result<Json<MessagePage>, ApiError> {
     let id = ThreadId::from_string(id);
-    state.store.require_thread(&id).await?;
-    let limit = pages::limit(query.limit)?;
+    let (limit, before) = (query.limit, query.before.as_deref());
     Ok(Json(
-        pages::messages(&state.store, &id, query.before.as_deref(), limit).await?,
+        state.threads.messages(&caller, &id, limit, before).await?,
     ))
-}
-
-/// `PATCH /api/threads/{id}`: the fields given change, the others stay.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PatchThread {
-    /// Absent: unchanged; `null`: no limit; a number (USD, zero or more): the new limit.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<f64>, minimum = 0.0)]
-    max_budget_usd: Option<Option<f64>>,
-    /// A new title (1 to 200 characters, not blank); `null` removes it.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 200,
-             pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]")]
-    title: Option<Option<String>>,
-    /// The thread's tags, all of them (bounds: [`check_tags`], stated by [`tags_schema`]).
-    #[schema(schema_with = tags_schema)]
-    tags: Option<Vec<String>>,
-    /// `true` archives the thread (as `POST …/archive` does); `false` unarchives it: it takes
-    /// messages again.
-    archived: Option<bool>,
-}
-
-/// `tags` for the document: [`check_tags`]' bounds.
-fn tags_schema() -> utoipa::openapi::schema::Array {
-    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
-    let tag = ObjectBuilder::new()
-        .schema_type(Type::String)
-        .min_length(Some(1))
-        .max_length(Some(MAX_TAG_CHARS))
-        .pattern(Some(crate::api::doc::NOT_BLANK));
-    ArrayBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
-        .description(Some(
-            "The thread's tags, all of them (up to 20, each 1 to 64 characters, not blank; each \
-             is trimmed, repeats count once).",
-        ))
-        .items(tag)
-        .max_items(Some(MAX_TAGS))
-        .build()
-}
-
-/// Tells a field that is present (`Some`, even when `null`) from one that is absent (`None`,
-/// through `#[serde(default)]`).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
 }
 
 /// Changes the thread: its budget, title, tags, or whether it is archived.
@@ -137,64 +81,12 @@ where
     ))]
 pub async fn patch(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PatchThread>,
 ) -> Result<Json<ThreadWithMessages>, ApiError> {
     let id = ThreadId::from_string(id);
-    let title = body.title.as_ref().map(|t| t.as_deref());
-    if let Some(Some(title)) = title {
-        if title.trim().is_empty() || title.chars().count() > 200 {
-            return Err(ApiError::unprocessable(
-                "title is 1 to 200 characters, not blank",
-            ));
-        }
-    }
-    let tags = match body.tags {
-        Some(tags) => Some(check_tags(tags)?),
-        None => None,
-    };
-    state.store.require_thread(&id).await?;
-    if let Some(budget) = body.max_budget_usd {
-        if let Some(usd) = budget {
-            validate_usd(usd, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
-        }
-        state.pipeline.set_thread_budget(&id, budget).await?;
-        info!(thread_id = %id, max_budget_usd = ?budget, "Thread budget set.");
-    }
-    let change = ThreadChange {
-        title,
-        tags: tags.as_deref(),
-        unarchive: body.archived == Some(false),
-    };
-    if change.title.is_some() || change.tags.is_some() || change.unarchive {
-        state.store.change_thread(&id, &change).await?;
-    }
-    if body.archived == Some(true) {
-        state.pipeline.archive_thread(&id).await?;
-    }
-    Ok(Json(thread_with_messages(&state, &id).await?))
-}
-
-/// Tags trimmed, each 1 to 64 characters, at most 20, without repeats.
-fn check_tags(tags: Vec<String>) -> Result<Vec<String>, ApiError> {
-    let mut out: Vec<String> = Vec::new();
-    for tag in tags {
-        let tag = tag.trim().to_owned();
-        if tag.is_empty() || tag.chars().count() > MAX_TAG_CHARS {
-            return Err(ApiError::unprocessable(format!(
-                "a tag is 1 to {MAX_TAG_CHARS} characters, not {tag:?}"
-            )));
-        }
-        if !out.contains(&tag) {
-            out.push(tag);
-        }
-    }
-    if out.len() > MAX_TAGS {
-        return Err(ApiError::unprocessable(format!(
-            "a thread has at most {MAX_TAGS} tags"
-        )));
-    }
-    Ok(out)
+    Ok(Json(state.threads.update(&caller, &id, body).await?))
 }
 
 /// Deletes the thread and everything of it (see `Pipeline::delete_thread`); its children go too
@@ -207,10 +99,10 @@ fn check_tags(tags: Vec<String>) -> Result<Vec<String>, ApiError> {
     ))]
 pub async fn delete(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let id = ThreadId::from_string(id);
-    let cascade = state.config.threads.cascade_delete();
-    state.pipeline.delete_thread(&id, cascade).await?;
+    state.threads.delete(&caller, &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -1,4 +1,5 @@
-//! Threads, their messages, prewarm, interrupt and the event stream.
+//! Threads, their messages, prewarm, interrupt and the event stream: adapters over the thread
+//! service (`crate::service`), whose bodies are `crate::api::threads`; the event stream is here.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -7,15 +8,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
-use axum::Json;
+use axum::{Extension, Json};
 use futures::Stream;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
-use tracing::{info, warn};
+use tracing::warn;
 
-use plugin_contract::{ThreadId, UserContent};
+use plugin_contract::ThreadId;
 
 pub mod lifecycle;
 
@@ -24,58 +25,13 @@ use super::openapi::ThreadEventRef;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api;
 use crate::api::events::{LogCompacted, StreamEvent, ThreadEvent};
-use crate::budget::validate_usd;
-use crate::pipeline::{NewMessage, Stopped, TurnReply};
-use crate::store::{EventRow, MessageId, NewThread, Usage};
-use crate::workspace::WorkspaceRequest;
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CreateThread {
-    #[schema(max_length = 500)]
-    title: Option<String>,
-    /// A model name (1 to 200 characters, not blank); default: the profile's.
-    #[schema(
-        min_length = 1,
-        max_length = 200,
-        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
-    )]
-    model: Option<String>,
-    /// A JSON Schema (draft 2020-12, an object) every reply must match: `--json-schema`.
-    #[schema(value_type = Option<Object>)]
-    output_schema: Option<serde_json::Value>,
-    /// Most USD the thread's turns may cost together; then its messages get 402.
-    #[schema(minimum = 0.0)]
-    max_budget_usd: Option<f64>,
-    /// Where the thread works: `{"path": "/abs/dir"}`, or a worktree made for it:
-    /// `{"repo": "/abs/repo", "worktree": true, "baseRef"?, "branch"?}`. Under
-    /// `workspaces.roots` only. Default: a folder of its own.
-    workspace: Option<WorkspaceRequest>,
-    /// The kind of agent (`GET /api/profiles`); default: the daemon's default profile.
-    profile: Option<String>,
-    /// A turn cut by a crash, a shutdown or a takeover: `mark` (the default) leaves it
-    /// `interrupted`; `retry` runs it again by itself once the thread has a process.
-    on_interrupt: Option<crate::store::OnInterrupt>,
-    /// The thread's own webhook endpoint: every webhook event of the thread goes there too
-    /// (`turn.*`, `permission.requested`, `budget.reached`, `schedule.*`), signed with a
-    /// secret of its own, which the answer carries once (`callbackSecret`). An `http(s)` URL;
-    /// with `webhooks.allow_private_targets` off, not a loopback or private address.
-    #[schema(format = "uri", pattern = r"^[Hh][Tt][Tt][Pp][Ss]?://")]
-    callback_url: Option<String>,
-}
-
-/// A thread just made: as `GET` shows it, and the secret of its own webhook endpoint, once.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedThread {
-    #[serde(flatten)]
-    pub thread: api::Thread,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_url: Option<String>,
-    /// `whsec_…` (Standard Webhooks): the key its callbacks are signed with. Shown only here.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_secret: Option<String>,
-}
+pub use crate::api::threads::{
+    CreateThread, CreatedThread, ForkThread, Interrupted, MessageAccepted, ModelRequestList,
+    OutcomeList, PostMessage, Prewarm, ThreadWithMessages, Warming,
+};
+use crate::caller::Caller;
+use crate::service::SendMessage;
+use crate::store::{EventRow, MessageId};
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
 #[utoipa::path(post, path = "/threads", operation_id = "createThread", tag = "threads",
@@ -88,86 +44,24 @@ pub struct CreatedThread {
     ))]
 pub async fn create(
     State(state): State<ApiState>,
-    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
+    Extension(caller): Extension<Caller>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     // Our JSON error for a body over the limit, not axum's plain-text one.
     let body = body?;
     let body: CreateThread = if no_body(&body) {
-        CreateThread {
-            title: None,
-            model: None,
-            output_schema: None,
-            max_budget_usd: None,
-            workspace: None,
-            profile: None,
-            on_interrupt: None,
-            callback_url: None,
-        }
+        CreateThread::default()
     } else {
         super::error::parse_json(&body)?
     };
-    if let Some(schema) = &body.output_schema {
-        crate::mcp::schema::OutputSchema::compile(schema).map_err(ApiError::unprocessable)?;
-    }
-    if let Some(budget) = body.max_budget_usd {
-        validate_usd(budget, "maxBudgetUsd").map_err(ApiError::unprocessable)?;
-    }
-    if let Some(url) = &body.callback_url {
-        state
-            .webhooks
-            .check_callback(url)
-            .map_err(|err| ApiError::unprocessable(format!("callbackUrl: {err}")))?;
-    }
-    let thread = state
-        .pipeline
-        .create_thread(
-            NewThread {
-                title: body.title,
-                model: body.model,
-                output_schema: body.output_schema,
-                max_budget_usd: body.max_budget_usd,
-                profile: body.profile,
-                on_interrupt: body.on_interrupt.unwrap_or_default(),
-                // The creator's tenant owns it.
-                tenant: caller.tenant,
-                ..NewThread::default()
-            },
-            body.workspace.as_ref(),
-        )
-        .await?;
-    let callback_secret = match &body.callback_url {
-        Some(url) => {
-            let secret = crate::webhooks::Signer::generate_secret();
-            state
-                .store
-                .set_thread_callback(&thread.id, url, &secret)
-                .await?;
-            Some(secret)
-        }
-        None => None,
-    };
-    info!(thread_id = %thread.id, callback = body.callback_url.is_some(), "Thread created.");
-    Ok((
-        StatusCode::CREATED,
-        Json(CreatedThread {
-            thread: api::Thread::from(thread),
-            callback_url: body.callback_url,
-            callback_secret,
-        }),
-    ))
+    let created = state.threads.create(&caller, body).await?;
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// An optional body that is not there: empty, blank, or JSON `null` (as the document allows).
 fn no_body(body: &[u8]) -> bool {
     let text = body.trim_ascii();
     text.is_empty() || text == b"null"
-}
-
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ForkThread {
-    title: Option<String>,
 }
 
 /// `POST /api/threads/{id}/fork` (body optional): 201, a new thread with `parentId` set that
@@ -182,6 +76,7 @@ pub struct ForkThread {
     ))]
 pub async fn fork(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -192,52 +87,8 @@ pub async fn fork(
         super::error::parse_json(&body)?
     };
     let parent = ThreadId::from_string(id);
-    let thread = state.pipeline.fork_thread(&parent, body.title).await?;
-    Ok((StatusCode::CREATED, Json(api::Thread::from(thread))))
-}
-
-/// `GET /api/threads/{id}`: the thread, what its turns cost together, and its messages (oldest
-/// first, each reply with its own usage).
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ThreadWithMessages {
-    #[serde(flatten)]
-    pub thread: api::Thread,
-    /// The thread's own webhook endpoint, when it was made with one (its secret is never shown
-    /// again).
-    #[serde(rename = "callbackUrl", skip_serializing_if = "Option::is_none")]
-    pub callback_url: Option<String>,
-    pub usage: Usage,
-    pub tags: Vec<String>,
-    /// The last page of its messages (50), oldest first.
-    pub messages: Vec<api::Message>,
-    /// `before` for `GET /api/threads/{id}/messages`: the page of messages older than these;
-    /// `null` when these are all of them.
-    #[serde(rename = "messagesCursor")]
-    pub messages_cursor: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct OutcomeList {
-    pub outcomes: Vec<api::Outcome>,
-}
-
-/// The id of thread `id`'s user message `message_id`; 404 when the thread has none by it.
-async fn user_message(
-    state: &ApiState,
-    id: String,
-    message_id: String,
-) -> Result<MessageId, ApiError> {
-    let (id, message_id) = (
-        ThreadId::from_string(id),
-        MessageId::from_string(message_id),
-    );
-    let message = state.store.get_message(&message_id).await?;
-    if !message.is_some_and(|m| m.thread_id == id && m.role == crate::store::Role::User) {
-        return Err(ApiError::not_found(format!(
-            "thread {id} has no user message {message_id}"
-        )));
-    }
-    Ok(message_id)
+    let thread = state.threads.fork(&caller, &parent, body).await?;
+    Ok((StatusCode::CREATED, Json(thread)))
 }
 
 /// How each run of a user message ended, oldest first: one entry per run (a re-driven message
@@ -254,19 +105,14 @@ async fn user_message(
     ))]
 pub async fn outcomes(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<OutcomeList>, ApiError> {
-    let message_id = user_message(&state, id, message_id).await?;
-    let rows = state.store.outcomes_of(&message_id).await?;
-    Ok(Json(OutcomeList {
-        outcomes: rows.into_iter().map(api::Outcome::from).collect(),
-    }))
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelRequestList {
-    pub model_requests: Vec<api::ModelRequest>,
+    let (id, message) = (
+        ThreadId::from_string(id),
+        MessageId::from_string(message_id),
+    );
+    Ok(Json(state.threads.outcomes(&caller, &id, &message).await?))
 }
 
 /// The model requests of a user message's turns, oldest first, as the model gateway metered
@@ -283,13 +129,16 @@ pub struct ModelRequestList {
     ))]
 pub async fn model_requests(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath((id, message_id)): ApiPath<(String, String)>,
 ) -> Result<Json<ModelRequestList>, ApiError> {
-    let message_id = user_message(&state, id, message_id).await?;
-    let rows = state.store.model_requests_of(&message_id).await?;
-    Ok(Json(ModelRequestList {
-        model_requests: rows.into_iter().map(api::ModelRequest::from).collect(),
-    }))
+    let (id, message) = (
+        ThreadId::from_string(id),
+        MessageId::from_string(message_id),
+    );
+    Ok(Json(
+        state.threads.model_requests(&caller, &id, &message).await?,
+    ))
 }
 
 /// One thread with its last page of messages, oldest first.
@@ -301,69 +150,11 @@ pub async fn model_requests(
     ))]
 pub async fn get_one(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ThreadWithMessages>, ApiError> {
     let id = ThreadId::from_string(id);
-    Ok(Json(thread_with_messages(&state, &id).await?))
-}
-
-pub(super) async fn thread_with_messages(
-    state: &ApiState,
-    id: &ThreadId,
-) -> Result<ThreadWithMessages, ApiError> {
-    let thread = state.store.require_thread(id).await?;
-    let usage = state.store.thread_usage(id).await?;
-    let mut page = api::pages::messages(&state.store, id, None, api::pages::DEFAULT_LIMIT)
-        .await
-        .map_err(ApiError::from)?;
-    page.messages.reverse();
-    let callback = state.store.thread_callback(id).await?;
-    let tags = state.store.tags_of(std::slice::from_ref(id)).await?;
-    Ok(ThreadWithMessages {
-        thread: thread.into(),
-        callback_url: callback.map(|c| c.url),
-        usage,
-        tags: tags.into_iter().map(|(_, tag)| tag).collect(),
-        messages: page.messages,
-        messages_cursor: page.next_cursor,
-    })
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PostMessage {
-    /// The message: a string (not blank, at most `max_message_chars`), or a list of content
-    /// blocks in the Messages API's shape: `text`, and `image` or `document` whose `source` is
-    /// `{"type": "base64", "media_type", "data"}` or a file uploaded before,
-    /// `{"type": "file", "fileId": "file_…"}`. Images are PNG, JPEG, GIF or WebP; documents PDF.
-    content: UserContent,
-    client_message_id: Option<String>,
-    /// This turn's model (1 to 200 characters, not blank).
-    #[schema(
-        min_length = 1,
-        max_length = 200,
-        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
-    )]
-    model: Option<String>,
-    /// This turn's permission mode (`plan`, say), no wider than the profile's own.
-    #[schema(value_type = Option<PermissionModeName>)]
-    permission_mode: Option<String>,
-    /// This turn's external MCP servers, by name: some of the profile's; the others are
-    /// switched off for the turn, in place. Omitted: all of the profile's.
-    mcp_servers: Option<Vec<String>>,
-}
-
-/// A permission mode, as the CLI names it (for the document: the field is checked against the
-/// profile's own mode as a string).
-#[derive(Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[allow(dead_code)] // Never built: it names the values in the document.
-pub enum PermissionModeName {
-    Plan,
-    DontAsk,
-    Default,
-    AcceptEdits,
-    BypassPermissions,
+    Ok(Json(state.threads.get(&caller, &id).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -371,19 +162,6 @@ pub enum PermissionModeName {
 pub struct PostQuery {
     /// `false`: answer 202 as soon as the message is stored; the reply comes as events.
     wait: Option<bool>,
-}
-
-/// `202` to `POST …/messages?wait=false`: the message is stored; its reply comes as events.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageAccepted {
-    pub message_id: MessageId,
-    #[schema(value_type = String)]
-    pub thread_id: ThreadId,
-    /// A repeat of a `clientMessageId` already seen.
-    pub duplicate: bool,
-    /// Always `accepted`.
-    pub status: &'static str,
 }
 
 /// Stores the message, runs its turn (one at a time per thread) and answers with the reply. A
@@ -408,28 +186,21 @@ pub struct MessageAccepted {
     ))]
 pub async fn post_message(
     State(state): State<ApiState>,
-    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
-    fence: Option<axum::Extension<crate::store::Fence>>,
+    Extension(caller): Extension<Caller>,
+    fence: Option<Extension<crate::store::Fence>>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<PostQuery>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<PostMessage>,
 ) -> Result<axum::response::Response, ApiError> {
-    let msg = NewMessage {
-        traceparent: crate::traces::traceparent_of(&headers),
-        thread_id: ThreadId::from_string(id),
-        content: body.content,
-        client_message_id: body.client_message_id,
-        model: body.model,
-        permission_mode: body.permission_mode,
-        mcp_servers: body.mcp_servers,
-        timeout: None,
+    let message = SendMessage {
+        thread: ThreadId::from_string(id),
+        body,
         // Set by `routing::to_owner` when clustering is on.
-        fence: fence.map(|axum::Extension(fence)| fence),
-        unattended: false,
-        caller,
+        fence: fence.map(|Extension(fence)| fence),
+        traceparent: crate::traces::traceparent_of(&headers),
     };
-    let accepted = state.pipeline.accept_message(msg).await?;
+    let accepted = state.threads.send(&caller, message).await?;
     if query.wait == Some(false) {
         let body = MessageAccepted {
             message_id: accepted.message_id.clone(),
@@ -439,42 +210,8 @@ pub async fn post_message(
         };
         return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
     }
-    let reply: TurnReply = accepted.finish().await?;
+    let reply = accepted.finish().await?;
     Ok(Json(api::Reply::from(reply)).into_response())
-}
-
-impl From<TurnReply> for api::Reply {
-    fn from(reply: TurnReply) -> Self {
-        api::Reply {
-            message: reply.message.into(),
-            thread_id: reply.thread_id,
-            session_id: reply.session_id,
-            user_message_id: reply.user_message_id,
-        }
-    }
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Prewarm {
-    thread_id: String,
-    /// The model to start it on (1 to 200 characters, not blank); default: the thread's.
-    #[schema(
-        min_length = 1,
-        max_length = 200,
-        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
-    )]
-    model: Option<String>,
-}
-
-/// `202` to `POST /api/prewarm`: the process starts in the background.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Warming {
-    #[schema(value_type = String)]
-    pub thread_id: ThreadId,
-    /// Always `warming`.
-    pub status: &'static str,
 }
 
 /// Starts the thread's process in the background; answers at once.
@@ -489,7 +226,7 @@ pub struct Warming {
     ))]
 pub async fn prewarm(
     State(state): State<ApiState>,
-    axum::Extension(caller): axum::Extension<crate::caller::Caller>,
+    Extension(caller): Extension<Caller>,
     headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<Prewarm>,
 ) -> Result<axum::response::Response, ApiError> {
@@ -509,27 +246,11 @@ pub async fn prewarm(
     if let super::routing::Placed::There(answer) = placed {
         return Ok(answer);
     }
-    state.pipeline.prewarm(&thread_id, body.model).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(Warming {
-            thread_id,
-            status: "warming",
-        }),
-    )
-        .into_response())
-}
-
-/// `POST /api/threads/{id}/interrupt`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Interrupted {
-    #[schema(value_type = String)]
-    pub thread_id: ThreadId,
-    /// False when no turn (of that message, with `clientMessageId`) was running.
-    pub interrupted: bool,
-    /// With `clientMessageId`: the message still waited in line, and will not run.
-    pub withdrawn: bool,
+    let warming = state
+        .threads
+        .prewarm(&caller, &thread_id, body.model)
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(warming)).into_response())
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -552,26 +273,13 @@ pub struct InterruptQuery {
     ))]
 pub async fn interrupt(
     State(state): State<ApiState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<InterruptQuery>,
 ) -> Result<Json<Interrupted>, ApiError> {
     let id = ThreadId::from_string(id);
-    let (interrupted, withdrawn) = match &query.client_message_id {
-        Some(client) => {
-            state.store.require_thread(&id).await?;
-            match state.pipeline.stop_message(&id, client).await? {
-                Stopped::Withdrawn => (false, true),
-                Stopped::Interrupted => (true, false),
-                Stopped::Neither => (false, false),
-            }
-        }
-        None => (state.pipeline.interrupt(&id).await?, false),
-    };
-    Ok(Json(Interrupted {
-        thread_id: id,
-        interrupted,
-        withdrawn,
-    }))
+    let client = query.client_message_id.as_deref();
+    Ok(Json(state.threads.interrupt(&caller, &id, client).await?))
 }
 
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
