@@ -27,7 +27,7 @@ use tracing::{debug, warn};
 
 use plugin_contract::ThreadId;
 
-use crate::api::events::ThreadEvent;
+use crate::api::events::{ThreadEvent, WebhookEvent};
 use crate::store::{
     EventListener, EventRow, MessageId, SharedEvents, Store, StoreError, Wakeup, WebhookDraft,
 };
@@ -37,46 +37,25 @@ use crate::webhooks::Webhooks;
 mod end;
 mod follow;
 
-pub use end::{announce, Reply, TurnEnding};
+pub use end::{announce, claim_lease, Reply, TurnEnding};
 pub use follow::Follow;
 
-/// The webhook events an event of the stream stands for, when an endpoint wants them (a turn's
-/// end has its own, written with the ending: `end.rs`). Thin, like every webhook payload.
+/// The webhook event an event of the stream stands for ([`WebhookEvent::of_event`]), when an
+/// endpoint wants it (a turn's end has its own, written with the ending: `end.rs`).
 async fn webhook_drafts(
     event: &ThreadEvent,
     thread: &ThreadId,
     webhooks: Option<&Webhooks>,
     store: &Store,
 ) -> Vec<WebhookDraft> {
-    let (kind, data) = match event {
-        ThreadEvent::PermissionRequested(asked) => (
-            "permission.requested",
-            serde_json::json!({
-                "threadId": thread,
-                "requestId": asked.request_id,
-                "toolName": asked.tool_name,
-            }),
-        ),
-        ThreadEvent::ScheduleRunStarted(run) => (
-            "schedule.run_started",
-            serde_json::json!({
-                "threadId": thread,
-                "scheduleId": run.schedule_id,
-                "runId": run.run_id,
-                "messageId": run.message_id,
-                "trigger": run.trigger,
-            }),
-        ),
-        _ => return Vec::new(),
-    };
-    let Some(webhooks) = webhooks else {
+    let (Some(hook), Some(webhooks)) = (WebhookEvent::of_event(thread, event), webhooks) else {
         return Vec::new();
     };
     // A thread's own endpoint hears every kind.
     let own = || async { matches!(store.thread_callback(thread).await, Ok(Some(_))) };
-    let wanted = webhooks.wants(kind) || own().await;
+    let wanted = webhooks.wants(hook.kind().as_str()) || own().await;
     match wanted {
-        true => vec![WebhookDraft { kind, data }],
+        true => vec![hook.draft()],
         false => Vec::new(),
     }
 }
