@@ -30,7 +30,7 @@ use plugin_contract::ThreadId;
 
 use crate::caller::{Caller, CALLER_HEADER};
 use crate::pool::Pool;
-use crate::store::{Claim, Ending, Fence, Store, StoreError};
+use crate::store::{Claim, Fence, Store, StoreError};
 use crate::webhooks::Webhooks;
 
 /// Marks a request one node passed to another; its value is the sending node's id.
@@ -181,8 +181,7 @@ impl Cluster {
     /// has its process evicted.
     pub async fn take(&self, thread: &ThreadId) -> Result<Option<Fence>, StoreError> {
         let webhooks = &self.inner.webhooks;
-        let announce = |ending: &Ending<'_>| crate::events::announce(Some(webhooks), ending, None);
-        match self.inner.store.claim_lease(thread, &announce).await? {
+        match crate::events::claim_lease(&self.inner.store, Some(webhooks), thread).await? {
             Claim::Held {
                 fence,
                 interrupted,

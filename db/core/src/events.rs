@@ -31,6 +31,9 @@ pub trait EventQueries {
     /// The id of the newest event of the thread that compaction removed; 0 when none was.
     async fn compacted_through(&self, thread: &ThreadId) -> Result<i64, StoreError>;
 
+    /// The id of the thread's newest stored event; 0 when it has none.
+    async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError>;
+
     /// The threads whose log can be compacted up to a turn that ended before `older_than` (a
     /// [`crate::now_text`]-style time): each with the id its last such turn's end was announced
     /// under, when that is past the thread's [`EventQueries::compacted_through`].
@@ -85,6 +88,10 @@ macro_rules! event_queries {
 
             async fn compacted_through(&self, thread: &ThreadId) -> Result<i64, StoreError> {
                 compacted_through(self.pool(), thread).await
+            }
+
+            async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError> {
+                last_event_id(self.pool(), thread).await
             }
 
             async fn compactable(

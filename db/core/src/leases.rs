@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::Utc;
 use plugin_contract::ThreadId;
 
-use crate::{Announce, Ended, Fence, StoreError, ThreadLease};
+use crate::{Announcement, Ended, Fence, MessageId, StoreError, ThreadLease};
 
 /// Why a turn ended when its thread's lease moved to another node: the `error` of the user
 /// messages a takeover interrupts ([`LeaseQueries::acquire_lease`]).
@@ -23,6 +23,27 @@ pub struct Acquired {
     pub ended: Vec<Ended>,
 }
 
+/// A turn a takeover may end, with the event that announces its end ([`Announcement`], built
+/// before the lease's transaction: cause [`crate::EndCause::Takeover`], error
+/// [`TAKEOVER_REASON`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TakeoverEnd {
+    pub message: MessageId,
+    pub announcement: Announcement,
+}
+
+/// What [`LeaseQueries::acquire_lease`] did.
+#[derive(Clone, Debug)]
+pub enum Acquisition {
+    /// The owner holds the lease now.
+    Held(Acquired),
+    /// A live peer holds it.
+    Elsewhere,
+    /// A takeover found turns pending that no [`TakeoverEnd`] announces (the old owner sent
+    /// them after the caller looked): nothing was written. Announce these too and try again.
+    Unannounced(Vec<MessageId>),
+}
+
 /// `ttl` from now, as stored ([`crate::time_text`]). A TTL too long for chrono counts as a year.
 pub fn expiry_text(ttl: Duration) -> String {
     let ttl = chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(365));
@@ -35,17 +56,18 @@ pub trait LeaseQueries {
     /// `owner`'s (then only its expiry moves), expiring `ttl` from now. A change of owner
     /// increments the epoch; a new row starts at 1. In the same transaction, a takeover from a
     /// peer ends the turns the old owner left `pending` ([`crate::EndCause::Takeover`],
-    /// [`TAKEOVER_REASON`], each with the event `announce` builds, as
-    /// [`crate::OutcomeQueries::end_turn`] ends a turn). `None` when a live peer holds the lease;
-    /// [`StoreError::ThreadNotFound`] for an unknown thread.
+    /// [`TAKEOVER_REASON`], each with its announcement in `takeover`, as
+    /// [`crate::OutcomeQueries::end_turn`] ends a turn); [`Acquisition::Unannounced`], with
+    /// nothing written, when `takeover` lacks one. [`Acquisition::Elsewhere`] when a live peer
+    /// holds the lease; [`StoreError::ThreadNotFound`] for an unknown thread.
     async fn acquire_lease(
         &self,
         thread: &ThreadId,
         owner: &str,
         owner_url: &str,
         ttl: Duration,
-        announce: Announce<'_>,
-    ) -> Result<Option<Acquired>, StoreError>;
+        takeover: &[TakeoverEnd],
+    ) -> Result<Acquisition, StoreError>;
 
     /// The heartbeat: every lease `owner` holds expires `ttl` from now, in one UPDATE. Returns
     /// the threads it still holds.
@@ -75,9 +97,9 @@ macro_rules! lease_queries {
                 owner: &str,
                 owner_url: &str,
                 ttl: Duration,
-                announce: Announce<'_>,
-            ) -> Result<Option<Acquired>, StoreError> {
-                acquire(self.pool(), thread, owner, owner_url, ttl, announce).await
+                takeover: &[$crate::TakeoverEnd],
+            ) -> Result<$crate::Acquisition, StoreError> {
+                acquire(self.pool(), thread, owner, owner_url, ttl, takeover).await
             }
 
             async fn renew_leases(

@@ -39,6 +39,7 @@ mod threads;
 mod tool_calls;
 mod transcripts;
 mod usage;
+mod view;
 mod webhooks;
 
 // Each module's trait, and the types only its operations use.
@@ -58,6 +59,7 @@ pub use threads::*;
 pub use tool_calls::*;
 pub use transcripts::*;
 pub use usage::*;
+pub use view::*;
 pub use webhooks::*;
 
 /// Why a store operation failed. Each variant says what the user of the API sees.

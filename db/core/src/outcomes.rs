@@ -6,7 +6,8 @@
 //! inside a lease's transaction (a takeover, [`crate::LeaseQueries::acquire_lease`]). In one
 //! transaction it moves the user message from `pending` to its final status, stores the reply
 //! when there is one, adds the usage, records the CLI session, appends the event that announces
-//! the end, and writes the outcome row that names that event: the outbox that everything after
+//! the end (an [`Announcement`] the daemon built before, as values), and writes the outcome row
+//! that names that event: the outbox that everything after
 //! the turn (the event stream, webhooks, metrics, re-drive) reads. A message that is no longer
 //! `pending` is not ended again, so each run of a message has at most one outcome and one
 //! terminal event.
@@ -16,7 +17,8 @@ use plugin_contract::{CliSessionId, ThreadId};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    EventRow, Fence, MessageId, MessageRow, MessageStatus, NewReply, StoreError, TurnKey, Usage,
+    EventRow, Fence, Message, MessageId, MessageRow, MessageStatus, NewReply, RunRef, StoreError,
+    TurnKey, Usage,
 };
 
 /// How a turn ended: what `turn_outcomes.cause` holds. Stored as [`EndCause::as_str`]; serde and
@@ -120,6 +122,15 @@ pub struct TurnEnd<'a> {
 }
 
 impl<'a> TurnEnd<'a> {
+    /// The user message's `error` after this ending: none for [`EndCause::Done`], else why
+    /// (a generic reason when the caller gave none).
+    pub fn error_text(&self) -> Option<&'a str> {
+        match self.cause {
+            EndCause::Done => None,
+            _ => Some(self.error.unwrap_or("the turn ended")),
+        }
+    }
+
     /// An ending without a reply, usage or session: for `cause`, because of `error`.
     pub fn failed(cause: EndCause, error: &'a str) -> Self {
         TurnEnd {
@@ -132,28 +143,37 @@ impl<'a> TurnEnd<'a> {
     }
 }
 
-/// An ending as the event that announces it sees it, inside the ending's transaction.
-#[derive(Clone, Copy, Debug)]
-pub struct Ending<'a> {
-    pub thread: &'a ThreadId,
-    pub message: &'a MessageId,
-    pub cause: EndCause,
-    pub error: Option<&'a str>,
-    /// The reply just stored, for [`EndCause::Done`].
-    pub reply: Option<&'a MessageRow>,
-    /// The schedule run the message was sent for, if any.
-    pub run: Option<&'a crate::RunRef>,
-    /// The thread has its own webhook endpoint (`thread_callbacks`).
-    pub callback: bool,
+/// The event that announces an ending and the webhook events that go with it, as values the
+/// daemon builds before the ending's transaction (its API types say what they look like). The
+/// transaction adds only what it decides itself: the stored reply (its `seq`, its `origin`),
+/// under [`Announcement::reply_key`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Announcement {
+    /// The event's kind (the SSE event name): `turn_finished` or `turn_failed`.
+    pub kind: &'static str,
+    /// Its payload: complete for an ending without a reply; without the reply for one with.
+    pub data: serde_json::Value,
+    /// For an ending with a reply: the field of `data` that holds the reply as stored, shown
+    /// as the API shows it ([`Message`]).
+    pub reply_key: Option<&'static str>,
+    /// What goes in the webhook outbox with the event.
+    pub webhooks: Vec<WebhookDraft>,
 }
 
-/// An event to append: its kind (the SSE event name) and payload; and, when webhooks are to
-/// hear of it, what goes in the webhook outbox with it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EventDraft {
-    pub kind: &'static str,
-    pub data: serde_json::Value,
-    pub webhooks: Vec<WebhookDraft>,
+impl Announcement {
+    /// The event's payload, with `reply` (the row the transaction stored) where
+    /// [`Announcement::reply_key`] says.
+    pub fn data_with(&self, reply: Option<&MessageRow>) -> serde_json::Value {
+        let mut data = self.data.clone();
+        if let (Some(key), Some(reply), Some(fields)) =
+            (self.reply_key, reply, data.as_object_mut())
+        {
+            let shown = serde_json::to_value(Message::from(reply.clone()));
+            // A message is a struct of plain values; serializing one cannot fail.
+            fields.insert(key.to_owned(), shown.unwrap_or_default());
+        }
+        data
+    }
 }
 
 /// A webhook event to write in the outbox (`webhook_events`), in the same transaction.
@@ -164,9 +184,6 @@ pub struct WebhookDraft {
     /// The thin payload's `data`.
     pub data: serde_json::Value,
 }
-
-/// Builds the event that announces an ending (the daemon's API types say what it looks like).
-pub type Announce<'a> = &'a (dyn Fn(&Ending<'_>) -> EventDraft + Sync);
 
 /// An outcome as stored (`turn_outcomes`).
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -204,7 +221,7 @@ pub struct PendingTurn {
 #[allow(async_fn_in_trait)]
 pub trait OutcomeQueries {
     /// Ends the turn of `turn` as `end` says, in one transaction (see the module's
-    /// documentation), with the event `announce` builds. `None` when the message is not
+    /// documentation), with the event and webhook events of `announcement`. `None` when the message is not
     /// `pending` (its turn already ended): nothing is written. [`StoreError::MessageNotFound`]
     /// when `turn` names no user message of its thread, [`StoreError::LeaseLost`] when `fence`
     /// no longer holds the thread.
@@ -213,8 +230,12 @@ pub trait OutcomeQueries {
         fence: Option<&Fence>,
         turn: TurnKey<'_>,
         end: TurnEnd<'_>,
-        announce: Announce<'_>,
+        announcement: &Announcement,
     ) -> Result<Option<Ended>, StoreError>;
+
+    /// The schedule run the user message `message` was sent for, if any: an ending's
+    /// `schedule.run_finished` webhook names it.
+    async fn schedule_run_of(&self, message: &MessageId) -> Result<Option<RunRef>, StoreError>;
 
     /// The user messages still `pending`, of `thread` or of every thread, oldest first.
     async fn pending_turns(
@@ -252,14 +273,21 @@ macro_rules! outcome_queries {
                 fence: Option<&Fence>,
                 turn: TurnKey<'_>,
                 end: TurnEnd<'_>,
-                announce: Announce<'_>,
+                announcement: &Announcement,
             ) -> Result<Option<Ended>, StoreError> {
                 let mut tx = ThreadTx::begin(self.pool(), turn.thread, fence).await?;
-                let ended = end_in(tx.conn(), turn, end, announce).await?;
+                let ended = end_in(tx.conn(), turn, end, announcement).await?;
                 if ended.is_some() {
                     tx.commit().await?;
                 }
                 Ok(ended)
+            }
+
+            async fn schedule_run_of(
+                &self,
+                message: &MessageId,
+            ) -> Result<Option<$crate::RunRef>, StoreError> {
+                schedule_run_of(self.pool(), message).await
             }
 
             async fn pending_turns(

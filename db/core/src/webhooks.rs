@@ -1,5 +1,5 @@
 //! The operations on the webhook tables: the outbox (`webhook_events`, written with what it
-//! announces; see [`crate::EventDraft::webhook`]), its fan-out into one delivery per endpoint,
+//! announces; see [`crate::Announcement::webhooks`]), its fan-out into one delivery per endpoint,
 //! the claims that let one node at a time send a delivery, and every attempt.
 
 use chrono::{DateTime, Utc};

@@ -118,13 +118,7 @@ impl SharedEvents {
     /// The id of the thread's latest stored event, 0 when it has none: a live reader that starts
     /// now starts after it.
     pub async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError> {
-        let id = sqlx::query_scalar!(
-            "SELECT max(id) FROM events WHERE thread_id = $1",
-            thread as &ThreadId,
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(id.unwrap_or(0))
+        last_event_id(&self.pool, thread).await
     }
 
     /// A listener on [`EVENTS_CHANNEL`]; it connects on its first [`EventListener::next`].
@@ -211,6 +205,16 @@ async fn compacted_through(pool: &PgPool, thread: &ThreadId) -> Result<i64, Stor
     .fetch_optional(pool)
     .await?;
     Ok(through.unwrap_or(0))
+}
+
+async fn last_event_id(pool: &PgPool, thread: &ThreadId) -> Result<i64, StoreError> {
+    let id = sqlx::query_scalar!(
+        "SELECT max(id) FROM events WHERE thread_id = $1",
+        thread as &ThreadId,
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(id.unwrap_or(0))
 }
 
 async fn compactable(pool: &PgPool, older_than: &str) -> Result<Vec<(ThreadId, i64)>, StoreError> {

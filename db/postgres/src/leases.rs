@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use harness_db::{
-    expiry_text, is_foreign_key_violation, now_text, Acquired, Announce, EndCause, Fence,
-    StoreError, ThreadLease, TurnEnd, TurnKey, TAKEOVER_REASON,
+    expiry_text, is_foreign_key_violation, now_text, Acquired, Acquisition, EndCause, Fence,
+    StoreError, TakeoverEnd, ThreadLease, TurnEnd, TurnKey, TAKEOVER_REASON,
 };
 use plugin_contract::ThreadId;
 use sqlx::PgPool;
@@ -19,16 +19,16 @@ use crate::Postgres;
 harness_db::lease_queries!(Postgres);
 
 /// The conditional upsert of [`LeaseQueries::acquire_lease`] and, on a takeover, the end of the
-/// old owner's pending turns, in one transaction. Not a [`ThreadTx`]: taking the lease is what
-/// moves the fence.
+/// old owner's pending turns (each announced as `takeover` says), in one transaction. Not a
+/// [`ThreadTx`]: taking the lease is what moves the fence.
 async fn acquire(
     pool: &PgPool,
     thread: &ThreadId,
     owner: &str,
     owner_url: &str,
     ttl: Duration,
-    announce: Announce<'_>,
-) -> Result<Option<Acquired>, StoreError> {
+    takeover: &[TakeoverEnd],
+) -> Result<Acquisition, StoreError> {
     let now = now_text();
     let mut tx = pool.begin().await?;
     // Locked until COMMIT: a peer's claim, or a write fenced by the old owner, waits.
@@ -58,17 +58,32 @@ async fn acquire(
     .await
     .map_err(|err| lease_error(err, thread))?;
     let Some(epoch) = epoch else {
-        return Ok(None);
+        return Ok(Acquisition::Elsewhere);
     };
     let mut ended = Vec::new();
     if previous.is_some_and(|previous| previous != owner) {
+        let (mut ends, mut unannounced) = (Vec::new(), Vec::new());
         for pending in crate::outcomes::pending(&mut *tx, Some(thread)).await? {
+            match takeover
+                .iter()
+                .find(|end| end.message == pending.message_id)
+            {
+                Some(end) => ends.push(end),
+                None => unannounced.push(pending.message_id),
+            }
+        }
+        if !unannounced.is_empty() {
+            // Dropping the transaction rolls the lease back.
+            return Ok(Acquisition::Unannounced(unannounced));
+        }
+        for takeover in ends {
             let turn = TurnKey {
                 thread,
-                message: &pending.message_id,
+                message: &takeover.message,
             };
             let end = TurnEnd::failed(EndCause::Takeover, TAKEOVER_REASON);
-            ended.extend(crate::outcomes::end_in(&mut tx, turn, end, announce).await?);
+            let announcement = &takeover.announcement;
+            ended.extend(crate::outcomes::end_in(&mut tx, turn, end, announcement).await?);
         }
     }
     tx.commit().await?;
@@ -76,7 +91,7 @@ async fn acquire(
         owner: owner.to_owned(),
         epoch,
     };
-    Ok(Some(Acquired { fence, ended }))
+    Ok(Acquisition::Held(Acquired { fence, ended }))
 }
 
 async fn renew(pool: &PgPool, owner: &str, ttl: Duration) -> Result<Vec<ThreadId>, StoreError> {

@@ -2,8 +2,8 @@
 //! [`harness_db::OutcomeQueries`].
 
 use harness_db::{
-    now_text, Announce, EndCause, Ended, Ending, Fence, MessageId, MessageRow, MessageStatus,
-    NewReply, Origin, OutcomeRow, PendingTurn, Role, RunRef, StoreError, TurnEnd, TurnKey, Usage,
+    now_text, Announcement, EndCause, Ended, Fence, MessageId, MessageRow, MessageStatus, NewReply,
+    Origin, OutcomeRow, PendingTurn, Role, RunRef, StoreError, TurnEnd, TurnKey, Usage,
 };
 use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::{PgConnection, PgPool};
@@ -15,21 +15,49 @@ use crate::{Postgres, ThreadTx};
 harness_db::outcome_queries!(Postgres);
 
 /// Ends the turn of `turn` on `conn`, inside the caller's transaction (its own, or a takeover's
-/// lease transaction): the message's status, the reply, usage, session, the announcing event
-/// and the outcome. `None`, with nothing written, when the message is not `pending`.
+/// lease transaction): the message's status, the reply, usage, session, the event and webhook
+/// events of `announcement`, and the outcome. `None`, with nothing written, when the message is
+/// not `pending`.
 pub(crate) async fn end_in(
     conn: &mut PgConnection,
     turn: TurnKey<'_>,
     end: TurnEnd<'_>,
-    announce: Announce<'_>,
+    announcement: &Announcement,
 ) -> Result<Option<Ended>, StoreError> {
     let TurnKey { thread, message } = turn;
     let now = now_text();
+    if !settle_message(conn, turn, &end, &now).await? {
+        return Ok(None);
+    }
+    let reply = store_reply_and_usage(conn, turn, &end, &now).await?;
+    record_session(conn, thread, end.session, &now).await?;
+    let data = announcement.data_with(reply.as_ref());
+    let event =
+        crate::events::append(conn, thread, Some(message), announcement.kind, &data).await?;
+    for webhook in &announcement.webhooks {
+        crate::webhooks::outbox(conn, thread, webhook).await?;
+    }
+    let reply_id = reply.as_ref().map(|r| &r.id);
+    let outcome = insert_outcome(conn, turn, &end, reply_id, event.id, &now).await?;
+    Ok(Some(Ended {
+        outcome,
+        reply,
+        event,
+    }))
+}
+
+/// Moves the user message of `turn` from `pending` to its status after `end`: true when it
+/// did, false when the message was no longer `pending`; [`StoreError::MessageNotFound`] when
+/// `turn` names no user message of its thread.
+async fn settle_message(
+    conn: &mut PgConnection,
+    turn: TurnKey<'_>,
+    end: &TurnEnd<'_>,
+    now: &str,
+) -> Result<bool, StoreError> {
+    let TurnKey { thread, message } = turn;
     let status = end.cause.status();
-    let error = match end.cause {
-        EndCause::Done => None,
-        _ => Some(end.error.unwrap_or("the turn ended")),
-    };
+    let error = end.error_text();
     let moved = sqlx::query!(
         "UPDATE messages SET status = $1, error = $2, updated_at = $3
          WHERE id = $4 AND thread_id = $5 AND role = 'user' AND status = 'pending'",
@@ -41,66 +69,63 @@ pub(crate) async fn end_in(
     )
     .execute(&mut *conn)
     .await?;
-    if moved.rows_affected() == 0 {
-        let known = sqlx::query_scalar!(
-            r#"SELECT COUNT(*) AS "n!: i64" FROM messages
-               WHERE id = $1 AND thread_id = $2 AND role = 'user'"#,
-            message as &MessageId,
-            thread as &ThreadId,
-        )
-        .fetch_one(&mut *conn)
-        .await?;
-        return match known {
-            0 => Err(StoreError::MessageNotFound(message.clone())),
-            _ => Ok(None),
-        };
+    if moved.rows_affected() > 0 {
+        return Ok(true);
     }
+    let known = sqlx::query_scalar!(
+        r#"SELECT COUNT(*) AS "n!: i64" FROM messages
+           WHERE id = $1 AND thread_id = $2 AND role = 'user'"#,
+        message as &MessageId,
+        thread as &ThreadId,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    match known {
+        0 => Err(StoreError::MessageNotFound(message.clone())),
+        _ => Ok(false),
+    }
+}
+
+/// Stores the reply of `end` (when it has one) with the turn's usage, else adds the usage to
+/// the user message's; and adds it to the day's. The reply stored.
+async fn store_reply_and_usage(
+    conn: &mut PgConnection,
+    turn: TurnKey<'_>,
+    end: &TurnEnd<'_>,
+    now: &str,
+) -> Result<Option<MessageRow>, StoreError> {
     let reply = match end.reply {
         // The reply's `seq` comes next in the thread.
-        Some(reply) if lock_thread(conn, thread).await? => {
-            Some(insert_reply(conn, turn, reply, end.usage, &now).await?)
+        Some(reply) if lock_thread(conn, turn.thread).await? => {
+            Some(insert_reply(conn, turn, reply, end.usage, now).await?)
         }
         _ => {
             if let Some(usage) = end.usage {
-                add_to_message(conn, message, usage).await?;
+                add_to_message(conn, turn.message, usage).await?;
             }
             None
         }
     };
     if let Some(usage) = end.usage {
         add_to_day(conn, usage, 1).await?;
-        add_to_caller_day(conn, message, usage).await?;
+        add_to_caller_day(conn, turn.message, usage).await?;
     }
-    record_session(conn, thread, end.session, &now).await?;
-    let run = sqlx::query_as!(
-        RunRef,
-        r#"SELECT schedule_id, id AS "run_id!" FROM schedule_runs WHERE message_id = $1"#,
-        message as &MessageId,
-    )
-    .fetch_optional(&mut *conn)
-    .await?;
-    let callback = sqlx::query_scalar!(
-        r#"SELECT COUNT(*) AS "n!: i64" FROM thread_callbacks WHERE thread_id = $1"#,
-        thread as &ThreadId,
-    )
-    .fetch_one(&mut *conn)
-    .await?
-        > 0;
-    let draft = announce(&Ending {
-        thread,
-        message,
-        cause: end.cause,
-        error,
-        reply: reply.as_ref(),
-        run: run.as_ref(),
-        callback,
-    });
-    let event = crate::events::append(conn, thread, Some(message), draft.kind, &draft.data).await?;
-    for webhook in &draft.webhooks {
-        crate::webhooks::outbox(conn, thread, webhook).await?;
-    }
-    let reply_id = reply.as_ref().map(|r| &r.id);
-    let outcome = sqlx::query_as!(
+    Ok(reply)
+}
+
+/// Writes the outcome row of `turn`'s end, naming its reply and its event.
+async fn insert_outcome(
+    conn: &mut PgConnection,
+    turn: TurnKey<'_>,
+    end: &TurnEnd<'_>,
+    reply_id: Option<&MessageId>,
+    event_id: i64,
+    now: &str,
+) -> Result<OutcomeRow, StoreError> {
+    let TurnKey { thread, message } = turn;
+    let status = end.cause.status();
+    let error = end.error_text();
+    Ok(sqlx::query_as!(
         OutcomeRow,
         r#"INSERT INTO turn_outcomes (thread_id, message_id, status, cause, error, reply_id,
                                       event_id, created_at)
@@ -115,16 +140,21 @@ pub(crate) async fn end_in(
         end.cause.as_str(),
         error,
         reply_id as Option<&MessageId>,
-        event.id,
+        event_id,
         now,
     )
     .fetch_one(&mut *conn)
-    .await?;
-    Ok(Some(Ended {
-        outcome,
-        reply,
-        event,
-    }))
+    .await?)
+}
+
+async fn schedule_run_of(pool: &PgPool, message: &MessageId) -> Result<Option<RunRef>, StoreError> {
+    Ok(sqlx::query_as!(
+        RunRef,
+        r#"SELECT schedule_id, id AS "run_id!" FROM schedule_runs WHERE message_id = $1"#,
+        message as &MessageId,
+    )
+    .fetch_optional(pool)
+    .await?)
 }
 
 /// Inserts the reply to `turn`, `done`, next in its thread, with the turn's usage.

@@ -72,6 +72,15 @@ async fn compacted_through(pool: &SqlitePool, thread: &ThreadId) -> Result<i64, 
     Ok(through.unwrap_or(0))
 }
 
+async fn last_event_id(pool: &SqlitePool, thread: &ThreadId) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT COALESCE(MAX(id), 0) AS "id!: i64" FROM events WHERE thread_id = ?1"#,
+        thread
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
 async fn compactable(
     pool: &SqlitePool,
     older_than: &str,

@@ -8,13 +8,17 @@
 //! here.
 
 use chrono::{DateTime, Utc};
-use plugin_contract::SessionStart;
+use plugin_contract::{SessionStart, ThreadId};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Message;
 use crate::budget::BudgetExceeded;
-use crate::store::{EndCause, Ending, EventDraft, EventRow, MessageId, MessageStatus, Origin};
+use crate::store::{Announcement, EndCause, EventRow, MessageId, MessageStatus, Origin, RunRef};
+
+mod webhooks;
+
+pub use webhooks::{WebhookEvent, WebhookKind, WebhookSchemas};
 
 /// One event of a thread: the SSE `event:` name is its `kind`, the `data:` line holds `data`.
 /// Every turn ends with exactly one of `turn_finished` and `turn_failed`.
@@ -382,34 +386,77 @@ pub struct TurnFailed {
     pub budget: Option<BudgetExceeded>,
 }
 
-/// The event that announces an ending, built inside the transaction that writes it
-/// (`harness_db::OutcomeQueries`): `turn_finished` with the reply, else `turn_failed`; `budget`
-/// names what refused the turn.
-pub fn announce(ending: &Ending<'_>, budget: Option<&BudgetExceeded>) -> EventDraft {
-    let event = match (ending.cause, ending.reply) {
-        (EndCause::Done, Some(reply)) => ThreadEvent::TurnFinished(TurnFinished {
-            message_id: ending.message.clone(),
-            reply: Box::new(reply.clone().into()),
-        }),
-        (cause, _) => ThreadEvent::TurnFailed(TurnFailed {
-            message_id: ending.message.clone(),
-            status: cause.status(),
+/// An ending as its announcement sees it: what the daemon knows before the ending's
+/// transaction (`crate::events` reads `run` and `callback` first).
+#[derive(Clone, Copy, Debug)]
+pub struct Ending<'a> {
+    pub thread: &'a ThreadId,
+    pub message: &'a MessageId,
+    pub cause: EndCause,
+    /// The user message's `error` after it (`TurnEnd::error_text`).
+    pub error: Option<&'a str>,
+    /// The reply's id, for an ending that stores one.
+    pub reply: Option<&'a MessageId>,
+    /// The schedule run the message was sent for, if any.
+    pub run: Option<&'a RunRef>,
+    /// The thread has its own webhook endpoint (`callbackUrl`), which hears every type.
+    pub callback: bool,
+}
+
+impl<'a> Ending<'a> {
+    /// An ending without a reply, of a message sent for no schedule, on a thread without its own
+    /// endpoint: for `cause`, because of `error`.
+    pub fn failed(
+        thread: &'a ThreadId,
+        message: &'a MessageId,
+        cause: EndCause,
+        error: &'a str,
+    ) -> Self {
+        Ending {
+            thread,
+            message,
             cause,
-            error: ending.error.unwrap_or_default().to_owned(),
-            budget: budget.cloned(),
-        }),
+            error: Some(error),
+            reply: None,
+            run: None,
+            callback: false,
+        }
+    }
+}
+
+/// The event that announces an ending, as the values the ending's transaction writes
+/// (`harness_db::OutcomeQueries`): `turn_finished` with the reply (which the transaction adds,
+/// once stored), else `turn_failed`; `budget` names what refused the turn. Without webhook
+/// events: `crate::events::announce` adds those an endpoint wants.
+pub fn announce(ending: &Ending<'_>, budget: Option<&BudgetExceeded>) -> Announcement {
+    let (kind, data, reply_key) = match (ending.cause, ending.reply) {
+        (EndCause::Done, Some(_)) => (
+            EventKind::TurnFinished,
+            // `TurnFinished` but for its `reply`; a test holds the two together.
+            serde_json::json!({ "messageId": ending.message }),
+            Some(TURN_FINISHED_REPLY),
+        ),
+        (cause, _) => {
+            let event = ThreadEvent::TurnFailed(TurnFailed {
+                message_id: ending.message.clone(),
+                status: cause.status(),
+                cause,
+                error: ending.error.unwrap_or_default().to_owned(),
+                budget: budget.cloned(),
+            });
+            (event.kind(), event.data(), None)
+        }
     };
-    EventDraft {
-        kind: event.kind().as_str(),
-        data: event.data(),
+    Announcement {
+        kind: kind.as_str(),
+        data,
+        reply_key,
         webhooks: Vec::new(),
     }
 }
 
-/// [`announce`] for an ending no budget caused (a takeover's).
-pub fn announce_end(ending: &Ending<'_>) -> EventDraft {
-    announce(ending, None)
-}
+/// The field of `turn_finished` that holds the reply ([`TurnFinished::reply`]).
+const TURN_FINISHED_REPLY: &str = "reply";
 
 /// One frame of `GET /api/threads/{id}/events`: the `data:` line's JSON. The frame's `event:` is
 /// `kind` and its `id:` is `id` (send it back as `Last-Event-ID` to resume). The document pins
@@ -499,6 +546,63 @@ mod tests {
         assert_eq!(data[2]["start"]["kind"], "fresh");
         assert_eq!(data[2]["start"]["resume_failed"], true);
         assert_eq!(data[3]["text"], "Hel");
+    }
+
+    /// What an ending with a reply writes, once the transaction adds the stored reply, is the
+    /// documented `turn_finished`; one without is `turn_failed`.
+    #[test]
+    fn an_endings_announcement_is_its_terminal_event() {
+        let (thread, id) = (
+            ThreadId::from_string("thr_1"),
+            MessageId::from_string("msg_1"),
+        );
+        let at = DateTime::parse_from_rfc3339("2026-01-01T00:00:00.000001Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let reply = crate::store::MessageRow {
+            id: MessageId::from_string("msg_2"),
+            thread_id: thread.clone(),
+            seq: 2,
+            role: crate::store::Role::Assistant,
+            content: "hello".into(),
+            status: MessageStatus::Done,
+            error: None,
+            client_message_id: None,
+            reply_to: Some(id.clone()),
+            model: Some("m".into()),
+            origin: Origin::User,
+            caller_subject: None,
+            caller_tenant: None,
+            structured_output: Some(serde_json::json!({"a": 1})),
+            blocks: None,
+            input_tokens: Some(3),
+            output_tokens: Some(4),
+            cache_read_tokens: Some(0),
+            cache_write_tokens: Some(0),
+            cost_usd: Some(0.5),
+            api_ms: Some(9),
+            created_at: at,
+            updated_at: at,
+        };
+        let mut ending = Ending::failed(&thread, &id, EndCause::Done, "");
+        ending.error = None;
+        ending.reply = Some(&reply.id);
+        let announcement = announce(&ending, None);
+        let finished = ThreadEvent::TurnFinished(TurnFinished {
+            message_id: id.clone(),
+            reply: Box::new(reply.clone().into()),
+        });
+        assert_eq!(announcement.kind, finished.kind().as_str());
+        assert_eq!(announcement.data_with(Some(&reply)), finished.data());
+
+        let failed = Ending::failed(&thread, &id, EndCause::Takeover, "gone");
+        let announcement = announce(&failed, None);
+        assert_eq!(announcement.kind, "turn_failed");
+        assert_eq!(announcement.data_with(None), announcement.data);
+        assert_eq!(
+            announcement.data,
+            serde_json::json!({"messageId": "msg_1", "status": "interrupted", "cause": "takeover", "error": "gone"})
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! [`EventBus::end_turn`]. The bus's writer task runs it after every event queued before it, so
 //! the terminal event comes after the turn's own, and calls [`Store::end_turn`]: the status, the
 //! reply, the outcome row and the terminal event in one transaction. Then it publishes the
-//! event like any other. A takeover ends the old owner's turns inside the lease's transaction
-//! with the same event ([`announce`]); on PostgreSQL every node's bus publishes what is stored.
+//! event like any other. The event and its webhook events are built before, as values
+//! ([`announce`]): the store writes them, it does not call back. A takeover ends the old
+//! owner's turns inside the lease's transaction with the same events ([`claim_lease`]); on
+//! PostgreSQL every node's bus publishes what is stored.
 //!
 //! So a turn ends once (a second ending of the same run finds the message no longer `pending`
 //! and writes nothing), and every ending has its outcome and its event.
@@ -17,70 +19,86 @@ use tracing::warn;
 use plugin_contract::{CliSessionId, ThreadId};
 
 use super::{EventBus, Job};
+use crate::api::events::{Ending, WebhookEvent};
 use crate::budget::BudgetExceeded;
 use crate::store::{
-    EndCause, Ended, Ending, EventDraft, Fence, MessageId, NewReply, Store, StoreError, TurnEnd,
-    TurnKey, Usage, WebhookDraft,
+    Announcement, Claim, Claimed, EndCause, Ended, Fence, MessageId, NewReply, RunRef, Store,
+    StoreError, TakeoverEnd, TurnEnd, TurnKey, Usage, TAKEOVER_REASON,
 };
 use crate::webhooks::Webhooks;
 
 /// The event that announces an ending (`crate::api::events::announce`), and the webhook events
-/// of it that an endpoint of `webhooks` wants: `turn.finished` or `turn.failed`,
-/// `budget.reached` for a refusal, `schedule.run_finished` for a schedule's run (every kind when
-/// the thread has its own endpoint). Thin: ids, status and cause; the receiver fetches the rest.
+/// of it that an endpoint of `webhooks` wants ([`WebhookEvent::of_ending`]: `turn.finished` or
+/// `turn.failed`, `schedule.run_finished` for a schedule's run, `budget.reached` for a refusal;
+/// every type when the thread has its own endpoint).
 pub fn announce(
     webhooks: Option<&Webhooks>,
     ending: &Ending<'_>,
     budget: Option<&BudgetExceeded>,
-) -> EventDraft {
-    let mut draft = crate::api::events::announce(ending, budget);
-    let kind = match ending.cause {
-        EndCause::Done => "turn.finished",
-        _ => "turn.failed",
+) -> Announcement {
+    let mut announcement = crate::api::events::announce(ending, budget);
+    if let Some(webhooks) = webhooks {
+        announcement.webhooks = WebhookEvent::of_ending(ending, budget)
+            .iter()
+            .filter(|event| ending.callback || webhooks.wants(event.kind().as_str()))
+            .map(WebhookEvent::draft)
+            .collect();
+    }
+    announcement
+}
+
+/// What an ending's announcement needs from the store, read before the ending's transaction:
+/// the schedule run of `message`, and whether `thread` has its own endpoint (only asked when
+/// there are webhooks). Neither changes while the message waits for its end: a run is written
+/// with its message, and an endpoint the thread gains or loses meanwhile is read again at
+/// fan-out.
+async fn ending_context(
+    store: &Store,
+    webhooks: Option<&Webhooks>,
+    thread: &ThreadId,
+    message: &MessageId,
+) -> Result<(Option<RunRef>, bool), StoreError> {
+    let run = store.schedule_run_of(message).await?;
+    let callback = match webhooks {
+        Some(_) => store.thread_callback(thread).await?.is_some(),
+        None => false,
     };
-    let Some(webhooks) = webhooks else {
-        return draft;
-    };
-    // A thread's own endpoint hears every kind.
-    let wants = |kind| ending.callback || webhooks.wants(kind);
-    let wanted = wants(kind);
-    let refused = budget.filter(|_| wants("budget.reached"));
-    let run = ending.run.filter(|_| wants("schedule.run_finished"));
-    if !wanted && refused.is_none() && run.is_none() {
-        return draft;
+    Ok((run, callback))
+}
+
+/// Takes the thread's lease for this node ([`Store::claim_lease`]); a takeover from a peer ends
+/// the turns the old owner left pending, each announced as [`announce`] says (with what
+/// `webhooks` want) in the lease's transaction. The announcements are built before it, for the
+/// turns the store names as pending, and again when the old owner added one meanwhile.
+pub async fn claim_lease(
+    store: &Store,
+    webhooks: Option<&Webhooks>,
+    thread: &ThreadId,
+) -> Result<Claim, StoreError> {
+    let mut takeover = Vec::new();
+    loop {
+        let unannounced = match store.claim_lease(thread, &takeover).await? {
+            Claimed::Done(claim) => return Ok(claim),
+            Claimed::Unannounced(messages) => messages,
+        };
+        for message in unannounced {
+            let (run, callback) = ending_context(store, webhooks, thread, &message).await?;
+            let ending = Ending {
+                thread,
+                message: &message,
+                cause: EndCause::Takeover,
+                error: Some(TAKEOVER_REASON),
+                reply: None,
+                run: run.as_ref(),
+                callback,
+            };
+            let announcement = announce(webhooks, &ending, None);
+            takeover.push(TakeoverEnd {
+                message,
+                announcement,
+            });
+        }
     }
-    let mut data = serde_json::json!({
-        "threadId": ending.thread,
-        "messageId": ending.message,
-        "status": ending.cause.status(),
-        "cause": ending.cause,
-    });
-    if let Some(reply) = ending.reply {
-        data["replyId"] = serde_json::json!(reply.id);
-    }
-    if wanted {
-        draft.webhooks.push(WebhookDraft {
-            kind,
-            data: data.clone(),
-        });
-    }
-    if let Some(run) = run {
-        let mut data = data.clone();
-        data["scheduleId"] = serde_json::json!(run.schedule_id);
-        data["runId"] = serde_json::json!(run.run_id);
-        draft.webhooks.push(WebhookDraft {
-            kind: "schedule.run_finished",
-            data,
-        });
-    }
-    if let Some(budget) = refused {
-        data["budget"] = serde_json::json!(budget);
-        draft.webhooks.push(WebhookDraft {
-            kind: "budget.reached",
-            data,
-        });
-    }
-    draft
 }
 
 /// How a turn ends, as its owner asks for it. Owned: it waits in the bus's queue.
@@ -199,10 +217,19 @@ impl EndJob {
             thread: &self.thread,
             message: &self.message,
         };
-        let budget = ending.budget.as_ref();
-        let announce = |e: &Ending<'_>| announce(webhooks, e, budget);
+        let (run, callback) = ending_context(store, webhooks, turn.thread, turn.message).await?;
+        let announced = Ending {
+            thread: turn.thread,
+            message: turn.message,
+            cause: end.cause,
+            error: end.error_text(),
+            reply: end.reply.map(|reply| reply.id),
+            run: run.as_ref(),
+            callback,
+        };
+        let announcement = announce(webhooks, &announced, ending.budget.as_ref());
         store
-            .end_turn(turn, end, self.fence.as_ref(), &announce)
+            .end_turn(turn, end, self.fence.as_ref(), &announcement)
             .await
     }
 

@@ -27,52 +27,35 @@ use tracing::{debug, warn};
 
 use plugin_contract::ThreadId;
 
-use crate::api::events::ThreadEvent;
-use crate::store::{EventListener, EventRow, MessageId, SharedEvents, Store, Wakeup, WebhookDraft};
+use crate::api::events::{ThreadEvent, WebhookEvent};
+use crate::store::{
+    EventListener, EventRow, MessageId, SharedEvents, Store, StoreError, Wakeup, WebhookDraft,
+};
 use crate::sync::lock;
 use crate::webhooks::Webhooks;
 
 mod end;
+mod follow;
 
-pub use end::{announce, Reply, TurnEnding};
+pub use end::{announce, claim_lease, Reply, TurnEnding};
+pub use follow::Follow;
 
-/// The webhook events an event of the stream stands for, when an endpoint wants them (a turn's
-/// end has its own, written with the ending: `end.rs`). Thin, like every webhook payload.
+/// The webhook event an event of the stream stands for ([`WebhookEvent::of_event`]), when an
+/// endpoint wants it (a turn's end has its own, written with the ending: `end.rs`).
 async fn webhook_drafts(
     event: &ThreadEvent,
     thread: &ThreadId,
     webhooks: Option<&Webhooks>,
     store: &Store,
 ) -> Vec<WebhookDraft> {
-    let (kind, data) = match event {
-        ThreadEvent::PermissionRequested(asked) => (
-            "permission.requested",
-            serde_json::json!({
-                "threadId": thread,
-                "requestId": asked.request_id,
-                "toolName": asked.tool_name,
-            }),
-        ),
-        ThreadEvent::ScheduleRunStarted(run) => (
-            "schedule.run_started",
-            serde_json::json!({
-                "threadId": thread,
-                "scheduleId": run.schedule_id,
-                "runId": run.run_id,
-                "messageId": run.message_id,
-                "trigger": run.trigger,
-            }),
-        ),
-        _ => return Vec::new(),
-    };
-    let Some(webhooks) = webhooks else {
+    let (Some(hook), Some(webhooks)) = (WebhookEvent::of_event(thread, event), webhooks) else {
         return Vec::new();
     };
     // A thread's own endpoint hears every kind.
     let own = || async { matches!(store.thread_callback(thread).await, Ok(Some(_))) };
-    let wanted = webhooks.wants(kind) || own().await;
+    let wanted = webhooks.wants(hook.kind().as_str()) || own().await;
     match wanted {
-        true => vec![WebhookDraft { kind, data }],
+        true => vec![hook.draft()],
         false => Vec::new(),
     }
 }
@@ -111,6 +94,8 @@ pub struct EventBus {
     feeds: Feeds,
     /// `Some` on PostgreSQL, where other daemons append to the same log.
     shared: Option<SharedEvents>,
+    /// Live capacity per thread ([`CHANNEL_CAPACITY`]; the tests make it small).
+    capacity: usize,
 }
 
 impl EventBus {
@@ -126,6 +111,7 @@ impl EventBus {
             store: store.clone(),
             feeds: feeds.clone(),
             shared: shared.clone(),
+            capacity: CHANNEL_CAPACITY,
         };
         if let Some(shared) = &shared {
             tasks.spawn(listen(
@@ -188,6 +174,13 @@ impl EventBus {
         bus
     }
 
+    /// This bus with live channels of `capacity` events: a small one makes a subscriber lag.
+    #[cfg(test)]
+    fn with_capacity(mut self, capacity: usize) -> EventBus {
+        self.capacity = capacity;
+        self
+    }
+
     /// Queues an event of `thread` (and of the turn of user message `message`, when there is
     /// one); never blocks.
     pub fn emit(&self, thread: &ThreadId, message: Option<&MessageId>, event: ThreadEvent) {
@@ -218,10 +211,28 @@ impl EventBus {
         }
     }
 
+    /// The thread's events after `after`: the stored ones, then the live ones, each once and in
+    /// id order, whatever the live channel drops ([`Follow`]). `after` 0 is the whole log.
+    pub async fn follow(&self, thread: &ThreadId, after: i64) -> Follow {
+        let live = self.subscribe(thread).await;
+        Follow::new(thread, self.store.clone(), live, after, true)
+    }
+
+    /// The thread's events stored from now on, each once and in id order ([`Follow`]): for a
+    /// subscriber that only wants what happens next.
+    pub async fn follow_from_now(&self, thread: &ThreadId) -> Result<Follow, StoreError> {
+        let live = self.subscribe(thread).await;
+        // Read after subscribing: an event stored in between is either at or below `after` (it
+        // happened before), or comes through the channel.
+        let after = self.store.last_event_id(thread).await?;
+        Ok(Follow::new(thread, self.store.clone(), live, after, false))
+    }
+
     /// Live events of a thread from now on: this daemon's, and on PostgreSQL every daemon's. An
     /// event stored before the call may still come through (the stored log is in the store);
-    /// one stored after it always does, once.
-    pub async fn subscribe(&self, thread: &ThreadId) -> broadcast::Receiver<EventRow> {
+    /// one stored after it always does, once. Subscribers use [`EventBus::follow`], which
+    /// replays the store and recovers what the channel drops.
+    async fn subscribe(&self, thread: &ThreadId) -> broadcast::Receiver<EventRow> {
         let (rx, starting) = {
             let mut feeds = lock(&self.feeds);
             feeds.retain(|_, feed| feed.tx.receiver_count() > 0);
@@ -229,7 +240,7 @@ impl EventBus {
                 Some(feed) => (feed.tx.subscribe(), None),
                 None => {
                     let feed = Arc::new(Feed {
-                        tx: broadcast::channel(CHANNEL_CAPACITY).0,
+                        tx: broadcast::channel(self.capacity).0,
                         last: Arc::default(),
                     });
                     // Held from before the feed is visible, so no wake-up reads ahead of us.

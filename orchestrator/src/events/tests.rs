@@ -184,3 +184,105 @@ async fn a_lost_listener_reconnects_and_nothing_is_missed() {
     store_a.close().await;
     store_b.close().await;
 }
+
+/// A bus on a fresh SQLite store, with live channels of `capacity` events, and a thread.
+async fn one_daemon(capacity: usize) -> (EventBus, Store, ThreadId, TaskTracker) {
+    let store = Store::open(":memory:").await.unwrap();
+    let tasks = TaskTracker::new();
+    let bus = EventBus::start(store.clone(), &tasks, None).with_capacity(capacity);
+    let thread = store.create_thread(NewThread::default()).await.unwrap().id;
+    (bus, store, thread, tasks)
+}
+
+/// The next `n` events of `follow`, each within 10 s.
+async fn take(follow: &mut Follow, n: usize) -> Vec<EventRow> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let row = tokio::time::timeout(Duration::from_secs(10), follow.next())
+            .await
+            .expect("the next event within 10 s")
+            .unwrap()
+            .expect("the bus is open");
+        got.push(row);
+    }
+    got
+}
+
+/// Nothing more comes within a moment.
+async fn assert_quiet(follow: &mut Follow) {
+    let next = tokio::time::timeout(Duration::from_millis(200), follow.next()).await;
+    assert!(next.is_err(), "one event too many: {next:?}");
+}
+
+fn ids(rows: &[EventRow]) -> Vec<i64> {
+    rows.iter().map(|row| row.id).collect()
+}
+
+/// Stored events, then live ones: each once, in id order, with nothing lost or repeated where
+/// the replay meets the live channel (an event stored after the subscription is in both).
+#[tokio::test]
+async fn a_follow_replays_then_goes_live_without_a_duplicate_at_the_seam() {
+    let (bus, store, t, _tasks) = one_daemon(1024).await;
+    for said in ["s1", "s2", "s3"] {
+        bus.emit_and_wait(&t, None, text(said)).await;
+    }
+    let mut follow = bus.follow(&t, 0).await;
+    // Stored and published before the replay reads: in the store and in the channel.
+    bus.emit_and_wait(&t, None, text("l1")).await;
+    let first = take(&mut follow, 4).await;
+    bus.emit_and_wait(&t, None, text("l2")).await;
+    let second = take(&mut follow, 1).await;
+    assert_quiet(&mut follow).await;
+
+    let got: Vec<EventRow> = first.into_iter().chain(second).collect();
+    let stored = store.events_after(&t, 0, 100).await.unwrap();
+    assert_eq!(ids(&got), ids(&stored));
+    let texts: Vec<&str> = got.iter().filter_map(|e| e.data["text"].as_str()).collect();
+    assert_eq!(texts, ["s1", "s2", "s3", "l1", "l2"]);
+}
+
+/// `after` in the middle of the log: the events after it, then live ones.
+#[tokio::test]
+async fn a_follow_from_the_middle_starts_after_it() {
+    let (bus, store, t, _tasks) = one_daemon(1024).await;
+    for said in ["a", "b", "c", "d"] {
+        bus.emit_and_wait(&t, None, text(said)).await;
+    }
+    let stored = store.events_after(&t, 0, 100).await.unwrap();
+    let mut follow = bus.follow(&t, stored[1].id).await;
+    bus.emit_and_wait(&t, None, text("e")).await;
+    let got = take(&mut follow, 3).await;
+    assert_quiet(&mut follow).await;
+    let texts: Vec<&str> = got.iter().filter_map(|e| e.data["text"].as_str()).collect();
+    assert_eq!(texts, ["c", "d", "e"]);
+
+    // From now: only what comes next.
+    let mut from_now = bus.follow_from_now(&t).await.unwrap();
+    bus.emit_and_wait(&t, None, text("f")).await;
+    let got = take(&mut from_now, 1).await;
+    assert_eq!(got[0].data["text"], "f");
+    assert_quiet(&mut from_now).await;
+}
+
+/// A subscriber that falls behind more than the live channel holds (here 2 events) misses
+/// nothing: the follow reads what the channel dropped from the store, in order, once.
+#[tokio::test]
+async fn a_follow_that_lags_reads_what_it_missed_from_the_store() {
+    let (bus, store, t, _tasks) = one_daemon(2).await;
+    bus.emit_and_wait(&t, None, text("before")).await;
+    let mut follow = bus.follow(&t, 0).await;
+    assert_eq!(take(&mut follow, 1).await[0].data["text"], "before");
+    for i in 0..10 {
+        bus.emit_and_wait(&t, None, text(&format!("burst {i}")))
+            .await;
+    }
+    let got = take(&mut follow, 10).await;
+    bus.emit_and_wait(&t, None, text("after")).await;
+    let after = take(&mut follow, 1).await;
+    assert_quiet(&mut follow).await;
+
+    let stored = store.events_after(&t, 0, 100).await.unwrap();
+    let got: Vec<EventRow> = got.into_iter().chain(after).collect();
+    assert_eq!(ids(&got), ids(&stored[1..]));
+    assert_eq!(got.last().unwrap().data["text"], "after");
+}

@@ -46,7 +46,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::error::ErrorBody;
 use super::ApiState;
-use crate::api::events::{EventKind, StreamEvent, ThreadEvent};
+use crate::api::events::{EventKind, StreamEvent, ThreadEvent, WebhookSchemas};
 
 mod rules;
 mod security;
@@ -62,7 +62,7 @@ mod security;
                        (JSON-RPC over Streamable HTTP)."
     ),
     components(schemas(ErrorBody, EventKind, StreamEvent)),
-    modifiers(&BearerScheme, &EventSchemas),
+    modifiers(&BearerScheme, &EventSchemas, &WebhookSchemas),
     tags(
         (name = "threads", description = "Threads, their messages, turns and event stream."),
         (name = "tools", description = "Plugin tools, recorded tool calls, tool permissions."),

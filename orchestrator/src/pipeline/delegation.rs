@@ -95,10 +95,7 @@ impl Pipeline {
             .await
             .map_err(|e| e.to_string())?;
         // The child runs where its parent runs: this node took its lease when it was created.
-        let fence = match store
-            .claim_lease(&child.id, &crate::api::events::announce_end)
-            .await
-        {
+        let fence = match crate::events::claim_lease(store, None, &child.id).await {
             Ok(Claim::Held { fence, .. }) => Some(fence),
             Ok(Claim::Unclustered) => None,
             Ok(Claim::Elsewhere { .. }) => {

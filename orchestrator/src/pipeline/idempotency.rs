@@ -2,7 +2,6 @@
 //! for it if it still runs); other content is a conflict; a message a crash, a shutdown or an
 //! interrupt cut short, or a budget refused, runs again.
 
-use tokio::sync::broadcast::error::RecvError;
 use tracing::info;
 
 use super::runtime::QueueTicket;
@@ -88,7 +87,7 @@ pub(super) async fn wait_for_outcome(
     events: &EventBus,
     first: &MessageRow,
 ) -> Result<TurnReply, PipelineError> {
-    let mut live = events.subscribe(&first.thread_id).await;
+    let mut follow = events.follow_from_now(&first.thread_id).await?;
     loop {
         let message = store
             .get_message(&first.id)
@@ -118,11 +117,10 @@ pub(super) async fn wait_for_outcome(
         }
         // Wait for the thread's next turn to end, then look again.
         loop {
-            match live.recv().await {
-                Ok(event) if is_terminal(&event.kind) => break,
-                Ok(_) => continue,
-                Err(RecvError::Lagged(_)) => break,
-                Err(RecvError::Closed) => return Err(PipelineError::ShuttingDown),
+            match follow.next().await? {
+                Some(event) if is_terminal(&event.kind) => break,
+                Some(_) => continue,
+                None => return Err(PipelineError::ShuttingDown),
             }
         }
     }

@@ -318,12 +318,17 @@ impl Pipeline {
         &self.inner.stopping
     }
 
-    /// Live events of a thread from now on (the stored ones are in the store).
-    pub async fn subscribe(
+    /// The thread's events after `after`, stored then live (`EventBus::follow`).
+    pub async fn follow(&self, thread: &ThreadId, after: i64) -> crate::events::Follow {
+        self.inner.parts.events.follow(thread, after).await
+    }
+
+    /// The thread's events from now on (`EventBus::follow_from_now`).
+    pub async fn follow_from_now(
         &self,
         thread: &ThreadId,
-    ) -> tokio::sync::broadcast::Receiver<crate::store::EventRow> {
-        self.inner.parts.events.subscribe(thread).await
+    ) -> Result<crate::events::Follow, crate::store::StoreError> {
+        self.inner.parts.events.follow_from_now(thread).await
     }
 
     /// Processes one message. The turn runs in a task of its own, so a client that goes away

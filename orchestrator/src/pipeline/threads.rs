@@ -238,13 +238,7 @@ impl Pipeline {
     /// one, is here): the lease is taken before anyone hears of the thread. Should that fail, the
     /// thread's first request takes it.
     async fn claim(&self, thread: &ThreadId) {
-        if let Err(err) = self
-            .inner
-            .parts
-            .store
-            .claim_lease(thread, &crate::api::events::announce_end)
-            .await
-        {
+        if let Err(err) = crate::events::claim_lease(&self.inner.parts.store, None, thread).await {
             tracing::warn!(thread_id = %thread, error = %err, "Could not take the new thread's lease; its first request will.");
         }
     }

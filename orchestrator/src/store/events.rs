@@ -65,6 +65,12 @@ impl Store {
         on_db!(self, db => db.compacted_through(thread).await)
     }
 
+    /// The id of the thread's newest stored event (0: none yet): where a follow of what comes
+    /// next starts (`crate::events::EventBus::follow_from_now`).
+    pub async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError> {
+        on_db!(self, db => db.last_event_id(thread).await)
+    }
+
     /// Compacts the event logs: every thread loses the events of its turns that ended before
     /// `older_than`, a whole turn at a time, `batch` threads per transaction. How many events
     /// went.

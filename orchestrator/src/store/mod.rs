@@ -63,7 +63,7 @@ mod webhooks;
 pub use events::{EventListener, SharedEvents, Wakeup, EVENTS_CHANNEL};
 // The store's vocabulary and the query traits, from the crate both databases share.
 pub use harness_db::*;
-pub use leases::Claim;
+pub use leases::{Claim, Claimed};
 
 use std::fmt;
 use std::path::Path;

@@ -8,13 +8,14 @@
 use plugin_contract::ThreadId;
 
 use super::{
-    on_db, Announce, Db, Ended, Fence, MessageId, OutcomeQueries, OutcomeRow, PendingTurn, Store,
-    StoreError, TurnEnd, TurnKey,
+    on_db, Announcement, Db, Ended, Fence, MessageId, OutcomeQueries, OutcomeRow, PendingTurn,
+    RunRef, Store, StoreError, TurnEnd, TurnKey,
 };
 
 impl Store {
-    /// Ends the turn `turn` names as `end` says, with the terminal event `announce` builds; the
-    /// outcome, reply and event it wrote. `None` when the message is no longer `pending` (its
+    /// Ends the turn `turn` names as `end` says, with the terminal event and webhook events of
+    /// `announcement` (built before, `crate::events::announce`); the outcome, reply and event it
+    /// wrote. `None` when the message is no longer `pending` (its
     /// turn already ended): nothing is written, so every run of a message ends once.
     ///
     /// [`StoreError::MessageNotFound`] when `turn` names no user message of its thread;
@@ -25,11 +26,17 @@ impl Store {
         turn: TurnKey<'_>,
         end: TurnEnd<'_>,
         fence: Option<&Fence>,
-        announce: Announce<'_>,
+        announcement: &Announcement,
     ) -> Result<Option<Ended>, StoreError> {
         let _timer = self.metrics.time("end_turn");
         let fence = self.fence(turn.thread, fence)?;
-        on_db!(self, db => db.end_turn(fence.as_ref(), turn, end, announce).await)
+        on_db!(self, db => db.end_turn(fence.as_ref(), turn, end, announcement).await)
+    }
+
+    /// The schedule run the user message `message` was sent for, if any.
+    pub async fn schedule_run_of(&self, message: &MessageId) -> Result<Option<RunRef>, StoreError> {
+        let _timer = self.metrics.time("schedule_run_of");
+        on_db!(self, db => db.schedule_run_of(message).await)
     }
 
     /// The user messages still `pending`, of `thread` or of every thread, oldest first: at
@@ -67,7 +74,7 @@ impl Store {
 }
 
 /// The tests' shorthands for ending a turn, with a bare event (the daemon's come from
-/// `crate::api::events::announce`).
+/// `crate::events::announce`).
 #[cfg(test)]
 impl Store {
     /// Ends `turn` with a reply; the reply. Panics when the turn had already ended.
@@ -95,7 +102,9 @@ impl Store {
             session,
             usage,
         };
-        let ended = self.end_turn(turn, end, fence, &bare_event).await?;
+        let ended = self
+            .end_turn(turn, end, fence, &bare_event(turn.message, true))
+            .await?;
         Ok(ended.and_then(|e| e.reply).expect("the turn was pending"))
     }
 
@@ -120,22 +129,21 @@ impl Store {
             usage,
             ..TurnEnd::failed(cause, error)
         };
-        self.end_turn(turn, end, fence, &bare_event).await
+        self.end_turn(turn, end, fence, &bare_event(turn.message, false))
+            .await
     }
 }
 
-/// A terminal event with only the message and cause, for the store's tests.
+/// A terminal event with only the message, for the store's tests; `replied`: with the reply.
 #[cfg(test)]
-pub(super) fn bare_event(ending: &super::Ending<'_>) -> super::EventDraft {
-    super::EventDraft {
-        kind: match ending.reply {
-            Some(_) => "turn_finished",
-            None => "turn_failed",
+pub(super) fn bare_event(message: &MessageId, replied: bool) -> Announcement {
+    Announcement {
+        kind: match replied {
+            true => "turn_finished",
+            false => "turn_failed",
         },
-        data: serde_json::json!({
-            "messageId": ending.message,
-            "cause": ending.cause,
-        }),
+        data: serde_json::json!({ "messageId": message }),
+        reply_key: replied.then_some("reply"),
         webhooks: Vec::new(),
     }
 }

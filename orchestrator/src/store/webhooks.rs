@@ -132,15 +132,16 @@ mod tests {
                 panic!("a new message");
             };
             let end = TurnEnd::failed(EndCause::Error, "boom");
-            let announce = |e: &Ending<'_>| EventDraft {
+            let announcement = Announcement {
                 kind: "turn_failed",
                 data: serde_json::json!({}),
+                reply_key: None,
                 webhooks: vec![WebhookDraft {
                     kind: "turn.failed",
-                    data: serde_json::json!({"messageId": e.message}),
+                    data: serde_json::json!({"messageId": question.id}),
                 }],
             };
-            store.end_turn(question.turn_key(), end, None, &announce).await.unwrap().unwrap();
+            store.end_turn(question.turn_key(), end, None, &announcement).await.unwrap().unwrap();
 
             let waiting = store.waiting_webhook_events(10).await.unwrap();
             assert_eq!(waiting.len(), 1);

@@ -1,6 +1,7 @@
 //! Webhooks: the daemon tells services what happened, so none has to hold a request or a
 //! stream open per turn. Standard Webhooks format (`sign.rs`), thin payloads (the type, ids and
-//! status: the receiver fetches the object).
+//! status: the receiver fetches the object), one type per `crate::api::events::WebhookEvent`
+//! variant, documented from it.
 //!
 //! - **The outbox.** What a webhook announces is written in the transaction that makes it so:
 //!   a turn's end (`crate::events`, `harness_db::OutcomeQueries`) writes its `turn.finished` or
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
+use crate::api::events::WebhookKind;
 use crate::config::WebhooksConfig;
 use crate::store::{
     expiry_text, now_text, Attempted, DeliveryRow, DeliveryStatus, NewDelivery, Store, StoreError,
@@ -37,16 +39,6 @@ mod sign;
 pub mod target;
 
 pub use sign::Signer;
-
-/// Every event type a webhook can carry.
-pub const EVENT_TYPES: [&str; 6] = [
-    "turn.finished",
-    "turn.failed",
-    "budget.reached",
-    "permission.requested",
-    "schedule.run_started",
-    "schedule.run_finished",
-];
 
 /// Deliveries a node claims at once.
 const CLAIM_BATCH: u32 = 32;
@@ -96,11 +88,12 @@ impl Webhooks {
             if let Some(unknown) = endpoint
                 .events
                 .iter()
-                .find(|e| !EVENT_TYPES.contains(&e.as_str()))
+                .find(|e| WebhookKind::parse(e).is_none())
             {
+                let known: Vec<&str> = WebhookKind::ALL.iter().map(|k| k.as_str()).collect();
                 return Err(format!(
                     "{at}.events: unknown event type `{unknown}` (known: {})",
-                    EVENT_TYPES.join(", ")
+                    known.join(", ")
                 ));
             }
             let previous = endpoints.insert(

@@ -19,7 +19,6 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::Serialize;
 use tracing::info;
 
 use plugin_contract::ThreadId;

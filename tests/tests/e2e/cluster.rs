@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
+use orchestrator::api::events::Ending;
 use orchestrator::cluster::FORWARDED_HEADER;
 use orchestrator::store::{Fence, MessageId, StoreError};
 use plugin_contract::ThreadId;
@@ -195,22 +196,23 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
         .iter()
         .find(|m| m["content"] == "and now?")
         .unwrap();
+    let (thread_id, message_id) = (
+        ThreadId::from_string(thread.clone()),
+        MessageId::from_string(pending["id"].as_str().unwrap()),
+    );
+    let cause = orchestrator::store::EndCause::Error;
+    let ending = Ending::failed(&thread_id, &message_id, cause, "a stale owner");
     let err = a2
         .daemon()
         .store
         .end_turn(
             orchestrator::store::TurnKey {
-                thread: &ThreadId::from_string(thread.clone()),
-                message: &orchestrator::store::MessageId::from_string(
-                    pending["id"].as_str().unwrap(),
-                ),
+                thread: &thread_id,
+                message: &message_id,
             },
-            orchestrator::store::TurnEnd::failed(
-                orchestrator::store::EndCause::Error,
-                "a stale owner",
-            ),
+            orchestrator::store::TurnEnd::failed(cause, "a stale owner"),
             Some(&old),
-            &orchestrator::api::events::announce_end,
+            &orchestrator::events::announce(None, &ending, None),
         )
         .await
         .unwrap_err();

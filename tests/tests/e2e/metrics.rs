@@ -383,6 +383,10 @@ async fn a_warm_turn_reads_its_thread_row_once() {
     let before = reads(&scrape(&daemon).await);
     daemon.reply(&thread, "second").await;
     let after = reads(&scrape(&daemon).await);
-    assert_eq!(after - before, 1.0, "reads of the thread row in a warm turn");
+    assert_eq!(
+        after - before,
+        1.0,
+        "reads of the thread row in a warm turn"
+    );
     daemon.stop().await;
 }

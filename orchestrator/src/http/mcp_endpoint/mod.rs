@@ -57,7 +57,6 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 use tracing::{debug, info, warn};
 
 use plugin_contract::{Plugin, ThreadId};
@@ -639,7 +638,7 @@ impl ServerHandler for Handler {
             .as_ref()
             .filter(|_| context.meta.get_progress_token().is_some())
         {
-            Some(thread) => Some(self.0.pipeline.subscribe(thread).await),
+            Some(thread) => self.0.pipeline.follow_from_now(thread).await.ok(),
             None => None,
         };
         let call = self.0.call(&name, arguments, &caller);
@@ -714,19 +713,11 @@ fn send_client_id(arguments: &mut Value) -> Option<String> {
 
 /// The next event of the thread, or `None` once there will be none; pending forever without a
 /// subscription.
-async fn next_event(
-    events: &mut Option<tokio::sync::broadcast::Receiver<EventRow>>,
-) -> Option<EventRow> {
-    let Some(receiver) = events else {
+async fn next_event(events: &mut Option<crate::events::Follow>) -> Option<EventRow> {
+    let Some(follow) = events else {
         return std::future::pending().await;
     };
-    loop {
-        match receiver.recv().await {
-            Ok(event) => return Some(event),
-            Err(RecvError::Lagged(_)) => continue,
-            Err(RecvError::Closed) => return None,
-        }
-    }
+    follow.next().await.ok().flatten()
 }
 
 /// A progress line for an event: its kind, and its text when it carries some.

@@ -11,10 +11,7 @@ use axum::response::IntoResponse;
 use axum::{Extension, Json};
 use futures::Stream;
 use serde::Deserialize;
-use tokio::sync::broadcast::error::RecvError;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
-use tracing::warn;
 
 use plugin_contract::ThreadId;
 
@@ -24,14 +21,14 @@ use super::error::ErrorBody;
 use super::openapi::ThreadEventRef;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api;
-use crate::api::events::{LogCompacted, StreamEvent, ThreadEvent};
+use crate::api::events::StreamEvent;
 pub use crate::api::threads::{
     CreateThread, CreatedThread, ForkThread, Interrupted, MessageAccepted, ModelRequestList,
     OutcomeList, PostMessage, Prewarm, ThreadWithMessages, Warming,
 };
 use crate::caller::Caller;
 use crate::service::SendMessage;
-use crate::store::{EventRow, MessageId};
+use crate::store::MessageId;
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
 #[utoipa::path(post, path = "/threads", operation_id = "createThread", tag = "threads",
@@ -321,98 +318,16 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
     let after = header_id.or(query.after).unwrap_or(0);
-    let (tx, rx) = tokio::sync::mpsc::channel::<EventRow>(256);
-    // Subscribe before reading the store, so nothing falls between the two.
-    let mut live = state.pipeline.subscribe(&id).await;
-    let stop = state.pipeline.stopping().clone();
-    let store = state.store.clone();
     // Ends with the client, with the daemon's shutdown, or when the bus closes.
-    tokio::spawn(async move {
-        let _permit = permit;
-        let mut last = after;
-        if !replay(&store, &id, &mut last, &tx).await {
-            return;
-        }
-        loop {
-            tokio::select! {
-                received = live.recv() => match received {
-                    Ok(row) if row.id > last => {
-                        last = row.id;
-                        if tx.send(row).await.is_err() { return; }
-                    }
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => {
-                        if !replay(&store, &id, &mut last, &tx).await { return; }
-                    }
-                    Err(RecvError::Closed) => return,
-                },
-                _ = tx.closed() => return,
-                _ = stop.cancelled() => return,
-            }
-        }
-    });
-    let stream = ReceiverStream::new(rx).map(|row| {
+    let follow = state.pipeline.follow(&id, after).await;
+    let stream = follow.into_stream(state.pipeline.stopping().clone());
+    let stream = stream.map(move |row| {
+        let _held = &permit;
         let (id, kind) = (row.id.to_string(), row.kind.clone());
         let frame = serde_json::to_string(&StreamEvent::from(row)).unwrap_or_default();
         Ok(Event::default().id(id).event(kind).data(frame))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
-}
-
-/// Sends stored events after `last`; false when the client has gone. When retention removed
-/// events after `last`, a `log_compacted` frame says so first and the replay goes on after it.
-async fn replay(
-    store: &crate::store::Store,
-    thread: &ThreadId,
-    last: &mut i64,
-    tx: &tokio::sync::mpsc::Sender<EventRow>,
-) -> bool {
-    loop {
-        let read = async {
-            let rows = store.events_after(thread, *last, 500).await?;
-            // Read after the page: a compaction that removed part of what the page would have
-            // held has recorded its cut by then (the two are one transaction).
-            let through = store.compacted_through(thread).await?;
-            Ok::<_, crate::store::StoreError>((rows, through))
-        };
-        let (rows, through) = match read.await {
-            Ok(read) => read,
-            Err(err) => {
-                warn!(thread_id = %thread, error = %err, "Could not read stored events.");
-                return false;
-            }
-        };
-        if through > *last {
-            *last = through;
-            if tx.send(compacted_marker(thread, through)).await.is_err() {
-                return false;
-            }
-        }
-        let Some(end) = rows.last().map(|row| row.id) else {
-            return true;
-        };
-        for row in rows.into_iter().filter(|row| row.id > through) {
-            if tx.send(row).await.is_err() {
-                return false;
-            }
-        }
-        *last = end.max(through);
-    }
-}
-
-/// The `log_compacted` frame: not stored, its id is the newest event removed.
-fn compacted_marker(thread: &ThreadId, through: i64) -> EventRow {
-    let event = ThreadEvent::LogCompacted(LogCompacted {
-        compacted_through: through,
-    });
-    EventRow {
-        id: through,
-        thread_id: thread.clone(),
-        message_id: None,
-        kind: event.kind().as_str().to_owned(),
-        data: event.data(),
-        created_at: chrono::Utc::now(),
-    }
 }
 
 /// The request parsers under arbitrary input (a property test through the whole router, no

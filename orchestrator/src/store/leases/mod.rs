@@ -28,7 +28,8 @@ use std::time::Duration;
 use plugin_contract::ThreadId;
 
 use super::{
-    on_db, Acquired, Announce, Db, Fence, LeaseQueries, MessageId, Store, StoreError, ThreadLease,
+    on_db, Acquired, Acquisition, Db, Fence, LeaseQueries, MessageId, Store, StoreError,
+    TakeoverEnd, ThreadLease,
 };
 
 /// This node's side of the leases ([`Store::as_node`]): who it is, and the fence it holds per
@@ -45,7 +46,17 @@ pub(super) struct NodeLeases {
     held: Mutex<HashMap<ThreadId, Fence>>,
 }
 
-/// What [`Store::claim_lease`] found.
+/// What [`Store::claim_lease`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// The claim is decided.
+    Done(Claim),
+    /// A takeover found turns pending that its announcements do not cover; nothing was
+    /// written. Announce these too and claim again (`crate::events::claim_lease`).
+    Unannounced(Vec<MessageId>),
+}
+
+/// What a decided claim found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
     /// A single node: there are no leases.
@@ -91,22 +102,26 @@ impl Store {
 
     /// Takes (or keeps) the thread's lease for this node when it is free, expired or ours, and
     /// records its fence in the node's book. A takeover from a peer ends the turns the old owner
-    /// left pending, each with the terminal event `announce` builds ([`Store::acquire`]).
+    /// left pending, each with its announcement in `takeover` ([`Store::acquire`]).
     /// [`Claim::Unclustered`] on a single node.
     pub async fn claim_lease(
         &self,
         thread: &ThreadId,
-        announce: Announce<'_>,
-    ) -> Result<Claim, StoreError> {
+        takeover: &[TakeoverEnd],
+    ) -> Result<Claimed, StoreError> {
         let Some(node) = self.node.as_deref() else {
-            return Ok(Claim::Unclustered);
+            return Ok(Claimed::Done(Claim::Unclustered));
         };
         let acquired = self
-            .acquire(thread, &node.node, &node.url, node.ttl, announce)
+            .acquire(thread, &node.node, &node.url, node.ttl, takeover)
             .await?;
-        let Some(Acquired { fence, ended }) = acquired else {
-            let lost = crate::sync::lock(&node.held).remove(thread).is_some();
-            return Ok(Claim::Elsewhere { lost });
+        let Acquired { fence, ended } = match acquired {
+            Acquisition::Held(acquired) => acquired,
+            Acquisition::Elsewhere => {
+                let lost = crate::sync::lock(&node.held).remove(thread).is_some();
+                return Ok(Claimed::Done(Claim::Elsewhere { lost }));
+            }
+            Acquisition::Unannounced(messages) => return Ok(Claimed::Unannounced(messages)),
         };
         let before = crate::sync::lock(&node.held).insert(thread.clone(), fence.clone());
         let moved = before.is_some_and(|before| before.epoch != fence.epoch);
@@ -114,11 +129,11 @@ impl Store {
         if !interrupted.is_empty() || fence.epoch > 1 {
             tracing::info!(thread_id = %thread, epoch = fence.epoch, interrupted = interrupted.len(), "Holding the thread's lease.");
         }
-        Ok(Claim::Held {
+        Ok(Claimed::Done(Claim::Held {
             fence,
             interrupted,
             moved,
-        })
+        }))
     }
 
     /// The heartbeat: renews every lease of this node and drops from its book those it no longer
@@ -203,24 +218,43 @@ impl Store {
         owner_url: &str,
         ttl: Duration,
     ) -> Result<Option<Fence>, StoreError> {
-        Ok(self
-            .acquire(thread, owner, owner_url, ttl, &super::outcomes::bare_event)
-            .await?
-            .map(|acquired| acquired.fence))
+        let mut takeover = Vec::new();
+        loop {
+            match self
+                .acquire(thread, owner, owner_url, ttl, &takeover)
+                .await?
+            {
+                Acquisition::Held(acquired) => return Ok(Some(acquired.fence)),
+                Acquisition::Elsewhere => return Ok(None),
+                Acquisition::Unannounced(messages) => takeover.extend(bare_takeover(messages)),
+            }
+        }
+    }
+
+    /// [`Store::claim_lease`] with bare announcements, for the tests.
+    #[cfg(test)]
+    pub async fn claim_bare(&self, thread: &ThreadId) -> Result<Claim, StoreError> {
+        let mut takeover = Vec::new();
+        loop {
+            match self.claim_lease(thread, &takeover).await? {
+                Claimed::Done(claim) => return Ok(claim),
+                Claimed::Unannounced(messages) => takeover.extend(bare_takeover(messages)),
+            }
+        }
     }
 
     /// Takes the thread's lease for `owner` as `acquire_lease` (the tests' door to it) says,
-    /// with the turns a takeover ended, each announced by `announce`.
+    /// with the turns a takeover ended, each announced as `takeover` says.
     async fn acquire(
         &self,
         thread: &ThreadId,
         owner: &str,
         owner_url: &str,
         ttl: Duration,
-        announce: Announce<'_>,
-    ) -> Result<Option<Acquired>, StoreError> {
+        takeover: &[TakeoverEnd],
+    ) -> Result<Acquisition, StoreError> {
         let _timer = self.metrics.time("acquire_lease");
-        on_db!(self, db => db.acquire_lease(thread, owner, owner_url, ttl, announce).await)
+        on_db!(self, db => db.acquire_lease(thread, owner, owner_url, ttl, takeover).await)
     }
 
     /// The heartbeat: every lease `owner` holds expires `ttl` from now, in one UPDATE. Returns
@@ -266,6 +300,15 @@ impl Store {
         let _timer = self.metrics.time("join_cluster");
         on_db!(self, db => db.join_cluster(&hash).await)
     }
+}
+
+/// Bare announcements of a takeover's ends, for the tests.
+#[cfg(test)]
+fn bare_takeover(messages: Vec<MessageId>) -> impl Iterator<Item = TakeoverEnd> {
+    messages.into_iter().map(|message| TakeoverEnd {
+        announcement: super::outcomes::bare_event(&message, false),
+        message,
+    })
 }
 
 #[cfg(test)]

@@ -1,4 +1,3 @@
-use super::super::outcomes::bare_event;
 use super::super::tests::{store_tests, turn_of};
 use super::super::*;
 use std::time::Duration;
@@ -148,12 +147,12 @@ store_tests! {
         let t = thread(&store).await;
         let a = store.clone().as_node("http://a".into(), TTL);
         let b = store.clone().as_node("http://b".into(), TTL);
-        assert_eq!(store.claim_lease(&t, &bare_event).await.unwrap(), Claim::Unclustered);
-        let Claim::Held { fence, interrupted, .. } = a.claim_lease(&t, &bare_event).await.unwrap() else {
+        assert_eq!(store.claim_bare(&t).await.unwrap(), Claim::Unclustered);
+        let Claim::Held { fence, interrupted, .. } = a.claim_bare(&t).await.unwrap() else {
             panic!("A takes the free lease");
         };
         assert_eq!((fence.owner.as_str(), fence.epoch, interrupted.len()), (a.node_id().unwrap(), 1, 0));
-        assert_eq!(b.claim_lease(&t, &bare_event).await.unwrap(), Claim::Elsewhere { lost: false });
+        assert_eq!(b.claim_bare(&t).await.unwrap(), Claim::Elsewhere { lost: false });
 
         let pending = write_all(&a, &t, "a1").await.expect("the owner writes");
         let rows = counts(&store, &t).await;
@@ -165,7 +164,7 @@ store_tests! {
         store.test_execute(&format!(
             "UPDATE leases SET expires_at = '2000-01-01T00:00:00.000000Z' WHERE thread_id = '{t}'"
         )).await;
-        let Claim::Held { fence, interrupted, moved } = b.claim_lease(&t, &bare_event).await.unwrap() else {
+        let Claim::Held { fence, interrupted, moved } = b.claim_bare(&t).await.unwrap() else {
             panic!("B takes the expired lease");
         };
         assert_eq!((fence.epoch, interrupted, moved), (2, vec![pending.clone()], false));
@@ -178,9 +177,9 @@ store_tests! {
         // A learns it lost the thread; it still cannot write.
         assert_eq!(a.renew_node_leases().await.unwrap(), vec![t.clone()]);
         assert!(matches!(write_all(&a, &t, "a3").await, Err(StoreError::LeaseLost(_))));
-        assert_eq!(a.claim_lease(&t, &bare_event).await.unwrap(), Claim::Elsewhere { lost: false });
+        assert_eq!(a.claim_bare(&t).await.unwrap(), Claim::Elsewhere { lost: false });
         // B, which never lost it, holds it as before.
-        let Claim::Held { fence, moved, .. } = b.claim_lease(&t, &bare_event).await.unwrap() else {
+        let Claim::Held { fence, moved, .. } = b.claim_bare(&t).await.unwrap() else {
             panic!("B keeps its lease");
         };
         assert_eq!((fence.epoch, moved), (2, false));
@@ -209,13 +208,13 @@ store_tests! {
             Claim::Held { fence, moved, .. } => (fence.epoch, moved),
             other => panic!("not held: {other:?}"),
         };
-        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (1, false));
-        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (1, false));
+        assert_eq!(held(a.claim_bare(&t).await.unwrap()), (1, false));
+        assert_eq!(held(a.claim_bare(&t).await.unwrap()), (1, false));
         expire().await;
-        assert_eq!(held(b.claim_lease(&t, &bare_event).await.unwrap()), (2, false));
+        assert_eq!(held(b.claim_bare(&t).await.unwrap()), (2, false));
         expire().await;
-        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (3, true));
-        assert_eq!(held(a.claim_lease(&t, &bare_event).await.unwrap()), (3, false));
+        assert_eq!(held(a.claim_bare(&t).await.unwrap()), (3, true));
+        assert_eq!(held(a.claim_bare(&t).await.unwrap()), (3, false));
     }
 }
 
