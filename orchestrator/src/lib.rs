@@ -26,12 +26,13 @@
 //!   the throttle (turns at once, backing off under rate limits).
 //! - [`mcp`]: the in-process MCP server `harness` that serves plugin tools to each process.
 //! - [`events`]: the bus that stores a thread's events, then publishes them.
-//! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
-//!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
 //! - [`oauth`]: access tokens of an OAuth issuer, or of the daemon's own authorization server;
 //!   above [`webhooks`] and [`config`]: it reads `[oauth]` and fetches a client's metadata
 //!   through the webhooks' guard on addresses (`webhooks::target`).
-//! - [`webhooks`]: the outbox of thread events to endpoints, signed deliveries.
+//! - [`webhooks`]: the outbox of thread events to endpoints, signed deliveries; what it sends
+//!   are [`api`]'s webhook types.
+//! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
+//!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
 //! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
 //! - [`keys`]: API keys (stored hashed), their tenants and their limits.
 //! - [`files`]: the images and documents of messages: checked and stored on the way in,
