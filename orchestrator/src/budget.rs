@@ -40,7 +40,7 @@ use crate::sync::lock;
 
 mod metered;
 
-pub use metered::{RequestHold, TurnRef};
+pub use metered::{Meter, RequestHold, TurnRef};
 
 /// What a budget is kept over. A value, so that the same reservations serve every kind of
 /// budget.
@@ -149,8 +149,9 @@ struct LedgerState {
     recent: HashMap<ThreadId, f64>,
     /// What the running turns' model requests cost so far, by scope ([`metered`]).
     metered: HashMap<Scope, f64>,
-    /// Each thread's running turn: what it counts against and what it metered.
-    running: HashMap<ThreadId, metered::Running>,
+    /// The running turns by number (what their [`Meter`]s name): what each counts against and
+    /// what it metered.
+    running: HashMap<u64, metered::Running>,
     /// Numbers the reservations, so that one ending never takes a later one's entry.
     next_turn: u64,
     /// What the model requests in flight hold, by scope ([`RequestHold`]).
@@ -183,7 +184,7 @@ pub struct Reservation {
     ledger: Arc<Ledger>,
     thread: ThreadId,
     held: Vec<(Scope, f64)>,
-    /// Its number in [`LedgerState::running`].
+    /// Its number in [`LedgerState::running`], which its [`Meter`]s name.
     turn: u64,
 }
 
@@ -203,7 +204,7 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         let mut state = lock(&self.ledger.0);
-        state.stop_metering(&self.thread, self.turn);
+        state.stop_metering(self.turn);
         for (scope, usd) in self.held.drain(..) {
             metered::release(&mut state.reserved, &scope, usd);
         }

@@ -1,16 +1,19 @@
 //! Budgets as the money goes: the model gateway, the meter of record, asks before each model
-//! request of a thread ([`Budgets::before_request`]) and reports what each one cost
-//! ([`Budgets::metered`]).
+//! request of a process ([`Budgets::before_request`]) and reports what each one cost
+//! ([`Meter::metered`]).
 //!
 //! A running turn (one that holds a [`Reservation`]) counts against the limits it reserved in;
-//! what its requests cost is added to each of their scopes until the turn's cost is stored,
-//! and the turn stores the larger of what the CLI reported and what the gateway metered
-//! ([`Reservation::close_meter`]), so a request the CLI does not know of (a command's own, with
-//! the process's token) is paid for. A request with no running turn to count it (one between
-//! turns, or one that ended after its turn's meter closed) is stored on its own
-//! (`model_requests.alone`) and counts in what its thread, its key and the day spent. Between
-//! turns a request counts against the budgets of the thread's last turn here: the thread's own
-//! (with whoever delegated to it), that turn's key's and the day's.
+//! it hands its [`Meter`] to the process that runs it ([`Reservation::meter`]), and the gateway
+//! counts that process's requests through it: what they cost is added to each of the turn's
+//! scopes until the turn's cost is stored, and the turn stores the larger of what the CLI
+//! reported and what the gateway metered ([`Reservation::close_meter`]), so a request the CLI
+//! does not know of (a command's own, with the process's token) is paid for. A meter names its
+//! turn by number and keeps nothing alive: once the reservation is dropped it counts nothing.
+//! A request with no live meter to count it (one between turns, or one that ended after its
+//! turn's meter closed) is stored on its own (`model_requests.alone`) and counts in what its
+//! thread, its key and the day spent. Between turns a request counts against the budgets of the
+//! thread's last turn here: the thread's own (with whoever delegated to it), that turn's key's
+//! and the day's.
 //!
 //! While a request is in flight it holds an estimate of its cost (its prompt's size and its
 //! `max_tokens` at its model's prices: [`crate::gateway`]) in every budget that applies, so
@@ -37,8 +40,9 @@ const RESPONSES_KEPT: usize = 256;
 /// A running turn, as the ledger meters it.
 #[derive(Debug)]
 pub(super) struct Running {
-    /// Which reservation: a thread's next turn may reserve before its last one let go.
-    turn: u64,
+    /// Its thread: whose next turn takes over from it, and whose requests count against its
+    /// key once it ends.
+    thread: ThreadId,
     limits: Vec<Limit>,
     /// What its model requests cost so far.
     metered: f64,
@@ -58,6 +62,23 @@ pub struct TurnRef {
     pub message: MessageId,
     /// The W3C `traceparent` of the turn's span, when traces are on.
     pub traceparent: Option<String>,
+}
+
+/// A running turn's meter: the gateway counts the model requests of the process that runs the
+/// turn through it ([`Reservation::meter`], handed to the process with its lease). It names
+/// the turn by its number and holds none of it: once the turn's reservation is dropped (or a
+/// later turn of its thread reserved), it counts nothing, and what it would have counted is
+/// stored on its own.
+#[derive(Clone)]
+pub struct Meter {
+    ledger: Arc<Ledger>,
+    turn: u64,
+}
+
+impl std::fmt::Debug for Meter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter").field("turn", &self.turn).finish()
+    }
 }
 
 /// A model request in flight: the estimate it holds in each budget that applies, given back
@@ -107,12 +128,20 @@ enum Admission {
 }
 
 impl LedgerState {
-    /// A turn of `thread` counting against `limits` starts: its number.
+    /// A turn of `thread` counting against `limits` starts: its number. A thread's next turn
+    /// may reserve before its last one let go: the earlier one's requests are over (what they
+    /// metered is stored by now), and its meter counts no more.
     pub(super) fn start_metering(&mut self, thread: &ThreadId, limits: Vec<Limit>) -> u64 {
         self.next_turn += 1;
         let turn = self.next_turn;
+        let earlier = self.running.iter().find(|(_, r)| r.thread == *thread);
+        if let Some(earlier) = earlier.map(|(turn, _)| *turn) {
+            if let Some(earlier) = self.running.remove(&earlier) {
+                self.unmeter(&earlier);
+            }
+        }
         let running = Running {
-            turn,
+            thread: thread.clone(),
             limits,
             metered: 0.0,
             closed: false,
@@ -120,25 +149,20 @@ impl LedgerState {
             turn_ref: None,
             responses: Vec::new(),
         };
-        if let Some(earlier) = self.running.insert(thread.clone(), running) {
-            // The earlier turn's requests are over: what they metered is stored by now.
-            self.unmeter(&earlier);
-        }
+        self.running.insert(turn, running);
         turn
     }
 
-    /// Turn `turn` of `thread` ended (its usage stored): what it metered no longer counts, and
-    /// its key is the one the thread's requests count against until its next turn.
-    pub(super) fn stop_metering(&mut self, thread: &ThreadId, turn: u64) {
-        if self.running.get(thread).is_some_and(|r| r.turn == turn) {
-            if let Some(running) = self.running.remove(thread) {
-                self.unmeter(&running);
-                let key = running.limits.iter().find_map(|limit| match &limit.scope {
-                    Scope::Key(id, _) => Some((id.clone(), limit.usd)),
-                    _ => None,
-                });
-                self.last_key.insert(thread.clone(), key);
-            }
+    /// Turn `turn` ended (its usage stored): what it metered no longer counts, and its key is
+    /// the one its thread's requests count against until its next turn.
+    pub(super) fn stop_metering(&mut self, turn: u64) {
+        if let Some(running) = self.running.remove(&turn) {
+            self.unmeter(&running);
+            let key = running.limits.iter().find_map(|limit| match &limit.scope {
+                Scope::Key(id, _) => Some((id.clone(), limit.usd)),
+                _ => None,
+            });
+            self.last_key.insert(running.thread, key);
         }
     }
 
@@ -185,17 +209,19 @@ impl LedgerState {
 }
 
 impl Budgets {
-    /// Whether `thread` may send a model request expected to cost `estimate` now: `Err` inside
-    /// `Ok` when a budget that applies is spent, counting what running turns metered; waits
-    /// while it does not fit beside the requests in flight (see the module doc). A refusal is
-    /// remembered for the thread's running turn ([`Reservation::refused`]).
+    /// Whether a process of `thread`, holding `meter` if a turn handed it one, may send a model
+    /// request expected to cost `estimate` now: `Err` inside `Ok` when a budget that applies
+    /// is spent, counting what running turns metered; waits while it does not fit beside the
+    /// requests in flight (see the module doc). A refusal is remembered for the meter's turn
+    /// ([`Reservation::refused`]).
     pub async fn before_request(
         &self,
         store: &Store,
         thread: &ThreadId,
+        meter: Option<&Meter>,
         estimate: f64,
     ) -> Result<Result<RequestHold, BudgetExceeded>, StoreError> {
-        let Some(limits) = self.request_limits(store, thread).await? else {
+        let Some(limits) = self.request_limits(store, thread, meter).await? else {
             // A spare's reserved thread, not created yet: nothing to charge.
             return Ok(Ok(self.hold(&mut lock(&self.ledger.0), Vec::new(), 0.0)));
         };
@@ -204,7 +230,7 @@ impl Budgets {
             let mut ended = pin!(self.ledger.1.notified());
             ended.as_mut().enable();
             let spent = Self::spent_in(store, &limits).await?;
-            match self.decide(thread, &limits, &spent, estimate) {
+            match self.decide(meter, &limits, &spent, estimate) {
                 Ok(Some(hold)) => return Ok(Ok(hold)),
                 Err(exceeded) => return Ok(Err(exceeded)),
                 Ok(None) => {}
@@ -214,10 +240,10 @@ impl Budgets {
     }
 
     /// [`LedgerState::admit`] under one lock with what follows: the hold taken when the request
-    /// goes (`None`: it waits), a refusal remembered for `thread`'s running turn.
+    /// goes (`None`: it waits), a refusal remembered for `meter`'s turn while it runs.
     fn decide(
         &self,
-        thread: &ThreadId,
+        meter: Option<&Meter>,
         limits: &[Limit],
         spent: &[f64],
         estimate: f64,
@@ -227,7 +253,7 @@ impl Budgets {
             Admission::Go => Ok(Some(self.hold(&mut state, limits.to_vec(), estimate))),
             Admission::Wait => Ok(None),
             Admission::Refused(exceeded) => {
-                if let Some(running) = state.running.get_mut(thread) {
+                if let Some(running) = meter.and_then(|m| state.running.get_mut(&m.turn)) {
                     running.refused.get_or_insert(exceeded.clone());
                 }
                 Err(exceeded)
@@ -235,17 +261,19 @@ impl Budgets {
         }
     }
 
-    /// The budgets a request of `thread` counts against: its running turn's, else those of its
-    /// last turn here (its own, whoever delegated to it, that turn's key's, the day's); `None`
-    /// for a thread not created yet.
+    /// The budgets a request of `thread` counts against: those of `meter`'s turn while it runs,
+    /// else those of the thread's last turn here (its own, whoever delegated to it, that turn's
+    /// key's, the day's); `None` for a thread not created yet.
     async fn request_limits(
         &self,
         store: &Store,
         thread: &ThreadId,
+        meter: Option<&Meter>,
     ) -> Result<Option<Vec<Limit>>, StoreError> {
         let (running, last_key) = {
             let state = lock(&self.ledger.0);
-            let running = state.running.get(thread).map(|r| r.limits.clone());
+            let running = meter.and_then(|m| state.running.get(&m.turn));
+            let running = running.map(|r| r.limits.clone());
             (running, state.last_key.get(thread).cloned().flatten())
         };
         if running.is_some() {
@@ -278,21 +306,19 @@ impl Budgets {
             key,
         }
     }
+}
 
-    /// A model request of `thread` cost `usd` (its response `response`, with its usage): counted
-    /// in its running turn's scopes until the turn's cost is stored. `false` when no running turn
-    /// counts it: it is then stored on its own (`model_requests.alone`).
-    pub fn metered(
-        &self,
-        thread: &ThreadId,
-        usd: f64,
-        response: Option<(String, ApiUsage)>,
-    ) -> bool {
+impl Meter {
+    /// A model request of the meter's process cost `usd` (its response `response`, with its
+    /// usage): counted in the turn's scopes until the turn's cost is stored. `false` when the
+    /// turn no longer counts it (its meter closed, or it ended): it is then stored on its own
+    /// (`model_requests.alone`).
+    pub fn metered(&self, usd: f64, response: Option<(String, ApiUsage)>) -> bool {
         let mut state = lock(&self.ledger.0);
         let LedgerState {
             running, metered, ..
         } = &mut *state;
-        let Some(turn) = running.get_mut(thread).filter(|turn| !turn.closed) else {
+        let Some(turn) = running.get_mut(&self.turn).filter(|turn| !turn.closed) else {
             return false;
         };
         turn.metered += usd;
@@ -307,18 +333,18 @@ impl Budgets {
         true
     }
 
-    /// The message and trace of `thread`'s running turn, when it has one.
-    pub fn running_turn(&self, thread: &ThreadId) -> Option<TurnRef> {
+    /// The message and trace of the meter's turn, while it runs.
+    pub fn turn_ref(&self) -> Option<TurnRef> {
         lock(&self.ledger.0)
             .running
-            .get(thread)
+            .get(&self.turn)
             .and_then(|r| r.turn_ref.clone())
     }
 
-    /// The usage the gateway read from response `id` of `thread`'s running turn.
-    pub fn response_usage(&self, thread: &ThreadId, id: &str) -> Option<ApiUsage> {
+    /// The usage the gateway read from response `id` of the meter's turn, while it runs.
+    pub fn response_usage(&self, id: &str) -> Option<ApiUsage> {
         let state = lock(&self.ledger.0);
-        let running = state.running.get(thread)?;
+        let running = state.running.get(&self.turn)?;
         running
             .responses
             .iter()
@@ -329,12 +355,20 @@ impl Budgets {
 }
 
 impl Reservation {
+    /// The turn's meter, for the process that runs it ([`crate::pool::Lease::meter_with`]):
+    /// the gateway counts that process's requests through it while the turn runs.
+    pub fn meter(&self) -> Meter {
+        Meter {
+            ledger: self.ledger.clone(),
+            turn: self.turn,
+        }
+    }
+
     /// The budget a model request of this turn found spent, when the gateway refused one.
     pub fn refused(&self) -> Option<BudgetExceeded> {
         lock(&self.ledger.0)
             .running
-            .get(&self.thread)
-            .filter(|r| r.turn == self.turn)
+            .get(&self.turn)
             .and_then(|r| r.refused.clone())
     }
 
@@ -342,13 +376,11 @@ impl Reservation {
     /// recorded under them.
     pub fn on_message(&self, message: &MessageId, traceparent: Option<String>) {
         let mut state = lock(&self.ledger.0);
-        if let Some(running) = state.running.get_mut(&self.thread) {
-            if running.turn == self.turn {
-                running.turn_ref = Some(TurnRef {
-                    message: message.clone(),
-                    traceparent,
-                });
-            }
+        if let Some(running) = state.running.get_mut(&self.turn) {
+            running.turn_ref = Some(TurnRef {
+                message: message.clone(),
+                traceparent,
+            });
         }
     }
 
@@ -356,12 +388,12 @@ impl Reservation {
     /// gateway metered them. A request that ends from now on is stored on its own.
     pub fn close_meter(&self) -> f64 {
         let mut state = lock(&self.ledger.0);
-        match state.running.get_mut(&self.thread) {
-            Some(running) if running.turn == self.turn => {
+        match state.running.get_mut(&self.turn) {
+            Some(running) => {
                 running.closed = true;
                 running.metered
             }
-            _ => 0.0,
+            None => 0.0,
         }
     }
 }
@@ -411,23 +443,21 @@ mod tests {
         let reservation = budgets.reserve(&store, &charge).await.unwrap().unwrap();
         let message = MessageId::from_string("m-1");
         reservation.on_message(&message, None);
-        let running = budgets.running_turn(&thread.id).unwrap();
+        let meter = reservation.meter();
+        let running = meter.turn_ref().unwrap();
         assert_eq!(running.message, message);
-        let ask = || budgets.before_request(&store, &thread.id, 0.0);
+        let ask = || budgets.before_request(&store, &thread.id, Some(&meter), 0.0);
         assert!(ask().await.unwrap().is_ok());
-        assert!(budgets.metered(&thread.id, 0.03, None));
+        assert!(meter.metered(0.03, None));
         assert!(ask().await.unwrap().is_ok(), "0.03 of 0.05");
-        assert!(budgets.metered(&thread.id, 0.03, None));
+        assert!(meter.metered(0.03, None));
         let refused = ask().await.unwrap().unwrap_err();
         assert!((refused.spent_usd - 0.06).abs() < 1e-9, "{refused:?}");
         assert_eq!(reservation.refused(), Some(refused));
         // The turn's cost is stored: the metered amount gives way to the stored one, and what
         // ends after the meter closed is no longer the turn's.
         assert!((reservation.close_meter() - 0.06).abs() < 1e-9);
-        assert!(
-            !budgets.metered(&thread.id, 0.01, None),
-            "the meter is closed"
-        );
+        assert!(!meter.metered(0.01, None), "the meter is closed");
         crate::store::tests::spend(&store, &thread.id, 0.06).await;
         drop(reservation);
         let state = lock(&budgets.ledger.0);
@@ -443,10 +473,9 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         let thread = thread_with_budget(&store, 0.05).await;
         let budgets = Budgets::default();
-        let hold = budgets.before_request(&store, &thread.id, 0.01).await;
+        let hold = budgets.before_request(&store, &thread.id, None, 0.01).await;
         assert!(hold.unwrap().is_ok());
-        // Nothing running counts it: the gateway stores it on its own, and it counts.
-        assert!(!budgets.metered(&thread.id, 1.0, None));
+        // No turn handed the process a meter: the gateway stores it on its own, and it counts.
         assert!(lock(&budgets.ledger.0).metered.is_empty());
         store
             .insert_model_request(&alone(&thread.id, 0.05, None))
@@ -459,10 +488,10 @@ mod tests {
             (day.cost_usd - 0.05).abs() < 1e-9 && day.input_tokens == 0,
             "{day:?}"
         );
-        let refused = budgets.before_request(&store, &thread.id, 0.0).await;
+        let refused = budgets.before_request(&store, &thread.id, None, 0.0).await;
         assert!(refused.unwrap().is_err(), "the thread's budget is spent");
         let unknown = ThreadId::from_string("reserved-for-a-spare");
-        let spare = budgets.before_request(&store, &unknown, 1.0).await;
+        let spare = budgets.before_request(&store, &unknown, None, 1.0).await;
         assert!(spare.unwrap().is_ok());
     }
 
@@ -474,7 +503,7 @@ mod tests {
         let mut charge = Charge::thread(thread.clone());
         charge.key = Some(("key_a".into(), 0.05));
         drop(budgets.reserve(&store, &charge).await.unwrap().unwrap());
-        let hold = budgets.before_request(&store, &thread.id, 0.0).await;
+        let hold = budgets.before_request(&store, &thread.id, None, 0.0).await;
         assert_eq!(hold.unwrap().unwrap().key(), Some("key_a"));
         store
             .insert_model_request(&alone(&thread.id, 0.05, Some("key_a")))
@@ -482,7 +511,7 @@ mod tests {
             .unwrap();
         let today = chrono::Utc::now().date_naive();
         assert!((store.caller_day_cost("key_a", today).await.unwrap() - 0.05).abs() < 1e-9);
-        let refused = budgets.before_request(&store, &thread.id, 0.0).await;
+        let refused = budgets.before_request(&store, &thread.id, None, 0.0).await;
         assert_eq!(
             refused.unwrap().unwrap_err().budget,
             super::super::BudgetKind::Key
@@ -494,14 +523,17 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         let thread = thread_with_budget(&store, 1.0).await;
         let budgets = Budgets::default();
-        let first = budgets.before_request(&store, &thread.id, 0.6).await;
+        let first = budgets.before_request(&store, &thread.id, None, 0.6).await;
         let first = first.unwrap().unwrap();
         // Alone on a budget not yet spent, a request goes even when its estimate is larger.
         let (tx, mut admitted) = tokio::sync::mpsc::unbounded_channel();
         let waiting = {
             let (budgets, store, id) = (budgets.clone(), store.clone(), thread.id.clone());
             tokio::spawn(async move {
-                let hold = budgets.before_request(&store, &id, 0.6).await.unwrap();
+                let hold = budgets
+                    .before_request(&store, &id, None, 0.6)
+                    .await
+                    .unwrap();
                 tx.send(()).unwrap();
                 hold
             })
@@ -546,13 +578,66 @@ mod tests {
             .unwrap();
         let charge = Budgets::charge(&store, child.clone()).await.unwrap();
         let childs = budgets.reserve(&store, &charge).await.unwrap().unwrap();
-        assert!(budgets.metered(&child.id, 0.05, None));
+        assert!(childs.meter().metered(0.05, None));
         // The parent's next request finds its tree's budget spent by the child's.
         assert!(budgets
-            .before_request(&store, &parent.id, 0.0)
+            .before_request(&store, &parent.id, Some(&parents.meter()), 0.0)
             .await
             .unwrap()
             .is_err());
         drop((childs, parents));
+    }
+
+    #[tokio::test]
+    async fn a_stale_meter_counts_nothing_into_an_ended_turn() {
+        let store = Store::open(":memory:").await.unwrap();
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let budgets = Budgets::default();
+        let mut charge = Charge::thread(thread.clone());
+        charge.key = Some(("key_a".into(), 1.0));
+        let ended = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        ended.on_message(&MessageId::from_string("m-1"), None);
+        let stale = ended.meter();
+        assert!(stale.metered(0.01, Some(("msg_1".into(), ApiUsage::default()))));
+        drop(ended);
+        // The turn ended: its handle meters nothing, names no turn, reads no response.
+        assert!(!stale.metered(0.02, None));
+        assert_eq!(stale.turn_ref(), None);
+        assert_eq!(stale.response_usage("msg_1"), None);
+        assert!(lock(&budgets.ledger.0).metered.is_empty());
+        // Nor into the thread's next turn; its requests count as between turns (the last key).
+        let next = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        assert!(!stale.metered(0.03, None));
+        let hold = budgets.before_request(&store, &thread.id, Some(&stale), 0.0);
+        assert_eq!(hold.await.unwrap().unwrap().key(), Some("key_a"));
+        assert_eq!(next.close_meter(), 0.0);
+    }
+
+    #[tokio::test]
+    async fn two_turns_of_a_thread_in_a_row_each_meter_their_own() {
+        let store = Store::open(":memory:").await.unwrap();
+        let thread = store.create_thread(NewThread::default()).await.unwrap();
+        let budgets = Budgets::default();
+        let charge = Charge::thread(thread.clone());
+        let first = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        assert!(first.meter().metered(0.01, None));
+        assert!((first.close_meter() - 0.01).abs() < 1e-9);
+        drop(first);
+        let second = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        let meter = second.meter();
+        assert!(meter.metered(0.02, Some(("msg_2".into(), ApiUsage::default()))));
+        assert!(meter.response_usage("msg_2").is_some());
+        assert!((second.close_meter() - 0.02).abs() < 1e-9);
+        drop(second);
+        // A turn that reserves before the last one let go takes over: the earlier meter stops.
+        let earlier = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        assert!(earlier.meter().metered(0.04, None));
+        let later = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        assert!(!earlier.meter().metered(0.05, None));
+        assert!(later.meter().metered(0.06, None));
+        assert_eq!(earlier.close_meter(), 0.0);
+        assert!((later.close_meter() - 0.06).abs() < 1e-9);
+        drop((earlier, later));
+        assert!(lock(&budgets.ledger.0).running.is_empty());
     }
 }

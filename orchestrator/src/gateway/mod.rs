@@ -3,8 +3,9 @@
 //! A child talks to the Messages API only through it. The launcher takes the upstream address
 //! and credentials out of each profile's environment ([`Upstream::take_from`]); a process gets
 //! the gateway's address and a token of its own instead ([`Gateway::issue`]), which maps to its
-//! thread while the process lives ([`Pass`]). What the gateway does with each request
-//! (`proxy.rs`):
+//! thread and its [`MeterSlot`] while the process lives ([`Pass`]): the turn that holds the
+//! process puts its [`Meter`] there, and the gateway counts the process's requests through it.
+//! What the gateway does with each request (`proxy.rs`):
 //! - refuses one without a live token (401, the API's error shape), and any but
 //!   [`UPSTREAM_ROUTES`] (404);
 //! - before a `POST /v1/messages`, asks the budgets ([`crate::budget::Budgets::before_request`])
@@ -15,9 +16,9 @@
 //!   requests sent together cannot pass a budget together;
 //! - forwards it with the real credentials, the response streamed back chunk by chunk as it
 //!   arrives, and meters the response's `usage` on the way (`usage.rs`, reading each chunk in
-//!   place), charging it to the thread's running turn at once, or on its own when no turn
-//!   counts it (between turns): the gateway is the meter of record. A response cut before its
-//!   usage was read is charged its estimate;
+//!   place), charging it at once to the turn whose meter the process holds, or on its own when
+//!   no turn counts it (between turns): the gateway is the meter of record. A response cut
+//!   before its usage was read is charged its estimate;
 //! - reports a 429 or 529 from upstream to the throttle, the one place that decides how many
 //!   turns run at once;
 //! - records each request (`model_requests`, `/metrics`, and a `POST /v1/messages` span under
@@ -39,6 +40,7 @@ use plugin_contract::ThreadId;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Meter;
 use crate::config::{GatewayConfig, Price};
 use crate::sync::lock;
 
@@ -138,12 +140,42 @@ struct Inner {
 struct Holder {
     thread: ThreadId,
     upstream: Arc<Upstream>,
+    /// Which turn the process's requests count in.
+    meter: MeterSlot,
+}
+
+/// Which turn a process's model requests count in: the [`Meter`] the turn that holds the
+/// process put there ([`crate::pool::Lease::meter_with`]), shared by the process's [`Pass`] and
+/// the gateway's token table. It keeps the last turn's meter after that turn ends: an ended
+/// meter counts nothing, so there is nothing to clear.
+#[derive(Clone, Debug, Default)]
+pub struct MeterSlot(Arc<Mutex<Option<Meter>>>);
+
+impl MeterSlot {
+    /// From now on the process's requests count in `meter`'s turn.
+    pub fn set(&self, meter: Meter) {
+        *lock(&self.0) = Some(meter);
+    }
+
+    /// The meter the process's requests count in now, when a turn ever handed it one.
+    pub fn get(&self) -> Option<Meter> {
+        lock(&self.0).clone()
+    }
 }
 
 /// A live process's token: valid until dropped (the pool drops it when the process is gone).
 pub struct Pass {
     gateway: Gateway,
     token: String,
+    meter: MeterSlot,
+}
+
+impl Pass {
+    /// Where the turn that holds the process puts its meter (the pool keeps it with the
+    /// process).
+    pub fn meter_slot(&self) -> MeterSlot {
+        self.meter.clone()
+    }
 }
 
 impl std::fmt::Debug for Pass {
@@ -197,11 +229,13 @@ impl Gateway {
         custom_headers: Option<&str>,
     ) -> (Vec<(String, String)>, Pass) {
         let token = crate::secret::token("hgw_");
+        let meter = MeterSlot::default();
         lock(&self.inner.passes).insert(
             token.clone(),
             Holder {
                 thread: thread.clone(),
                 upstream: upstream.clone(),
+                meter: meter.clone(),
             },
         );
         let mut env = vec![("ANTHROPIC_BASE_URL".to_owned(), self.inner.url.clone())];
@@ -218,6 +252,7 @@ impl Gateway {
         let pass = Pass {
             gateway: self.clone(),
             token,
+            meter,
         };
         (env, pass)
     }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::usage::{Scanner, Used};
-use super::{Auth, Gateway, Served, Upstream, TOKEN_HEADER};
+use super::{Auth, Gateway, MeterSlot, Served, Upstream, TOKEN_HEADER};
 use crate::store::{MessageId, NewModelRequest};
 
 /// The largest request body taken (the Messages API's own limit is 32 MB).
@@ -124,10 +124,11 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
     };
     let served = &server.served;
     let model_request = parts.method == Method::POST && parts.uri.path() == "/v1/messages";
-    let turn = served.budgets.running_turn(&holder.thread);
+    let turn = holder.meter.get().and_then(|meter| meter.turn_ref());
     let mut record = Record {
         server: server.clone(),
         thread: holder.thread.clone(),
+        meter: holder.meter.clone(),
         message: turn.as_ref().map(|t| t.message.clone()),
         traceparent: turn.and_then(|t| t.traceparent),
         hold: None,
@@ -234,9 +235,10 @@ fn relay(
 async fn admit(server: &Server, mut record: Record, body: &[u8]) -> Result<Record, Response> {
     let served = &server.served;
     let estimate = super::usage::estimate(body, &server.gateway.inner.prices);
+    let meter = record.meter.get();
     match served
         .budgets
-        .before_request(&served.store, &record.thread, estimate)
+        .before_request(&served.store, &record.thread, meter.as_ref(), estimate)
         .await
     {
         Ok(Ok(hold)) => {
@@ -310,6 +312,9 @@ fn forwarded(headers: &HeaderMap, upstream: &Upstream) -> HeaderMap {
 struct Record {
     server: Arc<Server>,
     thread: ThreadId,
+    /// Its process's: read at each step, as the turn that holds the process may change while
+    /// the request is in flight.
+    meter: MeterSlot,
     message: Option<MessageId>,
     /// The span of the turn it is part of.
     traceparent: Option<String>,
@@ -333,8 +338,8 @@ impl Record {
         }
     }
 
-    /// Meters what it used (charged to the thread's running turn at once, or else stored on its
-    /// own and counted so) and stores the row; then lets go of its estimate. A successful
+    /// Meters what it used (charged at once to the turn that holds its process, or else stored
+    /// on its own and counted so) and stores the row; then lets go of its estimate. A successful
     /// response cut (`whole` false: the client went away) before its usage was read is charged
     /// its estimate: the upstream may bill it whole.
     fn end(mut self, used: Used, whole: bool) {
@@ -344,7 +349,8 @@ impl Record {
             cost = cost.max(self.estimate);
         }
         let response = used.id.clone().map(|id| (id, used.api_usage()));
-        let counted = served.budgets.metered(&self.thread, cost, response);
+        let meter = self.meter.get();
+        let counted = meter.is_some_and(|meter| meter.metered(cost, response));
         served.metrics.usage(&used.by_kind(), cost);
         self.span(&used, cost);
         let hold = self.hold.take();

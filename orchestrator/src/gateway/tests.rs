@@ -180,3 +180,32 @@ async fn a_process_gets_a_token_of_its_own_that_dies_with_it() {
         format!("x-team: blue\n{TOKEN_HEADER}: {}", pass.token)
     );
 }
+
+#[tokio::test]
+async fn a_processs_requests_meter_into_the_turn_that_holds_it() {
+    use crate::budget::{Budgets, Charge};
+    use crate::store::{NewThread, Store};
+    let (gateway, _listener) = Gateway::bind(&GatewayConfig::default()).await.unwrap();
+    let store = Store::open(":memory:").await.unwrap();
+    let thread = store.create_thread(NewThread::default()).await.unwrap();
+    let budgets = Budgets::default();
+    let upstream = Arc::new(Upstream::take_from(&mut Vec::new()));
+    let (_, pass) = gateway.issue(&thread.id, &upstream, None);
+    let (_, other) = gateway.issue(&thread.id, &upstream, None);
+    // What the gateway finds for a request with the process's token.
+    let meter_of = |pass: &Pass| gateway.holder(&pass.token).unwrap().meter.get();
+    assert!(meter_of(&pass).is_none(), "no turn held it yet");
+    let charge = Charge::thread(thread.clone());
+    let first = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+    pass.meter_slot().set(first.meter());
+    assert!(meter_of(&pass).unwrap().metered(0.01, None));
+    assert!(meter_of(&other).is_none(), "a process no turn holds");
+    assert!((first.close_meter() - 0.01).abs() < 1e-9);
+    drop(first);
+    // The thread's next turn: nothing counts in the ended one, then its own counts its own.
+    let second = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+    assert!(!meter_of(&pass).unwrap().metered(0.05, None));
+    pass.meter_slot().set(second.meter());
+    assert!(meter_of(&pass).unwrap().metered(0.02, None));
+    assert!((second.close_meter() - 0.02).abs() < 1e-9);
+}

@@ -81,12 +81,8 @@ impl Pipeline {
         trace: &TurnTrace,
     ) -> Result<TurnResult, TurnError> {
         let inner = &self.inner;
-        let metered = |response: &str| {
-            inner
-                .parts
-                .budgets
-                .response_usage(&user.thread_id, response)
-        };
+        let meter = turn.meter();
+        let metered = |response: &str| meter.as_ref()?.response_usage(response);
         let mut spans = TurnSpans::new(trace, &metered);
         let crate::launch::TurnLimits {
             max_tool_calls,

@@ -325,7 +325,8 @@ impl Pipeline {
             }
         }
         let starting = inner.runtime.starting(&plan.thread.id);
-        let lease = match self.checkout(plan, spec, &starting, deadline).await {
+        let meter = reservation.meter();
+        let lease = match self.checkout(plan, spec, &meter, &starting, deadline).await {
             Ok(lease) => lease,
             Err(error) => return (unsent(error), None, None),
         };
@@ -423,18 +424,20 @@ impl Pipeline {
     }
 
     /// The thread's process, checked out for the turn: warm, or started now (a half-started one
-    /// is killed when an interrupt cancels the wait). Its start shows in the turn's trace.
+    /// is killed when an interrupt cancels the wait), its requests counted by `meter`. Its start
+    /// shows in the turn's trace.
     async fn checkout(
         &self,
         plan: &TurnPlan,
         spec: &crate::launch::ProcessSpec,
+        meter: &crate::budget::Meter,
         starting: &super::runtime::Starting,
         deadline: tokio::time::Instant,
     ) -> Result<Lease, TurnError> {
         let checkout = plan.trace.child("checkout".into(), Vec::new());
         let asked = SystemTime::now();
         let lease = tokio::select! {
-            lease = tokio::time::timeout_at(deadline, self.inner.parts.pool.checkout(spec)) => {
+            lease = tokio::time::timeout_at(deadline, self.inner.parts.pool.checkout(spec, meter)) => {
                 lease.map_err(|_| TurnError::TurnTimeout(plan.timeout))??
             }
             _ = starting.token.cancelled() => return Err(TurnError::Interrupted),
@@ -495,6 +498,9 @@ impl Pipeline {
                 (None, None)
             }
         };
+        if let Some(reservation) = &reservation {
+            lease.meter_with(reservation.meter());
+        }
         let turn = lease.own_turn(adopted);
         if over_budget.is_some() {
             turn.interrupt_now();

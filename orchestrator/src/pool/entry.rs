@@ -13,6 +13,7 @@ use plugin_contract::SessionStart;
 
 use super::lease::{HostCall, Lease};
 use super::Pool;
+use crate::gateway::MeterSlot;
 use crate::launch::{Fit, ProcessSpec, Switchable};
 use crate::sync::lock;
 
@@ -46,6 +47,9 @@ pub(super) struct Entry {
     pub(super) stopped: std::sync::OnceLock<walls::Breach>,
     /// Its memory when last sampled ([`super::Pool::sample_memory`]).
     pub(super) sample: Mutex<super::status::Sample>,
+    /// Where the turn that holds it puts its meter, shared with its token at the model gateway
+    /// ([`crate::gateway::Pass`]), which counts its model requests through it.
+    pub(super) meter: MeterSlot,
 }
 
 /// How a process started for a checkout: asked for at `asked`, given a slot at `slot`, ready at
@@ -66,6 +70,7 @@ impl Entry {
         calls: Arc<Inboxes>,
         transcript_stored: watch::Receiver<u64>,
         tree: Option<Arc<walls::Tree>>,
+        meter: MeterSlot,
     ) -> Entry {
         Entry {
             process,
@@ -83,6 +88,7 @@ impl Entry {
             tree,
             stopped: std::sync::OnceLock::new(),
             sample: Mutex::default(),
+            meter,
         }
     }
 

@@ -18,6 +18,7 @@ use plugin_contract::{CliSessionId, SessionStart};
 
 use super::entry::Entry;
 use super::{EvictionCause, Pool};
+use crate::budget::Meter;
 use crate::launch::Switchable;
 use crate::mcp::ToolCall;
 use crate::sync::lock;
@@ -55,6 +56,12 @@ impl Lease {
     /// The leased process, for the pool's own use of it between checkout and turn (a prewarm).
     pub(super) fn entry(&self) -> &Arc<Entry> {
         &self.entry
+    }
+
+    /// From now on the process's model requests count in `meter`'s turn, at the model gateway
+    /// (the turn that holds the process hands it its meter: [`crate::budget::Reservation::meter`]).
+    pub fn meter_with(&self, meter: Meter) {
+        self.entry.meter.set(meter);
     }
 
     /// How the session of this turn started: warm once the process has served a turn.
@@ -261,6 +268,12 @@ impl LeasedTurn<'_> {
                 process.interrupt().await
             };
         });
+    }
+
+    /// The meter the process's model requests count in: its turn's, when the turn handed one
+    /// ([`Lease::meter_with`]).
+    pub fn meter(&self) -> Option<Meter> {
+        self.entry.meter.get()
     }
 
     /// What bounds the turn: its process's profile's limits.

@@ -65,6 +65,7 @@ use tracing::{info, warn};
 
 use plugin_contract::{CliSessionId, ThreadId};
 
+use crate::budget::Meter;
 use crate::launch::{
     AgentProfile, Fit, Launcher, ProcessSpec, ProfileInfo, Switchable, UnknownProfile,
 };
@@ -327,21 +328,30 @@ impl Pool {
     }
 
     /// The thread's warm process if it fits `spec`, else a new one started from it, leased: the
-    /// pool does not push it out until the lease ends.
-    pub async fn checkout(&self, spec: &ProcessSpec) -> Result<Lease, TurnError> {
+    /// pool does not push it out until the lease ends. The process's model requests count in
+    /// `meter`'s turn from the moment it is leased ([`Lease::meter_with`]), a switch in place
+    /// (which may send the model a probe) included.
+    pub async fn checkout(&self, spec: &ProcessSpec, meter: &Meter) -> Result<Lease, TurnError> {
         self.inner
             .state
             .lock()
             .history
             .started(&spec.thread, Instant::now());
-        self.checkout_with(spec, None).await
+        self.checkout_with(spec, None, Some(meter)).await
     }
 
     async fn checkout_with(
         &self,
         spec: &ProcessSpec,
         mut slot: Option<OwnedSemaphorePermit>,
+        meter: Option<&Meter>,
     ) -> Result<Lease, TurnError> {
+        let leased = |lease: Lease| {
+            if let Some(meter) = meter {
+                lease.meter_with(meter.clone());
+            }
+            lease
+        };
         let inner = &self.inner;
         let thread = &spec.thread;
         for _ in 0..3 {
@@ -349,7 +359,7 @@ impl Pool {
                 let alive = entry.usable();
                 let fit = entry.fits(spec);
                 if alive && fit != Fit::No {
-                    if let Some(lease) = entry.lease(self) {
+                    if let Some(lease) = entry.lease(self).map(leased) {
                         if fit == Fit::Yes {
                             inner.metrics.hit();
                             return Ok(lease);
@@ -384,7 +394,7 @@ impl Pool {
                 .map_err(|err| (*err).clone())?;
             if spawned.fits(spec) == Fit::Yes {
                 // `None`: pushed out by a spawn waiting for a slot before we got to it; again.
-                if let Some(lease) = spawned.lease(self) {
+                if let Some(lease) = spawned.lease(self).map(leased) {
                     return Ok(lease);
                 }
             }
@@ -420,7 +430,7 @@ impl Pool {
         };
         // The lease ends here: the process waits idle for the thread's first message, its
         // first-turn work partly done.
-        let lease = self.checkout_with(spec, slot).await?;
+        let lease = self.checkout_with(spec, slot, None).await?;
         if lease.entry().turns.load(Ordering::Relaxed) == 0 {
             spares::warm_up(lease.entry()).await;
         }

@@ -162,6 +162,9 @@ impl Pool {
             calls,
             transcript_stored,
             tree.clone(),
+            pass.as_ref()
+                .map(crate::gateway::Pass::meter_slot)
+                .unwrap_or_default(),
         ));
         self.watch(&entry, tree);
         entry.one_turn.store(overflow, Ordering::SeqCst);
@@ -170,16 +173,27 @@ impl Pool {
             self.clone()
                 .serve_own_turns(entry.clone(), started_process.own_turns),
         );
+        self.reap_when_gone(entry.clone(), permit, pass);
+        Ok(entry)
+    }
+
+    /// Once `entry`'s process is gone: its books closed (a spare's parked worktree removed), its
+    /// pool slot (`permit`) freed and its gateway token (`pass`) dropped.
+    fn reap_when_gone(
+        &self,
+        entry: Arc<Entry>,
+        permit: OwnedSemaphorePermit,
+        pass: Option<crate::gateway::Pass>,
+    ) {
         let pool = self.clone();
-        let watched = entry.clone();
-        inner.tasks.spawn(async move {
-            watched.process.wait_exit().await;
-            let was_spare = pool.inner.state.lock().reaped(watched.process.pid());
+        self.inner.tasks.spawn(async move {
+            entry.process.wait_exit().await;
+            let was_spare = pool.inner.state.lock().reaped(entry.process.pid());
             if was_spare {
                 pool.inner.metrics.spare_gone();
                 pool.inner
                     .workspaces
-                    .remove_parked(&watched.spec.workdir)
+                    .remove_parked(&entry.spec.workdir)
                     .await;
             }
             pool.inner.metrics.reaped();
@@ -187,7 +201,6 @@ impl Pool {
             drop(permit);
             drop(pass);
         });
-        Ok(entry)
     }
 
     /// What the pool watches of a new process: its first memory sample, for `/api/pool` (then
