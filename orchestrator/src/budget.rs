@@ -156,6 +156,11 @@ struct LedgerState {
     next_turn: u64,
     /// What the model requests in flight hold, by scope ([`RequestHold`]).
     in_flight: HashMap<Scope, Held>,
+    /// How many times what the ledger counted left it for the store (a turn's meter let go once
+    /// its cost was stored, a request's hold given back once its row was): a figure read from
+    /// the store before such a move and set beside the ledger after it counts the move twice
+    /// or not at all ([`Budgets::before_request`] reads again).
+    settled: u64,
     /// The key (and its daily limit) each thread's last turn here was charged to: what its
     /// requests between turns count against.
     last_key: HashMap<ThreadId, Option<(String, f64)>>,
@@ -208,6 +213,9 @@ impl Drop for Reservation {
         for (scope, usd) in self.held.drain(..) {
             metered::release(&mut state.reserved, &scope, usd);
         }
+        drop(state);
+        // A request waiting on what the turn metered asks again.
+        self.ledger.1.notify_waiters();
     }
 }
 

@@ -103,6 +103,7 @@ impl Drop for RequestHold {
         for (scope, usd) in self.held.drain(..) {
             release(&mut state.in_flight, &scope, usd);
         }
+        state.settled += 1;
         drop(state);
         self.ledger.1.notify_waiters();
     }
@@ -167,6 +168,7 @@ impl LedgerState {
     }
 
     fn unmeter(&mut self, running: &Running) {
+        self.settled += 1;
         for limit in &running.limits {
             if let Some(usd) = self.metered.get_mut(&limit.scope) {
                 *usd -= running.metered;
@@ -229,8 +231,9 @@ impl Budgets {
             // Registered before the check, so a request ending after it still wakes this one.
             let mut ended = pin!(self.ledger.1.notified());
             ended.as_mut().enable();
+            let settled = lock(&self.ledger.0).settled;
             let spent = Self::spent_in(store, &limits).await?;
-            match self.decide(meter, &limits, &spent, estimate) {
+            match self.decide(meter, &limits, (&spent, settled), estimate) {
                 Ok(Some(hold)) => return Ok(Ok(hold)),
                 Err(exceeded) => return Ok(Err(exceeded)),
                 Ok(None) => {}
@@ -240,15 +243,21 @@ impl Budgets {
     }
 
     /// [`LedgerState::admit`] under one lock with what follows: the hold taken when the request
-    /// goes (`None`: it waits), a refusal remembered for `meter`'s turn while it runs.
+    /// goes (`None`: it waits), a refusal remembered for `meter`'s turn while it runs. `spent`
+    /// is what the store said while the ledger's `settled` count was the one given: when the
+    /// count moved since, a cost may have left the ledger for the store after the read, so the
+    /// request waits (it was woken already) and reads again.
     fn decide(
         &self,
         meter: Option<&Meter>,
         limits: &[Limit],
-        spent: &[f64],
+        (spent, settled): (&[f64], u64),
         estimate: f64,
     ) -> Result<Option<RequestHold>, BudgetExceeded> {
         let mut state = lock(&self.ledger.0);
+        if state.settled != settled {
+            return Ok(None);
+        }
         match state.admit(limits, spent, estimate) {
             Admission::Go => Ok(Some(self.hold(&mut state, limits.to_vec(), estimate))),
             Admission::Wait => Ok(None),
@@ -553,6 +562,40 @@ mod tests {
         let second = waiting.await.unwrap();
         assert_eq!(second.unwrap_err().budget, super::super::BudgetKind::Thread);
         assert!(lock(&budgets.ledger.0).in_flight.is_empty());
+    }
+
+    /// A turn's meter let go between the store's read and the decision: its $0.60 was in neither
+    /// figure the request saw, and it must read again rather than go.
+    #[tokio::test]
+    async fn a_cost_that_left_the_ledger_after_the_read_is_read_again() {
+        let store = Store::open(":memory:").await.unwrap();
+        let thread = thread_with_budget(&store, 1.0).await;
+        let budgets = Budgets::default();
+        let charge = Charge::thread(thread.clone());
+        let turn = budgets.reserve(&store, &charge).await.unwrap().unwrap();
+        assert!(turn.meter().metered(0.6, None));
+        let limits = budgets.limits(&charge);
+        let settled = lock(&budgets.ledger.0).settled;
+        let spent = Budgets::spent_in(&store, &limits).await.unwrap();
+        // The turn ends: its cost is stored (here, as a request row), its meter let go.
+        store
+            .insert_model_request(&alone(&thread.id, 0.6, None))
+            .await
+            .unwrap();
+        drop(turn);
+        let stale = budgets.decide(None, &limits, (&spent, settled), 0.6);
+        assert!(matches!(stale, Ok(None)), "a stale read does not go");
+        let hold = budgets.before_request(&store, &thread.id, None, 0.6).await;
+        let hold = hold.unwrap();
+        assert!(hold.is_ok(), "read again: 0.6 of 1.0 spent, alone it goes");
+        let settled = lock(&budgets.ledger.0).settled;
+        let spent = Budgets::spent_in(&store, &limits).await.unwrap();
+        let fresh = budgets.decide(None, &limits, (&spent, settled), 0.6);
+        assert!(
+            matches!(fresh, Ok(None)),
+            "beside the one in flight it waits"
+        );
+        drop(hold);
     }
 
     #[tokio::test]
