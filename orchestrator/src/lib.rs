@@ -29,7 +29,8 @@
 //!   above [`webhooks`] and [`config`]: it reads `[oauth]` and fetches a client's metadata
 //!   through the webhooks' guard on addresses (`webhooks::target`).
 //! - [`webhooks`]: the outbox of thread events to endpoints, signed deliveries.
-//! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
+//! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`], and
+//!   re-exports the sections of modules below it (`[files]`, `[otel]`), defined there.
 //! - [`keys`]: API keys (stored hashed), their tenants and their limits.
 //! - [`files`]: the images and documents of messages: checked and stored on the way in,
 //!   references in the store, their bytes again just before the CLI sees a prompt.
