@@ -73,11 +73,10 @@ impl Postgres {
 
     /// The bytes of the database on disk (`pg_database_size`).
     pub async fn bytes_used(&self) -> Result<u64, harness_db::StoreError> {
-        let size = sqlx::query_scalar!(
-            r#"SELECT pg_database_size(current_database()) AS "size!: i64""#
-        )
-            .fetch_one(&self.pool)
-            .await?;
+        let size =
+            sqlx::query_scalar!(r#"SELECT pg_database_size(current_database()) AS "size!: i64""#)
+                .fetch_one(&self.pool)
+                .await?;
         Ok(u64::try_from(size).unwrap_or(0))
     }
 }
