@@ -7,7 +7,8 @@
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
 //! - [`schedules`], [`redrive`], [`retention`]: prompts sent on a cron, each tick run once; the
-//!   sweep that runs turns cut by a crash again; the audit purge and the event compaction.
+//!   sweep that runs turns cut by a crash again; the audit purge, the event compaction, the
+//!   unused OAuth clients' removal and the vacuum.
 //! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
 //!   the heartbeat.
 //! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle, context,
