@@ -10,7 +10,8 @@
 //!   `/mcp`); the caller explicit, the answers the API types; a message at the
 //!   thread's owner through [`cluster`].
 //! - [`schedules`], [`redrive`], [`retention`]: prompts sent on a cron, each tick run once; the
-//!   sweep that runs turns cut by a crash again; the audit purge and the event compaction.
+//!   sweep that runs turns cut by a crash again; the audit purge, the event compaction, the
+//!   unused OAuth clients' removal and the vacuum.
 //! - [`cluster`]: several nodes on one PostgreSQL: thread leases, forwarding to the owner,
 //!   the heartbeat.
 //! - [`pipeline`]: the one path every message takes: queue, idempotency, throttle, context,
@@ -33,7 +34,8 @@
 //!   are [`api`]'s webhook types.
 //! - [`api`]: what clients see: response bodies built from the store's rows, and the thread
 //!   events ([`api::events::ThreadEvent`]), one type per kind that the OpenAPI document derives.
-//! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`].
+//! - [`config`]: the settings; not a leaf: it reuses checks of [`budget`] and [`store`], and
+//!   re-exports the sections of modules below it (`[files]`, `[otel]`), defined there.
 //! - [`keys`]: API keys (stored hashed), their tenants and their limits.
 //! - [`files`]: the images and documents of messages: checked and stored on the way in,
 //!   references in the store, their bytes again just before the CLI sees a prompt.

@@ -215,6 +215,17 @@ mod tests {
     }
 
     store_tests! {
+        /// The vacuum and the size run on each database as checked statements (`VACUUM` outside
+        /// a transaction on PostgreSQL, through a prepared statement).
+        async fn a_pass_vacuums_and_the_size_is_read(store: sqlite_memory) {
+            let pass = retention(&store, Duration::from_secs(3600)).pass(true).await;
+            assert!(pass.vacuumed);
+            store.vacuum().await.unwrap();
+            assert!(store.bytes_used().await.unwrap() > 0);
+        }
+    }
+
+    store_tests! {
         /// #46: a client that registered and never got a token goes once older than
         /// `oauth.unused_client_ttl`; a younger one and one that got a token stay.
         async fn unused_oauth_clients_go_once_old(store: sqlite_memory) {

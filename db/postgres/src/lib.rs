@@ -63,7 +63,7 @@ impl Postgres {
     /// schedule; this makes the space of a compaction reusable at once). Runs outside any
     /// transaction, as `VACUUM` must.
     pub async fn vacuum(&self) -> Result<(), harness_db::StoreError> {
-        sqlx::raw_sql(
+        sqlx::query!(
             "VACUUM (ANALYZE) events, transcript_entries, messages, turn_outcomes, tool_calls",
         )
         .execute(&self.pool)
@@ -73,9 +73,10 @@ impl Postgres {
 
     /// The bytes of the database on disk (`pg_database_size`).
     pub async fn bytes_used(&self) -> Result<u64, harness_db::StoreError> {
-        let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
-            .fetch_one(&self.pool)
-            .await?;
+        let size =
+            sqlx::query_scalar!(r#"SELECT pg_database_size(current_database()) AS "size!: i64""#)
+                .fetch_one(&self.pool)
+                .await?;
         Ok(u64::try_from(size).unwrap_or(0))
     }
 }

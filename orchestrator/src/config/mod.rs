@@ -24,7 +24,7 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Where the HTTP API listens. Not loopback → `auth_token` is required.
+    /// Where the HTTP API listens. Not loopback → `auth_token` or OAuth (`[oauth]`) is required.
     pub bind: SocketAddr,
     /// Directory for the database, the CLI config dir and the CLI's working directory.
     pub data_dir: PathBuf,
@@ -377,7 +377,7 @@ pub struct ServeArgs {
     #[arg(long, env = "HARNESS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// A file holding the bearer token the API requires (required when binding beyond
-    /// loopback). The token may also come from the HARNESS_TOKEN variable.
+    /// loopback, unless OAuth is on). The token may also come from the HARNESS_TOKEN variable.
     #[arg(long, env = "HARNESS_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// Log lines as `text` or `json`.

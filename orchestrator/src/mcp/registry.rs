@@ -37,15 +37,6 @@ pub struct CallOutcome {
 }
 
 impl CallOutcome {
-    fn error(text: String, started: Instant) -> Self {
-        CallOutcome {
-            result: Self::error_result(text),
-            duration: started.elapsed(),
-            violations: None,
-            output_violations: None,
-        }
-    }
-
     /// `{content: [{type: "text", text}], isError: true}`.
     pub fn error_result(text: String) -> CallToolResult {
         let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
@@ -163,14 +154,15 @@ impl ToolRegistry {
     /// structured output. Every failure on the way is an error result the model reads.
     pub async fn call(&self, name: &str, input: Value, ctx: ToolContext) -> CallOutcome {
         let started = Instant::now();
-        match self.call_checked(name, input, ctx, started).await {
-            Ok(result) => CallOutcome {
-                result,
-                duration: started.elapsed(),
-                violations: None,
-                output_violations: None,
-            },
-            Err(failed) => failed,
+        let (result, failure) = match self.call_checked(name, input, ctx).await {
+            Ok(result) => (result, Failure::default()),
+            Err(failure) => (CallOutcome::error_result(failure.text.clone()), failure),
+        };
+        CallOutcome {
+            result,
+            duration: started.elapsed(),
+            violations: failure.input,
+            output_violations: failure.output,
         }
     }
 
@@ -181,21 +173,38 @@ impl ToolRegistry {
         name: &str,
         input: Value,
         ctx: ToolContext,
-        started: Instant,
-    ) -> Result<CallToolResult, CallOutcome> {
+    ) -> Result<CallToolResult, Failure> {
         let Some(tool) = self.tools.get(name) else {
             let known: Vec<&str> = self.names().collect();
-            return Err(CallOutcome::error(
-                format!("unknown tool `{name}`; known tools: {}", known.join(", ")),
-                started,
-            ));
+            return Err(Failure::said(format!(
+                "unknown tool `{name}`; known tools: {}",
+                known.join(", ")
+            )));
         };
-        let input = checked_input(tool, name, input, &ctx, started)?;
+        let input = checked_input(tool, name, input, &ctx)?;
         let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
         let output = run_tool(name, tool.handler.clone(), ctx, input, limit)
             .await
-            .map_err(|text| CallOutcome::error(text, started))?;
-        checked_output(tool, name, output, started)
+            .map_err(Failure::said)?;
+        checked_output(tool, name, output)
+    }
+}
+
+/// Why a call has no result: the text the model reads instead, and the violations when a schema
+/// refused the input or the output.
+#[derive(Default)]
+struct Failure {
+    text: String,
+    input: Option<Vec<schema::Violation>>,
+    output: Option<Vec<schema::Violation>>,
+}
+
+impl Failure {
+    fn said(text: String) -> Failure {
+        Failure {
+            text,
+            ..Failure::default()
+        }
     }
 }
 
@@ -206,15 +215,15 @@ fn checked_input(
     name: &str,
     input: Value,
     ctx: &ToolContext,
-    started: Instant,
-) -> Result<Value, CallOutcome> {
+) -> Result<Value, Failure> {
     let input = if input.is_null() { json!({}) } else { input };
     tool.compiled.prepare_input(input).map_err(|violations| {
         let text = schema::render_violations(name, &violations);
         warn!(thread_id = ?ctx.thread_id, tool = name, violations = violations.len(), "Tool input rejected: {text}");
-        let mut outcome = CallOutcome::error(text, started);
-        outcome.violations = Some(violations);
-        outcome
+        Failure {
+            input: Some(violations),
+            ..Failure::said(text)
+        }
     })
 }
 
@@ -260,8 +269,7 @@ fn checked_output(
     tool: &RegisteredTool,
     name: &str,
     output: ToolOutput,
-    started: Instant,
-) -> Result<CallToolResult, CallOutcome> {
+) -> Result<CallToolResult, Failure> {
     let mut result = CallToolResult::success(vec![ContentBlock::text(output.text)]);
     result.result_type = None;
     result.is_error = None;
@@ -277,9 +285,10 @@ fn checked_output(
                 tool = name,
                 "Tool output does not match its output schema: {text}"
             );
-            let mut outcome = CallOutcome::error(text, started);
-            outcome.output_violations = Some(violations);
-            return Err(outcome);
+            return Err(Failure {
+                output: Some(violations),
+                ..Failure::said(text)
+            });
         }
         result.structured_content = Some(structured);
     } else if tool.compiled.output_schema.is_some() {
@@ -287,10 +296,9 @@ fn checked_output(
             tool = name,
             "Tool declares an output schema but returned no structured output."
         );
-        return Err(CallOutcome::error(
-            format!("tool `{name}` returned no structured output"),
-            started,
-        ));
+        return Err(Failure::said(format!(
+            "tool `{name}` returned no structured output"
+        )));
     }
     Ok(result)
 }
