@@ -10,7 +10,7 @@
 //! pool makes meaningless. A turn is not cut short when it crosses a budget half-way: what it
 //! costs is known only at its end.
 //!
-//! The rule, per budget ([`Scope`]) of limit `L`: a turn starts when `spent + reserved +
+//! The rule, per budget ([`Account`]) of limit `L`: a turn starts when `spent + reserved +
 //! estimate <= L`, or when nothing else is reserved there and `spent < L` (one turn at a time on
 //! the last of a budget smaller than an estimate). So spending passes `L` by at most what the
 //! turns that ran at once cost beyond their estimates, or by one turn's cost when it ran alone.
@@ -45,7 +45,7 @@ pub use metered::{Meter, RequestHold, TurnRef};
 /// What a budget is kept over. A value, so that the same reservations serve every kind of
 /// budget.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
+pub enum Account {
     /// One thread's turns.
     Thread(ThreadId),
     /// The turns one key sent on a UTC day (by its id).
@@ -136,26 +136,26 @@ pub struct Budgets {
     pub ledger: Arc<Ledger>,
 }
 
-/// The reservations of running turns, by scope, and each thread's recent cost per turn; and
+/// The reservations of running turns, by account, and each thread's recent cost per turn; and
 /// what wakes a model request waiting for one in flight to end ([`RequestHold`]).
 #[derive(Debug, Default)]
 pub struct Ledger(Mutex<LedgerState>, tokio::sync::Notify);
 
 #[derive(Debug, Default)]
 struct LedgerState {
-    reserved: HashMap<Scope, Held>,
+    reserved: HashMap<Account, Held>,
     /// Each thread's recent cost per turn (the mean of the last and the one before, weighted
     /// half and half).
     recent: HashMap<ThreadId, f64>,
-    /// What the running turns' model requests cost so far, by scope ([`metered`]).
-    metered: HashMap<Scope, f64>,
+    /// What the running turns' model requests cost so far, by account ([`metered`]).
+    metered: HashMap<Account, f64>,
     /// The running turns by number (what their [`Meter`]s name): what each counts against and
     /// what it metered.
     running: HashMap<u64, metered::Running>,
     /// Numbers the reservations, so that one ending never takes a later one's entry.
     next_turn: u64,
-    /// What the model requests in flight hold, by scope ([`RequestHold`]).
-    in_flight: HashMap<Scope, Held>,
+    /// What the model requests in flight hold, by account ([`RequestHold`]).
+    in_flight: HashMap<Account, Held>,
     /// How many times what the ledger counted left it for the store (a turn's meter let go once
     /// its cost was stored, a request's hold given back once its row was): a figure read from
     /// the store before such a move and set beside the ledger after it counts the move twice
@@ -166,7 +166,7 @@ struct LedgerState {
     last_key: HashMap<ThreadId, Option<(String, f64)>>,
 }
 
-/// What the running turns (or the model requests in flight) of one scope hold, and how many
+/// What the running turns (or the model requests in flight) of one account hold, and how many
 /// there are (`turns`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Held {
@@ -174,10 +174,10 @@ struct Held {
     turns: usize,
 }
 
-/// A budget that applies to a turn: its scope, kind and limit.
+/// A budget that applies to a turn: its account, kind and limit.
 #[derive(Clone, Debug)]
 struct Limit {
-    scope: Scope,
+    account: Account,
     kind: BudgetKind,
     usd: f64,
 }
@@ -188,7 +188,7 @@ struct Limit {
 pub struct Reservation {
     ledger: Arc<Ledger>,
     thread: ThreadId,
-    held: Vec<(Scope, f64)>,
+    held: Vec<(Account, f64)>,
     /// Its number in [`LedgerState::running`], which its [`Meter`]s name.
     turn: u64,
 }
@@ -210,8 +210,8 @@ impl Drop for Reservation {
     fn drop(&mut self) {
         let mut state = lock(&self.ledger.0);
         state.stop_metering(self.turn);
-        for (scope, usd) in self.held.drain(..) {
-            metered::release(&mut state.reserved, &scope, usd);
+        for (account, usd) in self.held.drain(..) {
+            metered::release(&mut state.reserved, &account, usd);
         }
         drop(state);
         // A request waiting on what the turn metered asks again.
@@ -239,31 +239,31 @@ impl Budgets {
         let today = Utc::now().date_naive();
         let own = charge.chain.iter().filter_map(|thread| {
             thread.max_budget_usd.map(|usd| Limit {
-                scope: Scope::Thread(thread.id.clone()),
+                account: Account::Thread(thread.id.clone()),
                 kind: BudgetKind::Thread,
                 usd,
             })
         });
         let key = charge.key.as_ref().map(|(id, usd)| Limit {
-            scope: Scope::Key(id.clone(), today),
+            account: Account::Key(id.clone(), today),
             kind: BudgetKind::Key,
             usd: *usd,
         });
         let daily = self.daily_usd.map(|usd| Limit {
-            scope: Scope::Day(today),
+            account: Account::Day(today),
             kind: BudgetKind::Daily,
             usd,
         });
         own.chain(key).chain(daily).collect()
     }
 
-    /// What has been spent in `scope`: a thread's, with the turns of the threads it delegated
+    /// What has been spent in `account`: a thread's, with the turns of the threads it delegated
     /// to.
-    async fn spent(store: &Store, scope: &Scope) -> Result<f64, StoreError> {
-        Ok(match scope {
-            Scope::Thread(thread) => store.tree_cost_usd(thread).await?,
-            Scope::Key(id, day) => store.caller_day_cost(id, *day).await?,
-            Scope::Day(day) => store.day_usage(*day).await?.cost_usd,
+    async fn spent(store: &Store, account: &Account) -> Result<f64, StoreError> {
+        Ok(match account {
+            Account::Thread(thread) => store.tree_cost_usd(thread).await?,
+            Account::Key(id, day) => store.caller_day_cost(id, *day).await?,
+            Account::Day(day) => store.day_usage(*day).await?.cost_usd,
         })
     }
 
@@ -276,8 +276,8 @@ impl Budgets {
         charge: &Charge,
     ) -> Result<Result<(), BudgetExceeded>, StoreError> {
         for limit in self.limits(charge) {
-            let stored = Self::spent(store, &limit.scope).await?;
-            let spent = stored + lock(&self.ledger.0).metered(&limit.scope);
+            let stored = Self::spent(store, &limit.account).await?;
+            let spent = stored + lock(&self.ledger.0).metered(&limit.account);
             if spent >= limit.usd {
                 return Ok(Err(limit.exceeded(spent)));
             }
@@ -302,7 +302,7 @@ impl Budgets {
             .copied()
             .unwrap_or(self.turn_estimate_usd);
         for (limit, spent) in limits.iter().zip(&spent) {
-            let others = state.held(&limit.scope);
+            let others = state.held(&limit.account);
             let with_own = Held {
                 usd: others.usd + estimate,
                 turns: others.turns + 1,
@@ -314,10 +314,10 @@ impl Budgets {
         let mut held = Vec::with_capacity(limits.len());
         let turn = state.start_metering(&thread.id, limits.clone());
         for limit in limits {
-            let entry = state.reserved.entry(limit.scope.clone()).or_default();
+            let entry = state.reserved.entry(limit.account.clone()).or_default();
             entry.usd += estimate;
             entry.turns += 1;
-            held.push((limit.scope, estimate));
+            held.push((limit.account, estimate));
         }
         Ok(Ok(Reservation {
             ledger: self.ledger.clone(),
@@ -341,12 +341,12 @@ impl Budgets {
         let spent = Self::spent_in(store, &limits).await?;
         let state = lock(&self.ledger.0);
         for (limit, spent) in limits.iter().zip(&spent) {
-            let with_own = state.held(&limit.scope);
+            let with_own = state.held(&limit.account);
             if !with_own.admits(*spent, limit.usd) {
                 let own = reservation
                     .held
                     .iter()
-                    .find(|(scope, _)| *scope == limit.scope)
+                    .find(|(account, _)| *account == limit.account)
                     .map_or(0.0, |(_, usd)| *usd);
                 return Ok(Err(limit.exceeded(spent + with_own.usd - own)));
             }
@@ -358,16 +358,16 @@ impl Budgets {
     async fn spent_in(store: &Store, limits: &[Limit]) -> Result<Vec<f64>, StoreError> {
         let mut spent = Vec::with_capacity(limits.len());
         for limit in limits {
-            spent.push(Self::spent(store, &limit.scope).await?);
+            spent.push(Self::spent(store, &limit.account).await?);
         }
         Ok(spent)
     }
 }
 
 impl LedgerState {
-    /// What the running turns of `scope` hold.
-    fn held(&self, scope: &Scope) -> Held {
-        self.reserved.get(scope).copied().unwrap_or_default()
+    /// What the running turns of `account` hold.
+    fn held(&self, account: &Account) -> Held {
+        self.reserved.get(account).copied().unwrap_or_default()
     }
 }
 

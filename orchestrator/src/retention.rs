@@ -23,9 +23,9 @@ use crate::store::{time_text, Store};
 /// Threads whose logs are compacted in one transaction.
 const COMPACT_BATCH: usize = 100;
 
-/// What one pass removed.
+/// What one sweep removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Pass {
+pub struct Sweep {
     pub audit_entries: u64,
     pub events: u64,
     pub oauth_clients: u64,
@@ -73,7 +73,7 @@ impl Retention {
                 }
                 let vacuum = !self.config.vacuum_every.is_zero()
                     && vacuumed.elapsed() >= self.config.vacuum_every;
-                let pass = self.pass(vacuum).await;
+                let pass = self.sweep(vacuum).await;
                 if pass.vacuumed {
                     vacuumed = Instant::now();
                 }
@@ -83,8 +83,8 @@ impl Retention {
 
     /// One pass: the audit purge, the compaction, the unused OAuth clients, and a vacuum when
     /// `vacuum`. A step that fails is logged and tried again at the next pass.
-    pub async fn pass(&self, vacuum: bool) -> Pass {
-        let mut pass = Pass::default();
+    pub async fn sweep(&self, vacuum: bool) -> Sweep {
+        let mut pass = Sweep::default();
         if self.audit_keep_days > 0 {
             let cutoff = ago(Duration::from_secs(
                 u64::from(self.audit_keep_days) * 86_400,
@@ -113,7 +113,7 @@ impl Retention {
                 Err(err) => warn!(error = %err, "Could not vacuum the database."),
             }
         }
-        if pass != Pass::default() {
+        if pass != Sweep::default() {
             info!(
                 audit_entries = pass.audit_entries,
                 events = pass.events,
@@ -196,7 +196,7 @@ mod tests {
             assert_eq!(store.compact_events(&cutoff, 1).await.unwrap(), 0, "done once");
 
             // Every ended turn: the running one keeps its event, the other thread its own.
-            let all = retention(&store, Duration::from_nanos(1)).pass(false).await;
+            let all = retention(&store, Duration::from_nanos(1)).sweep(false).await;
             let left = store.events_after(&t, 0, 100).await.unwrap();
             assert_eq!(left.iter().map(|e| e.id).collect::<Vec<_>>(), vec![open.id]);
             assert_eq!(all.events as usize, before.len() - 1 - removed as usize);
@@ -218,7 +218,7 @@ mod tests {
         /// The vacuum and the size run on each database as checked statements (`VACUUM` outside
         /// a transaction on PostgreSQL, through a prepared statement).
         async fn a_pass_vacuums_and_the_size_is_read(store: sqlite_memory) {
-            let pass = retention(&store, Duration::from_secs(3600)).pass(true).await;
+            let pass = retention(&store, Duration::from_secs(3600)).sweep(true).await;
             assert!(pass.vacuumed);
             store.vacuum().await.unwrap();
             assert!(store.bytes_used().await.unwrap() > 0);
@@ -253,11 +253,11 @@ mod tests {
                 .await
                 .unwrap();
             let day = Duration::from_secs(24 * 3600);
-            let pass = retention(&store, Duration::ZERO).pass(false).await;
+            let pass = retention(&store, Duration::ZERO).sweep(false).await;
             assert_eq!(pass.oauth_clients, 0, "not asked to");
             let pass = retention(&store, Duration::ZERO)
                 .unused_oauth_clients(day)
-                .pass(false)
+                .sweep(false)
                 .await;
             assert_eq!(pass.oauth_clients, 1);
             assert_eq!(store.oauth_client("hc_old").await.unwrap(), None);
@@ -305,7 +305,7 @@ mod tests {
             spend(&store, &t, 0.0).await;
             store.vacuum().await.unwrap();
             let (full, used) = (file_size(), store.bytes_used().await.unwrap());
-            let pass = retention.pass(true).await;
+            let pass = retention.sweep(true).await;
             assert!(
                 pass.events >= 300 && pass.vacuumed,
                 "round {round}: {pass:?}"

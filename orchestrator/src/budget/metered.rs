@@ -5,7 +5,7 @@
 //! A running turn (one that holds a [`Reservation`]) counts against the limits it reserved in;
 //! it hands its [`Meter`] to the process that runs it ([`Reservation::meter`]), and the gateway
 //! counts that process's requests through it: what they cost is added to each of the turn's
-//! scopes until the turn's cost is stored, and the turn stores the larger of what the CLI
+//! accounts until the turn's cost is stored, and the turn stores the larger of what the CLI
 //! reported and what the gateway metered ([`Reservation::close_meter`]), so a request the CLI
 //! does not know of (a command's own, with the process's token) is paid for. A meter names its
 //! turn by number and keeps nothing alive: once the reservation is dropped it counts nothing.
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use claude_cli::ApiUsage;
 use plugin_contract::ThreadId;
 
-use super::{BudgetExceeded, Budgets, Held, Ledger, LedgerState, Limit, Reservation, Scope};
+use super::{Account, BudgetExceeded, Budgets, Held, Ledger, LedgerState, Limit, Reservation};
 use crate::store::{MessageId, Store, StoreError};
 use crate::sync::lock;
 
@@ -86,7 +86,7 @@ impl std::fmt::Debug for Meter {
 #[derive(Debug)]
 pub struct RequestHold {
     ledger: Arc<Ledger>,
-    held: Vec<(Scope, f64)>,
+    held: Vec<(Account, f64)>,
     key: Option<String>,
 }
 
@@ -100,8 +100,8 @@ impl RequestHold {
 impl Drop for RequestHold {
     fn drop(&mut self) {
         let mut state = lock(&self.ledger.0);
-        for (scope, usd) in self.held.drain(..) {
-            release(&mut state.in_flight, &scope, usd);
+        for (account, usd) in self.held.drain(..) {
+            release(&mut state.in_flight, &account, usd);
         }
         state.settled += 1;
         drop(state);
@@ -109,13 +109,13 @@ impl Drop for RequestHold {
     }
 }
 
-/// Takes one hold of `usd` out of `scope`'s.
-pub(super) fn release(holds: &mut HashMap<Scope, Held>, scope: &Scope, usd: f64) {
-    if let Some(held) = holds.get_mut(scope) {
+/// Takes one hold of `usd` out of `account`'s.
+pub(super) fn release(holds: &mut HashMap<Account, Held>, account: &Account, usd: f64) {
+    if let Some(held) = holds.get_mut(account) {
         held.usd -= usd;
         held.turns = held.turns.saturating_sub(1);
         if held.turns == 0 {
-            holds.remove(scope);
+            holds.remove(account);
         }
     }
 }
@@ -159,10 +159,13 @@ impl LedgerState {
     pub(super) fn stop_metering(&mut self, turn: u64) {
         if let Some(running) = self.running.remove(&turn) {
             self.unmeter(&running);
-            let key = running.limits.iter().find_map(|limit| match &limit.scope {
-                Scope::Key(id, _) => Some((id.clone(), limit.usd)),
-                _ => None,
-            });
+            let key = running
+                .limits
+                .iter()
+                .find_map(|limit| match &limit.account {
+                    Account::Key(id, _) => Some((id.clone(), limit.usd)),
+                    _ => None,
+                });
             self.last_key.insert(running.thread, key);
         }
     }
@@ -170,18 +173,18 @@ impl LedgerState {
     fn unmeter(&mut self, running: &Running) {
         self.settled += 1;
         for limit in &running.limits {
-            if let Some(usd) = self.metered.get_mut(&limit.scope) {
+            if let Some(usd) = self.metered.get_mut(&limit.account) {
                 *usd -= running.metered;
                 if *usd <= 0.0 {
-                    self.metered.remove(&limit.scope);
+                    self.metered.remove(&limit.account);
                 }
             }
         }
     }
 
-    /// What the running turns of `scope` metered.
-    pub(super) fn metered(&self, scope: &super::Scope) -> f64 {
-        self.metered.get(scope).copied().unwrap_or(0.0)
+    /// What the running turns of `account` metered.
+    pub(super) fn metered(&self, account: &super::Account) -> f64 {
+        self.metered.get(account).copied().unwrap_or(0.0)
     }
 
     /// Whether a request estimated at `estimate` may go now, given what was stored as `spent`
@@ -189,13 +192,13 @@ impl LedgerState {
     fn admit(&self, limits: &[Limit], spent: &[f64], estimate: f64) -> Admission {
         let mut wait = false;
         for (limit, stored) in limits.iter().zip(spent) {
-            let spent = stored + self.metered(&limit.scope);
+            let spent = stored + self.metered(&limit.account);
             if spent >= limit.usd {
                 return Admission::Refused(limit.exceeded(spent));
             }
             let held = self
                 .in_flight
-                .get(&limit.scope)
+                .get(&limit.account)
                 .copied()
                 .unwrap_or_default();
             if held.turns > 0 && spent + held.usd + estimate > limit.usd {
@@ -301,13 +304,13 @@ impl Budgets {
         let mut key = None;
         let mut held = Vec::with_capacity(limits.len());
         for limit in limits {
-            if let Scope::Key(id, _) = &limit.scope {
+            if let Account::Key(id, _) = &limit.account {
                 key = Some(id.clone());
             }
-            let entry = state.in_flight.entry(limit.scope.clone()).or_default();
+            let entry = state.in_flight.entry(limit.account.clone()).or_default();
             entry.usd += estimate;
             entry.turns += 1;
-            held.push((limit.scope, estimate));
+            held.push((limit.account, estimate));
         }
         RequestHold {
             ledger: self.ledger.clone(),
@@ -319,7 +322,7 @@ impl Budgets {
 
 impl Meter {
     /// A model request of the meter's process cost `usd` (its response `response`, with its
-    /// usage): counted in the turn's scopes until the turn's cost is stored. `false` when the
+    /// usage): counted in the turn's accounts until the turn's cost is stored. `false` when the
     /// turn no longer counts it (its meter closed, or it ended): it is then stored on its own
     /// (`model_requests.alone`).
     pub fn metered(&self, usd: f64, response: Option<(String, ApiUsage)>) -> bool {
@@ -332,7 +335,7 @@ impl Meter {
         };
         turn.metered += usd;
         for limit in &turn.limits {
-            *metered.entry(limit.scope.clone()).or_default() += usd;
+            *metered.entry(limit.account.clone()).or_default() += usd;
         }
         if let Some(response) = response {
             if turn.responses.len() < RESPONSES_KEPT {
