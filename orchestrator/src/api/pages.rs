@@ -26,6 +26,7 @@ pub const MAX_FILTER_CHARS: usize = 1000;
 pub struct ThreadFilters {
     /// Threads per page: 1 to 500, default 50.
     #[param(minimum = 1, maximum = 500)]
+    #[schema(minimum = 1, maximum = 500, default = 50)]
     pub limit: Option<i64>,
     /// `nextCursor` of the previous page (one this daemon gave out: another is refused).
     #[param(pattern = r"^[A-Za-z0-9_-]*$")]
@@ -36,9 +37,11 @@ pub struct ThreadFilters {
     pub q: Option<String>,
     /// `false` (the default: live threads), `true` (archived ones) or `all`.
     #[param(value_type = Option<Archived>, inline)]
+    #[schema(value_type = Option<Archived>, inline, default = "false")]
     pub archived: Option<String>,
     /// Threads of this profile only.
     #[param(max_length = 1000, pattern = r"^[^\x00]*$")]
+    #[schema(min_length = 1, max_length = 1000, pattern = r"^[^\x00]*$")]
     pub profile: Option<String>,
     /// Threads with this tag only.
     #[param(max_length = 1000, pattern = r"^[^\x00]*$")]

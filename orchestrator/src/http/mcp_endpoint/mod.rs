@@ -66,6 +66,10 @@ use crate::cluster::{Cluster, Outgoing, Route};
 use crate::mcp::schema::SchemaError;
 use crate::mcp::{CallOutcome, McpAdapter, ToolRegistry};
 use crate::pipeline::Pipeline;
+
+/// How often a cancelled `threads__send` whose message was not in its thread's line yet asks
+/// again, until it is (withdrawn then) or the call ends.
+const STOP_AGAIN_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 use crate::store::{EventRow, Store};
 use in_flight::{Cancelled, InFlight};
 
@@ -128,8 +132,9 @@ impl McpEndpoint {
     /// Interrupts the thread's running turn where it runs: here, or (with clustering) on the
     /// thread's owner, through its `POST /api/threads/{id}/interrupt`.
     /// Stops the `threads__send` of `client` (its `clientMessageId`) on `thread`: withdrawn
-    /// while it waits in line, interrupted once it runs; on the thread's node.
-    async fn stop_send(&self, thread: &ThreadId, client: &str, caller: &Caller) {
+    /// while it waits in line, interrupted once it runs; on the thread's node. False when here
+    /// it neither waits nor runs (not in line yet, or over already).
+    async fn stop_send(&self, thread: &ThreadId, client: &str, caller: &Caller) -> bool {
         if let Some(cluster) = &self.cluster {
             if let Ok(Route::Forward(url)) = cluster.route(thread, false).await {
                 let client: String = client
@@ -158,15 +163,17 @@ impl McpEndpoint {
                 if let Err(err) = answer {
                     debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn on its node.");
                 }
-                return;
+                return true;
             }
         }
         match self.pipeline.stop_message(thread, client).await {
             Ok(stopped) => {
-                debug!(thread_id = %thread, ?stopped, "A cancelled call's message stopped.")
+                debug!(thread_id = %thread, ?stopped, "A cancelled call's message stopped.");
+                stopped != crate::pipeline::Stopped::Neither
             }
             Err(err) => {
-                debug!(thread_id = %thread, error = %err, "Could not stop a cancelled call's message.")
+                debug!(thread_id = %thread, error = %err, "Could not stop a cancelled call's message.");
+                true
             }
         }
     }
@@ -647,6 +654,9 @@ impl ServerHandler for Handler {
         tokio::pin!(call);
         let mut progress = 0u32;
         let mut cancelled = false;
+        // A cancel that came before its message joined the line: asked again until it did.
+        let mut stop_again = false;
+        let mut again = tokio::time::interval(STOP_AGAIN_EVERY);
         let result = loop {
             tokio::select! {
                 outcome = &mut call => break outcome.result,
@@ -658,7 +668,13 @@ impl ServerHandler for Handler {
                     };
                     // Its message ends `interrupted` (withdrawn, or its turn interrupted), and
                     // the call answers with that.
-                    self.0.stop_send(thread, client, &caller).await;
+                    stop_again = !self.0.stop_send(thread, client, &caller).await;
+                    again.reset();
+                }
+                _ = again.tick(), if stop_again => {
+                    if let (Some(thread), Some(client)) = (&thread, &client) {
+                        stop_again = !self.0.stop_send(thread, client, &caller).await;
+                    }
                 }
                 event = next_event(&mut events) => {
                     let Some(event) = event else {
