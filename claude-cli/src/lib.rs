@@ -26,7 +26,7 @@ pub mod protocol;
 
 #[cfg(feature = "process")]
 pub use process::{
-    CliProcess, Confine, HostRequest, HostRequests, Launch, MirrorFrames, OwnTurn, OwnTurns,
+    CliProcess, CliTurn, CliTurns, Confine, HostRequest, HostRequests, Launch, MirrorFrames,
     SpawnError, Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{

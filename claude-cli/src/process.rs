@@ -10,10 +10,10 @@
 //! - One turn at a time: a second turn is written only after the first one's `result`.
 //! - Every line of a turn goes to the turn it belongs to: ours (the `command_lifecycle` that
 //!   starts it names the uuid we wrote) or one the CLI started by itself (a cron, a wake-up, a
-//!   background task's notice), which is handed to the host as an [`OwnTurn`].
+//!   background task's notice), which is handed to the host as a [`CliTurn`].
 //! - A turn of ours ends only with a `result` that names its own message; [`CliProcess::pairs`]
 //!   turns false, for good, when one does not (`CliError::Unpaired`), when a `result` comes with
-//!   no turn running, or when nobody takes an [`OwnTurn`].
+//!   no turn running, or when nobody takes a [`CliTurn`].
 //! - The child is its own process group leader (killed by `PR_SET_PDEATHSIG` if we die);
 //!   [`CliProcess::kill`] signals the whole group and the reaper task `wait()`s for it, so
 //!   nothing is left as an orphan or a zombie.
@@ -83,21 +83,21 @@ pub struct Started {
     pub mirror: MirrorFrames,
     /// Turns the CLI starts by itself, in order. Dropped, such a turn makes the process stop
     /// pairing ([`CliProcess::pairs`]).
-    pub own_turns: OwnTurns,
+    pub cli_turns: CliTurns,
 }
 
 /// A turn the CLI started by itself: a cron firing, a `ScheduleWakeup`, the notice of a
 /// background task that finished. Its events end with its `result` like ours do; nobody's
 /// message is behind it.
-pub struct OwnTurn {
+pub struct CliTurn {
     /// Why the CLI started it: its `wakeup_source` (`schedule_wakeup` for a cron, `loop_wakeup`
     /// for a `ScheduleWakeup`), or `task_notification` for a turn with no lifecycle line.
     pub source: String,
     pub events: TurnEvents,
 }
 
-/// The [`OwnTurn`]s of one process, in the order the CLI started them.
-pub type OwnTurns = mpsc::UnboundedReceiver<OwnTurn>;
+/// The [`CliTurn`]s of one process, in the order the CLI started them.
+pub type CliTurns = mpsc::UnboundedReceiver<CliTurn>;
 
 /// What the CLI's `Stop` hook reports at the end of a turn: the work it will still start turns
 /// for by itself.
@@ -144,8 +144,8 @@ pub struct HostRequest {
     pub subtype: String,
     /// The whole `request` object.
     pub request: Value,
-    /// True when the CLI asked while running a turn it started by itself ([`OwnTurn`]).
-    pub in_own_turn: bool,
+    /// True when the CLI asked while running a turn it started by itself ([`CliTurn`]).
+    pub in_cli_turn: bool,
     reply: Option<Reply>,
 }
 
@@ -221,12 +221,12 @@ struct Shared {
     /// Set at the first `command_lifecycle` line: this CLI says which command a turn runs.
     reports_lifecycle: AtomicBool,
     /// Where the turns the CLI starts by itself go; `None` once the host let go.
-    own_turns: Mutex<Option<mpsc::UnboundedSender<OwnTurn>>>,
+    cli_turns: Mutex<Option<mpsc::UnboundedSender<CliTurn>>>,
     session_id: Mutex<Option<String>>,
     stderr_tail: Mutex<VecDeque<String>>,
     /// A `result` that arrived with no turn running (a failed `--resume` writes one, then exits).
     stray_result: Mutex<Option<TurnResult>>,
-    /// The reaper's report, for the turns the reader starts ([`OwnTurn`]).
+    /// The reaper's report, for the turns the reader starts ([`CliTurn`]).
     exit: watch::Receiver<Option<ExitInfo>>,
     /// Set once the stream cannot be trusted to pair results with turns: the CLI started a turn
     /// of its own that the host did not take, wrote a `result` with no turn running, or ended a
@@ -462,9 +462,9 @@ impl CliProcess {
             .map(|_| true)
     }
 
-    /// Asks the CLI to stop the turn it started by itself ([`OwnTurn`]); it then ends with an
+    /// Asks the CLI to stop the turn it started by itself ([`CliTurn`]); it then ends with an
     /// error `result` and the process stays usable. Returns false when none is running.
-    pub async fn interrupt_own_turn(&self) -> Result<bool, String> {
+    pub async fn interrupt_cli_turn(&self) -> Result<bool, String> {
         if !matches!(*lock(&self.shared.runner), Runner::Own(_)) {
             return Ok(false);
         }
@@ -474,7 +474,7 @@ impl CliProcess {
     }
 
     /// False once the stream stopped pairing: a turn the CLI started by itself that nobody took
-    /// ([`Started::own_turns`] dropped), a `result` with no turn running, or one of ours ending
+    /// ([`Started::cli_turns`] dropped), a `result` with no turn running, or one of ours ending
     /// with a `result` for another message. Such a process must not take another turn.
     pub fn pairs(&self) -> bool {
         !*self.shared.unpaired.borrow()
@@ -587,7 +587,7 @@ pub struct TurnEvents {
     shared: Arc<Shared>,
     exit: watch::Receiver<Option<ExitInfo>>,
     /// Our turn: the uuid of its user line, and the turn lock it holds. `None` for a turn the CLI
-    /// started by itself ([`OwnTurn`]).
+    /// started by itself ([`CliTurn`]).
     ours: Option<(String, tokio::sync::OwnedMutexGuard<()>)>,
 }
 

@@ -1,7 +1,7 @@
 //! The stdout reader of one process: every line decoded, then handed to whom it belongs: our
 //! answers to our control requests, the CLI's control requests to the host, and each turn's lines
 //! to the turn the CLI says it runs (ours, by the uuid we wrote, or one it started by itself,
-//! handed to the host as an [`OwnTurn`]).
+//! handed to the host as a [`CliTurn`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -13,7 +13,7 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use tracing::{debug, trace, warn};
 
 use super::{
-    lock, HostRequest, OwnTurn, Reply, Runner, Shared, TurnEvents, TurnLine, TurnPhase,
+    lock, CliTurn, HostRequest, Reply, Runner, Shared, TurnEvents, TurnLine, TurnPhase,
     MAX_LINE_BYTES,
 };
 use crate::protocol::{self, CliMessage, Lifecycle};
@@ -47,7 +47,7 @@ pub(super) async fn read_stdout(stdout: tokio::process::ChildStdout, shared: Arc
     // EOF: wake everyone waiting on this process, and end the host's request stream.
     *lock(&shared.turn) = None;
     *lock(&shared.runner) = Runner::Idle;
-    *lock(&shared.own_turns) = None;
+    *lock(&shared.cli_turns) = None;
     lock(&shared.pending).clear();
     *lock(&shared.host) = None;
     *lock(&shared.mirror) = None;
@@ -73,7 +73,7 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
                 request_id,
                 subtype,
                 request,
-                in_own_turn: matches!(*lock(&shared.runner), Runner::Own(_)),
+                in_cli_turn: matches!(*lock(&shared.runner), Runner::Own(_)),
                 reply: Some(Reply {
                     writer: shared.writer.clone(),
                     waiting: shared.waiting_on_host.clone(),
@@ -153,7 +153,7 @@ fn started_command(shared: &Arc<Shared>, lifecycle: Lifecycle) {
         *lock(&shared.runner) = Runner::Ours;
     } else {
         let source = lifecycle.wakeup_source.unwrap_or_else(|| "cli".to_owned());
-        begin_own_turn(shared, source);
+        begin_cli_turn(shared, source);
     }
 }
 
@@ -168,7 +168,7 @@ fn started_turn(shared: &Arc<Shared>) {
         if ours {
             *lock(&shared.runner) = Runner::Ours;
         } else {
-            begin_own_turn(shared, "task_notification".to_owned());
+            begin_cli_turn(shared, "task_notification".to_owned());
         }
     }
     if matches!(*lock(&shared.runner), Runner::Ours) {
@@ -184,7 +184,7 @@ fn started_turn(shared: &Arc<Shared>) {
 
 /// Routes the lines from here to the turn's `result` into a turn of its own, handed to the host.
 /// A host that does not take them leaves the process unpaired.
-fn begin_own_turn(shared: &Arc<Shared>, source: String) {
+fn begin_cli_turn(shared: &Arc<Shared>, source: String) {
     let (tx, rx) = mpsc::unbounded_channel();
     *lock(&shared.runner) = Runner::Own(tx);
     let events = TurnEvents {
@@ -195,9 +195,9 @@ fn begin_own_turn(shared: &Arc<Shared>, source: String) {
         ours: None,
     };
     debug!(%source, "The CLI started a turn of its own.");
-    let taken = lock(&shared.own_turns)
+    let taken = lock(&shared.cli_turns)
         .as_ref()
-        .is_some_and(|host| host.send(OwnTurn { source, events }).is_ok());
+        .is_some_and(|host| host.send(CliTurn { source, events }).is_ok());
     if !taken {
         warn!(
             "The CLI started a turn of its own and nobody takes it; the process no longer pairs."

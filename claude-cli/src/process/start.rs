@@ -16,7 +16,7 @@ use tracing::{debug, info, Instrument};
 use super::pipes::{drain_stderr, write_stdin};
 use super::reader::read_stdout;
 use super::{
-    CliProcess, ExitInfo, HostRequests, Launch, MirrorFrames, OwnTurns, Runner, Shared, SpawnError,
+    CliProcess, CliTurns, ExitInfo, HostRequests, Launch, MirrorFrames, Runner, Shared, SpawnError,
     Started, TurnPhase,
 };
 use crate::protocol::{self, SpawnOptions};
@@ -33,7 +33,7 @@ pub(super) struct Pipes {
 pub(super) struct Outlets {
     requests: HostRequests,
     mirror: MirrorFrames,
-    own_turns: OwnTurns,
+    cli_turns: CliTurns,
 }
 
 /// What [`wire`] made: the state the tasks share with the process, the exit it reports, the
@@ -97,7 +97,7 @@ pub(super) fn wire(
     let (writer_tx, writer_rx) = mpsc::unbounded_channel();
     let (host_tx, requests) = mpsc::unbounded_channel();
     let (mirror_tx, mirror) = mpsc::unbounded_channel();
-    let (own_tx, own_turns) = mpsc::unbounded_channel();
+    let (own_tx, cli_turns) = mpsc::unbounded_channel();
     let (exit_tx, exit) = watch::channel(None);
     let shared = Arc::new(Shared {
         writer: writer_tx,
@@ -107,7 +107,7 @@ pub(super) fn wire(
         written: Mutex::default(),
         runner: Mutex::new(Runner::Idle),
         reports_lifecycle: AtomicBool::new(false),
-        own_turns: Mutex::new(Some(own_tx)),
+        cli_turns: Mutex::new(Some(own_tx)),
         exit: exit.clone(),
         session_id: Mutex::new(resume.map(str::to_owned)),
         stderr_tail: Mutex::default(),
@@ -147,7 +147,7 @@ pub(super) fn wire(
         outlets: Outlets {
             requests,
             mirror,
-            own_turns,
+            cli_turns,
         },
     }
 }
@@ -185,7 +185,7 @@ pub(super) async fn ready(
                 requests: outlets.requests,
                 initialize,
                 mirror: outlets.mirror,
-                own_turns: outlets.own_turns,
+                cli_turns: outlets.cli_turns,
             })
         }
         Ok(Err(failure)) => {

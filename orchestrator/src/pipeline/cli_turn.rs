@@ -82,8 +82,8 @@ impl Pipeline {
             Ok(plan) => plan,
             Err(err) => {
                 // Unrecorded, it must not run on: stopped, and the process let go.
-                warn!(thread_id = %thread, %source, error = %err, "Could not record the CLI's own turn; stopping it.");
-                lease.own_turn(adopted).interrupt_now();
+                warn!(thread_id = %thread, %source, error = %err, "Could not record the CLI-started turn; stopping it.");
+                lease.cli_turn(adopted).interrupt_now();
                 lease.finish(Finish::Discard).await;
                 return;
             }

@@ -494,14 +494,14 @@ impl Pipeline {
             Ok(Ok(reservation)) => (None, Some(reservation)),
             Ok(Err(exceeded)) => (Some(exceeded), None),
             Err(err) => {
-                warn!(thread_id = %plan.thread.id, error = %err, "Could not check the budgets of the CLI's own turn.");
+                warn!(thread_id = %plan.thread.id, error = %err, "Could not check the budgets of the CLI-started turn.");
                 (None, None)
             }
         };
         if let Some(reservation) = &reservation {
             lease.meter_with(reservation.meter());
         }
-        let turn = lease.own_turn(adopted);
+        let turn = lease.cli_turn(adopted);
         if over_budget.is_some() {
             turn.interrupt_now();
         }

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use claude_cli::{HostRequests, OwnTurn, OwnTurns, StopReport, TurnEvents};
+use claude_cli::{CliTurns, HostRequests, StopReport, TurnEvents};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
@@ -29,7 +29,7 @@ use crate::sync::lock;
 /// turn of ours, then end the lease.
 pub struct CliTurn {
     pub thread: ThreadId,
-    /// Why the CLI started it ([`OwnTurn::source`]).
+    /// Why the CLI started it ([`claude_cli::CliTurn::source`]).
     pub source: String,
     pub lease: Lease,
     pub events: TurnEvents,
@@ -46,7 +46,7 @@ pub(super) async fn serve_host_requests(
 ) {
     while let Some(request) = requests.recv().await {
         if request.subtype == "can_use_tool" {
-            let slot = calls.slot(request.in_own_turn);
+            let slot = calls.slot(request.in_cli_turn);
             let refused = to_turn(slot, HostCall::Permission(PermissionRequest(request)));
             if let Some(HostCall::Permission(request)) = refused {
                 let message = "no turn is running on this process; nothing was run";
@@ -89,7 +89,7 @@ pub(super) async fn serve_host_requests(
                 let _ = ready.send(true);
             }
             Route::Call(call) => {
-                let slot = calls.slot(request.in_own_turn);
+                let slot = calls.slot(request.in_cli_turn);
                 let refused = to_turn(slot, HostCall::Tool(PendingCall { call, request }));
                 if let Some(HostCall::Tool(pending)) = refused {
                     let reply = json!({"jsonrpc": "2.0", "error": {
@@ -108,13 +108,13 @@ impl Pool {
     /// tasks, keeps the process from expiring idle. Without `claude.scheduling_tools` (or with
     /// nobody taking [`Pool::take_cli_turns`]) such a turn means containment failed: the process
     /// is retired, as it is once it no longer pairs ([`claude_cli::CliProcess::pairs`]).
-    pub(super) async fn serve_own_turns(self, entry: Arc<Entry>, mut own_turns: OwnTurns) {
+    pub(super) async fn serve_cli_turns(self, entry: Arc<Entry>, mut cli_turns: CliTurns) {
         let scheduling = self.inner.launcher.scheduling_tools();
         let mut keep_alive = tokio::time::interval(self.inner.keep_alive_every);
         keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let own: OwnTurn = tokio::select! {
-                own = own_turns.recv() => match own {
+            let own: claude_cli::CliTurn = tokio::select! {
+                own = cli_turns.recv() => match own {
                     Some(own) => own,
                     None => return,
                 },
@@ -149,7 +149,7 @@ impl Pool {
                 events: own.events,
             };
             if let Err(refused) = self.inner.cli_turns.send(turn) {
-                warn!(thread_id = %entry.spec.thread, "Nobody runs the CLI's own turns; retiring the process.");
+                warn!(thread_id = %entry.spec.thread, "Nobody runs the CLI-started turns; retiring the process.");
                 drop(refused);
                 entry.retire();
                 return;

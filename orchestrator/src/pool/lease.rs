@@ -150,7 +150,7 @@ impl Lease {
     }
 
     /// Takes over a turn the CLI started by itself on this lease's process: from now on its
-    /// control requests wait for it in the returned value, driven once [`Lease::own_turn`] makes
+    /// control requests wait for it in the returned value, driven once [`Lease::cli_turn`] makes
     /// it a stream as a turn of ours would be.
     pub fn adopt(&self, events: TurnEvents) -> Adopted {
         let (tx, calls) = mpsc::unbounded_channel();
@@ -159,7 +159,7 @@ impl Lease {
     }
 
     /// The adopted turn's stream of items.
-    pub fn own_turn(&self, adopted: Adopted) -> LeasedTurn<'_> {
+    pub fn cli_turn(&self, adopted: Adopted) -> LeasedTurn<'_> {
         LeasedTurn {
             events: adopted.events,
             calls: adopted.calls,
@@ -263,7 +263,7 @@ impl LeasedTurn<'_> {
         let (process, own) = (self.entry.process.clone(), self.own);
         self.pool.inner.tasks.spawn(async move {
             let _ = if own {
-                process.interrupt_own_turn().await
+                process.interrupt_cli_turn().await
             } else {
                 process.interrupt().await
             };

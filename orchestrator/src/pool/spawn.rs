@@ -171,7 +171,7 @@ impl Pool {
         inner.state.lock().started(entry.clone());
         inner.tasks.spawn(
             self.clone()
-                .serve_own_turns(entry.clone(), started_process.own_turns),
+                .serve_cli_turns(entry.clone(), started_process.cli_turns),
         );
         self.reap_when_gone(entry.clone(), permit, pass);
         Ok(entry)

@@ -282,7 +282,7 @@ fn prune_worktrees(store: &Store, workspaces: &Workspaces, background: &TaskTrac
     });
 }
 
-/// Builds the pipeline over the processes and the bus, and sets it serving the CLI's own turns
+/// Builds the pipeline over the processes and the bus, and sets it serving the CLI-started turns
 /// (`claude.scheduling_tools`) and the walls' breaches (recorded on their thread).
 pub(super) fn pipeline(
     config: &Config,

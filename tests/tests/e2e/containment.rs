@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use claude_cli::{CliError, CliProcess, Launch, OwnTurn, SpawnOptions, Step, TurnEvents};
+use claude_cli::{CliError, CliProcess, CliTurn, Launch, SpawnOptions, Step, TurnEvents};
 use serde_json::{json, Value};
 use tokio_util::task::TaskTracker;
 
@@ -210,7 +210,7 @@ async fn the_cli_starts_no_turn_of_its_own() {
 }
 
 /// Without containment (a raw process with the CLI's defaults), a background agent makes the CLI
-/// start a turn of its own after ours ended. That turn's lines come out as an [`OwnTurn`], never
+/// start a turn of its own after ours ended. That turn's lines come out as a [`CliTurn`], never
 /// in a turn of ours, whose reply stays its own; with nobody taking such turns, the process
 /// stops pairing and must take no further turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +246,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         .await
         .expect("spawn");
     let process: Arc<CliProcess> = started.process;
-    let mut own_turns = started.own_turns;
+    let mut cli_turns = started.cli_turns;
     // Allow whatever the CLI asks about, as a host with no approvals would.
     let mut requests = started.requests;
     tokio::spawn(async move {
@@ -267,7 +267,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         .expect("our own turn pairs");
     assert!(first.contains("tool said"), "{first}");
 
-    // A turn of ours sent now waits in the CLI's queue behind the CLI's own turn, or runs
+    // A turn of ours sent now waits in the CLI's queue behind the CLI-started turn, or runs
     // before it: either way its reply is its own, and the CLI's turn comes out on its own.
     let second = run_turn(&process, "our second message")
         .await
@@ -276,16 +276,16 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         second.contains("our second message"),
         "took another's reply: {second}"
     );
-    let own: OwnTurn = tokio::time::timeout(Duration::from_secs(60), own_turns.recv())
+    let own: CliTurn = tokio::time::timeout(Duration::from_secs(60), cli_turns.recv())
         .await
-        .expect("the CLI's own turn")
+        .expect("the CLI-started turn")
         .expect("a turn");
     assert_eq!(own.source, "task_notification");
-    drain(own.events).await.expect("the CLI's own turn ends");
+    drain(own.events).await.expect("the CLI-started turn ends");
     assert!(process.pairs());
 
     // Nobody takes such turns any more: the next one leaves the process unpaired.
-    drop(own_turns);
+    drop(cli_turns);
     mock.once_when_prompt_contains("another background agent", background("LATE-WORK-2"));
     run_turn(&process, "another background agent")
         .await
@@ -519,9 +519,9 @@ async fn with_scheduling_tools_the_clis_own_turns_are_recorded_and_metered() {
     daemon.stop().await;
 }
 
-/// A thread over its budget has the CLI's own turn stopped as it starts: recorded as refused,
+/// A thread over its budget has the CLI-started turn stopped as it starts: recorded as refused,
 /// with what it spent metered. The model gateway refuses every model request of the spent
-/// thread, so the CLI's own turn never reaches the model.
+/// thread, so the CLI-started turn never reaches the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
     let mock = MockApi::start().await;
@@ -550,7 +550,7 @@ async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
     let refused = std::sync::Mutex::new(Value::Null);
     eventually_async(
         Duration::from_secs(60),
-        "the CLI's own turn refused",
+        "the CLI-started turn refused",
         || async {
             let messages = messages_of(&daemon, &thread).await;
             let found = messages
@@ -590,7 +590,7 @@ async fn a_thread_over_budget_has_the_clis_own_turn_refused() {
     })
     .await
     .expect("the process is let go");
-    // The user's turn and the agent reached the model; the CLI's own turn did not.
+    // The user's turn and the agent reached the model; the CLI-started turn did not.
     let asked: Vec<String> = mock
         .message_requests()
         .iter()

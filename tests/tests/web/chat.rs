@@ -421,7 +421,7 @@ async fn a_turn_the_cli_started_by_itself_shows_as_the_clis() {
          return m && reply && reply.dataset.status === 'done'
              ? {text: m.textContent, reply: reply.dataset.role} : null;";
     let shown = page
-        .wait_js(TURN, "the CLI's own turn, live, with its reply", cli_turn)
+        .wait_js(TURN, "the CLI-started turn, live, with its reply", cli_turn)
         .await;
     assert!(
         shown["text"]
@@ -436,7 +436,7 @@ async fn a_turn_the_cli_started_by_itself_shows_as_the_clis() {
 
     page.browser.client.refresh().await.expect("reload");
     let shown = page
-        .wait_js(TURN, "the CLI's own turn, after a reload", cli_turn)
+        .wait_js(TURN, "the CLI-started turn, after a reload", cli_turn)
         .await;
     assert_eq!(shown["reply"], "assistant");
     page.finish(false).await;
