@@ -547,6 +547,9 @@ impl Pipeline {
         if let Some(reservation) = &reservation {
             tally.meter(reservation.close_meter());
         }
+        // A turn that never started (withdrawn, or stopped as it came up) is no turn in the
+        // metrics.
+        let started_at_all = !matches!(ran, Ran::NotStarted { .. });
         let conclusion = conclude(Facts {
             started,
             ran,
@@ -571,7 +574,8 @@ impl Pipeline {
         if !matches!(conclusion.answer, Answer::Refused(_)) {
             plan.trace.set(turn_attributes(&tally));
         }
-        let result = self.store_end(plan, conclusion, end, &tally).await;
+        let counted = started_at_all.then_some(&tally);
+        let result = self.store_end(plan, conclusion, end, counted).await;
         self.count_usage(tally.usage.as_ref());
         if let Some(reservation) = reservation {
             reservation.settle(tally.usage.as_ref().map(|u| u.cost_usd));
@@ -580,13 +584,14 @@ impl Pipeline {
         result
     }
 
-    /// Stores the turn's ending and answers its caller; counts and logs the outcome.
+    /// Stores the turn's ending and answers its caller; counts and logs the outcome of a turn
+    /// that started (`tally`: what it showed), logs one that never did.
     async fn store_end(
         &self,
         plan: &TurnPlan,
         conclusion: Conclusion,
         end: &mut TurnEnder,
-        tally: &TurnTally,
+        tally: Option<&TurnTally>,
     ) -> Result<TurnReply, PipelineError> {
         let user = &plan.user;
         let Conclusion { ending, answer, .. } = conclusion;
@@ -604,17 +609,17 @@ impl Pipeline {
                 return Err(err.into());
             }
         };
-        let ms = tally.elapsed().as_millis() as u64;
         match answer {
             Answer::Refused(exceeded) => Err(self.refused(user, exceeded)),
             Answer::Reply { session, api_calls } => {
-                self.inner
-                    .turns
-                    .finished(tally.is_warm(), "done", tally.elapsed());
-                info!(
-                    thread_id = %user.thread_id, message_id = %user.id, start = ?tally.start, warm = tally.is_warm(),
-                    origin = user.origin.as_str(), ms, api_calls, tool_calls = tally.tool_calls, outcome = "done", "Turn finished."
-                );
+                if let Some(tally) = tally {
+                    let ms = tally.elapsed().as_millis() as u64;
+                    (self.inner.turns).finished(tally.is_warm(), "done", tally.elapsed());
+                    info!(
+                        thread_id = %user.thread_id, message_id = %user.id, start = ?tally.start, warm = tally.is_warm(),
+                        origin = user.origin.as_str(), ms, api_calls, tool_calls = tally.tool_calls, outcome = "done", "Turn finished."
+                    );
+                }
                 // `None`: shutdown ended it as it finished; the reply was not stored.
                 let Some(message) = ended.and_then(|ended| ended.reply) else {
                     return Err(PipelineError::Turn {
@@ -631,6 +636,15 @@ impl Pipeline {
                 })
             }
             Answer::Failed { status, error } => {
+                let Some(tally) = tally else {
+                    info!(thread_id = %user.thread_id, message_id = %user.id, outcome = ?status, reason = %error, "Message ended before its turn started.");
+                    return Err(PipelineError::Turn {
+                        message_id: user.id.clone(),
+                        status,
+                        error,
+                    });
+                };
+                let ms = tally.elapsed().as_millis() as u64;
                 (self.inner.turns).finished(tally.is_warm(), status.as_str(), tally.elapsed());
                 warn!(
                     thread_id = %user.thread_id, message_id = %user.id, start = tally.label(),
