@@ -99,9 +99,13 @@ impl Entry {
             Some(tree) if tree.mechanism() == "cgroup" => tree.usage(),
             _ => walls::Usage::default(),
         };
+        // The rollup's figures come from one read; `VmRSS` only when it cannot be read.
+        let memory = super::status::memory(pid);
         let sample = super::status::Sample {
-            rss_bytes: super::status::rss_bytes(pid),
-            memory: super::status::memory(pid),
+            rss_bytes: memory
+                .map(|m| m.rss)
+                .or_else(|| super::status::rss_bytes(pid)),
+            memory,
             walls,
         };
         *lock(&self.sample) = sample;

@@ -213,9 +213,12 @@ pub(super) struct Sample {
     pub walls: walls::Usage,
 }
 
-/// A process's memory as `/proc/<pid>/smaps_rollup` sums it, in bytes.
+/// A process's memory as `/proc/<pid>/smaps_rollup` sums it, in bytes: its figures from one
+/// read, so that `private <= pss <= rss` holds among them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Memory {
+    /// Resident memory (`Rss`).
+    pub rss: u64,
     pub pss: u64,
     /// `Private_Clean` + `Private_Dirty`.
     pub private: u64,
@@ -235,6 +238,7 @@ fn parse_rollup(rollup: &str) -> Option<Memory> {
         (fields.next() == Some("kB")).then_some(value * 1024)
     };
     Some(Memory {
+        rss: field("Rss:")?,
         pss: field("Pss:")?,
         private: field("Private_Clean:")? + field("Private_Dirty:")?,
     })
@@ -272,11 +276,16 @@ mod tests {
         assert_eq!(
             parse_rollup(rollup),
             Some(Memory {
+                rss: 1708 * 1024,
                 pss: 812 * 1024,
                 private: (192 + 112) * 1024
             })
         );
         assert_eq!(parse_rollup("Rss: 1 kB\n"), None);
+        assert_eq!(
+            parse_rollup("Pss: 1 kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 0 kB\n"),
+            None
+        );
         let own = memory(std::process::id()).expect("this process's rollup");
         let rss = rss_bytes(std::process::id()).expect("this process's RSS");
         assert!(own.private > 0 && own.private <= own.pss, "{own:?}");
