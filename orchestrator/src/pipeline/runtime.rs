@@ -148,9 +148,14 @@ impl Runtime {
         })
     }
 
-    /// The running turn of `thread` ended: its `clientMessageId` no longer runs.
-    pub(super) fn client_turn_ended(&self, thread: &ThreadId) {
-        self.with(thread, |state| state.running_client = None);
+    /// The turn of message `client` of `thread` ended: it no longer runs (a message withdrawn
+    /// from the line never ran, and leaves the running one's be).
+    pub(super) fn client_turn_ended(&self, thread: &ThreadId, client: &str) {
+        self.with(thread, |state| {
+            if state.running_client.as_deref() == Some(client) {
+                state.running_client = None;
+            }
+        });
     }
 
     /// Records, while the guard lives, whom `thread`'s running turn acts for and whether anyone
@@ -348,7 +353,7 @@ mod tests {
         let acting = runtime.act(&thread, Caller::cli(), false);
         runtime.hold(&thread);
         assert_eq!(lock(&runtime.threads).len(), 1);
-        runtime.client_turn_ended(&thread);
+        runtime.client_turn_ended(&thread, "c1");
         runtime.end_recorded(&thread);
         drop(acting);
         drop(ticket);
@@ -400,7 +405,12 @@ mod tests {
             runtime.stop_client(&thread, "c2"),
             ClientTurn::Neither
         ));
-        runtime.client_turn_ended(&thread);
+        runtime.client_turn_ended(&thread, "c2");
+        assert!(
+            matches!(runtime.stop_client(&thread, "c1"), ClientTurn::Running),
+            "another message's end leaves the running one's be"
+        );
+        runtime.client_turn_ended(&thread, "c1");
         assert!(matches!(
             runtime.stop_client(&thread, "c1"),
             ClientTurn::Neither

@@ -103,8 +103,8 @@ impl Pipeline {
             Ok((gone, tally)) => self.end(&plan, started, gone, tally, &mut end).await,
             Err(err) => Err(err),
         };
-        if plan.client_message_id.is_some() {
-            self.inner.runtime.client_turn_ended(&thread);
+        if let Some(client) = &plan.client_message_id {
+            self.inner.runtime.client_turn_ended(&thread, client);
         }
         if let Err(other) = &result {
             if !end.is_ended() {
