@@ -62,6 +62,13 @@ pub(super) struct Asked {
     pub(super) mcp_servers: Option<Vec<String>>,
 }
 
+impl Asked {
+    /// The model a turn on `thread` asks for: the message's, else the thread's.
+    fn model_on(&self, thread: &ThreadRow) -> Option<String> {
+        self.model.clone().or(thread.model.clone())
+    }
+}
+
 /// What started a turn, and how it gets its process.
 pub(super) enum Source {
     /// A message from the API, `/mcp`, a delegation or a schedule.
@@ -92,7 +99,7 @@ impl Source {
 impl TurnPlan {
     /// The model the turn asks for: the message's, else the thread's.
     pub(super) fn model(&self) -> Option<String> {
-        self.asked.model.clone().or(self.thread.model.clone())
+        self.asked.model_on(&self.thread)
     }
 }
 
@@ -194,7 +201,7 @@ impl Pipeline {
         asked: &Asked,
         trace: &TurnTrace,
     ) -> Result<ProcessSpec, TurnError> {
-        let model = asked.model.clone().or(thread.model.clone());
+        let model = asked.model_on(thread);
         let mut spec = self
             .inner
             .parts

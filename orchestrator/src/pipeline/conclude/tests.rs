@@ -100,23 +100,42 @@ static SCHEMA: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new
 static OTHER_SCHEMA: std::sync::LazyLock<serde_json::Value> =
     std::sync::LazyLock::new(|| json!({"type": "object", "required": ["m"]}));
 
+fn sent(result: Result<TurnResult, TurnError>) -> Ran {
+    Ran::Sent(Box::new(result))
+}
+
+fn stopped(mut f: Facts<'static>) -> Facts<'static> {
+    f.stopped_by = Some(exceeded());
+    f
+}
+
+fn with_schema(mut f: Facts<'static>, schema: &'static serde_json::Value) -> Facts<'static> {
+    f.schema = Some(schema);
+    f
+}
+
+fn shutting(mut f: Facts<'static>) -> Facts<'static> {
+    f.shutting_down = true;
+    f
+}
+
 fn rows() -> Vec<Row> {
+    [
+        finished_rows(),
+        failed_rows(),
+        unsent_rows(),
+        refused_rows(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Turns that finished: kept, their output checked against the schema.
+fn finished_rows() -> Vec<Row> {
     use EndCause as C;
-    use Finish::{Discard, Keep};
+    use Finish::Keep;
     use MessageStatus as S;
-    let sent = |r| Ran::Sent(Box::new(r));
-    let stopped = |mut f: Facts<'static>| {
-        f.stopped_by = Some(exceeded());
-        f
-    };
-    let with_schema = |mut f: Facts<'static>, schema: &'static serde_json::Value| {
-        f.schema = Some(schema);
-        f
-    };
-    let shutting = |mut f: Facts<'static>| {
-        f.shutting_down = true;
-        f
-    };
     vec![
         row(
             "a finished turn keeps its process and its result's session",
@@ -158,6 +177,15 @@ fn rows() -> Vec<Row> {
             Some(S::Error),
             None,
         ),
+    ]
+}
+
+/// Turns the CLI ran that failed: what becomes of the process, and of the session.
+fn failed_rows() -> Vec<Row> {
+    use EndCause as C;
+    use Finish::{Discard, Keep};
+    use MessageStatus as S;
+    vec![
         row(
             "an interrupted turn keeps its process",
             facts(ByMessage, sent(aborted())),
@@ -219,6 +247,15 @@ fn rows() -> Vec<Row> {
             Some(S::Interrupted),
             None,
         ),
+    ]
+}
+
+/// Turns that never reached the CLI: a process they had stays warm.
+fn unsent_rows() -> Vec<Row> {
+    use EndCause as C;
+    use Finish::Keep;
+    use MessageStatus as S;
+    vec![
         row(
             "interrupted while it waited for a permit: the process stays warm",
             facts(
@@ -247,6 +284,30 @@ fn rows() -> Vec<Row> {
             Some(S::Error),
             None,
         ),
+        row(
+            "withdrawn from the line",
+            facts(
+                ByMessage,
+                Ran::NotStarted {
+                    cause: C::Withdrawn,
+                    reason: "withdrawn".into(),
+                    error: TurnError::Interrupted,
+                },
+            ),
+            C::Withdrawn,
+            None,
+            Some(S::Interrupted),
+            None,
+        ),
+    ]
+}
+
+/// Turns a budget refused, before they ran or half-way.
+fn refused_rows() -> Vec<Row> {
+    use EndCause as C;
+    use Finish::{Discard, Keep};
+    use MessageStatus as S;
+    vec![
         row(
             "refused as it started",
             facts(
@@ -320,21 +381,6 @@ fn rows() -> Vec<Row> {
             Some(Keep),
             None,
             Some("s-result"),
-        ),
-        row(
-            "withdrawn from the line",
-            facts(
-                ByMessage,
-                Ran::NotStarted {
-                    cause: C::Withdrawn,
-                    reason: "withdrawn".into(),
-                    error: TurnError::Interrupted,
-                },
-            ),
-            C::Withdrawn,
-            None,
-            Some(S::Interrupted),
-            None,
         ),
     ]
 }
