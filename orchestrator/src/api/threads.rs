@@ -34,6 +34,7 @@ pub struct CreateThread {
     /// `workspaces.roots` only. Default: a folder of its own.
     pub workspace: Option<WorkspaceRequest>,
     /// The kind of agent (`GET /api/profiles`); default: the daemon's default profile.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
     pub profile: Option<String>,
     /// A turn cut by a crash, a shutdown or a takeover: `mark` (the default) leaves it
     /// `interrupted`; `retry` runs it again by itself once the thread has a process.

@@ -24,6 +24,9 @@ pub enum Runs {
     /// On the node that owns the thread the path names (it needs the thread's process or
     /// folder); forwarded there by `routing::to_owner`.
     Owner,
+    /// On the node that owns the thread the request names outside its path (a body's
+    /// `threadId`, a schedule's thread): its handler forwards it there (`routing::elsewhere`).
+    OwnerOfNamed,
 }
 
 /// What an operation's body may be, as the guard bounds it.
@@ -92,6 +95,14 @@ impl Operation {
     const fn at_owner(self) -> Operation {
         Operation {
             runs: Runs::Owner,
+            ..self
+        }
+    }
+
+    /// Run on the owner of the thread the request names outside its path.
+    const fn at_owner_of_named(self) -> Operation {
+        Operation {
+            runs: Runs::OwnerOfNamed,
             ..self
         }
     }
@@ -179,7 +190,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(GET, "/api/files/{id}", READ),
     Operation::new(GET, "/api/threads/{id}/permissions", READ),
     Operation::new(POST, "/api/threads/{id}/permissions/{request_id}", APPROVE).at_owner(),
-    Operation::new(POST, "/api/prewarm", WRITE),
+    Operation::new(POST, "/api/prewarm", WRITE).at_owner_of_named(),
     Operation::new(GET, "/api/profiles", READ),
     Operation::new(GET, "/api/tools", READ),
     Operation::new(POST, "/api/tools/{name}/call", WRITE),
@@ -190,7 +201,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(DELETE, "/api/schedules/{id}", WRITE),
     Operation::new(POST, "/api/schedules/{id}/pause", WRITE),
     Operation::new(POST, "/api/schedules/{id}/resume", WRITE),
-    Operation::new(POST, "/api/schedules/{id}/run", WRITE),
+    Operation::new(POST, "/api/schedules/{id}/run", WRITE).at_owner_of_named(),
     Operation::new(GET, "/api/schedules/{id}/runs", READ),
     // Every thread's processes and every delivery: the operator's view.
     Operation::new(GET, "/api/pool", METRICS),

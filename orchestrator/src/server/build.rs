@@ -408,7 +408,6 @@ pub(super) fn doors(
         ThreadsPlugin::new(threads.clone(), config.turn.timeout),
         mcp.clone(),
         pipeline.clone(),
-        cluster.clone(),
         config.tools.timeout,
         store.clone(),
     )?);

@@ -2,7 +2,9 @@
 //! owner as `/api` does: [`ThreadService::at_owner`] routes it ([`Cluster::route`]), forwards it
 //! to the owner's `POST /api/threads/{id}/messages?wait=false` with its caller, and follows its
 //! outcome on the shared event log and database ([`Pipeline::outcome`]). An owner that cannot be
-//! reached is waited out: when its lease expires this node takes the thread.
+//! reached is waited out: when its lease expires this node takes the thread. Stopping such a
+//! message ([`ThreadService::stop_message`]) goes the same way, to the owner's
+//! `POST /api/threads/{id}/interrupt?clientMessageId=…`.
 //!
 //! [`Pipeline::outcome`]: crate::pipeline::Pipeline::outcome
 
@@ -15,7 +17,8 @@ use plugin_contract::ThreadId;
 use super::{Sent, ServiceError, ThreadService};
 use crate::api::threads::PostMessage;
 use crate::caller::Caller;
-use crate::cluster::{Cluster, ForwardError, Outgoing, Route, RouteError};
+use crate::cluster::{Cluster, ForwardError, Forwarded, Outgoing, Route, RouteError};
+use crate::pipeline::Stopped;
 use crate::store::{Fence, MessageId};
 
 /// Where a message's turn runs, with clustering.
@@ -46,22 +49,8 @@ impl ThreadService {
         };
         let body = serde_json::to_vec(body)
             .map_err(|err| ServiceError::Invalid(format!("cannot encode the message: {err}")))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let path = format!("/api/threads/{thread}/messages?wait=false");
-        let answer = cluster
-            .forward(
-                thread,
-                &url,
-                Outgoing {
-                    method: Method::POST,
-                    path_and_query: &path,
-                    headers: &headers,
-                    body: body.into(),
-                    caller,
-                },
-            )
-            .await;
+        let answer = post(cluster, caller, thread, &url, &path, body).await;
         let accepted = match answer {
             Ok(answer) if answer.status == StatusCode::ACCEPTED => {
                 serde_json::from_slice::<Value>(&answer.body).unwrap_or_default()
@@ -102,6 +91,75 @@ impl ThreadService {
             }
         }
     }
+}
+
+impl ThreadService {
+    /// Stops the message `client` (its `clientMessageId`) of `thread` where the thread runs:
+    /// withdrawn while it waits in line, interrupted once it runs. For a door that cannot
+    /// forward its whole request (a cancelled tool call); `/api`'s interrupt reaches the owner
+    /// before its handler runs.
+    pub async fn stop_message(
+        &self,
+        caller: &Caller,
+        thread: &ThreadId,
+        client: &str,
+    ) -> Result<Stopped, ServiceError> {
+        self.check(caller, thread).await?;
+        let route = match &self.cluster {
+            Some(cluster) => Some((cluster, cluster.route(thread, false).await)),
+            None => None,
+        };
+        let (cluster, url) = match route {
+            Some((cluster, Ok(Route::Forward(url)))) => (cluster, url),
+            Some((_, Err(RouteError::Store(err)))) => return Err(err.into()),
+            Some((_, Err(err @ RouteError::NotOwner { .. }))) => {
+                return Err(ServiceError::Moving(err.to_string()))
+            }
+            Some((_, Ok(Route::Local(_)))) | None => {
+                return Ok(self.pipeline.stop_message(thread, client).await?)
+            }
+        };
+        let query = serde_urlencoded::to_string([("clientMessageId", client)])
+            .map_err(|err| ServiceError::Invalid(format!("cannot encode the id: {err}")))?;
+        let path = format!("/api/threads/{thread}/interrupt?{query}");
+        let answer = post(cluster, caller, thread, &url, &path, Vec::new())
+            .await
+            .map_err(|err| ServiceError::Moving(format!("{err}; retry")))?;
+        if answer.status != StatusCode::OK {
+            return Err(refused(answer.status, &answer.body));
+        }
+        let shown: Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+        Ok(
+            match (shown["withdrawn"].as_bool(), shown["interrupted"].as_bool()) {
+                (Some(true), _) => Stopped::Withdrawn,
+                (_, Some(true)) => Stopped::Interrupted,
+                _ => Stopped::Neither,
+            },
+        )
+    }
+}
+
+/// Forwards `POST path` with the JSON `body` (or none) to the owner at `url`, for `caller`.
+async fn post(
+    cluster: &Cluster,
+    caller: &Caller,
+    thread: &ThreadId,
+    url: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<Forwarded, ForwardError> {
+    let mut headers = HeaderMap::new();
+    if !body.is_empty() {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    let outgoing = Outgoing {
+        method: Method::POST,
+        path_and_query: path,
+        headers: &headers,
+        body: body.into(),
+        caller,
+    };
+    cluster.forward(thread, url, outgoing).await
 }
 
 /// A refusal from the owner's API (`{"error": {"code", "message"}}`), its status and message.

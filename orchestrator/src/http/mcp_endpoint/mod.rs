@@ -43,7 +43,7 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
@@ -62,10 +62,9 @@ use tracing::{debug, info, warn};
 use plugin_contract::{Plugin, ThreadId};
 
 use crate::caller::{Caller, Scope};
-use crate::cluster::{Cluster, Outgoing, Route};
 use crate::mcp::schema::SchemaError;
 use crate::mcp::{CallOutcome, McpAdapter, ToolRegistry};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, Stopped};
 
 /// How often a cancelled `threads__send` whose message was not in its thread's line yet asks
 /// again, until it is (withdrawn then) or the call ends.
@@ -91,8 +90,6 @@ pub struct McpEndpoint {
     adapter: Arc<McpAdapter>,
     /// Interrupts a cancelled `threads__send`; its thread's events become progress.
     pipeline: Pipeline,
-    /// With clustering, a cancelled `threads__send` is interrupted on the thread's owner.
-    cluster: Option<Cluster>,
     in_flight: Arc<InFlight>,
     /// Where `threads__create` and `threads__send` calls are audited.
     store: Store,
@@ -110,7 +107,6 @@ impl McpEndpoint {
         threads: threads::ThreadsPlugin,
         adapter: Arc<McpAdapter>,
         pipeline: Pipeline,
-        cluster: Option<Cluster>,
         tool_timeout: std::time::Duration,
         store: Store,
     ) -> Result<McpEndpoint, SchemaError> {
@@ -121,7 +117,6 @@ impl McpEndpoint {
             registry: Arc::new(registry),
             adapter,
             pipeline,
-            cluster,
             in_flight: Arc::default(),
             store,
             threads,
@@ -129,47 +124,19 @@ impl McpEndpoint {
         })
     }
 
-    /// Interrupts the thread's running turn where it runs: here, or (with clustering) on the
-    /// thread's owner, through its `POST /api/threads/{id}/interrupt`.
-    /// Stops the `threads__send` of `client` (its `clientMessageId`) on `thread`: withdrawn
-    /// while it waits in line, interrupted once it runs; on the thread's node. False when here
-    /// it neither waits nor runs (not in line yet, or over already).
+    /// Stops the `threads__send` of `client` (its `clientMessageId`) on `thread`, where the
+    /// thread runs: withdrawn while it waits in line, interrupted once it runs. False when it
+    /// neither waits nor runs (not in line yet, or over already).
     async fn stop_send(&self, thread: &ThreadId, client: &str, caller: &Caller) -> bool {
-        if let Some(cluster) = &self.cluster {
-            if let Ok(Route::Forward(url)) = cluster.route(thread, false).await {
-                let client: String = client
-                    .bytes()
-                    .map(|b| match b {
-                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                            char::from(b).to_string()
-                        }
-                        _ => format!("%{b:02X}"),
-                    })
-                    .collect();
-                let path = format!("/api/threads/{thread}/interrupt?clientMessageId={client}");
-                let answer = cluster
-                    .forward(
-                        thread,
-                        &url,
-                        Outgoing {
-                            method: Method::POST,
-                            path_and_query: &path,
-                            headers: &HeaderMap::new(),
-                            body: Bytes::new(),
-                            caller,
-                        },
-                    )
-                    .await;
-                if let Err(err) = answer {
-                    debug!(thread_id = %thread, error = %err, "Could not interrupt a cancelled turn on its node.");
-                }
-                return true;
-            }
-        }
-        match self.pipeline.stop_message(thread, client).await {
+        match self
+            .threads
+            .service()
+            .stop_message(caller, thread, client)
+            .await
+        {
             Ok(stopped) => {
                 debug!(thread_id = %thread, ?stopped, "A cancelled call's message stopped.");
-                stopped != crate::pipeline::Stopped::Neither
+                stopped != Stopped::Neither
             }
             Err(err) => {
                 debug!(thread_id = %thread, error = %err, "Could not stop a cancelled call's message.");

@@ -95,6 +95,11 @@ pub struct ThreadsPlugin {
 }
 
 impl ThreadsPlugin {
+    /// The service the tools are adapters over.
+    pub fn service(&self) -> &ThreadService {
+        &self.service
+    }
+
     pub fn new(service: ThreadService, turn_timeout: Duration) -> ThreadsPlugin {
         ThreadsPlugin {
             service,

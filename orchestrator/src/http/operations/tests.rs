@@ -95,3 +95,18 @@ fn what_needs_the_threads_process_runs_on_its_owner() {
         assert!(op.path.starts_with("/api/threads/{id}"), "{}", op.path);
     }
 }
+
+#[test]
+fn what_names_its_thread_outside_its_path_runs_on_that_threads_owner() {
+    let named: BTreeSet<String> = OPERATIONS
+        .iter()
+        .filter(|op| op.runs == Runs::OwnerOfNamed)
+        .map(|op| format!("{} {}", op.verb.method(), op.path))
+        .collect();
+    let expected = ["POST /api/prewarm", "POST /api/schedules/{id}/run"];
+    assert_eq!(named, expected.iter().map(|s| s.to_string()).collect());
+    // Such a request cannot be placed by its path: its handler places it.
+    for op in OPERATIONS.iter().filter(|op| op.runs == Runs::OwnerOfNamed) {
+        assert_eq!(thread_of(op.path), None, "{}", op.path);
+    }
+}
