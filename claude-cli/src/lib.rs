@@ -5,6 +5,11 @@
 //! - [`CliProcess`]: one child process: spawn and `initialize`, one turn at a time as a stream of
 //!   [`TurnEvent`]s, our control requests (interrupt), kill and reap.
 //!
+//! Files: `protocol.rs` (typed stdout; `protocol/input.rs`: argv and stdin lines;
+//! `protocol/content.rs`: [`UserContent`]), `process.rs` (feature `process`: turns as streams,
+//! [`HostRequest`]s, CLI-started turns, transcript frames, reap; `process/start.rs`: the spawn;
+//! `process/reader.rs`: stdout).
+//!
 //! With `--session-mirror` ([`SpawnOptions::session_mirror`]) the CLI copies each transcript write
 //! to stdout; those frames arrive as [`TranscriptMirror`]s on a channel of their own
 //! ([`Started::mirror`]), turn or no turn, until stdout's EOF.

@@ -14,8 +14,8 @@
 //! peers take over at once.
 //!
 //! Off unless `cluster.advertise` is set; then the server builds one [`Cluster`] and the HTTP
-//! layer consults it. Nothing below `http` imports this module: a turn sees only the
-//! [`Fence`] it was handed.
+//! layer consults it. Only `server`, `http`, `service`, `schedules` and `redrive` (a thread's
+//! lease before its turn) import this module: a turn sees only the [`Fence`] it was handed.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,9 +2,10 @@
 //! so that everything the process starts inherits it and nothing inside can lift it.
 //!
 //! A [`Walls`] value says what a tree may read and write, which TCP ports it may connect to, and
-//! its limits. [`Sandbox::probe`] checks once what the kernel can hold and refuses when it cannot
-//! hold the walls; [`Sandbox::wall`] turns one tree's walls into a [`Confinement`] (applied to the
-//! command) and a [`Tree`] (its limits, watched while it lives, released when it is gone).
+//! its limits. [`Sandbox::probe`] checks once what the kernel can hold (Landlock ABI 6,
+//! cgroups) and refuses when it cannot hold the walls; [`Sandbox::wall`] turns one tree's walls
+//! into a [`Confinement`] (applied to the command) and a [`Tree`] (its limits, watched while it
+//! lives: [`Tree::check`]; released when it is gone: [`Tree::release`] kills what is left).
 //!
 //! In the child, in order ([`Confinement::apply`]):
 //! 1. it joins its tree's cgroups (memory, pids, cpu), when the daemon may make them;

@@ -5,12 +5,13 @@
 //! carry, and [`StoreError`]. No SQL here.
 //!
 //! The operations are traits, one per table's module ([`ToolCallQueries`], [`UsageQueries`],
-//! …), each implemented once per database; the facade calls whichever its database is, so an
-//! operation missing on one side does not compile. Writes that belong to a thread take the
-//! [`Fence`] the facade picked; each implementation checks it inside the write's own
-//! transaction (its `ThreadTx` can only be opened by passing it), so no such write skips the
-//! check. Native `async fn`: the facade dispatches on the concrete backend, never through `dyn`,
-//! so the futures' `Send`-ness is known where they are awaited.
+//! …), each implemented once per database, its wiring (which writes open a fenced `ThreadTx`)
+//! written once in a macro beside the trait (`outcome_queries!`, …); the facade calls whichever
+//! its database is, so an operation missing on one side does not compile. Writes that belong
+//! to a thread take the [`Fence`] the facade picked; each implementation checks it inside the
+//! write's own transaction (its `ThreadTx` can only be opened by passing it), so no such write
+//! skips the check. Native `async fn`: the facade dispatches on the concrete backend, never
+//! through `dyn`, so the futures' `Send`-ness is known where they are awaited.
 //!
 //! Timestamps are stored as RFC 3339 UTC text of fixed width ([`now_text`]) on both databases,
 //! so text order is time order; JSON as its text; enums as their names.

@@ -5,6 +5,10 @@
 //! The OpenAPI document (`http::openapi`) is derived from these types, and so are the SSE
 //! payloads: a field added here is documented by the same edit.
 //!
+//! Files: this one (`Thread`, `Message`, …), `pages.rs` (pages; their cursors in `cursor.rs`),
+//! `schedules.rs`, `threads.rs`, `events.rs` (`ThreadEvent`, a variant per kind, whence the
+//! OpenAPI SSE schemas), `doc.rs` (the text rules of request fields).
+//!
 //! Kept apart from `http` because the event bus (`events`) and the pipeline build these values
 //! too; this module imports only [`crate::store`] and [`crate::budget`] (for their value types).
 

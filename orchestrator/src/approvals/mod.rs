@@ -1,7 +1,8 @@
 //! Tool approvals: every permission the CLI would ask a person for (`can_use_tool`, since children
 //! run with `--permission-prompt-tool stdio`) is decided here, by [`policy`] (Harness's own tools,
 //! the rules, the mode) or, in `ask` mode, by a person answering over the API within
-//! `approvals.timeout`.
+//! `approvals.timeout`. [`policy`] does no IO; `shell.rs` and `paths.rs` read the `Bash(…)` and
+//! path rules.
 //!
 //! **Invariants:** every request is stored with its decision and who made it, and counted; a
 //! request is decided exactly once (the one who takes it out of the waiting map decides, stores,

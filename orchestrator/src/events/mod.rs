@@ -6,7 +6,9 @@
 //! were emitted in; a subscriber that reads the store up to id N and then the live channel from
 //! N+1 misses nothing. The same task writes the end of every turn (`end.rs`: the user message's
 //! final status, the outcome and the terminal event in one transaction), after the turn's own
-//! events.
+//! events. `end.rs` announces a turn's end as data (the terminal event and its webhook events,
+//! `harness_db::Announcement`); `follow.rs` is the one replay-then-live stream every subscriber
+//! reads (SSE, idempotent waits, `/mcp` progress).
 //!
 //! On SQLite (one daemon) the writer publishes each stored row itself. On PostgreSQL other
 //! daemons append to the same log, so the live channel is fed from the store instead: a

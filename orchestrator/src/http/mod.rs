@@ -1,5 +1,13 @@
 //! The HTTP API. Handlers are thin: extract, call the pipeline or the store, map the result into
 //! a typed response. `router(state)` is a function, so tests can call it without a socket.
+//!
+//! Files: `serve.rs` (the accept loop), `guard.rs` (Host, Origin, bodies), this one (the router;
+//! the operator token, an API key or a JWT made a [`Caller`]), `access.rs` (scopes, tenants),
+//! `routing.rs` (here or the thread's owner), `operations.rs` (one row per operation: method,
+//! path, scope, where it runs, body; routing, access and the guard read it), a file per
+//! resource, `page.rs` (the web page), `openapi.rs` (`openapi/`: the config's rules, the security
+//! schemes; `crate::api::doc`: the patterns the handlers check), `error.rs`, `mcp_endpoint/`
+//! (`/mcp`).
 
 pub mod access;
 mod archive;

@@ -3,6 +3,11 @@
 //! thread's row into the [`ProcessSpec`] the pool starts (and matches) processes by; nothing
 //! else derives a process's folder or options.
 //!
+//! Files: `spec.rs` ([`ProcessSpec`], with its profile's `TurnLimits`), `profile.rs`
+//! (`AgentProfile`), `walls.rs` (`WallPlan`: each spec's `walls::Walls` from its folders, its
+//! profile and `[sandbox]`); this one: the folder, containment, stored transcripts written back,
+//! a gateway token per process.
+//!
 //! **Invariant (isolation, SECURITY.md):** a thread's process works in a folder of its own
 //! (`<claude.workdir>/<thread id>`, mode 0700), so each thread is its own CLI project with its own
 //! transcripts and memory; auto-memory is off unless configured; deny rules keep the file tools

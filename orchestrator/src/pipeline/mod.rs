@@ -9,7 +9,9 @@
 //!
 //! - [`plan`]: `TurnPlan`, a turn as a value, and its `Source`.
 //! - [`turn`]: `Pipeline::run`, the one runner, stage by stage; [`drive`]: the CLI's stream;
-//!   [`conclude`]: the pure end of a turn (stored ending, the process's fate, the answer).
+//!   [`conclude`]: the pure end of a turn (stored ending, the process's fate, the answer);
+//!   `end`: `TurnEnder`, which ends a run once; `spans`: the turn's trace; `tally`: what
+//!   a turn showed.
 //! - [`runtime`]: each thread's runtime state under one lock (its line, client ids, the acting
 //!   caller, the wait for its process, the unrecorded end); [`line`]: stopping one message.
 //! - [`idempotency`]: a repeated `clientMessageId` (answer with the first run, retry an

@@ -12,7 +12,7 @@
 //! - `entry.rs`: one process as the pool sees it ([`entry::Entry`]): its spec, leases, turns.
 //! - `state.rs`: the bookkeeping beside moka (live processes, spares, waiting spawns, eviction
 //!   causes, use history), under one lock, in synchronous methods tested without processes.
-//! - `spawn.rs`: starting a process, its tasks and its reaper.
+//! - `spawn.rs`: starting a process, its tasks (`watch_walls`: its walls' limits) and its reaper.
 //! - `lease.rs`: what a checked-out process offers a turn ([`Lease`], [`LeasedTurn`],
 //!   [`TurnItem`]).
 //! - `host.rs`: each process's control requests, answered by the [`McpAdapter`] at once or handed
@@ -30,15 +30,17 @@
 //! - At most one live process per thread: before a process is spawned for a thread, every older
 //!   process of that thread is killed and reaped (the CLI has no session lock, and two processes
 //!   on one session silently fork its history).
-//! - At most `max_capacity` live processes: a spawn takes a slot, and a slot is freed only when
-//!   its process has been reaped. When all slots are taken, the spawn waits in line and the idle
-//!   process expected back last is pushed out (see [`admission`]); if none is idle, it waits.
+//! - At most `max_capacity` live processes (spares included), overflow aside (below): a spawn
+//!   takes a slot, and a slot is freed only when its process has been reaped. When all slots
+//!   are taken, the spawn waits in line and the idle process expected back last is pushed out
+//!   (see [`admission`]); if none is idle, it waits.
 //! - Creation is single-flight: moka's `try_get_with` runs one spawn per key at a time.
 //! - A process is never killed mid-turn by the pool: one that is let go while leased is killed
 //!   when its lease ends.
 //! - Nested turns cannot deadlock on capacity: when every slot is held by a process waiting on
 //!   the host (a tool call: a delegation waiting for its child, say), a spawn takes one of
-//!   `max_capacity` overflow slots instead of waiting for a slot that only it could free.
+//!   `max_capacity` overflow slots instead of waiting for a slot that only it could free. An
+//!   overflow process lives for one turn; so at most 2 × `max_capacity` processes live at once.
 //! - moka does not run eviction listeners when the cache is dropped, so [`Pool::shutdown`] kills
 //!   what is left itself, spares included.
 //! - A process that no longer pairs (`CliProcess::pairs` false) takes no further turn and is

@@ -1,5 +1,5 @@
 //! Schedules: a prompt sent on a cron, to one thread or to a fresh thread per run, by whichever
-//! node claims the tick.
+//! node claims the tick. The cron expressions are [`cron`]'s (no IO).
 //!
 //! - **One run per tick.** Every `schedules.poll` a node reads the schedules that are due and
 //!   claims each tick by moving `next_run_at` forward from the value it read, in the transaction

@@ -1,6 +1,7 @@
 //! The one place the daemon is put together, in dependency order, and its lifecycle: [`start`]
 //! builds and serves, [`Running::stop`] shuts down within the grace period, [`run`] does both
-//! around a shutdown signal.
+//! around a shutdown signal. `build.rs` holds the build, a function per layer (storage, bus,
+//! processes, pipeline, doors).
 //!
 //! Build order: store (migrations, crash recovery) → event bus → tools and the MCP adapter →
 //! launcher and pool → pipeline → the MCP endpoint's tools → metrics → HTTP router and listener. Each part gets the parts

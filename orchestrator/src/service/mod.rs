@@ -1,5 +1,7 @@
 //! The thread service: every thread operation a door offers, once. `/api`'s handlers and `/mcp`'s
 //! `threads__*` tools are adapters over it (extract, call, answer), and so will be the next doors.
+//! Each HTTP operation is one row of `http::operations`; the tools' schemas derive from the same
+//! types as `/api`'s bodies (`http::mcp_endpoint::schemas`).
 //!
 //! Each operation takes its caller explicitly ([`Caller`]) and answers with the API types
 //! ([`crate::api`], [`crate::api::threads`]) or one [`ServiceError`], which each door maps to its

@@ -33,8 +33,10 @@
 //! so text order is time order.
 //!
 //! **Invariant:** rows are deleted only with their thread (`Store::delete_thread`, in one
-//! transaction past the thread's fence, after the pipeline stopped its turn) and as audit
-//! entries past their keep (`Store::purge_audit`). A write racing a delete of its thread fails
+//! transaction past the thread's fence, after the pipeline stopped its turn; a thread's tags are
+//! also replaced as a set) and by `crate::retention`: audit entries past their keep
+//! (`Store::purge_audit`), the events of old turns (`Store::compact_events`) and OAuth clients
+//! never used (`Store::delete_unused_oauth_clients`). A write racing a delete of its thread fails
 //! (`ThreadNotFound`, a foreign key) instead of leaving a row behind.
 //!
 //! **Adding a column to `threads`:** migration N in `migrations/` and `migrations/postgres/`;
