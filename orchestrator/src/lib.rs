@@ -6,6 +6,8 @@
 //! module is one more line:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
+//! - [`managed`]: the Managed Agents API (`/v1/agents`, `/v1/environments`, `/v1/sessions`):
+//!   a door over the thread service, for Anthropic's own SDKs.
 //! - [`service`]: the thread service: every thread operation, once, for every door (`/api`,
 //!   `/mcp`); the caller explicit, the answers the API types; a message at the
 //!   thread's owner through [`cluster`].
@@ -60,6 +62,7 @@ pub mod gateway;
 pub mod http;
 pub mod keys;
 pub mod launch;
+pub mod managed;
 pub mod mcp;
 pub mod metrics;
 pub mod oauth;
