@@ -104,6 +104,8 @@ pub struct Approvals {
 struct Inner {
     /// Each profile's policy, by profile name (`Config::approvals_of`).
     policies: BTreeMap<String, Policy>,
+    /// The policies of profiles made while the daemon runs ([`Approvals::add_policy`]).
+    made: Mutex<BTreeMap<String, Policy>>,
     timeout: Duration,
     store: Store,
     events: EventBus,
@@ -123,12 +125,23 @@ impl Approvals {
         Approvals {
             inner: Arc::new(Inner {
                 policies,
+                made: Mutex::default(),
                 timeout,
                 store,
                 events,
                 metrics: ApprovalMetrics::default(),
                 waiting: Mutex::default(),
             }),
+        }
+    }
+
+    /// Adds the policy of the profile `name`, made while the daemon runs; a profile that has
+    /// one keeps it (a made profile does not change).
+    pub fn add_policy(&self, name: &str, policy: Policy) {
+        if !self.inner.policies.contains_key(name) {
+            lock(&self.inner.made)
+                .entry(name.to_owned())
+                .or_insert(policy);
         }
     }
 
@@ -141,16 +154,18 @@ impl Approvals {
     pub async fn decide(&self, request: Request) -> Value {
         // The policy matches absolute paths.
         let cwd = std::path::absolute(&request.cwd).unwrap_or_else(|_| request.cwd.clone());
+        let decide = |policy: &Policy| policy.decide(&request.tool_name, &request.input, &cwd);
         let verdict = match self.inner.policies.get(&request.profile) {
-            Some(policy) => policy.decide(&request.tool_name, &request.input, &cwd),
-            None => Verdict::Deny {
-                by: DecidedBy::Policy,
-                reason: format!(
-                    "the thread's profile `{}` has no approvals",
-                    request.profile
-                ),
-            },
+            Some(policy) => Some(decide(policy)),
+            None => lock(&self.inner.made).get(&request.profile).map(decide),
         };
+        let verdict = verdict.unwrap_or_else(|| Verdict::Deny {
+            by: DecidedBy::Policy,
+            reason: format!(
+                "the thread's profile `{}` has no approvals",
+                request.profile
+            ),
+        });
         let decision = match verdict {
             Verdict::Allow { by, reason } => self.settled(&request, true, by, reason).await,
             Verdict::Deny { by, reason } => {

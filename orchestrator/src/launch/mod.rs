@@ -28,13 +28,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use claude_cli::{Launch, SdkMcpServer, SpawnOptions};
 use plugin_contract::{CliSessionId, ThreadId};
 
-use crate::config::{Config, Profile};
+use crate::config::{Config, Profile, ProfileConfig};
 use crate::mcp::SERVER_NAME;
 use crate::store::{NewThread, ThreadRow};
 
@@ -56,8 +56,15 @@ pub struct Launcher {
     ready_timeout: Duration,
     /// Our in-process MCP server, declared in every `initialize` with its manifest.
     mcp_server: SdkMcpServer,
-    /// Every profile by name (see [`profile`]).
+    /// Every configured profile by name (see [`profile`]).
     profiles: BTreeMap<String, Arc<AgentProfile>>,
+    /// Profiles made while the daemon runs ([`Launcher::make_profile`]: an agent of the Managed
+    /// Agents API at one version), by name.
+    made: Arc<Mutex<BTreeMap<String, Arc<AgentProfile>>>>,
+    /// What making a profile needs: the daemon's configuration, and the longest bound of our
+    /// MCP server's tools.
+    config: Arc<Config>,
+    longest_tool_call: Duration,
     /// The profile of threads that ask for none (`claude.profile`).
     default_profile: &'static str,
     /// `claude.scheduling_tools`: the CLI may start turns by itself.
@@ -123,6 +130,9 @@ impl Launcher {
                 manifest: Some(manifest),
             },
             profiles,
+            made: Arc::default(),
+            config: Arc::new(config.clone()),
+            longest_tool_call,
             default_profile: profile::default_name(config),
             scheduling_tools: config.claude.scheduling_tools,
             gateway: None,
@@ -163,11 +173,42 @@ impl Launcher {
     }
 
     /// The profile `name` (the default when `None`), or why there is none.
-    pub fn profile(&self, name: Option<&str>) -> Result<&Arc<AgentProfile>, UnknownProfile> {
+    pub fn profile(&self, name: Option<&str>) -> Result<Arc<AgentProfile>, UnknownProfile> {
         let name = name.unwrap_or(self.default_profile);
-        self.profiles
+        if let Some(profile) = self.profiles.get(name) {
+            return Ok(profile.clone());
+        }
+        crate::sync::lock(&self.made)
             .get(name)
+            .cloned()
             .ok_or_else(|| UnknownProfile(name.to_owned()))
+    }
+
+    /// Makes the profile `name` from `table`, as a `[profiles.NAME]` table would be, unless it
+    /// is there already (a profile made once does not change: its name says its version);
+    /// `denies` are its approval deny rules in the CLI's terms. A configured profile's name
+    /// cannot be taken.
+    pub fn make_profile(
+        &self,
+        name: &str,
+        table: &ProfileConfig,
+        denies: &[String],
+    ) -> Result<Arc<AgentProfile>, crate::config::ConfigError> {
+        if let Ok(made) = self.profile(Some(name)) {
+            return Ok(made);
+        }
+        let profile = AgentProfile::build(
+            &self.config,
+            name,
+            Some(table),
+            Profile::Standard,
+            self.longest_tool_call,
+            denies,
+            &crate::environment::var,
+        )?;
+        let profile = Arc::new(profile);
+        let mut made = crate::sync::lock(&self.made);
+        Ok(made.entry(name.to_owned()).or_insert(profile).clone())
     }
 
     /// Every profile, by name.
@@ -187,7 +228,7 @@ impl Launcher {
         let profile = self.profile(thread.profile.as_deref())?;
         let mut spec = fresh_spec(
             self,
-            profile,
+            &profile,
             &thread.id,
             model,
             thread.output_schema.as_ref(),
@@ -212,7 +253,7 @@ impl Launcher {
         let profile = self.profile(new.profile.as_deref())?;
         let mut spec = fresh_spec(
             self,
-            profile,
+            &profile,
             thread,
             new.model.clone(),
             new.output_schema.as_ref(),
@@ -241,7 +282,7 @@ impl Launcher {
         let profile = self.profile(Some(profile))?;
         Ok(self.walled(ProcessSpec {
             workdir: worktree,
-            ..fresh_spec(self, profile, thread, None, None)
+            ..fresh_spec(self, &profile, thread, None, None)
         }))
     }
 

@@ -427,7 +427,7 @@ impl Pipeline {
         if msg.model.is_none() && msg.permission_mode.is_none() && msg.mcp_servers.is_none() {
             return Ok(thread);
         }
-        let profile = parts.pool.profile(thread.profile.as_deref())?;
+        let profile = &*parts.pool.profile(thread.profile.as_deref())?;
         if msg.model.is_some() {
             check_overridable(profile, "model")?;
         }

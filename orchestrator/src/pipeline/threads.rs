@@ -38,6 +38,7 @@ impl Pipeline {
             .map_err(|err| {
                 PipelineError::InvalidInput(format!("{err}; GET /api/profiles lists them"))
             })?;
+        let profile = &*profile;
         new.max_budget_usd = within_ceiling(profile, new.max_budget_usd)?;
         if new.model.is_some() {
             check_overridable(profile, "model")?;
@@ -193,7 +194,7 @@ impl Pipeline {
         usd: Option<f64>,
     ) -> Result<(), PipelineError> {
         let row = self.inner.parts.store.require_thread(thread).await?;
-        let profile = self.inner.parts.pool.profile(row.profile.as_deref())?;
+        let profile = &*self.inner.parts.pool.profile(row.profile.as_deref())?;
         if let (None, Some(ceiling)) = (usd, profile.max_budget_usd()) {
             return Err(PipelineError::InvalidInput(format!(
                 "maxBudgetUsd: the profile `{}` caps each thread at {ceiling} USD; it cannot be \

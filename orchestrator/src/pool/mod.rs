@@ -316,8 +316,18 @@ impl Pool {
     }
 
     /// The profile `name` (the default when `None`).
-    pub fn profile(&self, name: Option<&str>) -> Result<&Arc<AgentProfile>, UnknownProfile> {
+    pub fn profile(&self, name: Option<&str>) -> Result<Arc<AgentProfile>, UnknownProfile> {
         self.inner.launcher.profile(name)
+    }
+
+    /// Makes the profile `name` from `table` ([`Launcher::make_profile`]).
+    pub fn make_profile(
+        &self,
+        name: &str,
+        table: &crate::config::ProfileConfig,
+        denies: &[String],
+    ) -> Result<Arc<AgentProfile>, crate::config::ConfigError> {
+        self.inner.launcher.make_profile(name, table, denies)
     }
 
     /// What `GET /api/profiles` shows: every profile, by name.
