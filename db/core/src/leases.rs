@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::Utc;
 use plugin_contract::ThreadId;
 
-use crate::{Announcement, Ended, Fence, MessageId, StoreError, ThreadLease};
+use crate::{Announcement, Fence, MessageId, Outcome, StoreError, ThreadLease};
 
 /// Why a turn ended when its thread's lease moved to another node: the `error` of the user
 /// messages a takeover interrupts ([`LeaseQueries::acquire_lease`]).
@@ -20,7 +20,7 @@ pub struct Acquired {
     pub fence: Fence,
     /// The turns a takeover from a peer ended (they died with the old owner), with their
     /// outcomes and events; empty when the lease was free or already the node's.
-    pub ended: Vec<Ended>,
+    pub ended: Vec<Outcome>,
 }
 
 /// A turn a takeover may end, with the event that announces its end ([`Announcement`], built

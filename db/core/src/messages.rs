@@ -28,7 +28,7 @@ pub fn history_pair(
     ]
 }
 
-/// The assistant message that ends a turn ([`crate::TurnEnd::reply`]).
+/// The assistant message that ends a turn ([`crate::Ending::reply`]).
 #[derive(Clone, Copy, Debug)]
 pub struct NewReply<'a> {
     /// The reply's id, chosen by the caller.

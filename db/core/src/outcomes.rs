@@ -106,9 +106,11 @@ impl std::fmt::Display for EndCause {
     }
 }
 
-/// What ends a turn ([`OutcomeQueries::end_turn`]).
+/// How a turn ended, as the store writes it ([`OutcomeQueries::end_turn`]) and its
+/// announcement reads it: the [`EndCause`], why, the reply, the session and what it cost.
+/// Borrowed; the daemon's owned form, which waits in its event bus's queue, lends one.
 #[derive(Clone, Copy, Debug)]
-pub struct TurnEnd<'a> {
+pub struct Ending<'a> {
     pub cause: EndCause,
     /// Why, for every cause but [`EndCause::Done`]: the user message's `error`.
     pub error: Option<&'a str>,
@@ -121,7 +123,7 @@ pub struct TurnEnd<'a> {
     pub usage: Option<&'a Usage>,
 }
 
-impl<'a> TurnEnd<'a> {
+impl<'a> Ending<'a> {
     /// The user message's `error` after this ending: none for [`EndCause::Done`], else why
     /// (a generic reason when the caller gave none).
     pub fn error_text(&self) -> Option<&'a str> {
@@ -131,9 +133,14 @@ impl<'a> TurnEnd<'a> {
         }
     }
 
+    /// The id the reply will be stored under, for an ending with one.
+    pub fn reply_id(&self) -> Option<&'a MessageId> {
+        self.reply.map(|reply| reply.id)
+    }
+
     /// An ending without a reply, usage or session: for `cause`, because of `error`.
     pub fn failed(cause: EndCause, error: &'a str) -> Self {
-        TurnEnd {
+        Ending {
             cause,
             error: Some(error),
             reply: None,
@@ -202,10 +209,10 @@ pub struct OutcomeRow {
     pub created_at: DateTime<Utc>,
 }
 
-/// A turn ended by this call: its outcome, its reply (when it has one), and the event that
-/// announced it, for the caller to publish.
+/// The outcome of a turn ended by this call, as stored: its row, its reply (when it has one),
+/// and the event that announced it, for the caller to publish.
 #[derive(Clone, Debug)]
-pub struct Ended {
+pub struct Outcome {
     pub outcome: OutcomeRow,
     pub reply: Option<MessageRow>,
     pub event: EventRow,
@@ -220,7 +227,7 @@ pub struct PendingTurn {
 
 #[allow(async_fn_in_trait)]
 pub trait OutcomeQueries {
-    /// Ends the turn of `turn` as `end` says, in one transaction (see the module's
+    /// Ends the turn of `turn` as `ending` says, in one transaction (see the module's
     /// documentation), with the event and webhook events of `announcement`. `None` when the message is not
     /// `pending` (its turn already ended): nothing is written. [`StoreError::MessageNotFound`]
     /// when `turn` names no user message of its thread, [`StoreError::LeaseLost`] when `fence`
@@ -229,9 +236,9 @@ pub trait OutcomeQueries {
         &self,
         fence: Option<&Fence>,
         turn: TurnKey<'_>,
-        end: TurnEnd<'_>,
+        ending: Ending<'_>,
         announcement: &Announcement,
-    ) -> Result<Option<Ended>, StoreError>;
+    ) -> Result<Option<Outcome>, StoreError>;
 
     /// The schedule run the user message `message` was sent for, if any: an ending's
     /// `schedule.run_finished` webhook names it.
@@ -272,11 +279,11 @@ macro_rules! outcome_queries {
                 &self,
                 fence: Option<&Fence>,
                 turn: TurnKey<'_>,
-                end: TurnEnd<'_>,
+                ending: Ending<'_>,
                 announcement: &Announcement,
-            ) -> Result<Option<Ended>, StoreError> {
+            ) -> Result<Option<Outcome>, StoreError> {
                 let mut tx = ThreadTx::begin(self.pool(), turn.thread, fence).await?;
-                let ended = end_in(tx.conn(), turn, end, announcement).await?;
+                let ended = end_in(tx.conn(), turn, ending, announcement).await?;
                 if ended.is_some() {
                     tx.commit().await?;
                 }

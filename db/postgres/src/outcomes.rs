@@ -2,8 +2,8 @@
 //! [`harness_db::OutcomeQueries`].
 
 use harness_db::{
-    now_text, Announcement, EndCause, Ended, Fence, MessageId, MessageRow, MessageStatus, NewReply,
-    Origin, OutcomeRow, PendingTurn, Role, RunRef, StoreError, TurnEnd, TurnKey, Usage,
+    now_text, Announcement, EndCause, Ending, Fence, MessageId, MessageRow, MessageStatus,
+    NewReply, Origin, Outcome, OutcomeRow, PendingTurn, Role, RunRef, StoreError, TurnKey, Usage,
 };
 use plugin_contract::{CliSessionId, ThreadId};
 use sqlx::{PgConnection, PgPool};
@@ -21,16 +21,16 @@ harness_db::outcome_queries!(Postgres);
 pub(crate) async fn end_in(
     conn: &mut PgConnection,
     turn: TurnKey<'_>,
-    end: TurnEnd<'_>,
+    ending: Ending<'_>,
     announcement: &Announcement,
-) -> Result<Option<Ended>, StoreError> {
+) -> Result<Option<Outcome>, StoreError> {
     let TurnKey { thread, message } = turn;
     let now = now_text();
-    if !settle_message(conn, turn, &end, &now).await? {
+    if !settle_message(conn, turn, &ending, &now).await? {
         return Ok(None);
     }
-    let reply = store_reply_and_usage(conn, turn, &end, &now).await?;
-    record_session(conn, thread, end.session, &now).await?;
+    let reply = store_reply_and_usage(conn, turn, &ending, &now).await?;
+    record_session(conn, thread, ending.session, &now).await?;
     let data = announcement.data_with(reply.as_ref());
     let event =
         crate::events::append(conn, thread, Some(message), announcement.kind, &data).await?;
@@ -38,26 +38,26 @@ pub(crate) async fn end_in(
         crate::webhooks::outbox(conn, thread, webhook).await?;
     }
     let reply_id = reply.as_ref().map(|r| &r.id);
-    let outcome = insert_outcome(conn, turn, &end, reply_id, event.id, &now).await?;
-    Ok(Some(Ended {
+    let outcome = insert_outcome(conn, turn, &ending, reply_id, event.id, &now).await?;
+    Ok(Some(Outcome {
         outcome,
         reply,
         event,
     }))
 }
 
-/// Moves the user message of `turn` from `pending` to its status after `end`: true when it
+/// Moves the user message of `turn` from `pending` to its status after `ending`: true when it
 /// did, false when the message was no longer `pending`; [`StoreError::MessageNotFound`] when
 /// `turn` names no user message of its thread.
 async fn settle_message(
     conn: &mut PgConnection,
     turn: TurnKey<'_>,
-    end: &TurnEnd<'_>,
+    ending: &Ending<'_>,
     now: &str,
 ) -> Result<bool, StoreError> {
     let TurnKey { thread, message } = turn;
-    let status = end.cause.status();
-    let error = end.error_text();
+    let status = ending.cause.status();
+    let error = ending.error_text();
     let moved = sqlx::query!(
         "UPDATE messages SET status = $1, error = $2, updated_at = $3
          WHERE id = $4 AND thread_id = $5 AND role = 'user' AND status = 'pending'",
@@ -86,45 +86,45 @@ async fn settle_message(
     }
 }
 
-/// Stores the reply of `end` (when it has one) with the turn's usage, else adds the usage to
+/// Stores the reply of `ending` (when it has one) with the turn's usage, else adds the usage to
 /// the user message's; and adds it to the day's. The reply stored.
 async fn store_reply_and_usage(
     conn: &mut PgConnection,
     turn: TurnKey<'_>,
-    end: &TurnEnd<'_>,
+    ending: &Ending<'_>,
     now: &str,
 ) -> Result<Option<MessageRow>, StoreError> {
-    let reply = match end.reply {
+    let reply = match ending.reply {
         // The reply's `seq` comes next in the thread.
         Some(reply) if lock_thread(conn, turn.thread).await? => {
-            Some(insert_reply(conn, turn, reply, end.usage, now).await?)
+            Some(insert_reply(conn, turn, reply, ending.usage, now).await?)
         }
         _ => {
-            if let Some(usage) = end.usage {
+            if let Some(usage) = ending.usage {
                 add_to_message(conn, turn.message, usage).await?;
             }
             None
         }
     };
-    if let Some(usage) = end.usage {
+    if let Some(usage) = ending.usage {
         add_to_day(conn, usage, 1).await?;
         add_to_caller_day(conn, turn.message, usage).await?;
     }
     Ok(reply)
 }
 
-/// Writes the outcome row of `turn`'s end, naming its reply and its event.
+/// Writes the outcome row of `turn`'s ending, naming its reply and its event.
 async fn insert_outcome(
     conn: &mut PgConnection,
     turn: TurnKey<'_>,
-    end: &TurnEnd<'_>,
+    ending: &Ending<'_>,
     reply_id: Option<&MessageId>,
     event_id: i64,
     now: &str,
 ) -> Result<OutcomeRow, StoreError> {
     let TurnKey { thread, message } = turn;
-    let status = end.cause.status();
-    let error = end.error_text();
+    let status = ending.cause.status();
+    let error = ending.error_text();
     Ok(sqlx::query_as!(
         OutcomeRow,
         r#"INSERT INTO turn_outcomes (thread_id, message_id, status, cause, error, reply_id,
@@ -137,7 +137,7 @@ async fn insert_outcome(
         thread as &ThreadId,
         message as &MessageId,
         status.as_str(),
-        end.cause.as_str(),
+        ending.cause.as_str(),
         error,
         reply_id as Option<&MessageId>,
         event_id,

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use harness_db::{
-    expiry_text, is_foreign_key_violation, now_text, Acquired, Acquisition, EndCause, Fence,
-    StoreError, TakeoverEnd, ThreadLease, TurnEnd, TurnKey, TAKEOVER_REASON,
+    expiry_text, is_foreign_key_violation, now_text, Acquired, Acquisition, EndCause, Ending,
+    Fence, StoreError, TakeoverEnd, ThreadLease, TurnKey, TAKEOVER_REASON,
 };
 use plugin_contract::ThreadId;
 use sqlx::SqlitePool;
@@ -77,9 +77,9 @@ async fn acquire(
                 thread,
                 message: &takeover.message,
             };
-            let end = TurnEnd::failed(EndCause::Takeover, TAKEOVER_REASON);
+            let ending = Ending::failed(EndCause::Takeover, TAKEOVER_REASON);
             let announcement = &takeover.announcement;
-            ended.extend(crate::outcomes::end_in(&mut tx, turn, end, announcement).await?);
+            ended.extend(crate::outcomes::end_in(&mut tx, turn, ending, announcement).await?);
         }
     }
     tx.commit().await?;

@@ -8,13 +8,15 @@
 //! here.
 
 use chrono::{DateTime, Utc};
-use plugin_contract::{SessionStart, ThreadId};
+use plugin_contract::SessionStart;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Message;
 use crate::budget::BudgetExceeded;
-use crate::store::{Announcement, EndCause, EventRow, MessageId, MessageStatus, Origin, RunRef};
+use crate::store::{
+    Announcement, EndCause, Ending, EventRow, MessageId, MessageStatus, Origin, RunRef, TurnKey,
+};
 
 mod webhooks;
 
@@ -386,38 +388,25 @@ pub struct TurnFailed {
     pub budget: Option<BudgetExceeded>,
 }
 
-/// An ending as its announcement sees it: what the daemon knows before the ending's
-/// transaction (`crate::events` reads `run` and `callback` first).
+/// What an ending's announcement needs besides the ending ([`Ending`]): the turn it names, and
+/// who hears of it beyond the thread's stream (the schedule run the message was sent for, the
+/// thread's own endpoint). Read before the ending's transaction (`crate::events` reads `run` and
+/// `callback` first).
 #[derive(Clone, Copy, Debug)]
-pub struct Ending<'a> {
-    pub thread: &'a ThreadId,
-    pub message: &'a MessageId,
-    pub cause: EndCause,
-    /// The user message's `error` after it (`TurnEnd::error_text`).
-    pub error: Option<&'a str>,
-    /// The reply's id, for an ending that stores one.
-    pub reply: Option<&'a MessageId>,
+pub struct Audience<'a> {
+    pub turn: TurnKey<'a>,
     /// The schedule run the message was sent for, if any.
     pub run: Option<&'a RunRef>,
     /// The thread has its own webhook endpoint (`callbackUrl`), which hears every type.
     pub callback: bool,
 }
 
-impl<'a> Ending<'a> {
-    /// An ending without a reply, of a message sent for no schedule, on a thread without its own
-    /// endpoint: for `cause`, because of `error`.
-    pub fn failed(
-        thread: &'a ThreadId,
-        message: &'a MessageId,
-        cause: EndCause,
-        error: &'a str,
-    ) -> Self {
-        Ending {
-            thread,
-            message,
-            cause,
-            error: Some(error),
-            reply: None,
+impl<'a> Audience<'a> {
+    /// The audience of `turn`'s ending, of a message sent for no schedule, on a thread without
+    /// its own endpoint.
+    pub fn of(turn: TurnKey<'a>) -> Self {
+        Audience {
+            turn,
             run: None,
             callback: false,
         }
@@ -428,20 +417,25 @@ impl<'a> Ending<'a> {
 /// (`harness_db::OutcomeQueries`): `turn_finished` with the reply (which the transaction adds,
 /// once stored), else `turn_failed`; `budget` names what refused the turn. Without webhook
 /// events: `crate::events::announce` adds those an endpoint wants.
-pub fn announce(ending: &Ending<'_>, budget: Option<&BudgetExceeded>) -> Announcement {
+pub fn announce(
+    ending: &Ending<'_>,
+    audience: &Audience<'_>,
+    budget: Option<&BudgetExceeded>,
+) -> Announcement {
+    let message = audience.turn.message;
     let (kind, data, reply_key) = match (ending.cause, ending.reply) {
         (EndCause::Done, Some(_)) => (
             EventKind::TurnFinished,
             // `TurnFinished` but for its `reply`; a test holds the two together.
-            serde_json::json!({ "messageId": ending.message }),
+            serde_json::json!({ "messageId": message }),
             Some(TURN_FINISHED_REPLY),
         ),
         (cause, _) => {
             let event = ThreadEvent::TurnFailed(TurnFailed {
-                message_id: ending.message.clone(),
+                message_id: message.clone(),
                 status: cause.status(),
                 cause,
-                error: ending.error.unwrap_or_default().to_owned(),
+                error: ending.error_text().unwrap_or_default().to_owned(),
                 budget: budget.cloned(),
             });
             (event.kind(), event.data(), None)
@@ -492,6 +486,7 @@ impl From<EventRow> for StreamEvent {
 mod tests {
     use super::*;
     use crate::budget::BudgetKind;
+    use plugin_contract::ThreadId;
 
     fn samples() -> Vec<ThreadEvent> {
         let id = MessageId::from_string("msg_1");
@@ -584,10 +579,23 @@ mod tests {
             created_at: at,
             updated_at: at,
         };
-        let mut ending = Ending::failed(&thread, &id, EndCause::Done, "");
-        ending.error = None;
-        ending.reply = Some(&reply.id);
-        let announcement = announce(&ending, None);
+        let turn = TurnKey {
+            thread: &thread,
+            message: &id,
+        };
+        let ending = Ending {
+            cause: EndCause::Done,
+            error: None,
+            reply: Some(crate::store::NewReply {
+                id: &reply.id,
+                text: &reply.content,
+                model: None,
+                structured_output: None,
+            }),
+            session: None,
+            usage: None,
+        };
+        let announcement = announce(&ending, &Audience::of(turn), None);
         let finished = ThreadEvent::TurnFinished(TurnFinished {
             message_id: id.clone(),
             reply: Box::new(reply.clone().into()),
@@ -595,8 +603,8 @@ mod tests {
         assert_eq!(announcement.kind, finished.kind().as_str());
         assert_eq!(announcement.data_with(Some(&reply)), finished.data());
 
-        let failed = Ending::failed(&thread, &id, EndCause::Takeover, "gone");
-        let announcement = announce(&failed, None);
+        let failed = Ending::failed(EndCause::Takeover, "gone");
+        let announcement = announce(&failed, &Audience::of(turn), None);
         assert_eq!(announcement.kind, "turn_failed");
         assert_eq!(announcement.data_with(None), announcement.data);
         assert_eq!(

@@ -1,5 +1,5 @@
 //! The end of a turn, owned by the bus: every ending (a reply, an error, a refusal, a message
-//! withdrawn, an interrupt, shutdown, a crash found at start-up) is a [`TurnEnding`] handed to
+//! withdrawn, an interrupt, shutdown, a crash found at start-up) is an [`Ending`] handed to
 //! [`EventBus::end_turn`]. The bus's writer task runs it after every event queued before it, so
 //! the terminal event comes after the turn's own, and calls [`Store::end_turn`]: the status, the
 //! reply, the outcome row and the terminal event in one transaction. Then it publishes the
@@ -19,35 +19,36 @@ use tracing::warn;
 use plugin_contract::{CliSessionId, ThreadId};
 
 use super::{EventBus, Job};
-use crate::api::events::{Ending, WebhookEvent};
+use crate::api::events::{Audience, WebhookEvent};
 use crate::budget::BudgetExceeded;
 use crate::store::{
-    Announcement, Claim, Claimed, EndCause, Ended, Fence, MessageId, NewReply, RunRef, Store,
-    StoreError, TakeoverEnd, TurnEnd, TurnKey, Usage, TAKEOVER_REASON,
+    Announcement, Claim, Claimed, EndCause, Fence, MessageId, NewReply, Outcome, RunRef, Store,
+    StoreError, TakeoverEnd, TurnKey, Usage, TAKEOVER_REASON,
 };
 use crate::webhooks::Webhooks;
 
 /// The event that announces an ending (`crate::api::events::announce`), and the webhook events
 /// of it that an endpoint of `webhooks` wants ([`WebhookEvent::of_ending`]: `turn.finished` or
 /// `turn.failed`, `schedule.run_finished` for a schedule's run, `budget.reached` for a refusal;
-/// every type when the thread has its own endpoint).
+/// every type when the thread has its own endpoint, as `audience` says).
 pub fn announce(
     webhooks: Option<&Webhooks>,
-    ending: &Ending<'_>,
+    ending: &harness_db::Ending<'_>,
+    audience: &Audience<'_>,
     budget: Option<&BudgetExceeded>,
 ) -> Announcement {
-    let mut announcement = crate::api::events::announce(ending, budget);
+    let mut announcement = crate::api::events::announce(ending, audience, budget);
     if let Some(webhooks) = webhooks {
-        announcement.webhooks = WebhookEvent::of_ending(ending, budget)
+        announcement.webhooks = WebhookEvent::of_ending(ending, audience, budget)
             .iter()
-            .filter(|event| ending.callback || webhooks.wants(event.kind().as_str()))
+            .filter(|event| audience.callback || webhooks.wants(event.kind().as_str()))
             .map(WebhookEvent::draft)
             .collect();
     }
     announcement
 }
 
-/// What an ending's announcement needs from the store, read before the ending's transaction:
+/// What an ending's [`Audience`] needs from the store, read before the ending's transaction:
 /// the schedule run of `message`, and whether `thread` has its own endpoint (only asked when
 /// there are webhooks). Neither changes while the message waits for its end: a run is written
 /// with its message, and an endpoint the thread gains or loses meanwhile is read again at
@@ -83,16 +84,16 @@ pub async fn claim_lease(
         };
         for message in unannounced {
             let (run, callback) = ending_context(store, webhooks, thread, &message).await?;
-            let ending = Ending {
-                thread,
-                message: &message,
-                cause: EndCause::Takeover,
-                error: Some(TAKEOVER_REASON),
-                reply: None,
+            let ending = harness_db::Ending::failed(EndCause::Takeover, TAKEOVER_REASON);
+            let audience = Audience {
+                turn: TurnKey {
+                    thread,
+                    message: &message,
+                },
                 run: run.as_ref(),
                 callback,
             };
-            let announcement = announce(webhooks, &ending, None);
+            let announcement = announce(webhooks, &ending, &audience, None);
             takeover.push(TakeoverEnd {
                 message,
                 announcement,
@@ -101,9 +102,10 @@ pub async fn claim_lease(
     }
 }
 
-/// How a turn ends, as its owner asks for it. Owned: it waits in the bus's queue.
+/// How a turn ends, as its owner asks for it. Owned: it waits in the bus's queue; it lends the
+/// store's borrowed form ([`Ending::as_stored`]) when its turn comes.
 #[derive(Clone, Debug)]
-pub struct TurnEnding {
+pub struct Ending {
     pub cause: EndCause,
     /// Why, for every cause but [`EndCause::Done`].
     pub error: Option<String>,
@@ -126,10 +128,10 @@ pub struct Reply {
     pub structured_output: Option<serde_json::Value>,
 }
 
-impl TurnEnding {
+impl Ending {
     /// A turn that produced `reply`.
     pub fn done(reply: Reply, session: Option<CliSessionId>, usage: Option<Usage>) -> Self {
-        TurnEnding {
+        Ending {
             cause: EndCause::Done,
             error: None,
             reply: Some(reply),
@@ -141,7 +143,7 @@ impl TurnEnding {
 
     /// A turn that ended without a reply, for `cause`, because of `error`.
     pub fn failed(cause: EndCause, error: impl Into<String>) -> Self {
-        TurnEnding {
+        Ending {
             cause,
             error: Some(error.into()),
             reply: None,
@@ -153,9 +155,9 @@ impl TurnEnding {
 
     /// A turn a budget refused.
     pub fn refused(exceeded: BudgetExceeded) -> Self {
-        TurnEnding {
+        Ending {
             budget: Some(exceeded.clone()),
-            ..TurnEnding::failed(EndCause::Refused, exceeded.to_string())
+            ..Ending::failed(EndCause::Refused, exceeded.to_string())
         }
     }
 
@@ -165,9 +167,9 @@ impl TurnEnding {
             "{} ran out during the turn ({:.6} of {} USD spent); the model gateway refused its next model request",
             exceeded.budget, exceeded.spent_usd, exceeded.limit_usd
         );
-        TurnEnding {
+        Ending {
             budget: Some(exceeded),
-            ..TurnEnding::failed(EndCause::Refused, error)
+            ..Ending::failed(EndCause::Refused, error)
         }
     }
 
@@ -177,15 +179,31 @@ impl TurnEnding {
         self.usage = usage;
         self
     }
+
+    /// This ending as the store writes it, its reply (if any) to be stored as `reply_id`.
+    pub fn as_stored<'a>(&'a self, reply_id: &'a MessageId) -> harness_db::Ending<'a> {
+        harness_db::Ending {
+            cause: self.cause,
+            error: self.error.as_deref(),
+            reply: self.reply.as_ref().map(|reply| NewReply {
+                id: reply_id,
+                text: &reply.text,
+                model: reply.model.as_deref(),
+                structured_output: reply.structured_output.as_ref(),
+            }),
+            session: self.session.as_ref(),
+            usage: self.usage.as_ref(),
+        }
+    }
 }
 
 /// An ending waiting in the bus's queue.
 pub(super) struct EndJob {
     thread: ThreadId,
     message: MessageId,
-    ending: TurnEnding,
+    ending: Ending,
     fence: Option<Fence>,
-    done: oneshot::Sender<Result<Option<Ended>, StoreError>>,
+    done: oneshot::Sender<Result<Option<Outcome>, StoreError>>,
 }
 
 impl EndJob {
@@ -198,42 +216,26 @@ impl EndJob {
         &self,
         store: &Store,
         webhooks: Option<&Webhooks>,
-    ) -> Result<Option<Ended>, StoreError> {
+    ) -> Result<Option<Outcome>, StoreError> {
         let reply_id = MessageId::generate();
-        let ending = &self.ending;
-        let end = TurnEnd {
-            cause: ending.cause,
-            error: ending.error.as_deref(),
-            reply: ending.reply.as_ref().map(|reply| NewReply {
-                id: &reply_id,
-                text: &reply.text,
-                model: reply.model.as_deref(),
-                structured_output: reply.structured_output.as_ref(),
-            }),
-            session: ending.session.as_ref(),
-            usage: ending.usage.as_ref(),
-        };
+        let ending = self.ending.as_stored(&reply_id);
         let turn = TurnKey {
             thread: &self.thread,
             message: &self.message,
         };
         let (run, callback) = ending_context(store, webhooks, turn.thread, turn.message).await?;
-        let announced = Ending {
-            thread: turn.thread,
-            message: turn.message,
-            cause: end.cause,
-            error: end.error_text(),
-            reply: end.reply.map(|reply| reply.id),
+        let audience = Audience {
+            turn,
             run: run.as_ref(),
             callback,
         };
-        let announcement = announce(webhooks, &announced, ending.budget.as_ref());
+        let announcement = announce(webhooks, &ending, &audience, self.ending.budget.as_ref());
         store
-            .end_turn(turn, end, self.fence.as_ref(), &announcement)
+            .end_turn(turn, ending, self.fence.as_ref(), &announcement)
             .await
     }
 
-    pub(super) fn answer(self, result: Result<Option<Ended>, StoreError>) {
+    pub(super) fn answer(self, result: Result<Option<Outcome>, StoreError>) {
         let _ = self.done.send(result);
     }
 }
@@ -247,9 +249,9 @@ impl EventBus {
         &self,
         thread: &ThreadId,
         message: &MessageId,
-        ending: TurnEnding,
+        ending: Ending,
         fence: Option<&Fence>,
-    ) -> impl Future<Output = Result<Option<Ended>, StoreError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Option<Outcome>, StoreError>> + Send + 'static {
         let (done, result) = oneshot::channel();
         let job = EndJob {
             thread: thread.clone(),
@@ -282,7 +284,7 @@ impl EventBus {
         let mut ended = 0;
         for (thread, fence) in threads {
             for pending in self.store.pending_turns(thread.as_ref()).await? {
-                let ending = TurnEnding::failed(cause, error);
+                let ending = Ending::failed(cause, error);
                 let result = self
                     .end_turn(
                         &pending.thread_id,

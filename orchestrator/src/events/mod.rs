@@ -39,7 +39,7 @@ use crate::webhooks::Webhooks;
 mod end;
 mod follow;
 
-pub use end::{announce, claim_lease, Reply, TurnEnding};
+pub use end::{announce, claim_lease, Ending, Reply};
 pub use follow::Follow;
 
 /// The webhook event an event of the stream stands for ([`WebhookEvent::of_event`]), when an

@@ -1,5 +1,5 @@
 //! The end of a turn as one pure function: from how far the turn got and what it came to
-//! ([`Facts`]) to what is stored (the [`TurnEnding`]), what becomes of its process ([`Finish`])
+//! ([`Facts`]) to what is stored (the [`Ending`]), what becomes of its process ([`Finish`])
 //! and what its caller hears ([`Answer`]). Every source of turns (a user's message, a re-drive,
 //! a turn the CLI started by itself) ends here; where they differ, the arm says so.
 
@@ -9,7 +9,7 @@ use claude_cli::TurnResult;
 use plugin_contract::CliSessionId;
 
 use crate::budget::BudgetExceeded;
-use crate::events::{Reply, TurnEnding};
+use crate::events::{Ending, Reply};
 use crate::pool::Finish;
 use crate::store::{EndCause, MessageStatus, Usage};
 use crate::turn_error::TurnError;
@@ -89,7 +89,7 @@ pub(super) enum Answer {
 /// The end of a turn.
 #[derive(Debug)]
 pub(super) struct Conclusion {
-    pub(super) ending: TurnEnding,
+    pub(super) ending: Ending,
     /// What becomes of its process; `None`: it had none.
     pub(super) finish: Option<Finish>,
     pub(super) answer: Answer,
@@ -115,7 +115,7 @@ pub(super) fn conclude(facts: Facts<'_>) -> Conclusion {
             error,
         } => {
             return Conclusion {
-                ending: TurnEnding::failed(cause, reason),
+                ending: Ending::failed(cause, reason),
                 finish: None,
                 answer: Answer::Failed {
                     status: cause.status(),
@@ -131,7 +131,7 @@ pub(super) fn conclude(facts: Facts<'_>) -> Conclusion {
                 (false, false) => None,
             };
             return Conclusion {
-                ending: TurnEnding::refused(exceeded.clone()).with_spending(kept, facts.usage),
+                ending: Ending::refused(exceeded.clone()).with_spending(kept, facts.usage),
                 finish,
                 answer: Answer::Refused(exceeded),
             };
@@ -147,7 +147,7 @@ pub(super) fn conclude(facts: Facts<'_>) -> Conclusion {
         // ended the turn (a turn that still finished, its refused request a side one, keeps its
         // reply).
         (Err(_), Some(exceeded)) => Conclusion {
-            ending: TurnEnding::stopped(exceeded.clone()).with_spending(kept, facts.usage),
+            ending: Ending::stopped(exceeded.clone()).with_spending(kept, facts.usage),
             finish: if by_cli {
                 Some(Finish::Discard)
             } else {
@@ -163,7 +163,7 @@ pub(super) fn conclude(facts: Facts<'_>) -> Conclusion {
                 structured_output: done.structured_output,
             };
             Conclusion {
-                ending: TurnEnding::done(reply, session.clone(), facts.usage),
+                ending: Ending::done(reply, session.clone(), facts.usage),
                 finish,
                 answer: Answer::Reply {
                     session,
@@ -173,8 +173,7 @@ pub(super) fn conclude(facts: Facts<'_>) -> Conclusion {
         }
         (Err(error), None) => {
             let (cause, error) = cause_of(error, facts.shutting_down);
-            let ending =
-                TurnEnding::failed(cause, error.to_string()).with_spending(kept, facts.usage);
+            let ending = Ending::failed(cause, error.to_string()).with_spending(kept, facts.usage);
             Conclusion {
                 ending,
                 finish,

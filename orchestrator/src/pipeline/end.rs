@@ -9,8 +9,8 @@ use tracing::warn;
 use plugin_contract::ThreadId;
 
 use super::Pipeline;
-use crate::events::TurnEnding;
-use crate::store::{EndCause, Ended, Fence, MessageId, MessageRow, StoreError};
+use crate::events::Ending;
+use crate::store::{EndCause, Fence, MessageId, MessageRow, Outcome, StoreError};
 
 pub(super) struct TurnEnder {
     pipeline: Pipeline,
@@ -35,7 +35,7 @@ impl TurnEnder {
     /// Ends the turn as `ending` says: what was written, `None` when the turn had already ended
     /// (shutdown ended it meanwhile). Queued at once: a caller cancelled while it waits still
     /// ends the turn.
-    pub(super) async fn end(&mut self, ending: TurnEnding) -> Result<Option<Ended>, StoreError> {
+    pub(super) async fn end(&mut self, ending: Ending) -> Result<Option<Outcome>, StoreError> {
         self.ended = true;
         let events = &self.pipeline.inner.parts.events;
         events
@@ -55,7 +55,7 @@ impl Drop for TurnEnder {
             return;
         }
         warn!(thread_id = %self.thread, message_id = %self.message, "A turn ended without an outcome.");
-        let ending = TurnEnding::failed(EndCause::Error, "the turn ended unexpectedly");
+        let ending = Ending::failed(EndCause::Error, "the turn ended unexpectedly");
         // Queued now; the writer runs it whether or not anyone waits.
         drop(self.pipeline.inner.parts.events.end_turn(
             &self.thread,

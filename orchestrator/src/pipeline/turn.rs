@@ -33,7 +33,7 @@ use super::tally::{usage_of, TurnTally};
 use super::{context, Nesting, Pipeline, PipelineError, TurnReply};
 use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted};
 use crate::budget::{BudgetExceeded, Reservation};
-use crate::events::TurnEnding;
+use crate::events::Ending;
 use crate::pool::{Adopted, Finish, Lease};
 use crate::store::{EndCause, MessageRow, Usage};
 use crate::throttle::Permit;
@@ -110,7 +110,7 @@ impl Pipeline {
             if !end.is_ended() {
                 // Not the CLI (the store, the thread): the turn is over all the same, and the
                 // message must not stay `pending`.
-                let ending = TurnEnding::failed(EndCause::Error, other.to_string());
+                let ending = Ending::failed(EndCause::Error, other.to_string());
                 if let Err(err) = end.end(ending).await {
                     warn!(message_id = %plan.user.id, error = %err, "Could not end the failed turn.");
                 }
@@ -601,7 +601,7 @@ impl Pipeline {
             Err(err) => {
                 warn!(message_id = %user.id, error = %err, "Could not store the turn's end.");
                 if done {
-                    let ending = TurnEnding::failed(EndCause::Error, err.to_string());
+                    let ending = Ending::failed(EndCause::Error, err.to_string());
                     if let Err(err) = end.end(ending).await {
                         warn!(message_id = %user.id, error = %err, "Could not end the turn.");
                     }
@@ -682,7 +682,7 @@ impl Pipeline {
         exceeded: BudgetExceeded,
     ) -> PipelineError {
         let mut end = TurnEnder::new(self, user, None);
-        if let Err(err) = end.end(TurnEnding::refused(exceeded.clone())).await {
+        if let Err(err) = end.end(Ending::refused(exceeded.clone())).await {
             return err.into();
         }
         self.refused(user, exceeded)

@@ -8,12 +8,12 @@
 use plugin_contract::ThreadId;
 
 use super::{
-    on_db, Announcement, Db, Ended, Fence, MessageId, OutcomeQueries, OutcomeRow, PendingTurn,
-    RunRef, Store, StoreError, TurnEnd, TurnKey,
+    on_db, Announcement, Db, Ending, Fence, MessageId, Outcome, OutcomeQueries, OutcomeRow,
+    PendingTurn, RunRef, Store, StoreError, TurnKey,
 };
 
 impl Store {
-    /// Ends the turn `turn` names as `end` says, with the terminal event and webhook events of
+    /// Ends the turn `turn` names as `ending` says, with the terminal event and webhook events of
     /// `announcement` (built before, `crate::events::announce`); the outcome, reply and event it
     /// wrote. `None` when the message is no longer `pending` (its
     /// turn already ended): nothing is written, so every run of a message ends once.
@@ -24,13 +24,13 @@ impl Store {
     pub async fn end_turn(
         &self,
         turn: TurnKey<'_>,
-        end: TurnEnd<'_>,
+        ending: Ending<'_>,
         fence: Option<&Fence>,
         announcement: &Announcement,
-    ) -> Result<Option<Ended>, StoreError> {
+    ) -> Result<Option<Outcome>, StoreError> {
         let _timer = self.metrics.time("end_turn");
         let fence = self.fence(turn.thread, fence)?;
-        on_db!(self, db => db.end_turn(fence.as_ref(), turn, end, announcement).await)
+        on_db!(self, db => db.end_turn(fence.as_ref(), turn, ending, announcement).await)
     }
 
     /// The schedule run the user message `message` was sent for, if any.
@@ -90,7 +90,7 @@ impl Store {
         fence: Option<&Fence>,
     ) -> Result<super::MessageRow, StoreError> {
         let id = MessageId::generate();
-        let end = TurnEnd {
+        let ending = Ending {
             cause: super::EndCause::Done,
             error: None,
             reply: Some(super::NewReply {
@@ -103,7 +103,7 @@ impl Store {
             usage,
         };
         let ended = self
-            .end_turn(turn, end, fence, &bare_event(turn.message, true))
+            .end_turn(turn, ending, fence, &bare_event(turn.message, true))
             .await?;
         Ok(ended.and_then(|e| e.reply).expect("the turn was pending"))
     }
@@ -118,18 +118,18 @@ impl Store {
         session: Option<&plugin_contract::CliSessionId>,
         usage: Option<&super::Usage>,
         fence: Option<&Fence>,
-    ) -> Result<Option<Ended>, StoreError> {
+    ) -> Result<Option<Outcome>, StoreError> {
         let cause = match status {
             super::MessageStatus::Refused => super::EndCause::Refused,
             super::MessageStatus::Interrupted => super::EndCause::Interrupted,
             _ => super::EndCause::Error,
         };
-        let end = TurnEnd {
+        let ending = Ending {
             session,
             usage,
-            ..TurnEnd::failed(cause, error)
+            ..Ending::failed(cause, error)
         };
-        self.end_turn(turn, end, fence, &bare_event(turn.message, false))
+        self.end_turn(turn, ending, fence, &bare_event(turn.message, false))
             .await
     }
 }

@@ -131,7 +131,7 @@ mod tests {
             else {
                 panic!("a new message");
             };
-            let end = TurnEnd::failed(EndCause::Error, "boom");
+            let ending = Ending::failed(EndCause::Error, "boom");
             let announcement = Announcement {
                 kind: "turn_failed",
                 data: serde_json::json!({}),
@@ -141,7 +141,7 @@ mod tests {
                     data: serde_json::json!({"messageId": question.id}),
                 }],
             };
-            store.end_turn(question.turn_key(), end, None, &announcement).await.unwrap().unwrap();
+            store.end_turn(question.turn_key(), ending, None, &announcement).await.unwrap().unwrap();
 
             let waiting = store.waiting_webhook_events(10).await.unwrap();
             assert_eq!(waiting.len(), 1);

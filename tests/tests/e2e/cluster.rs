@@ -11,9 +11,9 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
-use orchestrator::api::events::Ending;
+use orchestrator::api::events::Audience;
 use orchestrator::cluster::FORWARDED_HEADER;
-use orchestrator::store::{Fence, MessageId, StoreError};
+use orchestrator::store::{Ending, Fence, MessageId, StoreError, TurnKey};
 use plugin_contract::ThreadId;
 
 use crate::support;
@@ -201,18 +201,19 @@ async fn a_dead_owners_thread_is_taken_over_with_its_history_and_the_old_epoch_i
         MessageId::from_string(pending["id"].as_str().unwrap()),
     );
     let cause = orchestrator::store::EndCause::Error;
-    let ending = Ending::failed(&thread_id, &message_id, cause, "a stale owner");
+    let ending = Ending::failed(cause, "a stale owner");
+    let turn = TurnKey {
+        thread: &thread_id,
+        message: &message_id,
+    };
     let err = a2
         .daemon()
         .store
         .end_turn(
-            orchestrator::store::TurnKey {
-                thread: &thread_id,
-                message: &message_id,
-            },
-            orchestrator::store::TurnEnd::failed(cause, "a stale owner"),
+            turn,
+            ending,
             Some(&old),
-            &orchestrator::events::announce(None, &ending, None),
+            &orchestrator::events::announce(None, &ending, &Audience::of(turn), None),
         )
         .await
         .unwrap_err();

@@ -1,5 +1,5 @@
 //! The webhook events: a thin projection of the thread's events ([`super::ThreadEvent`]) and of
-//! a turn's end ([`super::Ending`]), one [`WebhookEvent`] variant per type, each with its payload
+//! a turn's end (`harness_db::Ending`, heard by a [`super::Audience`]), one [`WebhookEvent`] variant per type, each with its payload
 //! type. The outbox stores a variant's `type` and `data` as it serializes; the dispatcher sends
 //! them in the Standard Webhooks envelope (`{"type", "timestamp", "data"}`, `crate::webhooks`);
 //! the OpenAPI document derives each type's schema and its entry under `webhooks` from the same
@@ -12,9 +12,9 @@ use utoipa::openapi::schema::Schema;
 use utoipa::openapi::{OpenApi, Paths, RefOr};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
-use super::{Ending, ThreadEvent};
+use super::{Audience, ThreadEvent};
 use crate::budget::BudgetExceeded;
-use crate::store::{EndCause, MessageId, MessageStatus, RunTrigger, WebhookDraft};
+use crate::store::{EndCause, Ending, MessageId, MessageStatus, RunTrigger, WebhookDraft};
 
 /// One webhook event: its `type`, and its payload under `data`.
 #[derive(Clone, Debug, Serialize, ToSchema)]
@@ -159,22 +159,27 @@ impl WebhookEvent {
     }
 
     /// The webhook events of an ending, in the order they are written: `turn.finished` or
-    /// `turn.failed`; `schedule.run_finished` for a schedule's run; `budget.reached` when
+    /// `turn.failed`; `schedule.run_finished` for a schedule's run (`audience.run`);
+    /// `budget.reached` when
     /// `budget` refused it.
-    pub fn of_ending(ending: &Ending<'_>, budget: Option<&BudgetExceeded>) -> Vec<WebhookEvent> {
+    pub fn of_ending(
+        ending: &Ending<'_>,
+        audience: &Audience<'_>,
+        budget: Option<&BudgetExceeded>,
+    ) -> Vec<WebhookEvent> {
         let turn = TurnEndedWebhook {
-            thread_id: ending.thread.clone(),
-            message_id: ending.message.clone(),
+            thread_id: audience.turn.thread.clone(),
+            message_id: audience.turn.message.clone(),
             status: ending.cause.status(),
             cause: ending.cause,
-            reply_id: ending.reply.cloned(),
+            reply_id: ending.reply_id().cloned(),
         };
         let mut events = Vec::new();
         events.push(match ending.cause {
             EndCause::Done => WebhookEvent::TurnFinished(turn.clone()),
             _ => WebhookEvent::TurnFailed(turn.clone()),
         });
-        if let Some(run) = ending.run {
+        if let Some(run) = audience.run {
             events.push(WebhookEvent::ScheduleRunFinished(
                 ScheduleRunFinishedWebhook {
                     turn: turn.clone(),

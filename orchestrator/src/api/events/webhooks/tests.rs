@@ -3,7 +3,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::api::events::{PermissionRequested, ScheduleRunStarted};
 use crate::budget::BudgetKind;
-use crate::store::RunRef;
+use crate::store::{NewReply, RunRef, TurnKey};
 
 /// One event of each type, as the daemon builds them.
 fn samples() -> Vec<WebhookEvent> {
@@ -19,18 +19,32 @@ fn samples() -> Vec<WebhookEvent> {
         limit_usd: 1.0,
         spent_usd: 1.5,
     };
-    let ending = |cause, reply| Ending {
-        thread: &thread,
-        message: &message,
-        cause,
-        error: None,
-        reply,
+    let audience = Audience {
+        turn: TurnKey {
+            thread: &thread,
+            message: &message,
+        },
         run: Some(&run),
         callback: false,
     };
-    let mut events = WebhookEvent::of_ending(&ending(EndCause::Done, Some(&reply)), None);
+    let ending = |cause, reply| Ending {
+        cause,
+        error: None,
+        reply,
+        session: None,
+        usage: None,
+    };
+    let replied = NewReply {
+        id: &reply,
+        text: "",
+        model: None,
+        structured_output: None,
+    };
+    let mut events =
+        WebhookEvent::of_ending(&ending(EndCause::Done, Some(replied)), &audience, None);
     events.extend(WebhookEvent::of_ending(
         &ending(EndCause::Refused, None),
+        &audience,
         Some(&budget),
     ));
     let asked = ThreadEvent::PermissionRequested(PermissionRequested {
