@@ -1,0 +1,279 @@
+//! A session's events as a projection of its thread's stored events: each stored row gives
+//! zero or more [`SessionEvent`]s, by itself, so a page of the list and a frame of the stream
+//! are computed the same way from the same rows, with nothing remembered between them.
+//!
+//! Ids are derived, never stored:
+//! - a tool call's events take the CLI's tool-use id: `sevt_tu_{id}` for the `agent.tool_use` /
+//!   `agent.mcp_tool_use`, `sevt_tr_{id}` for its result ([`tool_use_of`] goes back);
+//! - every other event is `sevt_{row id}_{k}`, the `k`-th event of its row ([`row_of`]).
+//!
+//! The mapping, by the row's `kind`:
+//! - `message_received` from a user → `user.message` (its blocks, files as `{type: "file",
+//!   file_id}` sources; else its text); from the CLI → nothing;
+//! - `turn_started` and `permission_decided` → `session.status_running`;
+//! - `assistant_text` → `agent.message`;
+//! - `tool_call_started` → `agent.mcp_tool_use` for `mcp__SERVER__TOOL`, else `agent.tool_use`,
+//!   with `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
+//! - `tool_call_finished` → `agent.tool_result`, for MCP tools too: the stored event has no
+//!   tool name to tell them apart, and its `tool_use_id` is the `agent.mcp_tool_use`'s id all
+//!   the same;
+//! - `permission_requested` → `session.status_idle` (`requires_action` on the tool use);
+//! - `turn_finished` → `session.status_idle` (`end_turn`);
+//! - `turn_failed` → `session.status_idle`: `budget_reached` when refused, `end_turn` when
+//!   interrupted or withdrawn, else a terminal `session.error` then `retries_exhausted`;
+//! - `api_retry` → a retrying `session.error`; `limit_reached` → a terminal one;
+//! - anything else → nothing.
+
+use serde_json::Value;
+
+use super::wire::{
+    Content, EventBody, Permission, RetryStatus, SessionError, SessionErrorType, SessionEvent,
+    StopReason,
+};
+use crate::store::EventRow;
+
+const TOOL_USE: &str = "sevt_tu_";
+const TOOL_RESULT: &str = "sevt_tr_";
+
+/// The session events of one stored thread event. `asks(tool)`: whether the tool's permission
+/// policy is `always_ask`, by the CLI's name for it (`mcp__SERVER__TOOL` for an MCP tool).
+pub fn project(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<SessionEvent> {
+    bodies(row, asks)
+        .into_iter()
+        .enumerate()
+        .map(|(k, (id, body))| SessionEvent {
+            id: id.unwrap_or_else(|| format!("sevt_{}_{k}", row.id)),
+            processed_at: Some(row.created_at),
+            body,
+        })
+        .collect()
+}
+
+/// The id of the `agent.tool_use` / `agent.mcp_tool_use` event of the CLI's tool use `id`.
+pub fn tool_use_event_id(tool_use_id: &str) -> String {
+    format!("{TOOL_USE}{tool_use_id}")
+}
+
+/// The CLI's tool-use id of an `agent.tool_use` / `agent.mcp_tool_use` event's id.
+pub fn tool_use_of(event_id: &str) -> Option<&str> {
+    event_id
+        .strip_prefix(TOOL_USE)
+        .filter(|rest| !rest.is_empty())
+}
+
+/// The stored row and the index within it of an event id of the `sevt_{row}_{k}` form.
+pub fn row_of(event_id: &str) -> Option<(i64, usize)> {
+    let (row, k) = event_id.strip_prefix("sevt_")?.split_once('_')?;
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(row) || !all_digits(k) {
+        return None;
+    }
+    Some((row.parse().ok()?, k.parse().ok()?))
+}
+
+/// The row's events: a fixed id (tool calls) or `None` for the row-derived one.
+fn bodies(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<(Option<String>, EventBody)> {
+    let data = &row.data;
+    let plain = |body| vec![(None, body)];
+    match row.kind.as_str() {
+        "message_received" if str_of(data, "origin") == Some("user") => {
+            plain(EventBody::UserMessage {
+                content: user_content(data),
+            })
+        }
+        "turn_started" | "permission_decided" => plain(EventBody::SessionStatusRunning {}),
+        "assistant_text" => match str_of(data, "text") {
+            Some(text) => plain(EventBody::AgentMessage {
+                content: vec![text_block(text)],
+            }),
+            None => Vec::new(),
+        },
+        "tool_call_started" => tool_use(data, asks).into_iter().collect(),
+        "tool_call_finished" => tool_result(data).into_iter().collect(),
+        "permission_requested" => match str_of(data, "toolUseId") {
+            Some(id) => plain(idle(StopReason::RequiresAction {
+                event_ids: vec![tool_use_event_id(id)],
+            })),
+            None => Vec::new(),
+        },
+        "turn_finished" => plain(idle(StopReason::EndTurn)),
+        "turn_failed" => turn_failed(data).into_iter().map(|b| (None, b)).collect(),
+        "api_retry" => plain(api_retry(data)),
+        "limit_reached" => plain(error(
+            SessionErrorType::UnknownError,
+            limit_message(data),
+            RetryStatus::Terminal,
+        )),
+        _ => Vec::new(),
+    }
+}
+
+/// A user message's content: its blocks when it was sent as blocks, else its text.
+fn user_content(data: &Value) -> Vec<Content> {
+    let blocks: Vec<Content> = data
+        .get("blocks")
+        .and_then(Value::as_array)
+        .map(|blocks| blocks.iter().filter_map(user_block).collect())
+        .unwrap_or_default();
+    if !blocks.is_empty() {
+        return blocks;
+    }
+    vec![text_block(str_of(data, "content").unwrap_or_default())]
+}
+
+/// One stored block (`claude_cli::ContentBlock`): files named by `fileId` become the API's
+/// `{type: "file", file_id}`; other sources are kept as they are.
+fn user_block(block: &Value) -> Option<Content> {
+    let source = || {
+        let source = block.get("source")?;
+        if str_of(source, "type") == Some("file") {
+            let file_id = str_of(source, "fileId").or_else(|| str_of(source, "file_id"))?;
+            return Some(serde_json::json!({ "type": "file", "file_id": file_id }));
+        }
+        Some(source.clone())
+    };
+    match str_of(block, "type")? {
+        "text" => Some(text_block(str_of(block, "text")?)),
+        "image" => Some(Content::Image { source: source()? }),
+        "document" => Some(Content::Document {
+            source: source()?,
+            title: None,
+            context: None,
+        }),
+        _ => None,
+    }
+}
+
+/// `tool_call_started` (`claude_cli::ToolCallStarted`).
+fn tool_use(data: &Value, asks: &dyn Fn(&str) -> bool) -> Option<(Option<String>, EventBody)> {
+    let id = str_of(data, "tool_use_id")?;
+    let full_name = str_of(data, "name")?;
+    let input = data
+        .get("input")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    let evaluated_permission = Some(if asks(full_name) {
+        Permission::Ask
+    } else {
+        Permission::Allow
+    });
+    let body = match mcp_name(full_name) {
+        Some((server, name)) => EventBody::AgentMcpToolUse {
+            name: name.to_owned(),
+            mcp_server_name: server.to_owned(),
+            input,
+            evaluated_permission,
+        },
+        None => EventBody::AgentToolUse {
+            name: full_name.to_owned(),
+            input,
+            evaluated_permission,
+        },
+    };
+    Some((Some(tool_use_event_id(id)), body))
+}
+
+/// `mcp__SERVER__TOOL` → (SERVER, TOOL).
+fn mcp_name(name: &str) -> Option<(&str, &str)> {
+    let (server, tool) = name.strip_prefix("mcp__")?.split_once("__")?;
+    (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
+}
+
+/// `tool_call_finished` (`claude_cli::ToolCallFinished`).
+fn tool_result(data: &Value) -> Option<(Option<String>, EventBody)> {
+    let id = str_of(data, "tool_use_id")?;
+    let body = EventBody::AgentToolResult {
+        tool_use_id: tool_use_event_id(id),
+        content: data.get("content").and_then(result_content),
+        is_error: data.get("is_error").and_then(Value::as_bool),
+    };
+    Some((Some(format!("{TOOL_RESULT}{id}")), body))
+}
+
+/// A tool result's content: a string as one text block; of a list of blocks, the text blocks
+/// and the images (their source as the Messages API gave it).
+fn result_content(content: &Value) -> Option<Vec<Content>> {
+    match content {
+        Value::String(text) => Some(vec![text_block(text)]),
+        Value::Array(blocks) => Some(
+            blocks
+                .iter()
+                .filter_map(|block| match str_of(block, "type")? {
+                    "text" => Some(text_block(str_of(block, "text")?)),
+                    "image" => Some(Content::Image {
+                        source: block.get("source")?.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// `turn_failed` (`crate::api::events::TurnFailed`), by its `cause`.
+fn turn_failed(data: &Value) -> Vec<EventBody> {
+    match str_of(data, "cause") {
+        Some("refused") => vec![idle(StopReason::BudgetReached)],
+        Some("interrupted" | "withdrawn" | "done") => vec![idle(StopReason::EndTurn)],
+        _ => vec![
+            error(
+                SessionErrorType::UnknownError,
+                str_of(data, "error")
+                    .unwrap_or("the turn failed")
+                    .to_owned(),
+                RetryStatus::Terminal,
+            ),
+            idle(StopReason::RetriesExhausted),
+        ],
+    }
+}
+
+/// `api_retry` (`claude_cli::ApiRetry`): the error named by its HTTP status.
+fn api_retry(data: &Value) -> EventBody {
+    let kind = match data.get("status").and_then(Value::as_u64) {
+        Some(529) => SessionErrorType::ModelOverloadedError,
+        Some(429) => SessionErrorType::ModelRateLimitedError,
+        _ => SessionErrorType::ModelRequestFailedError,
+    };
+    let message = str_of(data, "error").unwrap_or("the model request failed");
+    error(kind, message.to_owned(), RetryStatus::Retrying)
+}
+
+/// `limit_reached` (`crate::api::events::LimitReached`): what the stopped process was told.
+fn limit_message(data: &Value) -> String {
+    match str_of(data, "message") {
+        Some(message) if !message.is_empty() => message.to_owned(),
+        _ => format!(
+            "the {} limit was reached",
+            str_of(data, "limit").unwrap_or("sandbox")
+        ),
+    }
+}
+
+fn idle(stop_reason: StopReason) -> EventBody {
+    EventBody::SessionStatusIdle { stop_reason }
+}
+
+fn error(kind: SessionErrorType, message: String, retry_status: RetryStatus) -> EventBody {
+    EventBody::SessionError {
+        error: SessionError {
+            kind,
+            message,
+            retry_status,
+        },
+    }
+}
+
+fn text_block(text: &str) -> Content {
+    Content::Text {
+        text: text.to_owned(),
+    }
+}
+
+fn str_of<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests;
