@@ -188,7 +188,7 @@ pub const MAX_TAGS: usize = 20;
 pub const MAX_TAG_CHARS: usize = 64;
 
 /// `PATCH /api/threads/{id}`: the fields given change, the others stay.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchThread {
     /// Absent: unchanged; `null`: no limit; a number (USD, zero or more): the new limit.

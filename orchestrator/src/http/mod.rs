@@ -81,6 +81,20 @@ pub struct ApiState {
     pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
 }
 
+/// The Managed Agents door's part of the state.
+impl axum::extract::FromRef<ApiState> for crate::managed::ManagedState {
+    fn from_ref(state: &ApiState) -> Self {
+        crate::managed::ManagedState {
+            threads: state.threads.clone(),
+            pipeline: state.pipeline.clone(),
+            store: state.store.clone(),
+            pool: state.pool.clone(),
+            config: state.config.clone(),
+            streams: state.streams.clone(),
+        }
+    }
+}
+
 /// A JSON object body, whose rejections are our JSON errors: 415 not `application/json`, 400 bad
 /// JSON (with its position), 422 a body that is not an object or a missing or mistyped field
 /// (named by serde), 413 too large.
@@ -246,6 +260,13 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
             mcp_endpoint::screen,
         ))
         .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
+    // The Managed Agents API, for Anthropic's SDKs: their key comes as `x-api-key` too, and
+    // every refusal in the API's error shape.
+    let managed = crate::managed::routes()
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
+    let managed = behind_token(managed, state)
+        .route_layer(middleware::from_fn(api_key_header))
+        .route_layer(middleware::from_fn(crate::managed::error::reshape));
     let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))
         // The web page and this API's document: no token (they hold no data; the page asks for
@@ -264,9 +285,27 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(authorize::token))
         .merge(behind_token(metrics, state))
         .merge(behind_token(mcp, state))
-        .nest("/api", behind_token(api, state));
+        .nest("/api", behind_token(api, state))
+        .nest("/v1", managed);
     openapi::add_common_errors(routes.get_openapi_mut());
     routes
+}
+
+/// A key sent as `x-api-key` (the Anthropic SDKs' header) is taken as the bearer token, unless
+/// the request has an `Authorization` of its own.
+async fn api_key_header(mut request: Request, next: Next) -> Response {
+    use axum::http::header::AUTHORIZATION;
+    if !request.headers().contains_key(AUTHORIZATION) {
+        let bearer = request
+            .headers()
+            .get("x-api-key")
+            .and_then(|key| key.to_str().ok())
+            .and_then(|key| axum::http::HeaderValue::from_str(&format!("Bearer {key}")).ok());
+        if let Some(bearer) = bearer {
+            request.headers_mut().insert(AUTHORIZATION, bearer);
+        }
+    }
+    next.run(request).await
 }
 
 /// `router` behind [`require_token`], its operations marked as needing the bearer token.

@@ -213,6 +213,30 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(POST, "/api/keys", ADMIN),
     Operation::new(DELETE, "/api/keys/{id}", ADMIN),
     Operation::new(GET, "/metrics", METRICS),
+    // The Managed Agents API (`crate::managed`): agents and environments are the caller's
+    // tenant's like its threads; a session is a thread.
+    Operation::new(GET, "/v1/agents", READ),
+    Operation::new(POST, "/v1/agents", WRITE),
+    Operation::new(GET, "/v1/agents/{agent_id}", READ),
+    Operation::new(POST, "/v1/agents/{agent_id}", WRITE),
+    Operation::new(POST, "/v1/agents/{agent_id}/archive", WRITE),
+    Operation::new(GET, "/v1/agents/{agent_id}/versions", READ),
+    Operation::new(GET, "/v1/environments", READ),
+    Operation::new(POST, "/v1/environments", WRITE),
+    Operation::new(GET, "/v1/environments/{environment_id}", READ),
+    Operation::new(POST, "/v1/environments/{environment_id}", WRITE),
+    Operation::new(DELETE, "/v1/environments/{environment_id}", WRITE),
+    Operation::new(POST, "/v1/environments/{environment_id}/archive", WRITE),
+    Operation::new(GET, "/v1/sessions", READ),
+    Operation::new(POST, "/v1/sessions", WRITE).carrying(Body::Message),
+    Operation::new(GET, "/v1/sessions/{session_id}", READ),
+    Operation::new(POST, "/v1/sessions/{session_id}", WRITE),
+    Operation::new(DELETE, "/v1/sessions/{session_id}", WRITE),
+    Operation::new(POST, "/v1/sessions/{session_id}/archive", WRITE),
+    Operation::new(GET, "/v1/sessions/{session_id}/events", READ),
+    // A message's images and documents come as base64 blocks.
+    Operation::new(POST, "/v1/sessions/{session_id}/events", WRITE).carrying(Body::Message),
+    Operation::new(GET, "/v1/sessions/{session_id}/events/stream", READ),
     // Listing and reading; each tool call that changes something checks `threads:write` too
     // (`mcp_endpoint`, by the tool's own policy). Bodies are bounded as a message's are
     // (`threads__send` may carry files).

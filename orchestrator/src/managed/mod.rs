@@ -1,8 +1,88 @@
 //! The Managed Agents API: Anthropic's `/v1/agents`, `/v1/environments`, `/v1/sessions` and
 //! their events (beta `managed-agents-2026-04-01`), served so that the official SDKs run
 //! against Harness by changing only their base URL. A door over the thread service
-//! ([`crate::service::ThreadService`]), as `/api` and `/mcp` are: a session is a thread, an
-//! agent (at a version) a profile made over the API, and a session's events a projection of
-//! its thread's events ([`events`]).
+//! ([`ThreadService`]), as `/api` and `/mcp` are: a session is a thread, an agent at a version
+//! (in an environment) a profile made over the API ([`profile`]), and a session's events a
+//! projection of its thread's events ([`events`]).
+//!
+//! Files: `wire.rs` (the objects), `error.rs` (the API's error shape, also for what the layers
+//! in front refuse), `agents.rs`, `environments.rs`, `sessions.rs`, `session_events.rs` (send,
+//! list, stream), `profile.rs`, `ids.rs`. The routes, their scopes and their body limits are
+//! rows of `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the
+//! token check (which also takes the key from `x-api-key`).
+//!
+//! Ownership: what a caller with a tenant makes belongs to that tenant; another tenant's agent,
+//! environment or session is answered exactly as one that does not exist (`not_found_error`).
 
+mod agents;
+mod environments;
+pub mod error;
 pub mod events;
+mod ids;
+pub mod profile;
+mod session_events;
+mod sessions;
+pub mod wire;
+
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::caller::Caller;
+use crate::config::Config;
+use crate::pipeline::Pipeline;
+use crate::pool::Pool;
+use crate::service::ThreadService;
+use crate::store::Store;
+
+/// What the door's handlers use. Cheap to clone.
+#[derive(Clone)]
+pub struct ManagedState {
+    pub threads: ThreadService,
+    pub pipeline: Pipeline,
+    pub store: Store,
+    pub pool: Pool,
+    pub config: Arc<Config>,
+    /// Permits for long-lived streams (`http.max_streams`), shared with `/api`'s.
+    pub streams: Arc<tokio::sync::Semaphore>,
+}
+
+/// The OpenAPI tag of the door's operations.
+pub const TAG: &str = "managed-agents";
+
+/// Every route of the door, relative to `/v1`, documented.
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ManagedState: FromRef<S>,
+{
+    OpenApiRouter::new()
+        .routes(routes!(agents::create, agents::list))
+        .routes(routes!(agents::retrieve, agents::update))
+        .routes(routes!(agents::archive))
+        .routes(routes!(agents::versions))
+        .routes(routes!(environments::create, environments::list))
+        .routes(routes!(
+            environments::retrieve,
+            environments::update,
+            environments::delete
+        ))
+        .routes(routes!(environments::archive))
+        .routes(routes!(sessions::create, sessions::list))
+        .routes(routes!(sessions::retrieve, sessions::update, sessions::delete))
+        .routes(routes!(sessions::archive))
+        .routes(routes!(session_events::send, session_events::list))
+        .routes(routes!(session_events::stream))
+}
+
+/// The owner a caller's objects are stored under: its tenant, `""` for the operator's.
+fn owner_of(caller: &Caller) -> &str {
+    caller.tenant.as_deref().unwrap_or("")
+}
+
+/// Whether `caller` sees what `owner` owns.
+fn sees(caller: &Caller, owner: &str) -> bool {
+    caller.sees_all() || owner_of(caller) == owner
+}

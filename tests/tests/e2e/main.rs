@@ -19,6 +19,7 @@ mod gateway;
 mod http_api;
 mod lifecycle;
 mod load;
+mod managed;
 mod mcp;
 mod metrics;
 mod oauth;

@@ -4,5 +4,5 @@
 pub mod project;
 pub mod wire;
 
-pub use project::{project, row_of, tool_use_event_id, tool_use_of};
+pub use project::{project, row_of, tool_use_event_id, tool_use_of, user_message_event_id};
 pub use wire::{event_type, EventBody, EventParams, SendEvents, SessionEvent};

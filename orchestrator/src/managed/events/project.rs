@@ -5,6 +5,8 @@
 //! Ids are derived, never stored:
 //! - a tool call's events take the CLI's tool-use id: `sevt_tu_{id}` for the `agent.tool_use` /
 //!   `agent.mcp_tool_use`, `sevt_tr_{id}` for its result ([`tool_use_of`] goes back);
+//! - a `user.message` takes its message's id: `sevt_{message id}` ([`user_message_event_id`]),
+//!   which the answer to its sending already names;
 //! - every other event is `sevt_{row id}_{k}`, the `k`-th event of its row ([`row_of`]).
 //!
 //! The mapping, by the row's `kind`:
@@ -54,6 +56,11 @@ pub fn tool_use_event_id(tool_use_id: &str) -> String {
     format!("{TOOL_USE}{tool_use_id}")
 }
 
+/// The id of the `user.message` event of the user message `message` (`msg_…`).
+pub fn user_message_event_id(message: &str) -> String {
+    format!("sevt_{message}")
+}
+
 /// The CLI's tool-use id of an `agent.tool_use` / `agent.mcp_tool_use` event's id.
 pub fn tool_use_of(event_id: &str) -> Option<&str> {
     event_id
@@ -77,9 +84,13 @@ fn bodies(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<(Option<String>, E
     let plain = |body| vec![(None, body)];
     match row.kind.as_str() {
         "message_received" if str_of(data, "origin") == Some("user") => {
-            plain(EventBody::UserMessage {
-                content: user_content(data),
-            })
+            let id = str_of(data, "messageId").map(user_message_event_id);
+            vec![(
+                id,
+                EventBody::UserMessage {
+                    content: user_content(data),
+                },
+            )]
         }
         "turn_started" | "permission_decided" => plain(EventBody::SessionStatusRunning {}),
         "assistant_text" => match str_of(data, "text") {

@@ -59,7 +59,7 @@ fn messages_and_text() -> Vec<(&'static str, Value, Value)> {
         (
             "message_received",
             json!({"messageId": "msg_1", "content": "hi", "clientMessageId": null, "origin": "user"}),
-            json!([{"id": "sevt_7_0", "processed_at": AT, "type": "user.message",
+            json!([{"id": "sevt_msg_1", "processed_at": AT, "type": "user.message",
                 "content": [{"type": "text", "text": "hi"}]}]),
         ),
         (
@@ -70,7 +70,7 @@ fn messages_and_text() -> Vec<(&'static str, Value, Value)> {
                 {"type": "image", "source": {"type": "file", "fileId": "file_1", "media_type": "image/png", "bytes": 3}},
                 {"type": "document", "source": {"type": "file", "fileId": "file_2"}},
             ]}),
-            json!([{"id": "sevt_7_0", "processed_at": AT, "type": "user.message", "content": [
+            json!([{"id": "sevt_msg_1", "processed_at": AT, "type": "user.message", "content": [
                 {"type": "text", "text": "look"},
                 {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
                 {"type": "document", "source": {"type": "file", "file_id": "file_2"}},

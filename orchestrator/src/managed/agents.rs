@@ -1,0 +1,409 @@
+//! `/v1/agents`: agents as data, versioned. Each change makes a new version; a session runs on
+//! the version it pinned. Only the agent toolset is served: custom tools, MCP servers and
+//! skills are refused with a message that says so.
+
+use axum::extract::{Path, Query, State};
+use axum::{Extension, Json};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::error::ManagedError;
+use super::wire::{check_metadata, patch_metadata, Agent, AgentBody, AgentParams, ModelConfig};
+use super::wire::{Page, Tool};
+use super::{ids, owner_of, profile, sees, ManagedState, TAG};
+use crate::caller::Caller;
+use crate::store::{ManagedFilter, ManagedKind, ManagedRow, ManagedUpdate, NewManaged};
+
+/// A JSON body, refused as the API refuses one (`invalid_request_error`).
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = ManagedError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|err| ManagedError::invalid(err.to_string()))?;
+        let bytes = if bytes.is_empty() { &b"{}"[..] } else { &bytes[..] };
+        serde_json::from_slice(bytes)
+            .map(Body)
+            .map_err(|err| ManagedError::invalid(format!("the request body: {err}")))
+    }
+}
+
+/// `limit` and `page`, as every list takes them.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// At most this many (1 to 1000; default 20).
+    pub limit: Option<i64>,
+    /// The `next_page` of the page before.
+    pub page: Option<String>,
+    #[serde(default)]
+    pub include_archived: bool,
+    #[serde(rename = "created_at[gte]")]
+    #[param(rename = "created_at[gte]")]
+    pub created_gte: Option<DateTime<Utc>>,
+    #[serde(rename = "created_at[lte]")]
+    #[param(rename = "created_at[lte]")]
+    pub created_lte: Option<DateTime<Utc>>,
+}
+
+/// The page size a list asks for.
+pub fn limit_of(limit: Option<i64>) -> Result<i64, ManagedError> {
+    match limit.unwrap_or(20) {
+        n @ 1..=1000 => Ok(n),
+        n => Err(ManagedError::invalid(format!("limit: {n} is not 1 to 1000"))),
+    }
+}
+
+/// Creates an agent at version 1.
+#[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = TAG,
+    request_body = AgentParams,
+    responses((status = 200, description = "The agent.", body = Agent)))]
+pub async fn create(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Body(params): Body<AgentParams>,
+) -> Result<Json<Agent>, ManagedError> {
+    let body = new_body(params)?;
+    let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let id = ids::generate("agent");
+    let row = state
+        .store
+        .insert_managed(NewManaged {
+            id: &id,
+            kind: ManagedKind::Agent,
+            owner: owner_of(&caller),
+            body: &text,
+        })
+        .await?;
+    Ok(Json(shown(&row)?))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VersionQuery {
+    /// That version; default the latest.
+    pub version: Option<i64>,
+}
+
+/// An agent: its latest version, or `version`.
+#[utoipa::path(get, path = "/agents/{agent_id}", operation_id = "getAgent", tag = TAG,
+    params(("agent_id" = String, Path, description = "`agent_…`"), VersionQuery),
+    responses((status = 200, description = "The agent.", body = Agent)))]
+pub async fn retrieve(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Query(query): Query<VersionQuery>,
+) -> Result<Json<Agent>, ManagedError> {
+    let row = visible(&state, &caller, &id, query.version).await?;
+    Ok(Json(shown(&row)?))
+}
+
+/// Changes an agent: a new version (`version`, when given, must be the latest).
+#[utoipa::path(post, path = "/agents/{agent_id}", operation_id = "updateAgent", tag = TAG,
+    params(("agent_id" = String, Path, description = "`agent_…`")),
+    request_body = AgentParams,
+    responses((status = 200, description = "The agent at its new version.", body = Agent)))]
+pub async fn update(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(params): Body<AgentParams>,
+) -> Result<Json<Agent>, ManagedError> {
+    let row = visible(&state, &caller, &id, None).await?;
+    let expected = params.version;
+    let body = changed_body(body_of(&row)?, params)?;
+    let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let update = state
+        .store
+        .update_managed(ManagedKind::Agent, &id, expected, &text)
+        .await?;
+    match update {
+        ManagedUpdate::Updated(row) | ManagedUpdate::Unchanged(row) => Ok(Json(shown(&row)?)),
+        ManagedUpdate::Conflict { current } => Err(ManagedError::conflict(format!(
+            "agent {id} is at version {current}, not {}",
+            expected.unwrap_or_default()
+        ))),
+        ManagedUpdate::Archived => Err(ManagedError::invalid(format!(
+            "agent {id} is archived: it does not change"
+        ))),
+        ManagedUpdate::NotFound => Err(not_found(&id)),
+    }
+}
+
+/// The caller's agents, newest first.
+#[utoipa::path(get, path = "/agents", operation_id = "listAgents", tag = TAG,
+    params(ListQuery),
+    responses((status = 200, description = "A page of agents.", body = inline(Page<Agent>))))]
+pub async fn list(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Page<Agent>>, ManagedError> {
+    let rows = list_rows(&state, &caller, ManagedKind::Agent, &query).await?;
+    let limit = limit_of(query.limit)?;
+    let (rows, next_page) = page_of(rows, limit);
+    let data = rows.iter().map(shown).collect::<Result<_, _>>()?;
+    Ok(Json(Page { data, next_page }))
+}
+
+/// A page of the `kind` rows `caller` sees, one more than asked when there are more.
+pub async fn list_rows(
+    state: &ManagedState,
+    caller: &Caller,
+    kind: ManagedKind,
+    query: &ListQuery,
+) -> Result<Vec<ManagedRow>, ManagedError> {
+    let limit = limit_of(query.limit)?;
+    let after = match &query.page {
+        Some(page) => Some(
+            ids::parse_keyset(page)
+                .ok_or_else(|| ManagedError::invalid("page: not a cursor this list gave"))?,
+        ),
+        None => None,
+    };
+    let filter = ManagedFilter {
+        kind,
+        owner: (!caller.sees_all()).then(|| owner_of(caller)),
+        include_archived: query.include_archived,
+        created_gte: query.created_gte,
+        created_lte: query.created_lte,
+        after: after.map(|(created_at, id)| crate::store::ManagedAfter { created_at, id }),
+        limit: limit + 1,
+    };
+    Ok(state.store.list_managed(filter).await?)
+}
+
+/// `rows` cut to `limit`, and the cursor of the next page when there was more.
+pub fn page_of(mut rows: Vec<ManagedRow>, limit: i64) -> (Vec<ManagedRow>, Option<String>) {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if rows.len() <= limit {
+        return (rows, None);
+    }
+    rows.truncate(limit);
+    let next = rows.last().map(|row| ids::keyset(row.created_at, &row.id));
+    (rows, next)
+}
+
+/// Archives an agent: new sessions cannot use it; its sessions go on.
+#[utoipa::path(post, path = "/agents/{agent_id}/archive", operation_id = "archiveAgent", tag = TAG,
+    params(("agent_id" = String, Path, description = "`agent_…`")),
+    responses((status = 200, description = "The agent, archived.", body = Agent)))]
+pub async fn archive(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Agent>, ManagedError> {
+    visible(&state, &caller, &id, None).await?;
+    let row = state
+        .store
+        .archive_managed(ManagedKind::Agent, &id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(shown(&row)?))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VersionsQuery {
+    pub limit: Option<i64>,
+    pub page: Option<String>,
+}
+
+/// An agent's versions, newest first.
+#[utoipa::path(get, path = "/agents/{agent_id}/versions", operation_id = "listAgentVersions", tag = TAG,
+    params(("agent_id" = String, Path, description = "`agent_…`"), VersionsQuery),
+    responses((status = 200, description = "A page of versions.", body = inline(Page<Agent>))))]
+pub async fn versions(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Query(query): Query<VersionsQuery>,
+) -> Result<Json<Page<Agent>>, ManagedError> {
+    visible(&state, &caller, &id, None).await?;
+    let limit = limit_of(query.limit)?;
+    let before = match &query.page {
+        Some(page) => Some(
+            ids::parse_version(page)
+                .ok_or_else(|| ManagedError::invalid("page: not a cursor this list gave"))?,
+        ),
+        None => None,
+    };
+    let mut rows = state.store.agent_versions(&id, before, limit + 1).await?;
+    let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next_page = more
+        .then(|| rows.last().map(|row| ids::before_version(row.version)))
+        .flatten();
+    let data = rows.iter().map(shown).collect::<Result<_, _>>()?;
+    Ok(Json(Page { data, next_page }))
+}
+
+/// The agent `id` (at `version`) when `caller` sees it; else what one that does not exist gets.
+pub async fn visible(
+    state: &ManagedState,
+    caller: &Caller,
+    id: &str,
+    version: Option<i64>,
+) -> Result<ManagedRow, ManagedError> {
+    state
+        .store
+        .managed(ManagedKind::Agent, id, version)
+        .await?
+        .filter(|row| sees(caller, &row.owner))
+        .ok_or_else(|| match version {
+            Some(v) => ManagedError::not_found(format!("agent {id} has no version {v}")),
+            None => not_found(id),
+        })
+}
+
+fn not_found(id: &str) -> ManagedError {
+    ManagedError::not_found(format!("agent {id} not found"))
+}
+
+/// The stored body of an agent row.
+pub fn body_of(row: &ManagedRow) -> Result<AgentBody, ManagedError> {
+    serde_json::from_str(&row.body).map_err(|err| {
+        ManagedError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("agent {} is stored unreadably: {err}", row.id),
+        )
+    })
+}
+
+/// An agent row as the API shows it.
+pub fn shown(row: &ManagedRow) -> Result<Agent, ManagedError> {
+    let body = body_of(row)?;
+    Ok(Agent {
+        kind: "agent",
+        id: row.id.clone(),
+        name: body.name,
+        version: row.version,
+        description: body.description,
+        system: body.system,
+        model: body.model,
+        tools: body.tools,
+        mcp_servers: Vec::new(),
+        skills: Vec::new(),
+        metadata: body.metadata,
+        execution_identity: serde_json::json!({"type": "service_account"}),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        archived_at: row.archived_at,
+    })
+}
+
+/// A new agent's body from its request.
+fn new_body(params: AgentParams) -> Result<AgentBody, ManagedError> {
+    let name = params
+        .name
+        .clone()
+        .ok_or_else(|| ManagedError::invalid("name: required"))?;
+    let model = params
+        .model
+        .clone()
+        .ok_or_else(|| ManagedError::invalid("model: required"))?;
+    let empty = AgentBody {
+        name,
+        description: None,
+        system: None,
+        model: model_of(&model)?,
+        tools: Vec::new(),
+        metadata: Default::default(),
+    };
+    changed_body(empty, params)
+}
+
+/// `body` with what `params` sets; checked.
+fn changed_body(mut body: AgentBody, params: AgentParams) -> Result<AgentBody, ManagedError> {
+    refuse_unserved(&params)?;
+    if let Some(name) = params.name {
+        body.name = name;
+    }
+    if body.name.trim().is_empty() || body.name.chars().count() > 256 {
+        return Err(ManagedError::invalid("name: 1 to 256 characters, not blank"));
+    }
+    if let Some(model) = &params.model {
+        body.model = model_of(model)?;
+    }
+    if let Some(description) = params.description {
+        body.description = description.filter(|d| !d.is_empty());
+    }
+    if let Some(system) = params.system {
+        body.system = system.filter(|s| !s.is_empty());
+    }
+    if body.system.as_ref().is_some_and(|s| s.chars().count() > 100_000) {
+        return Err(ManagedError::invalid("system: at most 100,000 characters"));
+    }
+    if let Some(tools) = params.tools {
+        body.tools = tools
+            .unwrap_or_default()
+            .iter()
+            .map(tool_of)
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(patch) = params.metadata {
+        patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
+    }
+    check_metadata(&body.metadata).map_err(ManagedError::invalid)?;
+    Ok(body)
+}
+
+/// What Harness does not serve yet, refused by name rather than dropped.
+fn refuse_unserved(params: &AgentParams) -> Result<(), ManagedError> {
+    let given = |list: &Option<Option<Vec<Value>>>| list.as_ref().and_then(Option::as_ref).is_some_and(|l| !l.is_empty());
+    if given(&params.mcp_servers) {
+        return Err(ManagedError::invalid(
+            "mcp_servers: not supported by Harness's Managed Agents API; give the daemon's profiles their MCP servers instead",
+        ));
+    }
+    if given(&params.skills) {
+        return Err(ManagedError::invalid(
+            "skills: not supported by Harness's Managed Agents API; a profile's plugin_dirs carry skills",
+        ));
+    }
+    if params.multiagent.as_ref().is_some_and(|m| !m.is_null()) {
+        return Err(ManagedError::invalid(
+            "multiagent: not supported by Harness's Managed Agents API",
+        ));
+    }
+    Ok(())
+}
+
+/// A request's model: a bare id or `{id, speed?, effort?}`.
+fn model_of(value: &Value) -> Result<ModelConfig, ManagedError> {
+    let model = match value {
+        Value::String(id) => ModelConfig {
+            id: id.clone(),
+            speed: None,
+            effort: None,
+        },
+        Value::Object(_) => serde_json::from_value(value.clone())
+            .map_err(|err| ManagedError::invalid(format!("model: {err}")))?,
+        _ => return Err(ManagedError::invalid("model: a model id or {id}")),
+    };
+    if model.id.trim().is_empty() || model.id.chars().count() > 200 {
+        return Err(ManagedError::invalid("model: an id of 1 to 200 characters"));
+    }
+    Ok(model)
+}
+
+/// A request's tool, resolved.
+fn tool_of(value: &Value) -> Result<Tool, ManagedError> {
+    match value["type"].as_str() {
+        Some("agent_toolset_20260401") => profile::resolve_toolset(value),
+        Some("custom") => Err(ManagedError::invalid(
+            "tools: custom tools are not supported by Harness's Managed Agents API yet",
+        )),
+        Some("mcp_toolset") => Err(ManagedError::invalid(
+            "tools: mcp_toolset is not supported by Harness's Managed Agents API",
+        )),
+        other => Err(ManagedError::invalid(format!(
+            "tools: unknown tool type {other:?}"
+        ))),
+    }
+}

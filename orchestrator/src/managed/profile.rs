@@ -1,0 +1,198 @@
+//! An agent at one version, in an environment, is a profile made over the API: the same
+//! `[profiles.NAME]` table an operator writes ([`ProfileConfig`]), built by the same machinery
+//! (`launch::AgentProfile`, `approvals::policy::Policy`), made once under a name that says what
+//! it is ([`profile_name`]), so each session's thread names its profile as any thread does.
+//!
+//! What maps to what:
+//! - `model.id` → the profile's model; `system` → appended to the CLI's own system prompt (the
+//!   CLI's tool instructions stay).
+//! - The agent toolset's tools → the CLI's built-in tools (`bash` → `Bash`, …, `web_search` →
+//!   `WebSearch`); a disabled tool is not given. `always_allow` → allowed without asking;
+//!   `always_ask` → held for a person ([`crate::approvals`], `ask`), answered with a
+//!   `user.tool_confirmation`.
+//! - A `cloud` environment's networking → the walls' network: `unrestricted` → `open`, `limited`
+//!   → `none` (the model gateway only). Walls allow ports, not hosts: `allowed_hosts`, MCP
+//!   servers and package managers through a limited network are refused when the environment
+//!   is made.
+//! - What the daemon's configuration bounds (budgets, walls, the gateway, containment) bounds
+//!   these profiles as any other.
+
+use crate::approvals::policy::Policy;
+use crate::config::{ApprovalMode, ApprovalRule, ApprovalsConfig, Config, ProfileConfig};
+use crate::config::{Network, RuleDecision};
+use crate::pool::Pool;
+
+use super::error::ManagedError;
+use super::wire::{AgentBody, EnvironmentBody, EnvironmentConfig, Networking, PermissionPolicy};
+use super::wire::{Tool, ToolConfig, ToolDefaults};
+
+/// The agent toolset's tools: the API's name and the CLI's.
+pub const TOOLSET: [(&str, &str); 8] = [
+    ("bash", "Bash"),
+    ("edit", "Edit"),
+    ("read", "Read"),
+    ("write", "Write"),
+    ("glob", "Glob"),
+    ("grep", "Grep"),
+    ("web_fetch", "WebFetch"),
+    ("web_search", "WebSearch"),
+];
+
+/// The name of the profile of `agent` at `version` in an environment of `network`.
+pub fn profile_name(agent: &str, version: i64, network: Network) -> String {
+    let network = match network {
+        Network::None => "none",
+        Network::Web => "web",
+        Network::Open => "open",
+    };
+    format!("{agent}-v{version}-{network}")
+}
+
+/// The walls' network of an environment.
+pub fn network_of(environment: &EnvironmentBody) -> Network {
+    match &environment.config {
+        EnvironmentConfig::Cloud {
+            networking: Networking::Unrestricted {},
+            ..
+        } => Network::Open,
+        EnvironmentConfig::Cloud {
+            networking: Networking::Limited { .. },
+            ..
+        } => Network::None,
+    }
+}
+
+/// Makes (once) the profile of `agent` at `version` in an environment of `network`, with its
+/// approvals; its name.
+pub fn make(
+    pool: &Pool,
+    approvals: &crate::approvals::Approvals,
+    config: &Config,
+    (agent_id, version, agent): (&str, i64, &AgentBody),
+    network: Network,
+) -> Result<String, ManagedError> {
+    let name = profile_name(agent_id, version, network);
+    let (table, allow) = table_of(agent, network);
+    // The operator's deny rules hold for every agent.
+    let mut rules: Vec<ApprovalRule> = (config.approvals.rules.iter())
+        .filter(|rule| rule.decision == RuleDecision::Deny)
+        .cloned()
+        .collect();
+    rules.extend(allow);
+    let approvals_config = ApprovalsConfig {
+        mode: ApprovalMode::Ask,
+        rules,
+        ..config.approvals.clone()
+    };
+    let policy = Policy::new(&approvals_config)
+        .map_err(|err| ManagedError::invalid(format!("the agent's tools: {err}")))?;
+    pool.make_profile(&name, &table, &policy.cli_deny_rules())
+        .map_err(|err| ManagedError::invalid(format!("the agent cannot run here: {err}")))?;
+    approvals.add_policy(&name, policy);
+    Ok(name)
+}
+
+/// The profile table of `agent` in an environment of `network`, and its approval rules.
+fn table_of(agent: &AgentBody, network: Network) -> (ProfileConfig, Vec<ApprovalRule>) {
+    let mut builtin = Vec::new();
+    let mut allowed = Vec::new();
+    for tool in &agent.tools {
+        let Tool::Toolset { configs, .. } = tool;
+        for config in configs.iter().filter(|c| c.enabled) {
+            let Some((_, cli)) = TOOLSET.iter().find(|(api, _)| *api == config.name) else {
+                continue;
+            };
+            builtin.push(cli.to_string());
+            if config.permission_policy == PermissionPolicy::AlwaysAllow {
+                allowed.push(cli.to_string());
+            }
+        }
+    }
+    let rules = allowed
+        .iter()
+        .map(|tool| ApprovalRule {
+            tool: tool.clone(),
+            decision: RuleDecision::Allow,
+        })
+        .collect();
+    let mut table = ProfileConfig {
+        description: agent.description.clone(),
+        append_system_prompt: agent.system.clone(),
+        builtin_tools: Some(builtin.join(",")),
+        allowed_tools: Some(allowed),
+        model: Some(agent.model.id.clone()),
+        ..ProfileConfig::default()
+    };
+    table.sandbox.network = Some(network);
+    // A tool the agent asks for is asked, walls or not.
+    table.sandbox.auto_allow = Some(false);
+    (table, rules)
+}
+
+/// The agent toolset as stored: every tool resolved from the request's defaults and configs.
+pub fn resolve_toolset(request: &serde_json::Value) -> Result<Tool, ManagedError> {
+    let defaults = &request["default_config"];
+    let default_enabled = defaults["enabled"].as_bool().unwrap_or(true);
+    let default_policy = policy_of(&defaults["permission_policy"])?.unwrap_or(
+        // The API's default: every built-in tool runs without asking.
+        PermissionPolicy::AlwaysAllow,
+    );
+    let given = request["configs"].as_array().cloned().unwrap_or_default();
+    for config in &given {
+        let name = config["name"].as_str().unwrap_or_default();
+        if !TOOLSET.iter().any(|(api, _)| *api == name) {
+            return Err(ManagedError::invalid(format!(
+                "tools: the agent toolset has no tool {name:?}"
+            )));
+        }
+    }
+    let mut configs = Vec::new();
+    for (api, _) in TOOLSET {
+        let own = given.iter().find(|c| c["name"].as_str() == Some(api));
+        let enabled = own
+            .and_then(|c| c["enabled"].as_bool())
+            .unwrap_or(default_enabled);
+        let policy = match own {
+            Some(c) => policy_of(&c["permission_policy"])?.unwrap_or(default_policy),
+            None => default_policy,
+        };
+        configs.push(ToolConfig {
+            name: api.to_owned(),
+            kind: api.to_owned(),
+            enabled,
+            permission_policy: policy,
+        });
+    }
+    Ok(Tool::Toolset {
+        default_config: ToolDefaults {
+            enabled: default_enabled,
+            permission_policy: default_policy,
+        },
+        configs,
+    })
+}
+
+/// A permission policy of a request; `auto` is refused (Harness has no classifier for it).
+fn policy_of(value: &serde_json::Value) -> Result<Option<PermissionPolicy>, ManagedError> {
+    match value["type"].as_str() {
+        None => Ok(None),
+        Some("always_allow") => Ok(Some(PermissionPolicy::AlwaysAllow)),
+        Some("always_ask") => Ok(Some(PermissionPolicy::AlwaysAsk)),
+        Some(other) => Err(ManagedError::invalid(format!(
+            "permission_policy {other:?} is not supported here: use always_allow or always_ask"
+        ))),
+    }
+}
+
+/// Whether the agent asks before running the CLI tool `name` (`Bash`, …).
+pub fn asks(agent: &AgentBody, name: &str) -> bool {
+    agent.tools.iter().any(|tool| {
+        let Tool::Toolset { configs, .. } = tool;
+        configs.iter().any(|c| {
+            c.permission_policy == PermissionPolicy::AlwaysAsk
+                && TOOLSET
+                    .iter()
+                    .any(|(api, cli)| *api == c.name && *cli == name)
+        })
+    })
+}

@@ -1,0 +1,326 @@
+//! `/v1/sessions/{id}/events`: what a client sends (a message, an interrupt, the answer to a
+//! tool that asked), and the session's events, listed by page or streamed as Server-Sent
+//! Events, both projected from the thread's stored events ([`super::events::project`]).
+//!
+//! - `user.message` is a message to the thread ([`ThreadService::send`]), not waited for: its
+//!   turn's events follow on the stream. Its event id names its message (`sevt_msg_…`).
+//! - `user.interrupt` interrupts the running turn ([`ThreadService::interrupt`]).
+//! - `user.tool_confirmation` answers the permission the tool use (`sevt_tu_…`) waits for
+//!   ([`crate::approvals`]).
+//! - `user.custom_tool_result` and `user.define_outcome` are refused: not served yet.
+//!
+//! The stream is the SDKs' kind: each frame has an `event:` line (the event's `type`), its JSON
+//! on one `data:` line and its `id:`; it carries what happens after it opens (the SDKs list
+//! the history and open a new stream to resume), and keeps idle connections open with
+//! comments.
+//!
+//! [`ThreadService::send`]: crate::service::ThreadService::send
+//! [`ThreadService::interrupt`]: crate::service::ThreadService::interrupt
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::{Extension, Json};
+use futures::{Stream, StreamExt};
+use serde::Serialize;
+
+use super::agents::{self, limit_of, Body};
+use super::error::ManagedError;
+use super::events::wire::Confirmation;
+use super::events::{event_type, project, tool_use_of, user_message_event_id};
+use super::events::{EventParams, SendEvents, SessionEvent};
+use super::{ids, profile, sessions, ManagedState, TAG};
+use crate::api::threads::PostMessage;
+use crate::approvals::Answer;
+use crate::caller::Caller;
+use crate::service::SendMessage;
+use crate::store::{EventRow, ManagedKind, SessionRow};
+
+/// What `POST …/events` answers: the events sent, as stored.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Sent {
+    pub data: Vec<SessionEvent>,
+}
+
+/// Sends events to the session, in order.
+#[utoipa::path(post, path = "/sessions/{session_id}/events", operation_id = "sendSessionEvents", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`")),
+    request_body = SendEvents,
+    responses((status = 200, description = "The events, as stored.", body = Sent)))]
+pub async fn send(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(body): Body<SendEvents>,
+) -> Result<Json<Sent>, ManagedError> {
+    let session = sessions::visible(&state, &caller, &id).await?;
+    if body.events.is_empty() {
+        return Err(ManagedError::invalid("events: at least one"));
+    }
+    let data = send_all(&state, &caller, &session, body.events).await?;
+    Ok(Json(Sent { data }))
+}
+
+/// Sends each of `events` to the session's thread; the events as echoed.
+pub async fn send_all(
+    state: &ManagedState,
+    caller: &Caller,
+    session: &SessionRow,
+    events: Vec<EventParams>,
+) -> Result<Vec<SessionEvent>, ManagedError> {
+    let mut sent = Vec::with_capacity(events.len());
+    for event in events {
+        sent.push(send_one(state, caller, session, event).await?);
+    }
+    Ok(sent)
+}
+
+async fn send_one(
+    state: &ManagedState,
+    caller: &Caller,
+    session: &SessionRow,
+    event: EventParams,
+) -> Result<SessionEvent, ManagedError> {
+    let thread = &session.thread_id;
+    let id = match &event {
+        EventParams::UserMessage { content } => {
+            let content = serde_json::to_value(content)
+                .and_then(serde_json::from_value)
+                .map_err(|err| ManagedError::invalid(format!("user.message: {err}")))?;
+            let message = SendMessage {
+                thread: thread.clone(),
+                body: PostMessage {
+                    content,
+                    client_message_id: None,
+                    model: None,
+                    permission_mode: None,
+                    mcp_servers: None,
+                },
+                fence: None,
+                traceparent: None,
+            };
+            let accepted = state.threads.send(caller, message).await?;
+            user_message_event_id(accepted.message_id.as_str())
+        }
+        EventParams::UserInterrupt {} => {
+            state.threads.interrupt(caller, thread, None).await?;
+            ids::generate("sevt")
+        }
+        EventParams::UserToolConfirmation {
+            tool_use_id,
+            result,
+            deny_message,
+        } => {
+            confirm(state, caller, thread, tool_use_id, result, deny_message).await?;
+            ids::generate("sevt")
+        }
+        EventParams::UserCustomToolResult { .. } => {
+            return Err(ManagedError::invalid(
+                "user.custom_tool_result: custom tools are not supported by Harness yet",
+            ))
+        }
+        EventParams::UserDefineOutcome { .. } => {
+            return Err(ManagedError::invalid(
+                "user.define_outcome: outcomes are not supported by Harness yet",
+            ))
+        }
+    };
+    Ok(SessionEvent {
+        id,
+        processed_at: None,
+        body: event.into_body(|| ids::generate("outc")),
+    })
+}
+
+/// Answers the permission the tool use `event` (`sevt_tu_…`) waits for.
+async fn confirm(
+    state: &ManagedState,
+    caller: &Caller,
+    thread: &plugin_contract::ThreadId,
+    event: &str,
+    result: &Confirmation,
+    deny_message: &Option<String>,
+) -> Result<(), ManagedError> {
+    let tool_use = tool_use_of(event)
+        .ok_or_else(|| ManagedError::invalid(format!("tool_use_id: {event} is not a tool use")))?;
+    let waiting = state
+        .store
+        .permission_page(thread, true, None, Some(500))
+        .await?;
+    let request = waiting
+        .iter()
+        .find(|p| p.tool_use_id.as_deref() == Some(tool_use))
+        .ok_or_else(|| {
+            ManagedError::invalid(format!("tool use {event} is not waiting for a confirmation"))
+        })?;
+    let answer = Answer {
+        allow: *result == Confirmation::Allow,
+        message: deny_message.clone(),
+        updated_input: None,
+        by: caller.clone(),
+    };
+    state
+        .pipeline
+        .approvals()
+        .answer(thread, &request.request_id, answer)
+        .await
+        .map_err(|err| ManagedError::invalid(err.to_string()))?;
+    Ok(())
+}
+
+/// The query of a list of events: `limit`, `page`, `types[]`, `order`.
+struct EventsQuery {
+    limit: i64,
+    /// After this event: the `index`th of the stored row `row`.
+    after: Option<(i64, usize)>,
+    types: Vec<String>,
+}
+
+fn events_query(raw: Option<&str>) -> Result<EventsQuery, ManagedError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))
+        .map_err(|err| ManagedError::invalid(format!("the query: {err}")))?;
+    let mut query = EventsQuery {
+        limit: 1000,
+        after: None,
+        types: Vec::new(),
+    };
+    let mut limit = None;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "limit" => {
+                limit = Some(value.parse().map_err(|_| {
+                    ManagedError::invalid(format!("limit: {value:?} is not a number"))
+                })?)
+            }
+            "page" => {
+                query.after = Some(
+                    ids::parse_event(&value)
+                        .ok_or_else(|| ManagedError::invalid("page: not a cursor this list gave"))?,
+                )
+            }
+            "types[]" | "types" => query.types.push(value),
+            "order" if value == "asc" => {}
+            "order" => {
+                return Err(ManagedError::invalid(
+                    "order: a session's events are listed oldest first (asc) only",
+                ))
+            }
+            _ => {}
+        }
+    }
+    if limit.is_some() {
+        query.limit = limit_of(limit)?;
+    }
+    Ok(query)
+}
+
+/// The session's events, oldest first.
+#[utoipa::path(get, path = "/sessions/{session_id}/events", operation_id = "listSessionEvents", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`"),
+        ("limit" = Option<i64>, Query, description = "At most this many (1 to 1000; default 1000)."),
+        ("page" = Option<String>, Query, description = "The `next_page` of the page before."),
+        ("types[]" = Option<Vec<String>>, Query, description = "Only events of these types.")),
+    responses((status = 200, description = "A page of events.", body = inline(super::wire::Page<SessionEvent>))))]
+pub async fn list(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<super::wire::Page<SessionEvent>>, ManagedError> {
+    let session = sessions::visible(&state, &caller, &id).await?;
+    let query = events_query(raw.as_deref())?;
+    let asks = asker(&state, &session).await?;
+    let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+    // The row of the cursor is read again, past its event.
+    let mut after = query.after.map_or(0, |(row, _)| row - 1);
+    let past = |row: i64, index: usize| query.after.is_none_or(|(r, i)| row > r || index > i);
+    let mut data: Vec<(i64, usize, SessionEvent)> = Vec::new();
+    while data.len() <= limit {
+        let rows = (state.store)
+            .events_after(&session.thread_id, after, PAGE_ROWS)
+            .await?;
+        for row in &rows {
+            for (index, event) in project(row, &asks).into_iter().enumerate() {
+                let wanted = query.types.is_empty()
+                    || query.types.iter().any(|t| t == event_type(&event.body));
+                if wanted && past(row.id, index) {
+                    data.push((row.id, index, event));
+                }
+            }
+        }
+        match rows.last() {
+            Some(last) if rows.len() == PAGE_ROWS as usize => after = last.id,
+            _ => break,
+        }
+    }
+    let more = data.len() > limit;
+    data.truncate(limit);
+    let next_page = more
+        .then(|| data.last().map(|(row, index, _)| ids::after_event(*row, *index)))
+        .flatten();
+    Ok(Json(super::wire::Page {
+        data: data.into_iter().map(|(_, _, event)| event).collect(),
+        next_page,
+    }))
+}
+
+/// How many stored events a list reads at a time.
+const PAGE_ROWS: u32 = 200;
+
+/// Whether the session's agent asks before the CLI tool `name`.
+async fn asker(
+    state: &ManagedState,
+    session: &SessionRow,
+) -> Result<impl Fn(&str) -> bool, ManagedError> {
+    let agent = state
+        .store
+        .managed(ManagedKind::Agent, &session.agent_id, Some(session.agent_version))
+        .await?
+        .ok_or_else(|| ManagedError::not_found(format!("agent {} not found", session.agent_id)))?;
+    let body = agents::body_of(&agent)?;
+    Ok(move |name: &str| profile::asks(&body, name))
+}
+
+/// The session's events from now on, as Server-Sent Events.
+#[utoipa::path(get, path = "/sessions/{session_id}/events/stream", operation_id = "streamSessionEvents", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`")),
+    responses((status = 200, description = "Server-Sent Events: `event:` the type, `data:` the event.", content_type = "text/event-stream", body = SessionEvent)))]
+pub async fn stream(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ManagedError> {
+    let session = sessions::visible(&state, &caller, &id).await?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
+        .map_err(|err| ManagedError::invalid(format!("the query: {err}")))?;
+    if let Some((_, kind)) = pairs.iter().find(|(key, _)| key.starts_with("event_deltas")) {
+        return Err(ManagedError::invalid(format!(
+            "event_deltas: previews of {kind} are not served by Harness yet; the complete events are"
+        )));
+    }
+    let Ok(permit) = state.streams.clone().try_acquire_owned() else {
+        return Err(ManagedError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "every event stream this daemon allows is open (http.max_streams); try again later",
+        ));
+    };
+    let asks = asker(&state, &session).await?;
+    let follow = state.pipeline.follow_from_now(&session.thread_id).await?;
+    let frames = follow
+        .into_stream(state.pipeline.stopping().clone())
+        .flat_map(move |row: EventRow| {
+            let _held = &permit;
+            futures::stream::iter(project(&row, &asks).into_iter().map(frame))
+        });
+    Ok(Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// One event as its frame.
+fn frame(event: SessionEvent) -> Result<Event, Infallible> {
+    let kind = event_type(&event.body);
+    let data = serde_json::to_string(&event).unwrap_or_default();
+    Ok(Event::default().event(kind).id(event.id).data(data))
+}

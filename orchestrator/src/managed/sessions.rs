@@ -1,0 +1,388 @@
+//! `/v1/sessions`: a session is a thread, made through the thread service with the profile of
+//! its agent's pinned version in its environment (`profile::make`). Its status, usage and
+//! archive come from the thread: `running` while a message of it is pending, `terminated` once
+//! archived, else `idle`.
+
+use axum::extract::{Path, Query, State};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::Value;
+
+use plugin_contract::ThreadId;
+
+use super::agents::{self, limit_of, Body};
+use super::environments;
+use super::error::ManagedError;
+use super::wire::{check_metadata, patch_metadata, Deleted, Session, SessionAgent, SessionBody};
+use super::wire::{SessionPage, SessionParams, SessionStats, SessionUpdate, SessionUsage};
+use super::{ids, profile, ManagedState, TAG};
+use crate::api::threads::CreateThread;
+use crate::caller::Caller;
+use crate::store::{ManagedKind, NewSession, SessionFilter, SessionRow};
+
+/// Creates a session: its thread, on the agent's version it pins, in its environment; then
+/// sends its `initial_events`.
+#[utoipa::path(post, path = "/sessions", operation_id = "createSession", tag = TAG,
+    request_body = SessionParams,
+    responses((status = 200, description = "The session.", body = Session)))]
+pub async fn create(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Body(params): Body<SessionParams>,
+) -> Result<Json<Session>, ManagedError> {
+    let (agent_id, version) = pinned(&params.agent)?;
+    let agent = agents::visible(&state, &caller, &agent_id, version).await?;
+    let environment = environments::visible(&state, &caller, &params.environment_id).await?;
+    if agent.archived_at.is_some() {
+        return Err(ManagedError::invalid(format!("agent {agent_id} is archived")));
+    }
+    if environment.archived_at.is_some() {
+        return Err(ManagedError::invalid(format!(
+            "environment {} is archived",
+            environment.id
+        )));
+    }
+    if params.resources.as_ref().is_some_and(|r| !r.is_empty()) {
+        return Err(ManagedError::invalid(
+            "resources: not supported by Harness's Managed Agents API yet; send files in a user.message",
+        ));
+    }
+    if params.vault_ids.as_ref().is_some_and(|v| !v.is_empty()) {
+        return Err(ManagedError::invalid(
+            "vault_ids: not supported: Harness keeps credentials in its own configuration",
+        ));
+    }
+    let metadata = params.metadata.unwrap_or_default();
+    check_metadata(&metadata).map_err(ManagedError::invalid)?;
+    let body = agents::body_of(&agent)?;
+    let network = profile::network_of(&environments::body_of(&environment)?);
+    let approvals = state.pipeline.approvals();
+    let profile = profile::make(
+        &state.pool,
+        approvals,
+        &state.config,
+        (&agent.id, agent.version, &body),
+        network,
+    )?;
+    let created = state
+        .threads
+        .create(
+            &caller,
+            CreateThread {
+                title: params.title.clone(),
+                profile: Some(profile),
+                max_budget_usd: budget_of(params.budget.as_ref())?,
+                ..CreateThread::default()
+            },
+        )
+        .await?;
+    let thread = created.thread.id;
+    let stored = serde_json::to_string(&SessionBody {
+        metadata,
+        resources: Vec::new(),
+    })
+    .map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let row = state
+        .store
+        .insert_session(NewSession {
+            thread_id: &thread,
+            agent_id: &agent.id,
+            agent_version: agent.version,
+            environment_id: &environment.id,
+            body: &stored,
+        })
+        .await?;
+    if let Some(events) = params.initial_events.filter(|e| !e.is_empty()) {
+        let events = serde_json::from_value(Value::Array(events))
+            .map_err(|err| ManagedError::invalid(format!("initial_events: {err}")))?;
+        super::session_events::send_all(&state, &caller, &row, events).await?;
+    }
+    Ok(Json(shown(&state, &row).await?))
+}
+
+/// The agent a request pins: `agent_…` (its latest version), or `{type: "agent", id,
+/// version?}`.
+fn pinned(agent: &Value) -> Result<(String, Option<i64>), ManagedError> {
+    match agent {
+        Value::String(id) => Ok((id.clone(), None)),
+        Value::Object(fields) => match fields.get("type").and_then(Value::as_str) {
+            Some("agent") | None => {
+                let id = fields.get("id").and_then(Value::as_str).ok_or_else(|| {
+                    ManagedError::invalid("agent.id: required")
+                })?;
+                Ok((id.to_owned(), fields.get("version").and_then(Value::as_i64)))
+            }
+            Some(other) => Err(ManagedError::invalid(format!(
+                "agent: {other:?} is not supported here; pin an agent version instead"
+            ))),
+        },
+        _ => Err(ManagedError::invalid("agent: an agent id or {type: agent, id}")),
+    }
+}
+
+/// A session's `budget` (`{type: "limit", max_list_cost: {amount, currency: "USD"}}`) as the
+/// thread's `maxBudgetUsd`.
+fn budget_of(budget: Option<&Value>) -> Result<Option<f64>, ManagedError> {
+    let Some(budget) = budget.filter(|b| !b.is_null()) else {
+        return Ok(None);
+    };
+    let cost = &budget["max_list_cost"];
+    if budget["type"].as_str() != Some("limit") || cost["currency"].as_str() != Some("USD") {
+        return Err(ManagedError::invalid(
+            "budget: {type: limit, max_list_cost: {amount, currency: USD}}",
+        ));
+    }
+    let amount = match &cost["amount"] {
+        Value::String(text) => text.parse::<f64>().ok(),
+        other => other.as_f64(),
+    };
+    amount
+        .filter(|usd| usd.is_finite() && *usd >= 0.0)
+        .map(Some)
+        .ok_or_else(|| ManagedError::invalid("budget.max_list_cost.amount: a number of USD"))
+}
+
+/// A session.
+#[utoipa::path(get, path = "/sessions/{session_id}", operation_id = "getSession", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`")),
+    responses((status = 200, description = "The session.", body = Session)))]
+pub async fn retrieve(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Session>, ManagedError> {
+    let row = visible(&state, &caller, &id).await?;
+    Ok(Json(shown(&state, &row).await?))
+}
+
+/// Changes a session's title or metadata.
+#[utoipa::path(post, path = "/sessions/{session_id}", operation_id = "updateSession", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`")),
+    request_body = SessionUpdate,
+    responses((status = 200, description = "The session.", body = Session)))]
+pub async fn update(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(params): Body<SessionUpdate>,
+) -> Result<Json<Session>, ManagedError> {
+    let row = visible(&state, &caller, &id).await?;
+    if params.agent.is_some() || params.vault_ids.is_some() || params.budget.is_some() {
+        return Err(ManagedError::invalid(
+            "only title and metadata of a session change here",
+        ));
+    }
+    if let Some(title) = params.title {
+        let patch = crate::api::threads::PatchThread {
+            title: Some(title),
+            ..Default::default()
+        };
+        state.threads.update(&caller, &row.thread_id, patch).await?;
+    }
+    let mut row = row;
+    if let Some(patch) = params.metadata {
+        let mut body = body_of(&row)?;
+        patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
+        let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+        row = state
+            .store
+            .update_session(&row.thread_id, &text)
+            .await?
+            .ok_or_else(|| not_found(&id))?;
+    }
+    let row = state
+        .store
+        .session(&row.thread_id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(shown(&state, &row).await?))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SessionQuery {
+    pub limit: Option<i64>,
+    pub page: Option<String>,
+    #[serde(default)]
+    pub include_archived: bool,
+    pub agent_id: Option<String>,
+    pub agent_version: Option<i64>,
+    /// `asc` or `desc` (the default) by creation.
+    pub order: Option<String>,
+}
+
+/// The caller's sessions.
+#[utoipa::path(get, path = "/sessions", operation_id = "listSessions", tag = TAG,
+    params(SessionQuery),
+    responses((status = 200, description = "A page of sessions.", body = SessionPage)))]
+pub async fn list(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<SessionQuery>,
+) -> Result<Json<SessionPage>, ManagedError> {
+    let limit = limit_of(query.limit)?;
+    let descending = match query.order.as_deref() {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(other) => return Err(ManagedError::invalid(format!("order: {other:?} is not asc or desc"))),
+    };
+    let after = match &query.page {
+        Some(page) => {
+            let (at, id) = ids::parse_keyset(page)
+                .ok_or_else(|| ManagedError::invalid("page: not a cursor this list gave"))?;
+            Some((at, ThreadId::from_string(id)))
+        }
+        None => None,
+    };
+    let mut rows = state
+        .store
+        .list_sessions(SessionFilter {
+            tenant: (!caller.sees_all()).then(|| caller.tenant.as_deref()).flatten(),
+            agent_id: query.agent_id.as_deref(),
+            agent_version: query.agent_version,
+            include_archived: query.include_archived,
+            descending,
+            after,
+            limit: limit + 1,
+        })
+        .await?;
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_page = more
+        .then(|| rows.last().map(|r| ids::keyset(r.created_at, r.thread_id.as_str())))
+        .flatten();
+    let mut data = Vec::with_capacity(rows.len());
+    for row in &rows {
+        data.push(shown(&state, row).await?);
+    }
+    Ok(Json(SessionPage {
+        data,
+        next_page,
+        prev_page: None,
+    }))
+}
+
+/// Archives a session: its thread is archived (its process stops; it takes no more events).
+#[utoipa::path(post, path = "/sessions/{session_id}/archive", operation_id = "archiveSession", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`")),
+    responses((status = 200, description = "The session, archived.", body = Session)))]
+pub async fn archive(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Session>, ManagedError> {
+    let row = visible(&state, &caller, &id).await?;
+    state.threads.archive(&caller, &row.thread_id).await?;
+    let row = state
+        .store
+        .session(&row.thread_id)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(shown(&state, &row).await?))
+}
+
+/// Deletes a session and its thread.
+#[utoipa::path(delete, path = "/sessions/{session_id}", operation_id = "deleteSession", tag = TAG,
+    params(("session_id" = String, Path, description = "`sesn_…`")),
+    responses((status = 200, description = "Deleted.", body = Deleted)))]
+pub async fn delete(
+    State(state): State<ManagedState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Json<Deleted>, ManagedError> {
+    let row = visible(&state, &caller, &id).await?;
+    state.threads.delete(&caller, &row.thread_id).await?;
+    Ok(Json(Deleted {
+        id,
+        kind: "session_deleted",
+    }))
+}
+
+/// The session `id` when `caller` sees it; else what one that does not exist gets.
+pub async fn visible(
+    state: &ManagedState,
+    caller: &Caller,
+    id: &str,
+) -> Result<SessionRow, ManagedError> {
+    let thread = ids::thread_of(id).ok_or_else(|| not_found(id))?;
+    state
+        .store
+        .session(&thread)
+        .await?
+        .filter(|row| caller.sees_all() || row.tenant == caller.tenant)
+        .ok_or_else(|| not_found(id))
+}
+
+fn not_found(id: &str) -> ManagedError {
+    ManagedError::not_found(format!("session {id} not found"))
+}
+
+fn body_of(row: &SessionRow) -> Result<SessionBody, ManagedError> {
+    serde_json::from_str(&row.body).map_err(|err| {
+        ManagedError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("a session is stored unreadably: {err}"),
+        )
+    })
+}
+
+/// A session as the API shows it.
+pub async fn shown(state: &ManagedState, row: &SessionRow) -> Result<Session, ManagedError> {
+    let agent = state
+        .store
+        .managed(ManagedKind::Agent, &row.agent_id, Some(row.agent_version))
+        .await?
+        .ok_or_else(|| ManagedError::not_found(format!("agent {} not found", row.agent_id)))?;
+    let agent = agents::shown(&agent)?;
+    let pending = state.store.pending_turns(Some(&row.thread_id)).await?;
+    let status = match (row.archived_at, pending.is_empty()) {
+        (Some(_), _) => "terminated",
+        (None, false) => "running",
+        (None, true) => "idle",
+    };
+    let usage = state.store.thread_usage(&row.thread_id).await?;
+    let body = body_of(row)?;
+    Ok(Session {
+        kind: "session",
+        id: ids::session_of(&row.thread_id),
+        status,
+        agent: SessionAgent {
+            kind: "agent",
+            id: agent.id,
+            version: agent.version,
+            name: agent.name,
+            description: agent.description,
+            system: agent.system,
+            model: agent.model,
+            tools: agent.tools,
+            mcp_servers: agent.mcp_servers,
+            skills: agent.skills,
+            execution_identity: agent.execution_identity,
+        },
+        environment_id: row.environment_id.clone(),
+        title: row.title.clone(),
+        metadata: body.metadata,
+        resources: body.resources,
+        outcome_evaluations: Vec::new(),
+        stats: SessionStats {
+            active_seconds: Some(usage.api_ms as f64 / 1000.0),
+            duration_seconds: Some(
+                (row.updated_at - row.created_at).num_milliseconds() as f64 / 1000.0,
+            ),
+        },
+        usage: SessionUsage {
+            input_tokens: Some(usage.input_tokens),
+            output_tokens: Some(usage.output_tokens),
+            cache_read_input_tokens: Some(usage.cache_read_tokens),
+            list_cost: Some(serde_json::json!({
+                "amount": format!("{:.6}", usage.cost_usd),
+                "currency": "USD",
+            })),
+        },
+        vault_ids: Vec::new(),
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        archived_at: row.archived_at,
+    })
+}

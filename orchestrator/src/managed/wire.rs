@@ -1,0 +1,375 @@
+//! The API's objects as the SDKs read and send them: agents, environments, sessions, pages and
+//! what creates or changes each. Field names, optionality and `type` tags follow the SDKs
+//! (`anthropic` 2.10.0, `@anthropic-ai/sdk` 1.10.0): a field they require is always present,
+//! `null` when empty.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A page of a list: the SDKs ask for the next one with `page=<next_page>` while it is not null.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub next_page: Option<String>,
+}
+
+/// A page of sessions, which can also be walked back.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionPage {
+    pub data: Vec<Session>,
+    pub next_page: Option<String>,
+    pub prev_page: Option<String>,
+}
+
+/// The model of an agent: `{id}`, as a bare string in a request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ModelConfig {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub effort: Option<Value>,
+}
+
+/// A permission policy: `always_allow` or `always_ask`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PermissionPolicy {
+    AlwaysAllow,
+    AlwaysAsk,
+}
+
+/// One built-in tool of the agent toolset, resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolConfig {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub enabled: bool,
+    pub permission_policy: PermissionPolicy,
+}
+
+/// The defaults of the agent toolset's tools.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolDefaults {
+    pub enabled: bool,
+    pub permission_policy: PermissionPolicy,
+}
+
+/// A tool of an agent, as the API shows it: the agent toolset with every field resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type")]
+pub enum Tool {
+    #[serde(rename = "agent_toolset_20260401")]
+    Toolset {
+        default_config: ToolDefaults,
+        configs: Vec<ToolConfig>,
+    },
+}
+
+/// An agent at one version.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Agent {
+    /// Always `agent`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: String,
+    pub name: String,
+    pub version: i64,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    pub model: ModelConfig,
+    pub tools: Vec<Tool>,
+    #[schema(value_type = Vec<Object>)]
+    pub mcp_servers: Vec<Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub skills: Vec<Value>,
+    pub metadata: BTreeMap<String, String>,
+    #[schema(value_type = Object)]
+    pub execution_identity: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
+}
+
+/// What an agent is made of, as stored (`managed_objects.body`): everything but its id, version
+/// and times.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentBody {
+    pub name: String,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    pub model: ModelConfig,
+    pub tools: Vec<Tool>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// `POST /v1/agents` and `POST /v1/agents/{id}` (every field optional there; `version` guards
+/// the change).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct AgentParams {
+    pub name: Option<String>,
+    /// A model id, or `{id, speed?, effort?}`.
+    #[schema(value_type = Option<Object>)]
+    pub model: Option<Value>,
+    #[serde(default, deserialize_with = "some")]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "some")]
+    pub system: Option<Option<String>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    #[serde(default, deserialize_with = "some")]
+    pub tools: Option<Option<Vec<Value>>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    #[serde(default, deserialize_with = "some")]
+    pub mcp_servers: Option<Option<Vec<Value>>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    #[serde(default, deserialize_with = "some")]
+    pub skills: Option<Option<Vec<Value>>>,
+    /// Merged into the stored metadata; a key set to `null` is removed.
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    #[schema(value_type = Option<Object>)]
+    pub execution_identity: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub multiagent: Option<Value>,
+    /// On an update: the version it changes; another is refused (`409`).
+    pub version: Option<i64>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
+fn some<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// How an environment's sessions reach the network.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Networking {
+    Unrestricted {},
+    Limited {
+        #[serde(default)]
+        allowed_hosts: Vec<String>,
+        #[serde(default)]
+        allow_mcp_servers: bool,
+        #[serde(default)]
+        allow_package_managers: bool,
+    },
+}
+
+/// Packages installed in an environment's sessions (Harness installs none: every list must be
+/// empty).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Packages {
+    #[serde(rename = "type", default = "packages")]
+    pub kind: String,
+    #[serde(default)]
+    pub apt: Vec<String>,
+    #[serde(default)]
+    pub cargo: Vec<String>,
+    #[serde(default)]
+    pub gem: Vec<String>,
+    #[serde(default)]
+    pub go: Vec<String>,
+    #[serde(default)]
+    pub npm: Vec<String>,
+    #[serde(default)]
+    pub pip: Vec<String>,
+}
+
+fn packages() -> String {
+    "packages".into()
+}
+
+/// An environment's configuration: `cloud`, Harness's own walls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EnvironmentConfig {
+    Cloud {
+        networking: Networking,
+        packages: Packages,
+    },
+}
+
+/// An environment.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Environment {
+    /// Always `environment`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub config: EnvironmentConfig,
+    pub metadata: BTreeMap<String, String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
+}
+
+/// What an environment is made of, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentBody {
+    pub name: String,
+    pub description: Option<String>,
+    pub config: EnvironmentConfig,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// `POST /v1/environments` and `POST /v1/environments/{id}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct EnvironmentParams {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "some")]
+    pub description: Option<Option<String>>,
+    #[schema(value_type = Option<Object>)]
+    pub config: Option<Value>,
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    pub scope: Option<String>,
+}
+
+/// `{id, type}`: what a delete answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deleted {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+/// The agent a session runs: the agent at its pinned version.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SessionAgent {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: String,
+    pub version: i64,
+    pub name: String,
+    pub description: Option<String>,
+    pub system: Option<String>,
+    pub model: ModelConfig,
+    pub tools: Vec<Tool>,
+    #[schema(value_type = Vec<Object>)]
+    pub mcp_servers: Vec<Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub skills: Vec<Value>,
+    #[schema(value_type = Object)]
+    pub execution_identity: Value,
+}
+
+/// A session's token counts and cost.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct SessionUsage {
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cache_read_input_tokens: Option<i64>,
+    #[schema(value_type = Option<Object>)]
+    pub list_cost: Option<Value>,
+}
+
+/// How long a session has run.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct SessionStats {
+    pub active_seconds: Option<f64>,
+    pub duration_seconds: Option<f64>,
+}
+
+/// A session: a thread, with the agent it runs and the environment it runs in.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct Session {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: String,
+    /// `idle`, `running` or `terminated`.
+    pub status: &'static str,
+    pub agent: SessionAgent,
+    pub environment_id: String,
+    pub title: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    #[schema(value_type = Vec<Object>)]
+    pub resources: Vec<Value>,
+    #[schema(value_type = Vec<Object>)]
+    pub outcome_evaluations: Vec<Value>,
+    pub stats: SessionStats,
+    pub usage: SessionUsage,
+    pub vault_ids: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub archived_at: Option<DateTime<Utc>>,
+}
+
+/// What a session keeps beside its thread (`managed_sessions.body`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionBody {
+    pub metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    pub resources: Vec<Value>,
+}
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SessionParams {
+    /// `agent_…` (its latest version), `{type: "agent", id, version?}`.
+    #[schema(value_type = Object)]
+    pub agent: Value,
+    pub environment_id: String,
+    pub title: Option<String>,
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub resources: Option<Vec<Value>>,
+    pub vault_ids: Option<Vec<String>>,
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Value>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub initial_events: Option<Vec<Value>>,
+}
+
+/// `POST /v1/sessions/{id}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct SessionUpdate {
+    #[serde(default, deserialize_with = "some")]
+    pub title: Option<Option<String>>,
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    #[schema(value_type = Option<Object>)]
+    pub agent: Option<Value>,
+    pub vault_ids: Option<Vec<String>>,
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Value>,
+}
+
+/// Applies a metadata patch: a key set to `null` is removed. At most 16 keys, each up to 64
+/// characters, each value up to 512.
+pub fn patch_metadata(
+    stored: &mut BTreeMap<String, String>,
+    patch: BTreeMap<String, Option<String>>,
+) -> Result<(), String> {
+    for (key, value) in patch {
+        match value {
+            Some(value) => stored.insert(key, value),
+            None => stored.remove(&key),
+        };
+    }
+    check_metadata(stored)
+}
+
+/// The API's bounds on metadata.
+pub fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), String> {
+    if metadata.len() > 16 {
+        return Err("metadata: at most 16 keys".into());
+    }
+    for (key, value) in metadata {
+        if key.is_empty() || key.chars().count() > 64 {
+            return Err(format!("metadata: key {key:?} is not 1 to 64 characters"));
+        }
+        if value.chars().count() > 512 {
+            return Err(format!("metadata.{key}: a value is at most 512 characters"));
+        }
+    }
+    Ok(())
+}

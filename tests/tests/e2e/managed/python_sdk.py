@@ -1,0 +1,184 @@
+"""Drives Harness's Managed Agents API with Anthropic's Python SDK, as a user would.
+
+Argument: a JSON object with `base` (the daemon), `key`, `scenario` and its fields. Prints one
+JSON line: what the scenario saw. Every event is parsed by the SDK itself; `classes` lists the
+class each parsed as, so the test can tell a typed event from an unknown-type fallback.
+"""
+
+import json
+import sys
+
+import anthropic
+
+cfg = json.loads(sys.argv[1])
+client = anthropic.Anthropic(api_key=cfg["key"], base_url=cfg["base"], max_retries=0)
+beta = client.beta
+report = {"events": [], "classes": []}
+
+
+def text_of(event):
+    return "".join(block.text for block in event.content if block.type == "text")
+
+
+def agent_and_environment(tools=None):
+    environment = beta.environments.create(
+        name="dev", config={"type": "cloud", "networking": {"type": "unrestricted"}}
+    )
+    agent = beta.agents.create(
+        name="Assistant",
+        model="claude-sonnet-4-6",
+        system="Be brief.",
+        tools=tools or [{"type": "agent_toolset_20260401"}],
+    )
+    return agent, environment
+
+
+def until_idle(session_id, on_event=None):
+    """Opens the stream, runs `on_event(None)` to send, and reads until an idle that needs
+    nothing; returns the idle event."""
+    with beta.sessions.events.stream(session_id) as stream:
+        if on_event:
+            on_event(None)
+        for event in stream:
+            report["events"].append(event.type)
+            report["classes"].append(type(event).__name__)
+            if on_event:
+                on_event(event)
+            if event.type == "agent.message":
+                report.setdefault("messages", []).append(text_of(event))
+            if event.type == "session.status_idle" and event.stop_reason.type != "requires_action":
+                return event
+            if event.type == "session.status_terminated":
+                return event
+    return None
+
+
+def say(session_id, text):
+    beta.sessions.events.send(
+        session_id, events=[{"type": "user.message", "content": [{"type": "text", "text": text}]}]
+    )
+
+
+def quickstart():
+    agent, environment = agent_and_environment()
+    report["agent"] = {"id": agent.id, "version": agent.version}
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id, title="quickstart")
+    report["session"] = session.id
+    report["status_before"] = session.status
+    idle = until_idle(session.id, lambda e: e is None and say(session.id, cfg["prompt"]))
+    report["stop_reason"] = idle.stop_reason.type
+    after = beta.sessions.retrieve(session.id)
+    report["status_after"] = after.status
+    report["usage_output_tokens"] = after.usage.output_tokens
+    # Every event, a page of `page_size` at a time, as the SDK pages.
+    listed = [e for e in beta.sessions.events.list(session.id, limit=cfg.get("page_size", 2))]
+    report["listed"] = [e.type for e in listed]
+    report["listed_ids"] = [e.id for e in listed]
+    report["listed_classes"] = [type(e).__name__ for e in listed]
+    first = beta.sessions.events.list(session.id, limit=cfg.get("page_size", 2))
+    report["first_page"] = len(first.data)
+    report["has_next"] = first.next_page is not None
+    only = beta.sessions.events.list(session.id, types=["agent.message"])
+    report["only_messages"] = [e.type for e in only.data]
+    # A stream dropped after its first event, then resumed as the SDKs do: a new stream
+    # first, then the history, skipping on the stream what the history holds.
+    before = {e.id for e in beta.sessions.events.list(session.id)}
+    with beta.sessions.events.stream(session.id) as dropped:
+        say(session.id, cfg["second_prompt"])
+        for event in dropped:
+            report["dropped_after"] = event.type
+            break
+    with beta.sessions.events.stream(session.id) as stream:
+        history = [e for e in beta.sessions.events.list(session.id) if e.id not in before]
+        known = {e.id for e in history}
+        ended = lambda e: e.type == "session.status_idle" and e.stop_reason.type == "end_turn"
+        if not any(ended(e) for e in history):
+            for event in stream:
+                if event.id in known:
+                    continue
+                history.append(event)
+                if ended(event):
+                    break
+    report["resumed"] = [e.type for e in history]
+    report["resumed_messages"] = [text_of(e) for e in history if e.type == "agent.message"]
+    report["archived"] = beta.sessions.archive(session.id).status
+
+
+def confirmations():
+    tools = [
+        {
+            "type": "agent_toolset_20260401",
+            "configs": [{"name": "bash", "permission_policy": {"type": "always_ask"}}],
+        }
+    ]
+    agent, environment = agent_and_environment(tools)
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["session"] = session.id
+    outcomes = []
+    for prompt, result in [(cfg["allow_prompt"], "allow"), (cfg["deny_prompt"], "deny")]:
+        asked = []
+
+        def on_event(event, prompt=prompt, result=result, asked=asked):
+            if event is None:
+                say(session.id, prompt)
+            elif event.type == "agent.tool_use":
+                asked.append({"name": event.name, "permission": event.evaluated_permission})
+            elif event.type == "session.status_idle" and event.stop_reason.type == "requires_action":
+                answer = {"type": "user.tool_confirmation", "tool_use_id": event.stop_reason.event_ids[0], "result": result}
+                if result == "deny":
+                    answer["deny_message"] = "not this one"
+                beta.sessions.events.send(session.id, events=[answer])
+
+        idle = until_idle(session.id, on_event)
+        outcomes.append({"asked": asked, "stop": idle.stop_reason.type})
+    report["outcomes"] = outcomes
+
+
+def interrupt():
+    agent, environment = agent_and_environment()
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["session"] = session.id
+
+    def on_event(event):
+        if event is None:
+            say(session.id, cfg["prompt"])
+        elif event.type == "session.status_running":
+            beta.sessions.events.send(session.id, events=[{"type": "user.interrupt"}])
+
+    idle = until_idle(session.id, on_event)
+    report["stop_reason"] = idle.stop_reason.type
+
+
+def refused():
+    """Another tenant's agent and session are not found; an unknown key is refused."""
+    other = anthropic.Anthropic(api_key=cfg["other_key"], base_url=cfg["base"], max_retries=0)
+    for name, call in [
+        ("agent", lambda: other.beta.agents.retrieve(cfg["agent"])),
+        ("session", lambda: other.beta.sessions.retrieve(cfg["session"])),
+        ("events", lambda: other.beta.sessions.events.send(cfg["session"], events=[{"type": "user.interrupt"}])),
+    ]:
+        try:
+            call()
+            report[name] = "served"
+        except anthropic.NotFoundError as err:
+            report[name] = "not_found:" + err.body["type"] if isinstance(err.body, dict) and "type" in err.body else "not_found"
+    report["listed_agents"] = [a.id for a in other.beta.agents.list()]
+    bad = anthropic.Anthropic(api_key="hk_nonsense", base_url=cfg["base"], max_retries=0)
+    try:
+        bad.beta.agents.list()
+        report["bad_key"] = "served"
+    except anthropic.AuthenticationError:
+        report["bad_key"] = "authentication_error"
+
+
+def made():
+    """What the owner makes, for `refused`."""
+    agent, environment = agent_and_environment()
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["agent"] = agent.id
+    report["session"] = session.id
+
+
+{"quickstart": quickstart, "confirmations": confirmations, "interrupt": interrupt,
+ "refused": refused, "made": made}[cfg["scenario"]]()
+print(json.dumps(report))
