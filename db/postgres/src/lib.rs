@@ -17,6 +17,7 @@ mod files;
 mod keys;
 mod leases;
 mod lifecycle;
+mod managed;
 mod messages;
 mod model_requests;
 mod oauth;

@@ -283,6 +283,7 @@ impl LifecycleQueries for Sqlite {
     async fn thread_rows(&self, id: &ThreadId) -> Result<DeletedRows, StoreError> {
         let r = sqlx::query!(
             r#"SELECT
+                 (SELECT COUNT(*) FROM managed_sessions WHERE thread_id = ?1) AS "managed_sessions!: i64",
                  (SELECT COUNT(*) FROM webhook_events WHERE thread_id = ?1) AS "webhook_events!: i64",
                  (SELECT COUNT(*) FROM webhook_deliveries WHERE thread_id = ?1) AS "webhook_deliveries!: i64",
                  (SELECT COUNT(*) FROM schedule_runs WHERE thread_id = ?1) AS "schedule_runs!: i64",
@@ -305,6 +306,7 @@ impl LifecycleQueries for Sqlite {
         .await?;
         let count = |n: i64| u64::try_from(n).unwrap_or_default();
         Ok(vec![
+            ("managed_sessions", count(r.managed_sessions)),
             ("webhook_events", count(r.webhook_events)),
             ("webhook_deliveries", count(r.webhook_deliveries)),
             ("schedule_runs", count(r.schedule_runs)),
@@ -351,6 +353,10 @@ async fn delete_rows_of(
             ))
         };
     }
+    delete!(
+        managed_sessions,
+        "DELETE FROM managed_sessions WHERE thread_id = ?1"
+    );
     delete!(
         webhook_deliveries,
         "DELETE FROM webhook_deliveries WHERE thread_id = ?1"

@@ -50,6 +50,7 @@ mod files;
 mod keys;
 mod leases;
 mod lifecycle;
+mod managed;
 mod messages;
 mod model_requests;
 mod oauth;

@@ -117,7 +117,7 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 26] = [
+const TABLES: [&str; 29] = [
     "api_keys",
     "audit_log",
     "caller_usage_days",
@@ -126,6 +126,9 @@ const TABLES: [&str; 26] = [
     "events",
     "files",
     "leases",
+    "managed_agent_versions",
+    "managed_objects",
+    "managed_sessions",
     "messages",
     "model_requests",
     "oauth_clients",
