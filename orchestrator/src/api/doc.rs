@@ -43,9 +43,13 @@ pub const BASE64: &str = concat!(
     r"(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
 );
 
+/// A decimal amount without sign or exponent (`"12.50"`), as a `f64` parses it: the Managed
+/// Agents API's costs.
+pub const DECIMAL: &str = r"^[0-9]+(\.[0-9]+)?$";
+
 /// Every pattern above: the document's annotations write them out (an attribute takes only a
 /// literal), and `http::openapi`'s test holds each of the document's patterns to this list.
-pub const PATTERNS: [&str; 8] = [
+pub const PATTERNS: [&str; 9] = [
     NOT_BLANK,
     NO_NUL,
     MESSAGE_TEXT,
@@ -54,6 +58,7 @@ pub const PATTERNS: [&str; 8] = [
     TENANT,
     HTTP_URL,
     BASE64,
+    DECIMAL,
 ];
 
 #[cfg(test)]

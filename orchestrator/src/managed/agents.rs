@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ManagedError;
-use super::wire::{check_metadata, patch_metadata, Agent, AgentBody, AgentParams, ModelConfig};
-use super::wire::{Page, Tool};
+use super::params::{CreateAgent, ModelParam, ToolParam, UpdateAgent};
+use super::wire::{check_metadata, patch_metadata, Agent, AgentBody, ModelConfig, Page, Tool};
 use super::{ids, owner_of, profile, sees, ManagedState, TAG};
 use crate::caller::Caller;
 use crate::store::{ManagedFilter, ManagedKind, ManagedRow, ManagedUpdate, NewManaged};
@@ -21,11 +21,18 @@ pub struct Body<T>(pub T);
 impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
     type Rejection = ManagedError;
 
-    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
         let bytes = axum::body::Bytes::from_request(request, state)
             .await
             .map_err(|err| ManagedError::invalid(err.to_string()))?;
-        let bytes = if bytes.is_empty() { &b"{}"[..] } else { &bytes[..] };
+        let bytes = if bytes.is_empty() {
+            &b"{}"[..]
+        } else {
+            &bytes[..]
+        };
         serde_json::from_slice(bytes)
             .map(Body)
             .map_err(|err| ManagedError::invalid(format!("the request body: {err}")))
@@ -37,6 +44,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// At most this many (1 to 1000; default 20).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     /// The `next_page` of the page before.
     pub page: Option<String>,
@@ -54,21 +62,24 @@ pub struct ListQuery {
 pub fn limit_of(limit: Option<i64>) -> Result<i64, ManagedError> {
     match limit.unwrap_or(20) {
         n @ 1..=1000 => Ok(n),
-        n => Err(ManagedError::invalid(format!("limit: {n} is not 1 to 1000"))),
+        n => Err(ManagedError::invalid(format!(
+            "limit: {n} is not 1 to 1000"
+        ))),
     }
 }
 
 /// Creates an agent at version 1.
 #[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = TAG,
-    request_body = AgentParams,
+    request_body = CreateAgent,
     responses((status = 200, description = "The agent.", body = Agent)))]
 pub async fn create(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Body(params): Body<AgentParams>,
+    Body(params): Body<CreateAgent>,
 ) -> Result<Json<Agent>, ManagedError> {
     let body = new_body(params)?;
-    let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let text =
+        serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
     let id = ids::generate("agent");
     let row = state
         .store
@@ -106,18 +117,19 @@ pub async fn retrieve(
 /// Changes an agent: a new version (`version`, when given, must be the latest).
 #[utoipa::path(post, path = "/agents/{agent_id}", operation_id = "updateAgent", tag = TAG,
     params(("agent_id" = String, Path, description = "`agent_…`")),
-    request_body = AgentParams,
+    request_body = UpdateAgent,
     responses((status = 200, description = "The agent at its new version.", body = Agent)))]
 pub async fn update(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Body(params): Body<AgentParams>,
+    Body(params): Body<UpdateAgent>,
 ) -> Result<Json<Agent>, ManagedError> {
     let row = visible(&state, &caller, &id, None).await?;
     let expected = params.version;
     let body = changed_body(body_of(&row)?, params)?;
-    let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let text =
+        serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
     let update = state
         .store
         .update_managed(ManagedKind::Agent, &id, expected, &text)
@@ -210,6 +222,7 @@ pub async fn archive(
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct VersionsQuery {
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     pub page: Option<String>,
 }
@@ -298,34 +311,43 @@ pub fn shown(row: &ManagedRow) -> Result<Agent, ManagedError> {
 }
 
 /// A new agent's body from its request.
-fn new_body(params: AgentParams) -> Result<AgentBody, ManagedError> {
-    let name = params
-        .name
-        .clone()
-        .ok_or_else(|| ManagedError::invalid("name: required"))?;
-    let model = params
-        .model
-        .clone()
-        .ok_or_else(|| ManagedError::invalid("model: required"))?;
+fn new_body(params: CreateAgent) -> Result<AgentBody, ManagedError> {
     let empty = AgentBody {
-        name,
+        name: params.name.clone(),
         description: None,
         system: None,
-        model: model_of(&model)?,
+        model: model_of(&params.model)?,
         tools: Vec::new(),
         metadata: Default::default(),
     };
-    changed_body(empty, params)
+    let change = UpdateAgent {
+        name: Some(params.name),
+        model: None,
+        description: Some(params.description),
+        system: Some(params.system),
+        tools: Some(params.tools),
+        mcp_servers: params.mcp_servers,
+        skills: params.skills,
+        metadata: params
+            .metadata
+            .map(|m| m.into_iter().map(|(k, v)| (k, Some(v))).collect()),
+        execution_identity: params.execution_identity,
+        multiagent: params.multiagent,
+        version: None,
+    };
+    changed_body(empty, change)
 }
 
 /// `body` with what `params` sets; checked.
-fn changed_body(mut body: AgentBody, params: AgentParams) -> Result<AgentBody, ManagedError> {
+fn changed_body(mut body: AgentBody, params: UpdateAgent) -> Result<AgentBody, ManagedError> {
     refuse_unserved(&params)?;
     if let Some(name) = params.name {
         body.name = name;
     }
     if body.name.trim().is_empty() || body.name.chars().count() > 256 {
-        return Err(ManagedError::invalid("name: 1 to 256 characters, not blank"));
+        return Err(ManagedError::invalid(
+            "name: 1 to 256 characters, not blank",
+        ));
     }
     if let Some(model) = &params.model {
         body.model = model_of(model)?;
@@ -336,15 +358,15 @@ fn changed_body(mut body: AgentBody, params: AgentParams) -> Result<AgentBody, M
     if let Some(system) = params.system {
         body.system = system.filter(|s| !s.is_empty());
     }
-    if body.system.as_ref().is_some_and(|s| s.chars().count() > 100_000) {
+    if body
+        .system
+        .as_ref()
+        .is_some_and(|s| s.chars().count() > 100_000)
+    {
         return Err(ManagedError::invalid("system: at most 100,000 characters"));
     }
     if let Some(tools) = params.tools {
-        body.tools = tools
-            .unwrap_or_default()
-            .iter()
-            .map(tool_of)
-            .collect::<Result<_, _>>()?;
+        body.tools = tools.unwrap_or_default().iter().map(tool_of).collect();
     }
     if let Some(patch) = params.metadata {
         patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
@@ -354,16 +376,18 @@ fn changed_body(mut body: AgentBody, params: AgentParams) -> Result<AgentBody, M
 }
 
 /// What Harness does not serve yet, refused by name rather than dropped.
-fn refuse_unserved(params: &AgentParams) -> Result<(), ManagedError> {
-    let given = |list: &Option<Option<Vec<Value>>>| list.as_ref().and_then(Option::as_ref).is_some_and(|l| !l.is_empty());
+fn refuse_unserved(params: &UpdateAgent) -> Result<(), ManagedError> {
+    let given = |list: &Option<Vec<Value>>| list.as_ref().is_some_and(|l| !l.is_empty());
     if given(&params.mcp_servers) {
         return Err(ManagedError::invalid(
-            "mcp_servers: not supported by Harness's Managed Agents API; give the daemon's profiles their MCP servers instead",
+            "mcp_servers: not supported by Harness's Managed Agents API; give the daemon's \
+             profiles their MCP servers instead",
         ));
     }
     if given(&params.skills) {
         return Err(ManagedError::invalid(
-            "skills: not supported by Harness's Managed Agents API; a profile's plugin_dirs carry skills",
+            "skills: not supported by Harness's Managed Agents API; a profile's plugin_dirs \
+             carry skills",
         ));
     }
     if params.multiagent.as_ref().is_some_and(|m| !m.is_null()) {
@@ -374,17 +398,19 @@ fn refuse_unserved(params: &AgentParams) -> Result<(), ManagedError> {
     Ok(())
 }
 
-/// A request's model: a bare id or `{id, speed?, effort?}`.
-fn model_of(value: &Value) -> Result<ModelConfig, ManagedError> {
-    let model = match value {
-        Value::String(id) => ModelConfig {
+/// A request's model.
+fn model_of(model: &ModelParam) -> Result<ModelConfig, ManagedError> {
+    let model = match model {
+        ModelParam::Id(id) => ModelConfig {
             id: id.clone(),
             speed: None,
             effort: None,
         },
-        Value::Object(_) => serde_json::from_value(value.clone())
-            .map_err(|err| ManagedError::invalid(format!("model: {err}")))?,
-        _ => return Err(ManagedError::invalid("model: a model id or {id}")),
+        ModelParam::Config { id, speed, effort } => ModelConfig {
+            id: id.clone(),
+            speed: speed.clone(),
+            effort: effort.clone(),
+        },
     };
     if model.id.trim().is_empty() || model.id.chars().count() > 200 {
         return Err(ManagedError::invalid("model: an id of 1 to 200 characters"));
@@ -393,17 +419,14 @@ fn model_of(value: &Value) -> Result<ModelConfig, ManagedError> {
 }
 
 /// A request's tool, resolved.
-fn tool_of(value: &Value) -> Result<Tool, ManagedError> {
-    match value["type"].as_str() {
-        Some("agent_toolset_20260401") => profile::resolve_toolset(value),
-        Some("custom") => Err(ManagedError::invalid(
-            "tools: custom tools are not supported by Harness's Managed Agents API yet",
-        )),
-        Some("mcp_toolset") => Err(ManagedError::invalid(
-            "tools: mcp_toolset is not supported by Harness's Managed Agents API",
-        )),
-        other => Err(ManagedError::invalid(format!(
-            "tools: unknown tool type {other:?}"
-        ))),
+fn tool_of(tool: &ToolParam) -> Tool {
+    match tool {
+        ToolParam::Toolset {
+            default_config,
+            configs,
+        } => profile::resolve_toolset(
+            default_config.as_ref(),
+            configs.as_deref().unwrap_or_default(),
+        ),
     }
 }

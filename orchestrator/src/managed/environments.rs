@@ -9,39 +9,40 @@ use axum::{Extension, Json};
 
 use super::agents::{limit_of, list_rows, page_of, Body, ListQuery};
 use super::error::ManagedError;
+use super::params::{ConfigParam, CreateEnvironment, NetworkingParam, UpdateEnvironment};
 use super::wire::{check_metadata, patch_metadata, Deleted, Environment, EnvironmentBody};
-use super::wire::{EnvironmentConfig, EnvironmentParams, Networking, Packages, Page};
+use super::wire::{EnvironmentConfig, Networking, Packages, Page};
 use super::{ids, owner_of, sees, ManagedState, TAG};
 use crate::caller::Caller;
 use crate::store::{ManagedKind, ManagedRow, ManagedUpdate, NewManaged};
 
 /// Creates an environment.
 #[utoipa::path(post, path = "/environments", operation_id = "createEnvironment", tag = TAG,
-    request_body = EnvironmentParams,
+    request_body = CreateEnvironment,
     responses((status = 200, description = "The environment.", body = Environment)))]
 pub async fn create(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Body(params): Body<EnvironmentParams>,
+    Body(params): Body<CreateEnvironment>,
 ) -> Result<Json<Environment>, ManagedError> {
-    let name = params
-        .name
-        .clone()
-        .ok_or_else(|| ManagedError::invalid("name: required"))?;
     let empty = EnvironmentBody {
-        name,
+        name: params.name.clone(),
         description: None,
-        config: EnvironmentConfig::Cloud {
-            networking: Networking::Unrestricted {},
-            packages: Packages {
-                kind: "packages".into(),
-                ..Packages::default()
-            },
-        },
+        config: config_of(None)?,
         metadata: Default::default(),
     };
-    let body = changed(empty, params)?;
-    let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let change = UpdateEnvironment {
+        name: Some(params.name),
+        description: Some(params.description),
+        config: params.config,
+        metadata: params
+            .metadata
+            .map(|m| m.into_iter().map(|(k, v)| (k, Some(v))).collect()),
+        scope: params.scope,
+    };
+    let body = changed(empty, change)?;
+    let text =
+        serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
     let id = ids::generate("env");
     let row = state
         .store
@@ -70,17 +71,18 @@ pub async fn retrieve(
 /// Changes an environment; its sessions keep the walls they started with.
 #[utoipa::path(post, path = "/environments/{environment_id}", operation_id = "updateEnvironment", tag = TAG,
     params(("environment_id" = String, Path, description = "`env_…`")),
-    request_body = EnvironmentParams,
+    request_body = UpdateEnvironment,
     responses((status = 200, description = "The environment.", body = Environment)))]
 pub async fn update(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Body(params): Body<EnvironmentParams>,
+    Body(params): Body<UpdateEnvironment>,
 ) -> Result<Json<Environment>, ManagedError> {
     let row = visible(&state, &caller, &id).await?;
     let body = changed(body_of(&row)?, params)?;
-    let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+    let text =
+        serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
     match (state.store)
         .update_managed(ManagedKind::Environment, &id, None, &text)
         .await?
@@ -192,19 +194,21 @@ fn shown(row: &ManagedRow) -> Result<Environment, ManagedError> {
 /// `body` with what `params` sets; checked against what the walls can hold.
 fn changed(
     mut body: EnvironmentBody,
-    params: EnvironmentParams,
+    params: UpdateEnvironment,
 ) -> Result<EnvironmentBody, ManagedError> {
     if let Some(name) = params.name {
         body.name = name;
     }
     if body.name.trim().is_empty() || body.name.chars().count() > 256 {
-        return Err(ManagedError::invalid("name: 1 to 256 characters, not blank"));
+        return Err(ManagedError::invalid(
+            "name: 1 to 256 characters, not blank",
+        ));
     }
     if let Some(description) = params.description {
         body.description = description.filter(|d| !d.is_empty());
     }
     if let Some(config) = params.config {
-        body.config = config_of(config)?;
+        body.config = config_of(Some(config))?;
     }
     if let Some(patch) = params.metadata {
         patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
@@ -213,41 +217,41 @@ fn changed(
     Ok(body)
 }
 
-/// A request's `config`: `cloud`, with what the walls can hold.
-fn config_of(mut config: serde_json::Value) -> Result<EnvironmentConfig, ManagedError> {
-    if config["type"].as_str() == Some("self_hosted") {
-        return Err(ManagedError::invalid(
-            "config: self_hosted environments are not supported: Harness is the host; use cloud",
-        ));
-    }
-    if let Some(fields) = config.as_object_mut() {
-        fields
-            .entry("networking")
-            .or_insert_with(|| serde_json::json!({"type": "unrestricted"}));
-        fields
-            .entry("packages")
-            .or_insert_with(|| serde_json::json!({"type": "packages"}));
-    }
-    let config: EnvironmentConfig = serde_json::from_value(config)
-        .map_err(|err| ManagedError::invalid(format!("config: {err}")))?;
-    let EnvironmentConfig::Cloud {
-        networking,
-        packages,
-    } = &config;
-    if let Networking::Limited {
-        allowed_hosts,
-        allow_mcp_servers,
-        allow_package_managers,
-    } = networking
-    {
-        if !allowed_hosts.is_empty() || *allow_mcp_servers || *allow_package_managers {
-            return Err(ManagedError::invalid(
-                "config.networking: Harness's walls allow ports, not hosts: a limited network \
-                 reaches the model only (no allowed_hosts, MCP servers or package managers); \
-                 use unrestricted for more",
-            ));
+/// A request's `config` (`None`: the default, unrestricted): `cloud`, with what the walls can
+/// hold.
+fn config_of(config: Option<ConfigParam>) -> Result<EnvironmentConfig, ManagedError> {
+    let (networking, packages) = match config {
+        Some(ConfigParam::Cloud {
+            networking,
+            packages,
+        }) => (networking, packages.unwrap_or_default()),
+        None => (None, Default::default()),
+    };
+    let networking = match networking {
+        None | Some(NetworkingParam::Unrestricted {}) => Networking::Unrestricted {},
+        Some(NetworkingParam::Limited {
+            allowed_hosts,
+            allow_mcp_servers,
+            allow_package_managers,
+        }) => {
+            let hosts = allowed_hosts.unwrap_or_default();
+            if !hosts.is_empty()
+                || allow_mcp_servers == Some(true)
+                || allow_package_managers == Some(true)
+            {
+                return Err(ManagedError::invalid(
+                    "config.networking: Harness's walls allow ports, not hosts: a limited \
+                     network reaches the model only (no allowed_hosts, MCP servers or package \
+                     managers); use unrestricted for more",
+                ));
+            }
+            Networking::Limited {
+                allowed_hosts: Vec::new(),
+                allow_mcp_servers: false,
+                allow_package_managers: false,
+            }
         }
-    }
+    };
     let lists = [
         &packages.apt,
         &packages.cargo,
@@ -256,11 +260,20 @@ fn config_of(mut config: serde_json::Value) -> Result<EnvironmentConfig, Managed
         &packages.npm,
         &packages.pip,
     ];
-    if lists.iter().any(|list| !list.is_empty()) {
+    if lists
+        .iter()
+        .any(|list| list.as_ref().is_some_and(|l| !l.is_empty()))
+    {
         return Err(ManagedError::invalid(
             "config.packages: Harness installs no packages into a session; give the host what \
              its threads need",
         ));
     }
-    Ok(config)
+    Ok(EnvironmentConfig::Cloud {
+        networking,
+        packages: Packages {
+            kind: "packages".into(),
+            ..Packages::default()
+        },
+    })
 }

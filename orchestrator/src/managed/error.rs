@@ -160,7 +160,10 @@ pub async fn reshape(request: Request, next: Next) -> Response {
         .map(|id| format!("req_{}", id.replace('-', "")));
     let response = next.run(request).await;
     let (mut parts, body) = response.into_parts();
-    if let Some(id) = request_id.as_deref().and_then(|id| HeaderValue::from_str(id).ok()) {
+    if let Some(id) = request_id
+        .as_deref()
+        .and_then(|id| HeaderValue::from_str(id).ok())
+    {
         parts.headers.insert("request-id", id);
     }
     if parts.status.is_success() || parts.status.is_informational() {

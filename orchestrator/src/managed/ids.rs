@@ -84,7 +84,10 @@ mod tests {
     fn cursors_read_back_and_refuse_each_other() {
         let at = Utc::now();
         let (back, id) = parse_keyset(&keyset(at, "agent_1")).unwrap();
-        assert_eq!((back.timestamp_micros(), id.as_str()), (at.timestamp_micros(), "agent_1"));
+        assert_eq!(
+            (back.timestamp_micros(), id.as_str()),
+            (at.timestamp_micros(), "agent_1")
+        );
         assert_eq!(parse_version(&before_version(7)), Some(7));
         assert_eq!(parse_event(&after_event(42, 3)), Some((42, 3)));
         assert_eq!(parse_event(&before_version(7)), None);

@@ -5,7 +5,7 @@
 //! (in an environment) a profile made over the API ([`profile`]), and a session's events a
 //! projection of its thread's events ([`events`]).
 //!
-//! Files: `wire.rs` (the objects), `error.rs` (the API's error shape, also for what the layers
+//! Files: `wire.rs` (the objects), `params.rs` (what creates or changes them), `error.rs` (the API's error shape, also for what the layers
 //! in front refuse), `agents.rs`, `environments.rs`, `sessions.rs`, `session_events.rs` (send,
 //! list, stream), `profile.rs`, `ids.rs`. The routes, their scopes and their body limits are
 //! rows of `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the
@@ -19,6 +19,7 @@ mod environments;
 pub mod error;
 pub mod events;
 mod ids;
+pub mod params;
 pub mod profile;
 mod session_events;
 mod sessions;
@@ -71,7 +72,11 @@ where
         ))
         .routes(routes!(environments::archive))
         .routes(routes!(sessions::create, sessions::list))
-        .routes(routes!(sessions::retrieve, sessions::update, sessions::delete))
+        .routes(routes!(
+            sessions::retrieve,
+            sessions::update,
+            sessions::delete
+        ))
         .routes(routes!(sessions::archive))
         .routes(routes!(session_events::send, session_events::list))
         .routes(routes!(session_events::stream))

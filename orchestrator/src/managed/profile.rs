@@ -23,6 +23,7 @@ use crate::config::{Network, RuleDecision};
 use crate::pool::Pool;
 
 use super::error::ManagedError;
+use super::params::{ToolConfigParam, ToolDefaultsParam};
 use super::wire::{AgentBody, EnvironmentBody, EnvironmentConfig, Networking, PermissionPolicy};
 use super::wire::{Tool, ToolConfig, ToolDefaults};
 
@@ -129,58 +130,33 @@ fn table_of(agent: &AgentBody, network: Network) -> (ProfileConfig, Vec<Approval
     (table, rules)
 }
 
-/// The agent toolset as stored: every tool resolved from the request's defaults and configs.
-pub fn resolve_toolset(request: &serde_json::Value) -> Result<Tool, ManagedError> {
-    let defaults = &request["default_config"];
-    let default_enabled = defaults["enabled"].as_bool().unwrap_or(true);
-    let default_policy = policy_of(&defaults["permission_policy"])?.unwrap_or(
-        // The API's default: every built-in tool runs without asking.
-        PermissionPolicy::AlwaysAllow,
-    );
-    let given = request["configs"].as_array().cloned().unwrap_or_default();
-    for config in &given {
-        let name = config["name"].as_str().unwrap_or_default();
-        if !TOOLSET.iter().any(|(api, _)| *api == name) {
-            return Err(ManagedError::invalid(format!(
-                "tools: the agent toolset has no tool {name:?}"
-            )));
-        }
-    }
-    let mut configs = Vec::new();
-    for (api, _) in TOOLSET {
-        let own = given.iter().find(|c| c["name"].as_str() == Some(api));
-        let enabled = own
-            .and_then(|c| c["enabled"].as_bool())
-            .unwrap_or(default_enabled);
-        let policy = match own {
-            Some(c) => policy_of(&c["permission_policy"])?.unwrap_or(default_policy),
-            None => default_policy,
-        };
-        configs.push(ToolConfig {
-            name: api.to_owned(),
-            kind: api.to_owned(),
-            enabled,
-            permission_policy: policy,
-        });
-    }
-    Ok(Tool::Toolset {
+/// The agent toolset as stored: every tool resolved from the request's defaults and configs
+/// (the API's default: every tool enabled, run without asking).
+pub fn resolve_toolset(defaults: Option<&ToolDefaultsParam>, given: &[ToolConfigParam]) -> Tool {
+    let default_enabled = defaults.and_then(|d| d.enabled).unwrap_or(true);
+    let default_policy = defaults
+        .and_then(|d| d.permission_policy)
+        .unwrap_or(PermissionPolicy::AlwaysAllow);
+    let configs = TOOLSET
+        .iter()
+        .map(|(api, _)| {
+            let own = given.iter().rev().find(|c| c.name.as_str() == *api);
+            ToolConfig {
+                name: (*api).to_owned(),
+                kind: (*api).to_owned(),
+                enabled: own.and_then(|c| c.enabled).unwrap_or(default_enabled),
+                permission_policy: own
+                    .and_then(|c| c.permission_policy)
+                    .unwrap_or(default_policy),
+            }
+        })
+        .collect();
+    Tool::Toolset {
         default_config: ToolDefaults {
             enabled: default_enabled,
             permission_policy: default_policy,
         },
         configs,
-    })
-}
-
-/// A permission policy of a request; `auto` is refused (Harness has no classifier for it).
-fn policy_of(value: &serde_json::Value) -> Result<Option<PermissionPolicy>, ManagedError> {
-    match value["type"].as_str() {
-        None => Ok(None),
-        Some("always_allow") => Ok(Some(PermissionPolicy::AlwaysAllow)),
-        Some("always_ask") => Ok(Some(PermissionPolicy::AlwaysAsk)),
-        Some(other) => Err(ManagedError::invalid(format!(
-            "permission_policy {other:?} is not supported here: use always_allow or always_ask"
-        ))),
     }
 }
 

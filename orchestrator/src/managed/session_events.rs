@@ -153,7 +153,9 @@ async fn confirm(
         .iter()
         .find(|p| p.tool_use_id.as_deref() == Some(tool_use))
         .ok_or_else(|| {
-            ManagedError::invalid(format!("tool use {event} is not waiting for a confirmation"))
+            ManagedError::invalid(format!(
+                "tool use {event} is not waiting for a confirmation"
+            ))
         })?;
     let answer = Answer {
         allow: *result == Confirmation::Allow,
@@ -195,10 +197,10 @@ fn events_query(raw: Option<&str>) -> Result<EventsQuery, ManagedError> {
                 })?)
             }
             "page" => {
-                query.after = Some(
-                    ids::parse_event(&value)
-                        .ok_or_else(|| ManagedError::invalid("page: not a cursor this list gave"))?,
-                )
+                query.after =
+                    Some(ids::parse_event(&value).ok_or_else(|| {
+                        ManagedError::invalid("page: not a cursor this list gave")
+                    })?)
             }
             "types[]" | "types" => query.types.push(value),
             "order" if value == "asc" => {}
@@ -219,8 +221,9 @@ fn events_query(raw: Option<&str>) -> Result<EventsQuery, ManagedError> {
 /// The session's events, oldest first.
 #[utoipa::path(get, path = "/sessions/{session_id}/events", operation_id = "listSessionEvents", tag = TAG,
     params(("session_id" = String, Path, description = "`sesn_…`"),
-        ("limit" = Option<i64>, Query, description = "At most this many (1 to 1000; default 1000)."),
+        ("limit" = Option<i64>, Query, minimum = 1, maximum = 1000, description = "At most this many (1 to 1000; default 1000)."),
         ("page" = Option<String>, Query, description = "The `next_page` of the page before."),
+        ("order" = inline(Option<super::params::OldestFirst>), Query, description = "`asc`: oldest first, the only order."),
         ("types[]" = Option<Vec<String>>, Query, description = "Only events of these types.")),
     responses((status = 200, description = "A page of events.", body = inline(super::wire::Page<SessionEvent>))))]
 pub async fn list(
@@ -258,7 +261,10 @@ pub async fn list(
     let more = data.len() > limit;
     data.truncate(limit);
     let next_page = more
-        .then(|| data.last().map(|(row, index, _)| ids::after_event(*row, *index)))
+        .then(|| {
+            data.last()
+                .map(|(row, index, _)| ids::after_event(*row, *index))
+        })
         .flatten();
     Ok(Json(super::wire::Page {
         data: data.into_iter().map(|(_, _, event)| event).collect(),
@@ -276,7 +282,11 @@ async fn asker(
 ) -> Result<impl Fn(&str) -> bool, ManagedError> {
     let agent = state
         .store
-        .managed(ManagedKind::Agent, &session.agent_id, Some(session.agent_version))
+        .managed(
+            ManagedKind::Agent,
+            &session.agent_id,
+            Some(session.agent_version),
+        )
         .await?
         .ok_or_else(|| ManagedError::not_found(format!("agent {} not found", session.agent_id)))?;
     let body = agents::body_of(&agent)?;
@@ -296,7 +306,10 @@ pub async fn stream(
     let session = sessions::visible(&state, &caller, &id).await?;
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|err| ManagedError::invalid(format!("the query: {err}")))?;
-    if let Some((_, kind)) = pairs.iter().find(|(key, _)| key.starts_with("event_deltas")) {
+    if let Some((_, kind)) = pairs
+        .iter()
+        .find(|(key, _)| key.starts_with("event_deltas"))
+    {
         return Err(ManagedError::invalid(format!(
             "event_deltas: previews of {kind} are not served by Harness yet; the complete events are"
         )));

@@ -6,15 +6,15 @@
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use serde_json::Value;
 
 use plugin_contract::ThreadId;
 
 use super::agents::{self, limit_of, Body};
 use super::environments;
 use super::error::ManagedError;
+use super::params::{AgentRef, Amount, BudgetParam, CreateSession, Order, UpdateSession};
 use super::wire::{check_metadata, patch_metadata, Deleted, Session, SessionAgent, SessionBody};
-use super::wire::{SessionPage, SessionParams, SessionStats, SessionUpdate, SessionUsage};
+use super::wire::{SessionPage, SessionStats, SessionUsage};
 use super::{ids, profile, ManagedState, TAG};
 use crate::api::threads::CreateThread;
 use crate::caller::Caller;
@@ -23,18 +23,23 @@ use crate::store::{ManagedKind, NewSession, SessionFilter, SessionRow};
 /// Creates a session: its thread, on the agent's version it pins, in its environment; then
 /// sends its `initial_events`.
 #[utoipa::path(post, path = "/sessions", operation_id = "createSession", tag = TAG,
-    request_body = SessionParams,
+    request_body = CreateSession,
     responses((status = 200, description = "The session.", body = Session)))]
 pub async fn create(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Body(params): Body<SessionParams>,
+    Body(params): Body<CreateSession>,
 ) -> Result<Json<Session>, ManagedError> {
-    let (agent_id, version) = pinned(&params.agent)?;
+    let (agent_id, version) = match params.agent.clone() {
+        AgentRef::Id(id) => (id, None),
+        AgentRef::Pinned { id, version, .. } => (id, version),
+    };
     let agent = agents::visible(&state, &caller, &agent_id, version).await?;
     let environment = environments::visible(&state, &caller, &params.environment_id).await?;
     if agent.archived_at.is_some() {
-        return Err(ManagedError::invalid(format!("agent {agent_id} is archived")));
+        return Err(ManagedError::invalid(format!(
+            "agent {agent_id} is archived"
+        )));
     }
     if environment.archived_at.is_some() {
         return Err(ManagedError::invalid(format!(
@@ -71,7 +76,7 @@ pub async fn create(
             CreateThread {
                 title: params.title.clone(),
                 profile: Some(profile),
-                max_budget_usd: budget_of(params.budget.as_ref())?,
+                max_budget_usd: params.budget.as_ref().map(budget_of).transpose()?,
                 ..CreateThread::default()
             },
         )
@@ -93,52 +98,20 @@ pub async fn create(
         })
         .await?;
     if let Some(events) = params.initial_events.filter(|e| !e.is_empty()) {
-        let events = serde_json::from_value(Value::Array(events))
-            .map_err(|err| ManagedError::invalid(format!("initial_events: {err}")))?;
         super::session_events::send_all(&state, &caller, &row, events).await?;
     }
     Ok(Json(shown(&state, &row).await?))
 }
 
-/// The agent a request pins: `agent_…` (its latest version), or `{type: "agent", id,
-/// version?}`.
-fn pinned(agent: &Value) -> Result<(String, Option<i64>), ManagedError> {
-    match agent {
-        Value::String(id) => Ok((id.clone(), None)),
-        Value::Object(fields) => match fields.get("type").and_then(Value::as_str) {
-            Some("agent") | None => {
-                let id = fields.get("id").and_then(Value::as_str).ok_or_else(|| {
-                    ManagedError::invalid("agent.id: required")
-                })?;
-                Ok((id.to_owned(), fields.get("version").and_then(Value::as_i64)))
-            }
-            Some(other) => Err(ManagedError::invalid(format!(
-                "agent: {other:?} is not supported here; pin an agent version instead"
-            ))),
-        },
-        _ => Err(ManagedError::invalid("agent: an agent id or {type: agent, id}")),
-    }
-}
-
-/// A session's `budget` (`{type: "limit", max_list_cost: {amount, currency: "USD"}}`) as the
-/// thread's `maxBudgetUsd`.
-fn budget_of(budget: Option<&Value>) -> Result<Option<f64>, ManagedError> {
-    let Some(budget) = budget.filter(|b| !b.is_null()) else {
-        return Ok(None);
-    };
-    let cost = &budget["max_list_cost"];
-    if budget["type"].as_str() != Some("limit") || cost["currency"].as_str() != Some("USD") {
-        return Err(ManagedError::invalid(
-            "budget: {type: limit, max_list_cost: {amount, currency: USD}}",
-        ));
-    }
-    let amount = match &cost["amount"] {
-        Value::String(text) => text.parse::<f64>().ok(),
-        other => other.as_f64(),
+/// A session's budget as the thread's `maxBudgetUsd`.
+fn budget_of(budget: &BudgetParam) -> Result<f64, ManagedError> {
+    let BudgetParam::Limit { max_list_cost } = budget;
+    let amount = match &max_list_cost.amount {
+        Amount::Text(text) => text.parse::<f64>().ok(),
+        Amount::Number(usd) => Some(*usd),
     };
     amount
         .filter(|usd| usd.is_finite() && *usd >= 0.0)
-        .map(Some)
         .ok_or_else(|| ManagedError::invalid("budget.max_list_cost.amount: a number of USD"))
 }
 
@@ -158,20 +131,15 @@ pub async fn retrieve(
 /// Changes a session's title or metadata.
 #[utoipa::path(post, path = "/sessions/{session_id}", operation_id = "updateSession", tag = TAG,
     params(("session_id" = String, Path, description = "`sesn_…`")),
-    request_body = SessionUpdate,
+    request_body = UpdateSession,
     responses((status = 200, description = "The session.", body = Session)))]
 pub async fn update(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Body(params): Body<SessionUpdate>,
+    Body(params): Body<UpdateSession>,
 ) -> Result<Json<Session>, ManagedError> {
     let row = visible(&state, &caller, &id).await?;
-    if params.agent.is_some() || params.vault_ids.is_some() || params.budget.is_some() {
-        return Err(ManagedError::invalid(
-            "only title and metadata of a session change here",
-        ));
-    }
     if let Some(title) = params.title {
         let patch = crate::api::threads::PatchThread {
             title: Some(title),
@@ -183,7 +151,8 @@ pub async fn update(
     if let Some(patch) = params.metadata {
         let mut body = body_of(&row)?;
         patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
-        let text = serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
+        let text =
+            serde_json::to_string(&body).map_err(|err| ManagedError::invalid(err.to_string()))?;
         row = state
             .store
             .update_session(&row.thread_id, &text)
@@ -201,14 +170,16 @@ pub async fn update(
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SessionQuery {
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     pub page: Option<String>,
     #[serde(default)]
     pub include_archived: bool,
     pub agent_id: Option<String>,
     pub agent_version: Option<i64>,
-    /// `asc` or `desc` (the default) by creation.
-    pub order: Option<String>,
+    /// By creation: `desc` (the default) or `asc`.
+    #[param(inline)]
+    pub order: Option<Order>,
 }
 
 /// The caller's sessions.
@@ -221,11 +192,7 @@ pub async fn list(
     Query(query): Query<SessionQuery>,
 ) -> Result<Json<SessionPage>, ManagedError> {
     let limit = limit_of(query.limit)?;
-    let descending = match query.order.as_deref() {
-        None | Some("desc") => true,
-        Some("asc") => false,
-        Some(other) => return Err(ManagedError::invalid(format!("order: {other:?} is not asc or desc"))),
-    };
+    let descending = query.order != Some(Order::Asc);
     let after = match &query.page {
         Some(page) => {
             let (at, id) = ids::parse_keyset(page)
@@ -237,7 +204,11 @@ pub async fn list(
     let mut rows = state
         .store
         .list_sessions(SessionFilter {
-            tenant: (!caller.sees_all()).then(|| caller.tenant.as_deref()).flatten(),
+            tenant: if caller.sees_all() {
+                None
+            } else {
+                caller.tenant.as_deref()
+            },
             agent_id: query.agent_id.as_deref(),
             agent_version: query.agent_version,
             include_archived: query.include_archived,
@@ -250,7 +221,10 @@ pub async fn list(
     let more = rows.len() > limit;
     rows.truncate(limit);
     let next_page = more
-        .then(|| rows.last().map(|r| ids::keyset(r.created_at, r.thread_id.as_str())))
+        .then(|| {
+            rows.last()
+                .map(|r| ids::keyset(r.created_at, r.thread_id.as_str()))
+        })
         .flatten();
     let mut data = Vec::with_capacity(rows.len());
     for row in &rows {

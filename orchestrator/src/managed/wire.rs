@@ -109,46 +109,6 @@ pub struct AgentBody {
     pub metadata: BTreeMap<String, String>,
 }
 
-/// `POST /v1/agents` and `POST /v1/agents/{id}` (every field optional there; `version` guards
-/// the change).
-#[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct AgentParams {
-    pub name: Option<String>,
-    /// A model id, or `{id, speed?, effort?}`.
-    #[schema(value_type = Option<Object>)]
-    pub model: Option<Value>,
-    #[serde(default, deserialize_with = "some")]
-    pub description: Option<Option<String>>,
-    #[serde(default, deserialize_with = "some")]
-    pub system: Option<Option<String>>,
-    #[schema(value_type = Option<Vec<Object>>)]
-    #[serde(default, deserialize_with = "some")]
-    pub tools: Option<Option<Vec<Value>>>,
-    #[schema(value_type = Option<Vec<Object>>)]
-    #[serde(default, deserialize_with = "some")]
-    pub mcp_servers: Option<Option<Vec<Value>>>,
-    #[schema(value_type = Option<Vec<Object>>)]
-    #[serde(default, deserialize_with = "some")]
-    pub skills: Option<Option<Vec<Value>>>,
-    /// Merged into the stored metadata; a key set to `null` is removed.
-    pub metadata: Option<BTreeMap<String, Option<String>>>,
-    #[schema(value_type = Option<Object>)]
-    pub execution_identity: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    pub multiagent: Option<Value>,
-    /// On an update: the version it changes; another is refused (`409`).
-    pub version: Option<i64>,
-}
-
-/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
-fn some<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    T: Deserialize<'de>,
-    D: serde::Deserializer<'de>,
-{
-    Option::<T>::deserialize(deserializer).map(Some)
-}
-
 /// How an environment's sessions reach the network.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -221,18 +181,6 @@ pub struct EnvironmentBody {
     pub description: Option<String>,
     pub config: EnvironmentConfig,
     pub metadata: BTreeMap<String, String>,
-}
-
-/// `POST /v1/environments` and `POST /v1/environments/{id}`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct EnvironmentParams {
-    pub name: Option<String>,
-    #[serde(default, deserialize_with = "some")]
-    pub description: Option<Option<String>>,
-    #[schema(value_type = Option<Object>)]
-    pub config: Option<Value>,
-    pub metadata: Option<BTreeMap<String, Option<String>>>,
-    pub scope: Option<String>,
 }
 
 /// `{id, type}`: what a delete answers.
@@ -312,37 +260,6 @@ pub struct SessionBody {
     pub resources: Vec<Value>,
 }
 
-/// `POST /v1/sessions`.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct SessionParams {
-    /// `agent_…` (its latest version), `{type: "agent", id, version?}`.
-    #[schema(value_type = Object)]
-    pub agent: Value,
-    pub environment_id: String,
-    pub title: Option<String>,
-    pub metadata: Option<BTreeMap<String, String>>,
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub resources: Option<Vec<Value>>,
-    pub vault_ids: Option<Vec<String>>,
-    #[schema(value_type = Option<Object>)]
-    pub budget: Option<Value>,
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub initial_events: Option<Vec<Value>>,
-}
-
-/// `POST /v1/sessions/{id}`.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-pub struct SessionUpdate {
-    #[serde(default, deserialize_with = "some")]
-    pub title: Option<Option<String>>,
-    pub metadata: Option<BTreeMap<String, Option<String>>>,
-    #[schema(value_type = Option<Object>)]
-    pub agent: Option<Value>,
-    pub vault_ids: Option<Vec<String>>,
-    #[schema(value_type = Option<Object>)]
-    pub budget: Option<Value>,
-}
-
 /// Applies a metadata patch: a key set to `null` is removed. At most 16 keys, each up to 64
 /// characters, each value up to 512.
 pub fn patch_metadata(
@@ -360,7 +277,7 @@ pub fn patch_metadata(
 
 /// The API's bounds on metadata.
 pub fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), String> {
-    if metadata.len() > 16 {
+    if metadata.len() > super::params::METADATA_KEYS {
         return Err("metadata: at most 16 keys".into());
     }
     for (key, value) in metadata {

@@ -37,12 +37,18 @@ async fn python(test: &str) -> Option<PathBuf> {
 }
 
 /// Runs the client's `scenario` with `fields` against `daemon` as `key`.
-async fn run(python: &PathBuf, daemon: &TestDaemon, key: &str, scenario: &str, fields: Value) -> Value {
+async fn run(
+    python: &std::path::Path,
+    daemon: &TestDaemon,
+    key: &str,
+    scenario: &str,
+    fields: Value,
+) -> Value {
     let mut config = json!({"base": daemon.base, "key": key, "scenario": scenario});
     if let (Some(config), Some(fields)) = (config.as_object_mut(), fields.as_object()) {
         config.extend(fields.clone());
     }
-    run_python_script(python.clone(), "python_sdk.py", CLIENT, config)
+    run_python_script(python.to_path_buf(), "python_sdk.py", CLIENT, config)
         .await
         .unwrap_or_else(|err| panic!("the {scenario} scenario: {err:#}"))
 }
@@ -50,7 +56,12 @@ async fn run(python: &PathBuf, daemon: &TestDaemon, key: &str, scenario: &str, f
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
-        .map(|items| items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -79,9 +90,15 @@ async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() 
     let fields = json!({"prompt": "say hello", "second_prompt": "count slowly", "page_size": 2});
     let report = run(&python, &daemon, "any-key", "quickstart", fields).await;
     assert_eq!(report["status_before"], "idle", "{report}");
+    // The message sent comes back on the stream too, then the turn.
     assert_eq!(
         strings(&report["events"]),
-        ["session.status_running", "agent.message", "session.status_idle"],
+        [
+            "user.message",
+            "session.status_running",
+            "agent.message",
+            "session.status_idle"
+        ],
         "{report}"
     );
     assert_eq!(strings(&report["messages"]), ["Hello from Harness."]);
@@ -93,21 +110,44 @@ async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() 
     // Listed a page of two at a time: the message sent, then what the stream showed.
     assert_eq!(
         strings(&report["listed"]),
-        ["user.message", "session.status_running", "agent.message", "session.status_idle"],
+        [
+            "user.message",
+            "session.status_running",
+            "agent.message",
+            "session.status_idle"
+        ],
         "{report}"
     );
     let ids = strings(&report["listed_ids"]);
     let mut unique = ids.clone();
     unique.dedup();
-    assert_eq!(ids.len(), unique.len(), "each event once across pages: {ids:?}");
-    assert_eq!((report["first_page"].as_i64(), report["has_next"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(
+        ids.len(),
+        unique.len(),
+        "each event once across pages: {ids:?}"
+    );
+    assert_eq!(
+        (report["first_page"].as_i64(), report["has_next"].as_bool()),
+        (Some(2), Some(true))
+    );
     assert_eq!(strings(&report["only_messages"]), ["agent.message"]);
     // The second turn, read on a stream that dropped after one event and was resumed.
     assert_eq!(report["dropped_after"], "user.message", "{report}");
-    assert_eq!(strings(&report["resumed_messages"]), ["one two three."], "{report}");
+    assert_eq!(
+        strings(&report["resumed_messages"]),
+        ["one two three."],
+        "{report}"
+    );
     let resumed = strings(&report["resumed"]);
-    assert_eq!(resumed.first().map(String::as_str), Some("user.message"), "{resumed:?}");
-    assert_eq!(resumed.last().map(String::as_str), Some("session.status_idle"));
+    assert_eq!(
+        resumed.first().map(String::as_str),
+        Some("user.message"),
+        "{resumed:?}"
+    );
+    assert_eq!(
+        resumed.last().map(String::as_str),
+        Some("session.status_idle")
+    );
     assert_eq!(report["archived"], "terminated");
     // The session is a thread of the daemon's own API, with both turns.
     let session = report["session"].as_str().expect("a session id");
@@ -128,15 +168,16 @@ async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
         c.claude.builtin_tools = Some("Bash".into());
     })
     .await;
-    let dir = tempfile::tempdir().expect("a folder");
-    let allowed = dir.path().join("allowed.txt");
-    let denied = dir.path().join("denied.txt");
-    for (trigger, path) in [("touch allowed", &allowed), ("touch denied", &denied)] {
+    // In the session's own folder, where its walls let it write.
+    for (trigger, file) in [
+        ("touch allowed", "allowed.txt"),
+        ("touch denied", "denied.txt"),
+    ] {
         mock.once_when_prompt_contains(
             trigger,
             Reply::tool_use(
                 "Bash",
-                json!({"command": format!("touch {}", path.display()), "description": "d"}),
+                json!({"command": format!("touch {file}"), "description": "d"}),
             ),
         );
     }
@@ -144,11 +185,34 @@ async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
     let report = run(&python, &daemon, "any-key", "confirmations", fields).await;
     let outcomes = report["outcomes"].as_array().expect("two outcomes");
     for outcome in outcomes {
-        assert_eq!(outcome["asked"], json!([{"name": "Bash", "permission": "ask"}]), "{report}");
+        assert_eq!(
+            outcome["asked"],
+            json!([{"name": "Bash", "permission": "ask"}]),
+            "{report}"
+        );
         assert_eq!(outcome["stop"], "end_turn", "{report}");
     }
-    assert!(allowed.exists(), "the allowed command ran: {report}");
-    assert!(!denied.exists(), "the denied command did not: {report}");
+    let thread = report["session"]
+        .as_str()
+        .unwrap()
+        .replacen("sesn_", "thr_", 1);
+    let folder = orchestrator::launch::thread_workdir(
+        &daemon.config.claude_workdir(),
+        &plugin_contract::ThreadId::from_string(thread),
+    );
+    assert!(
+        folder.join("allowed.txt").exists(),
+        "the allowed command ran: {report}"
+    );
+    assert!(
+        !folder.join("denied.txt").exists(),
+        "the denied command did not: {report}"
+    );
+    let messages = strings(&report["messages"]);
+    assert!(
+        messages[1].contains("not this one"),
+        "the model read the refusal: {messages:?}"
+    );
     assert_typed(&report, "classes");
 }
 
@@ -160,9 +224,19 @@ async fn an_interrupt_ends_the_running_turn() {
     let mock = MockApi::start().await;
     mock.when_prompt_contains("talk forever", Reply::Hang);
     let daemon = TestDaemon::start(&mock, |_| {}).await;
-    let report = run(&python, &daemon, "any-key", "interrupt", json!({"prompt": "talk forever"})).await;
+    let report = run(
+        &python,
+        &daemon,
+        "any-key",
+        "interrupt",
+        json!({"prompt": "talk forever"}),
+    )
+    .await;
     assert_eq!(report["stop_reason"], "end_turn", "{report}");
-    let thread = report["session"].as_str().unwrap().replacen("sesn_", "thr_", 1);
+    let thread = report["session"]
+        .as_str()
+        .unwrap()
+        .replacen("sesn_", "thr_", 1);
     let messages = crate::support::messages(&daemon, &thread).await;
     assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
 }

@@ -290,7 +290,9 @@ fn cursors(label: &str, operation: &Value) -> Vec<String> {
         .filter(|p| p["in"] == "query")
         .filter_map(|p| p["name"].as_str())
         .filter(|name| {
-            *name == "cursor" || (label == "GET /api/threads/{id}/messages" && *name == "before")
+            *name == "cursor"
+                || (label == "GET /api/threads/{id}/messages" && *name == "before")
+                || (label.contains(" /v1/") && *name == "page")
         })
         .map(str::to_owned)
         .collect()

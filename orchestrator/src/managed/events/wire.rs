@@ -293,7 +293,12 @@ pub enum EventParams {
     UserDefineOutcome {
         description: String,
         rubric: Rubric,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "crate::managed::params::integral"
+        )]
+        #[schema(minimum = 1, maximum = 20)]
         max_iterations: Option<u32>,
     },
 }

@@ -1,0 +1,447 @@
+//! What clients send to make or change agents, environments and sessions, typed so that the
+//! document states every bound the door checks (the SDKs' field names; what Harness does not
+//! serve is stated as empty or `null`: `mcp_servers`, `skills`, `multiagent`, `resources`,
+//! `vault_ids`, packages, hosts).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
+use utoipa::ToSchema;
+
+use super::wire::PermissionPolicy;
+use crate::api::doc::NOT_BLANK;
+
+/// The API's bounds on metadata: at most 16 keys, each 1 to 64 characters, each value at most
+/// 512.
+pub const METADATA_KEYS: usize = 16;
+
+/// A model: an id, or `{id, speed?, effort?}`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ModelParam {
+    Id(String),
+    Config {
+        #[schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+        )]
+        id: String,
+        speed: Option<String>,
+        #[schema(value_type = Option<Object>)]
+        effort: Option<Value>,
+    },
+}
+
+/// A built-in tool of the agent toolset, by the API's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolName {
+    Bash,
+    Edit,
+    Read,
+    Write,
+    Glob,
+    Grep,
+    WebFetch,
+    WebSearch,
+}
+
+impl ToolName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Bash => "bash",
+            ToolName::Edit => "edit",
+            ToolName::Read => "read",
+            ToolName::Write => "write",
+            ToolName::Glob => "glob",
+            ToolName::Grep => "grep",
+            ToolName::WebFetch => "web_fetch",
+            ToolName::WebSearch => "web_search",
+        }
+    }
+}
+
+/// The defaults of the toolset's tools.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+pub struct ToolDefaultsParam {
+    pub enabled: Option<bool>,
+    pub permission_policy: Option<PermissionPolicy>,
+}
+
+/// One tool of the toolset, as a client sets it.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct ToolConfigParam {
+    pub name: ToolName,
+    pub enabled: Option<bool>,
+    pub permission_policy: Option<PermissionPolicy>,
+}
+
+/// A tool of an agent: the agent toolset (custom tools and MCP toolsets are not served).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(tag = "type")]
+pub enum ToolParam {
+    #[serde(rename = "agent_toolset_20260401")]
+    Toolset {
+        default_config: Option<ToolDefaultsParam>,
+        configs: Option<Vec<ToolConfigParam>>,
+    },
+}
+
+/// `POST /v1/agents`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateAgent {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
+    pub name: String,
+    #[schema(schema_with = model_schema)]
+    pub model: ModelParam,
+    pub description: Option<String>,
+    #[schema(max_length = 100000)]
+    pub system: Option<String>,
+    #[schema(max_items = 128)]
+    pub tools: Option<Vec<ToolParam>>,
+    #[schema(schema_with = none_served)]
+    pub mcp_servers: Option<Vec<Value>>,
+    #[schema(schema_with = none_served)]
+    pub skills: Option<Vec<Value>>,
+    #[schema(schema_with = metadata_schema)]
+    pub metadata: Option<BTreeMap<String, String>>,
+    /// Taken and shown as `service_account`: a session runs as the daemon does.
+    #[schema(value_type = Option<Object>)]
+    pub execution_identity: Option<Value>,
+    #[schema(value_type = Option<()>)]
+    pub multiagent: Option<Value>,
+}
+
+/// `POST /v1/agents/{id}`: a new version with what is given; `null` or `""` clears a field
+/// that can be cleared; `metadata` is merged (a key set to `null` is removed).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct UpdateAgent {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
+    pub name: Option<String>,
+    #[schema(schema_with = model_schema)]
+    pub model: Option<ModelParam>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, max_length = 100000)]
+    pub system: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<ToolParam>>, max_items = 128)]
+    pub tools: Option<Option<Vec<ToolParam>>>,
+    #[schema(schema_with = none_served)]
+    pub mcp_servers: Option<Vec<Value>>,
+    #[schema(schema_with = none_served)]
+    pub skills: Option<Vec<Value>>,
+    #[schema(schema_with = metadata_patch_schema)]
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    #[schema(value_type = Option<Object>)]
+    pub execution_identity: Option<Value>,
+    #[schema(value_type = Option<()>)]
+    pub multiagent: Option<Value>,
+    /// The version this changes; another is refused (`409`).
+    #[serde(default, deserialize_with = "integral")]
+    #[schema(minimum = 1)]
+    pub version: Option<i64>,
+}
+
+/// How an environment reaches the network: `unrestricted`, or `limited` to the model alone
+/// (walls allow ports, not hosts).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum NetworkingParam {
+    Unrestricted {},
+    Limited {
+        #[schema(schema_with = none_served)]
+        allowed_hosts: Option<Vec<String>>,
+        #[schema(schema_with = never)]
+        allow_mcp_servers: Option<bool>,
+        #[schema(schema_with = never)]
+        allow_package_managers: Option<bool>,
+    },
+}
+
+/// Packages to install: Harness installs none.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+pub struct PackagesParam {
+    #[schema(schema_with = none_served)]
+    pub apt: Option<Vec<String>>,
+    #[schema(schema_with = none_served)]
+    pub cargo: Option<Vec<String>>,
+    #[schema(schema_with = none_served)]
+    pub gem: Option<Vec<String>>,
+    #[schema(schema_with = none_served)]
+    pub go: Option<Vec<String>>,
+    #[schema(schema_with = none_served)]
+    pub npm: Option<Vec<String>>,
+    #[schema(schema_with = none_served)]
+    pub pip: Option<Vec<String>>,
+}
+
+/// An environment's configuration: `cloud`, Harness's walls.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ConfigParam {
+    Cloud {
+        networking: Option<NetworkingParam>,
+        packages: Option<PackagesParam>,
+    },
+}
+
+/// `POST /v1/environments`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateEnvironment {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
+    pub name: String,
+    pub description: Option<String>,
+    pub config: Option<ConfigParam>,
+    #[schema(schema_with = metadata_schema)]
+    pub metadata: Option<BTreeMap<String, String>>,
+    pub scope: Option<String>,
+}
+
+/// `POST /v1/environments/{id}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct UpdateEnvironment {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    pub config: Option<ConfigParam>,
+    #[schema(schema_with = metadata_patch_schema)]
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+    pub scope: Option<String>,
+}
+
+/// The agent a session runs: `agent_…` (its latest version), or `{type: "agent", id,
+/// version?}`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum AgentRef {
+    Id(String),
+    Pinned {
+        #[serde(rename = "type")]
+        kind: Option<AgentKind>,
+        #[schema(min_length = 1)]
+        id: String,
+        #[serde(default, deserialize_with = "integral")]
+        #[schema(minimum = 1)]
+        version: Option<i64>,
+    },
+}
+
+/// `agent`: the only kind of agent reference served (not `agent_with_overrides`).
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    Agent,
+}
+
+/// A cost in USD: `{amount, currency: "USD"}`, the amount a decimal string or a number.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct Cost {
+    #[schema(value_type = String, pattern = r"^[0-9]+(\.[0-9]+)?$")]
+    pub amount: Amount,
+    pub currency: Currency,
+}
+
+/// A decimal amount, as the API writes it (a string) or as a number.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Amount {
+    Text(String),
+    Number(f64),
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+pub enum Currency {
+    #[serde(rename = "USD")]
+    Usd,
+}
+
+/// The order of a list by creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    Asc,
+    Desc,
+}
+
+/// The one order of a session's events: oldest first.
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OldestFirst {
+    Asc,
+}
+
+/// A session's budget: a limit on its list cost.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum BudgetParam {
+    Limit { max_list_cost: Cost },
+}
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateSession {
+    pub agent: AgentRef,
+    #[schema(min_length = 1)]
+    pub environment_id: String,
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    )]
+    pub title: Option<String>,
+    #[schema(schema_with = metadata_schema)]
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[schema(schema_with = none_served)]
+    pub resources: Option<Vec<Value>>,
+    #[schema(schema_with = none_served)]
+    pub vault_ids: Option<Vec<String>>,
+    pub budget: Option<BudgetParam>,
+    /// Sent once the session is made, in order.
+    pub initial_events: Option<Vec<super::events::EventParams>>,
+}
+
+/// `POST /v1/sessions/{id}`: its title and metadata.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct UpdateSession {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200, pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]")]
+    pub title: Option<Option<String>>,
+    #[schema(schema_with = metadata_patch_schema)]
+    pub metadata: Option<BTreeMap<String, Option<String>>>,
+}
+
+/// An integer, written as JSON Schema counts one: `3` or `3.0`.
+pub fn integral<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    use serde::de::Error;
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = number.as_i64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    });
+    whole
+        .and_then(|n| T::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| D::Error::custom(format!("{number} is not an integer in range")))
+}
+
+/// Tells a field that is present (`Some`, even when `null`) from one that is absent.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// A model: an id of 1 to 200 characters, not blank, or `{id, speed?, effort?}` with one.
+fn model_schema() -> RefOr<Schema> {
+    use utoipa::openapi::schema::OneOfBuilder;
+    let id = || {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(200))
+            .pattern(Some(NOT_BLANK))
+    };
+    let config = ObjectBuilder::new()
+        .property("id", id())
+        .required("id")
+        .property(
+            "speed",
+            ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])),
+        )
+        .property("effort", ObjectBuilder::new());
+    let one_of = OneOfBuilder::new()
+        .item(id())
+        .item(config)
+        .description(Some("A model id, or {id, speed?, effort?}."))
+        .build();
+    RefOr::T(Schema::OneOf(one_of))
+}
+
+/// A list Harness does not serve: empty, or `null`.
+fn none_served() -> RefOr<Schema> {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .description(Some("Not served by Harness: empty or null."))
+        .max_items(Some(0))
+        .build()
+        .into()
+}
+
+/// A flag Harness does not serve: `false`, or `null`.
+fn never() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Boolean, Type::Null]))
+        .description(Some("Not served by Harness: false or null."))
+        .enum_values(Some([Value::Bool(false), Value::Null]))
+        .build()
+        .into()
+}
+
+/// Metadata: at most 16 keys of 1 to 64 characters, each value at most 512.
+fn metadata_schema() -> RefOr<Schema> {
+    metadata_of(
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(512)),
+    )
+}
+
+/// A metadata patch: as [`metadata_schema`], a value `null` removing its key.
+fn metadata_patch_schema() -> RefOr<Schema> {
+    let value = ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .max_length(Some(512));
+    metadata_of(value)
+}
+
+fn metadata_of(value: ObjectBuilder) -> RefOr<Schema> {
+    let key = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(64));
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "At most 16 keys of 1 to 64 characters, each value at most 512 characters.",
+        ))
+        .property_names(Some(key))
+        .additional_properties(Some(value))
+        .max_properties(Some(METADATA_KEYS))
+        .build()
+        .into()
+}
