@@ -25,6 +25,8 @@ mod session_events;
 mod sessions;
 pub mod wire;
 
+pub use sessions::make_profiles;
+
 use std::sync::Arc;
 
 use axum::extract::FromRef;

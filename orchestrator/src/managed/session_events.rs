@@ -86,6 +86,7 @@ async fn send_one(
     let thread = &session.thread_id;
     let id = match &event {
         EventParams::UserMessage { content } => {
+            sessions::ensure_profile(state, session).await?;
             let content = serde_json::to_value(content)
                 .and_then(serde_json::from_value)
                 .map_err(|err| ManagedError::invalid(format!("user.message: {err}")))?;

@@ -85,6 +85,7 @@ pub async fn create(
     let stored = serde_json::to_string(&SessionBody {
         metadata,
         resources: Vec::new(),
+        network,
     })
     .map_err(|err| ManagedError::invalid(err.to_string()))?;
     let row = state
@@ -271,6 +272,77 @@ pub async fn delete(
         id,
         kind: "session_deleted",
     }))
+}
+
+/// Makes the profiles of every live session, at the daemon's start: their threads' turns may run
+/// from any door (or be re-driven) before the door sees them. How many were made; a session
+/// whose agent cannot be made is logged and skipped.
+pub async fn make_profiles(
+    store: &crate::store::Store,
+    pool: &crate::pool::Pool,
+    approvals: &crate::approvals::Approvals,
+    config: &crate::config::Config,
+) -> Result<usize, crate::store::StoreError> {
+    let mut made = 0;
+    let mut after = None;
+    loop {
+        let page = store
+            .list_sessions(SessionFilter {
+                tenant: None,
+                agent_id: None,
+                agent_version: None,
+                include_archived: false,
+                descending: false,
+                after: after.clone(),
+                limit: 200,
+            })
+            .await?;
+        for row in &page {
+            let network = body_of(row).map(|b| b.network);
+            let agent = store
+                .managed(ManagedKind::Agent, &row.agent_id, Some(row.agent_version))
+                .await?;
+            let made_one = match (network, agent.as_ref().map(agents::body_of)) {
+                (Ok(network), Some(Ok(body))) => {
+                    let version = (row.agent_id.as_str(), row.agent_version, &body);
+                    profile::make(pool, approvals, config, version, network).map(drop)
+                }
+                _ => Err(ManagedError::not_found("its agent version is not readable")),
+            };
+            match made_one {
+                Ok(()) => made += 1,
+                Err(err) => tracing::warn!(thread_id = %row.thread_id, error = %err.message,
+                    "A session's profile could not be made; its turns are refused."),
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == 200 => {
+                after = Some((last.created_at, last.thread_id.clone()))
+            }
+            _ => return Ok(made),
+        }
+    }
+}
+
+/// Makes the session's profile when this daemon has not yet (it started since the session was
+/// made): the profile of its agent's pinned version in its environment's network, as made
+/// when the session was.
+pub async fn ensure_profile(state: &ManagedState, row: &SessionRow) -> Result<(), ManagedError> {
+    let network = body_of(row)?.network;
+    let name = profile::profile_name(&row.agent_id, row.agent_version, network);
+    if state.pool.profile(Some(&name)).is_ok() {
+        return Ok(());
+    }
+    let agent = state
+        .store
+        .managed(ManagedKind::Agent, &row.agent_id, Some(row.agent_version))
+        .await?
+        .ok_or_else(|| ManagedError::not_found(format!("agent {} not found", row.agent_id)))?;
+    let body = agents::body_of(&agent)?;
+    let approvals = state.pipeline.approvals();
+    let version = (agent.id.as_str(), agent.version, &body);
+    profile::make(&state.pool, approvals, &state.config, version, network)?;
+    Ok(())
 }
 
 /// The session `id` when `caller` sees it; else what one that does not exist gets.

@@ -253,11 +253,18 @@ pub struct Session {
 }
 
 /// What a session keeps beside its thread (`managed_sessions.body`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionBody {
     pub metadata: BTreeMap<String, String>,
     #[serde(default)]
     pub resources: Vec<Value>,
+    /// The walls' network of its environment when it was made (its profile's).
+    #[serde(default = "open")]
+    pub network: crate::config::Network,
+}
+
+fn open() -> crate::config::Network {
+    crate::config::Network::Open
 }
 
 /// Applies a metadata patch: a key set to `null` is removed. At most 16 keys, each up to 64

@@ -395,6 +395,13 @@ impl Daemon {
         }
         self.webhooks
             .start(&self.background, heartbeat_stop.clone());
+        // Before a re-drive: a session's turn runs on the profile its agent makes.
+        let approvals = self.pipeline.approvals();
+        let made =
+            crate::managed::make_profiles(&self.store, &self.pool, approvals, &self.config).await;
+        if let Err(err) = made {
+            warn!(error = %err, "The sessions' profiles could not be listed.");
+        }
         self.redrive.sweep().await;
         if let Some(cluster) = &self.cluster {
             let every = cluster.lease_ttl() / 3;

@@ -241,6 +241,29 @@ async fn an_interrupt_ends_the_running_turn() {
     assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
 }
 
+/// A session made before a restart takes its next message after it: the daemon makes the
+/// profile of its agent's version again when it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_goes_on_after_a_restart() {
+    let Some(python) = python("managed::restart").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains("after the restart", Reply::text("Still here."));
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let made = run(&python, &daemon, "any-key", "made", json!({})).await;
+    let daemon = daemon.restart().await;
+    // Through the daemon's own API first: the profile was made at the start, not by the door.
+    let thread = made["session"].as_str().unwrap().replacen("sesn_", "thr_", 1);
+    let (status, reply) = daemon.send(&thread, "after the restart, by /api").await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["message"]["content"], "Still here.", "{reply}");
+    let fields = json!({"session": made["session"], "prompt": "after the restart"});
+    let report = run(&python, &daemon, "any-key", "say", fields).await;
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    assert_eq!(strings(&report["messages"]), ["Still here."], "{report}");
+}
+
 /// A key's tenant owns what it makes: another tenant's key gets `not_found_error` for it, as
 /// for what does not exist, and lists none of it; an unknown key is an authentication error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -171,6 +171,13 @@ def refused():
         report["bad_key"] = "authentication_error"
 
 
+def say_and_wait():
+    """One message to an existing session, read until its turn ends."""
+    session = cfg["session"]
+    idle = until_idle(session, lambda e: e is None and say(session, cfg["prompt"]))
+    report["stop_reason"] = idle.stop_reason.type
+
+
 def made():
     """What the owner makes, for `refused`."""
     agent, environment = agent_and_environment()
@@ -180,5 +187,5 @@ def made():
 
 
 {"quickstart": quickstart, "confirmations": confirmations, "interrupt": interrupt,
- "refused": refused, "made": made}[cfg["scenario"]]()
+ "refused": refused, "made": made, "say": say_and_wait}[cfg["scenario"]]()
 print(json.dumps(report))
