@@ -121,6 +121,43 @@ impl Files {
         data: &[u8],
     ) -> Result<FileRow, FileError> {
         let media_type = checked_type(declared, data)?;
+        self.store_bytes(caller, media_type, data).await
+    }
+
+    /// Stores `data` of any media type (`declared`, parameters ignored; a malformed one is
+    /// `application/octet-stream`) for `caller`: a file to put in a session's folder, never
+    /// attached to a message as an image or document (only [`MEDIA_TYPES`] are).
+    pub async fn upload_any(
+        &self,
+        caller: &Caller,
+        declared: &str,
+        data: &[u8],
+    ) -> Result<FileRow, FileError> {
+        let essence = declared
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        let token = |part: &str| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
+        };
+        let media_type = match essence.split_once('/') {
+            Some((kind, sub)) if token(kind) && token(sub) => essence.as_str(),
+            _ => "application/octet-stream",
+        };
+        self.store_bytes(caller, media_type, data).await
+    }
+
+    async fn store_bytes(
+        &self,
+        caller: &Caller,
+        media_type: &str,
+        data: &[u8],
+    ) -> Result<FileRow, FileError> {
         self.check_size(
             "the file",
             data.len(),
@@ -203,7 +240,8 @@ impl Files {
                     .await
                     .map_err(|err| in_block(index, err))?,
             };
-            if row.media_type.starts_with("image/") != is_image {
+            let attachable = MEDIA_TYPES.contains(&row.media_type.as_str());
+            if !attachable || row.media_type.starts_with("image/") != is_image {
                 return Err(FileError::Block {
                     index,
                     reason: format!(
