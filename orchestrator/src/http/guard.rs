@@ -60,6 +60,10 @@ pub struct Guard {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Large {
     Upload,
+    /// A file in a `multipart/form-data` form (the Managed Agents API's `/v1/files`): bounded
+    /// as an upload. A form needs no preflight, so only the Origin check stands before it, as
+    /// before every other route.
+    Form,
     Message,
 }
 
@@ -184,6 +188,7 @@ impl Guard {
         let form_allowed = request.uri().path() == TOKEN_ENDPOINT && is_form(&content_type);
         let (type_ok, limit) = match large {
             Some(Large::Upload) => (!is_form_type(&content_type), self.max_upload),
+            Some(Large::Form) => (is_multipart(&content_type), self.max_upload),
             Some(Large::Message) => (is_json(&content_type), self.max_message),
             None => (is_json(&content_type) || form_allowed, self.max_body),
         };
@@ -197,6 +202,7 @@ impl Guard {
                 Some(Large::Upload) => {
                     format!("an upload's body is the file under its own Content-Type, not {got}")
                 }
+                Some(Large::Form) => format!("the body must be multipart/form-data, not {got}"),
                 _ => format!("the body must be application/json, not {got}"),
             };
             Some(ApiError::new(
@@ -271,6 +277,7 @@ impl Guard {
             Carries::Json => None,
             Carries::Message => Some(Large::Message),
             Carries::Upload => Some(Large::Upload),
+            Carries::Form => Some(Large::Form),
         }
     }
 
@@ -463,6 +470,13 @@ fn is_form(content_type: &str) -> bool {
             .trim()
             .eq_ignore_ascii_case("application/x-www-form-urlencoded")
     })
+}
+
+fn is_multipart(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("multipart/form-data"))
 }
 
 /// One of the types an HTML form can send without a preflight.

@@ -38,6 +38,8 @@ pub enum Body {
     Message,
     /// A file under its own `Content-Type`: within `files.max_file_bytes`.
     Upload,
+    /// A file in a `multipart/form-data` form: within `files.max_file_bytes`.
+    Form,
 }
 
 /// An HTTP method, as a value a constant can hold (axum's `Method` has a destructor).
@@ -237,6 +239,8 @@ pub const OPERATIONS: &[Operation] = &[
     // A message's images and documents come as base64 blocks.
     Operation::new(POST, "/v1/sessions/{session_id}/events", WRITE).carrying(Body::Message),
     Operation::new(GET, "/v1/sessions/{session_id}/events/stream", READ),
+    Operation::new(POST, "/v1/files", WRITE).carrying(Body::Form),
+    Operation::new(GET, "/v1/files/{file_id}", READ),
     // Listing and reading; each tool call that changes something checks `threads:write` too
     // (`mcp_endpoint`, by the tool's own policy). Bodies are bounded as a message's are
     // (`threads__send` may carry files).

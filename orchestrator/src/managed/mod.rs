@@ -7,7 +7,7 @@
 //!
 //! Files: `wire.rs` (the objects), `params.rs` (what creates or changes them), `error.rs` (the API's error shape, also for what the layers
 //! in front refuse), `agents.rs`, `environments.rs`, `sessions.rs`, `session_events.rs` (send,
-//! list, stream), `profile.rs`, `ids.rs`. The routes, their scopes and their body limits are
+//! list, stream), `files.rs` (uploads, and where a session's files go), `profile.rs`, `ids.rs`. The routes, their scopes and their body limits are
 //! rows of `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the
 //! token check (which also takes the key from `x-api-key`).
 //!
@@ -18,6 +18,7 @@ mod agents;
 mod environments;
 pub mod error;
 pub mod events;
+mod files;
 mod ids;
 pub mod params;
 pub mod profile;
@@ -82,6 +83,8 @@ where
         .routes(routes!(sessions::archive))
         .routes(routes!(session_events::send, session_events::list))
         .routes(routes!(session_events::stream))
+        .routes(routes!(files::upload))
+        .routes(routes!(files::retrieve))
 }
 
 /// The owner a caller's objects are stored under: its tenant, `""` for the operator's.

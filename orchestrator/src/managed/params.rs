@@ -316,13 +316,27 @@ pub struct CreateSession {
     pub title: Option<String>,
     #[schema(schema_with = metadata_schema)]
     pub metadata: Option<BTreeMap<String, String>>,
-    #[schema(schema_with = none_served)]
-    pub resources: Option<Vec<Value>>,
+    /// Files put in the session's folder before it starts.
+    #[schema(max_items = 100)]
+    pub resources: Option<Vec<ResourceParam>>,
     #[schema(schema_with = none_served)]
     pub vault_ids: Option<Vec<String>>,
     pub budget: Option<BudgetParam>,
     /// Sent once the session is made, in order.
     pub initial_events: Option<Vec<super::events::EventParams>>,
+}
+
+/// What a session starts with: a file uploaded before (`POST /v1/files`), put in the session's
+/// folder at `mount_path` (below the folder; default `/mnt/session/uploads/<file_id>`).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResourceParam {
+    File {
+        #[schema(min_length = 1)]
+        file_id: String,
+        #[schema(min_length = 1, pattern = r"^[^\x00]*$")]
+        mount_path: Option<String>,
+    },
 }
 
 /// `POST /v1/sessions/{id}`: its title and metadata.

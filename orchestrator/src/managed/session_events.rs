@@ -144,6 +144,13 @@ async fn confirm(
     result: &Confirmation,
     deny_message: &Option<String>,
 ) -> Result<(), ManagedError> {
+    // As `/api`'s answer to a permission: a person's decision needs its own scope.
+    if !caller.has(crate::caller::Scope::Approvals) {
+        return Err(ManagedError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "user.tool_confirmation needs the scope `approvals`, which the caller's key does not have",
+        ));
+    }
     let tool_use = tool_use_of(event)
         .ok_or_else(|| ManagedError::invalid(format!("tool_use_id: {event} is not a tool use")))?;
     let waiting = state

@@ -3,7 +3,9 @@
 //! archive come from the thread: `running` while a message of it is pending, `terminated` once
 //! archived, else `idle`.
 
-use axum::extract::{Path, Query, State};
+use std::path::Path;
+
+use axum::extract::{Path as UrlPath, Query, State};
 use axum::{Extension, Json};
 use serde::Deserialize;
 
@@ -12,7 +14,9 @@ use plugin_contract::ThreadId;
 use super::agents::{self, limit_of, Body};
 use super::environments;
 use super::error::ManagedError;
-use super::params::{AgentRef, Amount, BudgetParam, CreateSession, Order, UpdateSession};
+use super::params::{
+    AgentRef, Amount, BudgetParam, CreateSession, Order, ResourceParam, UpdateSession,
+};
 use super::wire::{check_metadata, patch_metadata, Deleted, Session, SessionAgent, SessionBody};
 use super::wire::{SessionPage, SessionStats, SessionUsage};
 use super::{ids, profile, ManagedState, TAG};
@@ -47,11 +51,7 @@ pub async fn create(
             environment.id
         )));
     }
-    if params.resources.as_ref().is_some_and(|r| !r.is_empty()) {
-        return Err(ManagedError::invalid(
-            "resources: not supported by Harness's Managed Agents API yet; send files in a user.message",
-        ));
-    }
+    let files = resources_of(&state, &caller, params.resources.unwrap_or_default()).await?;
     if params.vault_ids.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(ManagedError::invalid(
             "vault_ids: not supported: Harness keeps credentials in its own configuration",
@@ -82,9 +82,11 @@ pub async fn create(
         )
         .await?;
     let thread = created.thread.id;
+    let folder = crate::launch::thread_workdir(&state.config.claude_workdir(), &thread);
+    let resources = put(&state, &folder, files).await?;
     let stored = serde_json::to_string(&SessionBody {
         metadata,
-        resources: Vec::new(),
+        resources,
         network,
     })
     .map_err(|err| ManagedError::invalid(err.to_string()))?;
@@ -102,6 +104,77 @@ pub async fn create(
         super::session_events::send_all(&state, &caller, &row, events).await?;
     }
     Ok(Json(shown(&state, &row).await?))
+}
+
+/// A file to put in a new session's folder: the file (the caller's), and where it goes.
+struct Mounted {
+    file: crate::store::FileRow,
+    mount_path: String,
+}
+
+/// The session's `resources`, checked before anything is made: each file the caller's, each
+/// mount path in the session's folder.
+async fn resources_of(
+    state: &ManagedState,
+    caller: &Caller,
+    resources: Vec<ResourceParam>,
+) -> Result<Vec<Mounted>, ManagedError> {
+    let mut mounted = Vec::with_capacity(resources.len());
+    for resource in resources {
+        let ResourceParam::File {
+            file_id,
+            mount_path,
+        } = resource;
+        let file = (state.pipeline.files())
+            .visible(caller, &file_id)
+            .await
+            .map_err(super::files::file_error)?;
+        let mount_path = mount_path.unwrap_or_else(|| format!("/mnt/session/uploads/{file_id}"));
+        super::files::mount(Path::new("/"), &mount_path)?;
+        mounted.push(Mounted { file, mount_path });
+    }
+    Ok(mounted)
+}
+
+/// Writes each file into `folder` at its mount path; the resources as the API shows them.
+async fn put(
+    state: &ManagedState,
+    folder: &Path,
+    files: Vec<Mounted>,
+) -> Result<Vec<serde_json::Value>, ManagedError> {
+    let mut shown = Vec::with_capacity(files.len());
+    for (index, Mounted { file, mount_path }) in files.into_iter().enumerate() {
+        let bytes = (state.store)
+            .file_data(&file.id)
+            .await?
+            .ok_or_else(|| ManagedError::not_found(format!("file {} not found", file.id)))?;
+        let path = super::files::mount(folder, &mount_path)?;
+        let written = async {
+            if let Some(parent) = path.parent() {
+                tokio::fs::create_dir_all(parent).await?;
+            }
+            tokio::fs::write(&path, &bytes).await
+        };
+        written.await.map_err(|err| {
+            ManagedError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!(
+                    "the file {} could not be put at {mount_path}: {err}",
+                    file.id
+                ),
+            )
+        })?;
+        let now = chrono::Utc::now();
+        shown.push(serde_json::json!({
+            "type": "file",
+            "id": format!("sesrsc_{index}_{}", file.id.trim_start_matches("file_")),
+            "file_id": file.id,
+            "mount_path": mount_path,
+            "created_at": now,
+            "updated_at": now,
+        }));
+    }
+    Ok(shown)
 }
 
 /// A session's budget as the thread's `maxBudgetUsd`.
@@ -123,7 +196,7 @@ fn budget_of(budget: &BudgetParam) -> Result<f64, ManagedError> {
 pub async fn retrieve(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Session>, ManagedError> {
     let row = visible(&state, &caller, &id).await?;
     Ok(Json(shown(&state, &row).await?))
@@ -137,7 +210,7 @@ pub async fn retrieve(
 pub async fn update(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    UrlPath(id): UrlPath<String>,
     Body(params): Body<UpdateSession>,
 ) -> Result<Json<Session>, ManagedError> {
     let row = visible(&state, &caller, &id).await?;
@@ -245,7 +318,7 @@ pub async fn list(
 pub async fn archive(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Session>, ManagedError> {
     let row = visible(&state, &caller, &id).await?;
     state.threads.archive(&caller, &row.thread_id).await?;
@@ -264,7 +337,7 @@ pub async fn archive(
 pub async fn delete(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    UrlPath(id): UrlPath<String>,
 ) -> Result<Json<Deleted>, ManagedError> {
     let row = visible(&state, &caller, &id).await?;
     state.threads.delete(&caller, &row.thread_id).await?;

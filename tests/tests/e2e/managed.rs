@@ -254,7 +254,10 @@ async fn a_session_goes_on_after_a_restart() {
     let made = run(&python, &daemon, "any-key", "made", json!({})).await;
     let daemon = daemon.restart().await;
     // Through the daemon's own API first: the profile was made at the start, not by the door.
-    let thread = made["session"].as_str().unwrap().replacen("sesn_", "thr_", 1);
+    let thread = made["session"]
+        .as_str()
+        .unwrap()
+        .replacen("sesn_", "thr_", 1);
     let (status, reply) = daemon.send(&thread, "after the restart, by /api").await;
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["message"]["content"], "Still here.", "{reply}");
@@ -262,6 +265,37 @@ async fn a_session_goes_on_after_a_restart() {
     let report = run(&python, &daemon, "any-key", "say", fields).await;
     assert_eq!(report["stop_reason"], "end_turn", "{report}");
     assert_eq!(strings(&report["messages"]), ["Still here."], "{report}");
+}
+
+/// A file uploaded with the SDK starts a session in its folder, where the agent reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_starts_with_an_uploaded_file() {
+    let Some(python) = python("managed::file").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.once_when_prompt_contains(
+        "read the data",
+        Reply::tool_use(
+            "Bash",
+            json!({"command": "cat data/input.csv", "description": "d"}),
+        ),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let fields = json!({"csv": "city,visits\nOslo,3\n", "prompt": "read the data"});
+    let report = run(&python, &daemon, "any-key", "file", fields).await;
+    assert_eq!(report["file"]["mime_type"], "text/csv", "{report}");
+    assert_eq!(report["file"]["size"], 20, "{report}");
+    assert_eq!(report["file"]["filename"], "input.csv", "{report}");
+    let id = report["file"]["id"].clone();
+    assert_eq!(
+        report["resources"],
+        json!([["file", id, "/data/input.csv"]]),
+        "{report}"
+    );
+    // The model's Bash read it: the mock answers with the tool's result.
+    let messages = strings(&report["messages"]);
+    assert!(messages[0].contains("Oslo,3"), "{messages:?}");
 }
 
 /// A key's tenant owns what it makes: another tenant's key gets `not_found_error` for it, as

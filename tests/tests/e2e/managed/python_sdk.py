@@ -178,6 +178,21 @@ def say_and_wait():
     report["stop_reason"] = idle.stop_reason.type
 
 
+def with_file():
+    """A file uploaded, then a session that starts with it in its folder."""
+    agent, environment = agent_and_environment()
+    uploaded = beta.files.upload(file=("input.csv", cfg["csv"].encode(), "text/csv"))
+    report["file"] = {"id": uploaded.id, "mime_type": uploaded.mime_type, "size": uploaded.size_bytes,
+                      "filename": uploaded.filename}
+    session = beta.sessions.create(
+        agent=agent.id, environment_id=environment.id,
+        resources=[{"type": "file", "file_id": uploaded.id, "mount_path": "/data/input.csv"}],
+    )
+    report["resources"] = [(r.type, r.file_id, r.mount_path) for r in session.resources]
+    report["session"] = session.id
+    until_idle(session.id, lambda e: e is None and say(session.id, cfg["prompt"]))
+
+
 def made():
     """What the owner makes, for `refused`."""
     agent, environment = agent_and_environment()
@@ -187,5 +202,5 @@ def made():
 
 
 {"quickstart": quickstart, "confirmations": confirmations, "interrupt": interrupt,
- "refused": refused, "made": made, "say": say_and_wait}[cfg["scenario"]]()
+ "refused": refused, "made": made, "say": say_and_wait, "file": with_file}[cfg["scenario"]]()
 print(json.dumps(report))
