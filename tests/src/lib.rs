@@ -8,6 +8,7 @@
 //! - [`daemon`]: the real daemon on `127.0.0.1:0`, its CLI pointed at the mock.
 //! - [`mcp`]: clients of the daemon's `/mcp`: raw JSON-RPC over HTTP, and the official MCP Python SDK in a venv.
 //! - [`otel`]: an outside OTLP trace receiver (PyPI `oteltest`'s sink) that writes each span it gets.
+//! - [`node`]: pinned npm packages under `<target>/`, and ES module scripts run beside them.
 //! - [`oauth`]: an outside OAuth/OIDC issuer (npm `oauth2-mock-server`) and the Python SDK's OAuth client script.
 //! - [`openapi`]: requests generated from the daemon's OpenAPI document (PyPI `schemathesis`), sent to it.
 //! - [`probe`]: the `harness-plugin-probe` crate, whose tools exercise validation, defaults, timeouts, panics and
@@ -23,6 +24,7 @@ pub mod git;
 pub mod mcp;
 pub mod media;
 pub mod mock;
+pub mod node;
 pub mod oauth;
 pub mod openapi;
 pub mod otel;

@@ -1,11 +1,16 @@
-//! The Managed Agents API (#48), driven by Anthropic's own Python SDK (`anthropic`, pinned in
-//! [`SDK`], installed into `<target>/anthropic-python/venv` when missing) with only its base URL
-//! changed, against the real CLI and the scripted Messages API: the quickstart (an agent, an
-//! environment, a session, a message, its reply streamed, the idle), events listed a page at a
-//! time and a stream resumed after it dropped, a tool that waits for a confirmation (allowed
-//! once, denied once), an interrupt, and another tenant's key refused. `managed/python_sdk.py`
-//! is the client; every event it reads is parsed by the SDK's own types.
+//! The Managed Agents API (#48), driven by Anthropic's own SDKs with only their base URL
+//! changed, against the real CLI and the scripted Messages API: the Python SDK (`anthropic`,
+//! pinned in [`SDK`], installed into `<target>/anthropic-python/venv` when missing) and the
+//! TypeScript SDK (npm `@anthropic-ai/sdk`, pinned in [`TS_SDK`], installed into
+//! `<target>/anthropic-node/` when missing). Each runs the quickstart (an agent, an environment,
+//! a session, a message, its reply streamed, the idle) and lists events a page at a time, a tool
+//! that waits for a confirmation (allowed once, denied once), an interrupt, and another tenant's
+//! key refused; the Python SDK also resumes a stream after it dropped. `managed/python_sdk.py`
+//! and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK reads is parsed by its
+//! own types; the TypeScript SDK does not check at run time, so each event's `type` and fields
+//! are checked against what the installed package's `.d.ts` declares.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -15,11 +20,16 @@ use serde_json::{json, Value};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::{run_python_script, venv_with, PythonSdk};
 use harness_tests::mock::{MockApi, Reply};
+use harness_tests::node::{npm_with, NodePackages};
 use orchestrator::config::Config;
 
 /// The SDK the tests run, as it ships.
 const SDK: &str = "anthropic==2.10.0";
 const CLIENT: &str = include_str!("managed/python_sdk.py");
+
+/// The TypeScript SDK the tests run, as it ships.
+const TS_SDK: &str = "@anthropic-ai/sdk@1.10.0";
+const TS_CLIENT: &str = include_str!("managed/ts_sdk.mjs");
 
 /// The venv's `python` with [`SDK`]; `None` (saying why) only when there is no `python3`.
 async fn python(test: &str) -> Option<PathBuf> {
@@ -36,7 +46,25 @@ async fn python(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// Runs the client's `scenario` with `fields` against `daemon` as `key`.
+/// `node` and the folder with [`TS_SDK`] installed (failing, saying what to install, without
+/// Node.js and npm, as the other Node-based tests do).
+async fn typescript() -> NodePackages {
+    tokio::task::spawn_blocking(|| npm_with("anthropic-node", &[TS_SDK]))
+        .await
+        .expect("installer task")
+        .expect("the Anthropic TypeScript SDK installs")
+}
+
+/// A client's argument: `scenario` against `daemon` as `key`, with `fields`.
+fn config(daemon: &TestDaemon, key: &str, scenario: &str, fields: Value) -> Value {
+    let mut config = json!({"base": daemon.base, "key": key, "scenario": scenario});
+    if let (Some(config), Some(fields)) = (config.as_object_mut(), fields.as_object()) {
+        config.extend(fields.clone());
+    }
+    config
+}
+
+/// Runs the Python client's `scenario` with `fields` against `daemon` as `key`.
 async fn run(
     python: &std::path::Path,
     daemon: &TestDaemon,
@@ -44,13 +72,26 @@ async fn run(
     scenario: &str,
     fields: Value,
 ) -> Value {
-    let mut config = json!({"base": daemon.base, "key": key, "scenario": scenario});
-    if let (Some(config), Some(fields)) = (config.as_object_mut(), fields.as_object()) {
-        config.extend(fields.clone());
-    }
+    let config = config(daemon, key, scenario, fields);
     run_python_script(python.to_path_buf(), "python_sdk.py", CLIENT, config)
         .await
         .unwrap_or_else(|err| panic!("the {scenario} scenario: {err:#}"))
+}
+
+/// Runs the TypeScript client's `scenario` with `fields` against `daemon` as `key`.
+async fn run_ts(
+    sdk: &NodePackages,
+    daemon: &TestDaemon,
+    key: &str,
+    scenario: &str,
+    fields: Value,
+) -> Value {
+    let config = config(daemon, key, scenario, fields);
+    let sdk = sdk.clone();
+    tokio::task::spawn_blocking(move || sdk.run_script("ts_sdk", TS_CLIENT, &config))
+        .await
+        .expect("the client's task")
+        .unwrap_or_else(|err| panic!("the TypeScript {scenario} scenario: {err:#}"))
 }
 
 fn strings(value: &Value) -> Vec<String> {
@@ -75,11 +116,139 @@ fn assert_typed(report: &Value, key: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() {
-    let Some(python) = python("managed::quickstart").await else {
-        return;
-    };
+/// The installed TypeScript SDK's declarations (`.d.ts`) in `files`, under its
+/// `resources/beta/`, as one text.
+fn declarations(sdk: &NodePackages, files: &[&str]) -> String {
+    let dir = sdk.package("@anthropic-ai/sdk").join("resources/beta");
+    files
+        .iter()
+        .map(|file| {
+            std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|err| panic!("{}: {err}", dir.join(file).display()))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The own fields of interface `name` in `source`, as declared (`id: string;`, `name?: ...`):
+/// four spaces in; what is deeper belongs to nested types.
+fn interface_fields<'a>(source: &'a str, name: &str) -> Vec<&'a str> {
+    let body = source
+        .split_once(&format!("export interface {name} {{\n"))
+        .and_then(|(_, rest)| rest.split("\n}\n").next())
+        .unwrap_or_else(|| panic!("the SDK does not declare interface {name}"));
+    body.lines()
+        .filter_map(|line| line.strip_prefix("    "))
+        .filter(|line| line.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+        .collect()
+}
+
+/// The names of the fields among `fields` that are required (not marked `?`).
+fn required(fields: &[&str]) -> Vec<String> {
+    fields
+        .iter()
+        .filter_map(|f| f.split_once(": ").map(|(field, _)| field))
+        .filter(|field| !field.ends_with('?'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The events the installed TypeScript SDK declares in the union type `union` (in
+/// `resources/beta/sessions/`): each member interface's `type` literal, with the fields it
+/// requires.
+fn declared_events(sdk: &NodePackages, union: &str) -> BTreeMap<String, Vec<String>> {
+    let source = declarations(sdk, &["sessions/events.d.ts", "sessions/sessions.d.ts"]);
+    let members = source
+        .split_once(&format!("export type {union} = "))
+        .and_then(|(_, rest)| rest.split(';').next())
+        .unwrap_or_else(|| panic!("the SDK declares no {union}"));
+    let mut declared = BTreeMap::new();
+    for member in members.split('|').map(str::trim) {
+        let name = member.rsplit('.').next().unwrap_or(member);
+        let fields = interface_fields(&source, name);
+        let kind = fields
+            .iter()
+            .find_map(|f| f.strip_prefix("type: '")?.strip_suffix("';"))
+            .unwrap_or_else(|| panic!("{name} declares no `type` literal"));
+        declared.insert(kind.to_owned(), required(&fields));
+    }
+    declared
+}
+
+/// The agent, environment and session the client read (`report["objects"]`, the fields of each)
+/// have every field the SDK's types for them require.
+fn assert_objects_declared(sdk: &NodePackages, report: &Value) {
+    let mut gaps = BTreeMap::new();
+    for (object, file, interface) in [
+        ("agent", "agents/agents.d.ts", "BetaManagedAgentsAgent"),
+        (
+            "environment",
+            "environments/environments.d.ts",
+            "BetaEnvironment",
+        ),
+        (
+            "session",
+            "sessions/sessions.d.ts",
+            "BetaManagedAgentsSession",
+        ),
+    ] {
+        let source = declarations(sdk, &[file]);
+        let fields = strings(&report["objects"][object]);
+        assert!(!fields.is_empty(), "no {object} read: {report}");
+        let missing: Vec<String> = required(&interface_fields(&source, interface))
+            .into_iter()
+            .filter(|f| !fields.contains(f) && !NOT_YET_SENT.contains(&(object, f.as_str())))
+            .collect();
+        if !missing.is_empty() {
+            gaps.insert(interface, missing);
+        }
+    }
+    assert!(
+        gaps.is_empty(),
+        "fields the SDK's types require, missing: {gaps:?}"
+    );
+}
+
+/// Fields the SDK's types require (not `?`) that the daemon does not send yet, as `(event type
+/// or object, field)`. Each is declared `... | null` ("null when there is nothing": no refusal
+/// details, single-threaded, no budget); the daemon leaves them out, so they read as `undefined`,
+/// not `null`, in TypeScript (Python's types default them to `None`). Drop an entry once the
+/// daemon sends the field.
+const NOT_YET_SENT: &[(&str, &str)] = &[
+    ("session.status_idle", "stop_details"),
+    ("agent", "multiagent"),
+    ("session", "budget"),
+];
+
+/// Every event in `report[key]` (a `{type, fields}` each) is one `union` declares, with every
+/// field the SDK's type requires (but [`NOT_YET_SENT`]).
+fn assert_declared(sdk: &NodePackages, union: &str, report: &Value, key: &str) {
+    let declared = declared_events(sdk, union);
+    let shapes = report[key].as_array().expect("the events' shapes");
+    assert!(!shapes.is_empty(), "no events in {key}: {report}");
+    let mut gaps = BTreeMap::new();
+    for shape in shapes {
+        let kind = shape["type"].as_str().unwrap_or_default();
+        let required = declared.get(kind).unwrap_or_else(|| {
+            panic!("{kind:?} is not an event type {union} declares: {declared:?}")
+        });
+        let fields = strings(&shape["fields"]);
+        let missing: Vec<&String> = required
+            .iter()
+            .filter(|f| !fields.contains(f) && !NOT_YET_SENT.contains(&(kind, f.as_str())))
+            .collect();
+        if !missing.is_empty() {
+            gaps.insert(kind.to_owned(), missing);
+        }
+    }
+    assert!(
+        gaps.is_empty(),
+        "fields the SDK's types require, missing from events: {gaps:?}"
+    );
+}
+
+/// The quickstart's daemon: a reply to "say hello", a slow one to "count slowly".
+async fn quickstart_daemon() -> (MockApi, TestDaemon) {
     let mock = MockApi::start().await;
     mock.when_prompt_contains("say hello", Reply::text("Hello from Harness."));
     mock.when_prompt_contains(
@@ -87,39 +256,29 @@ async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() 
         Reply::slow_text(["one ", "two ", "three."], Duration::from_millis(300)),
     );
     let daemon = TestDaemon::start(&mock, |_| {}).await;
-    let fields = json!({"prompt": "say hello", "second_prompt": "count slowly", "page_size": 2});
-    let report = run(&python, &daemon, "any-key", "quickstart", fields).await;
+    (mock, daemon)
+}
+
+/// What either SDK saw of the quickstart's first turn and its events listed two at a time.
+fn assert_quickstart(report: &Value) {
+    let turn = [
+        "user.message",
+        "session.status_running",
+        "agent.message",
+        "session.status_idle",
+    ];
     assert_eq!(report["status_before"], "idle", "{report}");
     // The message sent comes back on the stream too, then the turn.
-    assert_eq!(
-        strings(&report["events"]),
-        [
-            "user.message",
-            "session.status_running",
-            "agent.message",
-            "session.status_idle"
-        ],
-        "{report}"
-    );
+    assert_eq!(strings(&report["events"]), turn, "{report}");
     assert_eq!(strings(&report["messages"]), ["Hello from Harness."]);
     assert_eq!(report["stop_reason"], "end_turn");
     assert_eq!(report["status_after"], "idle");
     assert!(report["usage_output_tokens"].as_i64() > Some(0), "{report}");
-    assert_typed(&report, "classes");
-    assert_typed(&report, "listed_classes");
     // Listed a page of two at a time: the message sent, then what the stream showed.
-    assert_eq!(
-        strings(&report["listed"]),
-        [
-            "user.message",
-            "session.status_running",
-            "agent.message",
-            "session.status_idle"
-        ],
-        "{report}"
-    );
+    assert_eq!(strings(&report["listed"]), turn, "{report}");
     let ids = strings(&report["listed_ids"]);
     let mut unique = ids.clone();
+    unique.sort();
     unique.dedup();
     assert_eq!(
         ids.len(),
@@ -131,6 +290,28 @@ async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() 
         (Some(2), Some(true))
     );
     assert_eq!(strings(&report["only_messages"]), ["agent.message"]);
+    assert_eq!(report["archived"], "terminated");
+}
+
+/// The thread behind the report's session.
+fn thread_of(report: &Value) -> String {
+    report["session"]
+        .as_str()
+        .expect("a session id")
+        .replacen("sesn_", "thr_", 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() {
+    let Some(python) = python("managed::quickstart").await else {
+        return;
+    };
+    let (_mock, daemon) = quickstart_daemon().await;
+    let fields = json!({"prompt": "say hello", "second_prompt": "count slowly", "page_size": 2});
+    let report = run(&python, &daemon, "any-key", "quickstart", fields).await;
+    assert_quickstart(&report);
+    assert_typed(&report, "classes");
+    assert_typed(&report, "listed_classes");
     // The second turn, read on a stream that dropped after one event and was resumed.
     assert_eq!(report["dropped_after"], "user.message", "{report}");
     assert_eq!(
@@ -148,27 +329,43 @@ async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() 
         resumed.last().map(String::as_str),
         Some("session.status_idle")
     );
-    assert_eq!(report["archived"], "terminated");
     // The session is a thread of the daemon's own API, with both turns.
-    let session = report["session"].as_str().expect("a session id");
-    let thread = session.replacen("sesn_", "thr_", 1);
-    let messages = crate::support::messages(&daemon, &thread).await;
+    let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
     assert_eq!(messages.len(), 4, "{messages:?}");
 }
 
-/// `Bash` asks (`always_ask`): the first call is allowed by the client's confirmation and runs;
-/// the second is denied and does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
-    let Some(python) = python("managed::confirmations").await else {
-        return;
-    };
+async fn the_typescript_sdk_runs_the_quickstart() {
+    let sdk = typescript().await;
+    let (_mock, daemon) = quickstart_daemon().await;
+    let fields = json!({"prompt": "say hello", "page_size": 2});
+    let report = run_ts(&sdk, &daemon, "any-key", "quickstart", fields).await;
+    assert_quickstart(&report);
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsSessionEvent",
+        &report,
+        "listed_shapes",
+    );
+    assert_objects_declared(&sdk, &report);
+    let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
+}
+
+/// A daemon whose CLI has `Bash`, and a model that runs `touch allowed.txt` for "touch allowed"
+/// and `touch denied.txt` for "touch denied", once each.
+async fn bash_daemon() -> (MockApi, TestDaemon) {
     let mock = MockApi::start().await;
     let daemon = TestDaemon::start(&mock, |c: &mut Config| {
         c.claude.builtin_tools = Some("Bash".into());
     })
     .await;
-    // In the session's own folder, where its walls let it write.
     for (trigger, file) in [
         ("touch allowed", "allowed.txt"),
         ("touch denied", "denied.txt"),
@@ -181,9 +378,19 @@ async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
             ),
         );
     }
-    let fields = json!({"allow_prompt": "touch allowed", "deny_prompt": "touch denied"});
-    let report = run(&python, &daemon, "any-key", "confirmations", fields).await;
+    (mock, daemon)
+}
+
+/// The confirmations scenario's prompts, for [`bash_daemon`]'s model.
+fn confirmation_prompts() -> Value {
+    json!({"allow_prompt": "touch allowed", "deny_prompt": "touch denied"})
+}
+
+/// Both calls asked; the allowed one ran in the session's own folder, the denied one did not
+/// and the model read why.
+fn assert_confirmations(daemon: &TestDaemon, report: &Value) {
     let outcomes = report["outcomes"].as_array().expect("two outcomes");
+    assert_eq!(outcomes.len(), 2, "{report}");
     for outcome in outcomes {
         assert_eq!(
             outcome["asked"],
@@ -192,13 +399,9 @@ async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
         );
         assert_eq!(outcome["stop"], "end_turn", "{report}");
     }
-    let thread = report["session"]
-        .as_str()
-        .unwrap()
-        .replacen("sesn_", "thr_", 1);
     let folder = orchestrator::launch::thread_workdir(
         &daemon.config.claude_workdir(),
-        &plugin_contract::ThreadId::from_string(thread),
+        &plugin_contract::ThreadId::from_string(thread_of(report)),
     );
     assert!(
         folder.join("allowed.txt").exists(),
@@ -213,7 +416,51 @@ async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
         messages[1].contains("not this one"),
         "the model read the refusal: {messages:?}"
     );
+}
+
+/// `Bash` asks (`always_ask`): the first call is allowed by the client's confirmation and runs;
+/// the second is denied and does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_asks_waits_for_the_clients_confirmation() {
+    let Some(python) = python("managed::confirmations").await else {
+        return;
+    };
+    let (_mock, daemon) = bash_daemon().await;
+    let fields = confirmation_prompts();
+    let report = run(&python, &daemon, "any-key", "confirmations", fields).await;
+    assert_confirmations(&daemon, &report);
     assert_typed(&report, "classes");
+}
+
+/// As [`a_tool_that_asks_waits_for_the_clients_confirmation`], with the TypeScript SDK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_runs_the_confirmations() {
+    let sdk = typescript().await;
+    let (_mock, daemon) = bash_daemon().await;
+    let fields = confirmation_prompts();
+    let report = run_ts(&sdk, &daemon, "any-key", "confirmations", fields).await;
+    assert_confirmations(&daemon, &report);
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
+}
+
+/// A daemon whose model never answers "talk forever".
+async fn hanging_daemon() -> (MockApi, TestDaemon) {
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains("talk forever", Reply::Hang);
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    (mock, daemon)
+}
+
+/// The turn ended with the interrupt, and the thread says so.
+async fn assert_interrupted(daemon: &TestDaemon, report: &Value) {
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    let messages = crate::support::messages(daemon, &thread_of(report)).await;
+    assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,24 +468,52 @@ async fn an_interrupt_ends_the_running_turn() {
     let Some(python) = python("managed::interrupt").await else {
         return;
     };
+    let (_mock, daemon) = hanging_daemon().await;
+    let fields = json!({"prompt": "talk forever"});
+    let report = run(&python, &daemon, "any-key", "interrupt", fields).await;
+    assert_interrupted(&daemon, &report).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_runs_the_interrupt() {
+    let sdk = typescript().await;
+    let (_mock, daemon) = hanging_daemon().await;
+    let fields = json!({"prompt": "talk forever"});
+    let report = run_ts(&sdk, &daemon, "any-key", "interrupt", fields).await;
+    assert_interrupted(&daemon, &report).await;
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
+}
+
+/// A daemon with tenants, and keys of two: acme's, then globex's.
+async fn tenants_daemon() -> (MockApi, TestDaemon, String, String) {
     let mock = MockApi::start().await;
-    mock.when_prompt_contains("talk forever", Reply::Hang);
-    let daemon = TestDaemon::start(&mock, |_| {}).await;
-    let report = run(
-        &python,
-        &daemon,
-        "any-key",
-        "interrupt",
-        json!({"prompt": "talk forever"}),
+    let daemon = TestDaemon::start(&mock, |c: &mut Config| {
+        c.auth_token = Some(crate::tenants::OPERATOR.into());
+    })
+    .await;
+    let scopes = &["threads:read", "threads:write"];
+    let (acme, _) = crate::tenants::make_key(&daemon.base, "acme", scopes, json!({})).await;
+    let (globex, _) = crate::tenants::make_key(&daemon.base, "globex", scopes, json!({})).await;
+    (mock, daemon, acme, globex)
+}
+
+/// The owner's key sees its own agent, through the daemon's API too.
+async fn assert_owner_sees(daemon: &TestDaemon, key: &str, agent: &Value) {
+    let (status, body, _) = crate::support::call(
+        &daemon.base,
+        Some(key),
+        Method::GET,
+        format!("/v1/agents/{}", agent.as_str().expect("an agent id")),
+        None,
     )
     .await;
-    assert_eq!(report["stop_reason"], "end_turn", "{report}");
-    let thread = report["session"]
-        .as_str()
-        .unwrap()
-        .replacen("sesn_", "thr_", 1);
-    let messages = crate::support::messages(&daemon, &thread).await;
-    assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["type"], "agent");
 }
 
 /// A session made before a restart takes its next message after it: the daemon makes the
@@ -305,14 +580,7 @@ async fn another_tenants_key_finds_nothing() {
     let Some(python) = python("managed::tenants").await else {
         return;
     };
-    let mock = MockApi::start().await;
-    let daemon = TestDaemon::start(&mock, |c: &mut Config| {
-        c.auth_token = Some(crate::tenants::OPERATOR.into());
-    })
-    .await;
-    let scopes = &["threads:read", "threads:write"];
-    let (acme, _) = crate::tenants::make_key(&daemon.base, "acme", scopes, json!({})).await;
-    let (globex, _) = crate::tenants::make_key(&daemon.base, "globex", scopes, json!({})).await;
+    let (_mock, daemon, acme, globex) = tenants_daemon().await;
     let made = run(&python, &daemon, &acme, "made", json!({})).await;
     let fields = json!({"other_key": globex, "agent": made["agent"], "session": made["session"]});
     let report = run(&python, &daemon, &acme, "refused", fields).await;
@@ -321,15 +589,25 @@ async fn another_tenants_key_finds_nothing() {
     }
     assert_eq!(report["listed_agents"], json!([]), "{report}");
     assert_eq!(report["bad_key"], "authentication_error");
-    // The owner's key sees its own, through the daemon's API too.
-    let (status, body, _) = crate::support::call(
-        &daemon.base,
-        Some(&acme),
-        Method::GET,
-        format!("/v1/agents/{}", made["agent"].as_str().unwrap()),
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["type"], "agent");
+    assert_owner_sees(&daemon, &acme, &made["agent"]).await;
+}
+
+/// As [`another_tenants_key_finds_nothing`], with the TypeScript SDK: its `NotFoundError`
+/// carries the body (`type: "error"`) and the error's own type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_runs_the_tenants() {
+    let sdk = typescript().await;
+    let (_mock, daemon, acme, globex) = tenants_daemon().await;
+    let made = run_ts(&sdk, &daemon, &acme, "made", json!({})).await;
+    let fields = json!({"other_key": globex, "agent": made["agent"], "session": made["session"]});
+    let report = run_ts(&sdk, &daemon, &acme, "refused", fields).await;
+    for name in ["agent", "session", "events"] {
+        assert_eq!(
+            report[name], "not_found:error:not_found_error",
+            "{name}: {report}"
+        );
+    }
+    assert_eq!(report["listed_agents"], json!([]), "{report}");
+    assert_eq!(report["bad_key"], "authentication_error");
+    assert_owner_sees(&daemon, &acme, &made["agent"]).await;
 }

@@ -1,0 +1,193 @@
+// Drives Harness's Managed Agents API with Anthropic's TypeScript SDK (npm `@anthropic-ai/sdk`),
+// as a user would.
+//
+// argv[2]: a JSON object with `base` (the daemon), `key`, `scenario` and its fields. Prints one
+// JSON line: what the scenario saw. The SDK does not validate what it reads at run time, so
+// `events` (and `listed`) record each event's `type` and `shapes` its fields: the test checks
+// them against the types the installed package declares.
+import Anthropic, { AuthenticationError, NotFoundError } from '@anthropic-ai/sdk';
+
+const cfg = JSON.parse(process.argv[2]);
+const client = new Anthropic({ apiKey: cfg.key, baseURL: cfg.base, maxRetries: 0 });
+const beta = client.beta;
+const report = { events: [], shapes: [] };
+
+const textOf = (event) =>
+  event.content
+    .filter((block) => block.type === 'text')
+    .map((block) => block.text)
+    .join('');
+
+const shape = (event) => ({ type: event.type, fields: Object.keys(event) });
+
+async function agentAndEnvironment(tools = [{ type: 'agent_toolset_20260401' }]) {
+  const environment = await beta.environments.create({
+    name: 'dev',
+    config: { type: 'cloud', networking: { type: 'unrestricted' } },
+  });
+  const agent = await beta.agents.create({
+    name: 'Assistant',
+    model: 'claude-sonnet-4-6',
+    system: 'Be brief.',
+    tools,
+  });
+  return { agent, environment };
+}
+
+async function say(sessionId, text) {
+  await beta.sessions.events.send(sessionId, {
+    events: [{ type: 'user.message', content: [{ type: 'text', text }] }],
+  });
+}
+
+// Opens the stream, then runs `start()`, and reads until an idle that needs nothing, calling
+// `onEvent` on each event; returns the idle (or the termination).
+async function untilIdle(sessionId, start, onEvent = async () => {}) {
+  const stream = await beta.sessions.events.stream(sessionId);
+  await start();
+  for await (const event of stream) {
+    report.events.push(event.type);
+    report.shapes.push(shape(event));
+    await onEvent(event);
+    if (event.type === 'agent.message') {
+      (report.messages ??= []).push(textOf(event));
+    }
+    if (event.type === 'session.status_idle' && event.stop_reason.type !== 'requires_action') {
+      return event;
+    }
+    if (event.type === 'session.status_terminated') {
+      return event;
+    }
+  }
+  return null;
+}
+
+async function quickstart() {
+  const { agent, environment } = await agentAndEnvironment();
+  report.agent = { id: agent.id, version: agent.version };
+  const session = await beta.sessions.create({
+    agent: agent.id,
+    environment_id: environment.id,
+    title: 'quickstart',
+  });
+  report.session = session.id;
+  report.status_before = session.status;
+  const idle = await untilIdle(session.id, () => say(session.id, cfg.prompt));
+  report.stop_reason = idle.stop_reason.type;
+  const after = await beta.sessions.retrieve(session.id);
+  report.status_after = after.status;
+  report.objects = {
+    agent: Object.keys(agent),
+    environment: Object.keys(environment),
+    session: Object.keys(after),
+  };
+  report.usage_output_tokens = after.usage?.output_tokens;
+  // Every event, a page of `page_size` at a time, as the SDK pages on its own.
+  const limit = cfg.page_size ?? 2;
+  const listed = [];
+  for await (const event of beta.sessions.events.list(session.id, { limit })) {
+    listed.push(event);
+  }
+  report.listed = listed.map((e) => e.type);
+  report.listed_ids = listed.map((e) => e.id);
+  report.listed_shapes = listed.map(shape);
+  const first = await beta.sessions.events.list(session.id, { limit });
+  report.first_page = first.data.length;
+  report.has_next = first.hasNextPage();
+  const only = await beta.sessions.events.list(session.id, { types: ['agent.message'] });
+  report.only_messages = only.data.map((e) => e.type);
+  report.archived = (await beta.sessions.archive(session.id)).status;
+}
+
+async function confirmations() {
+  const tools = [
+    {
+      type: 'agent_toolset_20260401',
+      configs: [{ name: 'bash', permission_policy: { type: 'always_ask' } }],
+    },
+  ];
+  const { agent, environment } = await agentAndEnvironment(tools);
+  const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
+  report.session = session.id;
+  report.outcomes = [];
+  for (const [prompt, result] of [
+    [cfg.allow_prompt, 'allow'],
+    [cfg.deny_prompt, 'deny'],
+  ]) {
+    const asked = [];
+    const onEvent = async (event) => {
+      if (event.type === 'agent.tool_use') {
+        asked.push({ name: event.name, permission: event.evaluated_permission });
+      } else if (event.type === 'session.status_idle' && event.stop_reason.type === 'requires_action') {
+        const answer = {
+          type: 'user.tool_confirmation',
+          tool_use_id: event.stop_reason.event_ids[0],
+          result,
+        };
+        if (result === 'deny') {
+          answer.deny_message = 'not this one';
+        }
+        await beta.sessions.events.send(session.id, { events: [answer] });
+      }
+    };
+    const idle = await untilIdle(session.id, () => say(session.id, prompt), onEvent);
+    report.outcomes.push({ asked, stop: idle.stop_reason.type });
+  }
+}
+
+async function interrupt() {
+  const { agent, environment } = await agentAndEnvironment();
+  const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
+  report.session = session.id;
+  const onEvent = async (event) => {
+    if (event.type === 'session.status_running') {
+      await beta.sessions.events.send(session.id, { events: [{ type: 'user.interrupt' }] });
+    }
+  };
+  const idle = await untilIdle(session.id, () => say(session.id, cfg.prompt), onEvent);
+  report.stop_reason = idle.stop_reason.type;
+}
+
+// What the error of `call` is: `not_found:<body's type>`, `authentication_error`, or `served`.
+async function outcome(call) {
+  try {
+    await call();
+    return 'served';
+  } catch (err) {
+    if (err instanceof NotFoundError) {
+      return `not_found:${err.error?.type}:${err.type}`;
+    }
+    if (err instanceof AuthenticationError) {
+      return 'authentication_error';
+    }
+    throw err;
+  }
+}
+
+// Another tenant's agent and session are not found; an unknown key is refused.
+async function refused() {
+  const other = new Anthropic({ apiKey: cfg.other_key, baseURL: cfg.base, maxRetries: 0 });
+  report.agent = await outcome(() => other.beta.agents.retrieve(cfg.agent));
+  report.session = await outcome(() => other.beta.sessions.retrieve(cfg.session));
+  report.events = await outcome(() =>
+    other.beta.sessions.events.send(cfg.session, { events: [{ type: 'user.interrupt' }] }),
+  );
+  report.listed_agents = [];
+  for await (const agent of other.beta.agents.list()) {
+    report.listed_agents.push(agent.id);
+  }
+  const bad = new Anthropic({ apiKey: 'hk_nonsense', baseURL: cfg.base, maxRetries: 0 });
+  report.bad_key = await outcome(() => bad.beta.agents.list());
+}
+
+// What the owner makes, for `refused`.
+async function made() {
+  const { agent, environment } = await agentAndEnvironment();
+  const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
+  report.agent = agent.id;
+  report.session = session.id;
+}
+
+const scenarios = { quickstart, confirmations, interrupt, refused, made };
+await scenarios[cfg.scenario]();
+console.log(JSON.stringify(report));
