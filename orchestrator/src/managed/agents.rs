@@ -304,6 +304,7 @@ pub fn shown(row: &ManagedRow) -> Result<Agent, ManagedError> {
         skills: Vec::new(),
         metadata: body.metadata,
         execution_identity: serde_json::json!({"type": "service_account"}),
+        multiagent: None,
         created_at: row.created_at,
         updated_at: row.updated_at,
         archived_at: row.archived_at,

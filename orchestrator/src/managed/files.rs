@@ -46,8 +46,9 @@ impl FileMetadata {
     }
 }
 
-/// What an upload is made of, for the document.
-#[derive(utoipa::ToSchema)]
+/// What an upload is made of, for the document: the part `file`, and no other.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)] // Never built: it names the form in the document.
 pub struct Upload {
     /// The file, with its name and `Content-Type`.

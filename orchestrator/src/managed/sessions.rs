@@ -461,6 +461,7 @@ pub async fn shown(state: &ManagedState, row: &SessionRow) -> Result<Session, Ma
         (None, true) => "idle",
     };
     let usage = state.store.thread_usage(&row.thread_id).await?;
+    let thread = state.store.require_thread(&row.thread_id).await?;
     let body = body_of(row)?;
     Ok(Session {
         kind: "session",
@@ -500,6 +501,12 @@ pub async fn shown(state: &ManagedState, row: &SessionRow) -> Result<Session, Ma
             })),
         },
         vault_ids: Vec::new(),
+        budget: thread.max_budget_usd.map(|usd| {
+            serde_json::json!({
+                "type": "limit",
+                "max_list_cost": {"amount": format!("{usd:.2}"), "currency": "USD"},
+            })
+        }),
         created_at: row.created_at,
         updated_at: row.updated_at,
         archived_at: row.archived_at,

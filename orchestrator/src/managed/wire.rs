@@ -92,6 +92,9 @@ pub struct Agent {
     pub metadata: BTreeMap<String, String>,
     #[schema(value_type = Object)]
     pub execution_identity: Value,
+    /// Agents that work together: not served (`null`).
+    #[schema(value_type = Option<Object>)]
+    pub multiagent: Option<Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub archived_at: Option<DateTime<Utc>>,
@@ -247,6 +250,9 @@ pub struct Session {
     pub stats: SessionStats,
     pub usage: SessionUsage,
     pub vault_ids: Vec<String>,
+    /// Its budget, `{type: "limit", max_list_cost}`; `null`: none of its own.
+    #[schema(value_type = Option<Object>)]
+    pub budget: Option<Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub archived_at: Option<DateTime<Utc>>,

@@ -197,7 +197,7 @@ fn assert_objects_declared(sdk: &NodePackages, report: &Value) {
         assert!(!fields.is_empty(), "no {object} read: {report}");
         let missing: Vec<String> = required(&interface_fields(&source, interface))
             .into_iter()
-            .filter(|f| !fields.contains(f) && !NOT_YET_SENT.contains(&(object, f.as_str())))
+            .filter(|f| !fields.contains(f))
             .collect();
         if !missing.is_empty() {
             gaps.insert(interface, missing);
@@ -209,19 +209,8 @@ fn assert_objects_declared(sdk: &NodePackages, report: &Value) {
     );
 }
 
-/// Fields the SDK's types require (not `?`) that the daemon does not send yet, as `(event type
-/// or object, field)`. Each is declared `... | null` ("null when there is nothing": no refusal
-/// details, single-threaded, no budget); the daemon leaves them out, so they read as `undefined`,
-/// not `null`, in TypeScript (Python's types default them to `None`). Drop an entry once the
-/// daemon sends the field.
-const NOT_YET_SENT: &[(&str, &str)] = &[
-    ("session.status_idle", "stop_details"),
-    ("agent", "multiagent"),
-    ("session", "budget"),
-];
-
 /// Every event in `report[key]` (a `{type, fields}` each) is one `union` declares, with every
-/// field the SDK's type requires (but [`NOT_YET_SENT`]).
+/// field the SDK's type requires.
 fn assert_declared(sdk: &NodePackages, union: &str, report: &Value, key: &str) {
     let declared = declared_events(sdk, union);
     let shapes = report[key].as_array().expect("the events' shapes");
@@ -233,10 +222,7 @@ fn assert_declared(sdk: &NodePackages, union: &str, report: &Value, key: &str) {
             panic!("{kind:?} is not an event type {union} declares: {declared:?}")
         });
         let fields = strings(&shape["fields"]);
-        let missing: Vec<&String> = required
-            .iter()
-            .filter(|f| !fields.contains(f) && !NOT_YET_SENT.contains(&(kind, f.as_str())))
-            .collect();
+        let missing: Vec<&String> = required.iter().filter(|f| !fields.contains(f)).collect();
         if !missing.is_empty() {
             gaps.insert(kind.to_owned(), missing);
         }
@@ -560,7 +546,7 @@ async fn a_session_starts_with_an_uploaded_file() {
     let fields = json!({"csv": "city,visits\nOslo,3\n", "prompt": "read the data"});
     let report = run(&python, &daemon, "any-key", "file", fields).await;
     assert_eq!(report["file"]["mime_type"], "text/csv", "{report}");
-    assert_eq!(report["file"]["size"], 20, "{report}");
+    assert_eq!(report["file"]["size"], 19, "{report}");
     assert_eq!(report["file"]["filename"], "input.csv", "{report}");
     let id = report["file"]["id"].clone();
     assert_eq!(

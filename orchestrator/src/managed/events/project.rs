@@ -263,7 +263,10 @@ fn limit_message(data: &Value) -> String {
 }
 
 fn idle(stop_reason: StopReason) -> EventBody {
-    EventBody::SessionStatusIdle { stop_reason }
+    EventBody::SessionStatusIdle {
+        stop_reason,
+        stop_details: None,
+    }
 }
 
 fn error(kind: SessionErrorType, message: String, retry_status: RetryStatus) -> EventBody {

@@ -97,7 +97,12 @@ pub enum EventBody {
     #[serde(rename = "session.status_running")]
     SessionStatusRunning {},
     #[serde(rename = "session.status_idle")]
-    SessionStatusIdle { stop_reason: StopReason },
+    SessionStatusIdle {
+        stop_reason: StopReason,
+        /// Why the model refused, with a refusal: Harness reports none (`null`).
+        #[schema(value_type = Option<Object>)]
+        stop_details: Option<serde_json::Value>,
+    },
     #[serde(rename = "session.status_terminated")]
     SessionStatusTerminated {},
     #[serde(rename = "session.error")]

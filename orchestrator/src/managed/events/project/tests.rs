@@ -37,7 +37,8 @@ fn projected(kind: &str, data: Value) -> Value {
 
 /// An idle event of row 7 with `stop_reason`.
 fn idle_json(k: usize, stop_reason: Value) -> Value {
-    json!({"id": format!("sevt_7_{k}"), "processed_at": AT, "type": "session.status_idle", "stop_reason": stop_reason})
+    json!({"id": format!("sevt_7_{k}"), "processed_at": AT, "type": "session.status_idle", "stop_reason": stop_reason,
+        "stop_details": null})
 }
 
 fn error_json(k: usize, kind: &str, message: &str, retry: &str) -> Value {
