@@ -57,7 +57,7 @@ pub struct Upload {
 }
 
 /// Uploads a file.
-#[utoipa::path(post, path = "/files", operation_id = "uploadFile", tag = TAG,
+#[utoipa::path(post, path = "/files", operation_id = "uploadManagedFile", tag = TAG,
     request_body(content = Upload, content_type = "multipart/form-data"),
     responses((status = 200, description = "The file, stored.", body = FileMetadata)))]
 pub async fn upload(
@@ -87,7 +87,7 @@ pub async fn upload(
 }
 
 /// A file's metadata.
-#[utoipa::path(get, path = "/files/{file_id}", operation_id = "getFileMetadata", tag = TAG,
+#[utoipa::path(get, path = "/files/{file_id}", operation_id = "getManagedFile", tag = TAG,
     params(("file_id" = String, Path, description = "`file_…`")),
     responses((status = 200, description = "The file.", body = FileMetadata)))]
 pub async fn retrieve(
