@@ -288,6 +288,13 @@ pub enum Order {
     Desc,
 }
 
+/// What a stream previews (`event_deltas[]`): `agent.message`.
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+pub enum Previewed {
+    #[serde(rename = "agent.message")]
+    AgentMessage,
+}
+
 /// The one order of a session's events: oldest first.
 #[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -29,8 +29,8 @@ use serde::Serialize;
 use super::agents::{self, limit_of, Body};
 use super::error::ManagedError;
 use super::events::wire::Confirmation;
-use super::events::{event_type, project, tool_use_of, user_message_event_id};
-use super::events::{EventParams, SendEvents, SessionEvent};
+use super::events::{event_type, tool_use_of, user_message_event_id};
+use super::events::{EventParams, Frame, Reader, SendEvents, SessionEvent};
 use super::{ids, profile, sessions, ManagedState, TAG};
 use crate::api::threads::PostMessage;
 use crate::approvals::Answer;
@@ -248,12 +248,13 @@ pub async fn list(
     let mut after = query.after.map_or(0, |(row, _)| row - 1);
     let past = |row: i64, index: usize| query.after.is_none_or(|(r, i)| row > r || index > i);
     let mut data: Vec<(i64, usize, SessionEvent)> = Vec::new();
+    let mut reader = Reader::default();
     while data.len() <= limit {
         let rows = (state.store)
             .events_after(&session.thread_id, after, PAGE_ROWS)
             .await?;
         for row in &rows {
-            for (index, event) in project(row, &asks).into_iter().enumerate() {
+            for (index, event) in reader.events(row, &asks).into_iter().enumerate() {
                 let wanted = query.types.is_empty()
                     || query.types.iter().any(|t| t == event_type(&event.body));
                 if wanted && past(row.id, index) {
@@ -303,7 +304,8 @@ async fn asker(
 
 /// The session's events from now on, as Server-Sent Events.
 #[utoipa::path(get, path = "/sessions/{session_id}/events/stream", operation_id = "streamSessionEvents", tag = TAG,
-    params(("session_id" = String, Path, description = "`sesn_…`")),
+    params(("session_id" = String, Path, description = "`sesn_…`"),
+        ("event_deltas[]" = inline(Option<Vec<super::params::Previewed>>), Query, description = "`agent.message`: its previews (`event_start`, `event_delta`) before it.")),
     responses((status = 200, description = "Server-Sent Events: `event:` the type, `data:` the event.", content_type = "text/event-stream", body = SessionEvent)))]
 pub async fn stream(
     State(state): State<ManagedState>,
@@ -314,13 +316,19 @@ pub async fn stream(
     let session = sessions::visible(&state, &caller, &id).await?;
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|err| ManagedError::invalid(format!("the query: {err}")))?;
-    if let Some((_, kind)) = pairs
+    let mut previews = false;
+    for (_, kind) in pairs
         .iter()
-        .find(|(key, _)| key.starts_with("event_deltas"))
+        .filter(|(key, _)| key.starts_with("event_deltas"))
     {
-        return Err(ManagedError::invalid(format!(
-            "event_deltas: previews of {kind} are not served by Harness yet; the complete events are"
-        )));
+        match kind.as_str() {
+            "agent.message" => previews = true,
+            other => {
+                return Err(ManagedError::invalid(format!(
+                    "event_deltas: previews of {other:?} are not served; agent.message's are"
+                )))
+            }
+        }
     }
     let Ok(permit) = state.streams.clone().try_acquire_owned() else {
         return Err(ManagedError::new(
@@ -330,18 +338,23 @@ pub async fn stream(
     };
     let asks = asker(&state, &session).await?;
     let follow = state.pipeline.follow_from_now(&session.thread_id).await?;
+    let mut reader = Reader::default();
     let frames = follow
         .into_stream(state.pipeline.stopping().clone())
         .flat_map(move |row: EventRow| {
             let _held = &permit;
-            futures::stream::iter(project(&row, &asks).into_iter().map(frame))
+            let frames = reader.frames(&row, &asks, previews);
+            futures::stream::iter(frames.into_iter().map(frame))
         });
     Ok(Sse::new(frames).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-/// One event as its frame.
-fn frame(event: SessionEvent) -> Result<Event, Infallible> {
-    let kind = event_type(&event.body);
-    let data = serde_json::to_string(&event).unwrap_or_default();
-    Ok(Event::default().event(kind).id(event.id).data(data))
+/// One event (or preview) as its frame; a preview has no `id:` of its own.
+fn frame(frame: Frame) -> Result<Event, Infallible> {
+    let sse = Event::default().event(frame.kind());
+    let sse = match &frame {
+        Frame::Event(event) => sse.id(event.id.clone()),
+        Frame::Preview(_) => sse,
+    };
+    Ok(sse.data(serde_json::to_string(&frame).unwrap_or_default()))
 }

@@ -559,6 +559,57 @@ async fn a_session_starts_with_an_uploaded_file() {
     assert!(messages[0].contains("Oslo,3"), "{messages:?}");
 }
 
+/// With `event_deltas[]=agent.message`, a message streamed in pieces is previewed under the id
+/// of the message that completes it (the one the list shows), and the SDK's accumulator folds
+/// the pieces into its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_previews_a_message_in_pieces() {
+    let Some(python) = python("managed::previews").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains(
+        "in pieces",
+        Reply::slow_text(["one ", "two ", "three"], Duration::from_millis(100)),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let report = run(
+        &python,
+        &daemon,
+        "any-key",
+        "previews",
+        json!({"prompt": "in pieces"}),
+    )
+    .await;
+    let kinds = strings(&report["kinds"]);
+    let deltas = kinds.iter().filter(|k| *k == "event_delta").count();
+    assert!(deltas >= 2, "the pieces were previewed: {kinds:?}");
+    let start = kinds
+        .iter()
+        .position(|k| k == "event_start")
+        .expect("an event_start");
+    let message = kinds
+        .iter()
+        .position(|k| k == "agent.message")
+        .expect("the message");
+    assert!(start < message, "{kinds:?}");
+    let id = report["message"]["id"].clone();
+    assert_eq!(report["started"], json!([id]), "{report}");
+    assert_eq!(report["message"]["text"], "one two three");
+    let snapshots = strings(&report["snapshots"]);
+    assert_eq!(
+        snapshots.last().map(String::as_str),
+        Some("one two three"),
+        "{snapshots:?}"
+    );
+    assert_eq!(
+        report["listed_ids"],
+        json!([id]),
+        "the list names it the same: {report}"
+    );
+    assert_typed(&report, "classes");
+}
+
 /// A key's tenant owns what it makes: another tenant's key gets `not_found_error` for it, as
 /// for what does not exist, and lists none of it; an unknown key is an authentication error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

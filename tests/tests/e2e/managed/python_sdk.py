@@ -193,6 +193,35 @@ def with_file():
     until_idle(session.id, lambda e: e is None and say(session.id, cfg["prompt"]))
 
 
+def previews():
+    """A message streamed with its previews, folded by the SDK's own accumulator."""
+    from anthropic.lib.sessions import accumulate_managed_agents_event
+
+    agent, environment = agent_and_environment()
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    snapshots, started, kinds = [], [], []
+    snapshot = None
+    with beta.sessions.events.stream(session.id, event_deltas=["agent.message"]) as stream:
+        say(session.id, cfg["prompt"])
+        for event in stream:
+            kinds.append(event.type)
+            report["classes"].append(type(event).__name__)
+            if event.type == "event_start":
+                started.append(event.event.id)
+            snapshot = accumulate_managed_agents_event(snapshot, event)
+            if event.type == "event_delta":
+                snapshots.append(text_of(snapshot))
+            if event.type == "agent.message":
+                report["message"] = {"id": event.id, "text": text_of(event)}
+            if event.type == "session.status_idle":
+                break
+    report["kinds"] = kinds
+    report["started"] = started
+    report["snapshots"] = snapshots
+    listed = [e for e in beta.sessions.events.list(session.id, types=["agent.message"])]
+    report["listed_ids"] = [e.id for e in listed]
+
+
 def made():
     """What the owner makes, for `refused`."""
     agent, environment = agent_and_environment()
@@ -202,5 +231,6 @@ def made():
 
 
 {"quickstart": quickstart, "confirmations": confirmations, "interrupt": interrupt,
- "refused": refused, "made": made, "say": say_and_wait, "file": with_file}[cfg["scenario"]]()
+ "refused": refused, "made": made, "say": say_and_wait, "file": with_file,
+ "previews": previews}[cfg["scenario"]]()
 print(json.dumps(report))

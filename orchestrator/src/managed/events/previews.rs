@@ -1,0 +1,171 @@
+//! A session's events read in order, with what one row cannot tell by itself: an
+//! `agent.message` whose text came in pieces first is named after its first piece, so the
+//! previews a stream shows of it (`event_deltas[]=agent.message`: an `event_start`, then an
+//! `event_delta` per piece) name the message that completes them, in the stream and in the list
+//! alike. Everything else is [`project`]'s.
+//!
+//! A block streamed in pieces is `text_delta` rows, then its `assistant_text` row: its
+//! `agent.message` is `sevt_{first piece's row}_0` (a `text_delta` row has no event of its own,
+//! so the id is free). Without pieces (the lean profile) it keeps its own row's id. The end of a
+//! turn drops a preview its text never completed.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::project::project;
+use super::wire::SessionEvent;
+use crate::store::EventRow;
+
+/// The session's events, read in the order they were stored.
+#[derive(Debug, Default)]
+pub struct Reader {
+    /// The row of the first piece of the text block being streamed.
+    preview: Option<i64>,
+}
+
+/// One frame of a stream: an event, or a preview of one.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Frame {
+    Event(SessionEvent),
+    /// `event_start` or `event_delta`, as the SDKs' accumulators read them.
+    Preview(Value),
+}
+
+impl Frame {
+    /// Its `type`: the SSE event name.
+    pub fn kind(&self) -> &str {
+        match self {
+            Frame::Event(event) => super::wire::event_type(&event.body),
+            Frame::Preview(value) => value["type"].as_str().unwrap_or("event_delta"),
+        }
+    }
+}
+
+impl Reader {
+    /// The events of `row`, the next stored one.
+    pub fn events(&mut self, row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<SessionEvent> {
+        let mut events = project(row, asks);
+        match row.kind.as_str() {
+            "text_delta" => {
+                self.preview.get_or_insert(row.id);
+            }
+            "assistant_text" => {
+                if let (Some(first), Some(event)) = (self.preview.take(), events.first_mut()) {
+                    event.id = message_id(first);
+                }
+            }
+            "turn_finished" | "turn_failed" => self.preview = None,
+            _ => {}
+        }
+        events
+    }
+
+    /// The frames of `row`: its events, and with `previews` the previews of a text block
+    /// streamed in pieces.
+    pub fn frames(
+        &mut self,
+        row: &EventRow,
+        asks: &dyn Fn(&str) -> bool,
+        previews: bool,
+    ) -> Vec<Frame> {
+        let started = self.preview.is_some();
+        let events = self.events(row, asks);
+        let mut frames = Vec::new();
+        if previews && row.kind == "text_delta" {
+            let id = message_id(self.preview.unwrap_or(row.id));
+            if !started {
+                frames.push(Frame::Preview(json!({
+                    "type": "event_start",
+                    "event": {"type": "agent.message", "id": id},
+                })));
+            }
+            let text = row.data["text"].as_str().unwrap_or_default();
+            frames.push(Frame::Preview(json!({
+                "type": "event_delta",
+                "event_id": id,
+                "delta": {"type": "content_delta", "index": 0, "content": {"type": "text", "text": text}},
+            })));
+        }
+        frames.extend(events.into_iter().map(Frame::Event));
+        frames
+    }
+}
+
+/// The id of an `agent.message` whose first piece is the row `first`.
+fn message_id(first: i64) -> String {
+    format!("sevt_{first}_0")
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use plugin_contract::ThreadId;
+
+    use super::*;
+
+    fn row(id: i64, kind: &str, data: Value) -> EventRow {
+        EventRow {
+            id,
+            thread_id: ThreadId::from_string("thr_1"),
+            message_id: None,
+            kind: kind.into(),
+            data,
+            created_at: Utc::now(),
+        }
+    }
+
+    fn read(rows: &[EventRow], previews: bool) -> Vec<Value> {
+        let mut reader = Reader::default();
+        let never = |_: &str| false;
+        rows.iter()
+            .flat_map(|r| reader.frames(r, &never, previews))
+            .map(|f| serde_json::to_value(&f).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn pieces_preview_the_message_they_make_under_its_id() {
+        let rows = [
+            row(4, "text_delta", json!({"text": "Hel"})),
+            row(5, "text_delta", json!({"text": "lo"})),
+            row(6, "assistant_text", json!({"text": "Hello"})),
+        ];
+        let frames = read(&rows, true);
+        let kinds: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["event_start", "event_delta", "event_delta", "agent.message"]
+        );
+        assert_eq!(
+            frames[0]["event"],
+            json!({"type": "agent.message", "id": "sevt_4_0"})
+        );
+        assert_eq!(frames[1]["event_id"], "sevt_4_0");
+        assert_eq!(frames[2]["delta"]["content"]["text"], "lo");
+        assert_eq!(frames[3]["id"], "sevt_4_0");
+        // Without previews, the same message under the same id: the list's.
+        let listed = read(&rows, false);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0]["id"], "sevt_4_0");
+    }
+
+    #[test]
+    fn a_message_without_pieces_keeps_its_rows_id_and_a_turns_end_drops_a_preview() {
+        let rows = [
+            row(4, "text_delta", json!({"text": "cut"})),
+            row(
+                5,
+                "turn_failed",
+                json!({"cause": "interrupted", "error": "x", "status": "interrupted", "messageId": "msg_1"}),
+            ),
+            row(6, "assistant_text", json!({"text": "Whole"})),
+        ];
+        let listed = read(&rows, false);
+        let message = listed
+            .iter()
+            .find(|e| e["type"] == "agent.message")
+            .unwrap();
+        assert_eq!(message["id"], "sevt_6_0");
+    }
+}
