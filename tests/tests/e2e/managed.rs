@@ -3,12 +3,13 @@
 //! pinned in [`SDK`], installed into `<target>/anthropic-python/venv` when missing) and the
 //! TypeScript SDK (npm `@anthropic-ai/sdk`, pinned in [`TS_SDK`], installed into
 //! `<target>/anthropic-node/` when missing). Each runs the quickstart (an agent, an environment,
-//! a session, a message, its reply streamed, the idle) and lists events a page at a time, a tool
-//! that waits for a confirmation (allowed once, denied once), an interrupt, and another tenant's
-//! key refused; the Python SDK also resumes a stream after it dropped. `managed/python_sdk.py`
-//! and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK reads is parsed by its
-//! own types; the TypeScript SDK does not check at run time, so each event's `type` and fields
-//! are checked against what the installed package's `.d.ts` declares.
+//! a session, a message, its reply streamed, the idle), lists events a page at a time and resumes
+//! a stream after it dropped, a tool that waits for a confirmation (allowed once, denied once),
+//! an interrupt, a session that starts with an uploaded file, and another tenant's key refused.
+//! `managed/python_sdk.py` and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK
+//! reads is parsed by its own types; the TypeScript SDK does not check at run time, so each
+//! event's `type` and fields (and the objects it reads) are checked against what the installed
+//! package's `.d.ts` declares.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -175,23 +176,42 @@ fn declared_events(sdk: &NodePackages, union: &str) -> BTreeMap<String, Vec<Stri
     declared
 }
 
-/// The agent, environment and session the client read (`report["objects"]`, the fields of each)
-/// have every field the SDK's types for them require.
-fn assert_objects_declared(sdk: &NodePackages, report: &Value) {
+/// The quickstart's objects: the agent, environment and session, each with the `.d.ts` (under
+/// `resources/beta/`) and the interface the SDK declares it by.
+const QUICKSTART_OBJECTS: &[(&str, &str, &str)] = &[
+    ("agent", "agents/agents.d.ts", "BetaManagedAgentsAgent"),
+    (
+        "environment",
+        "environments/environments.d.ts",
+        "BetaEnvironment",
+    ),
+    (
+        "session",
+        "sessions/sessions.d.ts",
+        "BetaManagedAgentsSession",
+    ),
+];
+
+/// The file scenario's objects: the file uploaded, the session's file resource, the session.
+const FILE_OBJECTS: &[(&str, &str, &str)] = &[
+    ("file", "files.d.ts", "BetaFileMetadata"),
+    (
+        "resource",
+        "sessions/resources.d.ts",
+        "BetaManagedAgentsFileResource",
+    ),
+    (
+        "session",
+        "sessions/sessions.d.ts",
+        "BetaManagedAgentsSession",
+    ),
+];
+
+/// The `objects` the client read (`report["objects"]`, the fields of each) have every field the
+/// SDK's types for them require.
+fn assert_objects_declared(sdk: &NodePackages, report: &Value, objects: &[(&str, &str, &str)]) {
     let mut gaps = BTreeMap::new();
-    for (object, file, interface) in [
-        ("agent", "agents/agents.d.ts", "BetaManagedAgentsAgent"),
-        (
-            "environment",
-            "environments/environments.d.ts",
-            "BetaEnvironment",
-        ),
-        (
-            "session",
-            "sessions/sessions.d.ts",
-            "BetaManagedAgentsSession",
-        ),
-    ] {
+    for &(object, file, interface) in objects {
         let source = declarations(sdk, &[file]);
         let fields = strings(&report["objects"][object]);
         assert!(!fields.is_empty(), "no {object} read: {report}");
@@ -279,26 +299,9 @@ fn assert_quickstart(report: &Value) {
     assert_eq!(report["archived"], "terminated");
 }
 
-/// The thread behind the report's session.
-fn thread_of(report: &Value) -> String {
-    report["session"]
-        .as_str()
-        .expect("a session id")
-        .replacen("sesn_", "thr_", 1)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() {
-    let Some(python) = python("managed::quickstart").await else {
-        return;
-    };
-    let (_mock, daemon) = quickstart_daemon().await;
-    let fields = json!({"prompt": "say hello", "second_prompt": "count slowly", "page_size": 2});
-    let report = run(&python, &daemon, "any-key", "quickstart", fields).await;
-    assert_quickstart(&report);
-    assert_typed(&report, "classes");
-    assert_typed(&report, "listed_classes");
-    // The second turn, read on a stream that dropped after one event and was resumed.
+/// The second turn, read on a stream that dropped after one event and was resumed: the history
+/// listed, then the stream with what the history held skipped.
+fn assert_resumed(report: &Value) {
     assert_eq!(report["dropped_after"], "user.message", "{report}");
     assert_eq!(
         strings(&report["resumed_messages"]),
@@ -315,18 +318,45 @@ async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() 
         resumed.last().map(String::as_str),
         Some("session.status_idle")
     );
+}
+
+/// The quickstart's fields for either client: a first turn, a second read on a dropped stream.
+fn quickstart_fields() -> Value {
+    json!({"prompt": "say hello", "second_prompt": "count slowly", "page_size": 2})
+}
+
+/// The thread behind the report's session.
+fn thread_of(report: &Value) -> String {
+    report["session"]
+        .as_str()
+        .expect("a session id")
+        .replacen("sesn_", "thr_", 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() {
+    let Some(python) = python("managed::quickstart").await else {
+        return;
+    };
+    let (_mock, daemon) = quickstart_daemon().await;
+    let fields = quickstart_fields();
+    let report = run(&python, &daemon, "any-key", "quickstart", fields).await;
+    assert_quickstart(&report);
+    assert_typed(&report, "classes");
+    assert_typed(&report, "listed_classes");
+    assert_resumed(&report);
     // The session is a thread of the daemon's own API, with both turns.
     let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
     assert_eq!(messages.len(), 4, "{messages:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_typescript_sdk_runs_the_quickstart() {
+async fn the_typescript_sdk_runs_the_quickstart_pages_events_and_resumes_a_stream() {
     let sdk = typescript().await;
     let (_mock, daemon) = quickstart_daemon().await;
-    let fields = json!({"prompt": "say hello", "page_size": 2});
-    let report = run_ts(&sdk, &daemon, "any-key", "quickstart", fields).await;
+    let report = run_ts(&sdk, &daemon, "any-key", "quickstart", quickstart_fields()).await;
     assert_quickstart(&report);
+    assert_resumed(&report);
     assert_declared(
         &sdk,
         "BetaManagedAgentsStreamSessionEvents",
@@ -339,9 +369,10 @@ async fn the_typescript_sdk_runs_the_quickstart() {
         &report,
         "listed_shapes",
     );
-    assert_objects_declared(&sdk, &report);
+    assert_objects_declared(&sdk, &report, QUICKSTART_OBJECTS);
+    // The session is a thread of the daemon's own API, with both turns.
     let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
-    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages.len(), 4, "{messages:?}");
 }
 
 /// A daemon whose CLI has `Bash`, and a model that runs `touch allowed.txt` for "touch allowed"
@@ -528,12 +559,8 @@ async fn a_session_goes_on_after_a_restart() {
     assert_eq!(strings(&report["messages"]), ["Still here."], "{report}");
 }
 
-/// A file uploaded with the SDK starts a session in its folder, where the agent reads it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_starts_with_an_uploaded_file() {
-    let Some(python) = python("managed::file").await else {
-        return;
-    };
+/// A daemon whose model runs `cat data/input.csv` for "read the data", once.
+async fn file_daemon() -> (MockApi, TestDaemon) {
     let mock = MockApi::start().await;
     mock.once_when_prompt_contains(
         "read the data",
@@ -543,8 +570,17 @@ async fn a_session_starts_with_an_uploaded_file() {
         ),
     );
     let daemon = TestDaemon::start(&mock, |_| {}).await;
-    let fields = json!({"csv": "city,visits\nOslo,3\n", "prompt": "read the data"});
-    let report = run(&python, &daemon, "any-key", "file", fields).await;
+    (mock, daemon)
+}
+
+/// The file scenario's fields: the CSV to upload, and the prompt that reads it.
+fn file_fields() -> Value {
+    json!({"csv": "city,visits\nOslo,3\n", "prompt": "read the data"})
+}
+
+/// The file as uploaded, the session's resource naming it, and the agent's reply with what its
+/// Bash read (the mock answers with the tool's result).
+fn assert_file(report: &Value) {
     assert_eq!(report["file"]["mime_type"], "text/csv", "{report}");
     assert_eq!(report["file"]["size"], 19, "{report}");
     assert_eq!(report["file"]["filename"], "input.csv", "{report}");
@@ -554,9 +590,39 @@ async fn a_session_starts_with_an_uploaded_file() {
         json!([["file", id, "/data/input.csv"]]),
         "{report}"
     );
-    // The model's Bash read it: the mock answers with the tool's result.
     let messages = strings(&report["messages"]);
-    assert!(messages[0].contains("Oslo,3"), "{messages:?}");
+    assert!(
+        messages.first().is_some_and(|m| m.contains("Oslo,3")),
+        "{messages:?}"
+    );
+}
+
+/// A file uploaded with the SDK starts a session in its folder, where the agent reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_starts_with_an_uploaded_file() {
+    let Some(python) = python("managed::file").await else {
+        return;
+    };
+    let (_mock, daemon) = file_daemon().await;
+    let report = run(&python, &daemon, "any-key", "file", file_fields()).await;
+    assert_file(&report);
+    assert_typed(&report, "classes");
+}
+
+/// As [`a_session_starts_with_an_uploaded_file`], with the TypeScript SDK's `toFile`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_starts_a_session_with_an_uploaded_file() {
+    let sdk = typescript().await;
+    let (_mock, daemon) = file_daemon().await;
+    let report = run_ts(&sdk, &daemon, "any-key", "file", file_fields()).await;
+    assert_file(&report);
+    assert_objects_declared(&sdk, &report, FILE_OBJECTS);
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
 }
 
 /// With `event_deltas[]=agent.message`, a message streamed in pieces is previewed under the id

@@ -3,14 +3,15 @@
 //
 // argv[2]: a JSON object with `base` (the daemon), `key`, `scenario` and its fields. Prints one
 // JSON line: what the scenario saw. The SDK does not validate what it reads at run time, so
-// `events` (and `listed`) record each event's `type` and `shapes` its fields: the test checks
-// them against the types the installed package declares.
-import Anthropic, { AuthenticationError, NotFoundError } from '@anthropic-ai/sdk';
+// `events` (and `listed`) record each event's `type`, and `shapes` (events read on a stream) and
+// `listed_shapes` (events listed) its fields: the test checks them against the types the
+// installed package declares.
+import Anthropic, { AuthenticationError, NotFoundError, toFile } from '@anthropic-ai/sdk';
 
 const cfg = JSON.parse(process.argv[2]);
 const client = new Anthropic({ apiKey: cfg.key, baseURL: cfg.base, maxRetries: 0 });
 const beta = client.beta;
-const report = { events: [], shapes: [] };
+const report = { events: [], shapes: [], listed_shapes: [] };
 
 const textOf = (event) =>
   event.content
@@ -90,13 +91,59 @@ async function quickstart() {
   }
   report.listed = listed.map((e) => e.type);
   report.listed_ids = listed.map((e) => e.id);
-  report.listed_shapes = listed.map(shape);
+  report.listed_shapes.push(...listed.map(shape));
   const first = await beta.sessions.events.list(session.id, { limit });
   report.first_page = first.data.length;
   report.has_next = first.hasNextPage();
   const only = await beta.sessions.events.list(session.id, { types: ['agent.message'] });
   report.only_messages = only.data.map((e) => e.type);
+  if (cfg.second_prompt) {
+    await resumeDropped(session.id, cfg.second_prompt);
+  }
   report.archived = (await beta.sessions.archive(session.id)).status;
+}
+
+// Every event of the session, listed (each one's shape in `listed_shapes`).
+async function history(sessionId) {
+  const events = [];
+  for await (const event of beta.sessions.events.list(sessionId)) {
+    report.listed_shapes.push(shape(event));
+    events.push(event);
+  }
+  return events;
+}
+
+// A turn whose stream dropped after its first event, then resumed as the SDKs do: a new stream
+// first, then the history, skipping on the stream what the history holds.
+async function resumeDropped(sessionId, prompt) {
+  const before = new Set((await history(sessionId)).map((e) => e.id));
+  const dropped = await beta.sessions.events.stream(sessionId);
+  await say(sessionId, prompt);
+  for await (const event of dropped) {
+    report.shapes.push(shape(event));
+    report.dropped_after = event.type;
+    break;
+  }
+  const stream = await beta.sessions.events.stream(sessionId);
+  const seen = (await history(sessionId)).filter((e) => !before.has(e.id));
+  const known = new Set(seen.map((e) => e.id));
+  const ended = (e) => e.type === 'session.status_idle' && e.stop_reason.type === 'end_turn';
+  if (!seen.some(ended)) {
+    for await (const event of stream) {
+      report.shapes.push(shape(event));
+      if (known.has(event.id)) {
+        continue;
+      }
+      seen.push(event);
+      if (ended(event)) {
+        break;
+      }
+    }
+  } else {
+    stream.controller.abort();
+  }
+  report.resumed = seen.map((e) => e.type);
+  report.resumed_messages = seen.filter((e) => e.type === 'agent.message').map(textOf);
 }
 
 async function confirmations() {
@@ -180,6 +227,32 @@ async function refused() {
   report.bad_key = await outcome(() => bad.beta.agents.list());
 }
 
+// A file uploaded, then a session that starts with it in its folder.
+async function withFile() {
+  const { agent, environment } = await agentAndEnvironment();
+  const file = await toFile(Buffer.from(cfg.csv), 'input.csv', { type: 'text/csv' });
+  const uploaded = await beta.files.upload({ file });
+  report.file = {
+    id: uploaded.id,
+    mime_type: uploaded.mime_type,
+    size: uploaded.size_bytes,
+    filename: uploaded.filename,
+  };
+  const session = await beta.sessions.create({
+    agent: agent.id,
+    environment_id: environment.id,
+    resources: [{ type: 'file', file_id: uploaded.id, mount_path: '/data/input.csv' }],
+  });
+  report.resources = session.resources.map((r) => [r.type, r.file_id, r.mount_path]);
+  report.objects = {
+    file: Object.keys(uploaded),
+    resource: Object.keys(session.resources[0] ?? {}),
+    session: Object.keys(session),
+  };
+  report.session = session.id;
+  await untilIdle(session.id, () => say(session.id, cfg.prompt));
+}
+
 // What the owner makes, for `refused`.
 async function made() {
   const { agent, environment } = await agentAndEnvironment();
@@ -188,6 +261,6 @@ async function made() {
   report.session = session.id;
 }
 
-const scenarios = { quickstart, confirmations, interrupt, refused, made };
+const scenarios = { quickstart, confirmations, interrupt, refused, made, file: withFile };
 await scenarios[cfg.scenario]();
 console.log(JSON.stringify(report));
