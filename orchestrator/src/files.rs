@@ -133,12 +133,7 @@ impl Files {
         declared: &str,
         data: &[u8],
     ) -> Result<FileRow, FileError> {
-        let essence = declared
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
+        let essence = essence(declared);
         let token = |part: &str| {
             !part.is_empty()
                 && part
@@ -350,14 +345,19 @@ fn owner_tenant(owner: &str) -> Option<&str> {
     (!owner.is_empty()).then_some(owner)
 }
 
-/// The supported media type `declared` names, when the bytes agree.
-fn checked_type<'a>(declared: &str, data: &[u8]) -> Result<&'a str, FileError> {
-    let essence = declared
+/// A `Content-Type`'s media type, without its parameters, in lower case.
+fn essence(declared: &str) -> String {
+    declared
         .split(';')
         .next()
         .unwrap_or_default()
         .trim()
-        .to_ascii_lowercase();
+        .to_ascii_lowercase()
+}
+
+/// The supported media type `declared` names, when the bytes agree.
+fn checked_type<'a>(declared: &str, data: &[u8]) -> Result<&'a str, FileError> {
+    let essence = essence(declared);
     let Some(media_type) = MEDIA_TYPES.iter().copied().find(|t| *t == essence) else {
         return Err(FileError::Unsupported(essence));
     };

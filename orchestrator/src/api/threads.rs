@@ -229,7 +229,7 @@ fn tags_schema() -> utoipa::openapi::schema::Array {
 
 /// Tells a field that is present (`Some`, even when `null`) from one that is absent (`None`,
 /// through `#[serde(default)]`).
-fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+pub(crate) fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

@@ -193,23 +193,7 @@ impl Guard {
             None => (is_json(&content_type) || form_allowed, self.max_body),
         };
         let refusal = if !type_ok {
-            let got = if content_type.is_empty() {
-                "no Content-Type".to_owned()
-            } else {
-                format!("Content-Type {content_type:?}")
-            };
-            let message = match large {
-                Some(Large::Upload) => {
-                    format!("an upload's body is the file under its own Content-Type, not {got}")
-                }
-                Some(Large::Form) => format!("the body must be multipart/form-data, not {got}"),
-                _ => format!("the body must be application/json, not {got}"),
-            };
-            Some(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                message,
-            ))
+            Some(wrong_type(large, &content_type))
         } else if length.is_some_and(|n| n > limit as u64) {
             Some(too_large(limit))
         } else {
@@ -470,6 +454,27 @@ fn is_form(content_type: &str) -> bool {
             .trim()
             .eq_ignore_ascii_case("application/x-www-form-urlencoded")
     })
+}
+
+/// The `415` of a body of `content_type` on a route of `large`'s kind.
+fn wrong_type(large: Option<Large>, content_type: &str) -> ApiError {
+    let got = if content_type.is_empty() {
+        "no Content-Type".to_owned()
+    } else {
+        format!("Content-Type {content_type:?}")
+    };
+    let message = match large {
+        Some(Large::Upload) => {
+            format!("an upload's body is the file under its own Content-Type, not {got}")
+        }
+        Some(Large::Form) => format!("the body must be multipart/form-data, not {got}"),
+        _ => format!("the body must be application/json, not {got}"),
+    };
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        message,
+    )
 }
 
 fn is_multipart(content_type: &str) -> bool {

@@ -241,32 +241,7 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
     let metrics = OpenApiRouter::new()
         .routes(routes!(metrics::render))
         .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
-    // rmcp's Streamable HTTP server; its GET and DELETE answer 405 (no sessions, no streams).
-    // Not a handler, so not `routes!`: its operations come from `openapi::McpDoc`, right here.
-    #[allow(clippy::disallowed_methods)]
-    let mcp = OpenApiRouter::with_openapi(openapi::McpDoc::openapi())
-        .route_service(
-            "/mcp",
-            mcp_endpoint::service(
-                state.mcp_endpoint.clone(),
-                state
-                    .config
-                    .files
-                    .message_body_limit(state.config.max_body_bytes),
-            ),
-        )
-        .route_layer(middleware::from_fn_with_state(
-            state.mcp_endpoint.clone(),
-            mcp_endpoint::screen,
-        ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
-    // The Managed Agents API, for Anthropic's SDKs: their key comes as `x-api-key` too, and
-    // every refusal in the API's error shape.
-    let managed = crate::managed::routes()
-        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
-    let managed = behind_token(managed, state)
-        .route_layer(middleware::from_fn(api_key_header))
-        .route_layer(middleware::from_fn(crate::managed::error::reshape));
+    let mcp = mcp_routes(state);
     let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))
         // The web page and this API's document: no token (they hold no data; the page asks for
@@ -286,9 +261,42 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .merge(behind_token(metrics, state))
         .merge(behind_token(mcp, state))
         .nest("/api", behind_token(api, state))
-        .nest("/v1", managed);
+        .nest("/v1", managed_routes(state));
     openapi::add_common_errors(routes.get_openapi_mut());
     routes
+}
+
+/// `/mcp`: rmcp's Streamable HTTP server behind the endpoint's screen and the scope check; its
+/// GET and DELETE answer 405 (no sessions, no streams). Not a handler, so not `routes!`: its
+/// operations come from `openapi::McpDoc`, right here.
+fn mcp_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
+    #[allow(clippy::disallowed_methods)]
+    OpenApiRouter::with_openapi(openapi::McpDoc::openapi())
+        .route_service(
+            "/mcp",
+            mcp_endpoint::service(
+                state.mcp_endpoint.clone(),
+                state
+                    .config
+                    .files
+                    .message_body_limit(state.config.max_body_bytes),
+            ),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.mcp_endpoint.clone(),
+            mcp_endpoint::screen,
+        ))
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check))
+}
+
+/// The Managed Agents API, for Anthropic's SDKs: behind the token (their key comes as
+/// `x-api-key` too) and the scope check, every refusal in the API's error shape.
+fn managed_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
+    let managed = crate::managed::routes()
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
+    behind_token(managed, state)
+        .route_layer(middleware::from_fn(api_key_header))
+        .route_layer(middleware::from_fn(crate::managed::error::reshape))
 }
 
 /// A key sent as `x-api-key` (the Anthropic SDKs' header) is taken as the bearer token, unless

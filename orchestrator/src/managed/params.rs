@@ -132,13 +132,13 @@ pub struct UpdateAgent {
     pub name: Option<String>,
     #[schema(schema_with = model_schema)]
     pub model: Option<ModelParam>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::api::threads::present")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::api::threads::present")]
     #[schema(value_type = Option<String>, max_length = 100000)]
     pub system: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::api::threads::present")]
     #[schema(value_type = Option<Vec<ToolParam>>, max_items = 128)]
     pub tools: Option<Option<Vec<ToolParam>>>,
     #[schema(schema_with = none_served)]
@@ -225,7 +225,7 @@ pub struct UpdateEnvironment {
         pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
     )]
     pub name: Option<String>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::api::threads::present")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
     pub config: Option<ConfigParam>,
@@ -349,7 +349,7 @@ pub enum ResourceParam {
 /// `POST /v1/sessions/{id}`: its title and metadata.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct UpdateSession {
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::api::threads::present")]
     #[schema(value_type = Option<String>, min_length = 1, max_length = 200, pattern = r"[^\t-\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]")]
     pub title: Option<Option<String>>,
     #[schema(schema_with = metadata_patch_schema)]
@@ -376,15 +376,6 @@ where
         .and_then(|n| T::try_from(n).ok())
         .map(Some)
         .ok_or_else(|| D::Error::custom(format!("{number} is not an integer in range")))
-}
-
-/// Tells a field that is present (`Some`, even when `null`) from one that is absent.
-fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(deserializer).map(Some)
 }
 
 /// A model: an id of 1 to 200 characters, not blank, or `{id, speed?, effort?}` with one.

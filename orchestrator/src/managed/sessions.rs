@@ -371,18 +371,7 @@ pub async fn make_profiles(
             })
             .await?;
         for row in &page {
-            let network = body_of(row).map(|b| b.network);
-            let agent = store
-                .managed(ManagedKind::Agent, &row.agent_id, Some(row.agent_version))
-                .await?;
-            let made_one = match (network, agent.as_ref().map(agents::body_of)) {
-                (Ok(network), Some(Ok(body))) => {
-                    let version = (row.agent_id.as_str(), row.agent_version, &body);
-                    profile::make(pool, approvals, config, version, network).map(drop)
-                }
-                _ => Err(ManagedError::not_found("its agent version is not readable")),
-            };
-            match made_one {
+            match remake(store, pool, approvals, config, row).await {
                 Ok(()) => made += 1,
                 Err(err) => tracing::warn!(thread_id = %row.thread_id, error = %err.message,
                     "A session's profile could not be made; its turns are refused."),
@@ -398,24 +387,33 @@ pub async fn make_profiles(
 }
 
 /// Makes the session's profile when this daemon has not yet (it started since the session was
-/// made): the profile of its agent's pinned version in its environment's network, as made
-/// when the session was.
+/// made, and the start could not).
 pub async fn ensure_profile(state: &ManagedState, row: &SessionRow) -> Result<(), ManagedError> {
+    let approvals = state.pipeline.approvals();
+    remake(&state.store, &state.pool, approvals, &state.config, row).await
+}
+
+/// Makes (once) the profile of the session `row`: its agent's pinned version in its
+/// environment's network, as made when the session was.
+async fn remake(
+    store: &crate::store::Store,
+    pool: &crate::pool::Pool,
+    approvals: &crate::approvals::Approvals,
+    config: &crate::config::Config,
+    row: &SessionRow,
+) -> Result<(), ManagedError> {
     let network = body_of(row)?.network;
     let name = profile::profile_name(&row.agent_id, row.agent_version, network);
-    if state.pool.profile(Some(&name)).is_ok() {
+    if pool.profile(Some(&name)).is_ok() {
         return Ok(());
     }
-    let agent = state
-        .store
+    let agent = store
         .managed(ManagedKind::Agent, &row.agent_id, Some(row.agent_version))
         .await?
         .ok_or_else(|| ManagedError::not_found(format!("agent {} not found", row.agent_id)))?;
     let body = agents::body_of(&agent)?;
-    let approvals = state.pipeline.approvals();
     let version = (agent.id.as_str(), agent.version, &body);
-    profile::make(&state.pool, approvals, &state.config, version, network)?;
-    Ok(())
+    profile::make(pool, approvals, config, version, network).map(drop)
 }
 
 /// The session `id` when `caller` sees it; else what one that does not exist gets.
