@@ -259,6 +259,7 @@ impl Modify for BearerScheme {
 /// own `#[utoipa::path]` lists the errors that are its own (404, 409, 422, …). Called by
 /// `http::router` once every route is in.
 pub fn add_common_errors(doc: &mut utoipa::openapi::OpenApi) {
+    add_managed_errors(doc);
     for item in doc.paths.paths.values_mut() {
         for operation in operations_mut(item) {
             let takes_body = operation.request_body.is_some();
@@ -292,6 +293,67 @@ pub fn add_common_errors(doc: &mut utoipa::openapi::OpenApi) {
             }
         }
     }
+}
+
+/// The Managed Agents API's errors (`/v1/…`), in its own shape: what its operations answer
+/// besides success, each status with the API's error type (`crate::managed::error`).
+fn add_managed_errors(doc: &mut utoipa::openapi::OpenApi) {
+    use crate::managed::error::ManagedErrorBody;
+    let answers = [
+        (
+            "400",
+            "`invalid_request_error`: a field the daemon refuses, or what it does not serve.",
+        ),
+        ("402", "`billing_error`: a budget is spent."),
+        (
+            "404",
+            "`not_found_error`: no such object, or another tenant's.",
+        ),
+        (
+            "409",
+            "`invalid_request_error`: a state a retry does not change (`x-should-retry: false`).",
+        ),
+        (
+            "429",
+            "`rate_limit_error`: too many messages waiting, or the key's limit.",
+        ),
+        (
+            "503",
+            "`overloaded_error`: the daemon is shutting down, or every stream is open.",
+        ),
+    ];
+    let envelope = |why: &str| -> RefOr<utoipa::openapi::Response> {
+        ResponseBuilder::new()
+            .description(why)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name(ManagedErrorBody::name())))
+                    .build(),
+            )
+            .build()
+            .into()
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !path.starts_with("/v1/") {
+            continue;
+        }
+        for operation in operations_mut(item) {
+            for (status, why) in answers {
+                (operation.responses.responses)
+                    .entry(status.into())
+                    .or_insert_with(|| envelope(why));
+            }
+        }
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    let mut schemas = Vec::new();
+    <ManagedErrorBody as utoipa::ToSchema>::schemas(&mut schemas);
+    schemas.push((
+        ManagedErrorBody::name().into(),
+        <ManagedErrorBody as utoipa::PartialSchema>::schema(),
+    ));
+    components.schemas.extend(schemas);
 }
 
 /// An error answer: `ErrorBody` JSON.

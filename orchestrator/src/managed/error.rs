@@ -15,6 +15,29 @@ use crate::pipeline::PipelineError;
 use crate::service::ServiceError;
 use crate::store::StoreError;
 
+/// An error, as the API answers it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ManagedErrorBody {
+    /// Always `error`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String)]
+    pub kind: &'static str,
+    pub error: ManagedErrorDetail,
+    /// The request's id (`req_…`), also in the `request-id` header.
+    pub request_id: Option<String>,
+}
+
+/// What went wrong: the API's error type and a message.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ManagedErrorDetail {
+    /// `invalid_request_error`, `authentication_error`, `billing_error`, `permission_error`,
+    /// `not_found_error`, `rate_limit_error`, `timeout_error`, `overloaded_error` or
+    /// `api_error`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub message: String,
+}
+
 /// One error of the door.
 #[derive(Debug)]
 pub struct ManagedError {

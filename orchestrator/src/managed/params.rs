@@ -116,7 +116,7 @@ pub struct CreateAgent {
     /// Taken and shown as `service_account`: a session runs as the daemon does.
     #[schema(value_type = Option<Object>)]
     pub execution_identity: Option<Value>,
-    #[schema(value_type = Option<()>)]
+    #[schema(schema_with = null_only)]
     pub multiagent: Option<Value>,
 }
 
@@ -149,7 +149,7 @@ pub struct UpdateAgent {
     pub metadata: Option<BTreeMap<String, Option<String>>>,
     #[schema(value_type = Option<Object>)]
     pub execution_identity: Option<Value>,
-    #[schema(value_type = Option<()>)]
+    #[schema(schema_with = null_only)]
     pub multiagent: Option<Value>,
     /// The version this changes; another is refused (`409`).
     #[serde(default, deserialize_with = "integral")]
@@ -410,6 +410,15 @@ fn none_served() -> RefOr<Schema> {
         .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
         .description(Some("Not served by Harness: empty or null."))
         .max_items(Some(0))
+        .build()
+        .into()
+}
+
+/// A field Harness does not serve: `null` (or absent).
+fn null_only() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::Null)
+        .description(Some("Not served by Harness: null or absent."))
         .build()
         .into()
 }

@@ -136,7 +136,8 @@ fn generate(doc: &Value, schema: &Value, rng: &mut Rng, depth: usize) -> Value {
         }
         "array" => {
             let items = schema.get("items").cloned().unwrap_or(json!({}));
-            let n = if depth > 3 { 0 } else { rng.below(3) };
+            let most = schema.get("maxItems").and_then(Value::as_u64).unwrap_or(2);
+            let n = if depth > 3 { 0 } else { rng.below(3).min(most) };
             Value::Array(
                 (0..n)
                     .map(|_| generate(doc, &items, rng, depth + 1))
