@@ -4,69 +4,16 @@
 
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ManagedError;
+use super::lists::{limit_of, list_rows, page_of, Body, ListQuery};
 use super::params::{CreateAgent, ModelParam, ToolParam, UpdateAgent};
 use super::wire::{check_metadata, patch_metadata, Agent, AgentBody, ModelConfig, Page, Tool};
 use super::{ids, owner_of, profile, sees, ManagedState, TAG};
 use crate::caller::Caller;
-use crate::store::{ManagedFilter, ManagedKind, ManagedRow, ManagedUpdate, NewManaged};
-
-/// A JSON body, refused as the API refuses one (`invalid_request_error`).
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
-    type Rejection = ManagedError;
-
-    async fn from_request(
-        request: axum::extract::Request,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(request, state)
-            .await
-            .map_err(|err| ManagedError::invalid(err.to_string()))?;
-        let bytes = if bytes.is_empty() {
-            &b"{}"[..]
-        } else {
-            &bytes[..]
-        };
-        serde_json::from_slice(bytes)
-            .map(Body)
-            .map_err(|err| ManagedError::invalid(format!("the request body: {err}")))
-    }
-}
-
-/// `limit` and `page`, as every list takes them.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// At most this many (1 to 1000; default 20).
-    #[param(minimum = 1, maximum = 1000)]
-    pub limit: Option<i64>,
-    /// The `next_page` of the page before.
-    pub page: Option<String>,
-    #[serde(default)]
-    pub include_archived: bool,
-    #[serde(rename = "created_at[gte]")]
-    #[param(rename = "created_at[gte]")]
-    pub created_gte: Option<DateTime<Utc>>,
-    #[serde(rename = "created_at[lte]")]
-    #[param(rename = "created_at[lte]")]
-    pub created_lte: Option<DateTime<Utc>>,
-}
-
-/// The page size a list asks for.
-pub fn limit_of(limit: Option<i64>) -> Result<i64, ManagedError> {
-    match limit.unwrap_or(20) {
-        n @ 1..=1000 => Ok(n),
-        n => Err(ManagedError::invalid(format!(
-            "limit: {n} is not 1 to 1000"
-        ))),
-    }
-}
+use crate::store::{ManagedKind, ManagedRow, ManagedUpdate, NewManaged};
 
 /// Creates an agent at version 1.
 #[utoipa::path(post, path = "/agents", operation_id = "createAgent", tag = TAG,
@@ -161,44 +108,6 @@ pub async fn list(
     let (rows, next_page) = page_of(rows, limit);
     let data = rows.iter().map(shown).collect::<Result<_, _>>()?;
     Ok(Json(Page { data, next_page }))
-}
-
-/// A page of the `kind` rows `caller` sees, one more than asked when there are more.
-pub async fn list_rows(
-    state: &ManagedState,
-    caller: &Caller,
-    kind: ManagedKind,
-    query: &ListQuery,
-) -> Result<Vec<ManagedRow>, ManagedError> {
-    let limit = limit_of(query.limit)?;
-    let after = match &query.page {
-        Some(page) => Some(
-            ids::parse_keyset(page)
-                .ok_or_else(|| ManagedError::invalid("page: not a cursor this list gave"))?,
-        ),
-        None => None,
-    };
-    let filter = ManagedFilter {
-        kind,
-        owner: (!caller.sees_all()).then(|| owner_of(caller)),
-        include_archived: query.include_archived,
-        created_gte: query.created_gte,
-        created_lte: query.created_lte,
-        after: after.map(|(created_at, id)| crate::store::ManagedAfter { created_at, id }),
-        limit: limit + 1,
-    };
-    Ok(state.store.list_managed(filter).await?)
-}
-
-/// `rows` cut to `limit`, and the cursor of the next page when there was more.
-pub fn page_of(mut rows: Vec<ManagedRow>, limit: i64) -> (Vec<ManagedRow>, Option<String>) {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    if rows.len() <= limit {
-        return (rows, None);
-    }
-    rows.truncate(limit);
-    let next = rows.last().map(|row| ids::keyset(row.created_at, &row.id));
-    (rows, next)
 }
 
 /// Archives an agent: new sessions cannot use it; its sessions go on.

@@ -7,8 +7,8 @@
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
 
-use super::agents::{limit_of, list_rows, page_of, Body, ListQuery};
 use super::error::ManagedError;
+use super::lists::{limit_of, list_rows, page_of, Body, ListQuery};
 use super::params::{ConfigParam, CreateEnvironment, NetworkingParam, UpdateEnvironment};
 use super::wire::{check_metadata, patch_metadata, Deleted, Environment, EnvironmentBody};
 use super::wire::{EnvironmentConfig, Networking, Packages, Page};

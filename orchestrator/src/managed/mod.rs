@@ -5,11 +5,18 @@
 //! (in an environment) a profile made over the API ([`profile`]), and a session's events a
 //! projection of its thread's events ([`events`]).
 //!
-//! Files: `wire.rs` (the objects), `params.rs` (what creates or changes them), `error.rs` (the API's error shape, also for what the layers
-//! in front refuse), `agents.rs`, `environments.rs`, `sessions.rs`, `session_events.rs` (send,
-//! list, stream), `files.rs` (uploads, and where a session's files go), `profile.rs`, `ids.rs`. The routes, their scopes and their body limits are
-//! rows of `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the
-//! token check (which also takes the key from `x-api-key`).
+//! Files: `wire.rs` (the objects), `params.rs` (what creates or changes them), `error.rs` (the
+//! API's error shape, also for what the layers in front refuse), `agents.rs`,
+//! `environments.rs`, `sessions.rs`, `session_events.rs` (send, list, stream), `files.rs`
+//! (uploads, and where a session's files go), `profile.rs`, `ids.rs`, `lists.rs` (the body and
+//! list parts every handler shares). The routes, their scopes and their body limits are rows of
+//! `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the token
+//! check (which also takes the key from `x-api-key`).
+//!
+//! Not served yet: outcomes (`user.define_outcome`), custom tools, MCP servers and skills on
+//! agents, each refused with a message that says so; the `span.model_request_*` events are not
+//! emitted; and the door does not forward to a thread's owner in a cluster (a session runs on
+//! the node that receives it).
 //!
 //! Ownership: what a caller with a tenant makes belongs to that tenant; another tenant's agent,
 //! environment or session is answered exactly as one that does not exist (`not_found_error`).
@@ -20,6 +27,7 @@ pub mod error;
 pub mod events;
 mod files;
 mod ids;
+mod lists;
 pub mod params;
 pub mod profile;
 mod session_events;

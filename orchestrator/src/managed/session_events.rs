@@ -26,11 +26,12 @@ use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use serde::Serialize;
 
-use super::agents::{self, limit_of, Body};
+use super::agents;
 use super::error::ManagedError;
 use super::events::wire::Confirmation;
 use super::events::{event_type, tool_use_of, user_message_event_id};
 use super::events::{EventParams, Frame, Reader, SendEvents, SessionEvent};
+use super::lists::{limit_of, Body};
 use super::{ids, profile, sessions, ManagedState, TAG};
 use crate::api::threads::PostMessage;
 use crate::approvals::Answer;

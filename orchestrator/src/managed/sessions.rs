@@ -11,9 +11,10 @@ use serde::Deserialize;
 
 use plugin_contract::ThreadId;
 
-use super::agents::{self, limit_of, Body};
+use super::agents;
 use super::environments;
 use super::error::ManagedError;
+use super::lists::{limit_of, Body};
 use super::params::{
     AgentRef, Amount, BudgetParam, CreateSession, Order, ResourceParam, UpdateSession,
 };
