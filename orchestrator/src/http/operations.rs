@@ -233,11 +233,14 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(POST, "/v1/sessions", WRITE).carrying(Body::Message),
     Operation::new(GET, "/v1/sessions/{session_id}", READ),
     Operation::new(POST, "/v1/sessions/{session_id}", WRITE),
-    Operation::new(DELETE, "/v1/sessions/{session_id}", WRITE),
-    Operation::new(POST, "/v1/sessions/{session_id}/archive", WRITE),
+    // What needs the session's process runs on its thread's owner, as `/api`'s does.
+    Operation::new(DELETE, "/v1/sessions/{session_id}", WRITE).at_owner(),
+    Operation::new(POST, "/v1/sessions/{session_id}/archive", WRITE).at_owner(),
     Operation::new(GET, "/v1/sessions/{session_id}/events", READ),
     // A message's images and documents come as base64 blocks.
-    Operation::new(POST, "/v1/sessions/{session_id}/events", WRITE).carrying(Body::Message),
+    Operation::new(POST, "/v1/sessions/{session_id}/events", WRITE)
+        .carrying(Body::Message)
+        .at_owner(),
     Operation::new(GET, "/v1/sessions/{session_id}/events/stream", READ),
     Operation::new(POST, "/v1/files", WRITE).carrying(Body::Form),
     Operation::new(GET, "/v1/files/{file_id}", READ),
@@ -263,9 +266,28 @@ pub fn matching(method: &Method, path: &str) -> Option<&'static Operation> {
         .find(|op| op.verb.method() == method && op.matches(path))
 }
 
-/// The thread a path under `/api/threads/{id}` names (with or without the `/api` prefix, which
-/// a nested router strips).
+/// The thread of the session a path under `/v1/sessions/{session_id}` names.
+fn session_thread_of(path: &str) -> Option<String> {
+    let full = if path.starts_with("/v1/") {
+        path.to_owned()
+    } else {
+        format!("/v1{path}")
+    };
+    let op = OPERATIONS
+        .iter()
+        .filter(|op| op.path.starts_with("/v1/sessions/{session_id}"))
+        .find(|op| op.matches(&full))?;
+    let at = op.path.split('/').position(|part| part == "{session_id}")?;
+    let session = full.split('/').nth(at)?;
+    crate::managed::thread_of_session(session).map(|thread| thread.as_str().to_owned())
+}
+
+/// The thread a path under `/api/threads/{id}` or `/v1/sessions/{session_id}` names (with or
+/// without the `/api` or `/v1` prefix, which a nested router strips): a session is its thread.
 pub fn thread_of(path: &str) -> Option<String> {
+    if let Some(thread) = session_thread_of(path) {
+        return Some(thread);
+    }
     let full = if path.starts_with("/api/") {
         path.to_owned()
     } else {

@@ -15,8 +15,8 @@
 //!
 //! Not served yet: outcomes (`user.define_outcome`), custom tools, MCP servers and skills on
 //! agents, each refused with a message that says so; the `span.model_request_*` events are not
-//! emitted; and the door does not forward to a thread's owner in a cluster (a session runs on
-//! the node that receives it).
+//! emitted. In a cluster, what needs a session's process runs on its thread's owner
+//! (`http::routing::to_owner`, by the operation's row), as `/api`'s messages do.
 //!
 //! Ownership: what a caller with a tenant makes belongs to that tenant; another tenant's agent,
 //! environment or session is answered exactly as one that does not exist (`not_found_error`).
@@ -93,6 +93,11 @@ where
         .routes(routes!(session_events::stream))
         .routes(routes!(files::upload))
         .routes(routes!(files::retrieve))
+}
+
+/// The thread of the session `id` (`sesn_…`), or `None` for what is not a session id.
+pub fn thread_of_session(id: &str) -> Option<plugin_contract::ThreadId> {
+    ids::thread_of(id)
 }
 
 /// The owner a caller's objects are stored under: its tenant, `""` for the operator's.

@@ -37,7 +37,7 @@ use crate::api::threads::PostMessage;
 use crate::approvals::Answer;
 use crate::caller::Caller;
 use crate::service::SendMessage;
-use crate::store::{EventRow, ManagedKind, SessionRow};
+use crate::store::{EventRow, Fence, ManagedKind, SessionRow};
 
 /// What `POST …/events` answers: the events sent, as stored.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -54,26 +54,30 @@ pub async fn send(
     State(state): State<ManagedState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    fence: Option<Extension<Fence>>,
     Body(body): Body<SendEvents>,
 ) -> Result<Json<Sent>, ManagedError> {
     let session = sessions::visible(&state, &caller, &id).await?;
     if body.events.is_empty() {
         return Err(ManagedError::invalid("events: at least one"));
     }
-    let data = send_all(&state, &caller, &session, body.events).await?;
+    let fence = fence.map(|Extension(fence)| fence);
+    let data = send_all(&state, &caller, &session, body.events, fence).await?;
     Ok(Json(Sent { data }))
 }
 
-/// Sends each of `events` to the session's thread; the events as echoed.
+/// Sends each of `events` to the session's thread (`fence`: this node's lease on it, when
+/// clustered); the events as echoed.
 pub async fn send_all(
     state: &ManagedState,
     caller: &Caller,
     session: &SessionRow,
     events: Vec<EventParams>,
+    fence: Option<Fence>,
 ) -> Result<Vec<SessionEvent>, ManagedError> {
     let mut sent = Vec::with_capacity(events.len());
     for event in events {
-        sent.push(send_one(state, caller, session, event).await?);
+        sent.push(send_one(state, caller, session, event, fence.clone()).await?);
     }
     Ok(sent)
 }
@@ -83,6 +87,7 @@ async fn send_one(
     caller: &Caller,
     session: &SessionRow,
     event: EventParams,
+    fence: Option<Fence>,
 ) -> Result<SessionEvent, ManagedError> {
     let thread = &session.thread_id;
     let id = match &event {
@@ -100,7 +105,7 @@ async fn send_one(
                     permission_mode: None,
                     mcp_servers: None,
                 },
-                fence: None,
+                fence,
                 traceparent: None,
             };
             let accepted = state.threads.send(caller, message).await?;

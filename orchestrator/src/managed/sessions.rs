@@ -102,7 +102,7 @@ pub async fn create(
         })
         .await?;
     if let Some(events) = params.initial_events.filter(|e| !e.is_empty()) {
-        super::session_events::send_all(&state, &caller, &row, events).await?;
+        super::session_events::send_all(&state, &caller, &row, events, None).await?;
     }
     Ok(Json(shown(&state, &row).await?))
 }

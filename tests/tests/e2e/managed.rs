@@ -676,6 +676,49 @@ async fn a_stream_previews_a_message_in_pieces() {
     assert_typed(&report, "classes");
 }
 
+/// On two nodes, a message to a session through the node that does not own its thread runs on
+/// the owner's warm process, and the stream on the other node shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_message_through_another_node_runs_on_the_owner() {
+    let Some(python) = python("managed::cluster").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains("first on A", Reply::text("A answered."));
+    mock.when_prompt_contains("then through B", Reply::text("A answered again."));
+    let (a, b) = crate::cluster::two_nodes(&mock, Duration::from_secs(15)).await;
+    let made = run(&python, &a, "any-key", "made", json!({})).await;
+    let session = made["session"].clone();
+    let first = run(
+        &python,
+        &a,
+        "any-key",
+        "say",
+        json!({"session": session, "prompt": "first on A"}),
+    )
+    .await;
+    assert_eq!(strings(&first["messages"]), ["A answered."], "{first}");
+    let spawned = a.spawns();
+    let report = run(
+        &python,
+        &b,
+        "any-key",
+        "say",
+        json!({"session": session, "prompt": "then through B"}),
+    )
+    .await;
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    assert_eq!(
+        strings(&report["messages"]),
+        ["A answered again."],
+        "{report}"
+    );
+    assert_eq!(b.spawns(), 0, "B started no process for A's session");
+    assert_eq!(a.spawns(), spawned, "A's warm process served both turns");
+    a.stop().await;
+    b.stop().await;
+}
+
 /// A key's tenant owns what it makes: another tenant's key gets `not_found_error` for it, as
 /// for what does not exist, and lists none of it; an unknown key is an authentication error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -71,6 +71,16 @@ fn the_thread_is_the_id_of_a_path_under_threads() {
     assert_eq!(id("/api/threads/thr_3").as_deref(), Some("thr_3"));
     assert_eq!(id("/threads/"), None);
     assert_eq!(id("/prewarm"), None);
+    // A session's path names its thread, with or without `/v1`.
+    assert_eq!(
+        id("/v1/sessions/sesn_ab12/events").as_deref(),
+        Some("thr_ab12")
+    );
+    assert_eq!(
+        id("/sessions/sesn_ab12/archive").as_deref(),
+        Some("thr_ab12")
+    );
+    assert_eq!(id("/v1/sessions/nonsense/events"), None);
     assert_eq!(id("/api/schedules/s_1"), None);
 }
 
@@ -90,9 +100,12 @@ fn what_needs_the_threads_process_runs_on_its_owner() {
     ] {
         assert!(owner.contains(expected), "{expected}: {owner:?}");
     }
-    // Only a thread's own routes can be placed by the thread in their path.
+    // Only a thread's own routes (a session's is its thread's) can be placed by the thread in
+    // their path.
     for op in OPERATIONS.iter().filter(|op| op.runs == Runs::Owner) {
-        assert!(op.path.starts_with("/api/threads/{id}"), "{}", op.path);
+        let own = op.path.starts_with("/api/threads/{id}")
+            || op.path.starts_with("/v1/sessions/{session_id}");
+        assert!(own, "{}", op.path);
     }
 }
 
