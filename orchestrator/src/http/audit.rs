@@ -1,5 +1,5 @@
-//! The audit log: [`record`] writes an entry for every change a caller asks of `/api` (a `POST`,
-//! `PATCH` or `DELETE`) once it is answered: who (the request's `Caller`), what (method and
+//! The audit log: [`record`] writes an entry for every change a caller asks of `/api` or `/v1`
+//! (a `POST`, `PATCH` or `DELETE`) once it is answered: who (the request's `Caller`), what (method and
 //! route), which thread, the status, from where. The node the client reached writes it; a
 //! request a peer forwarded is not written again by its owner. `/mcp`'s `threads__create` and
 //! `threads__send` are written the same way (`mcp_endpoint`, action `mcp <tool>`). `GET

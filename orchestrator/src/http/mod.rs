@@ -290,15 +290,17 @@ fn mcp_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
 }
 
 /// The Managed Agents API, for Anthropic's SDKs: behind the token (their key comes as
-/// `x-api-key` too) and the scope check, what needs a session's process on its thread's owner,
-/// every refusal in the API's error shape.
+/// `x-api-key` too), the audit log and the scope check, what needs a session's process on its
+/// thread's owner, every refusal in the API's error shape.
 fn managed_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
     let managed = crate::managed::routes()
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             routing::to_owner,
         ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check))
+        // Each change written as `/api`'s are, refusals included.
+        .route_layer(middleware::from_fn_with_state(state.clone(), audit::record));
     behind_token(managed, state)
         .route_layer(middleware::from_fn(api_key_header))
         .route_layer(middleware::from_fn(crate::managed::error::reshape))

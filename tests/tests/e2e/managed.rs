@@ -735,6 +735,44 @@ async fn another_tenants_key_finds_nothing() {
     }
     assert_eq!(report["listed_agents"], json!([]), "{report}");
     assert_eq!(report["bad_key"], "authentication_error");
+    // Both keys' changes are in the audit log as `/api`'s are, the refusal too, naming the
+    // session's thread.
+    let (status, audit, _) = crate::support::call(
+        &daemon.base,
+        Some(crate::tenants::OPERATOR),
+        Method::GET,
+        "/api/audit",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    let thread = made["session"]
+        .as_str()
+        .unwrap()
+        .replacen("sesn_", "thr_", 1);
+    let entries: Vec<(String, i64, Value)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_owned(),
+                e["status"].as_i64().unwrap_or_default(),
+                e["threadId"].clone(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("POST /v1/agents".to_owned(), 200, Value::Null),
+        ("POST /v1/sessions".to_owned(), 200, Value::Null),
+        (
+            "POST /v1/sessions/{session_id}/events".to_owned(),
+            404,
+            json!(thread),
+        ),
+    ] {
+        assert!(entries.contains(&expected), "{expected:?} in {entries:?}");
+    }
     assert_owner_sees(&daemon, &acme, &made["agent"]).await;
 }
 
@@ -755,5 +793,43 @@ async fn the_typescript_sdk_runs_the_tenants() {
     }
     assert_eq!(report["listed_agents"], json!([]), "{report}");
     assert_eq!(report["bad_key"], "authentication_error");
+    // Both keys' changes are in the audit log as `/api`'s are, the refusal too, naming the
+    // session's thread.
+    let (status, audit, _) = crate::support::call(
+        &daemon.base,
+        Some(crate::tenants::OPERATOR),
+        Method::GET,
+        "/api/audit",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    let thread = made["session"]
+        .as_str()
+        .unwrap()
+        .replacen("sesn_", "thr_", 1);
+    let entries: Vec<(String, i64, Value)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_owned(),
+                e["status"].as_i64().unwrap_or_default(),
+                e["threadId"].clone(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("POST /v1/agents".to_owned(), 200, Value::Null),
+        ("POST /v1/sessions".to_owned(), 200, Value::Null),
+        (
+            "POST /v1/sessions/{session_id}/events".to_owned(),
+            404,
+            json!(thread),
+        ),
+    ] {
+        assert!(entries.contains(&expected), "{expected:?} in {entries:?}");
+    }
     assert_owner_sees(&daemon, &acme, &made["agent"]).await;
 }
