@@ -189,12 +189,7 @@ fn not_found(id: &str) -> ManagedError {
 
 /// The stored body of an agent row.
 pub fn body_of(row: &ManagedRow) -> Result<AgentBody, ManagedError> {
-    serde_json::from_str(&row.body).map_err(|err| {
-        ManagedError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("agent {} is stored unreadably: {err}", row.id),
-        )
-    })
+    super::error::stored(&row.body, format_args!("agent {}", row.id))
 }
 
 /// An agent row as the API shows it.

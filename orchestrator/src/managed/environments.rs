@@ -168,12 +168,7 @@ fn not_found(id: &str) -> ManagedError {
 
 /// The stored body of an environment row.
 pub fn body_of(row: &ManagedRow) -> Result<EnvironmentBody, ManagedError> {
-    serde_json::from_str(&row.body).map_err(|err| {
-        ManagedError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("environment {} is stored unreadably: {err}", row.id),
-        )
-    })
+    super::error::stored(&row.body, format_args!("environment {}", row.id))
 }
 
 fn shown(row: &ManagedRow) -> Result<Environment, ManagedError> {

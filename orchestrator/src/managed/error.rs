@@ -74,6 +74,20 @@ impl ManagedError {
     }
 }
 
+/// A body the door stored (JSON text), read back; one it cannot read is an internal error
+/// naming `what`.
+pub fn stored<T: serde::de::DeserializeOwned>(
+    text: &str,
+    what: impl std::fmt::Display,
+) -> Result<T, ManagedError> {
+    serde_json::from_str(text).map_err(|err| {
+        ManagedError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{what} is stored unreadably: {err}"),
+        )
+    })
+}
+
 /// The API's error type for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {

@@ -436,13 +436,9 @@ fn not_found(id: &str) -> ManagedError {
     ManagedError::not_found(format!("session {id} not found"))
 }
 
+/// What the session keeps beside its thread.
 fn body_of(row: &SessionRow) -> Result<SessionBody, ManagedError> {
-    serde_json::from_str(&row.body).map_err(|err| {
-        ManagedError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("a session is stored unreadably: {err}"),
-        )
-    })
+    super::error::stored(&row.body, format_args!("session of {}", row.thread_id))
 }
 
 /// A session as the API shows it.

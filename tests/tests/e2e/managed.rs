@@ -519,6 +519,44 @@ async fn tenants_daemon() -> (MockApi, TestDaemon, String, String) {
     (mock, daemon, acme, globex)
 }
 
+/// Both keys' changes are in the audit log as `/api`'s are, the other tenant's refusal too,
+/// naming the session's thread.
+async fn assert_audited(daemon: &TestDaemon, made: &Value) {
+    let (status, audit, _) = crate::support::call(
+        &daemon.base,
+        Some(crate::tenants::OPERATOR),
+        Method::GET,
+        "/api/audit",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    let thread = thread_of(made);
+    let entries: Vec<(String, i64, Value)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_owned(),
+                e["status"].as_i64().unwrap_or_default(),
+                e["threadId"].clone(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("POST /v1/agents".to_owned(), 200, Value::Null),
+        ("POST /v1/sessions".to_owned(), 200, Value::Null),
+        (
+            "POST /v1/sessions/{session_id}/events".to_owned(),
+            404,
+            json!(thread),
+        ),
+    ] {
+        assert!(entries.contains(&expected), "{expected:?} in {entries:?}");
+    }
+}
+
 /// The owner's key sees its own agent, through the daemon's API too.
 async fn assert_owner_sees(daemon: &TestDaemon, key: &str, agent: &Value) {
     let (status, body, _) = crate::support::call(
@@ -546,10 +584,7 @@ async fn a_session_goes_on_after_a_restart() {
     let made = run(&python, &daemon, "any-key", "made", json!({})).await;
     let daemon = daemon.restart().await;
     // Through the daemon's own API first: the profile was made at the start, not by the door.
-    let thread = made["session"]
-        .as_str()
-        .unwrap()
-        .replacen("sesn_", "thr_", 1);
+    let thread = thread_of(&made);
     let (status, reply) = daemon.send(&thread, "after the restart, by /api").await;
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["message"]["content"], "Still here.", "{reply}");
@@ -735,44 +770,7 @@ async fn another_tenants_key_finds_nothing() {
     }
     assert_eq!(report["listed_agents"], json!([]), "{report}");
     assert_eq!(report["bad_key"], "authentication_error");
-    // Both keys' changes are in the audit log as `/api`'s are, the refusal too, naming the
-    // session's thread.
-    let (status, audit, _) = crate::support::call(
-        &daemon.base,
-        Some(crate::tenants::OPERATOR),
-        Method::GET,
-        "/api/audit",
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{audit}");
-    let thread = made["session"]
-        .as_str()
-        .unwrap()
-        .replacen("sesn_", "thr_", 1);
-    let entries: Vec<(String, i64, Value)> = audit["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap_or_default().to_owned(),
-                e["status"].as_i64().unwrap_or_default(),
-                e["threadId"].clone(),
-            )
-        })
-        .collect();
-    for expected in [
-        ("POST /v1/agents".to_owned(), 200, Value::Null),
-        ("POST /v1/sessions".to_owned(), 200, Value::Null),
-        (
-            "POST /v1/sessions/{session_id}/events".to_owned(),
-            404,
-            json!(thread),
-        ),
-    ] {
-        assert!(entries.contains(&expected), "{expected:?} in {entries:?}");
-    }
+    assert_audited(&daemon, &made).await;
     assert_owner_sees(&daemon, &acme, &made["agent"]).await;
 }
 
@@ -793,43 +791,6 @@ async fn the_typescript_sdk_runs_the_tenants() {
     }
     assert_eq!(report["listed_agents"], json!([]), "{report}");
     assert_eq!(report["bad_key"], "authentication_error");
-    // Both keys' changes are in the audit log as `/api`'s are, the refusal too, naming the
-    // session's thread.
-    let (status, audit, _) = crate::support::call(
-        &daemon.base,
-        Some(crate::tenants::OPERATOR),
-        Method::GET,
-        "/api/audit",
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{audit}");
-    let thread = made["session"]
-        .as_str()
-        .unwrap()
-        .replacen("sesn_", "thr_", 1);
-    let entries: Vec<(String, i64, Value)> = audit["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap_or_default().to_owned(),
-                e["status"].as_i64().unwrap_or_default(),
-                e["threadId"].clone(),
-            )
-        })
-        .collect();
-    for expected in [
-        ("POST /v1/agents".to_owned(), 200, Value::Null),
-        ("POST /v1/sessions".to_owned(), 200, Value::Null),
-        (
-            "POST /v1/sessions/{session_id}/events".to_owned(),
-            404,
-            json!(thread),
-        ),
-    ] {
-        assert!(entries.contains(&expected), "{expected:?} in {entries:?}");
-    }
+    assert_audited(&daemon, &made).await;
     assert_owner_sees(&daemon, &acme, &made["agent"]).await;
 }
