@@ -8,6 +8,8 @@
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
 //! - [`managed`]: the Managed Agents API (`/v1/agents`, `/v1/environments`, `/v1/sessions`):
 //!   a door over the thread service, for Anthropic's own SDKs.
+//! - [`goals`]: a task with a rubric, worked on and graded by a grader thread until it is met
+//!   (the Managed Agents API's outcomes); each goal's loop, over the thread service.
 //! - [`service`]: the thread service: every thread operation, once, for every door (`/api`,
 //!   `/mcp`); the caller explicit, the answers the API types; a message at the
 //!   thread's owner through [`cluster`].
@@ -59,6 +61,7 @@ pub mod environment;
 pub mod events;
 pub mod files;
 pub mod gateway;
+pub mod goals;
 pub mod http;
 pub mod keys;
 pub mod launch;

@@ -14,6 +14,7 @@
 mod audit;
 mod events;
 mod files;
+mod goals;
 mod keys;
 mod leases;
 mod lifecycle;

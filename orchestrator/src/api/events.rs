@@ -61,6 +61,14 @@ pub enum ThreadEvent {
     /// The thread's walls stopped a process of its tree: its memory or process limit was
     /// reached (`[sandbox]`).
     LimitReached(LimitReached),
+    /// A goal was set: the thread works on its description until its grader is satisfied
+    /// (`crate::goals`).
+    GoalSet(GoalSet),
+    /// The goal's grader began grading an iteration's work.
+    GoalGradingStarted(GoalGradingStarted),
+    /// An iteration of the goal ended: graded, or cut before its grade. Unless the result is
+    /// `needs_revision`, the goal is over.
+    GoalGraded(GoalGraded),
     /// The turn ended with a reply. Exactly one of this and `turn_failed` ends every turn.
     TurnFinished(TurnFinished),
     /// The turn ended without a reply.
@@ -90,6 +98,9 @@ impl ThreadEvent {
             ThreadEvent::PermissionRequested(_) => EventKind::PermissionRequested,
             ThreadEvent::PermissionDecided(_) => EventKind::PermissionDecided,
             ThreadEvent::LimitReached(_) => EventKind::LimitReached,
+            ThreadEvent::GoalSet(_) => EventKind::GoalSet,
+            ThreadEvent::GoalGradingStarted(_) => EventKind::GoalGradingStarted,
+            ThreadEvent::GoalGraded(_) => EventKind::GoalGraded,
             ThreadEvent::TurnFinished(_) => EventKind::TurnFinished,
             ThreadEvent::TurnFailed(_) => EventKind::TurnFailed,
             ThreadEvent::LogCompacted(_) => EventKind::LogCompacted,
@@ -140,13 +151,16 @@ pub enum EventKind {
     PermissionRequested,
     PermissionDecided,
     LimitReached,
+    GoalSet,
+    GoalGradingStarted,
+    GoalGraded,
     TurnFinished,
     TurnFailed,
     LogCompacted,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 21] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
@@ -162,6 +176,9 @@ impl EventKind {
         EventKind::PermissionRequested,
         EventKind::PermissionDecided,
         EventKind::LimitReached,
+        EventKind::GoalSet,
+        EventKind::GoalGradingStarted,
+        EventKind::GoalGraded,
         EventKind::TurnFinished,
         EventKind::TurnFailed,
         EventKind::LogCompacted,
@@ -184,6 +201,9 @@ impl EventKind {
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",
             EventKind::LimitReached => "limit_reached",
+            EventKind::GoalSet => "goal_set",
+            EventKind::GoalGradingStarted => "goal_grading_started",
+            EventKind::GoalGraded => "goal_graded",
             EventKind::TurnFinished => "turn_finished",
             EventKind::TurnFailed => "turn_failed",
             EventKind::LogCompacted => "log_compacted",
@@ -234,6 +254,89 @@ impl From<walls::Breach> for LimitReached {
             message: breach.message,
         }
     }
+}
+
+/// `goal_set`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalSet {
+    pub goal_id: String,
+    /// The task.
+    pub description: String,
+    /// What the grader holds the work to (Markdown).
+    pub rubric: String,
+    /// How many iterations may be graded.
+    pub max_iterations: i64,
+}
+
+/// `goal_grading_started`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalGradingStarted {
+    pub goal_id: String,
+    /// From 0.
+    pub iteration: i64,
+    /// The grader's thread: a child of this one, in a context of its own.
+    #[schema(value_type = String)]
+    pub grader_thread_id: plugin_contract::ThreadId,
+}
+
+/// `goal_graded`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalGraded {
+    pub goal_id: String,
+    pub iteration: i64,
+    pub result: GoalResult,
+    /// The grader's word, or why the iteration ended without one.
+    pub explanation: String,
+    /// False when the iteration ended before its grading began (interrupted, failed).
+    pub graded: bool,
+    /// What the grading cost (zero when it did not run).
+    pub usage: GoalUsage,
+}
+
+/// How an iteration of a goal ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalResult {
+    /// Every criterion holds: the goal is met.
+    Satisfied,
+    /// Some do not: the next iteration revises the work.
+    NeedsRevision,
+    /// Some do not, and no iteration is left.
+    MaxIterationsReached,
+    /// The rubric cannot be met, or the work or its grading failed.
+    Failed,
+    /// Someone interrupted it.
+    Interrupted,
+}
+
+impl GoalResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoalResult::Satisfied => "satisfied",
+            GoalResult::NeedsRevision => "needs_revision",
+            GoalResult::MaxIterationsReached => "max_iterations_reached",
+            GoalResult::Failed => "failed",
+            GoalResult::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether the goal is over.
+    pub fn is_final(self) -> bool {
+        self != GoalResult::NeedsRevision
+    }
+}
+
+/// Tokens a goal's grading used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalUsage {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
 }
 
 /// `log_compacted`.

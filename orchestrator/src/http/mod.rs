@@ -67,6 +67,8 @@ pub struct ApiState {
     pub mcp_endpoint: Arc<mcp_endpoint::McpEndpoint>,
     /// Every thread operation: the thread handlers are adapters over it.
     pub threads: crate::service::ThreadService,
+    /// Each goal's loop (the Managed Agents API's outcomes).
+    pub goals: crate::goals::Goals,
     pub metrics: Arc<Metrics>,
     pub config: Arc<Config>,
     /// This node among several (`cluster.advertise`); `None`: a single node.
@@ -86,6 +88,7 @@ impl axum::extract::FromRef<ApiState> for crate::managed::ManagedState {
     fn from_ref(state: &ApiState) -> Self {
         crate::managed::ManagedState {
             threads: state.threads.clone(),
+            goals: state.goals.clone(),
             pipeline: state.pipeline.clone(),
             store: state.store.clone(),
             pool: state.pool.clone(),

@@ -185,6 +185,17 @@ impl From<ServiceError> for ManagedError {
     }
 }
 
+impl From<crate::goals::GoalError> for ManagedError {
+    fn from(err: crate::goals::GoalError) -> Self {
+        use crate::goals::GoalError;
+        match err {
+            GoalError::Invalid(message) => ManagedError::invalid(message),
+            GoalError::Busy { .. } => ManagedError::new(StatusCode::CONFLICT, err.to_string()),
+            GoalError::Service(err) => err.into(),
+        }
+    }
+}
+
 /// Answers every error of the door in the API's shape: one of Harness's own (`{"error":
 /// {"code", "message"}}`, from the token check, the scope check or the body guard) is
 /// rewritten with its message; the door's own pass as they are. Every answer carries a

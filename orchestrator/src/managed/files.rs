@@ -102,6 +102,20 @@ pub async fn retrieve(
     Ok(Json(FileMetadata::of(row, None)))
 }
 
+/// The bytes of the caller's file `id`.
+pub async fn read(
+    state: &ManagedState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Vec<u8>, ManagedError> {
+    let row = (state.pipeline.files())
+        .visible(caller, id)
+        .await
+        .map_err(file_error)?;
+    (state.store.file_data(&row.id).await?)
+        .ok_or_else(|| ManagedError::not_found(format!("file {id} not found")))
+}
+
 /// A files error in the API's words.
 pub fn file_error(err: FileError) -> ManagedError {
     match err {

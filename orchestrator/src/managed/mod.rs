@@ -53,6 +53,7 @@ use crate::store::Store;
 #[derive(Clone)]
 pub struct ManagedState {
     pub threads: ThreadService,
+    pub goals: crate::goals::Goals,
     pub pipeline: Pipeline,
     pub store: Store,
     pub pool: Pool,

@@ -4,10 +4,14 @@
 //!
 //! - `user.message` is a message to the thread ([`ThreadService::send`]), not waited for: its
 //!   turn's events follow on the stream. Its event id names its message (`sevt_msg_…`).
-//! - `user.interrupt` interrupts the running turn ([`ThreadService::interrupt`]).
+//! - `user.interrupt` interrupts the running turn ([`ThreadService::interrupt`]) and the
+//!   goal under way ([`crate::goals::Goals::interrupt`]).
 //! - `user.tool_confirmation` answers the permission the tool use (`sevt_tu_…`) waits for
 //!   ([`crate::approvals`]).
-//! - `user.custom_tool_result` and `user.define_outcome` are refused: not served yet.
+//! - `user.define_outcome` sets a goal ([`crate::goals`]): the session works on it, a grader
+//!   grades it, and it iterates until the grader is satisfied or out of iterations. Its event
+//!   id names the goal (`sevt_outc_…`); a rubric file is read as UTF-8 text.
+//! - `user.custom_tool_result` is refused: not served yet.
 //!
 //! The stream is the SDKs' kind: each frame has an `event:` line (the event's `type`), its JSON
 //! on one `data:` line and its `id:`; it carries what happens after it opens (the SDKs list
@@ -28,14 +32,15 @@ use serde::Serialize;
 
 use super::agents;
 use super::error::ManagedError;
-use super::events::wire::Confirmation;
-use super::events::{event_type, tool_use_of, user_message_event_id};
+use super::events::wire::{Confirmation, Rubric};
+use super::events::{event_type, goal_event_id, tool_use_of, user_message_event_id};
 use super::events::{EventParams, Frame, Reader, SendEvents, SessionEvent};
 use super::lists::{limit_of, Body};
 use super::{ids, profile, sessions, ManagedState, TAG};
 use crate::api::threads::PostMessage;
 use crate::approvals::Answer;
 use crate::caller::Caller;
+use crate::goals::{NewGoalSpec, DEFAULT_ITERATIONS};
 use crate::service::SendMessage;
 use crate::store::{EventRow, Fence, ManagedKind, SessionRow};
 
@@ -112,6 +117,7 @@ async fn send_one(
             user_message_event_id(accepted.message_id.as_str())
         }
         EventParams::UserInterrupt {} => {
+            state.goals.interrupt(thread);
             state.threads.interrupt(caller, thread, None).await?;
             ids::generate("sevt")
         }
@@ -128,10 +134,24 @@ async fn send_one(
                 "user.custom_tool_result: custom tools are not supported by Harness yet",
             ))
         }
-        EventParams::UserDefineOutcome { .. } => {
-            return Err(ManagedError::invalid(
-                "user.define_outcome: outcomes are not supported by Harness yet",
-            ))
+        EventParams::UserDefineOutcome {
+            description,
+            rubric,
+            max_iterations,
+        } => {
+            sessions::ensure_profile(state, session).await?;
+            let spec = NewGoalSpec {
+                id: ids::generate("outc"),
+                description: description.clone(),
+                rubric: rubric_text(state, caller, rubric).await?,
+                max_iterations: max_iterations.map_or(DEFAULT_ITERATIONS, i64::from),
+            };
+            let goal = state.goals.set(caller, thread, spec).await?;
+            return Ok(SessionEvent {
+                id: goal_event_id(&goal.id),
+                processed_at: None,
+                body: event.into_body(|| goal.id.clone()),
+            });
         }
     };
     Ok(SessionEvent {
@@ -139,6 +159,21 @@ async fn send_one(
         processed_at: None,
         body: event.into_body(|| ids::generate("outc")),
     })
+}
+
+/// A rubric's text: as given, or the caller's uploaded file's, read as UTF-8.
+async fn rubric_text(
+    state: &ManagedState,
+    caller: &Caller,
+    rubric: &Rubric,
+) -> Result<String, ManagedError> {
+    let file_id = match rubric {
+        Rubric::Text { content } => return Ok(content.clone()),
+        Rubric::File { file_id } => file_id,
+    };
+    let bytes = super::files::read(state, caller, file_id).await?;
+    String::from_utf8(bytes)
+        .map_err(|_| ManagedError::invalid(format!("rubric: file {file_id} is not UTF-8 text")))
 }
 
 /// Answers the permission the tool use `event` (`sevt_tu_…`) waits for.
@@ -254,7 +289,7 @@ pub async fn list(
     let mut after = query.after.map_or(0, |(row, _)| row - 1);
     let past = |row: i64, index: usize| query.after.is_none_or(|(r, i)| row > r || index > i);
     let mut data: Vec<(i64, usize, SessionEvent)> = Vec::new();
-    let mut reader = Reader::default();
+    let mut reader = Reader::new(state.store.goal_turns(&session.thread_id).await?);
     while data.len() <= limit {
         let rows = (state.store)
             .events_after(&session.thread_id, after, PAGE_ROWS)
@@ -344,7 +379,7 @@ pub async fn stream(
     };
     let asks = asker(&state, &session).await?;
     let follow = state.pipeline.follow_from_now(&session.thread_id).await?;
-    let mut reader = Reader::default();
+    let mut reader = Reader::new(state.store.goal_turns(&session.thread_id).await?);
     let frames = follow
         .into_stream(state.pipeline.stopping().clone())
         .flat_map(move |row: EventRow| {

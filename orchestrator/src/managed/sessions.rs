@@ -19,7 +19,7 @@ use super::params::{
     AgentRef, Amount, BudgetParam, CreateSession, Order, ResourceParam, UpdateSession,
 };
 use super::wire::{check_metadata, patch_metadata, Deleted, Session, SessionAgent, SessionBody};
-use super::wire::{SessionPage, SessionStats, SessionUsage};
+use super::wire::{OutcomeEvaluation, SessionPage, SessionStats, SessionUsage};
 use super::{ids, profile, ManagedState, TAG};
 use crate::api::threads::CreateThread;
 use crate::caller::Caller;
@@ -450,10 +450,13 @@ pub async fn shown(state: &ManagedState, row: &SessionRow) -> Result<Session, Ma
         .ok_or_else(|| ManagedError::not_found(format!("agent {} not found", row.agent_id)))?;
     let agent = agents::shown(&agent)?;
     let pending = state.store.pending_turns(Some(&row.thread_id)).await?;
-    let status = match (row.archived_at, pending.is_empty()) {
+    let goals = state.store.goals_of(&row.thread_id).await?;
+    // A goal under way keeps the session running between its turns too.
+    let working = !pending.is_empty() || goals.iter().any(|g| g.finished_at.is_none());
+    let status = match (row.archived_at, working) {
         (Some(_), _) => "terminated",
-        (None, false) => "running",
-        (None, true) => "idle",
+        (None, true) => "running",
+        (None, false) => "idle",
     };
     let usage = state.store.thread_usage(&row.thread_id).await?;
     let thread = state.store.require_thread(&row.thread_id).await?;
@@ -479,7 +482,7 @@ pub async fn shown(state: &ManagedState, row: &SessionRow) -> Result<Session, Ma
         title: row.title.clone(),
         metadata: body.metadata,
         resources: body.resources,
-        outcome_evaluations: Vec::new(),
+        outcome_evaluations: goals.into_iter().map(OutcomeEvaluation::of).collect(),
         stats: SessionStats {
             active_seconds: Some(usage.api_ms as f64 / 1000.0),
             duration_seconds: Some(

@@ -245,8 +245,8 @@ pub struct Session {
     pub metadata: BTreeMap<String, String>,
     #[schema(value_type = Vec<Object>)]
     pub resources: Vec<Value>,
-    #[schema(value_type = Vec<Object>)]
-    pub outcome_evaluations: Vec<Value>,
+    /// Each outcome set on the session (a goal, `crate::goals`), oldest first.
+    pub outcome_evaluations: Vec<OutcomeEvaluation>,
     pub stats: SessionStats,
     pub usage: SessionUsage,
     pub vault_ids: Vec<String>,
@@ -302,4 +302,41 @@ pub fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), String>
         }
     }
     Ok(())
+}
+
+/// An outcome of a session: where its goal is (`crate::goals`).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct OutcomeEvaluation {
+    /// `outcome_evaluation`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String)]
+    pub kind: &'static str,
+    pub outcome_id: String,
+    pub description: String,
+    /// The last iteration, from 0.
+    pub iteration: i64,
+    /// `satisfied`, `max_iterations_reached`, `failed` or `interrupted`; `running` while it is
+    /// worked on or graded.
+    pub result: String,
+    /// The grader's last explanation.
+    pub explanation: Option<String>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+impl OutcomeEvaluation {
+    pub fn of(goal: crate::store::GoalRow) -> OutcomeEvaluation {
+        let result = match goal.finished_at {
+            Some(_) => goal.state,
+            None => "running".to_owned(),
+        };
+        OutcomeEvaluation {
+            kind: "outcome_evaluation",
+            outcome_id: goal.id,
+            description: goal.description,
+            iteration: goal.iteration,
+            result,
+            explanation: goal.explanation,
+            completed_at: goal.finished_at,
+        }
+    }
 }

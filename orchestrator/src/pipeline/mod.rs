@@ -281,6 +281,11 @@ impl Pipeline {
         &self.inner.parts.files
     }
 
+    /// The event bus the pipeline writes to.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.parts.events
+    }
+
     /// The tool approvals of every turn (the API answers pending ones through it).
     pub fn approvals(&self) -> &Approvals {
         &self.inner.parts.approvals

@@ -359,6 +359,8 @@ pub(super) struct Doors {
     pub mcp_endpoint: Arc<McpEndpoint>,
     /// Every thread operation, behind `/api` and `/mcp` alike.
     pub threads: crate::service::ThreadService,
+    /// Each goal's loop, over the thread service.
+    pub goals: crate::goals::Goals,
     pub metrics: Arc<Metrics>,
     pub door: crate::http::serve::Door,
     pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
@@ -403,6 +405,12 @@ pub(super) fn doors(
         cluster.clone(),
         config.threads.cascade_delete(),
     );
+    let goals = crate::goals::Goals::new(
+        threads.clone(),
+        pipeline.clone(),
+        store.clone(),
+        config.claude_workdir(),
+    );
     let mcp_endpoint = Arc::new(McpEndpoint::new(
         plugins,
         ThreadsPlugin::new(threads.clone(), config.turn.timeout),
@@ -426,6 +434,7 @@ pub(super) fn doors(
         schedules,
         mcp_endpoint,
         threads,
+        goals,
         metrics,
         door: crate::http::serve::Door::open(&config.http),
         oauth: crate::oauth::ResourceServer::new(&config.oauth, store).map(Arc::new),

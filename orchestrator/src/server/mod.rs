@@ -83,6 +83,8 @@ pub struct Daemon {
     pub mcp_endpoint: Arc<McpEndpoint>,
     /// Every thread operation, behind `/api` and `/mcp` alike.
     pub threads: crate::service::ThreadService,
+    /// Each goal's loop.
+    pub goals: crate::goals::Goals,
     pub metrics: Arc<Metrics>,
     /// This node's place among several (`cluster.advertise`); `None`: a single node.
     pub cluster: Option<Cluster>,
@@ -144,6 +146,7 @@ impl Daemon {
             mcp: processes.mcp,
             mcp_endpoint: doors.mcp_endpoint,
             threads: doors.threads,
+            goals: doors.goals,
             metrics: doors.metrics,
             cluster: doors.cluster,
             door: doors.door,
@@ -166,6 +169,7 @@ impl Daemon {
             mcp: self.mcp.clone(),
             mcp_endpoint: self.mcp_endpoint.clone(),
             threads: self.threads.clone(),
+            goals: self.goals.clone(),
             metrics: self.metrics.clone(),
             config: self.config.clone(),
             cluster: self.cluster.clone(),
@@ -403,6 +407,12 @@ impl Daemon {
             warn!(error = %err, "The sessions' profiles could not be listed.");
         }
         self.redrive.sweep().await;
+        // After the re-drive: a goal waits for its cut turn's new run.
+        match self.goals.resume().await {
+            Ok(0) => {}
+            Ok(goals) => info!(goals, "Unfinished goals taken up again."),
+            Err(err) => warn!(error = %err, "The unfinished goals could not be listed."),
+        }
         if let Some(cluster) = &self.cluster {
             let every = cluster.lease_ttl() / 3;
             self.redrive

@@ -47,6 +47,7 @@
 mod audit;
 mod events;
 mod files;
+mod goals;
 mod keys;
 mod leases;
 mod lifecycle;

@@ -8,19 +8,28 @@
 //! `agent.message` is `sevt_{first piece's row}_0` (a `text_delta` row has no event of its own,
 //! so the id is free). Without pieces (the lean profile) it keeps its own row's id. The end of a
 //! turn drops a preview its text never completed.
+//!
+//! It also knows which rows belong to a goal's turn ([`super::project::Lens::goal_turn`]): the
+//! messages it starts with (from the store, for what came before the first row read) and
+//! those whose `message_received` it reads.
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::project::project;
+use std::collections::HashSet;
+
+use super::project::{project, Lens};
 use super::wire::SessionEvent;
-use crate::store::EventRow;
+use crate::goals::GOAL_TURN_PREFIX;
+use crate::store::{EventRow, MessageId};
 
 /// The session's events, read in the order they were stored.
 #[derive(Debug, Default)]
 pub struct Reader {
     /// The row of the first piece of the text block being streamed.
     preview: Option<i64>,
+    /// The messages that started a goal's turn.
+    goal_turns: HashSet<MessageId>,
 }
 
 /// One frame of a stream: an event, or a preview of one.
@@ -43,9 +52,25 @@ impl Frame {
 }
 
 impl Reader {
+    /// A reader that knows `goal_turns` started goals' turns.
+    pub fn new(goal_turns: impl IntoIterator<Item = MessageId>) -> Reader {
+        Reader {
+            preview: None,
+            goal_turns: goal_turns.into_iter().collect(),
+        }
+    }
+
     /// The events of `row`, the next stored one.
     pub fn events(&mut self, row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<SessionEvent> {
-        let mut events = project(row, asks);
+        let starts_goal_turn = row.kind == "message_received"
+            && row.data["clientMessageId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(GOAL_TURN_PREFIX));
+        if let (true, Some(message)) = (starts_goal_turn, &row.message_id) {
+            self.goal_turns.insert(message.clone());
+        }
+        let goal_turn = (row.message_id.as_ref()).is_some_and(|m| self.goal_turns.contains(m));
+        let mut events = project(row, Lens { asks, goal_turn });
         match row.kind.as_str() {
             "text_delta" => {
                 self.preview.get_or_insert(row.id);
@@ -167,5 +192,39 @@ mod tests {
             .find(|e| e["type"] == "agent.message")
             .unwrap();
         assert_eq!(message["id"], "sevt_6_0");
+    }
+
+    #[test]
+    fn a_reader_knows_a_goals_turns_from_the_start_and_from_what_it_reads() {
+        let of = |id: i64, kind: &str, message: &str, data: Value| EventRow {
+            message_id: Some(MessageId::from_string(message)),
+            ..row(id, kind, data)
+        };
+        let never = |_: &str| false;
+        // msg_1's turn began before the reader's first row; msg_2's message is read.
+        let mut reader = Reader::new([MessageId::from_string("msg_1")]);
+        let rows = [
+            of(1, "turn_finished", "msg_1", json!({"messageId": "msg_1"})),
+            of(
+                2,
+                "message_received",
+                "msg_2",
+                json!({"messageId": "msg_2", "origin": "user", "content": "x", "clientMessageId": "goal:outc_1:1"}),
+            ),
+            of(3, "turn_finished", "msg_2", json!({"messageId": "msg_2"})),
+            of(
+                4,
+                "message_received",
+                "msg_3",
+                json!({"messageId": "msg_3", "origin": "user", "content": "hi", "clientMessageId": "mine"}),
+            ),
+            of(5, "turn_finished", "msg_3", json!({"messageId": "msg_3"})),
+        ];
+        let types: Vec<&str> = rows
+            .iter()
+            .flat_map(|r| reader.events(r, &never))
+            .map(|e| super::super::wire::event_type(&e.body))
+            .collect();
+        assert_eq!(types, ["user.message", "session.status_idle"]);
     }
 }

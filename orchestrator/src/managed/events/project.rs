@@ -11,7 +11,7 @@
 //!
 //! The mapping, by the row's `kind`:
 //! - `message_received` from a user → `user.message` (its blocks, files as `{type: "file",
-//!   file_id}` sources; else its text); from the CLI → nothing;
+//!   file_id}` sources; else its text); from the CLI, or a goal's turn → nothing;
 //! - `turn_started` and `permission_decided` → `session.status_running`;
 //! - `assistant_text` → `agent.message`;
 //! - `tool_call_started` → `agent.mcp_tool_use` for `mcp__SERVER__TOOL`, else `agent.tool_use`,
@@ -23,24 +23,40 @@
 //! - `turn_finished` → `session.status_idle` (`end_turn`);
 //! - `turn_failed` → `session.status_idle`: `budget_reached` when refused, `end_turn` when
 //!   interrupted or withdrawn, else a terminal `session.error` then `retries_exhausted`;
+//! - but of a goal's turn ([`Lens::goal_turn`]) neither says the session is idle: the goal
+//!   goes on (`crate::goals`), and its end says so;
+//! - `goal_set` → `user.define_outcome` (id `sevt_{goal}`, [`goal_event_id`]);
+//! - `goal_grading_started` → `span.outcome_evaluation_start` (id `sevt_{goal}_start_{n}`);
+//! - `goal_graded` → `span.outcome_evaluation_end` naming that start (`""` when the iteration
+//!   ended before its grading), then, when the goal is over, `session.status_idle` (`end_turn`);
 //! - `api_retry` → a retrying `session.error`; `limit_reached` → a terminal one;
 //! - anything else → nothing.
 
 use serde_json::Value;
 
 use super::wire::{
-    Content, EventBody, Permission, RetryStatus, SessionError, SessionErrorType, SessionEvent,
-    StopReason,
+    Content, EventBody, ModelUsage, Permission, RetryStatus, Rubric, SessionError,
+    SessionErrorType, SessionEvent, StopReason,
 };
 use crate::store::EventRow;
 
 const TOOL_USE: &str = "sevt_tu_";
 const TOOL_RESULT: &str = "sevt_tr_";
 
-/// The session events of one stored thread event. `asks(tool)`: whether the tool's permission
-/// policy is `always_ask`, by the CLI's name for it (`mcp__SERVER__TOOL` for an MCP tool).
-pub fn project(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<SessionEvent> {
-    bodies(row, asks)
+/// What the projection of a row needs besides the row.
+#[derive(Clone, Copy)]
+pub struct Lens<'a> {
+    /// Whether the tool's permission policy is `always_ask`, by the CLI's name for it
+    /// (`mcp__SERVER__TOOL` for an MCP tool).
+    pub asks: &'a dyn Fn(&str) -> bool,
+    /// The row belongs to a goal's turn (its message's `clientMessageId` is a goal's:
+    /// [`crate::goals::GOAL_TURN_PREFIX`]).
+    pub goal_turn: bool,
+}
+
+/// The session events of one stored thread event.
+pub fn project(row: &EventRow, lens: Lens<'_>) -> Vec<SessionEvent> {
+    bodies(row, lens)
         .into_iter()
         .enumerate()
         .map(|(k, (id, body))| SessionEvent {
@@ -54,6 +70,16 @@ pub fn project(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<SessionEvent>
 /// The id of the `agent.tool_use` / `agent.mcp_tool_use` event of the CLI's tool use `id`.
 pub fn tool_use_event_id(tool_use_id: &str) -> String {
     format!("{TOOL_USE}{tool_use_id}")
+}
+
+/// The id of the `user.define_outcome` event of the goal `goal` (`outc_…`).
+pub fn goal_event_id(goal: &str) -> String {
+    format!("sevt_{goal}")
+}
+
+/// The id of the `span.outcome_evaluation_start` of the goal's `iteration`.
+fn evaluation_start_id(goal: &str, iteration: u32) -> String {
+    format!("sevt_{goal}_start_{iteration}")
 }
 
 /// The id of the `user.message` event of the user message `message` (`msg_…`).
@@ -79,11 +105,11 @@ pub fn row_of(event_id: &str) -> Option<(i64, usize)> {
 }
 
 /// The row's events: a fixed id (tool calls) or `None` for the row-derived one.
-fn bodies(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<(Option<String>, EventBody)> {
+fn bodies(row: &EventRow, lens: Lens<'_>) -> Vec<(Option<String>, EventBody)> {
     let data = &row.data;
     let plain = |body| vec![(None, body)];
     match row.kind.as_str() {
-        "message_received" if str_of(data, "origin") == Some("user") => {
+        "message_received" if str_of(data, "origin") == Some("user") && !lens.goal_turn => {
             let id = str_of(data, "messageId").map(user_message_event_id);
             vec![(
                 id,
@@ -99,7 +125,7 @@ fn bodies(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<(Option<String>, E
             }),
             None => Vec::new(),
         },
-        "tool_call_started" => tool_use(data, asks).into_iter().collect(),
+        "tool_call_started" => tool_use(data, lens.asks).into_iter().collect(),
         "tool_call_finished" => tool_result(data).into_iter().collect(),
         "permission_requested" => match str_of(data, "toolUseId") {
             Some(id) => plain(idle(StopReason::RequiresAction {
@@ -107,8 +133,15 @@ fn bodies(row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<(Option<String>, E
             })),
             None => Vec::new(),
         },
-        "turn_finished" => plain(idle(StopReason::EndTurn)),
-        "turn_failed" => turn_failed(data).into_iter().map(|b| (None, b)).collect(),
+        "turn_finished" if !lens.goal_turn => plain(idle(StopReason::EndTurn)),
+        "turn_failed" => turn_failed(data)
+            .into_iter()
+            .filter(|body| !lens.goal_turn || !matches!(body, EventBody::SessionStatusIdle { .. }))
+            .map(|b| (None, b))
+            .collect(),
+        "goal_set" => goal_set(data).into_iter().collect(),
+        "goal_grading_started" => grading_started(data).into_iter().collect(),
+        "goal_graded" => goal_graded(data),
         "api_retry" => plain(api_retry(data)),
         "limit_reached" => plain(error(
             SessionErrorType::UnknownError,
@@ -220,6 +253,74 @@ fn result_content(content: &Value) -> Option<Vec<Content>> {
         ),
         _ => None,
     }
+}
+
+/// `goal_set` (`crate::api::events::GoalSet`).
+fn goal_set(data: &Value) -> Option<(Option<String>, EventBody)> {
+    let goal = str_of(data, "goalId")?;
+    let body = EventBody::UserDefineOutcome {
+        description: str_of(data, "description")?.to_owned(),
+        rubric: Rubric::Text {
+            content: str_of(data, "rubric")?.to_owned(),
+        },
+        max_iterations: u32_of(data, "maxIterations"),
+        outcome_id: goal.to_owned(),
+    };
+    Some((Some(goal_event_id(goal)), body))
+}
+
+/// `goal_grading_started` (`crate::api::events::GoalGradingStarted`).
+fn grading_started(data: &Value) -> Option<(Option<String>, EventBody)> {
+    let goal = str_of(data, "goalId")?;
+    let iteration = u32_of(data, "iteration")?;
+    let body = EventBody::SpanOutcomeEvaluationStart {
+        outcome_id: goal.to_owned(),
+        iteration,
+    };
+    Some((Some(evaluation_start_id(goal, iteration)), body))
+}
+
+/// `goal_graded` (`crate::api::events::GoalGraded`): the evaluation's end, and the idle that
+/// ends the goal.
+fn goal_graded(data: &Value) -> Vec<(Option<String>, EventBody)> {
+    let (Some(goal), Some(iteration), Some(result)) = (
+        str_of(data, "goalId"),
+        u32_of(data, "iteration"),
+        str_of(data, "result"),
+    ) else {
+        return Vec::new();
+    };
+    let graded = data.get("graded").and_then(Value::as_bool) == Some(true);
+    let usage = &data["usage"];
+    let tokens = |key| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let end = EventBody::SpanOutcomeEvaluationEnd {
+        outcome_evaluation_start_id: match graded {
+            true => evaluation_start_id(goal, iteration),
+            false => String::new(),
+        },
+        outcome_id: goal.to_owned(),
+        iteration,
+        result: result.to_owned(),
+        explanation: str_of(data, "explanation").unwrap_or_default().to_owned(),
+        usage: ModelUsage {
+            input_tokens: tokens("inputTokens"),
+            output_tokens: tokens("outputTokens"),
+            cache_creation_input_tokens: tokens("cacheWriteTokens"),
+            cache_read_input_tokens: tokens("cacheReadTokens"),
+        },
+    };
+    let mut bodies = vec![(None, end)];
+    if result != "needs_revision" {
+        bodies.push((None, idle(StopReason::EndTurn)));
+    }
+    bodies
+}
+
+fn u32_of(value: &Value, key: &str) -> Option<u32> {
+    value
+        .get(key)
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// `turn_failed` (`crate::api::events::TurnFailed`), by its `cause`.

@@ -31,8 +31,16 @@ fn asks(tool: &str) -> bool {
     tool == "Bash"
 }
 
+/// The lens of a row outside any goal's turn.
+fn lens() -> Lens<'static> {
+    Lens {
+        asks: &asks,
+        goal_turn: false,
+    }
+}
+
 fn projected(kind: &str, data: Value) -> Value {
-    serde_json::to_value(project(&row(kind, data), &asks)).expect("serializes")
+    serde_json::to_value(project(&row(kind, data), lens())).expect("serializes")
 }
 
 /// An idle event of row 7 with `stop_reason`.
@@ -257,7 +265,7 @@ fn each_kind_projects_to_the_expected_events() {
 #[test]
 fn projected_events_read_back_as_they_were() {
     for (kind, data, _) in table() {
-        for event in project(&row(kind, data), &asks) {
+        for event in project(&row(kind, data), lens()) {
             let json = serde_json::to_string(&event).expect("serializes");
             let back: SessionEvent = serde_json::from_str(&json).expect(&json);
             assert_eq!(back, event, "{json}");
@@ -287,7 +295,7 @@ fn ids_lead_back_to_their_rows_and_tool_uses() {
     // A row's later events keep their ids whatever came before them in the row.
     let events = project(
         &row("turn_failed", json!({"cause": "crash", "error": "x"})),
-        &asks,
+        lens(),
     );
     let ids: Vec<_> = events.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["sevt_7_0", "sevt_7_1"]);
@@ -344,7 +352,7 @@ fn sent_events_parse_and_unknown_types_are_refused() {
 fn one_of_each_type() -> Vec<SessionEvent> {
     let mut events: Vec<SessionEvent> = table()
         .into_iter()
-        .flat_map(|(kind, data, _)| project(&row(kind, data), &asks))
+        .flat_map(|(kind, data, _)| project(&row(kind, data), lens()))
         .collect();
     let usage = ModelUsage {
         input_tokens: 1,
@@ -500,4 +508,81 @@ fn the_event_schemas_derive() {
     assert!(event.contains("processed_at"), "{event}");
     assert!(body.contains("agent.mcp_tool_use"), "{body}");
     assert!(sent.contains("user.define_outcome"), "{sent}");
+}
+
+#[test]
+fn a_goal_is_an_outcome_defined_evaluated_and_ended_with_one_idle() {
+    let set = projected(
+        "goal_set",
+        json!({"goalId": "outc_1", "description": "Write fib.py", "rubric": "- fib(10) is 55", "maxIterations": 2}),
+    );
+    assert_eq!(
+        set,
+        json!([{"id": "sevt_outc_1", "processed_at": AT, "type": "user.define_outcome",
+                "description": "Write fib.py", "rubric": {"type": "text", "content": "- fib(10) is 55"},
+                "max_iterations": 2, "outcome_id": "outc_1"}])
+    );
+    let start = projected(
+        "goal_grading_started",
+        json!({"goalId": "outc_1", "iteration": 1, "graderThreadId": "thr_2"}),
+    );
+    assert_eq!(
+        start,
+        json!([{"id": "sevt_outc_1_start_1", "processed_at": AT,
+                "type": "span.outcome_evaluation_start", "outcome_id": "outc_1", "iteration": 1}])
+    );
+    let usage =
+        json!({"inputTokens": 10, "outputTokens": 3, "cacheReadTokens": 2, "cacheWriteTokens": 1});
+    let graded = |result: &str, graded: bool| {
+        projected(
+            "goal_graded",
+            json!({"goalId": "outc_1", "iteration": 1, "result": result, "explanation": "why",
+                   "graded": graded, "usage": usage}),
+        )
+    };
+    // Another iteration follows: no idle.
+    let revise = graded("needs_revision", true);
+    assert_eq!(
+        revise,
+        json!([{"id": "sevt_7_0", "processed_at": AT, "type": "span.outcome_evaluation_end",
+                "outcome_evaluation_start_id": "sevt_outc_1_start_1", "outcome_id": "outc_1",
+                "iteration": 1, "result": "needs_revision", "explanation": "why",
+                "usage": {"input_tokens": 10, "output_tokens": 3,
+                          "cache_creation_input_tokens": 1, "cache_read_input_tokens": 2}}])
+    );
+    // The goal's end: the evaluation's end, then the idle.
+    let done = graded("satisfied", true);
+    assert_eq!(done[1], idle_json(1, json!({"type": "end_turn"})));
+    // Cut before its grading: no start to name.
+    let cut = graded("interrupted", false);
+    assert_eq!(cut[0]["outcome_evaluation_start_id"], "");
+    assert_eq!(cut[1]["type"], "session.status_idle");
+}
+
+#[test]
+fn a_goals_turns_say_nothing_of_idleness_nor_show_their_prompts() {
+    let goal_turn = Lens {
+        asks: &asks,
+        goal_turn: true,
+    };
+    let received = json!({"messageId": "msg_1", "content": "Write fib.py", "origin": "user",
+                          "clientMessageId": "goal:outc_1:0"});
+    assert!(project(&row("message_received", received.clone()), goal_turn).is_empty());
+    assert_eq!(project(&row("message_received", received), lens()).len(), 1);
+    let finished = row("turn_finished", json!({"messageId": "msg_1"}));
+    assert!(project(&finished, goal_turn).is_empty());
+    assert_eq!(project(&finished, lens()).len(), 1);
+    // A failed turn still says what failed, but not that the session is idle.
+    let failed = row("turn_failed", json!({"cause": "error", "error": "boom"}));
+    let types: Vec<_> = project(&failed, goal_turn)
+        .iter()
+        .map(|e| event_type(&e.body))
+        .collect();
+    assert_eq!(types, ["session.error"]);
+    // The rest of a goal's turn is the session's as any other's.
+    let started = row(
+        "turn_started",
+        json!({"messageId": "msg_1", "origin": "user"}),
+    );
+    assert_eq!(project(&started, goal_turn).len(), 1);
 }
