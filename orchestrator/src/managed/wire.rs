@@ -315,8 +315,8 @@ pub struct OutcomeEvaluation {
     pub description: String,
     /// The last iteration, from 0.
     pub iteration: i64,
-    /// `satisfied`, `max_iterations_reached`, `failed` or `interrupted`; `running` while it is
-    /// worked on or graded.
+    /// `running` while it is worked on, `evaluating` while it is graded, then `satisfied`,
+    /// `max_iterations_reached`, `failed` or `interrupted`.
     pub result: String,
     /// The grader's last explanation.
     pub explanation: Option<String>,
@@ -325,9 +325,10 @@ pub struct OutcomeEvaluation {
 
 impl OutcomeEvaluation {
     pub fn of(goal: crate::store::GoalRow) -> OutcomeEvaluation {
-        let result = match goal.finished_at {
-            Some(_) => goal.state,
-            None => "running".to_owned(),
+        let result = match (goal.finished_at, goal.state.as_str()) {
+            (Some(_), _) => goal.state,
+            (None, "grading") => "evaluating".to_owned(),
+            (None, _) => "running".to_owned(),
         };
         OutcomeEvaluation {
             kind: "outcome_evaluation",

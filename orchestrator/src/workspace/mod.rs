@@ -60,6 +60,9 @@ pub enum WorkspaceError {
 pub struct Workspaces {
     roots: Vec<PathBuf>,
     worktrees_dir: PathBuf,
+    /// Where threads without a workspace work: a goal's grader works in its thread's folder
+    /// (`crate::goals`), which lies here rather than under the roots.
+    threads_dir: PathBuf,
     include: Vec<String>,
     on_archive: OnArchive,
 }
@@ -86,6 +89,7 @@ impl Workspaces {
         Ok(Workspaces {
             roots,
             worktrees_dir,
+            threads_dir: config.claude_workdir(),
             include: config.workspaces.include.clone(),
             on_archive: config.workspaces.on_archive,
         })
@@ -425,7 +429,10 @@ impl Workspaces {
             let inside = |root: &PathBuf| resolved.as_ref().is_some_and(|r| r.starts_with(root));
             let own_worktree =
                 matches!(workspace, Workspace::Worktree { .. }) && inside(&self.worktrees_dir);
-            if own_worktree || self.roots.iter().any(inside) {
+            let threads_dir = self.threads_dir.canonicalize().ok();
+            let threads_folder = matches!(workspace, Workspace::Path { .. })
+                && threads_dir.is_some_and(|d| inside(&d));
+            if own_worktree || threads_folder || self.roots.iter().any(inside) {
                 if let Workspace::Worktree { repo, .. } = workspace {
                     git::verify_worktree(repo, path)
                         .await

@@ -794,3 +794,292 @@ async fn the_typescript_sdk_runs_the_tenants() {
     assert_audited(&daemon, &made).await;
     assert_owner_sees(&daemon, &acme, &made["agent"]).await;
 }
+
+/// A daemon whose model does the work twice, and whose grader finds the first try wanting and
+/// the second good.
+async fn outcome_daemon() -> (MockApi, TestDaemon) {
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains(
+        "your work is graded against this rubric",
+        Reply::text("fib.py is written."),
+    );
+    mock.when_prompt_contains("found it needs revision", Reply::text("fib.py is fixed."));
+    mock.once_when_prompt_contains(
+        "You are grading work",
+        Reply::tool_use(
+            "StructuredOutput",
+            json!({"result": "needs_revision", "explanation": "fib(10) returns 89, not 55"}),
+        ),
+    );
+    mock.when_prompt_contains(
+        "You are grading work",
+        Reply::tool_use(
+            "StructuredOutput",
+            json!({"result": "satisfied", "explanation": "every criterion holds"}),
+        ),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    (mock, daemon)
+}
+
+const OUTCOME: &str = "Write fib.py with fib(n)";
+const RUBRIC: &str = "- fib(10) is 55";
+
+fn outcome_fields() -> Value {
+    json!({"description": OUTCOME, "rubric": RUBRIC})
+}
+
+/// Each grader graded in a context of its own (one user message: the task, the rubric and the
+/// agent's last word, no conversation), answering in the verdict's schema; the revision was
+/// asked with the first grader's explanation; the graders are children of the session's
+/// thread.
+async fn assert_graded_apart(mock: &MockApi, daemon: &TestDaemon, thread: &str) {
+    let requests = mock.message_requests();
+    let graders: Vec<_> = requests
+        .iter()
+        .filter(|r| r.last_user_text().contains("You are grading work"))
+        .collect();
+    assert_eq!(graders.len(), 2, "two gradings");
+    for grader in &graders {
+        assert_eq!(grader.messages().len(), 1, "a fresh context");
+        let text = grader.last_user_text();
+        assert!(text.contains(OUTCOME) && text.contains(RUBRIC), "{text}");
+        let offered = grader
+            .tool("StructuredOutput")
+            .expect("the verdict's schema");
+        assert_eq!(
+            offered["input_schema"]["required"],
+            json!(["result", "explanation"])
+        );
+    }
+    assert!(graders[0].last_user_text().contains("fib.py is written."));
+    let revision = requests
+        .iter()
+        .find(|r| r.last_user_text().contains("found it needs revision"))
+        .expect("a revision was asked");
+    assert!(revision
+        .last_user_text()
+        .contains("fib(10) returns 89, not 55"));
+    let (status, threads) = daemon.get("/api/threads?limit=100").await;
+    assert_eq!(status, StatusCode::OK, "{threads}");
+    let titles: Vec<&str> = threads["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .filter(|t| t["parentId"] == thread)
+        .filter_map(|t| t["title"].as_str())
+        .collect();
+    assert_eq!(titles.len(), 2, "{threads}");
+    assert!(
+        titles.iter().all(|t| t.starts_with("grader of outc_")),
+        "{titles:?}"
+    );
+}
+
+/// An outcome (`user.define_outcome`) is worked on and graded, revised with the grader's word,
+/// and graded again until satisfied: the stream shows both evaluations and one idle at the end;
+/// the session lists the outcome satisfied at iteration 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_is_graded_over_two_iterations() {
+    let Some(python) = python("managed::outcome").await else {
+        return;
+    };
+    let (mock, daemon) = outcome_daemon().await;
+    let report = run(&python, &daemon, "any-key", "outcome", outcome_fields()).await;
+    let outcome = report["sent"]["outcome_id"]
+        .as_str()
+        .expect("an outcome id");
+    assert!(outcome.starts_with("outc_"), "{report}");
+    assert_eq!(report["sent"]["id"], format!("sevt_{outcome}"));
+    let iteration = [
+        "session.status_running",
+        "agent.message",
+        "span.outcome_evaluation_start",
+        "span.outcome_evaluation_end",
+    ];
+    let mut expected = vec!["user.define_outcome"];
+    expected.extend(iteration);
+    expected.extend(iteration);
+    expected.push("session.status_idle");
+    assert_eq!(strings(&report["events"]), expected, "{report}");
+    assert_eq!(
+        report["listed"], report["events"],
+        "the list and the stream agree"
+    );
+    assert_eq!(
+        strings(&report["messages"]),
+        ["fib.py is written.", "fib.py is fixed."]
+    );
+    let ends = report["ends"].as_array().expect("ends");
+    let starts = report["starts"].as_array().expect("starts");
+    assert_eq!(
+        ends.iter()
+            .map(|e| (e["iteration"].as_i64(), e["result"].as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (Some(0), Some("needs_revision")),
+            (Some(1), Some("satisfied"))
+        ],
+        "{report}"
+    );
+    for (end, start) in ends.iter().zip(starts) {
+        assert_eq!(end["start"], start["id"], "{report}");
+        assert_eq!(end["outcome_id"], outcome);
+        assert!(end["output_tokens"].as_i64() > Some(0), "{report}");
+    }
+    assert_eq!(ends[0]["explanation"], "fib(10) returns 89, not 55");
+    assert_eq!(report["stop_reason"], "end_turn");
+    assert_eq!(report["status_after"], "idle");
+    assert_eq!(
+        report["outcome_evaluations"],
+        json!([{"outcome_id": outcome, "result": "satisfied", "iteration": 1,
+                "explanation": "every criterion holds", "completed": true}])
+    );
+    assert_typed(&report, "classes");
+    assert_typed(&report, "listed_classes");
+    assert_graded_apart(&mock, &daemon, &thread_of(&report)).await;
+}
+
+/// As [`an_outcome_is_graded_over_two_iterations`], with the TypeScript SDK and the rubric an
+/// uploaded file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_grades_an_outcome_over_two_iterations() {
+    let sdk = typescript().await;
+    let (mock, daemon) = outcome_daemon().await;
+    let report = run_ts(&sdk, &daemon, "any-key", "outcome", outcome_fields()).await;
+    assert_eq!(
+        report["ends"],
+        json!([
+            {"iteration": 0, "result": "needs_revision", "start": format!("sevt_{}_start_0", report["sent"]["outcome_id"].as_str().unwrap_or_default())},
+            {"iteration": 1, "result": "satisfied", "start": format!("sevt_{}_start_1", report["sent"]["outcome_id"].as_str().unwrap_or_default())},
+        ]),
+        "{report}"
+    );
+    assert_eq!(report["stop_reason"], "end_turn");
+    assert_eq!(
+        report["outcome_evaluations"],
+        json!([{"outcome_id": report["sent"]["outcome_id"], "result": "satisfied", "iteration": 1}])
+    );
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
+    assert_objects_declared(
+        &sdk,
+        &report,
+        &[(
+            "outcome_evaluation",
+            "sessions/sessions.d.ts",
+            "BetaManagedAgentsOutcomeEvaluationResource",
+        )],
+    );
+    assert_graded_apart(&mock, &daemon, &thread_of(&report)).await;
+}
+
+/// An interrupt while the grader grades stops the grader: the evaluation ends `interrupted`,
+/// naming its start, the session is idle, and the outcome's result is `interrupted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_interrupted_while_graded_ends_interrupted() {
+    let Some(python) = python("managed::outcome_interrupted").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains(
+        "your work is graded against this rubric",
+        Reply::text("fib.py is written."),
+    );
+    mock.when_prompt_contains("You are grading work", Reply::Hang);
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let report = run(
+        &python,
+        &daemon,
+        "any-key",
+        "outcome_interrupted",
+        outcome_fields(),
+    )
+    .await;
+    assert_eq!(
+        report["end"],
+        json!({"result": "interrupted", "start": report["start"]}),
+        "{report}"
+    );
+    assert_eq!(report["stop_reason"], "end_turn");
+    assert_eq!(report["outcome_evaluations"], json!(["interrupted"]));
+    // The grader's turn was cut.
+    let (_, threads) = daemon.get("/api/threads?limit=100").await;
+    let thread = thread_of(&report);
+    let grader = threads["threads"]
+        .as_array()
+        .and_then(|all| all.iter().find(|t| t["parentId"] == thread.as_str()))
+        .and_then(|t| t["id"].as_str())
+        .expect("a grader thread")
+        .to_owned();
+    let messages = crate::support::messages(&daemon, &grader).await;
+    assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
+}
+
+/// A daemon stopped while an outcome is graded takes the outcome up again at its next start: a
+/// new grader grades the same iteration, and the outcome ends satisfied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_goes_on_after_a_restart() {
+    let Some(python) = python("managed::outcome_restart").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains(
+        "your work is graded against this rubric",
+        Reply::text("fib.py is written."),
+    );
+    mock.once_when_prompt_contains("You are grading work", Reply::Hang);
+    mock.when_prompt_contains(
+        "You are grading work",
+        Reply::tool_use(
+            "StructuredOutput",
+            json!({"result": "satisfied", "explanation": "every criterion holds"}),
+        ),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let left = run(
+        &python,
+        &daemon,
+        "any-key",
+        "outcome_left",
+        outcome_fields(),
+    )
+    .await;
+    assert_eq!(left["status"], "evaluating", "{left}");
+    let daemon = daemon.restart().await;
+    let fields = json!({"session": left["session"]});
+    let report = run(&python, &daemon, "any-key", "outcome_awaited", fields).await;
+    assert_eq!(
+        report["outcome_evaluations"],
+        json!([["satisfied", 0]]),
+        "{report}"
+    );
+    let listed = strings(&report["listed"]);
+    let graded: Vec<&str> = listed
+        .iter()
+        .map(String::as_str)
+        .filter(|t| t.starts_with("span.outcome_evaluation"))
+        .collect();
+    // The cut grading's start, then the new grading's start and end.
+    assert_eq!(
+        graded,
+        [
+            "span.outcome_evaluation_start",
+            "span.outcome_evaluation_start",
+            "span.outcome_evaluation_end"
+        ],
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed.last().map(String::as_str),
+        Some("session.status_idle")
+    );
+    assert_typed(&report, "listed_classes");
+    // The thread worked once: its one turn was not run again.
+    let messages = crate::support::messages(&daemon, &thread_of(&left)).await;
+    assert_eq!(messages.len(), 2, "{messages:?}");
+}

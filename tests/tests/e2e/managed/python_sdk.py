@@ -222,6 +222,103 @@ def previews():
     report["listed_ids"] = [e.id for e in listed]
 
 
+def outcome():
+    """An outcome worked on, graded, revised and graded again, read on one stream until the
+    session is idle; then the session's evaluations and the listed events."""
+    agent, environment = agent_and_environment()
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["session"] = session.id
+    ends = []
+    starts = []
+
+    def on_event(event):
+        if event is None:
+            sent = beta.sessions.events.send(session.id, events=[{
+                "type": "user.define_outcome", "description": cfg["description"],
+                "rubric": {"type": "text", "content": cfg["rubric"]}, "max_iterations": 3,
+            }])
+            report["sent"] = {"id": sent.data[0].id, "outcome_id": sent.data[0].outcome_id,
+                              "class": type(sent.data[0]).__name__}
+        elif event.type == "span.outcome_evaluation_start":
+            starts.append({"id": event.id, "iteration": event.iteration})
+        elif event.type == "span.outcome_evaluation_end":
+            ends.append({"iteration": event.iteration, "result": event.result,
+                         "explanation": event.explanation, "start": event.outcome_evaluation_start_id,
+                         "outcome_id": event.outcome_id, "output_tokens": event.usage.output_tokens})
+
+    idle = until_idle(session.id, on_event)
+    report["stop_reason"] = idle.stop_reason.type
+    report["starts"] = starts
+    report["ends"] = ends
+    after = beta.sessions.retrieve(session.id)
+    report["status_after"] = after.status
+    report["outcome_evaluations"] = [
+        {"outcome_id": e.outcome_id, "result": e.result, "iteration": e.iteration,
+         "explanation": e.explanation, "completed": e.completed_at is not None}
+        for e in after.outcome_evaluations
+    ]
+    listed = [e for e in beta.sessions.events.list(session.id)]
+    report["listed"] = [e.type for e in listed]
+    report["listed_classes"] = [type(e).__name__ for e in listed]
+
+
+def define(session_id):
+    beta.sessions.events.send(session_id, events=[{
+        "type": "user.define_outcome", "description": cfg["description"],
+        "rubric": {"type": "text", "content": cfg["rubric"]},
+    }])
+
+
+def outcome_interrupted():
+    """An outcome interrupted while its grader grades: its evaluation ends `interrupted`."""
+    agent, environment = agent_and_environment()
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["session"] = session.id
+
+    def on_event(event):
+        if event is None:
+            define(session.id)
+        elif event.type == "span.outcome_evaluation_start":
+            report["start"] = event.id
+            beta.sessions.events.send(session.id, events=[{"type": "user.interrupt"}])
+        elif event.type == "span.outcome_evaluation_end":
+            report["end"] = {"result": event.result, "start": event.outcome_evaluation_start_id}
+
+    idle = until_idle(session.id, on_event)
+    report["stop_reason"] = idle.stop_reason.type
+    after = beta.sessions.retrieve(session.id)
+    report["outcome_evaluations"] = [e.result for e in after.outcome_evaluations]
+
+
+def outcome_left():
+    """An outcome set, read until its grading starts; the daemon is then restarted."""
+    agent, environment = agent_and_environment()
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["session"] = session.id
+    with beta.sessions.events.stream(session.id) as stream:
+        define(session.id)
+        for event in stream:
+            if event.type == "span.outcome_evaluation_start":
+                break
+    report["status"] = beta.sessions.retrieve(session.id).outcome_evaluations[0].result
+
+
+def outcome_awaited():
+    """Waits, polling the session, until its outcome has a result; then lists the events."""
+    import time
+
+    session = cfg["session"]
+    for _ in range(600):
+        evaluations = beta.sessions.retrieve(session).outcome_evaluations
+        if evaluations and evaluations[0].completed_at is not None:
+            break
+        time.sleep(0.1)
+    report["outcome_evaluations"] = [(e.result, e.iteration) for e in evaluations]
+    listed = [e for e in beta.sessions.events.list(session)]
+    report["listed"] = [e.type for e in listed]
+    report["listed_classes"] = [type(e).__name__ for e in listed]
+
+
 def made():
     """What the owner makes, for `refused`."""
     agent, environment = agent_and_environment()
@@ -232,5 +329,6 @@ def made():
 
 {"quickstart": quickstart, "confirmations": confirmations, "interrupt": interrupt,
  "refused": refused, "made": made, "say": say_and_wait, "file": with_file,
- "previews": previews}[cfg["scenario"]]()
+ "previews": previews, "outcome": outcome, "outcome_interrupted": outcome_interrupted,
+ "outcome_left": outcome_left, "outcome_awaited": outcome_awaited}[cfg["scenario"]]()
 print(json.dumps(report))

@@ -253,6 +253,47 @@ async function withFile() {
   await untilIdle(session.id, () => say(session.id, cfg.prompt));
 }
 
+// An outcome whose rubric is an uploaded file, graded, revised and graded again, read on one
+// stream until the session is idle; then the session's evaluations.
+async function outcomeGraded() {
+  const { agent, environment } = await agentAndEnvironment();
+  const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
+  report.session = session.id;
+  const rubric = await beta.files.upload({
+    file: await toFile(Buffer.from(cfg.rubric), 'rubric.md', { type: 'text/markdown' }),
+  });
+  const ends = [];
+  const idle = await untilIdle(
+    session.id,
+    async () => {
+      const sent = await beta.sessions.events.send(session.id, {
+        events: [
+          {
+            type: 'user.define_outcome',
+            description: cfg.description,
+            rubric: { type: 'file', file_id: rubric.id },
+          },
+        ],
+      });
+      report.sent = { id: sent.data[0].id, outcome_id: sent.data[0].outcome_id };
+    },
+    async (event) => {
+      if (event.type === 'span.outcome_evaluation_end') {
+        ends.push({ iteration: event.iteration, result: event.result, start: event.outcome_evaluation_start_id });
+      }
+    },
+  );
+  report.stop_reason = idle.stop_reason.type;
+  report.ends = ends;
+  const after = await beta.sessions.retrieve(session.id);
+  report.outcome_evaluations = after.outcome_evaluations.map((e) => ({
+    outcome_id: e.outcome_id,
+    result: e.result,
+    iteration: e.iteration,
+  }));
+  report.objects = { outcome_evaluation: Object.keys(after.outcome_evaluations[0] ?? {}) };
+}
+
 // What the owner makes, for `refused`.
 async function made() {
   const { agent, environment } = await agentAndEnvironment();
@@ -261,6 +302,14 @@ async function made() {
   report.session = session.id;
 }
 
-const scenarios = { quickstart, confirmations, interrupt, refused, made, file: withFile };
+const scenarios = {
+  quickstart,
+  confirmations,
+  interrupt,
+  refused,
+  made,
+  file: withFile,
+  outcome: outcomeGraded,
+};
 await scenarios[cfg.scenario]();
 console.log(JSON.stringify(report));
