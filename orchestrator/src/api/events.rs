@@ -4,8 +4,8 @@
 //! name, payload and documentation are one thing and cannot drift.
 //!
 //! The CLI's own events (`text_delta` … `rate_limit`) carry `claude_cli`'s payload types as they
-//! are; the daemon's (`message_received`, `turn_*`, `process_ready`, `permission_*`) are defined
-//! here.
+//! are; the daemon's (`message_received`, `turn_*`, `process_ready`, `model_request_*`,
+//! `permission_*`, `thread_*`) are defined here.
 
 use chrono::{DateTime, Utc};
 use plugin_contract::SessionStart;
@@ -38,6 +38,11 @@ pub enum ThreadEvent {
     TurnStarted(TurnStarted),
     /// A process took the turn.
     ProcessReady(ProcessReady),
+    /// The model gateway took a `POST /v1/messages` of the thread's process (`[gateway]`);
+    /// its `model_request_finished` follows, with the same `requestId`.
+    ModelRequestStarted(ModelRequestStarted),
+    /// A model request's response ended: streamed to its end, cut, or refused; what it used.
+    ModelRequestFinished(ModelRequestFinished),
     /// A piece of the reply as the API streams it (not under `claude.profile = "lean"`).
     TextDelta(claude_cli::TextDelta),
     /// A complete text block of the reply.
@@ -73,6 +78,11 @@ pub enum ThreadEvent {
     TurnFinished(TurnFinished),
     /// The turn ended without a reply.
     TurnFailed(TurnFailed),
+    /// The thread was archived: its process stopped; it takes no message until unarchived.
+    ThreadArchived(ThreadArchived),
+    /// The thread is being deleted: its last event, seen only by streams open at the time (its
+    /// rows, this one too, go with it).
+    ThreadDeleted(ThreadDeleted),
     /// Never stored: the first frame of a replay that starts before what retention removed
     /// (`retention.events_max_age`). Events up to `compactedThrough` (its `id`) are gone; the
     /// thread's stored messages (`GET /api/threads/{id}`) hold every turn they were about.
@@ -88,6 +98,8 @@ impl ThreadEvent {
             ThreadEvent::TurnRedriven(_) => EventKind::TurnRedriven,
             ThreadEvent::TurnStarted(_) => EventKind::TurnStarted,
             ThreadEvent::ProcessReady(_) => EventKind::ProcessReady,
+            ThreadEvent::ModelRequestStarted(_) => EventKind::ModelRequestStarted,
+            ThreadEvent::ModelRequestFinished(_) => EventKind::ModelRequestFinished,
             ThreadEvent::TextDelta(_) => EventKind::TextDelta,
             ThreadEvent::AssistantText(_) => EventKind::AssistantText,
             ThreadEvent::ToolCallStarted(_) => EventKind::ToolCallStarted,
@@ -103,6 +115,8 @@ impl ThreadEvent {
             ThreadEvent::GoalGraded(_) => EventKind::GoalGraded,
             ThreadEvent::TurnFinished(_) => EventKind::TurnFinished,
             ThreadEvent::TurnFailed(_) => EventKind::TurnFailed,
+            ThreadEvent::ThreadArchived(_) => EventKind::ThreadArchived,
+            ThreadEvent::ThreadDeleted(_) => EventKind::ThreadDeleted,
             ThreadEvent::LogCompacted(_) => EventKind::LogCompacted,
         }
     }
@@ -141,6 +155,8 @@ pub enum EventKind {
     TurnRedriven,
     TurnStarted,
     ProcessReady,
+    ModelRequestStarted,
+    ModelRequestFinished,
     TextDelta,
     AssistantText,
     ToolCallStarted,
@@ -156,16 +172,20 @@ pub enum EventKind {
     GoalGraded,
     TurnFinished,
     TurnFailed,
+    ThreadArchived,
+    ThreadDeleted,
     LogCompacted,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 21] = [
+    pub const ALL: [EventKind; 25] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
         EventKind::TurnStarted,
         EventKind::ProcessReady,
+        EventKind::ModelRequestStarted,
+        EventKind::ModelRequestFinished,
         EventKind::TextDelta,
         EventKind::AssistantText,
         EventKind::ToolCallStarted,
@@ -181,6 +201,8 @@ impl EventKind {
         EventKind::GoalGraded,
         EventKind::TurnFinished,
         EventKind::TurnFailed,
+        EventKind::ThreadArchived,
+        EventKind::ThreadDeleted,
         EventKind::LogCompacted,
     ];
 
@@ -191,6 +213,8 @@ impl EventKind {
             EventKind::TurnRedriven => "turn_redriven",
             EventKind::TurnStarted => "turn_started",
             EventKind::ProcessReady => "process_ready",
+            EventKind::ModelRequestStarted => "model_request_started",
+            EventKind::ModelRequestFinished => "model_request_finished",
             EventKind::TextDelta => "text_delta",
             EventKind::AssistantText => "assistant_text",
             EventKind::ToolCallStarted => "tool_call_started",
@@ -206,6 +230,8 @@ impl EventKind {
             EventKind::GoalGraded => "goal_graded",
             EventKind::TurnFinished => "turn_finished",
             EventKind::TurnFailed => "turn_failed",
+            EventKind::ThreadArchived => "thread_archived",
+            EventKind::ThreadDeleted => "thread_deleted",
             EventKind::LogCompacted => "log_compacted",
         }
     }
@@ -426,6 +452,46 @@ impl From<SessionStart> for ProcessStart {
         }
     }
 }
+
+/// `model_request_started`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequestStarted {
+    /// The gateway's id of the request (`mreq_…`), which its `model_request_finished` names.
+    pub request_id: String,
+    /// The model the request asks for.
+    pub model: Option<String>,
+}
+
+/// `model_request_finished`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequestFinished {
+    /// The `requestId` of its `model_request_started`.
+    pub request_id: String,
+    /// The model that answered, as the response names it; else the one asked for.
+    pub model: Option<String>,
+    /// The HTTP status answered: the upstream's, 402 when a budget refused the request, 502 when
+    /// the Messages API could not be reached.
+    pub status: u16,
+    /// True when the status is not a success, or the response was cut before its end.
+    pub is_error: bool,
+    /// The tokens the response reported (0 when it reported none).
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// From the request's arrival to its response's end.
+    pub duration_ms: u64,
+}
+
+/// `thread_archived`.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct ThreadArchived {}
+
+/// `thread_deleted`.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct ThreadDeleted {}
 
 /// `turn_throttled`.
 #[derive(Clone, Debug, Serialize, ToSchema)]

@@ -22,7 +22,11 @@
 //! - reports a 429 or 529 from upstream to the throttle, the one place that decides how many
 //!   turns run at once;
 //! - records each request (`model_requests`, `/metrics`, and a `POST /v1/messages` span under
-//!   its turn's when traces are on).
+//!   its turn's when traces are on), and tells its thread's stream through the event bus: a
+//!   `model_request_started` once the request's body is in, a `model_request_finished` with
+//!   what it used when its response ends (streamed to its end, cut, or refused), both under the
+//!   turn that holds the process, if any; the bus stores them as any event, the only writes a
+//!   request adds besides its row.
 //!
 //! Credentials: with a key (`ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN`) no child sees it,
 //! in its environment, argv or files. Without one the CLI uses its own login (a subscription's
@@ -193,6 +197,8 @@ impl Drop for Pass {
 /// What serving needs besides the tokens.
 pub struct Served {
     pub store: crate::store::Store,
+    /// Where each model request's start and end go, on its thread's stream.
+    pub events: crate::events::EventBus,
     pub budgets: crate::budget::Budgets,
     pub throttle: crate::throttle::Throttle,
     pub traces: crate::traces::Traces,

@@ -19,8 +19,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::usage::{Scanner, Used};
+use super::usage::{Asked, Scanner, Used};
 use super::{Auth, Gateway, MeterSlot, Served, Upstream, TOKEN_HEADER};
+use crate::api::events::{ModelRequestFinished, ModelRequestStarted, ThreadEvent};
 use crate::store::{MessageId, NewModelRequest};
 
 /// The largest request body taken (the Messages API's own limit is 32 MB).
@@ -131,6 +132,8 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
         meter: holder.meter.clone(),
         message: turn.as_ref().map(|t| t.message.clone()),
         traceparent: turn.and_then(|t| t.traceparent),
+        id: format!("mreq_{}", uuid::Uuid::new_v4().simple()),
+        model: None,
         hold: None,
         estimate: 0.0,
         arrived,
@@ -146,7 +149,10 @@ async fn forward(State(server): State<Arc<Server>>, request: Request) -> Respons
         );
     };
     if model_request {
-        record = match admit(&server, record, &body).await {
+        let asked = Asked::of(&body);
+        record.model = asked.model.clone();
+        record.started();
+        record = match admit(&server, record, &asked).await {
             Ok(record) => record,
             Err(refused) => return refused,
         };
@@ -232,9 +238,9 @@ fn relay(
 
 /// Asks the budgets before a model request, with what it is expected to cost: `record` holding
 /// that estimate while the request is in flight, or the 402 that refuses it (recorded).
-async fn admit(server: &Server, mut record: Record, body: &[u8]) -> Result<Record, Response> {
+async fn admit(server: &Server, mut record: Record, asked: &Asked) -> Result<Record, Response> {
     let served = &server.served;
-    let estimate = super::usage::estimate(body, &server.gateway.inner.prices);
+    let estimate = asked.estimate(&server.gateway.inner.prices);
     let meter = record.meter.get();
     match served
         .budgets
@@ -318,6 +324,10 @@ struct Record {
     message: Option<MessageId>,
     /// The span of the turn it is part of.
     traceparent: Option<String>,
+    /// `mreq_…`: what its `model_request_started` and `model_request_finished` are paired by.
+    id: String,
+    /// The model it asks for.
+    model: Option<String>,
     /// Its estimate, held in the budgets while it is in flight.
     hold: Option<crate::budget::RequestHold>,
     /// What it was expected to cost: what it is charged when its response ends before its usage
@@ -338,10 +348,37 @@ impl Record {
         }
     }
 
+    /// Tells its thread's stream that it started (`model_request_started`).
+    fn started(&self) {
+        let event = ThreadEvent::ModelRequestStarted(ModelRequestStarted {
+            request_id: self.id.clone(),
+            model: self.model.clone(),
+        });
+        let events = &self.server.served.events;
+        events.emit(&self.thread, self.message.as_ref(), event);
+    }
+
+    /// Tells its thread's stream that it ended and what it used (`model_request_finished`).
+    fn finished(&self, used: &Used, whole: bool) {
+        let event = ThreadEvent::ModelRequestFinished(ModelRequestFinished {
+            request_id: self.id.clone(),
+            model: used.model.clone().or_else(|| self.model.clone()),
+            status: self.status.as_u16(),
+            is_error: !whole || !self.status.is_success(),
+            input_tokens: used.input,
+            output_tokens: used.output,
+            cache_read_tokens: used.cache_read,
+            cache_write_tokens: used.cache_write,
+            duration_ms: u64::try_from(self.arrived.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        let events = &self.server.served.events;
+        events.emit(&self.thread, self.message.as_ref(), event);
+    }
+
     /// Meters what it used (charged at once to the turn that holds its process, or else stored
-    /// on its own and counted so) and stores the row; then lets go of its estimate. A successful
-    /// response cut (`whole` false: the client went away) before its usage was read is charged
-    /// its estimate: the upstream may bill it whole.
+    /// on its own and counted so), tells its thread's stream, and stores the row; then lets go
+    /// of its estimate. A successful response cut (`whole` false: the client went away) before
+    /// its usage was read is charged its estimate: the upstream may bill it whole.
     fn end(mut self, used: Used, whole: bool) {
         let served = &self.server.served;
         let mut cost = used.cost(self.server.gateway.price(used.model.as_deref()));
@@ -353,6 +390,7 @@ impl Record {
         let counted = meter.is_some_and(|meter| meter.metered(cost, response));
         served.metrics.usage(&used.by_kind(), cost);
         self.span(&used, cost);
+        self.finished(&used, whole);
         let hold = self.hold.take();
         let row = NewModelRequest {
             thread_id: self.thread,

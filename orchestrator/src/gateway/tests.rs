@@ -74,10 +74,10 @@ fn a_requests_estimate_is_its_prompt_and_its_max_tokens_at_its_models_prices() {
     let sonnet = prices.of(Some("claude-sonnet-4-5"));
     let tokens = (body.len() / 4) as f64;
     let want = tokens / 1e6 * sonnet.input + 1000.0 / 1e6 * sonnet.output;
-    assert!((super::usage::estimate(&body, &prices) - want).abs() < 1e-12);
+    assert!((super::usage::Asked::of(&body).estimate(&prices) - want).abs() < 1e-12);
     let fallback = prices.of(None);
     let want = 4096.0 / 1e6 * fallback.output + 2.0 / 1e6 * fallback.input;
-    assert!((super::usage::estimate(b"not json", &prices) - want).abs() < 1e-12);
+    assert!((super::usage::Asked::of(b"not json").estimate(&prices) - want).abs() < 1e-12);
 }
 
 #[test]

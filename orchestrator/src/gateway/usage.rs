@@ -94,26 +94,34 @@ const BYTES_PER_TOKEN: usize = 4;
 /// The output a request is estimated at when it names no `max_tokens` (the API requires it).
 const DEFAULT_MAX_TOKENS: u64 = 4096;
 
-/// What a `POST /v1/messages` with `body` is expected to cost at most, for the budgets to hold
-/// while it is in flight: its whole body as prompt (about [`BYTES_PER_TOKEN`] a token) and its
-/// `max_tokens` as output, at its model's prices.
-pub fn estimate(body: &[u8], prices: &Prices) -> f64 {
-    #[derive(Deserialize)]
-    struct Head {
-        model: Option<String>,
-        max_tokens: Option<u64>,
+/// What a `POST /v1/messages` asks for, read once from its body: its model and its
+/// `max_tokens`, and how large it is. A body that is not a request asks for nothing.
+#[derive(Debug, Default, Deserialize)]
+pub struct Asked {
+    pub model: Option<String>,
+    max_tokens: Option<u64>,
+    #[serde(skip)]
+    bytes: usize,
+}
+
+impl Asked {
+    pub fn of(body: &[u8]) -> Asked {
+        let mut asked: Asked = serde_json::from_slice(body).unwrap_or_default();
+        asked.bytes = body.len();
+        asked
     }
-    let head = serde_json::from_slice::<Head>(body).ok();
-    let model = head.as_ref().and_then(|h| h.model.as_deref());
-    let used = Used {
-        input: (body.len() / BYTES_PER_TOKEN) as u64,
-        output: head
-            .as_ref()
-            .and_then(|h| h.max_tokens)
-            .unwrap_or(DEFAULT_MAX_TOKENS),
-        ..Used::default()
-    };
-    used.cost(prices.of(model))
+
+    /// What the request is expected to cost at most, for the budgets to hold while it is in
+    /// flight: its whole body as prompt (about [`BYTES_PER_TOKEN`] a token) and its
+    /// `max_tokens` as output, at its model's prices.
+    pub fn estimate(&self, prices: &Prices) -> f64 {
+        let used = Used {
+            input: (self.bytes / BYTES_PER_TOKEN) as u64,
+            output: self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            ..Used::default()
+        };
+        used.cost(prices.of(self.model.as_deref()))
+    }
 }
 
 /// What one response says it used.

@@ -14,8 +14,9 @@
 //! check (which also takes the key from `x-api-key`).
 //!
 //! Not served yet: outcomes (`user.define_outcome`), custom tools, MCP servers and skills on
-//! agents, each refused with a message that says so; the `span.model_request_*` events are not
-//! emitted. In a cluster, what needs a session's process runs on its thread's owner
+//! agents, each refused with a message that says so. The `span.model_request_*` events are the
+//! model gateway's requests (`crate::gateway` puts them on the thread's stream), and
+//! `session.status_terminated` the thread's archive or delete. In a cluster, what needs a session's process runs on its thread's owner
 //! (`http::routing::to_owner`, by the operation's row), as `/api`'s messages do.
 //!
 //! Ownership: what a caller with a tenant makes belongs to that tenant; another tenant's agent,

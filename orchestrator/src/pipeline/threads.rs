@@ -8,6 +8,7 @@ use tracing::{info, warn};
 use plugin_contract::ThreadId;
 
 use super::{Pipeline, PipelineError};
+use crate::api::events::{ThreadArchived, ThreadDeleted, ThreadEvent};
 use crate::launch::AgentProfile;
 use crate::pool::WorktreeKey;
 use crate::store::{NewThread, ThreadRow, Workspace};
@@ -123,9 +124,9 @@ impl Pipeline {
     }
 
     /// Archives the thread: a running turn is interrupted (what waits for a person denied), its
-    /// process let go, and its worktree dealt with as `workspaces.on_archive` says. It takes no
-    /// more messages; nothing of it is deleted. Archiving again changes nothing (and reports no
-    /// worktree).
+    /// process let go, and its worktree dealt with as `workspaces.on_archive` says; then
+    /// `thread_archived` on its stream. It takes no more messages; nothing of it is deleted.
+    /// Archiving again changes nothing (and reports no worktree, nor another event).
     pub async fn archive_thread(&self, thread: &ThreadId) -> Result<Archived, PipelineError> {
         let before = self.inner.parts.store.require_thread(thread).await?;
         if before.archived_at.is_some() {
@@ -137,6 +138,12 @@ impl Pipeline {
         self.interrupt(thread).await?;
         let row = self.inner.parts.store.archive_thread(thread).await?;
         self.inner.parts.pool.evict_thread(thread).await;
+        // After the interrupted turn's end, so the stream says the thread is archived last.
+        self.inner.runtime.after_recorded(thread).await;
+        let archived = ThreadEvent::ThreadArchived(ThreadArchived::default());
+        (self.inner.parts.events)
+            .emit_and_wait(thread, None, archived)
+            .await;
         let worktree = self
             .inner
             .parts
@@ -151,11 +158,11 @@ impl Pipeline {
     }
 
     /// Deletes the thread and everything of it: a running turn is interrupted first and its
-    /// process let go; then its rows (messages, events, tool calls, permissions, outcomes,
-    /// transcripts, webhooks, schedules, tags), the files only it named, its CLI project and
-    /// its own folder; a worktree goes as `workspaces.on_archive` says. Its children are
-    /// deleted too with `cascade`, else kept, with no parent. The rows removed, by table (the
-    /// children's added in).
+    /// process let go; `thread_deleted` goes to the streams open on it; then its rows
+    /// (messages, events, tool calls, permissions, outcomes, transcripts, webhooks, schedules,
+    /// tags), the files only it named, its CLI project and its own folder; a worktree goes as
+    /// `workspaces.on_archive` says. Its children are deleted too with `cascade`, else kept,
+    /// with no parent. The rows removed, by table (the children's added in).
     pub async fn delete_thread(
         &self,
         thread: &ThreadId,
@@ -171,8 +178,13 @@ impl Pipeline {
         }
         self.interrupt(thread).await?;
         self.inner.parts.pool.evict_thread(thread).await;
-        // The interrupted turn records its end before its rows go.
+        // The interrupted turn records its end before its rows go; the streams open on the
+        // thread hear of the delete before its events go too.
         self.inner.runtime.after_recorded(thread).await;
+        let deleted = ThreadEvent::ThreadDeleted(ThreadDeleted::default());
+        (self.inner.parts.events)
+            .emit_and_wait(thread, None, deleted)
+            .await;
         let rows = self.inner.parts.store.delete_thread(thread).await?;
         add_rows(&mut removed, rows);
         if let Err(err) = self.inner.parts.pool.forget_folders(&row) {

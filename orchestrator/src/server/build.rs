@@ -326,12 +326,13 @@ pub(super) fn pipeline(
     Ok(pipeline)
 }
 
-/// Serves the bound gateway (if any) with the pipeline's budgets, throttle and traces, until
-/// the returned token is cancelled: after the pool stops, so turns finishing in the grace
-/// period still reach the model.
+/// Serves the bound gateway (if any) with the bus and the pipeline's budgets, throttle and
+/// traces, until the returned token is cancelled: after the pool stops, so turns finishing in
+/// the grace period still reach the model.
 pub(super) fn serve_gateway(
     gateway: Option<(Gateway, tokio::net::TcpListener)>,
     store: &Store,
+    bus: &Bus,
     pipeline: &Pipeline,
     metrics: &GatewayMetrics,
     background: &TaskTracker,
@@ -340,6 +341,7 @@ pub(super) fn serve_gateway(
     if let Some((gateway, listener)) = gateway {
         let served = crate::gateway::Served {
             store: store.clone(),
+            events: bus.events.clone(),
             budgets: pipeline.budgets().clone(),
             throttle: pipeline.throttle().clone(),
             traces: pipeline.traces().clone(),

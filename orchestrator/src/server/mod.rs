@@ -125,6 +125,7 @@ impl Daemon {
         let gateway_stop = build::serve_gateway(
             processes.gateway.take(),
             &storage.store,
+            &bus,
             &pipeline,
             &gateway_metrics,
             &background,

@@ -1,6 +1,7 @@
 //! The thread's event stream (`GET /api/threads/{id}/events`): a client connecting mid-turn gets
 //! the turn so far and then live events; a client reconnecting with `Last-Event-ID` gets exactly
-//! what it missed; a `?wait=false` reply arrives on the stream and in the thread.
+//! what it missed; a `?wait=false` reply arrives on the stream and in the thread; each model
+//! request and the thread's archive are on it.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use harness_tests::daemon::TestDaemon;
-use harness_tests::mock::{MockApi, Reply};
+use harness_tests::mock::{MockApi, MockUsage, Reply};
 use harness_tests::util::eventually_async;
 
 use crate::support::{self, SseClient, SseEvent};
@@ -239,5 +240,85 @@ async fn an_idle_stream_gets_keep_alives_and_stays_open() {
         .iter()
         .all(|e| e.data["messageId"] == message_id.as_str()));
     assert_eq!(text_of(&events), "echo: after a quiet spell");
+    daemon.stop().await;
+}
+
+/// What the mock reports for every model request of [`model_requests_and_the_archive_are_on_the_stream`].
+const REPORTED: MockUsage = MockUsage {
+    input_tokens: 321,
+    output_tokens: 12,
+    cache_read_input_tokens: 45,
+    cache_creation_input_tokens: 6,
+};
+
+/// Each model request of a turn is on the stream (the model gateway's): `model_request_started`
+/// before the text it brings, then `model_request_finished` naming it, with the tokens the API
+/// reported; archiving the thread is the stream's last event, `thread_archived`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_requests_and_the_archive_are_on_the_stream() {
+    let mock = MockApi::start().await;
+    mock.report_usage(REPORTED);
+    mock.when_prompt_contains(
+        "with spans",
+        Reply::slow_text(["one ", "two"], Duration::from_millis(100)),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let thread = daemon.create_thread().await;
+    let mut sse = SseClient::connect(&daemon.base, &thread, None).await;
+    let message = post_no_wait(&daemon, &thread, "with spans").await;
+    let mut events = sse
+        .until(Duration::from_secs(30), support::is_terminal)
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let started = kinds.iter().position(|k| *k == "model_request_started");
+    let text = kinds.iter().position(|k| *k == "text_delta");
+    assert!(
+        started.is_some() && started < text,
+        "a request starts before its text: {kinds:?}"
+    );
+
+    let (status, body) = daemon
+        .post(&format!("/api/threads/{thread}/archive"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = sse
+        .until(Duration::from_secs(10), |e| e.kind == "thread_archived")
+        .await
+        .unwrap();
+    events.extend(rest);
+    assert_eq!(
+        events.last().map(|e| e.kind.as_str()),
+        Some("thread_archived")
+    );
+    let of_kind =
+        |kind: &str| -> Vec<&SseEvent> { events.iter().filter(|e| e.kind == kind).collect() };
+    let (starts, ends) = (
+        of_kind("model_request_started"),
+        of_kind("model_request_finished"),
+    );
+    assert_eq!(starts.len(), ends.len(), "{events:?}");
+    for end in &ends {
+        let data = &end.data["data"];
+        let start = starts
+            .iter()
+            .find(|s| s.data["data"]["requestId"] == data["requestId"])
+            .unwrap_or_else(|| panic!("the start of {data}"));
+        assert!(start.id < end.id, "{events:?}");
+        assert_eq!(data["status"], 200, "{data}");
+        assert_eq!(data["isError"], false, "{data}");
+        let tokens = [
+            "inputTokens",
+            "outputTokens",
+            "cacheReadTokens",
+            "cacheWriteTokens",
+        ]
+        .map(|k| data[k].as_u64());
+        assert_eq!(tokens, [321, 12, 45, 6].map(Some), "{data}");
+    }
+    assert!(
+        ends.iter().any(|e| e.data["messageId"] == message.as_str()),
+        "the turn's request is under its message: {ends:?}"
+    );
     daemon.stop().await;
 }

@@ -3,9 +3,11 @@
 //! pinned in [`SDK`], installed into `<target>/anthropic-python/venv` when missing) and the
 //! TypeScript SDK (npm `@anthropic-ai/sdk`, pinned in [`TS_SDK`], installed into
 //! `<target>/anthropic-node/` when missing). Each runs the quickstart (an agent, an environment,
-//! a session, a message, its reply streamed, the idle), lists events a page at a time and resumes
-//! a stream after it dropped, a tool that waits for a confirmation (allowed once, denied once),
-//! an interrupt, a session that starts with an uploaded file, and another tenant's key refused.
+//! a session, a message, its reply streamed with its model request's spans and their usage, the
+//! idle), lists events a page at a time and resumes a stream after it dropped, a tool that waits
+//! for a confirmation (allowed once, denied once), an interrupt, a session that starts with an
+//! uploaded file, sessions archived and deleted under an open stream, and another tenant's key
+//! refused.
 //! `managed/python_sdk.py` and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK
 //! reads is parsed by its own types; the TypeScript SDK does not check at run time, so each
 //! event's `type` and fields (and the objects it reads) are checked against what the installed
@@ -20,7 +22,7 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::{run_python_script, venv_with, PythonSdk};
-use harness_tests::mock::{MockApi, Reply};
+use harness_tests::mock::{MockApi, MockUsage, Reply};
 use harness_tests::node::{npm_with, NodePackages};
 use orchestrator::config::Config;
 
@@ -192,6 +194,13 @@ const QUICKSTART_OBJECTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The usage of a `span.model_request_end` the quickstart listed.
+const SPAN_OBJECTS: &[(&str, &str, &str)] = &[(
+    "model_usage",
+    "sessions/events.d.ts",
+    "BetaManagedAgentsSpanModelUsage",
+)];
+
 /// The file scenario's objects: the file uploaded, the session's file resource, the session.
 const FILE_OBJECTS: &[(&str, &str, &str)] = &[
     ("file", "files.d.ts", "BetaFileMetadata"),
@@ -253,9 +262,19 @@ fn assert_declared(sdk: &NodePackages, union: &str, report: &Value, key: &str) {
     );
 }
 
-/// The quickstart's daemon: a reply to "say hello", a slow one to "count slowly".
+/// What the quickstart's model reports for every request.
+const QUICKSTART_USAGE: MockUsage = MockUsage {
+    input_tokens: 1234,
+    output_tokens: 56,
+    cache_read_input_tokens: 78,
+    cache_creation_input_tokens: 9,
+};
+
+/// The quickstart's daemon: a reply to "say hello", a slow one to "count slowly", each request
+/// reporting [`QUICKSTART_USAGE`].
 async fn quickstart_daemon() -> (MockApi, TestDaemon) {
     let mock = MockApi::start().await;
+    mock.report_usage(QUICKSTART_USAGE);
     mock.when_prompt_contains("say hello", Reply::text("Hello from Harness."));
     mock.when_prompt_contains(
         "count slowly",
@@ -263,6 +282,52 @@ async fn quickstart_daemon() -> (MockApi, TestDaemon) {
     );
     let daemon = TestDaemon::start(&mock, |_| {}).await;
     (mock, daemon)
+}
+
+/// The event types of `value` without the model requests' spans, whose place among the others
+/// is not fixed (a request's end and the message it brought are told by two processes).
+fn without_spans(value: &Value) -> Vec<String> {
+    let mut types = strings(value);
+    types.retain(|t| !t.starts_with("span.model_request"));
+    types
+}
+
+/// The first turn's model requests, listed: each start before its end, which names it, is no
+/// error and carries the usage the model reported; the first starts before the message.
+fn assert_spans(report: &Value) {
+    let spans = report["listed_spans"].as_array().expect("the spans listed");
+    let position = |id: &Value| spans.iter().position(|s| &s["id"] == id);
+    let ends: Vec<&Value> = (spans.iter())
+        .filter(|s| s["type"] == "span.model_request_end")
+        .collect();
+    assert!(!ends.is_empty(), "a request's end: {report}");
+    assert_eq!(ends.len() * 2, spans.len(), "a start per end: {report}");
+    let u = QUICKSTART_USAGE;
+    let reported = json!([
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_input_tokens,
+        u.cache_creation_input_tokens
+    ]);
+    for end in ends {
+        let start = position(&end["start"]).expect("its start is listed");
+        assert_eq!(spans[start]["type"], "span.model_request_start", "{report}");
+        assert!(start < position(&end["id"]).unwrap_or(0), "{report}");
+        assert_eq!(end["is_error"], false, "{report}");
+        assert_eq!(end["usage"], reported, "{report}");
+    }
+    let listed = strings(&report["listed"]);
+    let first = |kind: &str| listed.iter().position(|t| t == kind);
+    let start = first("span.model_request_start");
+    assert!(
+        start.is_some_and(|start| Some(start) < first("agent.message")),
+        "{listed:?}"
+    );
+    let streamed = strings(&report["events"]);
+    assert!(
+        streamed.iter().any(|t| t == "span.model_request_start"),
+        "the stream shows the request: {streamed:?}"
+    );
 }
 
 /// What either SDK saw of the quickstart's first turn and its events listed two at a time.
@@ -275,13 +340,13 @@ fn assert_quickstart(report: &Value) {
     ];
     assert_eq!(report["status_before"], "idle", "{report}");
     // The message sent comes back on the stream too, then the turn.
-    assert_eq!(strings(&report["events"]), turn, "{report}");
+    assert_eq!(without_spans(&report["events"]), turn, "{report}");
     assert_eq!(strings(&report["messages"]), ["Hello from Harness."]);
     assert_eq!(report["stop_reason"], "end_turn");
     assert_eq!(report["status_after"], "idle");
     assert!(report["usage_output_tokens"].as_i64() > Some(0), "{report}");
     // Listed a page of two at a time: the message sent, then what the stream showed.
-    assert_eq!(strings(&report["listed"]), turn, "{report}");
+    assert_eq!(without_spans(&report["listed"]), turn, "{report}");
     let ids = strings(&report["listed_ids"]);
     let mut unique = ids.clone();
     unique.sort();
@@ -297,6 +362,7 @@ fn assert_quickstart(report: &Value) {
     );
     assert_eq!(strings(&report["only_messages"]), ["agent.message"]);
     assert_eq!(report["archived"], "terminated");
+    assert_spans(report);
 }
 
 /// The second turn, read on a stream that dropped after one event and was resumed: the history
@@ -308,7 +374,7 @@ fn assert_resumed(report: &Value) {
         ["one two three."],
         "{report}"
     );
-    let resumed = strings(&report["resumed"]);
+    let resumed = without_spans(&report["resumed"]);
     assert_eq!(
         resumed.first().map(String::as_str),
         Some("user.message"),
@@ -370,6 +436,7 @@ async fn the_typescript_sdk_runs_the_quickstart_pages_events_and_resumes_a_strea
         "listed_shapes",
     );
     assert_objects_declared(&sdk, &report, QUICKSTART_OBJECTS);
+    assert_objects_declared(&sdk, &report, SPAN_OBJECTS);
     // The session is a thread of the daemon's own API, with both turns.
     let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
     assert_eq!(messages.len(), 4, "{messages:?}");
@@ -694,6 +761,11 @@ async fn a_stream_previews_a_message_in_pieces() {
         .position(|k| k == "agent.message")
         .expect("the message");
     assert!(start < message, "{kinds:?}");
+    let span = kinds.iter().position(|k| k == "span.model_request_start");
+    assert!(
+        span.is_some_and(|span| span < start),
+        "the request starts before its message's preview: {kinds:?}"
+    );
     let id = report["message"]["id"].clone();
     assert_eq!(report["started"], json!([id]), "{report}");
     assert_eq!(report["message"]["text"], "one two three");
@@ -709,6 +781,54 @@ async fn a_stream_previews_a_message_in_pieces() {
         "the list names it the same: {report}"
     );
     assert_typed(&report, "classes");
+}
+
+/// A daemon for the terminated scenario: no message is sent.
+async fn terminated_daemon() -> (MockApi, TestDaemon) {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    (mock, daemon)
+}
+
+/// Each session's open stream ended with `session.status_terminated`; the archived one says
+/// `terminated` and lists it last.
+fn assert_terminated(report: &Value) {
+    assert_eq!(report["archive"], "session.status_terminated", "{report}");
+    assert_eq!(report["delete"], "session.status_terminated", "{report}");
+    assert_eq!(report["status"], "terminated", "{report}");
+    assert_eq!(
+        report["listed_last"],
+        json!(["session.status_terminated"]),
+        "{report}"
+    );
+}
+
+/// A session archived while a stream is open on it, and another deleted, each end the stream
+/// with `session.status_terminated`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_or_deleted_session_says_it_terminated() {
+    let Some(python) = python("managed::terminated").await else {
+        return;
+    };
+    let (_mock, daemon) = terminated_daemon().await;
+    let report = run(&python, &daemon, "any-key", "terminated", json!({})).await;
+    assert_terminated(&report);
+    assert_typed(&report, "classes");
+}
+
+/// As [`an_archived_or_deleted_session_says_it_terminated`], with the TypeScript SDK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_sees_sessions_terminate() {
+    let sdk = typescript().await;
+    let (_mock, daemon) = terminated_daemon().await;
+    let report = run_ts(&sdk, &daemon, "any-key", "terminated", json!({})).await;
+    assert_terminated(&report);
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
 }
 
 /// On two nodes, a message to a session through the node that does not own its thread runs on

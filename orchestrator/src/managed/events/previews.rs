@@ -175,6 +175,50 @@ mod tests {
         assert_eq!(listed[0]["id"], "sevt_4_0");
     }
 
+    /// A turn's frames in the order the API documents: running, the model request's start, the
+    /// message's previews and the message, the request's end, idle.
+    #[test]
+    fn a_model_requests_span_holds_the_previews_and_the_message() {
+        let request = json!({"requestId": "mreq_1", "model": "m"});
+        let finished = json!({"requestId": "mreq_1", "model": "m", "status": 200, "isError": false,
+            "inputTokens": 1, "outputTokens": 2, "cacheReadTokens": 0, "cacheWriteTokens": 0, "durationMs": 5});
+        let rows = [
+            row(
+                2,
+                "turn_started",
+                json!({"messageId": "msg_1", "origin": "user"}),
+            ),
+            row(3, "model_request_started", request),
+            row(4, "text_delta", json!({"text": "Hel"})),
+            row(5, "text_delta", json!({"text": "lo"})),
+            row(6, "assistant_text", json!({"text": "Hello"})),
+            row(7, "model_request_finished", finished),
+            row(
+                8,
+                "turn_finished",
+                json!({"messageId": "msg_1", "reply": {}}),
+            ),
+        ];
+        let frames = read(&rows, true);
+        let kinds: Vec<&str> = frames.iter().map(|f| f["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "session.status_running",
+                "span.model_request_start",
+                "event_start",
+                "event_delta",
+                "event_delta",
+                "agent.message",
+                "span.model_request_end",
+                "session.status_idle"
+            ]
+        );
+        assert_eq!(frames[1]["id"], "sevt_mreq_1");
+        assert_eq!(frames[5]["id"], "sevt_4_0");
+        assert_eq!(frames[6]["model_request_start_id"], "sevt_mreq_1");
+    }
+
     #[test]
     fn a_message_without_pieces_keeps_its_rows_id_and_a_turns_end_drops_a_preview() {
         let rows = [

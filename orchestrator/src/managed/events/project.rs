@@ -7,12 +7,19 @@
 //!   `agent.mcp_tool_use`, `sevt_tr_{id}` for its result ([`tool_use_of`] goes back);
 //! - a `user.message` takes its message's id: `sevt_{message id}` ([`user_message_event_id`]),
 //!   which the answer to its sending already names;
-//! - every other event is `sevt_{row id}_{k}`, the `k`-th event of its row ([`row_of`]).
+//! - a `span.model_request_start` takes the gateway's request id: `sevt_{request id}`
+//!   (`sevt_mreq_…`, [`model_request_event_id`]), which the request's `span.model_request_end`
+//!   names from its own row as its `model_request_start_id`;
+//! - every other event is `sevt_{row id}_{k}`, the `k`-th event of its row ([`row_of`]; none of
+//!   the ids above has that form).
 //!
 //! The mapping, by the row's `kind`:
 //! - `message_received` from a user → `user.message` (its blocks, files as `{type: "file",
 //!   file_id}` sources; else its text); from the CLI, or a goal's turn → nothing;
 //! - `turn_started` and `permission_decided` → `session.status_running`;
+//! - `model_request_started` → `span.model_request_start`;
+//! - `model_request_finished` → `span.model_request_end`, its `model_usage` the tokens the
+//!   response reported, `is_error` as the request's;
 //! - `assistant_text` → `agent.message`;
 //! - `tool_call_started` → `agent.mcp_tool_use` for `mcp__SERVER__TOOL`, else `agent.tool_use`,
 //!   with `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
@@ -30,6 +37,7 @@
 //! - `goal_graded` → `span.outcome_evaluation_end` naming that start (`""` when the iteration
 //!   ended before its grading), then, when the goal is over, `session.status_idle` (`end_turn`);
 //! - `api_retry` → a retrying `session.error`; `limit_reached` → a terminal one;
+//! - `thread_archived` and `thread_deleted` → `session.status_terminated`;
 //! - anything else → nothing.
 
 use serde_json::Value;
@@ -87,6 +95,12 @@ pub fn user_message_event_id(message: &str) -> String {
     format!("sevt_{message}")
 }
 
+/// The id of the `span.model_request_start` event of the gateway's model request `request`
+/// (`mreq_…`).
+pub fn model_request_event_id(request: &str) -> String {
+    format!("sevt_{request}")
+}
+
 /// The CLI's tool-use id of an `agent.tool_use` / `agent.mcp_tool_use` event's id.
 pub fn tool_use_of(event_id: &str) -> Option<&str> {
     event_id
@@ -119,6 +133,14 @@ fn bodies(row: &EventRow, lens: Lens<'_>) -> Vec<(Option<String>, EventBody)> {
             )]
         }
         "turn_started" | "permission_decided" => plain(EventBody::SessionStatusRunning {}),
+        "model_request_started" => match str_of(data, "requestId") {
+            Some(request) => vec![(
+                Some(model_request_event_id(request)),
+                EventBody::SpanModelRequestStart {},
+            )],
+            None => Vec::new(),
+        },
+        "model_request_finished" => model_request_end(data).map(plain).unwrap_or_default(),
         "assistant_text" => match str_of(data, "text") {
             Some(text) => plain(EventBody::AgentMessage {
                 content: vec![text_block(text)],
@@ -143,6 +165,7 @@ fn bodies(row: &EventRow, lens: Lens<'_>) -> Vec<(Option<String>, EventBody)> {
         "goal_grading_started" => grading_started(data).into_iter().collect(),
         "goal_graded" => goal_graded(data),
         "api_retry" => plain(api_retry(data)),
+        "thread_archived" | "thread_deleted" => plain(EventBody::SessionStatusTerminated {}),
         "limit_reached" => plain(error(
             SessionErrorType::UnknownError,
             limit_message(data),
@@ -321,6 +344,27 @@ fn u32_of(value: &Value, key: &str) -> Option<u32> {
         .get(key)
         .and_then(Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
+}
+
+/// `model_request_finished` (`crate::api::events::ModelRequestFinished`): its start's id and
+/// the tokens the response reported.
+fn model_request_end(data: &Value) -> Option<EventBody> {
+    let request = str_of(data, "requestId")?;
+    let tokens = |key: &str| data.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Some(EventBody::SpanModelRequestEnd {
+        model_request_start_id: model_request_event_id(request),
+        is_error: Some(
+            data.get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        ),
+        model_usage: ModelUsage {
+            input_tokens: tokens("inputTokens"),
+            output_tokens: tokens("outputTokens"),
+            cache_creation_input_tokens: tokens("cacheWriteTokens"),
+            cache_read_input_tokens: tokens("cacheReadTokens"),
+        },
+    })
 }
 
 /// `turn_failed` (`crate::api::events::TurnFailed`), by its `cause`.

@@ -20,6 +20,19 @@ def text_of(event):
     return "".join(block.text for block in event.content if block.type == "text")
 
 
+def span_of(event):
+    """A span event as the SDK parsed it: its id, and for an end its start's id, is_error and
+    usage (with the class the usage parsed as)."""
+    if event.type == "span.model_request_start":
+        return {"type": event.type, "id": event.id}
+    usage = event.model_usage
+    report["classes"].append(type(usage).__name__)
+    return {"type": event.type, "id": event.id, "start": event.model_request_start_id,
+            "is_error": event.is_error,
+            "usage": [usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens,
+                      usage.cache_creation_input_tokens]}
+
+
 def agent_and_environment(tools=None):
     environment = beta.environments.create(
         name="dev", config={"type": "cloud", "networking": {"type": "unrestricted"}}
@@ -75,6 +88,7 @@ def quickstart():
     report["listed"] = [e.type for e in listed]
     report["listed_ids"] = [e.id for e in listed]
     report["listed_classes"] = [type(e).__name__ for e in listed]
+    report["listed_spans"] = [span_of(e) for e in listed if e.type.startswith("span.")]
     first = beta.sessions.events.list(session.id, limit=cfg.get("page_size", 2))
     report["first_page"] = len(first.data)
     report["has_next"] = first.next_page is not None
@@ -319,6 +333,19 @@ def outcome_awaited():
     report["listed_classes"] = [type(e).__name__ for e in listed]
 
 
+def terminated():
+    """A session archived, then another deleted, each while a stream is open on it."""
+    agent, environment = agent_and_environment()
+    for how in ["archive", "delete"]:
+        session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+        end = getattr(beta.sessions, how)
+        ended = until_idle(session.id, lambda e, s=session.id, end=end: e is None and end(s))
+        report[how] = ended.type if ended else None
+        if how == "archive":
+            report["status"] = beta.sessions.retrieve(session.id).status
+            report["listed_last"] = [e.type for e in beta.sessions.events.list(session.id)][-1:]
+
+
 def made():
     """What the owner makes, for `refused`."""
     agent, environment = agent_and_environment()
@@ -330,5 +357,6 @@ def made():
 {"quickstart": quickstart, "confirmations": confirmations, "interrupt": interrupt,
  "refused": refused, "made": made, "say": say_and_wait, "file": with_file,
  "previews": previews, "outcome": outcome, "outcome_interrupted": outcome_interrupted,
- "outcome_left": outcome_left, "outcome_awaited": outcome_awaited}[cfg["scenario"]]()
+ "outcome_left": outcome_left, "outcome_awaited": outcome_awaited,
+ "terminated": terminated}[cfg["scenario"]]()
 print(json.dumps(report))

@@ -21,6 +21,26 @@ const textOf = (event) =>
 
 const shape = (event) => ({ type: event.type, fields: Object.keys(event) });
 
+// A span event as read: its id, and for an end its start's id, is_error and usage.
+const spanOf = (event) => {
+  if (event.type === 'span.model_request_start') {
+    return { type: event.type, id: event.id };
+  }
+  const usage = event.model_usage;
+  return {
+    type: event.type,
+    id: event.id,
+    start: event.model_request_start_id,
+    is_error: event.is_error,
+    usage: [
+      usage.input_tokens,
+      usage.output_tokens,
+      usage.cache_read_input_tokens,
+      usage.cache_creation_input_tokens,
+    ],
+  };
+};
+
 async function agentAndEnvironment(tools = [{ type: 'agent_toolset_20260401' }]) {
   const environment = await beta.environments.create({
     name: 'dev',
@@ -92,6 +112,9 @@ async function quickstart() {
   report.listed = listed.map((e) => e.type);
   report.listed_ids = listed.map((e) => e.id);
   report.listed_shapes.push(...listed.map(shape));
+  report.listed_spans = listed.filter((e) => e.type.startsWith('span.')).map(spanOf);
+  const end = listed.find((e) => e.type === 'span.model_request_end');
+  report.objects.model_usage = Object.keys(end?.model_usage ?? {});
   const first = await beta.sessions.events.list(session.id, { limit });
   report.first_page = first.data.length;
   report.has_next = first.hasNextPage();
@@ -292,6 +315,19 @@ async function outcomeGraded() {
     iteration: e.iteration,
   }));
   report.objects = { outcome_evaluation: Object.keys(after.outcome_evaluations[0] ?? {}) };
+
+// A session archived, then another deleted, each while a stream is open on it.
+async function terminated() {
+  const { agent, environment } = await agentAndEnvironment();
+  for (const how of ['archive', 'delete']) {
+    const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
+    const ended = await untilIdle(session.id, () => beta.sessions[how](session.id));
+    report[how] = ended?.type ?? null;
+    if (how === 'archive') {
+      report.status = (await beta.sessions.retrieve(session.id)).status;
+      report.listed_last = (await history(session.id)).map((e) => e.type).slice(-1);
+    }
+  }
 }
 
 // What the owner makes, for `refused`.
@@ -308,6 +344,7 @@ const scenarios = {
   interrupt,
   refused,
   made,
+  terminated,
   file: withFile,
   outcome: outcomeGraded,
 };

@@ -60,6 +60,7 @@ fn table() -> Vec<(&'static str, Value, Value)> {
     rows.extend(tool_calls());
     rows.extend(turn_ends());
     rows.extend(errors_and_silence());
+    rows.extend(spans_and_termination());
     rows
 }
 
@@ -195,6 +196,44 @@ fn turn_ends() -> Vec<(&'static str, Value, Value)> {
     ]
 }
 
+/// A model request's `model_request_finished`, with `is_error`.
+fn finished(is_error: bool) -> Value {
+    json!({"requestId": "mreq_1", "model": "claude-sonnet-4-6", "status": if is_error { 529 } else { 200 },
+        "isError": is_error, "inputTokens": 120, "outputTokens": 57, "cacheReadTokens": 40,
+        "cacheWriteTokens": 3, "durationMs": 812})
+}
+
+fn spans_and_termination() -> Vec<(&'static str, Value, Value)> {
+    let end = |is_error: bool| {
+        json!([{"id": "sevt_7_0", "processed_at": AT, "type": "span.model_request_end",
+            "model_request_start_id": "sevt_mreq_1", "is_error": is_error,
+            "model_usage": {"input_tokens": 120, "output_tokens": 57,
+                "cache_creation_input_tokens": 3, "cache_read_input_tokens": 40}}])
+    };
+    let terminated =
+        json!([{"id": "sevt_7_0", "processed_at": AT, "type": "session.status_terminated"}]);
+    vec![
+        (
+            "model_request_started",
+            json!({"requestId": "mreq_1", "model": "claude-sonnet-4-6"}),
+            json!([{"id": "sevt_mreq_1", "processed_at": AT, "type": "span.model_request_start"}]),
+        ),
+        ("model_request_started", json!({"model": "m"}), json!([])),
+        ("model_request_finished", finished(false), end(false)),
+        ("model_request_finished", finished(true), end(true)),
+        (
+            "model_request_finished",
+            json!({"requestId": "mreq_1", "status": 402, "isError": true}),
+            json!([{"id": "sevt_7_0", "processed_at": AT, "type": "span.model_request_end",
+                "model_request_start_id": "sevt_mreq_1", "is_error": true,
+                "model_usage": {"input_tokens": 0, "output_tokens": 0,
+                    "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}]),
+        ),
+        ("thread_archived", json!({}), terminated.clone()),
+        ("thread_deleted", json!({}), terminated),
+    ]
+}
+
 fn errors_and_silence() -> Vec<(&'static str, Value, Value)> {
     let retry = |status: Value| json!({"attempt": 1, "max_retries": 10, "retry_delay_ms": 500, "error": "busy", "status": status});
     vec![
@@ -279,6 +318,7 @@ fn ids_lead_back_to_their_rows_and_tool_uses() {
     assert_eq!(row_of("sevt_123_45"), Some((123, 45)));
     for not_a_row in [
         "sevt_tu_toolu_1",
+        "sevt_mreq_1",
         "sevt_7",
         "sevt__0",
         "sevt_7_",
@@ -300,6 +340,37 @@ fn ids_lead_back_to_their_rows_and_tool_uses() {
     let ids: Vec<_> = events.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["sevt_7_0", "sevt_7_1"]);
     assert_eq!(event_type(&events[1].body), "session.status_idle");
+}
+
+/// A model request's end names its start by the request's id alone, wherever their rows are,
+/// and the start's id is no row's.
+#[test]
+fn a_model_requests_end_names_its_start() {
+    let start = EventRow {
+        id: 3,
+        ..row(
+            "model_request_started",
+            json!({"requestId": "mreq_ab12", "model": null}),
+        )
+    };
+    let mut data = finished(false);
+    data["requestId"] = json!("mreq_ab12");
+    let end = EventRow {
+        id: 11,
+        ..row("model_request_finished", data)
+    };
+    let start = project(&start, lens()).remove(0);
+    let end = project(&end, lens()).remove(0);
+    assert_eq!(start.id, model_request_event_id("mreq_ab12"));
+    assert_eq!(row_of(&start.id), None);
+    assert_eq!(end.id, "sevt_11_0");
+    match end.body {
+        EventBody::SpanModelRequestEnd {
+            model_request_start_id,
+            ..
+        } => assert_eq!(model_request_start_id, start.id),
+        other => panic!("not an end: {other:?}"),
+    }
 }
 
 #[test]
