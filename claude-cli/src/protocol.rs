@@ -136,6 +136,7 @@ pub struct ModelCall {
 pub enum TurnEvent {
     TextDelta(TextDelta),
     AssistantText(AssistantText),
+    AssistantThinking(AssistantThinking),
     ToolCallStarted(ToolCallStarted),
     ToolCallFinished(ToolCallFinished),
     ApiRetry(ApiRetry),
@@ -152,6 +153,13 @@ pub struct TextDelta {
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct AssistantText {
     pub text: String,
+}
+
+/// A complete thinking block of the assistant (extended thinking): what the model reasoned
+/// before it answered. Empty when the API redacted it.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AssistantThinking {
+    pub thinking: String,
 }
 
 /// The model called a tool.
@@ -485,10 +493,17 @@ impl RateLimitLine {
     }
 }
 
-/// An assistant message's block as a turn event: its text, or a tool call starting.
+/// An assistant message's block as a turn event: its text, its thinking, or a tool call
+/// starting.
 fn assistant_event(block: Block) -> Option<TurnEvent> {
     match block {
         Block::Text { text } => Some(TurnEvent::AssistantText(AssistantText { text })),
+        Block::Thinking { thinking } => {
+            Some(TurnEvent::AssistantThinking(AssistantThinking { thinking }))
+        }
+        Block::RedactedThinking => Some(TurnEvent::AssistantThinking(AssistantThinking {
+            thinking: String::new(),
+        })),
         Block::ToolUse { id, name, input } => Some(TurnEvent::ToolCallStarted(ToolCallStarted {
             tool_use_id: id,
             name,
@@ -684,6 +699,11 @@ enum Block {
     Text {
         text: String,
     },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
+    RedactedThinking,
     ToolUse {
         id: String,
         name: String,

@@ -223,6 +223,22 @@ fn turn_lines_become_events() {
         TurnEvent::ToolCallFinished(ToolCallFinished { is_error: true, .. })
     ));
 
+    let thought = r#"{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"hm","signature":"sig"},{"type":"redacted_thinking","data":"x"}]},"parent_tool_use_id":null}"#;
+    let CliMessage::Progress(line) = decode(thought).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        line.events,
+        vec![
+            TurnEvent::AssistantThinking(AssistantThinking {
+                thinking: "hm".into()
+            }),
+            TurnEvent::AssistantThinking(AssistantThinking {
+                thinking: String::new()
+            }),
+        ]
+    );
+
     let nested = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"inner"}]},"parent_tool_use_id":"toolu_9"}"#;
     let CliMessage::Progress(line) = decode(nested).unwrap() else {
         panic!()

@@ -47,6 +47,9 @@ pub enum ThreadEvent {
     TextDelta(claude_cli::TextDelta),
     /// A complete text block of the reply.
     AssistantText(claude_cli::AssistantText),
+    /// A complete thinking block (extended thinking): what the model reasoned before it
+    /// answered; empty when the API redacted it.
+    AssistantThinking(claude_cli::AssistantThinking),
     /// The model called a tool.
     ToolCallStarted(claude_cli::ToolCallStarted),
     /// A tool result went back to the model.
@@ -102,6 +105,7 @@ impl ThreadEvent {
             ThreadEvent::ModelRequestFinished(_) => EventKind::ModelRequestFinished,
             ThreadEvent::TextDelta(_) => EventKind::TextDelta,
             ThreadEvent::AssistantText(_) => EventKind::AssistantText,
+            ThreadEvent::AssistantThinking(_) => EventKind::AssistantThinking,
             ThreadEvent::ToolCallStarted(_) => EventKind::ToolCallStarted,
             ThreadEvent::ToolCallFinished(_) => EventKind::ToolCallFinished,
             ThreadEvent::ApiRetry(_) => EventKind::ApiRetry,
@@ -137,6 +141,7 @@ impl From<claude_cli::TurnEvent> for ThreadEvent {
         match event {
             TurnEvent::TextDelta(e) => ThreadEvent::TextDelta(e),
             TurnEvent::AssistantText(e) => ThreadEvent::AssistantText(e),
+            TurnEvent::AssistantThinking(e) => ThreadEvent::AssistantThinking(e),
             TurnEvent::ToolCallStarted(e) => ThreadEvent::ToolCallStarted(e),
             TurnEvent::ToolCallFinished(e) => ThreadEvent::ToolCallFinished(e),
             TurnEvent::ApiRetry(e) => ThreadEvent::ApiRetry(e),
@@ -159,6 +164,7 @@ pub enum EventKind {
     ModelRequestFinished,
     TextDelta,
     AssistantText,
+    AssistantThinking,
     ToolCallStarted,
     ToolCallFinished,
     ApiRetry,
@@ -178,7 +184,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 25] = [
+    pub const ALL: [EventKind; 26] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
@@ -188,6 +194,7 @@ impl EventKind {
         EventKind::ModelRequestFinished,
         EventKind::TextDelta,
         EventKind::AssistantText,
+        EventKind::AssistantThinking,
         EventKind::ToolCallStarted,
         EventKind::ToolCallFinished,
         EventKind::ApiRetry,
@@ -217,6 +224,7 @@ impl EventKind {
             EventKind::ModelRequestFinished => "model_request_finished",
             EventKind::TextDelta => "text_delta",
             EventKind::AssistantText => "assistant_text",
+            EventKind::AssistantThinking => "assistant_thinking",
             EventKind::ToolCallStarted => "tool_call_started",
             EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::ApiRetry => "api_retry",

@@ -85,6 +85,8 @@ struct Inner {
     threads: ThreadService,
     pipeline: Pipeline,
     store: Store,
+    /// With clustering, a goal is taken up by the node that takes its thread.
+    cluster: Option<crate::cluster::Cluster>,
     grader: grader::Grader,
     /// The running loops, by thread (the goal's id, and what cancels its loop).
     running: Mutex<HashMap<ThreadId, (String, CancellationToken)>>,
@@ -95,6 +97,7 @@ impl Goals {
         threads: ThreadService,
         pipeline: Pipeline,
         store: Store,
+        cluster: Option<crate::cluster::Cluster>,
         threads_dir: std::path::PathBuf,
     ) -> Goals {
         let grader = grader::Grader::new(pipeline.clone(), store.clone(), threads_dir);
@@ -103,6 +106,7 @@ impl Goals {
                 threads,
                 pipeline,
                 store,
+                cluster,
                 grader,
                 running: Mutex::new(HashMap::new()),
             }),
@@ -163,11 +167,21 @@ impl Goals {
     }
 
     /// Takes up every unfinished goal where it was (at start-up, after the re-drive of cut
-    /// turns), each acting for whoever set it.
+    /// turns), each acting for whoever set it; with clustering, those whose thread no live
+    /// peer holds (a peer runs its own). The number taken up.
     pub async fn resume(&self) -> Result<usize, StoreError> {
         let goals = self.inner.store.unfinished_goals().await?;
-        let count = goals.len();
+        let mut count = 0;
         for goal in goals {
+            let here = lock(&self.inner.running).contains_key(&goal.thread_id);
+            let ours = match &self.inner.cluster {
+                None => true,
+                Some(cluster) => cluster.take(&goal.thread_id).await?.is_some(),
+            };
+            if here || !ours {
+                continue;
+            }
+            count += 1;
             let caller = self.setter(&goal).await?;
             info!(thread_id = %goal.thread_id, goal = %goal.id, state = %goal.state, iteration = goal.iteration, "Goal taken up again.");
             self.spawn(goal, caller);

@@ -411,6 +411,7 @@ pub(super) fn doors(
         threads.clone(),
         pipeline.clone(),
         store.clone(),
+        cluster.clone(),
         config.claude_workdir(),
     );
     let mcp_endpoint = Arc::new(McpEndpoint::new(

@@ -632,3 +632,25 @@ async fn odd_branch_names_are_refused() {
         assert!(refused.contains("branch"), "{branch}: {refused}");
     }
 }
+
+/// A thread's own folder (where threads without a workspace work) is ready as a workspace too:
+/// a goal's grader works there. A folder beside it, outside the roots, is not.
+#[tokio::test]
+async fn a_threads_own_folder_is_a_workspace_a_grader_may_share() {
+    let f = fixture();
+    let threads = f.workspaces.threads_dir.clone();
+    let own = threads.join("thr_1");
+    std::fs::create_dir_all(&own).unwrap();
+    f.workspaces
+        .ready(&Workspace::Path { path: own })
+        .await
+        .expect("a thread's folder");
+    let beside = threads.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&beside).unwrap();
+    let err = f
+        .workspaces
+        .ready(&Workspace::Path { path: beside })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no longer lies under"), "{err}");
+}

@@ -15,6 +15,9 @@ pub enum Reply {
         chunks: Vec<String>,
         delay: Duration,
     },
+    /// A `thinking` block (extended thinking, with a made-up signature), then the text, as
+    /// [`Reply::Text`].
+    Thinking { thinking: String, text: String },
     /// A `tool_use` block with id `toolu_mock_N` (N = the request's number) and `stop_reason: "tool_use"`.
     ToolUse { name: String, input: Value },
     /// An HTTP error with an Anthropic error body: `{"type":"error","error":{"type":kind,"message":message}}`.
@@ -46,6 +49,14 @@ impl Reply {
         Reply::SlowText {
             chunks: chunks.into_iter().map(Into::into).collect(),
             delay,
+        }
+    }
+
+    /// [`Reply::Thinking`].
+    pub fn thinking(thinking: impl Into<String>, text: impl Into<String>) -> Reply {
+        Reply::Thinking {
+            thinking: thinking.into(),
+            text: text.into(),
         }
     }
 
@@ -134,6 +145,7 @@ pub(crate) fn plan(reply: &Reply, ctx: &ReplyContext) -> Plan {
     match reply {
         Reply::Text(text) => text_plan(ctx, &split_text(text), Duration::ZERO),
         Reply::SlowText { chunks, delay } => text_plan(ctx, chunks, *delay),
+        Reply::Thinking { thinking, text } => thinking_plan(ctx, thinking, text),
         Reply::ToolUse { name, input } => {
             let id = format!("toolu_mock_{}", ctx.number);
             if !ctx.stream {
@@ -209,6 +221,57 @@ fn text_plan(ctx: &ReplyContext, chunks: &[String], delay: Duration) -> Plan {
     }
     steps.extend([block_stop(), message_delta(ctx, "end_turn"), message_stop()]);
     Plan::Stream(steps)
+}
+
+/// A thinking block at index 0, then the text at index 1.
+fn thinking_plan(ctx: &ReplyContext, thinking: &str, text: &str) -> Plan {
+    let signature = format!("mock-signature-{}", ctx.number);
+    if !ctx.stream {
+        let mut body = message_body(ctx, json!({"type": "text", "text": text}), "end_turn");
+        body["content"] = json!([
+            {"type": "thinking", "thinking": thinking, "signature": signature},
+            {"type": "text", "text": text},
+        ]);
+        return Plan::Json {
+            status: 200,
+            body,
+            delay: Duration::ZERO,
+        };
+    }
+    let delta = |index: u32, delta: Value| {
+        event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        )
+    };
+    let stop = |index: u32| {
+        event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        )
+    };
+    Plan::Stream(vec![
+        message_start(ctx),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ),
+        delta(0, json!({"type": "thinking_delta", "thinking": thinking})),
+        delta(
+            0,
+            json!({"type": "signature_delta", "signature": signature}),
+        ),
+        stop(0),
+        event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+        ),
+        delta(1, json!({"type": "text_delta", "text": text})),
+        stop(1),
+        message_delta(ctx, "end_turn"),
+        message_stop(),
+    ])
 }
 
 /// A complete (non-streamed) assistant message with one content block.

@@ -1021,7 +1021,7 @@ async fn an_outcome_is_graded_over_two_iterations() {
     expected.extend(iteration);
     expected.extend(iteration);
     expected.push("session.status_idle");
-    assert_eq!(strings(&report["events"]), expected, "{report}");
+    assert_eq!(without_spans(&report["events"]), expected, "{report}");
     assert_eq!(
         report["listed"], report["events"],
         "the list and the stream agree"
@@ -1202,4 +1202,49 @@ async fn an_outcome_goes_on_after_a_restart() {
     // The thread worked once: its one turn was not run again.
     let messages = crate::support::messages(&daemon, &thread_of(&left)).await;
     assert_eq!(messages.len(), 2, "{messages:?}");
+}
+
+/// A reply the model thought before (extended thinking) shows its thinking as an
+/// `agent.thinking` before its `agent.message`, on the stream and in the list; the thread keeps
+/// the thinking's text (`assistant_thinking`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_thinking_is_an_agent_thinking_event() {
+    let Some(python) = python("managed::thinking").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.when_prompt_contains(
+        "think first",
+        Reply::thinking("The user wants a number; 42 it is.", "42."),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let made = run(&python, &daemon, "any-key", "made", json!({})).await;
+    let fields = json!({"session": made["session"], "prompt": "think first"});
+    let report = run(&python, &daemon, "any-key", "say", fields).await;
+    let events = without_spans(&report["events"]);
+    assert_eq!(
+        events,
+        [
+            "user.message",
+            "session.status_running",
+            "agent.thinking",
+            "agent.message",
+            "session.status_idle"
+        ],
+        "{report}"
+    );
+    assert_eq!(strings(&report["messages"]), ["42."]);
+    assert_typed(&report, "classes");
+    assert_eq!(
+        strings(&report["listed_classes"]),
+        ["BetaManagedAgentsAgentThinkingEvent"],
+        "{report}"
+    );
+    let stored = crate::support::stored_events(&daemon, &thread_of(&made)).await;
+    let thinking: Vec<_> = stored
+        .iter()
+        .filter(|e| e.kind == "assistant_thinking")
+        .map(|e| e.data["thinking"].clone())
+        .collect();
+    assert_eq!(thinking, [json!("The user wants a number; 42 it is.")]);
 }

@@ -20,7 +20,8 @@
 //! - `model_request_started` → `span.model_request_start`;
 //! - `model_request_finished` → `span.model_request_end`, its `model_usage` the tokens the
 //!   response reported, `is_error` as the request's;
-//! - `assistant_text` → `agent.message`;
+//! - `assistant_text` → `agent.message`; `assistant_thinking` → `agent.thinking` (the API's
+//!   event carries no text);
 //! - `tool_call_started` → `agent.mcp_tool_use` for `mcp__SERVER__TOOL`, else `agent.tool_use`,
 //!   with `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
 //! - `tool_call_finished` → `agent.tool_result`, for MCP tools too: the stored event has no
@@ -141,6 +142,7 @@ fn bodies(row: &EventRow, lens: Lens<'_>) -> Vec<(Option<String>, EventBody)> {
             None => Vec::new(),
         },
         "model_request_finished" => model_request_end(data).map(plain).unwrap_or_default(),
+        "assistant_thinking" => plain(EventBody::AgentThinking {}),
         "assistant_text" => match str_of(data, "text") {
             Some(text) => plain(EventBody::AgentMessage {
                 content: vec![text_block(text)],

@@ -190,6 +190,8 @@ def say_and_wait():
     session = cfg["session"]
     idle = until_idle(session, lambda e: e is None and say(session, cfg["prompt"]))
     report["stop_reason"] = idle.stop_reason.type
+    listed = [e for e in beta.sessions.events.list(session, types=["agent.thinking"])]
+    report["listed_classes"] = [type(e).__name__ for e in listed]
 
 
 def with_file():

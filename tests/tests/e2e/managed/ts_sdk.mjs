@@ -315,6 +315,7 @@ async function outcomeGraded() {
     iteration: e.iteration,
   }));
   report.objects = { outcome_evaluation: Object.keys(after.outcome_evaluations[0] ?? {}) };
+}
 
 // A session archived, then another deleted, each while a stream is open on it.
 async function terminated() {

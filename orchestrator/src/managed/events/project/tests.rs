@@ -97,6 +97,11 @@ fn messages_and_text() -> Vec<(&'static str, Value, Value)> {
             json!([{"id": "sevt_7_0", "processed_at": AT, "type": "session.status_running"}]),
         ),
         (
+            "assistant_thinking",
+            json!({"thinking": "hm"}),
+            json!([{"id": "sevt_7_0", "processed_at": AT, "type": "agent.thinking"}]),
+        ),
+        (
             "assistant_text",
             json!({"text": "Hello."}),
             json!([{"id": "sevt_7_0", "processed_at": AT, "type": "agent.message",
