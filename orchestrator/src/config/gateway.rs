@@ -20,6 +20,23 @@ pub struct GatewayConfig {
     /// USD per million tokens by model name prefix (the longest matching prefix wins), over the
     /// built-in table ([`crate::gateway::prices`]); what each request is metered at.
     pub prices: BTreeMap<String, Price>,
+    /// Whether children run as first-party clients of the API
+    /// ([`crate::gateway::FIRST_PARTY_ENV`]): the CLI withholds features (the 1M-token context
+    /// window, tool search, prompt caching's betas) from a base URL that is not Anthropic's,
+    /// and the gateway's loopback address is not. `auto` (the default): when the upstream is
+    /// Anthropic's API (`https://api.anthropic.com`, or another `*.anthropic.com` host);
+    /// `always`: whatever the upstream (one that speaks the API as Anthropic does); `never`.
+    pub first_party: FirstParty,
+}
+
+/// `gateway.first_party`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstParty {
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
 /// What a model's tokens cost, in USD per million.
@@ -40,6 +57,7 @@ impl Default for GatewayConfig {
             enabled: true,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             prices: BTreeMap::new(),
+            first_party: FirstParty::Auto,
         }
     }
 }

@@ -680,7 +680,7 @@ pub use audit::AuditConfig;
 pub use budget::BudgetConfig;
 pub use claude::{ClaudeConfig, Profile, DEFAULT_PASS_ENV};
 pub use cluster::ClusterConfig;
-pub use gateway::{GatewayConfig, Price};
+pub use gateway::{FirstParty, GatewayConfig, Price};
 pub use oauth::OAuthConfig;
 pub use profiles::{AgentConfig, McpServerConfig, ProfileApprovals, ProfileConfig, OVERRIDABLE};
 pub use retention::RetentionConfig;

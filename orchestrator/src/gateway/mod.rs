@@ -45,7 +45,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::Meter;
-use crate::config::{GatewayConfig, Price};
+use crate::config::{FirstParty, GatewayConfig, Price};
 use crate::sync::lock;
 
 pub use proxy::UPSTREAM_ROUTES;
@@ -53,6 +53,10 @@ pub use usage::{prices, Prices};
 
 /// The Messages API's address when the environment names none.
 pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+
+/// What tells the CLI its base URL serves the API as Anthropic's does, so that it keeps the
+/// first-party features it withholds from other hosts (`gateway.first_party`).
+pub const FIRST_PARTY_ENV: &str = "_CLAUDE_CODE_ASSUME_FIRST_PARTY_BASE_URL";
 
 /// The header that carries a child's token when it keeps its own login.
 pub const TOKEN_HEADER: &str = "x-harness-token";
@@ -116,6 +120,21 @@ impl Upstream {
     pub fn is_login(&self) -> bool {
         matches!(self.auth, Auth::Login)
     }
+
+    /// True when it is Anthropic's API: an `https` address on `anthropic.com` or below.
+    pub fn is_anthropic(&self) -> bool {
+        let Some(rest) = self.base.strip_prefix("https://") else {
+            return false;
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host = authority.rsplit('@').next().unwrap_or_default();
+        let host = host
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        host == "anthropic.com" || host.ends_with(".anthropic.com")
+    }
 }
 
 /// The gateway: its address and the tokens of the live processes. Cheap to clone.
@@ -137,6 +156,7 @@ struct Inner {
     url: String,
     passes: Mutex<HashMap<String, Holder>>,
     prices: Prices,
+    first_party: FirstParty,
 }
 
 /// Whose a token is.
@@ -215,6 +235,7 @@ impl Gateway {
                 url: format!("http://{addr}"),
                 passes: Mutex::default(),
                 prices: prices(&config.prices),
+                first_party: config.first_party,
             }),
         };
         Ok((gateway, listener))
@@ -245,6 +266,14 @@ impl Gateway {
             },
         );
         let mut env = vec![("ANTHROPIC_BASE_URL".to_owned(), self.inner.url.clone())];
+        let first_party = match self.inner.first_party {
+            FirstParty::Auto => upstream.is_anthropic(),
+            FirstParty::Always => true,
+            FirstParty::Never => false,
+        };
+        if first_party {
+            env.push((FIRST_PARTY_ENV.to_owned(), "1".to_owned()));
+        }
         if upstream.is_login() {
             let header = format!("{TOKEN_HEADER}: {token}");
             let headers = match custom_headers.filter(|h| !h.trim().is_empty()) {

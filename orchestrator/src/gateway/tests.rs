@@ -181,6 +181,65 @@ async fn a_process_gets_a_token_of_its_own_that_dies_with_it() {
     );
 }
 
+#[test]
+fn anthropics_api_is_told_from_other_upstreams() {
+    let upstream = |base: &str| Upstream::take_from(&mut env(&[("ANTHROPIC_BASE_URL", base)]));
+    assert!(
+        Upstream::take_from(&mut Vec::new()).is_anthropic(),
+        "the default"
+    );
+    for base in [
+        "https://api.anthropic.com",
+        "https://api.anthropic.com/",
+        "https://API.Anthropic.com:443/v1",
+        "https://eu.api.anthropic.com",
+    ] {
+        assert!(upstream(base).is_anthropic(), "{base}");
+    }
+    for base in [
+        "http://api.anthropic.com",
+        "https://api.anthropic.com.evil.example",
+        "https://notanthropic.com",
+        "https://anthropic.com@evil.example",
+        "http://127.0.0.1:9000",
+        "https://litellm.internal/anthropic.com",
+    ] {
+        assert!(!upstream(base).is_anthropic(), "{base}");
+    }
+}
+
+/// `gateway.first_party`: `auto` tells a child to run as first-party only when the upstream is
+/// Anthropic's API; `always` and `never` whatever it is.
+#[tokio::test]
+async fn children_run_as_first_party_when_the_upstream_is_anthropics() {
+    let anthropic = Arc::new(Upstream::take_from(&mut Vec::new()));
+    let other = Arc::new(Upstream::take_from(&mut env(&[(
+        "ANTHROPIC_BASE_URL",
+        "https://llm.example",
+    )])));
+    let thread = ThreadId::from_string("t-1");
+    for (setting, on_anthropic, on_other) in [
+        (FirstParty::Auto, true, false),
+        (FirstParty::Always, true, true),
+        (FirstParty::Never, false, false),
+    ] {
+        let config = GatewayConfig {
+            first_party: setting,
+            ..GatewayConfig::default()
+        };
+        let (gateway, _listener) = Gateway::bind(&config).await.unwrap();
+        let told = |upstream: &Arc<Upstream>| {
+            let (child, _pass) = gateway.issue(&thread, upstream, None);
+            child.contains(&(FIRST_PARTY_ENV.to_owned(), "1".to_owned()))
+        };
+        assert_eq!(
+            (told(&anthropic), told(&other)),
+            (on_anthropic, on_other),
+            "{setting:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_processs_requests_meter_into_the_turn_that_holds_it() {
     use crate::budget::{Budgets, Charge};
