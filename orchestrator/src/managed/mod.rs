@@ -13,9 +13,11 @@
 //! `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the token
 //! check (which also takes the key from `x-api-key`).
 //!
-//! Not served yet: outcomes (`user.define_outcome`), custom tools, MCP servers and skills on
-//! agents, each refused with a message that says so; the `span.model_request_*` events are not
-//! emitted. In a cluster, what needs a session's process runs on its thread's owner
+//! An agent's custom tools are served to its sessions' CLI as the in-process MCP server `custom`
+//! ([`crate::mcp::client`]); a call waits for the client's `user.custom_tool_result`.
+//!
+//! Not served yet: outcomes (`user.define_outcome`), MCP servers and skills on agents, each
+//! refused with a message that says so; the `span.model_request_*` events are not emitted. In a cluster, what needs a session's process runs on its thread's owner
 //! (`http::routing::to_owner`, by the operation's row), as `/api`'s messages do.
 //!
 //! Ownership: what a caller with a tenant makes belongs to that tenant; another tenant's agent,

@@ -7,7 +7,10 @@
 //! - `user.interrupt` interrupts the running turn ([`ThreadService::interrupt`]).
 //! - `user.tool_confirmation` answers the permission the tool use (`sevt_tu_…`) waits for
 //!   ([`crate::approvals`]).
-//! - `user.custom_tool_result` and `user.define_outcome` are refused: not served yet.
+//! - `user.custom_tool_result` answers the call to a custom tool (`sevt_tu_…`) that waits for
+//!   it ([`crate::mcp::ClientCalls`]); its echo is `sevt_tr_…`, the id the stored record of the
+//!   answer gets too.
+//! - `user.define_outcome` is refused: not served yet.
 //!
 //! The stream is the SDKs' kind: each frame has an `event:` line (the event's `type`), its JSON
 //! on one `data:` line and its `id:`; it carries what happens after it opens (the SDKs list
@@ -28,16 +31,18 @@ use serde::Serialize;
 
 use super::agents;
 use super::error::ManagedError;
-use super::events::wire::Confirmation;
-use super::events::{event_type, tool_use_of, user_message_event_id};
+use super::events::wire::{Confirmation, Content};
+use super::events::{event_type, tool_result_event_id, tool_use_of, user_message_event_id};
 use super::events::{EventParams, Frame, Reader, SendEvents, SessionEvent};
 use super::lists::{limit_of, Body};
 use super::{ids, profile, sessions, ManagedState, TAG};
 use crate::api::threads::PostMessage;
 use crate::approvals::Answer;
 use crate::caller::Caller;
+use crate::mcp::ClientAnswer;
 use crate::service::SendMessage;
 use crate::store::{EventRow, Fence, ManagedKind, SessionRow};
+use rmcp::model::ContentBlock;
 
 /// What `POST …/events` answers: the events sent, as stored.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -123,10 +128,14 @@ async fn send_one(
             confirm(state, caller, thread, tool_use_id, result, deny_message).await?;
             ids::generate("sevt")
         }
-        EventParams::UserCustomToolResult { .. } => {
-            return Err(ManagedError::invalid(
-                "user.custom_tool_result: custom tools are not supported by Harness yet",
-            ))
+        EventParams::UserCustomToolResult {
+            custom_tool_use_id,
+            content,
+            is_error,
+        } => {
+            let tool_use =
+                answer_custom_tool(state, thread, custom_tool_use_id, content, *is_error)?;
+            tool_result_event_id(tool_use)
         }
         EventParams::UserDefineOutcome { .. } => {
             return Err(ManagedError::invalid(
@@ -184,6 +193,44 @@ async fn confirm(
         .await
         .map_err(|err| ManagedError::invalid(err.to_string()))?;
     Ok(())
+}
+
+/// Answers the call to a custom tool that the event `event` (`sevt_tu_…`) names with
+/// `content`; the model's id of the call.
+fn answer_custom_tool<'a>(
+    state: &ManagedState,
+    thread: &plugin_contract::ThreadId,
+    event: &'a str,
+    content: &Option<Vec<Content>>,
+    is_error: Option<bool>,
+) -> Result<&'a str, ManagedError> {
+    let tool_use = tool_use_of(event).ok_or_else(|| {
+        ManagedError::invalid(format!(
+            "custom_tool_use_id: {event} is not a custom tool use"
+        ))
+    })?;
+    let content = (content.iter().flatten())
+        .map(|block| match block {
+            Content::Text { text } => Ok(ContentBlock::text(text.clone())),
+            _ => Err(ManagedError::invalid(
+                "content: a custom tool's result is served as text blocks only",
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    let answer = ClientAnswer {
+        content,
+        is_error: is_error.unwrap_or(false),
+    };
+    state
+        .pipeline
+        .client_calls()
+        .answer(thread, tool_use, answer)
+        .map_err(|_| {
+            ManagedError::invalid(format!(
+                "custom_tool_use_id: no custom tool use {event} of this session waits for a result"
+            ))
+        })?;
+    Ok(tool_use)
 }
 
 /// The query of a list of events: `limit`, `page`, `types[]`, `order`.

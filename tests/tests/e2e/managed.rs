@@ -5,7 +5,8 @@
 //! `<target>/anthropic-node/` when missing). Each runs the quickstart (an agent, an environment,
 //! a session, a message, its reply streamed, the idle), lists events a page at a time and resumes
 //! a stream after it dropped, a tool that waits for a confirmation (allowed once, denied once),
-//! an interrupt, a session that starts with an uploaded file, and another tenant's key refused.
+//! an interrupt, a session that starts with an uploaded file, a custom tool the client answers,
+//! and another tenant's key refused.
 //! `managed/python_sdk.py` and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK
 //! reads is parsed by its own types; the TypeScript SDK does not check at run time, so each
 //! event's `type` and fields (and the objects it reads) are checked against what the installed
@@ -709,6 +710,105 @@ async fn a_stream_previews_a_message_in_pieces() {
         "the list names it the same: {report}"
     );
     assert_typed(&report, "classes");
+}
+
+/// An agent with a custom tool: the model calls it (`mcp__custom__get_weather`, the name the CLI
+/// gives a tool of the server `custom`), the session waits for the client (an
+/// `agent.custom_tool_use`, then an idle that requires action naming it), the client's
+/// `user.custom_tool_result` is what the model's next request carries as the tool's result, and
+/// the turn ends. An answer to a call that no longer waits, or to no tool use, is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tool_waits_for_the_clients_result() {
+    let Some(python) = python("managed::custom_tool").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.once_when_prompt_contains(
+        "weather in Paris",
+        Reply::tool_use("mcp__custom__get_weather", json!({"city": "Paris"})),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let fields = json!({"prompt": "what is the weather in Paris?", "result": "sunny, 21C"});
+    let report = run(&python, &daemon, "any-key", "custom_tool", fields).await;
+
+    assert_eq!(
+        report["agent_tool_classes"],
+        json!(["BetaManagedAgentsCustomTool"]),
+        "{report}"
+    );
+    assert_eq!(report["agent_tools"][0]["name"], "get_weather", "{report}");
+    let uses = report["uses"].as_array().expect("the uses");
+    assert_eq!(uses.len(), 1, "{report}");
+    assert_eq!(uses[0]["name"], "get_weather");
+    assert_eq!(uses[0]["input"], json!({"city": "Paris"}));
+    let use_id = uses[0]["id"].as_str().expect("an id").to_owned();
+    assert_eq!(report["waited"], json!([[use_id]]), "{report}");
+    assert_eq!(report["sent"][0]["type"], "user.custom_tool_result");
+    assert_eq!(
+        report["sent"][0]["class"],
+        "BetaManagedAgentsUserCustomToolResultEvent"
+    );
+    let echoed = &report["echoed"][0];
+    assert_eq!(echoed["id"], report["sent"][0]["id"], "{report}");
+    assert_eq!(echoed["custom_tool_use_id"], json!(use_id));
+    assert_eq!(echoed["text"], "sunny, 21C");
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    assert_eq!(
+        strings(&report["messages"]),
+        ["tool said: sunny, 21C"],
+        "the model read the client's result: {report}"
+    );
+
+    // The model's request after the call carries the client's result as the tool's.
+    let requests = mock.message_requests();
+    let answered = requests
+        .iter()
+        .find(|r| !r.tool_results().is_empty())
+        .expect("a request with the tool's result");
+    let results = answered.tool_results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].text, "sunny, 21C");
+    assert!(!results[0].is_error);
+    assert!(
+        use_id.ends_with(&results[0].tool_use_id),
+        "{use_id} names the model's call {}",
+        results[0].tool_use_id
+    );
+    let offered = requests[0]
+        .tool("mcp__custom__get_weather")
+        .expect("offered");
+    assert_eq!(offered["input_schema"]["required"], json!(["city"]));
+
+    let listed = strings(&report["listed"]);
+    let at = |kind: &str| listed.iter().position(|k| k == kind);
+    let order = [
+        "user.message",
+        "agent.custom_tool_use",
+        "user.custom_tool_result",
+        "agent.message",
+    ]
+    .map(|kind| at(kind).unwrap_or_else(|| panic!("{kind} is listed: {listed:?}")));
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
+    assert!(
+        !listed.iter().any(|k| k == "agent.tool_result"),
+        "the client's answer is the result's record: {listed:?}"
+    );
+    assert_typed(&report, "classes");
+    assert_typed(&report, "listed_classes");
+
+    let refusals = report["refusals"].as_array().expect("refusals");
+    for refusal in refusals {
+        assert_eq!(refusal["status"], 400, "{report}");
+        assert_eq!(refusal["type"], "invalid_request_error", "{report}");
+    }
+    let said = |i: usize| {
+        refusals[i]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(said(0).contains("waits for a result"), "{}", said(0));
+    assert!(said(1).contains("is not a custom tool use"), "{}", said(1));
 }
 
 /// On two nodes, a message to a session through the node that does not own its thread runs on

@@ -7,5 +7,6 @@ pub mod project;
 pub mod wire;
 
 pub use previews::{Frame, Reader};
-pub use project::{project, row_of, tool_use_event_id, tool_use_of, user_message_event_id};
+pub use project::user_message_event_id;
+pub use project::{project, row_of, tool_result_event_id, tool_use_event_id, tool_use_of};
 pub use wire::{event_type, EventBody, EventParams, SendEvents, SessionEvent};

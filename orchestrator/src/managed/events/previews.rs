@@ -8,11 +8,19 @@
 //! `agent.message` is `sevt_{first piece's row}_0` (a `text_delta` row has no event of its own,
 //! so the id is free). Without pieces (the lean profile) it keeps its own row's id. The end of a
 //! turn drops a preview its text never completed.
+//!
+//! A custom tool's result reaches the model as any tool's (`tool_call_finished`), but the API
+//! shows only the `user.custom_tool_result` that answered it: the reader drops the result of a
+//! tool use it read as a custom tool's (its `tool_call_started` or `client_tool_call` row). A
+//! read that starts between the two (a page's cursor, a stream opened then) shows it as an
+//! `agent.tool_result`.
+
+use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::project::project;
+use super::project::{is_custom_tool, project};
 use super::wire::SessionEvent;
 use crate::store::EventRow;
 
@@ -21,6 +29,8 @@ use crate::store::EventRow;
 pub struct Reader {
     /// The row of the first piece of the text block being streamed.
     preview: Option<i64>,
+    /// The custom tools' uses of the turn, by the CLI's id, whose result is not read yet.
+    custom: HashSet<String>,
 }
 
 /// One frame of a stream: an event, or a preview of one.
@@ -46,7 +56,18 @@ impl Reader {
     /// The events of `row`, the next stored one.
     pub fn events(&mut self, row: &EventRow, asks: &dyn Fn(&str) -> bool) -> Vec<SessionEvent> {
         let mut events = project(row, asks);
+        let tool_use_id = || row.data["tool_use_id"].as_str().map(str::to_owned);
         match row.kind.as_str() {
+            "tool_call_started" if row.data["name"].as_str().is_some_and(is_custom_tool) => {
+                self.custom.extend(tool_use_id());
+            }
+            "client_tool_call" => {
+                self.custom
+                    .extend(row.data["toolUseId"].as_str().map(str::to_owned));
+            }
+            "tool_call_finished" if tool_use_id().is_some_and(|id| self.custom.remove(&id)) => {
+                events.clear();
+            }
             "text_delta" => {
                 self.preview.get_or_insert(row.id);
             }
@@ -55,7 +76,10 @@ impl Reader {
                     event.id = message_id(first);
                 }
             }
-            "turn_finished" | "turn_failed" => self.preview = None,
+            "turn_finished" | "turn_failed" => {
+                self.preview = None;
+                self.custom.clear();
+            }
             _ => {}
         }
         events
@@ -148,6 +172,34 @@ mod tests {
         let listed = read(&rows, false);
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0]["id"], "sevt_4_0");
+    }
+
+    #[test]
+    fn a_custom_tools_result_is_the_clients_answer_alone() {
+        let started = json!({"tool_use_id": "toolu_1", "name": "mcp__custom__w", "input": {}});
+        let answered = json!({"toolUseId": "toolu_1", "name": "mcp__custom__w",
+            "state": "answered", "content": [{"type": "text", "text": "42"}], "isError": false});
+        let finished = |id: &str| json!({"tool_use_id": id, "is_error": false, "content": "42"});
+        let rows = [
+            row(1, "tool_call_started", started),
+            row(2, "client_tool_call", answered),
+            row(3, "tool_call_finished", finished("toolu_1")),
+            // Another tool's result is shown as ever.
+            row(4, "tool_call_finished", finished("toolu_2")),
+        ];
+        let kinds: Vec<String> = read(&rows, false)
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "agent.custom_tool_use",
+                "user.custom_tool_result",
+                "session.status_running",
+                "agent.tool_result"
+            ]
+        );
     }
 
     #[test]
