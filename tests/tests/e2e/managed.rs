@@ -753,9 +753,11 @@ async fn a_custom_tool_waits_for_the_clients_result() {
     assert_eq!(echoed["custom_tool_use_id"], json!(use_id));
     assert_eq!(echoed["text"], "sunny, 21C");
     assert_eq!(report["stop_reason"], "end_turn", "{report}");
-    assert_eq!(
-        strings(&report["messages"]),
-        ["tool said: sunny, 21C"],
+    // The CLI may append a reminder of its own to a tool's result.
+    let messages = strings(&report["messages"]);
+    assert_eq!(messages.len(), 1, "{report}");
+    assert!(
+        messages[0].starts_with("tool said: sunny, 21C"),
         "the model read the client's result: {report}"
     );
 
@@ -767,7 +769,7 @@ async fn a_custom_tool_waits_for_the_clients_result() {
         .expect("a request with the tool's result");
     let results = answered.tool_results();
     assert_eq!(results.len(), 1, "{results:?}");
-    assert_eq!(results[0].text, "sunny, 21C");
+    assert!(results[0].text.starts_with("sunny, 21C"), "{results:?}");
     assert!(!results[0].is_error);
     assert!(
         use_id.ends_with(&results[0].tool_use_id),
