@@ -813,6 +813,70 @@ async fn a_custom_tool_waits_for_the_clients_result() {
     assert!(said(1).contains("is not a custom tool use"), "{}", said(1));
 }
 
+/// An interrupt while a custom tool waits for the client ends the turn, and the call waits no
+/// more: a result sent after it is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_ends_a_custom_tools_wait() {
+    let Some(python) = python("managed::custom_tool_interrupt").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.once_when_prompt_contains(
+        "weather in Oslo",
+        Reply::tool_use("mcp__custom__get_weather", json!({"city": "Oslo"})),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let fields = json!({"prompt": "the weather in Oslo?", "interrupt": true});
+    let report = run(&python, &daemon, "any-key", "custom_tool", fields).await;
+    assert_eq!(
+        report["waited"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    assert_eq!(report["echoed"], json!([]), "{report}");
+    let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
+    assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
+    let refused = &report["refusals"][0];
+    assert_eq!(refused["status"], 400, "{report}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("waits for a result")),
+        "{report}"
+    );
+    assert_typed(&report, "classes");
+}
+
+/// A session whose agent has a custom tool still offers it to the model after a restart: the
+/// profile made again at the start has the agent's tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tool_is_offered_after_a_restart() {
+    let Some(python) = python("managed::custom_tool_restart").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let made = run(
+        &python,
+        &daemon,
+        "any-key",
+        "made",
+        json!({"weather": true}),
+    )
+    .await;
+    let daemon = daemon.restart().await;
+    let (status, reply) = daemon.send(&thread_of(&made), "hello again").await;
+    assert_eq!(status, 200, "{reply}");
+    let requests = mock.message_requests();
+    let last = requests.last().expect("a model request");
+    assert!(
+        last.tool("mcp__custom__get_weather").is_some(),
+        "offered: {:?}",
+        last.tool_names()
+    );
+}
+
 /// On two nodes, a message to a session through the node that does not own its thread runs on
 /// the owner's warm process, and the stream on the other node shows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -222,13 +222,16 @@ def previews():
     report["listed_ids"] = [e.id for e in listed]
 
 
+WEATHER = [{"type": "custom", "name": "get_weather", "description": "The weather in a city.",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}}]
+
+
 def custom_tool():
     """An agent with a custom tool: the model's call to it waits for the client's result, which
-    the turn goes on with; then a bad answer is refused."""
-    tools = [{"type": "custom", "name": "get_weather", "description": "The weather in a city.",
-              "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
-                               "required": ["city"]}}]
-    agent, environment = agent_and_environment(tools)
+    the turn goes on with (or, with `interrupt`, for an interrupt that ends the turn); then a bad
+    answer is refused."""
+    agent, environment = agent_and_environment(WEATHER)
     report["agent_tools"] = [t.model_dump() for t in agent.tools]
     report["agent_tool_classes"] = [type(t).__name__ for t in agent.tools]
     session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
@@ -245,6 +248,9 @@ def custom_tool():
                            "text": text_of(event)})
         elif event.type == "session.status_idle" and event.stop_reason.type == "requires_action":
             waited.append(event.stop_reason.event_ids)
+            if cfg.get("interrupt"):
+                beta.sessions.events.send(session.id, events=[{"type": "user.interrupt"}])
+                return
             sent = beta.sessions.events.send(session.id, events=[{
                 "type": "user.custom_tool_result", "custom_tool_use_id": event.stop_reason.event_ids[0],
                 "content": [{"type": "text", "text": cfg["result"]}]}])
@@ -271,8 +277,8 @@ def custom_tool():
 
 
 def made():
-    """What the owner makes, for `refused`."""
-    agent, environment = agent_and_environment()
+    """What the owner makes, for `refused` (with `tools`, its agent's)."""
+    agent, environment = agent_and_environment(WEATHER if cfg.get("weather") else None)
     session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
     report["agent"] = agent.id
     report["session"] = session.id
