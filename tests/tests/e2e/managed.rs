@@ -712,30 +712,28 @@ async fn a_stream_previews_a_message_in_pieces() {
     assert_typed(&report, "classes");
 }
 
-/// An agent with a custom tool: the model calls it (`mcp__custom__get_weather`, the name the CLI
-/// gives a tool of the server `custom`), the session waits for the client (an
-/// `agent.custom_tool_use`, then an idle that requires action naming it), the client's
-/// `user.custom_tool_result` is what the model's next request carries as the tool's result, and
-/// the turn ends. An answer to a call that no longer waits, or to no tool use, is a 400.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_custom_tool_waits_for_the_clients_result() {
-    let Some(python) = python("managed::custom_tool").await else {
-        return;
-    };
+/// A daemon whose model calls the custom tool `get_weather` for "weather in Paris", once.
+async fn weather_daemon() -> (MockApi, TestDaemon) {
     let mock = MockApi::start().await;
     mock.once_when_prompt_contains(
         "weather in Paris",
         Reply::tool_use("mcp__custom__get_weather", json!({"city": "Paris"})),
     );
     let daemon = TestDaemon::start(&mock, |_| {}).await;
-    let fields = json!({"prompt": "what is the weather in Paris?", "result": "sunny, 21C"});
-    let report = run(&python, &daemon, "any-key", "custom_tool", fields).await;
+    (mock, daemon)
+}
 
-    assert_eq!(
-        report["agent_tool_classes"],
-        json!(["BetaManagedAgentsCustomTool"]),
-        "{report}"
-    );
+fn weather_fields() -> Value {
+    json!({"prompt": "what is the weather in Paris?", "result": "sunny, 21C"})
+}
+
+/// The model called the tool once; the session waited for the client (the
+/// `agent.custom_tool_use`, then an idle requiring action on it); the client's result, echoed
+/// under the id its sending gave, is what the model's next request carries as the tool's
+/// result; the turn ended; the list shows the answer as the result's record; an answer to what
+/// no longer waits, or to no tool use, is a 400.
+fn assert_custom_tool(mock: &MockApi, report: &Value) {
+    assert_eq!(report["agent_tools"][0]["type"], "custom", "{report}");
     assert_eq!(report["agent_tools"][0]["name"], "get_weather", "{report}");
     let uses = report["uses"].as_array().expect("the uses");
     assert_eq!(uses.len(), 1, "{report}");
@@ -744,10 +742,6 @@ async fn a_custom_tool_waits_for_the_clients_result() {
     let use_id = uses[0]["id"].as_str().expect("an id").to_owned();
     assert_eq!(report["waited"], json!([[use_id]]), "{report}");
     assert_eq!(report["sent"][0]["type"], "user.custom_tool_result");
-    assert_eq!(
-        report["sent"][0]["class"],
-        "BetaManagedAgentsUserCustomToolResultEvent"
-    );
     let echoed = &report["echoed"][0];
     assert_eq!(echoed["id"], report["sent"][0]["id"], "{report}");
     assert_eq!(echoed["custom_tool_use_id"], json!(use_id));
@@ -795,10 +789,9 @@ async fn a_custom_tool_waits_for_the_clients_result() {
         !listed.iter().any(|k| k == "agent.tool_result"),
         "the client's answer is the result's record: {listed:?}"
     );
-    assert_typed(&report, "classes");
-    assert_typed(&report, "listed_classes");
 
     let refusals = report["refusals"].as_array().expect("refusals");
+    assert_eq!(refusals.len(), 2, "{report}");
     for refusal in refusals {
         assert_eq!(refusal["status"], 400, "{report}");
         assert_eq!(refusal["type"], "invalid_request_error", "{report}");
@@ -811,6 +804,58 @@ async fn a_custom_tool_waits_for_the_clients_result() {
     };
     assert!(said(0).contains("waits for a result"), "{}", said(0));
     assert!(said(1).contains("is not a custom tool use"), "{}", said(1));
+}
+
+/// An agent with a custom tool: the model calls it (`mcp__custom__get_weather`, the name the CLI
+/// gives a tool of the server `custom`), the session waits for the client's
+/// `user.custom_tool_result`, and the turn goes on with it ([`assert_custom_tool`]). Every
+/// event, on the stream and listed, is parsed by the SDK's own types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tool_waits_for_the_clients_result() {
+    let Some(python) = python("managed::custom_tool").await else {
+        return;
+    };
+    let (mock, daemon) = weather_daemon().await;
+    let report = run(&python, &daemon, "any-key", "custom_tool", weather_fields()).await;
+    assert_custom_tool(&mock, &report);
+    assert_eq!(
+        report["agent_tool_classes"],
+        json!(["BetaManagedAgentsCustomTool"]),
+        "{report}"
+    );
+    assert_eq!(
+        report["sent"][0]["class"],
+        "BetaManagedAgentsUserCustomToolResultEvent"
+    );
+    assert_typed(&report, "classes");
+    assert_typed(&report, "listed_classes");
+}
+
+/// As [`a_custom_tool_waits_for_the_clients_result`], with the TypeScript SDK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_runs_a_custom_tool() {
+    let sdk = typescript().await;
+    let (mock, daemon) = weather_daemon().await;
+    let report = run_ts(&sdk, &daemon, "any-key", "custom_tool", weather_fields()).await;
+    assert_custom_tool(&mock, &report);
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsSessionEvent",
+        &report,
+        "listed_shapes",
+    );
+    let custom = (
+        "custom_tool",
+        "agents/agents.d.ts",
+        "BetaManagedAgentsCustomTool",
+    );
+    assert_objects_declared(&sdk, &report, &[custom]);
 }
 
 /// An interrupt while a custom tool waits for the client ends the turn, and the call waits no
