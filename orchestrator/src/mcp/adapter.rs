@@ -228,22 +228,7 @@ impl McpAdapter {
                     }
                     ClientRequest::CallToolRequest(call) => {
                         self.metrics.request("tools/call");
-                        // rmcp keeps a request's `_meta` in its extensions.
-                        let tool_use_id = call
-                            .extensions
-                            .get::<RequestMetaObject>()
-                            .and_then(|meta| meta.0 .0.get("claudecode/toolUseId"))
-                            .and_then(Value::as_str)
-                            .map(str::to_owned);
-                        let params = call.params;
-                        Route::Call(ToolCall {
-                            thread: thread.clone(),
-                            name: params.name.into_owned(),
-                            id,
-                            arguments: params.arguments.map(Value::Object).unwrap_or(Value::Null),
-                            tool_use_id,
-                            client,
-                        })
+                        Route::Call(tool_call(thread, id, call, client))
                     }
                     // A method we serve whose params did not parse lands here as a custom one.
                     _ if SERVED.contains(&method.as_str()) => Route::Reply(rpc_error(
@@ -262,13 +247,7 @@ impl McpAdapter {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     notification.notification
                 {
-                    // The CLI gave up on a call (interrupt, its own timeout): stop the tool.
-                    if let Some(request) = cancelled.params.request_id {
-                        let key = (thread.clone(), id_value(&request).to_string());
-                        if let Some(cancel) = lock(&self.running).remove(&key) {
-                            cancel.cancel();
-                        }
-                    }
+                    self.cancel(thread, cancelled.params.request_id);
                 }
                 Route::Reply(json!({"jsonrpc": "2.0", "result": {}}))
             }
@@ -276,6 +255,17 @@ impl McpAdapter {
             ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_) => {
                 Route::Reply(json!({"jsonrpc": "2.0", "result": {}}))
             }
+        }
+    }
+
+    /// The CLI gave up on the call `request` (interrupt, its own timeout): it stops.
+    fn cancel(&self, thread: &ThreadId, request: Option<RequestId>) {
+        let Some(request) = request else {
+            return;
+        };
+        let key = (thread.clone(), id_value(&request).to_string());
+        if let Some(cancel) = lock(&self.running).remove(&key) {
+            cancel.cancel();
         }
     }
 
@@ -410,6 +400,32 @@ impl McpAdapter {
             warn!(tool = name, error = %err, "Could not record a tool call.");
         }
         outcome
+    }
+}
+
+/// A `tools/call` from `thread`'s process as a [`ToolCall`], for the plugin tools or, with
+/// `client`, for the client's.
+fn tool_call(
+    thread: &ThreadId,
+    id: RequestId,
+    call: rmcp::model::CallToolRequest,
+    client: Option<Arc<ClientTools>>,
+) -> ToolCall {
+    // rmcp keeps a request's `_meta` in its extensions.
+    let tool_use_id = call
+        .extensions
+        .get::<RequestMetaObject>()
+        .and_then(|meta| meta.0 .0.get("claudecode/toolUseId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let params = call.params;
+    ToolCall {
+        thread: thread.clone(),
+        name: params.name.into_owned(),
+        id,
+        arguments: params.arguments.map(Value::Object).unwrap_or(Value::Null),
+        tool_use_id,
+        client,
     }
 }
 
