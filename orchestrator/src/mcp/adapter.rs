@@ -107,6 +107,11 @@ pub struct WaitingCall {
     pub name: String,
     id: RequestId,
     waiting: Waiting,
+    /// What the store records it as (`custom__NAME`, as a plugin's tool is `PLUGIN__NAME`), with
+    /// its input (defaults filled in) and when it began.
+    recorded: String,
+    input: Value,
+    started: std::time::Instant,
 }
 
 pub struct McpAdapter {
@@ -298,10 +303,15 @@ impl McpAdapter {
         let Some(client) = &call.client else {
             return refuse(call.id, format!("tool `{}` is not the client's", call.name));
         };
-        if let Err(text) = client.prepare(&call.name, call.arguments) {
-            warn!(thread_id = %call.thread, tool = %call.name, "Client tool input rejected: {text}");
-            return refuse(call.id, text);
-        }
+        let input = match client.prepare(&call.name, call.arguments) {
+            Ok(input) => input,
+            Err(text) => {
+                warn!(thread_id = %call.thread, tool = %call.name, "Client tool input rejected: {text}");
+                self.metrics
+                    .record(CLIENT_SERVER, ToolOutcome::InvalidInput, Duration::ZERO);
+                return refuse(call.id, text);
+            }
+        };
         let Some(tool_use_id) = call.tool_use_id else {
             let text = format!(
                 "tool `{}` was called without a tool use id to answer",
@@ -319,31 +329,59 @@ impl McpAdapter {
             name: super::client::model_name(&call.name),
             id: call.id,
             waiting,
+            recorded: format!("{CLIENT_SERVER}__{}", call.name),
+            input,
+            started: std::time::Instant::now(),
         })
     }
 
     /// The client's answer to `call` and the JSON-RPC reply that carries it to the CLI; `None`
     /// (and a cancelled result) when the CLI gave up on the call first (an interrupt). Dropped
-    /// unanswered (the turn ended), the call waits no more.
+    /// unanswered (the turn ended), the call waits no more. Recorded as a plugin tool's call is
+    /// (its metrics under the one label `custom`: clients name these tools).
     pub async fn client_answer(&self, call: WaitingCall) -> (Option<ClientAnswer>, Value) {
         let key = (call.thread.clone(), id_value(&call.id).to_string());
         let cancel = CancellationToken::new();
         lock(&self.running).insert(key.clone(), cancel.clone());
-        let _running = Unregister(&self.running, key);
-        let name = call.name;
-        tokio::select! {
+        let running = Unregister(&self.running, key);
+        let name = &call.name;
+        let (answer, result) = tokio::select! {
             answer = call.waiting.answered() => {
                 let mut result = rmcp::model::CallToolResult::success(answer.content.clone());
                 result.result_type = None;
                 result.is_error = answer.is_error.then_some(true);
-                (Some(answer), rpc_result(ServerResult::CallToolResult(result), call.id))
+                (Some(answer), result)
             }
             _ = cancel.cancelled() => {
                 debug!(thread_id = %call.thread, tool = %name, "Client tool call cancelled by the CLI.");
-                let result = CallOutcome::error_result(format!("tool `{name}` was cancelled"));
-                (None, rpc_result(ServerResult::CallToolResult(result), call.id))
+                (None, CallOutcome::error_result(format!("tool `{name}` was cancelled")))
             }
+        };
+        drop(running);
+        let is_error = result.is_error == Some(true);
+        let took = call.started.elapsed();
+        let kind = if is_error {
+            ToolOutcome::Error
+        } else {
+            ToolOutcome::Ok
+        };
+        self.metrics.record(CLIENT_SERVER, kind, took);
+        let record = NewToolCall {
+            thread_id: Some(call.thread.clone()),
+            tool: call.recorded,
+            tool_use_id: Some(call.tool_use_id),
+            input: call.input,
+            result: serde_json::to_value(&result).ok(),
+            is_error,
+            duration_ms: duration_ms(took),
+        };
+        if let Err(err) = self.store.record_tool_call(record).await {
+            warn!(tool = %name, error = %err, "Could not record a tool call.");
         }
+        (
+            answer,
+            rpc_result(ServerResult::CallToolResult(result), call.id),
+        )
     }
 
     /// Runs one tool and records the call. Used by the CLI's `tools/call` and by

@@ -528,6 +528,11 @@ async fn a_call_to_the_clients_tool_waits_for_its_answer() {
         reply["result"].get("isError").is_none_or(|e| e == false),
         "{reply}"
     );
+    let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].tool, "custom__get_weather");
+    assert_eq!(calls[0].tool_use_id.as_deref(), Some("toolu_w1"));
+    assert!(!calls[0].is_error);
 }
 
 #[tokio::test]
