@@ -134,7 +134,7 @@ async fn send_one(
             is_error,
         } => {
             let tool_use =
-                answer_custom_tool(state, thread, custom_tool_use_id, content, *is_error)?;
+                answer_custom_tool(state, thread, custom_tool_use_id, content, *is_error).await?;
             tool_result_event_id(tool_use)
         }
         EventParams::UserDefineOutcome { .. } => {
@@ -195,9 +195,13 @@ async fn confirm(
     Ok(())
 }
 
+/// How long an answer to a custom tool use waits for its call to register: a client may answer
+/// as soon as it reads the `agent.custom_tool_use`, which comes a moment before the CLI calls.
+const CALL_REGISTERS: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Answers the call to a custom tool that the event `event` (`sevt_tu_…`) names with
 /// `content`; the model's id of the call.
-fn answer_custom_tool<'a>(
+async fn answer_custom_tool<'a>(
     state: &ManagedState,
     thread: &plugin_contract::ThreadId,
     event: &'a str,
@@ -224,7 +228,8 @@ fn answer_custom_tool<'a>(
     state
         .pipeline
         .client_calls()
-        .answer(thread, tool_use, answer)
+        .answer_within(thread, tool_use, answer, CALL_REGISTERS)
+        .await
         .map_err(|_| {
             ManagedError::invalid(format!(
                 "custom_tool_use_id: no custom tool use {event} of this session waits for a result"

@@ -9,7 +9,9 @@
 //!   id). A call waits as a [`Waiting`]; [`ClientCalls::answer`] resolves it. Dropping the
 //!   `Waiting` (the CLI cancelled the call on an interrupt, or the turn ended and its tool calls
 //!   were stopped) takes the call off the list, so a late answer is refused as one for a call that
-//!   never waited. Nothing else is kept: no answer outlives its call.
+//!   never waited. Nothing else is kept: no answer outlives its call. The API lets a client
+//!   answer as soon as it reads the tool use, which the CLI reports a moment before it makes the
+//!   call: an answer waits a little for its call to register ([`ClientCalls::answer_within`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use plugin_contract::{ThreadId, ToolSpec};
 use rmcp::model::ContentBlock;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use super::schema::{self, CompiledTool, SchemaError};
 use crate::sync::lock;
@@ -140,6 +142,8 @@ pub struct NotWaiting(pub String);
 #[derive(Clone, Debug, Default)]
 pub struct ClientCalls {
     waiting: Arc<Mutex<HashMap<Key, oneshot::Sender<ClientAnswer>>>>,
+    /// Wakes the answers waiting for their call to register.
+    registered: Arc<Notify>,
 }
 
 type Key = (ThreadId, String);
@@ -155,6 +159,8 @@ impl ClientCalls {
             return None;
         }
         waiting.insert(key.clone(), tx);
+        drop(waiting);
+        self.registered.notify_waiters();
         Some(Waiting {
             calls: self.clone(),
             key,
@@ -174,13 +180,50 @@ impl ClientCalls {
         tool_use_id: &str,
         answer: ClientAnswer,
     ) -> Result<(), NotWaiting> {
+        self.answer_now(thread, tool_use_id, answer)
+            .map_err(|_| NotWaiting(tool_use_id.to_owned()))
+    }
+
+    /// [`ClientCalls::answer`], waiting at most `grace` for the call to register when it is not
+    /// waiting yet.
+    pub async fn answer_within(
+        &self,
+        thread: &ThreadId,
+        tool_use_id: &str,
+        answer: ClientAnswer,
+        grace: std::time::Duration,
+    ) -> Result<(), NotWaiting> {
+        let deadline = tokio::time::Instant::now() + grace;
+        let mut answer = answer;
+        loop {
+            let registered = self.registered.notified();
+            tokio::pin!(registered);
+            registered.as_mut().enable();
+            answer = match self.answer_now(thread, tool_use_id, answer) {
+                Ok(()) => return Ok(()),
+                Err(Some(back)) => back,
+                Err(None) => return Err(NotWaiting(tool_use_id.to_owned())),
+            };
+            if tokio::time::timeout_at(deadline, registered).await.is_err() {
+                return Err(NotWaiting(tool_use_id.to_owned()));
+            }
+        }
+    }
+
+    /// Resolves the call when it waits; else the answer back when no such call is registered,
+    /// or nothing when it was, but no longer waits.
+    fn answer_now(
+        &self,
+        thread: &ThreadId,
+        tool_use_id: &str,
+        answer: ClientAnswer,
+    ) -> Result<(), Option<ClientAnswer>> {
         let key = (thread.clone(), tool_use_id.to_owned());
         let sender = lock(&self.waiting).remove(&key);
-        let not_waiting = || NotWaiting(tool_use_id.to_owned());
-        sender
-            .ok_or_else(not_waiting)?
-            .send(answer)
-            .map_err(|_| not_waiting())
+        match sender {
+            Some(sender) => sender.send(answer).map_err(|_| None),
+            None => Err(Some(answer)),
+        }
     }
 }
 
@@ -320,6 +363,30 @@ mod tests {
         assert_eq!(answer, text("42"));
         assert!(!calls.is_waiting(&thread, "toolu_1"));
         assert!(calls.answer(&thread, "toolu_1", text("again")).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_answer_before_its_call_registers_waits_for_it_a_little() {
+        let calls = ClientCalls::default();
+        let thread = ThreadId::from_string("t1".to_owned());
+        let early = {
+            let (calls, thread) = (calls.clone(), thread.clone());
+            tokio::spawn(async move {
+                let grace = Duration::from_secs(10);
+                calls
+                    .answer_within(&thread, "toolu_1", text("early"), grace)
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let waiting = calls.wait(&thread, "toolu_1").unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), waiting.answered())
+            .await
+            .unwrap();
+        assert_eq!(answer, text("early"));
+        early.await.unwrap().unwrap();
+        let unknown = calls.answer_within(&thread, "toolu_9", text("x"), Duration::from_millis(20));
+        assert!(unknown.await.is_err(), "no call registers: refused");
     }
 
     #[test]
