@@ -831,12 +831,15 @@ async fn a_custom_tool_waits_for_the_clients_result() {
     assert_typed(&report, "listed_classes");
 }
 
-/// As [`a_custom_tool_waits_for_the_clients_result`], with the TypeScript SDK.
+/// As [`a_custom_tool_waits_for_the_clients_result`], with the TypeScript SDK, the result sent
+/// as soon as the `agent.custom_tool_use` is read (before the idle), as the API allows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typescript_sdk_runs_a_custom_tool() {
     let sdk = typescript().await;
     let (mock, daemon) = weather_daemon().await;
-    let report = run_ts(&sdk, &daemon, "any-key", "custom_tool", weather_fields()).await;
+    let mut fields = weather_fields();
+    fields["early"] = json!(true);
+    let report = run_ts(&sdk, &daemon, "any-key", "custom_tool", fields).await;
     assert_custom_tool(&mock, &report);
     assert_declared(
         &sdk,

@@ -279,9 +279,25 @@ async function customTool() {
   const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
   report.session = session.id;
   const [uses, waited, echoed] = [[], [], []];
+  const answer = async (id) => {
+    const sent = await beta.sessions.events.send(session.id, {
+      events: [
+        {
+          type: 'user.custom_tool_result',
+          custom_tool_use_id: id,
+          content: [{ type: 'text', text: cfg.result }],
+        },
+      ],
+    });
+    report.sent = sent.data.map((e) => ({ id: e.id, type: e.type }));
+  };
+  // With `early`, the result goes as soon as the tool use is read, as the API allows.
   const onEvent = async (event) => {
     if (event.type === 'agent.custom_tool_use') {
       uses.push({ id: event.id, name: event.name, input: event.input });
+      if (cfg.early) {
+        await answer(event.id);
+      }
     } else if (event.type === 'user.custom_tool_result') {
       echoed.push({
         id: event.id,
@@ -290,16 +306,9 @@ async function customTool() {
       });
     } else if (event.type === 'session.status_idle' && event.stop_reason.type === 'requires_action') {
       waited.push(event.stop_reason.event_ids);
-      const sent = await beta.sessions.events.send(session.id, {
-        events: [
-          {
-            type: 'user.custom_tool_result',
-            custom_tool_use_id: event.stop_reason.event_ids[0],
-            content: [{ type: 'text', text: cfg.result }],
-          },
-        ],
-      });
-      report.sent = sent.data.map((e) => ({ id: e.id, type: e.type }));
+      if (!cfg.early) {
+        await answer(event.stop_reason.event_ids[0]);
+      }
     }
   };
   const idle = await untilIdle(session.id, () => say(session.id, cfg.prompt), onEvent);
