@@ -582,3 +582,37 @@ async fn a_bad_call_to_the_clients_tool_is_answered_at_once_and_a_cancel_ends_a_
     assert_eq!(reply["result"]["isError"], true, "{reply}");
     assert!(!f.adapter.client_calls().is_waiting(&f.thread, "toolu_w3"));
 }
+
+#[tokio::test]
+async fn the_clients_error_reaches_the_model_as_an_error_result() {
+    let f = fixture().await;
+    let tools = weather();
+    let route = f.adapter.route_with(
+        &f.thread,
+        "custom",
+        Some(&tools),
+        weather_call(6, json!("Rome"), "toolu_w4"),
+    );
+    let ClientCall::Waiting(waiting) = f.adapter.client_call(client_call_of(route)) else {
+        panic!("a good call waits");
+    };
+    let adapter = f.adapter.clone();
+    let answered = tokio::spawn(async move { adapter.client_answer(waiting).await });
+    let answer = ClientAnswer {
+        content: vec![rmcp::model::ContentBlock::text("no such city")],
+        is_error: true,
+    };
+    let grace = Duration::from_secs(5);
+    (f.adapter.client_calls())
+        .answer_within(&f.thread, "toolu_w4", answer, grace)
+        .await
+        .expect("it waits");
+    let (_, reply) = tokio::time::timeout(Duration::from_secs(5), answered)
+        .await
+        .expect("answered in time")
+        .expect("the task");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert_eq!(reply["result"]["content"][0]["text"], "no such city");
+    let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
+    assert!(calls[0].is_error, "{calls:?}");
+}
