@@ -47,9 +47,12 @@ pub const BASE64: &str = concat!(
 /// Agents API's costs.
 pub const DECIMAL: &str = r"^[0-9]+(\.[0-9]+)?$";
 
+/// A custom tool's name (the Managed Agents API's; `crate::mcp::client::ClientTools::compile`).
+pub const TOOL_NAME: &str = r"^[a-zA-Z0-9_-]{1,64}$";
+
 /// Every pattern above: the document's annotations write them out (an attribute takes only a
 /// literal), and `http::openapi`'s test holds each of the document's patterns to this list.
-pub const PATTERNS: [&str; 9] = [
+pub const PATTERNS: [&str; 10] = [
     NOT_BLANK,
     NO_NUL,
     MESSAGE_TEXT,
@@ -59,6 +62,7 @@ pub const PATTERNS: [&str; 9] = [
     HTTP_URL,
     BASE64,
     DECIMAL,
+    TOOL_NAME,
 ];
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ pub enum ThreadEvent {
     PermissionRequested(PermissionRequested),
     /// A tool permission was decided.
     PermissionDecided(PermissionDecided),
+    /// A tool the client runs (a custom tool of the Managed Agents API) waits for the client's
+    /// result, then has it (or was cancelled).
+    ClientToolCall(ClientToolCall),
     /// The thread's walls stopped a process of its tree: its memory or process limit was
     /// reached (`[sandbox]`).
     LimitReached(LimitReached),
@@ -113,6 +116,7 @@ impl ThreadEvent {
             ThreadEvent::TurnThrottled(_) => EventKind::TurnThrottled,
             ThreadEvent::PermissionRequested(_) => EventKind::PermissionRequested,
             ThreadEvent::PermissionDecided(_) => EventKind::PermissionDecided,
+            ThreadEvent::ClientToolCall(_) => EventKind::ClientToolCall,
             ThreadEvent::LimitReached(_) => EventKind::LimitReached,
             ThreadEvent::GoalSet(_) => EventKind::GoalSet,
             ThreadEvent::GoalGradingStarted(_) => EventKind::GoalGradingStarted,
@@ -172,6 +176,7 @@ pub enum EventKind {
     TurnThrottled,
     PermissionRequested,
     PermissionDecided,
+    ClientToolCall,
     LimitReached,
     GoalSet,
     GoalGradingStarted,
@@ -184,7 +189,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 26] = [
+    pub const ALL: [EventKind; 27] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
@@ -202,6 +207,7 @@ impl EventKind {
         EventKind::TurnThrottled,
         EventKind::PermissionRequested,
         EventKind::PermissionDecided,
+        EventKind::ClientToolCall,
         EventKind::LimitReached,
         EventKind::GoalSet,
         EventKind::GoalGradingStarted,
@@ -232,6 +238,7 @@ impl EventKind {
             EventKind::TurnThrottled => "turn_throttled",
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",
+            EventKind::ClientToolCall => "client_tool_call",
             EventKind::LimitReached => "limit_reached",
             EventKind::GoalSet => "goal_set",
             EventKind::GoalGradingStarted => "goal_grading_started",
@@ -536,6 +543,35 @@ pub struct PermissionDecided {
     /// `rule`, `person`, `timeout`, `policy` or `interrupt`.
     pub decided_by: String,
     pub reason: Option<String>,
+}
+
+/// `client_tool_call`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientToolCall {
+    /// The model's id of the call (its `tool_call_started`'s).
+    pub tool_use_id: String,
+    /// As the model called it: `mcp__custom__NAME`.
+    pub name: String,
+    pub state: ClientToolState,
+    /// What the client answered (MCP content blocks, as the model reads them), once `answered`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Value>,
+    /// Whether the client answered with an error, once `answered`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+/// Where a `client_tool_call` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientToolState {
+    /// It waits for the client's result; the turn goes on once it comes.
+    Waiting,
+    /// The client's result went to the model.
+    Answered,
+    /// The CLI gave up on the call (an interrupt) before the client answered.
+    Cancelled,
 }
 
 /// `turn_finished`.

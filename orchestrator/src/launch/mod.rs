@@ -184,15 +184,16 @@ impl Launcher {
             .ok_or_else(|| UnknownProfile(name.to_owned()))
     }
 
-    /// Makes the profile `name` from `table`, as a `[profiles.NAME]` table would be, unless it
-    /// is there already (a profile made once does not change: its name says its version);
-    /// `denies` are its approval deny rules in the CLI's terms. A configured profile's name
-    /// cannot be taken.
+    /// Makes the profile `name` from `table`, as a `[profiles.NAME]` table would be, with the
+    /// tools its threads' client runs (`client_tools`), unless it is there already (a profile
+    /// made once does not change: its name says its version); `denies` are its approval deny
+    /// rules in the CLI's terms. A configured profile's name cannot be taken.
     pub fn make_profile(
         &self,
         name: &str,
         table: &ProfileConfig,
         denies: &[String],
+        client_tools: Arc<crate::mcp::ClientTools>,
     ) -> Result<Arc<AgentProfile>, crate::config::ConfigError> {
         if let Ok(made) = self.profile(Some(name)) {
             return Ok(made);
@@ -206,7 +207,7 @@ impl Launcher {
             denies,
             &crate::environment::var,
         )?;
-        let profile = Arc::new(profile);
+        let profile = Arc::new(profile.with_client_tools(client_tools));
         let mut made = crate::sync::lock(&self.made);
         Ok(made.entry(name.to_owned()).or_insert(profile).clone())
     }
@@ -328,7 +329,7 @@ impl Launcher {
             workdir: spec.workdir.clone(),
             env,
             ready_timeout: self.ready_timeout,
-            sdk_mcp_servers: vec![self.mcp_server.clone()],
+            sdk_mcp_servers: self.sdk_mcp_servers(&profile),
             external_mcp_servers: profile
                 .external_mcp_servers(spec.mcp_servers.as_deref())
                 .filter(|servers| servers.0.as_object().is_some_and(|m| !m.is_empty())),
@@ -338,6 +339,20 @@ impl Launcher {
             confine,
         };
         Ok(Launched { launch, pass, tree })
+    }
+
+    /// The in-process MCP servers of a process of `profile`: ours, and with tools its client
+    /// runs, theirs (`custom`), whose calls may wait as long as a turn may run.
+    fn sdk_mcp_servers(&self, profile: &AgentProfile) -> Vec<SdkMcpServer> {
+        let mut servers = vec![self.mcp_server.clone()];
+        if let Some(tools) = profile.client_tools() {
+            servers.push(SdkMcpServer {
+                name: crate::mcp::CLIENT_SERVER.to_owned(),
+                timeout_ms: mcp_timeout_ms(self.config.turn.timeout),
+                manifest: Some(tools.manifest()),
+            });
+        }
+        servers
     }
 
     /// A Claude login (`claude /login`) in the daemon's config dir, copied into a thread's own

@@ -32,6 +32,9 @@ pub struct AgentProfile {
     agents: Option<serde_json::Value>,
     /// What bounds each turn of its processes.
     limits: super::TurnLimits,
+    /// The tools its threads' client runs (an agent's custom tools), served as the MCP server
+    /// `custom`; `None`: it has none.
+    client_tools: Option<std::sync::Arc<crate::mcp::ClientTools>>,
 }
 
 /// What `GET /api/profiles` shows of a profile: what it runs with, never a secret.
@@ -159,7 +162,21 @@ impl AgentProfile {
             },
             agents: (!table.agents.is_empty()).then(|| json!(table.agents)),
             base,
+            client_tools: None,
         })
+    }
+
+    /// The profile with `tools` its threads' client runs (none when empty).
+    pub fn with_client_tools(self, tools: std::sync::Arc<crate::mcp::ClientTools>) -> Self {
+        AgentProfile {
+            client_tools: (!tools.is_empty()).then_some(tools),
+            ..self
+        }
+    }
+
+    /// The tools its threads' client runs, when it has any.
+    pub fn client_tools(&self) -> Option<&std::sync::Arc<crate::mcp::ClientTools>> {
+        self.client_tools.as_ref()
     }
 
     pub fn name(&self) -> &str {

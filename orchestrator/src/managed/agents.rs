@@ -1,6 +1,7 @@
 //! `/v1/agents`: agents as data, versioned. Each change makes a new version; a session runs on
-//! the version it pinned. Only the agent toolset is served: custom tools, MCP servers and
-//! skills are refused with a message that says so.
+//! the version it pinned. The agent toolset and custom tools are served (a custom tool's input
+//! schema checked as a plugin tool's is, [`profile::client_tools`]); MCP servers and skills are
+//! refused with a message that says so.
 
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
@@ -272,6 +273,8 @@ fn changed_body(mut body: AgentBody, params: UpdateAgent) -> Result<AgentBody, M
     }
     if let Some(tools) = params.tools {
         body.tools = tools.unwrap_or_default().iter().map(tool_of).collect();
+        // A custom tool its sessions could not serve is refused now, not at a session's start.
+        profile::client_tools(&body)?;
     }
     if let Some(patch) = params.metadata {
         patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
@@ -333,5 +336,14 @@ fn tool_of(tool: &ToolParam) -> Tool {
             default_config.as_ref(),
             configs.as_deref().unwrap_or_default(),
         ),
+        ToolParam::Custom {
+            name,
+            description,
+            input_schema,
+        } => Tool::Custom {
+            name: name.clone(),
+            description: description.clone(),
+            input_schema: Value::Object(input_schema.clone()),
+        },
     }
 }

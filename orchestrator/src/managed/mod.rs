@@ -13,11 +13,14 @@
 //! `http::operations` like every other; `http` nests [`routes`] under `/v1`, behind the token
 //! check (which also takes the key from `x-api-key`).
 //!
-//! Not served yet: outcomes (`user.define_outcome`), custom tools, MCP servers and skills on
-//! agents, each refused with a message that says so. The `span.model_request_*` events are the
-//! model gateway's requests (`crate::gateway` puts them on the thread's stream), and
-//! `session.status_terminated` the thread's archive or delete. In a cluster, what needs a session's process runs on its thread's owner
-//! (`http::routing::to_owner`, by the operation's row), as `/api`'s messages do.
+//! An agent's custom tools are served to its sessions' CLI as the in-process MCP server `custom`
+//! ([`crate::mcp::client`]); a call waits for the client's `user.custom_tool_result`. An
+//! outcome (`user.define_outcome`) is a goal ([`crate::goals`]).
+//!
+//! Not served yet: MCP servers and skills on agents, each refused with a message that says
+//! so. The `span.model_request_*` events are the model gateway's requests (`crate::gateway`
+//! puts them on the thread's stream), and `session.status_terminated` the thread's archive or
+//! delete. In a cluster, what needs a session's process runs on its thread's owner//! (`http::routing::to_owner`, by the operation's row), as `/api`'s messages do.
 //!
 //! Ownership: what a caller with a tenant makes belongs to that tenant; another tenant's agent,
 //! environment or session is answered exactly as one that does not exist (`not_found_error`).

@@ -80,7 +80,7 @@ pub struct ToolConfigParam {
     pub permission_policy: Option<PermissionPolicy>,
 }
 
-/// A tool of an agent: the agent toolset (custom tools and MCP toolsets are not served).
+/// A tool of an agent: the agent toolset, or a custom tool (MCP toolsets are not served).
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(tag = "type")]
 pub enum ToolParam {
@@ -88,6 +88,21 @@ pub enum ToolParam {
     Toolset {
         default_config: Option<ToolDefaultsParam>,
         configs: Option<Vec<ToolConfigParam>>,
+    },
+    /// A tool the client runs: the model's call to it is an `agent.custom_tool_use`, and the
+    /// session waits for the client's `user.custom_tool_result`. Each name once per agent; the
+    /// model calls it `mcp__custom__NAME`, which the Messages API bounds to 64 characters (so a
+    /// name has at most 51).
+    #[serde(rename = "custom")]
+    Custom {
+        #[schema(pattern = r"^[a-zA-Z0-9_-]{1,64}$", min_length = 1, max_length = 51)]
+        name: String,
+        description: String,
+        /// A JSON Schema (draft 2020-12) of the tool's input, `type: "object"`; the Messages
+        /// API's rules for a tool's schema hold (no top-level `oneOf`, `anyOf` or `allOf`; a
+        /// `$ref` only into `$defs`).
+        #[schema(schema_with = input_schema)]
+        input_schema: serde_json::Map<String, Value>,
     },
 }
 
@@ -402,6 +417,37 @@ fn model_schema() -> RefOr<Schema> {
         .description(Some("A model id, or {id, speed?, effort?}."))
         .build();
     RefOr::T(Schema::OneOf(one_of))
+}
+
+/// A custom tool's input schema: `{type: "object", properties?, required?, …}`.
+fn input_schema() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property(
+            "type",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["object"])),
+        )
+        .required("type")
+        .property(
+            "properties",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+                .additional_properties(Some(ObjectBuilder::new().schema_type(Type::Object))),
+        )
+        .property(
+            "required",
+            ArrayBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+                .items(ObjectBuilder::new().schema_type(Type::String)),
+        )
+        .description(Some(
+            "A JSON Schema (draft 2020-12) of type object, checked against the meta-schema and \
+             the Messages API's rules for a tool's schema.",
+        ))
+        .build()
+        .into()
 }
 
 /// A list Harness does not serve: empty, or `null`.

@@ -11,7 +11,9 @@
 //! - `user.define_outcome` sets a goal ([`crate::goals`]): the session works on it, a grader
 //!   grades it, and it iterates until the grader is satisfied or out of iterations. Its event
 //!   id names the goal (`sevt_outc_…`); a rubric file is read as UTF-8 text.
-//! - `user.custom_tool_result` is refused: not served yet.
+//! - `user.custom_tool_result` answers the call to a custom tool (`sevt_tu_…`) that waits for
+//!   it ([`crate::mcp::ClientCalls`]); its echo is `sevt_tr_…`, the id the stored record of the
+//!   answer gets too.
 //!
 //! The stream is the SDKs' kind: each frame has an `event:` line (the event's `type`), its JSON
 //! on one `data:` line and its `id:`; it carries what happens after it opens (the SDKs list
@@ -32,8 +34,9 @@ use serde::Serialize;
 
 use super::agents;
 use super::error::ManagedError;
-use super::events::wire::{Confirmation, Rubric};
-use super::events::{event_type, goal_event_id, tool_use_of, user_message_event_id};
+use super::events::user_message_event_id;
+use super::events::wire::{Confirmation, Content, Rubric};
+use super::events::{event_type, goal_event_id, tool_result_event_id, tool_use_of};
 use super::events::{EventParams, Frame, Reader, SendEvents, SessionEvent};
 use super::lists::{limit_of, Body};
 use super::{ids, profile, sessions, ManagedState, TAG};
@@ -41,8 +44,10 @@ use crate::api::threads::PostMessage;
 use crate::approvals::Answer;
 use crate::caller::Caller;
 use crate::goals::{NewGoalSpec, DEFAULT_ITERATIONS};
+use crate::mcp::ClientAnswer;
 use crate::service::SendMessage;
 use crate::store::{EventRow, Fence, ManagedKind, SessionRow};
+use rmcp::model::ContentBlock;
 
 /// What `POST …/events` answers: the events sent, as stored.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -129,10 +134,14 @@ async fn send_one(
             confirm(state, caller, thread, tool_use_id, result, deny_message).await?;
             ids::generate("sevt")
         }
-        EventParams::UserCustomToolResult { .. } => {
-            return Err(ManagedError::invalid(
-                "user.custom_tool_result: custom tools are not supported by Harness yet",
-            ))
+        EventParams::UserCustomToolResult {
+            custom_tool_use_id,
+            content,
+            is_error,
+        } => {
+            let tool_use =
+                answer_custom_tool(state, thread, custom_tool_use_id, content, *is_error).await?;
+            tool_result_event_id(tool_use)
         }
         EventParams::UserDefineOutcome {
             description,
@@ -219,6 +228,49 @@ async fn confirm(
         .await
         .map_err(|err| ManagedError::invalid(err.to_string()))?;
     Ok(())
+}
+
+/// How long an answer to a custom tool use waits for its call to register: a client may answer
+/// as soon as it reads the `agent.custom_tool_use`, which comes a moment before the CLI calls.
+const CALL_REGISTERS: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Answers the call to a custom tool that the event `event` (`sevt_tu_…`) names with
+/// `content`; the model's id of the call.
+async fn answer_custom_tool<'a>(
+    state: &ManagedState,
+    thread: &plugin_contract::ThreadId,
+    event: &'a str,
+    content: &Option<Vec<Content>>,
+    is_error: Option<bool>,
+) -> Result<&'a str, ManagedError> {
+    let tool_use = tool_use_of(event).ok_or_else(|| {
+        ManagedError::invalid(format!(
+            "custom_tool_use_id: {event} is not a custom tool use"
+        ))
+    })?;
+    let content = (content.iter().flatten())
+        .map(|block| match block {
+            Content::Text { text } => Ok(ContentBlock::text(text.clone())),
+            _ => Err(ManagedError::invalid(
+                "content: a custom tool's result is served as text blocks only",
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    let answer = ClientAnswer {
+        content,
+        is_error: is_error.unwrap_or(false),
+    };
+    state
+        .pipeline
+        .client_calls()
+        .answer_within(thread, tool_use, answer, CALL_REGISTERS)
+        .await
+        .map_err(|_| {
+            ManagedError::invalid(format!(
+                "custom_tool_use_id: no custom tool use {event} of this session waits for a result"
+            ))
+        })?;
+    Ok(tool_use)
 }
 
 /// The query of a list of events: `limit`, `page`, `types[]`, `order`.

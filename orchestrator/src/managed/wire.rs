@@ -61,7 +61,8 @@ pub struct ToolDefaults {
     pub permission_policy: PermissionPolicy,
 }
 
-/// A tool of an agent, as the API shows it: the agent toolset with every field resolved.
+/// A tool of an agent, as the API shows it: the agent toolset with every field resolved, or a
+/// custom tool (one the client runs) as given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type")]
 pub enum Tool {
@@ -69,6 +70,13 @@ pub enum Tool {
     Toolset {
         default_config: ToolDefaults,
         configs: Vec<ToolConfig>,
+    },
+    #[serde(rename = "custom")]
+    Custom {
+        name: String,
+        description: String,
+        #[schema(value_type = Object)]
+        input_schema: Value,
     },
 }
 

@@ -80,6 +80,17 @@ impl fmt::Debug for CompiledTool {
 /// fetched: a `$ref` to another document fails to compile.
 pub fn compile_tool(plugin: &str, spec: &ToolSpec) -> Result<CompiledTool, SchemaError> {
     let name = tool_name(plugin, &spec.name)?;
+    compile_as(name, plugin, spec)
+}
+
+/// [`compile_tool`]'s schema checks and validators for a tool listed as `name`, its name checked
+/// by the caller (a client's tool is listed under its own name on a server of its own,
+/// [`super::client`]); errors name it as a tool of `plugin`.
+pub(super) fn compile_as(
+    name: String,
+    plugin: &str,
+    spec: &ToolSpec,
+) -> Result<CompiledTool, SchemaError> {
     let err = |role: SchemaRole| ErrorSite::new(plugin, &spec.name, role);
 
     let input_schema = normalize(&spec.input_schema);

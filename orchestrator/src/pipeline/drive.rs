@@ -14,8 +14,9 @@ use super::runtime::Starting;
 use super::spans::TurnSpans;
 use super::tally::TurnTally;
 use super::{Nesting, Pipeline};
-use crate::api::events::{ThreadEvent, TurnThrottled};
-use crate::pool::{LeasedTurn, TurnItem};
+use crate::api::events::{ClientToolCall, ClientToolState, ThreadEvent, TurnThrottled};
+use crate::mcp::{ClientCall, WaitingCall};
+use crate::pool::{CallReply, LeasedTurn, TurnItem};
 use crate::store::MessageRow;
 use crate::throttle::{Admission, Permit};
 use crate::traces::TurnTrace;
@@ -66,6 +67,42 @@ impl Pipeline {
         }
     }
 
+    /// A call to a tool the client runs, waiting: recorded as `waiting` (the session goes idle
+    /// for the client), then as the client's answer (or the CLI's cancel) when it comes, which
+    /// goes to the CLI. Dropped with the turn's tool calls when the turn ends, it waits no more.
+    fn client_answer(
+        &self,
+        user: &MessageRow,
+        waiting: WaitingCall,
+        reply: CallReply,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let events = self.inner.parts.events.clone();
+        let mcp = self.inner.parts.mcp.clone();
+        let (thread, message) = (user.thread_id.clone(), user.id.clone());
+        let (tool_use_id, name) = (waiting.tool_use_id.clone(), waiting.name.clone());
+        debug!(thread_id = %thread, tool = %name, "A tool call waits for the client.");
+        let record = move |state, answer: Option<&crate::mcp::ClientAnswer>| {
+            ThreadEvent::ClientToolCall(ClientToolCall {
+                tool_use_id: tool_use_id.clone(),
+                name: name.clone(),
+                state,
+                content: answer.map(|a| serde_json::to_value(&a.content).unwrap_or_default()),
+                is_error: answer.map(|a| a.is_error),
+            })
+        };
+        let waiting_event = record(ClientToolState::Waiting, None);
+        events.emit(&thread, Some(&message), waiting_event);
+        async move {
+            let (answer, rpc) = mcp.client_answer(waiting).await;
+            let state = match answer {
+                Some(_) => ClientToolState::Answered,
+                None => ClientToolState::Cancelled,
+            };
+            events.emit(&thread, Some(&message), record(state, answer.as_ref()));
+            reply.send(rpc);
+        }
+    }
+
     /// Streams `turn` (ours once its prompt is written, or one the CLI started by itself) until
     /// its `result`: events to the thread's stream (and to the permit, which watches for the
     /// API's push-back), tool calls run with the turn's context, spans to its trace. Idle time
@@ -111,6 +148,15 @@ impl Pipeline {
                             inner.parts.events.emit(&user.thread_id, Some(&user.id), event.into());
                         }
                         TurnItem::Alive => {}
+                        TurnItem::ToolCall(pending) if pending.is_clients() => {
+                            let (call, reply) = pending.into_parts();
+                            match inner.parts.mcp.client_call(call) {
+                                ClientCall::Done(answer) => reply.send(answer),
+                                ClientCall::Waiting(waiting) => {
+                                    tools.spawn(self.client_answer(user, waiting, reply));
+                                }
+                            }
+                        }
                         TurnItem::ToolCall(pending) => {
                             let mcp = inner.parts.mcp.clone();
                             let (call, reply) = pending.into_parts();

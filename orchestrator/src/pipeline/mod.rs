@@ -286,6 +286,12 @@ impl Pipeline {
         &self.inner.parts.events
     }
 
+    /// The calls to tools the client runs that wait for its answer (the Managed Agents API
+    /// answers them through it).
+    pub fn client_calls(&self) -> &crate::mcp::ClientCalls {
+        self.inner.parts.mcp.client_calls()
+    }
+
     /// The tool approvals of every turn (the API answers pending ones through it).
     pub fn approvals(&self) -> &Approvals {
         &self.inner.parts.approvals

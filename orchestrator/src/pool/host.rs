@@ -21,7 +21,7 @@ use plugin_contract::ThreadId;
 use super::entry::{Entry, Inboxes};
 use super::lease::{HostCall, PendingCall, PermissionRequest};
 use super::{Lease, Pool};
-use crate::mcp::{McpAdapter, Route};
+use crate::mcp::{ClientTools, McpAdapter, Route};
 use crate::sync::lock;
 
 /// A turn a thread's CLI started by itself (a cron firing, a `ScheduleWakeup`, a background
@@ -37,10 +37,12 @@ pub struct CliTurn {
 
 /// Serves one process's control requests until it exits: MCP messages the adapter can answer
 /// at once are answered here; tool calls and tool permissions go to the running turn.
+/// `client_tools`: the tools its client runs, when its profile has any (the server `custom`).
 pub(super) async fn serve_host_requests(
     thread: ThreadId,
     mut requests: HostRequests,
     mcp: Arc<McpAdapter>,
+    client_tools: Option<Arc<ClientTools>>,
     calls: Arc<Inboxes>,
     ready: watch::Sender<bool>,
 ) {
@@ -82,7 +84,7 @@ pub(super) async fn serve_host_requests(
             .get("message")
             .cloned()
             .unwrap_or(Value::Null);
-        match mcp.route(&thread, &server, message) {
+        match mcp.route_with(&thread, &server, client_tools.as_ref(), message) {
             Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
             Route::Listed(reply) => {
                 request.respond(Ok(json!({ "mcp_response": reply })));

@@ -341,6 +341,11 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
+    /// Whether the call is to a tool the client runs ([`ToolCall::is_clients`]).
+    pub fn is_clients(&self) -> bool {
+        self.call.is_clients()
+    }
+
     pub fn into_parts(self) -> (ToolCall, CallReply) {
         (self.call, CallReply(self.request))
     }

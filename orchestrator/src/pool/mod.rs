@@ -320,14 +320,18 @@ impl Pool {
         self.inner.launcher.profile(name)
     }
 
-    /// Makes the profile `name` from `table` ([`Launcher::make_profile`]).
+    /// Makes the profile `name` from `table`, with the tools its client runs
+    /// ([`Launcher::make_profile`]).
     pub fn make_profile(
         &self,
         name: &str,
         table: &crate::config::ProfileConfig,
         denies: &[String],
+        client_tools: Arc<crate::mcp::ClientTools>,
     ) -> Result<Arc<AgentProfile>, crate::config::ConfigError> {
-        self.inner.launcher.make_profile(name, table, denies)
+        self.inner
+            .launcher
+            .make_profile(name, table, denies, client_tools)
     }
 
     /// What `GET /api/profiles` shows: every profile, by name.

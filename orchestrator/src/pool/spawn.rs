@@ -131,6 +131,8 @@ impl Pool {
                 thread.clone(),
                 requests,
                 inner.mcp.clone(),
+                (inner.launcher.profile(Some(&spec.profile)).ok())
+                    .and_then(|profile| profile.client_tools().cloned()),
                 calls.clone(),
                 ready_tx,
             )

@@ -6,8 +6,8 @@
 //! a session, a message, its reply streamed with its model request's spans and their usage, the
 //! idle), lists events a page at a time and resumes a stream after it dropped, a tool that waits
 //! for a confirmation (allowed once, denied once), an interrupt, a session that starts with an
-//! uploaded file, sessions archived and deleted under an open stream, and another tenant's key
-//! refused.
+//! uploaded file, sessions archived and deleted under an open stream, a custom tool the client
+//! answers, and another tenant's key refused.
 //! `managed/python_sdk.py` and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK
 //! reads is parsed by its own types; the TypeScript SDK does not check at run time, so each
 //! event's `type` and fields (and the objects it reads) are checked against what the installed
@@ -1247,4 +1247,217 @@ async fn a_models_thinking_is_an_agent_thinking_event() {
         .map(|e| e.data["thinking"].clone())
         .collect();
     assert_eq!(thinking, [json!("The user wants a number; 42 it is.")]);
+}
+
+/// A daemon whose model calls the custom tool `get_weather` for "weather in Paris", once.
+async fn weather_daemon() -> (MockApi, TestDaemon) {
+    let mock = MockApi::start().await;
+    mock.once_when_prompt_contains(
+        "weather in Paris",
+        Reply::tool_use("mcp__custom__get_weather", json!({"city": "Paris"})),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    (mock, daemon)
+}
+
+fn weather_fields() -> Value {
+    json!({"prompt": "what is the weather in Paris?", "result": "sunny, 21C"})
+}
+
+/// The model called the tool once; the session waited for the client (the
+/// `agent.custom_tool_use`, then an idle requiring action on it); the client's result, echoed
+/// under the id its sending gave, is what the model's next request carries as the tool's
+/// result; the turn ended; the list shows the answer as the result's record; an answer to what
+/// no longer waits, or to no tool use, is a 400.
+fn assert_custom_tool(mock: &MockApi, report: &Value) {
+    assert_eq!(report["agent_tools"][0]["type"], "custom", "{report}");
+    assert_eq!(report["agent_tools"][0]["name"], "get_weather", "{report}");
+    let uses = report["uses"].as_array().expect("the uses");
+    assert_eq!(uses.len(), 1, "{report}");
+    assert_eq!(uses[0]["name"], "get_weather");
+    assert_eq!(uses[0]["input"], json!({"city": "Paris"}));
+    let use_id = uses[0]["id"].as_str().expect("an id").to_owned();
+    assert_eq!(report["waited"], json!([[use_id]]), "{report}");
+    assert_eq!(report["sent"][0]["type"], "user.custom_tool_result");
+    let echoed = &report["echoed"][0];
+    assert_eq!(echoed["id"], report["sent"][0]["id"], "{report}");
+    assert_eq!(echoed["custom_tool_use_id"], json!(use_id));
+    assert_eq!(echoed["text"], "sunny, 21C");
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    // The CLI may append a reminder of its own to a tool's result.
+    let messages = strings(&report["messages"]);
+    assert_eq!(messages.len(), 1, "{report}");
+    assert!(
+        messages[0].starts_with("tool said: sunny, 21C"),
+        "the model read the client's result: {report}"
+    );
+
+    // The model's request after the call carries the client's result as the tool's.
+    let requests = mock.message_requests();
+    let answered = requests
+        .iter()
+        .find(|r| !r.tool_results().is_empty())
+        .expect("a request with the tool's result");
+    let results = answered.tool_results();
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].text.starts_with("sunny, 21C"), "{results:?}");
+    assert!(!results[0].is_error);
+    assert!(
+        use_id.ends_with(&results[0].tool_use_id),
+        "{use_id} names the model's call {}",
+        results[0].tool_use_id
+    );
+    let offered = requests[0]
+        .tool("mcp__custom__get_weather")
+        .expect("offered");
+    assert_eq!(offered["input_schema"]["required"], json!(["city"]));
+
+    let listed = strings(&report["listed"]);
+    let at = |kind: &str| listed.iter().position(|k| k == kind);
+    let order = [
+        "user.message",
+        "agent.custom_tool_use",
+        "user.custom_tool_result",
+        "agent.message",
+    ]
+    .map(|kind| at(kind).unwrap_or_else(|| panic!("{kind} is listed: {listed:?}")));
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
+    assert!(
+        !listed.iter().any(|k| k == "agent.tool_result"),
+        "the client's answer is the result's record: {listed:?}"
+    );
+
+    let refusals = report["refusals"].as_array().expect("refusals");
+    assert_eq!(refusals.len(), 2, "{report}");
+    for refusal in refusals {
+        assert_eq!(refusal["status"], 400, "{report}");
+        assert_eq!(refusal["type"], "invalid_request_error", "{report}");
+    }
+    let said = |i: usize| {
+        refusals[i]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(said(0).contains("waits for a result"), "{}", said(0));
+    assert!(said(1).contains("is not a custom tool use"), "{}", said(1));
+}
+
+/// An agent with a custom tool: the model calls it (`mcp__custom__get_weather`, the name the CLI
+/// gives a tool of the server `custom`), the session waits for the client's
+/// `user.custom_tool_result`, and the turn goes on with it ([`assert_custom_tool`]). Every
+/// event, on the stream and listed, is parsed by the SDK's own types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tool_waits_for_the_clients_result() {
+    let Some(python) = python("managed::custom_tool").await else {
+        return;
+    };
+    let (mock, daemon) = weather_daemon().await;
+    let report = run(&python, &daemon, "any-key", "custom_tool", weather_fields()).await;
+    assert_custom_tool(&mock, &report);
+    assert_eq!(
+        report["agent_tool_classes"],
+        json!(["BetaManagedAgentsCustomTool"]),
+        "{report}"
+    );
+    assert_eq!(
+        report["sent"][0]["class"],
+        "BetaManagedAgentsUserCustomToolResultEvent"
+    );
+    assert_typed(&report, "classes");
+    assert_typed(&report, "listed_classes");
+}
+
+/// As [`a_custom_tool_waits_for_the_clients_result`], with the TypeScript SDK, the result sent
+/// as soon as the `agent.custom_tool_use` is read (before the idle), as the API allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_runs_a_custom_tool() {
+    let sdk = typescript().await;
+    let (mock, daemon) = weather_daemon().await;
+    let mut fields = weather_fields();
+    fields["early"] = json!(true);
+    let report = run_ts(&sdk, &daemon, "any-key", "custom_tool", fields).await;
+    assert_custom_tool(&mock, &report);
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsStreamSessionEvents",
+        &report,
+        "shapes",
+    );
+    assert_declared(
+        &sdk,
+        "BetaManagedAgentsSessionEvent",
+        &report,
+        "listed_shapes",
+    );
+    let custom = (
+        "custom_tool",
+        "agents/agents.d.ts",
+        "BetaManagedAgentsCustomTool",
+    );
+    assert_objects_declared(&sdk, &report, &[custom]);
+}
+
+/// An interrupt while a custom tool waits for the client ends the turn, and the call waits no
+/// more: a result sent after it is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_ends_a_custom_tools_wait() {
+    let Some(python) = python("managed::custom_tool_interrupt").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    mock.once_when_prompt_contains(
+        "weather in Oslo",
+        Reply::tool_use("mcp__custom__get_weather", json!({"city": "Oslo"})),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let fields = json!({"prompt": "the weather in Oslo?", "interrupt": true});
+    let report = run(&python, &daemon, "any-key", "custom_tool", fields).await;
+    assert_eq!(
+        report["waited"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    assert_eq!(report["echoed"], json!([]), "{report}");
+    let messages = crate::support::messages(&daemon, &thread_of(&report)).await;
+    assert_eq!(messages[0]["status"], "interrupted", "{messages:?}");
+    let refused = &report["refusals"][0];
+    assert_eq!(refused["status"], 400, "{report}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("waits for a result")),
+        "{report}"
+    );
+    assert_typed(&report, "classes");
+}
+
+/// A session whose agent has a custom tool still offers it to the model after a restart: the
+/// profile made again at the start has the agent's tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tool_is_offered_after_a_restart() {
+    let Some(python) = python("managed::custom_tool_restart").await else {
+        return;
+    };
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    let made = run(
+        &python,
+        &daemon,
+        "any-key",
+        "made",
+        json!({"weather": true}),
+    )
+    .await;
+    let daemon = daemon.restart().await;
+    let (status, reply) = daemon.send(&thread_of(&made), "hello again").await;
+    assert_eq!(status, 200, "{reply}");
+    let requests = mock.message_requests();
+    let last = requests.last().expect("a model request");
+    assert!(
+        last.tool("mcp__custom__get_weather").is_some(),
+        "offered: {:?}",
+        last.tool_names()
+    );
 }

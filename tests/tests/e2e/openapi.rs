@@ -75,6 +75,28 @@ const NOT_STATEABLE: &[(&str, &str, &str)] = &[
         ": the bytes are not",
         "the bytes' magic numbers must say the media type",
     ),
+    (
+        "POST /v1/agents",
+        "its input_schema cannot be served",
+        "a custom tool's input_schema is checked against the draft 2020-12 meta-schema and the \
+         Messages API's rules for a tool's schema",
+    ),
+    (
+        "POST /v1/agents/{agent_id}",
+        "its input_schema cannot be served",
+        "a custom tool's input_schema is checked against the draft 2020-12 meta-schema and the \
+         Messages API's rules for a tool's schema",
+    ),
+    (
+        "POST /v1/agents",
+        "is given twice",
+        "JSON Schema cannot say that a field is unique across an array's items",
+    ),
+    (
+        "POST /v1/agents/{agent_id}",
+        "is given twice",
+        "JSON Schema cannot say that a field is unique across an array's items",
+    ),
 ];
 
 /// Parts of refusals the document states, never excused by [`NOT_STATEABLE`]: a cron's shape.

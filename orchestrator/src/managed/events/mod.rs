@@ -8,6 +8,7 @@ pub mod wire;
 
 pub use previews::{Frame, Reader};
 pub use project::{
-    goal_event_id, project, row_of, tool_use_event_id, tool_use_of, user_message_event_id, Lens,
+    goal_event_id, project, row_of, tool_result_event_id, tool_use_event_id, tool_use_of,
+    user_message_event_id, Lens,
 };
 pub use wire::{event_type, EventBody, EventParams, SendEvents, SessionEvent};

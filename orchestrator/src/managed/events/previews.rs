@@ -12,13 +12,19 @@
 //! It also knows which rows belong to a goal's turn ([`super::project::Lens::goal_turn`]): the
 //! messages it starts with (from the store, for what came before the first row read) and
 //! those whose `message_received` it reads.
+//!
+//! A custom tool's result reaches the model as any tool's (`tool_call_finished`), but the API
+//! shows only the `user.custom_tool_result` that answered it: the reader drops the result of a
+//! tool use it read as a custom tool's (its `tool_call_started` or `client_tool_call` row). A
+//! read that starts between the two (a page's cursor, a stream opened then) shows it as an
+//! `agent.tool_result`.
+
+use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use std::collections::HashSet;
-
-use super::project::{project, Lens};
+use super::project::{is_custom_tool, project, Lens};
 use super::wire::SessionEvent;
 use crate::goals::GOAL_TURN_PREFIX;
 use crate::store::{EventRow, MessageId};
@@ -30,6 +36,8 @@ pub struct Reader {
     preview: Option<i64>,
     /// The messages that started a goal's turn.
     goal_turns: HashSet<MessageId>,
+    /// The custom tools' uses of the turn, by the CLI's id, whose result is not read yet.
+    custom: HashSet<String>,
 }
 
 /// One frame of a stream: an event, or a preview of one.
@@ -57,6 +65,7 @@ impl Reader {
         Reader {
             preview: None,
             goal_turns: goal_turns.into_iter().collect(),
+            custom: HashSet::new(),
         }
     }
 
@@ -71,7 +80,18 @@ impl Reader {
         }
         let goal_turn = (row.message_id.as_ref()).is_some_and(|m| self.goal_turns.contains(m));
         let mut events = project(row, Lens { asks, goal_turn });
+        let tool_use_id = || row.data["tool_use_id"].as_str().map(str::to_owned);
         match row.kind.as_str() {
+            "tool_call_started" if row.data["name"].as_str().is_some_and(is_custom_tool) => {
+                self.custom.extend(tool_use_id());
+            }
+            "client_tool_call" => {
+                self.custom
+                    .extend(row.data["toolUseId"].as_str().map(str::to_owned));
+            }
+            "tool_call_finished" if tool_use_id().is_some_and(|id| self.custom.remove(&id)) => {
+                events.clear();
+            }
             "text_delta" => {
                 self.preview.get_or_insert(row.id);
             }
@@ -80,7 +100,10 @@ impl Reader {
                     event.id = message_id(first);
                 }
             }
-            "turn_finished" | "turn_failed" => self.preview = None,
+            "turn_finished" | "turn_failed" => {
+                self.preview = None;
+                self.custom.clear();
+            }
             _ => {}
         }
         events
@@ -217,6 +240,34 @@ mod tests {
         assert_eq!(frames[1]["id"], "sevt_mreq_1");
         assert_eq!(frames[5]["id"], "sevt_4_0");
         assert_eq!(frames[6]["model_request_start_id"], "sevt_mreq_1");
+    }
+
+    #[test]
+    fn a_custom_tools_result_is_the_clients_answer_alone() {
+        let started = json!({"tool_use_id": "toolu_1", "name": "mcp__custom__w", "input": {}});
+        let answered = json!({"toolUseId": "toolu_1", "name": "mcp__custom__w",
+            "state": "answered", "content": [{"type": "text", "text": "42"}], "isError": false});
+        let finished = |id: &str| json!({"tool_use_id": id, "is_error": false, "content": "42"});
+        let rows = [
+            row(1, "tool_call_started", started),
+            row(2, "client_tool_call", answered),
+            row(3, "tool_call_finished", finished("toolu_1")),
+            // Another tool's result is shown as ever.
+            row(4, "tool_call_finished", finished("toolu_2")),
+        ];
+        let kinds: Vec<String> = read(&rows, false)
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "agent.custom_tool_use",
+                "user.custom_tool_result",
+                "session.status_running",
+                "agent.tool_result"
+            ]
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! Ids are derived, never stored:
 //! - a tool call's events take the CLI's tool-use id: `sevt_tu_{id}` for the `agent.tool_use` /
-//!   `agent.mcp_tool_use`, `sevt_tr_{id}` for its result ([`tool_use_of`] goes back);
+//!   `agent.mcp_tool_use` / `agent.custom_tool_use`, `sevt_tr_{id}` for its result (a custom
+//!   tool's: the `user.custom_tool_result` that answered it) ([`tool_use_of`] goes back);
 //! - a `user.message` takes its message's id: `sevt_{message id}` ([`user_message_event_id`]),
 //!   which the answer to its sending already names;
 //! - a `span.model_request_start` takes the gateway's request id: `sevt_{request id}`
@@ -22,11 +23,16 @@
 //!   response reported, `is_error` as the request's;
 //! - `assistant_text` → `agent.message`; `assistant_thinking` → `agent.thinking` (the API's
 //!   event carries no text);
-//! - `tool_call_started` → `agent.mcp_tool_use` for `mcp__SERVER__TOOL`, else `agent.tool_use`,
-//!   with `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
+//! - `tool_call_started` → `agent.custom_tool_use` for `mcp__custom__TOOL` (a custom tool),
+//!   `agent.mcp_tool_use` for another `mcp__SERVER__TOOL`, else `agent.tool_use`, with
+//!   `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
 //! - `tool_call_finished` → `agent.tool_result`, for MCP tools too: the stored event has no
 //!   tool name to tell them apart, and its `tool_use_id` is the `agent.mcp_tool_use`'s id all
-//!   the same;
+//!   the same (a custom tool's gives nothing: the [`super::Reader`] knows it by its id);
+//! - `client_tool_call` (a custom tool's call): `waiting` → `session.status_idle`
+//!   (`requires_action` on the `agent.custom_tool_use`); `answered` → the
+//!   `user.custom_tool_result` that answered it, then `session.status_running`; `cancelled` →
+//!   nothing (the turn's end says the rest);
 //! - `permission_requested` → `session.status_idle` (`requires_action` on the tool use);
 //! - `turn_finished` → `session.status_idle` (`end_turn`);
 //! - `turn_failed` → `session.status_idle`: `budget_reached` when refused, `end_turn` when
@@ -47,6 +53,7 @@ use super::wire::{
     Content, EventBody, ModelUsage, Permission, RetryStatus, Rubric, SessionError,
     SessionErrorType, SessionEvent, StopReason,
 };
+use crate::mcp::CLIENT_SERVER;
 use crate::store::EventRow;
 
 const TOOL_USE: &str = "sevt_tu_";
@@ -102,6 +109,12 @@ pub fn model_request_event_id(request: &str) -> String {
     format!("sevt_{request}")
 }
 
+/// The id of the result of the CLI's tool use `id`: its `agent.tool_result`, or for a custom
+/// tool the `user.custom_tool_result` that answered it.
+pub fn tool_result_event_id(tool_use_id: &str) -> String {
+    format!("{TOOL_RESULT}{tool_use_id}")
+}
+
 /// The CLI's tool-use id of an `agent.tool_use` / `agent.mcp_tool_use` event's id.
 pub fn tool_use_of(event_id: &str) -> Option<&str> {
     event_id
@@ -151,6 +164,7 @@ fn bodies(row: &EventRow, lens: Lens<'_>) -> Vec<(Option<String>, EventBody)> {
         },
         "tool_call_started" => tool_use(data, lens.asks).into_iter().collect(),
         "tool_call_finished" => tool_result(data).into_iter().collect(),
+        "client_tool_call" => client_tool_call(data),
         "permission_requested" => match str_of(data, "toolUseId") {
             Some(id) => plain(idle(StopReason::RequiresAction {
                 event_ids: vec![tool_use_event_id(id)],
@@ -227,6 +241,10 @@ fn tool_use(data: &Value, asks: &dyn Fn(&str) -> bool) -> Option<(Option<String>
         Permission::Allow
     });
     let body = match mcp_name(full_name) {
+        Some((CLIENT_SERVER, name)) => EventBody::AgentCustomToolUse {
+            name: name.to_owned(),
+            input,
+        },
         Some((server, name)) => EventBody::AgentMcpToolUse {
             name: name.to_owned(),
             mcp_server_name: server.to_owned(),
@@ -240,6 +258,38 @@ fn tool_use(data: &Value, asks: &dyn Fn(&str) -> bool) -> Option<(Option<String>
         },
     };
     Some((Some(tool_use_event_id(id)), body))
+}
+
+/// `client_tool_call` (`crate::api::events::ClientToolCall`), by its `state`.
+fn client_tool_call(data: &Value) -> Vec<(Option<String>, EventBody)> {
+    let Some(id) = str_of(data, "toolUseId") else {
+        return Vec::new();
+    };
+    match str_of(data, "state") {
+        Some("waiting") => vec![(
+            None,
+            idle(StopReason::RequiresAction {
+                event_ids: vec![tool_use_event_id(id)],
+            }),
+        )],
+        Some("answered") => {
+            let answered = EventBody::UserCustomToolResult {
+                custom_tool_use_id: tool_use_event_id(id),
+                content: data.get("content").and_then(result_content),
+                is_error: data.get("isError").and_then(Value::as_bool),
+            };
+            vec![
+                (Some(tool_result_event_id(id)), answered),
+                (None, EventBody::SessionStatusRunning {}),
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the CLI's tool name `name` is a custom tool's (`mcp__custom__TOOL`).
+pub fn is_custom_tool(name: &str) -> bool {
+    mcp_name(name).is_some_and(|(server, _)| server == CLIENT_SERVER)
 }
 
 /// `mcp__SERVER__TOOL` → (SERVER, TOOL).
@@ -256,7 +306,7 @@ fn tool_result(data: &Value) -> Option<(Option<String>, EventBody)> {
         content: data.get("content").and_then(result_content),
         is_error: data.get("is_error").and_then(Value::as_bool),
     };
-    Some((Some(format!("{TOOL_RESULT}{id}")), body))
+    Some((Some(tool_result_event_id(id)), body))
 }
 
 /// A tool result's content: a string as one text block; of a list of blocks, the text blocks

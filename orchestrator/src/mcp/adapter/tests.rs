@@ -443,3 +443,176 @@ async fn notifications_cancelled_stops_the_running_call() {
     assert_eq!(slow["result"]["isError"], true);
     assert_eq!(text_of(&slow["result"]), "tool `probe__gate` was cancelled");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The client's tools: the server `custom`, whose calls wait for the client's answer
+
+fn weather() -> Arc<ClientTools> {
+    let spec = plugin_contract::ToolSpec {
+        name: "get_weather".into(),
+        description: "The weather in a city.".into(),
+        input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}},
+            "required": ["city"]}),
+        output_schema: None,
+        timeout: None,
+    };
+    Arc::new(ClientTools::compile([spec]).expect("compiles"))
+}
+
+fn weather_call(id: u64, city: Value, tool_use_id: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "get_weather", "arguments": {"city": city},
+        "_meta": {"claudecode/toolUseId": tool_use_id}}})
+}
+
+fn client_call_of(route: Route) -> ToolCall {
+    match route {
+        Route::Call(call) if call.is_clients() => call,
+        other => panic!("not a call to the client's tool: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_clients_tools_are_their_own_server_and_only_where_a_profile_has_them() {
+    let f = fixture().await;
+    let tools = weather();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let Route::Listed(listed) =
+        f.adapter
+            .route_with(&f.thread, "custom", Some(&tools), list.clone())
+    else {
+        panic!("tools/list is answered at once");
+    };
+    assert_eq!(listed["result"]["tools"][0]["name"], "get_weather");
+    assert_eq!(listed["result"]["tools"].as_array().map(Vec::len), Some(1));
+    // Without the profile's tools there is no such server.
+    let Route::Reply(refused) = f.adapter.route_with(&f.thread, "custom", None, list) else {
+        panic!("answered at once");
+    };
+    assert_eq!(refused["error"]["message"], "Server 'custom' not found");
+}
+
+#[tokio::test]
+async fn a_call_to_the_clients_tool_waits_for_its_answer() {
+    let f = fixture().await;
+    let tools = weather();
+    let route = f.adapter.route_with(
+        &f.thread,
+        "custom",
+        Some(&tools),
+        weather_call(3, json!("Paris"), "toolu_w1"),
+    );
+    let ClientCall::Waiting(waiting) = f.adapter.client_call(client_call_of(route)) else {
+        panic!("a good call waits");
+    };
+    assert_eq!(waiting.name, "mcp__custom__get_weather");
+    assert!(f.adapter.client_calls().is_waiting(&f.thread, "toolu_w1"));
+    let answer = ClientAnswer {
+        content: vec![rmcp::model::ContentBlock::text("sunny")],
+        is_error: false,
+    };
+    let adapter = f.adapter.clone();
+    let answered = tokio::spawn(async move { adapter.client_answer(waiting).await });
+    f.adapter
+        .client_calls()
+        .answer(&f.thread, "toolu_w1", answer.clone())
+        .expect("it waits");
+    let (got, reply) = tokio::time::timeout(Duration::from_secs(5), answered)
+        .await
+        .expect("answered in time")
+        .expect("the task");
+    assert_eq!(got, Some(answer));
+    assert_eq!(reply["id"], 3);
+    assert_eq!(reply["result"]["content"][0]["text"], "sunny");
+    assert!(
+        reply["result"].get("isError").is_none_or(|e| e == false),
+        "{reply}"
+    );
+    let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].tool, "custom__get_weather");
+    assert_eq!(calls[0].tool_use_id.as_deref(), Some("toolu_w1"));
+    assert!(!calls[0].is_error);
+}
+
+#[tokio::test]
+async fn a_bad_call_to_the_clients_tool_is_answered_at_once_and_a_cancel_ends_a_wait() {
+    let f = fixture().await;
+    let tools = weather();
+    let route = f.adapter.route_with(
+        &f.thread,
+        "custom",
+        Some(&tools),
+        weather_call(4, json!(5), "toolu_w2"),
+    );
+    let ClientCall::Done(reply) = f.adapter.client_call(client_call_of(route)) else {
+        panic!("an input its schema refuses is not waited on");
+    };
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(!f.adapter.client_calls().is_waiting(&f.thread, "toolu_w2"));
+
+    let route = f.adapter.route_with(
+        &f.thread,
+        "custom",
+        Some(&tools),
+        weather_call(5, json!("Oslo"), "toolu_w3"),
+    );
+    let ClientCall::Waiting(waiting) = f.adapter.client_call(client_call_of(route)) else {
+        panic!("a good call waits");
+    };
+    let adapter = f.adapter.clone();
+    let answered = tokio::spawn(async move { adapter.client_answer(waiting).await });
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 5}});
+    // The call registers itself as running once polled.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let (got, reply) = loop {
+        f.adapter
+            .route_with(&f.thread, "custom", Some(&tools), cancel.clone());
+        if answered.is_finished() {
+            break answered.await.expect("the task");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cancel ends the wait"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(got, None);
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert!(!f.adapter.client_calls().is_waiting(&f.thread, "toolu_w3"));
+}
+
+#[tokio::test]
+async fn the_clients_error_reaches_the_model_as_an_error_result() {
+    let f = fixture().await;
+    let tools = weather();
+    let route = f.adapter.route_with(
+        &f.thread,
+        "custom",
+        Some(&tools),
+        weather_call(6, json!("Rome"), "toolu_w4"),
+    );
+    let ClientCall::Waiting(waiting) = f.adapter.client_call(client_call_of(route)) else {
+        panic!("a good call waits");
+    };
+    let adapter = f.adapter.clone();
+    let answered = tokio::spawn(async move { adapter.client_answer(waiting).await });
+    let answer = ClientAnswer {
+        content: vec![rmcp::model::ContentBlock::text("no such city")],
+        is_error: true,
+    };
+    let grace = Duration::from_secs(5);
+    (f.adapter.client_calls())
+        .answer_within(&f.thread, "toolu_w4", answer, grace)
+        .await
+        .expect("it waits");
+    let (_, reply) = tokio::time::timeout(Duration::from_secs(5), answered)
+        .await
+        .expect("answered in time")
+        .expect("the task");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert_eq!(reply["result"]["content"][0]["text"], "no such city");
+    let calls = f.store.tool_calls(&f.thread).await.expect("recorded calls");
+    assert!(calls[0].is_error, "{calls:?}");
+}

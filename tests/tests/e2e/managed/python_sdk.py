@@ -348,9 +348,63 @@ def terminated():
             report["listed_last"] = [e.type for e in beta.sessions.events.list(session.id)][-1:]
 
 
+WEATHER = [{"type": "custom", "name": "get_weather", "description": "The weather in a city.",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}}]
+
+
+def custom_tool():
+    """An agent with a custom tool: the model's call to it waits for the client's result, which
+    the turn goes on with (or, with `interrupt`, for an interrupt that ends the turn); then a bad
+    answer is refused."""
+    agent, environment = agent_and_environment(WEATHER)
+    report["agent_tools"] = [t.model_dump() for t in agent.tools]
+    report["agent_tool_classes"] = [type(t).__name__ for t in agent.tools]
+    session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
+    report["session"] = session.id
+    uses, waited, echoed = [], [], []
+
+    def on_event(event):
+        if event is None:
+            say(session.id, cfg["prompt"])
+        elif event.type == "agent.custom_tool_use":
+            uses.append({"id": event.id, "name": event.name, "input": event.input})
+        elif event.type == "user.custom_tool_result":
+            echoed.append({"id": event.id, "custom_tool_use_id": event.custom_tool_use_id,
+                           "text": text_of(event)})
+        elif event.type == "session.status_idle" and event.stop_reason.type == "requires_action":
+            waited.append(event.stop_reason.event_ids)
+            if cfg.get("interrupt"):
+                beta.sessions.events.send(session.id, events=[{"type": "user.interrupt"}])
+                return
+            sent = beta.sessions.events.send(session.id, events=[{
+                "type": "user.custom_tool_result", "custom_tool_use_id": event.stop_reason.event_ids[0],
+                "content": [{"type": "text", "text": cfg["result"]}]}])
+            report["sent"] = [{"id": e.id, "type": e.type, "class": type(e).__name__} for e in sent.data]
+
+    idle = until_idle(session.id, on_event)
+    report["stop_reason"] = idle.stop_reason.type
+    report["uses"], report["waited"], report["echoed"] = uses, waited, echoed
+    listed = [e for e in beta.sessions.events.list(session.id)]
+    report["listed"] = [e.type for e in listed]
+    report["listed_classes"] = [type(e).__name__ for e in listed]
+    # An answer to what no longer waits, or to what is not a tool use, is refused.
+    refusals = []
+    for tool_use_id in [uses[0]["id"] if uses else "sevt_tu_none", "sevt_nothing"]:
+        try:
+            beta.sessions.events.send(session.id, events=[{
+                "type": "user.custom_tool_result", "custom_tool_use_id": tool_use_id,
+                "content": [{"type": "text", "text": "late"}]}])
+            refusals.append("served")
+        except anthropic.BadRequestError as err:
+            refusals.append({"status": err.status_code, "type": err.body["error"]["type"],
+                             "message": err.body["error"]["message"]})
+    report["refusals"] = refusals
+
+
 def made():
-    """What the owner makes, for `refused`."""
-    agent, environment = agent_and_environment()
+    """What the owner makes, for `refused` (with `tools`, its agent's)."""
+    agent, environment = agent_and_environment(WEATHER if cfg.get("weather") else None)
     session = beta.sessions.create(agent=agent.id, environment_id=environment.id)
     report["agent"] = agent.id
     report["session"] = session.id
@@ -360,5 +414,5 @@ def made():
  "refused": refused, "made": made, "say": say_and_wait, "file": with_file,
  "previews": previews, "outcome": outcome, "outcome_interrupted": outcome_interrupted,
  "outcome_left": outcome_left, "outcome_awaited": outcome_awaited,
- "terminated": terminated}[cfg["scenario"]]()
+ "terminated": terminated, "custom_tool": custom_tool}[cfg["scenario"]]()
 print(json.dumps(report))

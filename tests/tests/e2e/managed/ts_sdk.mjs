@@ -6,7 +6,12 @@
 // `events` (and `listed`) record each event's `type`, and `shapes` (events read on a stream) and
 // `listed_shapes` (events listed) its fields: the test checks them against the types the
 // installed package declares.
-import Anthropic, { AuthenticationError, NotFoundError, toFile } from '@anthropic-ai/sdk';
+import Anthropic, {
+  AuthenticationError,
+  BadRequestError,
+  NotFoundError,
+  toFile,
+} from '@anthropic-ai/sdk';
 
 const cfg = JSON.parse(process.argv[2]);
 const client = new Anthropic({ apiKey: cfg.key, baseURL: cfg.base, maxRetries: 0 });
@@ -331,6 +336,89 @@ async function terminated() {
   }
 }
 
+// An agent with a custom tool: the model's call to it waits for the client's result, which the
+// turn goes on with; then an answer to what no longer waits, or to no tool use, is refused.
+async function customTool() {
+  const tools = [
+    {
+      type: 'custom',
+      name: 'get_weather',
+      description: 'The weather in a city.',
+      input_schema: {
+        type: 'object',
+        properties: { city: { type: 'string' } },
+        required: ['city'],
+      },
+    },
+  ];
+  const { agent, environment } = await agentAndEnvironment(tools);
+  report.agent_tools = agent.tools;
+  report.objects = { custom_tool: Object.keys(agent.tools[0] ?? {}) };
+  const session = await beta.sessions.create({ agent: agent.id, environment_id: environment.id });
+  report.session = session.id;
+  const [uses, waited, echoed] = [[], [], []];
+  const answer = async (id) => {
+    const sent = await beta.sessions.events.send(session.id, {
+      events: [
+        {
+          type: 'user.custom_tool_result',
+          custom_tool_use_id: id,
+          content: [{ type: 'text', text: cfg.result }],
+        },
+      ],
+    });
+    report.sent = sent.data.map((e) => ({ id: e.id, type: e.type }));
+  };
+  // With `early`, the result goes as soon as the tool use is read, as the API allows.
+  const onEvent = async (event) => {
+    if (event.type === 'agent.custom_tool_use') {
+      uses.push({ id: event.id, name: event.name, input: event.input });
+      if (cfg.early) {
+        await answer(event.id);
+      }
+    } else if (event.type === 'user.custom_tool_result') {
+      echoed.push({
+        id: event.id,
+        custom_tool_use_id: event.custom_tool_use_id,
+        text: textOf(event),
+      });
+    } else if (event.type === 'session.status_idle' && event.stop_reason.type === 'requires_action') {
+      waited.push(event.stop_reason.event_ids);
+      if (!cfg.early) {
+        await answer(event.stop_reason.event_ids[0]);
+      }
+    }
+  };
+  const idle = await untilIdle(session.id, () => say(session.id, cfg.prompt), onEvent);
+  report.stop_reason = idle.stop_reason.type;
+  Object.assign(report, { uses, waited, echoed });
+  report.listed = (await history(session.id)).map((e) => e.type);
+  report.refusals = [];
+  for (const id of [uses[0]?.id ?? 'sevt_tu_none', 'sevt_nothing']) {
+    try {
+      await beta.sessions.events.send(session.id, {
+        events: [
+          {
+            type: 'user.custom_tool_result',
+            custom_tool_use_id: id,
+            content: [{ type: 'text', text: 'late' }],
+          },
+        ],
+      });
+      report.refusals.push('served');
+    } catch (err) {
+      if (!(err instanceof BadRequestError)) {
+        throw err;
+      }
+      report.refusals.push({
+        status: err.status,
+        type: err.error?.error?.type,
+        message: err.error?.error?.message,
+      });
+    }
+  }
+}
+
 // What the owner makes, for `refused`.
 async function made() {
   const { agent, environment } = await agentAndEnvironment();
@@ -348,6 +436,7 @@ const scenarios = {
   terminated,
   file: withFile,
   outcome: outcomeGraded,
+  custom_tool: customTool,
 };
 await scenarios[cfg.scenario]();
 console.log(JSON.stringify(report));

@@ -58,6 +58,7 @@ fn error_json(k: usize, kind: &str, message: &str, retry: &str) -> Value {
 fn table() -> Vec<(&'static str, Value, Value)> {
     let mut rows = messages_and_text();
     rows.extend(tool_calls());
+    rows.extend(custom_tool_calls());
     rows.extend(turn_ends());
     rows.extend(errors_and_silence());
     rows.extend(spans_and_termination());
@@ -157,6 +158,40 @@ fn tool_calls() -> Vec<(&'static str, Value, Value)> {
             "permission_decided",
             json!({"requestId": "perm_1", "toolName": "Bash", "decision": "allow", "decidedBy": "person", "reason": null}),
             json!([{"id": "sevt_7_0", "processed_at": AT, "type": "session.status_running"}]),
+        ),
+    ]
+}
+
+/// A custom tool's call: its use, its wait, the client's answer.
+fn custom_tool_calls() -> Vec<(&'static str, Value, Value)> {
+    vec![
+        (
+            "tool_call_started",
+            json!({"tool_use_id": "toolu_3", "name": "mcp__custom__get_weather", "input": {"city": "Paris"}}),
+            json!([{"id": "sevt_tu_toolu_3", "processed_at": AT, "type": "agent.custom_tool_use",
+                "name": "get_weather", "input": {"city": "Paris"}}]),
+        ),
+        (
+            "client_tool_call",
+            json!({"toolUseId": "toolu_3", "name": "mcp__custom__get_weather", "state": "waiting"}),
+            json!([idle_json(
+                0,
+                json!({"type": "requires_action", "event_ids": ["sevt_tu_toolu_3"]})
+            )]),
+        ),
+        (
+            "client_tool_call",
+            json!({"toolUseId": "toolu_3", "name": "mcp__custom__get_weather", "state": "answered",
+                "content": [{"type": "text", "text": "sunny"}], "isError": false}),
+            json!([{"id": "sevt_tr_toolu_3", "processed_at": AT, "type": "user.custom_tool_result",
+                    "custom_tool_use_id": "sevt_tu_toolu_3",
+                    "content": [{"type": "text", "text": "sunny"}], "is_error": false},
+                {"id": "sevt_7_1", "processed_at": AT, "type": "session.status_running"}]),
+        ),
+        (
+            "client_tool_call",
+            json!({"toolUseId": "toolu_3", "name": "mcp__custom__get_weather", "state": "cancelled"}),
+            json!([]),
         ),
     ]
 }
