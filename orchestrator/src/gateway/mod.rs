@@ -28,6 +28,11 @@
 //!   turn that holds the process, if any; the bus stores them as any event, the only writes a
 //!   request adds besides its row.
 //!
+//! First-party: a child told its base URL serves the API as Anthropic's does
+//! ([`FIRST_PARTY_ENV`], `gateway.first_party`: by default when the upstream is Anthropic's)
+//! asks through the gateway for what it would ask directly (the CLI withholds features from
+//! other hosts).
+//!
 //! Credentials: with a key (`ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN`) no child sees it,
 //! in its environment, argv or files. Without one the CLI uses its own login (a subscription's
 //! OAuth token in the config dir): the gateway forwards the child's `Authorization` as it is and

@@ -640,3 +640,61 @@ async fn a_childs_parallel_requests_cannot_pass_a_budget_together() {
     assert!(spent <= BUDGET + 0.6 + 1e-6, "{went} went, {spent} spent");
     daemon.stop().await;
 }
+
+/// What matters of what the CLI asked the API for a message's turn: its betas, what its body
+/// says of context management and prompt caching, and its `max_tokens`.
+fn what_it_asked(mock: &MockApi, prompt: &str) -> Value {
+    let requests = mock.message_requests();
+    let request = requests
+        .iter()
+        .find(|r| r.last_user_text().contains(prompt))
+        .expect("the turn's request");
+    let mut betas: Vec<&str> = request
+        .header("anthropic-beta")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .collect();
+    betas.sort_unstable();
+    let body = request.body.to_string();
+    json!({
+        "betas": betas,
+        "context_management": request.body.get("context_management"),
+        "cache_control": body.matches("\"cache_control\"").count(),
+        "max_tokens": request.body.get("max_tokens"),
+    })
+}
+
+/// One message's turn on a daemon `configure`d so; what the CLI asked.
+async fn asked_by(configure: impl FnOnce(&mut orchestrator::config::Config)) -> Value {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, configure).await;
+    let thread = daemon.create_thread().await;
+    let (status, body) = daemon.send(&thread, "first party please").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    daemon.stop().await;
+    what_it_asked(&mock, "first party please")
+}
+
+/// Behind the gateway a child asks the API as it would talking to it directly as a first-party
+/// client (`gateway.first_party`): the same betas, context management and cache breakpoints. As
+/// a third party (`never`, or `auto` with an upstream that is not Anthropic's) it asks for
+/// less, which is what the setting is for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_the_gateway_a_child_asks_as_a_first_party_client_would() {
+    use orchestrator::config::FirstParty;
+    use orchestrator::gateway::FIRST_PARTY_ENV;
+    let direct = asked_by(|c| {
+        c.gateway.enabled = false;
+        c.claude.env.insert(FIRST_PARTY_ENV.into(), "1".into());
+    })
+    .await;
+    let through = asked_by(|c| c.gateway.first_party = FirstParty::Always).await;
+    let third = asked_by(|c| c.gateway.first_party = FirstParty::Never).await;
+    assert_eq!(through, direct, "through the gateway as directly");
+    assert_ne!(
+        third, direct,
+        "as a third party the CLI asks for less: else this test could not tell"
+    );
+}
