@@ -38,6 +38,10 @@ pub struct ProfileConfig {
     pub model: Option<String>,
     /// `--fallback-model`: the model the CLI turns to when the main one is overloaded.
     pub fallback_model: Option<String>,
+    /// The model the CLI's sub-agents (its `Agent` tool) run on
+    /// ([`crate::launch::SUBAGENT_MODEL_ENV`]); unset: the CLI's choice (the thread's model, or
+    /// what the sub-agent's definition names).
+    pub subagent_model: Option<String>,
     /// Most tool calls in one turn; unset: `turn.max_tool_calls`.
     pub max_tool_calls: Option<u32>,
     /// `--effort`: `low`, `medium`, `high`, `xhigh` or `max`.

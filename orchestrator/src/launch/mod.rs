@@ -703,6 +703,9 @@ pub const CONTAINMENT_SWITCHES: &[(&str, &str)] = &[
     ("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS", "1"),
 ];
 
+/// What names the model the CLI's sub-agents run on (a profile's `subagent_model`).
+pub const SUBAGENT_MODEL_ENV: &str = "CLAUDE_CODE_SUBAGENT_MODEL";
+
 /// A child's whole environment: the variables of the daemon's own that `claude.pass_env` names,
 /// then the CLI settings the daemon controls, then `claude.env`, then the containment switches.
 /// `longest_tool_call` sets `MCP_TOOL_TIMEOUT` (as in [`Launcher::new`]).

@@ -47,6 +47,8 @@ pub struct ProfileInfo {
     pub base: String,
     /// The model of its threads that name none; `null`: the CLI's own default.
     pub model: Option<String>,
+    /// The model its CLI's sub-agents run on; `null`: the CLI's choice.
+    pub subagent_model: Option<String>,
     /// `--tools`; `null`: the CLI's default set.
     pub builtin_tools: Option<String>,
     pub allowed_tools: Vec<String>,
@@ -128,6 +130,9 @@ impl AgentProfile {
             .clone()
             .unwrap_or_else(|| OVERRIDABLE.iter().map(|f| (*f).to_owned()).collect());
         let mut env = child_env(&own, longest_tool_call, environment::vars().into_iter());
+        if let Some(model) = &table.subagent_model {
+            env.push((super::SUBAGENT_MODEL_ENV.to_owned(), model.clone()));
+        }
         let upstream = own
             .gateway
             .enabled
@@ -141,6 +146,7 @@ impl AgentProfile {
                     Profile::Lean => "lean".into(),
                 },
                 model: own.claude.default_model.clone(),
+                subagent_model: table.subagent_model.clone(),
                 builtin_tools: base.builtin_tools.clone(),
                 allowed_tools: base.allowed_tools.clone(),
                 permission_mode: base.permission_mode.clone(),

@@ -698,3 +698,69 @@ async fn behind_the_gateway_a_child_asks_as_a_first_party_client_would() {
         "as a third party the CLI asks for less: else this test could not tell"
     );
 }
+
+/// A profile's `subagent_model`: the CLI's sub-agent (its `Agent` tool) asks the API on that
+/// model while the thread stays on its own; the gateway's record of the turn shows each
+/// request's model, and each is priced at its model's rates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_sub_agents_run_on_a_model_of_their_own() {
+    const MAIN: &str = "claude-opus-5-5";
+    const SUB: &str = "claude-haiku-5-5";
+    let mock = MockApi::start().await;
+    mock.once_when_prompt_contains(
+        "hand it to a helper",
+        Reply::tool_use(
+            "Agent",
+            json!({"description": "look it up", "prompt": "the helper's task", "subagent_type": "general-purpose"}),
+        ),
+    );
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.builtin_tools = Some("Agent".into());
+        c.profiles.insert(
+            "delegating".into(),
+            orchestrator::config::ProfileConfig {
+                model: Some(MAIN.into()),
+                subagent_model: Some(SUB.into()),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let (_, profiles) = daemon.get("/api/profiles").await;
+    let shown = profiles["profiles"]
+        .as_array()
+        .and_then(|all| all.iter().find(|p| p["name"] == "delegating"))
+        .map(|p| p["subagentModel"].clone());
+    assert_eq!(shown, Some(json!(SUB)), "{profiles}");
+    let (_, thread) = daemon
+        .post("/api/threads", json!({"profile": "delegating"}))
+        .await;
+    let thread = thread["id"].as_str().unwrap().to_owned();
+    let (status, body) = daemon.send(&thread, "hand it to a helper").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let requests = mock.message_requests();
+    let helper = requests
+        .iter()
+        .find(|r| r.last_user_text().contains("the helper's task"))
+        .expect("the sub-agent asked the API");
+    assert_eq!(helper.model(), Some(SUB));
+    let main = requests
+        .iter()
+        .find(|r| r.last_user_text().contains("hand it to a helper"))
+        .expect("the thread asked the API");
+    assert_eq!(main.model(), Some(MAIN));
+    let message = body["userMessageId"].as_str().unwrap().to_owned();
+    let recorded = model_requests(&daemon, &thread, &message).await;
+    let models: std::collections::BTreeSet<&str> = recorded
+        .iter()
+        .filter_map(|r| r["model"].as_str())
+        .collect();
+    assert_eq!(models, [SUB, MAIN].into_iter().collect(), "{recorded:?}");
+    // Each at its own model's price: the sub-agent's requests cost less per token.
+    let per_token = |model: &str| {
+        let r = recorded.iter().find(|r| r["model"] == model).unwrap();
+        r["costUsd"].as_f64().unwrap() / r["inputTokens"].as_f64().unwrap()
+    };
+    assert!(per_token(SUB) < per_token(MAIN), "{recorded:?}");
+    daemon.stop().await;
+}
