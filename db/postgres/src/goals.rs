@@ -33,23 +33,16 @@ async fn insert_goal(pool: &PgPool, new: NewGoal<'_>) -> Result<Option<GoalRow>,
     goal(pool, new.id).await
 }
 
-async fn goal(pool: &PgPool, id: &str) -> Result<Option<GoalRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        GoalRow,
-        r#"SELECT id AS "id!", thread_id AS "thread_id!: ThreadId", description AS "description!",
-                  rubric AS "rubric!", max_iterations AS "max_iterations!",
-                  iteration AS "iteration!", state AS "state!", explanation AS "explanation?",
-                  created_at::timestamptz AS "created_at!",
-                  updated_at::timestamptz AS "updated_at!",
-                  finished_at::timestamptz AS "finished_at?"
-           FROM goals WHERE id = $1"#,
-        id,
-    )
-    .fetch_optional(pool)
-    .await?)
+/// Which goals [`select`] reads: one, a thread's, or every unfinished one.
+#[derive(Clone, Copy, Default)]
+struct Which<'a> {
+    id: Option<&'a str>,
+    thread: Option<&'a ThreadId>,
+    unfinished: bool,
 }
 
-async fn goals_of(pool: &PgPool, thread: &ThreadId) -> Result<Vec<GoalRow>, StoreError> {
+async fn select(pool: &PgPool, which: Which<'_>) -> Result<Vec<GoalRow>, StoreError> {
+    let thread = which.thread.map(ThreadId::as_str);
     Ok(sqlx::query_as!(
         GoalRow,
         r#"SELECT id AS "id!", thread_id AS "thread_id!: ThreadId", description AS "description!",
@@ -58,11 +51,40 @@ async fn goals_of(pool: &PgPool, thread: &ThreadId) -> Result<Vec<GoalRow>, Stor
                   created_at::timestamptz AS "created_at!",
                   updated_at::timestamptz AS "updated_at!",
                   finished_at::timestamptz AS "finished_at?"
-           FROM goals WHERE thread_id = $1 ORDER BY created_at, id"#,
-        thread as &ThreadId,
+           FROM goals
+           WHERE ($1::text IS NULL OR id = $1) AND ($2::text IS NULL OR thread_id = $2)
+             AND (NOT $3 OR finished_at IS NULL)
+           ORDER BY created_at, id"#,
+        which.id,
+        thread,
+        which.unfinished,
     )
     .fetch_all(pool)
     .await?)
+}
+
+async fn goal(pool: &PgPool, id: &str) -> Result<Option<GoalRow>, StoreError> {
+    let which = Which {
+        id: Some(id),
+        ..Which::default()
+    };
+    Ok(select(pool, which).await?.pop())
+}
+
+async fn goals_of(pool: &PgPool, thread: &ThreadId) -> Result<Vec<GoalRow>, StoreError> {
+    let which = Which {
+        thread: Some(thread),
+        ..Which::default()
+    };
+    select(pool, which).await
+}
+
+async fn unfinished_goals(pool: &PgPool) -> Result<Vec<GoalRow>, StoreError> {
+    let which = Which {
+        unfinished: true,
+        ..Which::default()
+    };
+    select(pool, which).await
 }
 
 async fn update_goal(
@@ -89,21 +111,6 @@ async fn update_goal(
         return Ok(None);
     }
     goal(pool, id).await
-}
-
-async fn unfinished_goals(pool: &PgPool) -> Result<Vec<GoalRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        GoalRow,
-        r#"SELECT id AS "id!", thread_id AS "thread_id!: ThreadId", description AS "description!",
-                  rubric AS "rubric!", max_iterations AS "max_iterations!",
-                  iteration AS "iteration!", state AS "state!", explanation AS "explanation?",
-                  created_at::timestamptz AS "created_at!",
-                  updated_at::timestamptz AS "updated_at!",
-                  finished_at::timestamptz AS "finished_at?"
-           FROM goals WHERE finished_at IS NULL ORDER BY created_at, id"#,
-    )
-    .fetch_all(pool)
-    .await?)
 }
 
 async fn goal_turns(pool: &PgPool, thread: &ThreadId) -> Result<Vec<MessageId>, StoreError> {

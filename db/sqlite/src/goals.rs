@@ -34,23 +34,16 @@ async fn insert_goal(pool: &SqlitePool, new: NewGoal<'_>) -> Result<Option<GoalR
     goal(pool, new.id).await
 }
 
-async fn goal(pool: &SqlitePool, id: &str) -> Result<Option<GoalRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        GoalRow,
-        r#"SELECT id AS "id!", thread_id AS "thread_id!: ThreadId", description AS "description!",
-                  rubric AS "rubric!", max_iterations AS "max_iterations!",
-                  iteration AS "iteration!", state AS "state!", explanation AS "explanation?",
-                  created_at AS "created_at!: DateTime<Utc>",
-                  updated_at AS "updated_at!: DateTime<Utc>",
-                  finished_at AS "finished_at?: DateTime<Utc>"
-           FROM goals WHERE id = ?1"#,
-        id,
-    )
-    .fetch_optional(pool)
-    .await?)
+/// Which goals [`select`] reads: one, a thread's, or every unfinished one.
+#[derive(Clone, Copy, Default)]
+struct Which<'a> {
+    id: Option<&'a str>,
+    thread: Option<&'a ThreadId>,
+    unfinished: bool,
 }
 
-async fn goals_of(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<GoalRow>, StoreError> {
+async fn select(pool: &SqlitePool, which: Which<'_>) -> Result<Vec<GoalRow>, StoreError> {
+    let thread = which.thread.map(ThreadId::as_str);
     Ok(sqlx::query_as!(
         GoalRow,
         r#"SELECT id AS "id!", thread_id AS "thread_id!: ThreadId", description AS "description!",
@@ -59,11 +52,40 @@ async fn goals_of(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<GoalRow>, 
                   created_at AS "created_at!: DateTime<Utc>",
                   updated_at AS "updated_at!: DateTime<Utc>",
                   finished_at AS "finished_at?: DateTime<Utc>"
-           FROM goals WHERE thread_id = ?1 ORDER BY created_at, id"#,
+           FROM goals
+           WHERE (?1 IS NULL OR id = ?1) AND (?2 IS NULL OR thread_id = ?2)
+             AND (?3 = 0 OR finished_at IS NULL)
+           ORDER BY created_at, id"#,
+        which.id,
         thread,
+        which.unfinished,
     )
     .fetch_all(pool)
     .await?)
+}
+
+async fn goal(pool: &SqlitePool, id: &str) -> Result<Option<GoalRow>, StoreError> {
+    let which = Which {
+        id: Some(id),
+        ..Which::default()
+    };
+    Ok(select(pool, which).await?.pop())
+}
+
+async fn goals_of(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<GoalRow>, StoreError> {
+    let which = Which {
+        thread: Some(thread),
+        ..Which::default()
+    };
+    select(pool, which).await
+}
+
+async fn unfinished_goals(pool: &SqlitePool) -> Result<Vec<GoalRow>, StoreError> {
+    let which = Which {
+        unfinished: true,
+        ..Which::default()
+    };
+    select(pool, which).await
 }
 
 async fn update_goal(
@@ -90,21 +112,6 @@ async fn update_goal(
         return Ok(None);
     }
     goal(pool, id).await
-}
-
-async fn unfinished_goals(pool: &SqlitePool) -> Result<Vec<GoalRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        GoalRow,
-        r#"SELECT id AS "id!", thread_id AS "thread_id!: ThreadId", description AS "description!",
-                  rubric AS "rubric!", max_iterations AS "max_iterations!",
-                  iteration AS "iteration!", state AS "state!", explanation AS "explanation?",
-                  created_at AS "created_at!: DateTime<Utc>",
-                  updated_at AS "updated_at!: DateTime<Utc>",
-                  finished_at AS "finished_at?: DateTime<Utc>"
-           FROM goals WHERE finished_at IS NULL ORDER BY created_at, id"#,
-    )
-    .fetch_all(pool)
-    .await?)
 }
 
 async fn goal_turns(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<MessageId>, StoreError> {

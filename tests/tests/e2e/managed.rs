@@ -980,20 +980,23 @@ async fn assert_graded_apart(mock: &MockApi, daemon: &TestDaemon, thread: &str) 
     assert!(revision
         .last_user_text()
         .contains("fib(10) returns 89, not 55"));
-    let (status, threads) = daemon.get("/api/threads?limit=100").await;
-    assert_eq!(status, StatusCode::OK, "{threads}");
-    let titles: Vec<&str> = threads["threads"]
-        .as_array()
-        .expect("threads")
-        .iter()
-        .filter(|t| t["parentId"] == thread)
-        .filter_map(|t| t["title"].as_str())
-        .collect();
-    assert_eq!(titles.len(), 2, "{threads}");
+    let graders = children_of(daemon, thread).await;
+    let titles: Vec<&str> = graders.iter().filter_map(|t| t["title"].as_str()).collect();
+    assert_eq!(titles.len(), 2, "{graders:?}");
     assert!(
         titles.iter().all(|t| t.starts_with("grader of outc_")),
         "{titles:?}"
     );
+}
+
+/// The threads whose parent is `thread` (its graders), as `/api` lists them.
+async fn children_of(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
+    let (status, threads) = daemon.get("/api/threads?limit=100").await;
+    assert_eq!(status, StatusCode::OK, "{threads}");
+    let all = threads["threads"].as_array().cloned().unwrap_or_default();
+    all.into_iter()
+        .filter(|t| t["parentId"] == thread)
+        .collect()
 }
 
 /// An outcome (`user.define_outcome`) is worked on and graded, revised with the grader's word,
@@ -1128,12 +1131,9 @@ async fn an_outcome_interrupted_while_graded_ends_interrupted() {
     assert_eq!(report["stop_reason"], "end_turn");
     assert_eq!(report["outcome_evaluations"], json!(["interrupted"]));
     // The grader's turn was cut.
-    let (_, threads) = daemon.get("/api/threads?limit=100").await;
-    let thread = thread_of(&report);
-    let grader = threads["threads"]
-        .as_array()
-        .and_then(|all| all.iter().find(|t| t["parentId"] == thread.as_str()))
-        .and_then(|t| t["id"].as_str())
+    let graders = children_of(&daemon, &thread_of(&report)).await;
+    let grader = graders[0]["id"]
+        .as_str()
         .expect("a grader thread")
         .to_owned();
     let messages = crate::support::messages(&daemon, &grader).await;
