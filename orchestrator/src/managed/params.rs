@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::openapi::RefOr;
@@ -349,7 +349,9 @@ pub struct CreateSession {
 }
 
 /// What a session starts with: a file uploaded before (`POST /v1/files`), put in the session's
-/// folder at `mount_path` (below the folder; default `/mnt/session/uploads/<file_id>`).
+/// folder at `mount_path` (below the folder; default `/mnt/session/uploads/<file_id>`); or a git
+/// repository under `workspaces.roots` (an absolute path or a `file://` URL), of which the
+/// session works in a worktree of its own.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResourceParam {
@@ -358,6 +360,30 @@ pub enum ResourceParam {
         file_id: String,
         #[schema(min_length = 1, pattern = r"^[^\x00]*$")]
         mount_path: Option<String>,
+    },
+    GithubRepository {
+        #[schema(min_length = 1, pattern = r"^[^\x00]*$")]
+        url: String,
+        /// A branch or a commit the worktree starts from; default the repository's `HEAD`.
+        checkout: Option<Checkout>,
+        #[schema(min_length = 1, pattern = r"^[^\x00]*$")]
+        mount_path: Option<String>,
+        /// Refused: Harness clones nothing.
+        authorization_token: Option<String>,
+    },
+}
+
+/// Where a repository's worktree starts.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Checkout {
+    Branch {
+        #[schema(min_length = 1, pattern = r"^[^\x00]*$")]
+        name: String,
+    },
+    Commit {
+        #[schema(min_length = 1, pattern = r"^[^\x00]*$")]
+        sha: String,
     },
 }
 

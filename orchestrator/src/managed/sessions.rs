@@ -16,7 +16,7 @@ use super::environments;
 use super::error::ManagedError;
 use super::lists::{limit_of, Body};
 use super::params::{
-    AgentRef, Amount, BudgetParam, CreateSession, Order, ResourceParam, UpdateSession,
+    AgentRef, Amount, BudgetParam, Checkout, CreateSession, Order, ResourceParam, UpdateSession,
 };
 use super::wire::{check_metadata, patch_metadata, Deleted, Session, SessionAgent, SessionBody};
 use super::wire::{OutcomeEvaluation, SessionPage, SessionStats, SessionUsage};
@@ -52,7 +52,8 @@ pub async fn create(
             environment.id
         )));
     }
-    let files = resources_of(&state, &caller, params.resources.unwrap_or_default()).await?;
+    let (files, repository) =
+        resources_of(&state, &caller, params.resources.unwrap_or_default()).await?;
     if params.vault_ids.as_ref().is_some_and(|v| !v.is_empty()) {
         return Err(ManagedError::invalid(
             "vault_ids: not supported: Harness keeps credentials in its own configuration",
@@ -78,13 +79,19 @@ pub async fn create(
                 title: params.title.clone(),
                 profile: Some(profile),
                 max_budget_usd: params.budget.as_ref().map(budget_of).transpose()?,
+                workspace: repository.as_ref().map(Repository::workspace),
                 ..CreateThread::default()
             },
         )
         .await?;
     let thread = created.thread.id;
-    let folder = crate::launch::thread_workdir(&state.config.claude_workdir(), &thread);
-    let resources = put(&state, &folder, files).await?;
+    // The repository's worktree when there is one, else the thread's own folder.
+    let folder = match &created.thread.workspace {
+        Some(workspace) => workspace.path().to_path_buf(),
+        None => crate::launch::thread_workdir(&state.config.claude_workdir(), &thread),
+    };
+    let mut resources = put(&state, &folder, files).await?;
+    resources.extend(repository.map(|r| r.shown()));
     let stored = serde_json::to_string(&SessionBody {
         metadata,
         resources,
@@ -113,19 +120,112 @@ struct Mounted {
     mount_path: String,
 }
 
+/// A repository a new session works in a worktree of: its folder under the roots, as the API
+/// named it.
+struct Repository {
+    path: String,
+    url: String,
+    checkout: Option<Checkout>,
+    mount_path: String,
+}
+
+impl Repository {
+    /// `url`: an absolute path or a `file://` URL; anything else is refused (Harness clones
+    /// nothing). Whether it lies under the roots is the thread's workspace check.
+    fn of(
+        url: String,
+        checkout: Option<Checkout>,
+        mount_path: Option<String>,
+        token: Option<String>,
+    ) -> Result<Repository, ManagedError> {
+        if token.is_some() {
+            return Err(ManagedError::invalid(
+                "resources: authorization_token: Harness clones nothing; a repository is one under workspaces.roots",
+            ));
+        }
+        let path = url.strip_prefix("file://").unwrap_or(&url);
+        if !path.starts_with('/') {
+            return Err(ManagedError::invalid(format!(
+                "resources: {url}: Harness clones nothing; name a git repository under workspaces.roots by its path or a file:// URL"
+            )));
+        }
+        let name = path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("repo");
+        let mount_path = mount_path.unwrap_or_else(|| format!("/workspace/{name}"));
+        Ok(Repository {
+            path: path.to_owned(),
+            url,
+            checkout,
+            mount_path,
+        })
+    }
+
+    /// The thread's workspace: a worktree of the repository, from the checkout.
+    fn workspace(&self) -> crate::config::WorkspaceRequest {
+        crate::config::WorkspaceRequest {
+            repo: Some(self.path.clone()),
+            worktree: Some(true),
+            base_ref: self.checkout.as_ref().map(|c| match c {
+                Checkout::Branch { name } => name.clone(),
+                Checkout::Commit { sha } => sha.clone(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The resource as the API shows it (the token never).
+    fn shown(self) -> serde_json::Value {
+        let now = chrono::Utc::now();
+        serde_json::json!({
+            "type": "github_repository",
+            "id": "sesrsc_repository",
+            "url": self.url,
+            "checkout": self.checkout,
+            "mount_path": self.mount_path,
+            "created_at": now,
+            "updated_at": now,
+        })
+    }
+}
+
 /// The session's `resources`, checked before anything is made: each file the caller's, each
-/// mount path in the session's folder.
+/// mount path in the session's folder; at most one repository.
 async fn resources_of(
     state: &ManagedState,
     caller: &Caller,
     resources: Vec<ResourceParam>,
-) -> Result<Vec<Mounted>, ManagedError> {
+) -> Result<(Vec<Mounted>, Option<Repository>), ManagedError> {
     let mut mounted = Vec::with_capacity(resources.len());
+    let mut repository = None;
     for resource in resources {
-        let ResourceParam::File {
-            file_id,
-            mount_path,
-        } = resource;
+        let (file_id, mount_path) = match resource {
+            ResourceParam::File {
+                file_id,
+                mount_path,
+            } => (file_id, mount_path),
+            ResourceParam::GithubRepository {
+                url,
+                checkout,
+                mount_path,
+                authorization_token,
+            } => {
+                if repository.is_some() {
+                    return Err(ManagedError::invalid(
+                        "resources: one repository a session: it works in a worktree of it",
+                    ));
+                }
+                repository = Some(Repository::of(
+                    url,
+                    checkout,
+                    mount_path,
+                    authorization_token,
+                )?);
+                continue;
+            }
+        };
         let file = (state.pipeline.files())
             .visible(caller, &file_id)
             .await
@@ -134,7 +234,7 @@ async fn resources_of(
         super::files::mount(Path::new("/"), &mount_path)?;
         mounted.push(Mounted { file, mount_path });
     }
-    Ok(mounted)
+    Ok((mounted, repository))
 }
 
 /// Writes each file into `folder` at its mount path; the resources as the API shows them.

@@ -1461,3 +1461,58 @@ async fn a_custom_tool_is_offered_after_a_restart() {
         last.tool_names()
     );
 }
+
+/// A session's `github_repository` under `workspaces.roots` is a worktree of its own, from the
+/// checkout named, where its files are put too and its turns run; a repository to clone, a
+/// token, and one outside the roots are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_works_in_a_worktree_of_a_repository() {
+    let Some(python) = python("managed::repository").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let root = base.join("root");
+    let repo = harness_tests::git::repository(&root.join("app"));
+    let outside = harness_tests::git::repository(&base.join("elsewhere"));
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.workspaces.roots = vec![root.clone()]).await;
+    let fields = json!({"repo": repo, "outside": outside, "prompt": "where are we"});
+    let report = run(&python, &daemon, "any-key", "repository", fields).await;
+    // The files first, then the repository.
+    assert_eq!(
+        report["resources"][1],
+        json!({"type": "github_repository", "url": format!("file://{}", repo.display()),
+               "checkout": {"type": "branch", "name": "main"}, "mount_path": "/workspace/app"}),
+        "{report}"
+    );
+    assert_eq!(report["resources"][0]["mount_path"], "/docs/notes.txt");
+    assert_typed(&json!({"c": report["resource_classes"]}), "c");
+    assert_eq!(report["stop_reason"], "end_turn");
+    let (_, thread) = daemon
+        .get(&format!("/api/threads/{}", thread_of(&report)))
+        .await;
+    let workspace = &thread["workspace"];
+    assert_eq!(workspace["kind"], "worktree", "{thread}");
+    assert_eq!(workspace["repo"], json!(repo), "{thread}");
+    assert_eq!(workspace["baseRef"], "main", "{thread}");
+    let folder = std::path::PathBuf::from(workspace["path"].as_str().unwrap());
+    assert!(
+        folder.join("README.md").is_file(),
+        "a checkout of the repository"
+    );
+    let note = std::fs::read_to_string(folder.join("docs/notes.txt")).unwrap();
+    assert_eq!(note, "remember the milk");
+    assert!(
+        !repo.join("docs").exists(),
+        "the main checkout is as it was"
+    );
+    let refusals = strings(&report["refusals"]);
+    assert_eq!(refusals.len(), 3, "{report}");
+    assert!(
+        refusals[0].contains("Harness clones nothing"),
+        "{refusals:?}"
+    );
+    assert!(refusals[1].contains("authorization_token"), "{refusals:?}");
+    assert!(refusals[2].contains("workspaces.roots"), "{refusals:?}");
+}

@@ -402,6 +402,34 @@ def custom_tool():
     report["refusals"] = refusals
 
 
+def repository():
+    """A session in a worktree of a repository under the roots, with a file put in it; then
+    what is refused: a repository to clone, a token."""
+    agent, environment = agent_and_environment()
+    uploaded = beta.files.upload(file=("notes.txt", b"remember the milk", "text/plain"))
+    session = beta.sessions.create(
+        agent=agent.id, environment_id=environment.id,
+        resources=[{"type": "github_repository", "url": "file://" + cfg["repo"],
+                    "checkout": {"type": "branch", "name": "main"}},
+                   {"type": "file", "file_id": uploaded.id, "mount_path": "/docs/notes.txt"}],
+    )
+    report["session"] = session.id
+    report["resources"] = [r.model_dump(exclude={"created_at", "updated_at", "id"}) for r in session.resources]
+    report["resource_classes"] = [type(r).__name__ for r in session.resources]
+    idle = until_idle(session.id, lambda e: e is None and say(session.id, cfg["prompt"]))
+    report["stop_reason"] = idle.stop_reason.type
+    refusals = []
+    for resource in [{"type": "github_repository", "url": "https://github.com/example/app"},
+                     {"type": "github_repository", "url": "file://" + cfg["repo"], "authorization_token": "ghp_x"},
+                     {"type": "github_repository", "url": cfg["outside"]}]:
+        try:
+            beta.sessions.create(agent=agent.id, environment_id=environment.id, resources=[resource])
+            refusals.append("served")
+        except anthropic.BadRequestError as err:
+            refusals.append(err.body["error"]["message"])
+    report["refusals"] = refusals
+
+
 def made():
     """What the owner makes, for `refused` (with `tools`, its agent's)."""
     agent, environment = agent_and_environment(WEATHER if cfg.get("weather") else None)
@@ -414,5 +442,5 @@ def made():
  "refused": refused, "made": made, "say": say_and_wait, "file": with_file,
  "previews": previews, "outcome": outcome, "outcome_interrupted": outcome_interrupted,
  "outcome_left": outcome_left, "outcome_awaited": outcome_awaited,
- "terminated": terminated, "custom_tool": custom_tool}[cfg["scenario"]]()
+ "terminated": terminated, "custom_tool": custom_tool, "repository": repository}[cfg["scenario"]]()
 print(json.dumps(report))
