@@ -23,7 +23,8 @@
 //! what `plugin-contract` uses, for [`UserContent`].
 //!
 //! **Boundary:** nothing here knows threads, MCP method names or storage.
-//! Reference: `shared/protocol/claude-cli-protocol.md` (verified against claude 2.1.330).
+//! Reference: `shared/protocol/claude-cli-protocol.md` (verified against claude 2.1.330; what was
+//! re-verified on 2.1.332, the pin, is in `docs/cli-upgrades.md`).
 
 #[cfg(feature = "process")]
 mod process;

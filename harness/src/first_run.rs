@@ -12,7 +12,7 @@ use tracing::info;
 use orchestrator::config::Config;
 
 /// The CLI this daemon speaks to (the protocol notes were verified against it).
-pub const CLI_VERSION: &str = "2.1.330";
+pub const CLI_VERSION: &str = "2.1.332";
 const NPM_PACKAGE: &str = "@anthropic-ai/claude-code";
 
 /// Points `config.claude.bin` at a CLI that is there: as given, the one installed under the data

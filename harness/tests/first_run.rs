@@ -43,7 +43,7 @@ fn without_npm_or_with_the_install_off_it_refuses_to_start_saying_what_to_instal
     assert!(said.contains("npm is not either"), "{said}");
     assert!(said.contains("apt-get install nodejs npm"), "{said}");
     assert!(
-        said.contains("npm install -g @anthropic-ai/claude-code@2.1.330"),
+        said.contains("npm install -g @anthropic-ai/claude-code@2.1.332"),
         "{said}"
     );
     let path = std::env::var("PATH").unwrap_or_default();
@@ -73,7 +73,7 @@ async fn it_installs_the_pinned_cli_under_its_data_dir_and_serves_turns() {
         .output()
         .expect("the installed CLI runs");
     assert!(
-        String::from_utf8_lossy(&version.stdout).starts_with("2.1.330"),
+        String::from_utf8_lossy(&version.stdout).starts_with("2.1.332"),
         "{version:?}"
     );
     assert!(daemon.log_text().contains("installing it with npm"));

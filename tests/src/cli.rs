@@ -6,7 +6,8 @@
 //! (`OnceLock`) and once across processes (a lock file); it goes to a temporary directory that is renamed into place
 //! only after its binary answered `--version`, so a half-done install never looks finished.
 //!
-//! [`cli_env`] is the environment that points the CLI at the mock and keeps it off the network.
+//! [`cli_env`] is the environment that points the CLI at the mock and keeps it off the network;
+//! [`builtin_tools`] reads the CLI's table of built-in tools from its binary.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, TryLockError};
@@ -18,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+pub mod builtin_tools;
+
 /// The CLI version the protocol notes were measured against; the daemon is built for exactly this one.
-pub const CLI_VERSION: &str = "2.1.330";
+pub const CLI_VERSION: &str = "2.1.332";
 
 /// The npm package that ships the CLI (a native binary since 2.x).
 const NPM_PACKAGE: &str = "@anthropic-ai/claude-code";
@@ -115,7 +118,7 @@ fn has_pinned_version(bin: &Path) -> bool {
     bin.is_file() && version_of(bin).is_ok_and(|version| version.starts_with(CLI_VERSION))
 }
 
-/// What `bin --version` prints (`2.1.330 (Claude Code)`).
+/// What `bin --version` prints (`2.1.332 (Claude Code)`).
 fn version_of(bin: &Path) -> anyhow::Result<String> {
     let out = run_with_timeout(Command::new(bin).arg("--version"), VERSION_TIMEOUT)?;
     if !out.status.success() {

@@ -1,7 +1,8 @@
 //! End-to-end test support for Harness: the real `claude` CLI against a mock Messages API.
 //!
 //! - [`browser`]: real headless Chromium over WebDriver for the web page's tests (installed with apt when missing).
-//! - [`cli`]: finds or installs the pinned CLI under `target/claude-cli/`, and the environment that points it at the mock.
+//! - [`cli`]: finds or installs the pinned CLI under `target/claude-cli/`, the environment that points it at the mock,
+//!   and the CLI's table of built-in tools read from its binary.
 //! - [`mock`]: the scriptable mock of the Anthropic Messages API, the only fake in the loop.
 //! - [`util`]: bounded polling (`eventually`), process inspection, tracing for tests.
 //! - [`client`]: the HTTP client for a daemon (in-process or the `harness` binary): `(status, JSON)` per call.

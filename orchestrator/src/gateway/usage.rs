@@ -31,7 +31,7 @@ const fn price(input: f64, output: f64, cache_write: f64, cache_read: f64) -> Pr
 }
 
 /// First-party prices (USD per million tokens) by model name prefix, as the model catalog of
-/// `claude` 2.1.330 has them (its long-prompt tiers aside).
+/// `claude` 2.1.332 has them (the same as 2.1.330's; its long-prompt tiers aside).
 const BUILT_IN: &[(&str, Price)] = &[
     ("claude-3-5-haiku", price(0.8, 4.0, 1.0, 0.08)),
     ("claude-3-5-sonnet", price(3.0, 15.0, 3.75, 0.3)),

@@ -13,7 +13,8 @@
 //! transcripts and memory; auto-memory is off unless configured; deny rules keep the file tools
 //! out of the CLI config dir; the environment is an allow-list; the CLI's own tools that reach
 //! other sessions or start turns by themselves are off ([`CONTAINED_TOOLS`],
-//! [`CONTAINMENT_SWITCHES`]), in every profile, whatever `claude.env` says.
+//! [`CONTAINMENT_SWITCHES`]), in every profile, whatever `claude.env` says; every other built-in
+//! tool of the pinned CLI is known to act within its turn ([`IN_TURN_TOOLS`]).
 //!
 //! The folder is the CLI's project: the CLI keys its transcripts and memory folder by the
 //! folder's path (`<config dir>/projects/<key>/`), so the folder decides where a session's files
@@ -621,14 +622,16 @@ pub const LEAN_SWITCHES: &[&str] = &[
     "CLAUDE_CODE_DISABLE_CLAUDE_MDS",
 ];
 
-/// Built-in tools of `claude` 2.1.330 that let a thread's model reach outside its thread, each
+/// Built-in tools of `claude` 2.1.332 that let a thread's model reach outside its thread, each
 /// removed from every child with `--disallowedTools` (sub-agents included; a call is the tool
-/// error "No such tool available"). Enumerated from the CLI's own table of built-in tool names
-/// (55 in 2.1.330); those not listed here act within the turn that calls them. Measured with the
-/// real CLI: with the defaults, `ListAgents` listed every other thread's live process and
-/// `SendMessage` started a turn in it; `CronCreate`, `ScheduleWakeup`, `Monitor` and a
-/// background `Agent` or `Bash` each made the CLI start a turn of its own later, whose `result`
-/// then took the place of the next user message's reply.
+/// error "No such tool available"). Every name in the CLI's own table of built-in tools (54 in
+/// 2.1.330 and 2.1.332) is here or in [`IN_TURN_TOOLS`], never both: the test
+/// `containment::every_builtin_tool_of_the_pinned_cli_is_classified` reads the table from the
+/// pinned binary and fails on a tool in neither (docs/cli-upgrades.md says how to classify one).
+/// Measured with the real CLI (2.1.330): with the defaults, `ListAgents` listed every other
+/// thread's live process and `SendMessage` started a turn in it; `CronCreate`,
+/// `ScheduleWakeup`, `Monitor` and a background `Agent` or `Bash` each made the CLI start a turn
+/// of its own later, whose `result` then took the place of the next user message's reply.
 pub const CONTAINED_TOOLS: &[&str] = &[
     // Other sessions on this machine (every thread's process registers in the shared config dir).
     "ListAgents",
@@ -655,6 +658,57 @@ pub const CONTAINED_TOOLS: &[&str] = &[
     // A worktree moves the session out of the thread's folder (its CLI project).
     "EnterWorktree",
     "ExitWorktree",
+];
+
+/// Built-in tools of `claude` 2.1.332 that act only within the turn that calls them, on what
+/// the thread may reach anyway (its folders under the approvals and the walls, its own session,
+/// its own MCP servers), so they stay. With [`CONTAINED_TOOLS`] this covers the CLI's table of
+/// built-in tools exactly (see there). A tool goes here only once read for what it reaches:
+/// another session, a turn started later or a channel out of the thread's API puts it in
+/// [`CONTAINED_TOOLS`] instead.
+pub const IN_TURN_TOOLS: &[&str] = &[
+    // Files and commands in the thread's folders, each call decided by the approvals, inside
+    // the walls (`PowerShell` exists on Windows only).
+    "Bash",
+    "PowerShell",
+    "Read",
+    "Edit",
+    "Write",
+    "Glob",
+    "Grep",
+    "NotebookEdit",
+    "LSP",
+    // The web, each call decided by the approvals (and the walls' network).
+    "WebFetch",
+    "WebSearch",
+    // The turn's own session: foreground sub-agents (background tasks are off in every child:
+    // `CONTAINMENT_SWITCHES`), skills, plans, to-dos, questions, tool loading, goals, findings.
+    "Agent",
+    "SubagentHandback",
+    "Skill",
+    "propose_skills",
+    "TodoWrite",
+    "ToolSearch",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "EndConversation",
+    "SetGoal",
+    "ReportFindings",
+    // The process's own MCP servers (ours and its profile's).
+    "ListMcpResourcesTool",
+    "ReadMcpResourceTool",
+    "ReadMcpResourceDirTool",
+    "WaitForMcpServers",
+    // claude.ai account features: enabled only for a claude.ai login, which children never have
+    // (they hold an API key for the gateway); nonessential traffic is off too.
+    "Artifact",
+    "ClaudeDesign",
+    "Projects",
+    "SendFeedback",
+    "ShareOnboardingGuide",
+    "ShowOnboardingRolePicker",
+    "OfferChromeSetup",
 ];
 
 /// The tools of [`CONTAINED_TOOLS`] that `claude.scheduling_tools` gives back: the CLI then

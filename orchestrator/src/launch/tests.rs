@@ -297,3 +297,16 @@ fn a_caller_may_narrow_a_profiles_permission_mode_never_widen_it() {
     assert!(refuses("editor", "bypassPermissions"));
     assert!(refuses("editor", "nonsense"));
 }
+
+#[test]
+fn no_builtin_tool_is_both_contained_and_in_turn() {
+    // The CLI's table against both lists is `containment::every_builtin_tool_of_the_pinned_cli_is_classified`
+    // (tests/); here only what holds without the binary: no name twice, none in both.
+    let mut seen = std::collections::BTreeSet::new();
+    for tool in CONTAINED_TOOLS.iter().chain(IN_TURN_TOOLS) {
+        assert!(seen.insert(*tool), "{tool} is classified twice");
+    }
+    for tool in SCHEDULING_TOOLS {
+        assert!(CONTAINED_TOOLS.contains(tool), "{tool} is not contained");
+    }
+}

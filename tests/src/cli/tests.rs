@@ -29,7 +29,8 @@ struct CliChild {
 }
 
 impl CliChild {
-    async fn spawn(mock: &MockApi) -> anyhow::Result<CliChild> {
+    /// `tools` is `--tools`' value: `""` for none, `"default"` for all the CLI enables.
+    async fn spawn(mock: &MockApi, tools: &str) -> anyhow::Result<CliChild> {
         let bin = tokio::task::spawn_blocking(claude_bin).await??;
         let config_dir = tempfile::tempdir()?;
         let work_dir = tempfile::tempdir()?;
@@ -44,7 +45,7 @@ impl CliChild {
             "",
             "--setting-sources=",
             "--tools",
-            "",
+            tools,
         ]);
         for key in stray_cli_env() {
             cmd.env_remove(key);
@@ -101,6 +102,20 @@ impl CliChild {
         anyhow::bail!("stdout closed before a result; lines: {:#?}", self.seen)
     }
 
+    /// Reads stdout until the turn's `system/init` line.
+    async fn read_init(&mut self) -> anyhow::Result<Value> {
+        while let Some(line) = self.stdout.next_line().await? {
+            self.seen.push(line.clone());
+            let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if event["type"] == "system" && event["subtype"] == "init" {
+                return Ok(event);
+            }
+        }
+        anyhow::bail!("stdout closed before system/init; lines: {:#?}", self.seen)
+    }
+
     /// Closes stdin and waits for the exit; returns the exit code and stderr.
     async fn close_and_wait(mut self) -> anyhow::Result<(Option<i32>, String)> {
         drop(self.stdin.take());
@@ -121,7 +136,7 @@ struct Outcome {
 
 /// Runs one turn of `prompt` against `mock`, then closes stdin and waits for the exit.
 async fn one_turn(mock: &MockApi, prompt: &str) -> anyhow::Result<Outcome> {
-    let mut cli = CliChild::spawn(mock).await?;
+    let mut cli = CliChild::spawn(mock, "").await?;
     let conversation = async {
         cli.send_user_text(prompt).await?;
         let result = cli.read_result().await?;
@@ -201,7 +216,51 @@ async fn real_cli_answers_a_tool_use_for_an_unknown_tool() {
     assert_eq!(requests[1].messages()[0]["content"], "please use a tool");
 }
 
-/// A 400 is not retried as such, but 2.1.330 answers each of the first two by resending at once without one optional
+/// The scan of the binary misses no tool the CLI really offers: every built-in tool `system/init`
+/// lists with `--tools default` (some under a legacy name, `Task` for `Agent`) is in the table
+/// `builtin_tools::read` finds, which containment classifies (e2e `containment`).
+#[tokio::test]
+async fn every_tool_the_cli_offers_is_in_the_table_read_from_its_binary() {
+    init_tracing();
+    let mock = MockApi::start().await;
+    let table = tokio::task::spawn_blocking(|| builtin_tools::read(&claude_bin()?))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(table.names.len() >= 40, "{table:?}");
+    assert_eq!(table.canonical("Task"), "Agent", "{table:?}");
+    let mut cli = CliChild::spawn(&mock, "default").await.unwrap();
+    let init = tokio::time::timeout(CONVERSATION_TIMEOUT, async {
+        cli.send_user_text("which tools").await?;
+        let init = cli.read_init().await?;
+        cli.read_result().await?;
+        anyhow::Ok(init)
+    })
+    .await
+    .expect("the CLI answers within 60 s")
+    .unwrap();
+    let offered: Vec<&str> = init["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|tool| !tool.starts_with("mcp__"))
+        .collect();
+    assert!(offered.contains(&"Bash"), "{init:#}");
+    let missing: Vec<&&str> = offered
+        .iter()
+        .filter(|tool| !table.names.contains(table.canonical(tool)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "system/init offers tools the binary's table lacks: {missing:?} (table: {:?})",
+        table.names
+    );
+    let (code, stderr) = cli.close_and_wait().await.unwrap();
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+}
+
+/// A 400 is not retried as such, but 2.1.330 (and 2.1.332) answers each of the first two by resending at once without one optional
 /// beta header (`thinking-token-count-…`, then `thinking-display-updates-…`): three requests in all, where the
 /// protocol notes' §8 saw one. So a persistent rule (not one queued error) is needed for the error to reach the result.
 #[tokio::test]

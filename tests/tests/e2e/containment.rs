@@ -4,6 +4,9 @@
 //! against the CLI as children were started before containment, and succeeded there; here each
 //! must end as a tool error the model reads, and every reply must answer its own message.
 //!
+//! The first test holds containment's classification to the pinned CLI: every built-in tool its
+//! binary lists is either contained or known to act within its turn.
+//!
 //! The last test drives a raw CLI process without containment: a turn the CLI starts by itself
 //! is seen, and its result never becomes a reply.
 
@@ -19,7 +22,7 @@ use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, eventually_async};
 use orchestrator::config::{ApprovalMode, Config, Profile};
-use orchestrator::launch::CONTAINED_TOOLS;
+use orchestrator::launch::{CONTAINED_TOOLS, IN_TURN_TOOLS};
 
 /// The tools of the CLI that reach other sessions or start turns, as the API request lists them.
 const CROSSING: &[&str] = &[
@@ -29,6 +32,52 @@ const CROSSING: &[&str] = &[
     "ScheduleWakeup",
     "Monitor",
 ];
+
+/// Every name in the pinned CLI's own table of built-in tools is in exactly one of
+/// `CONTAINED_TOOLS` and `IN_TURN_TOOLS`, and neither names a tool the CLI no longer has: a new
+/// CLI's new tool fails here, named, before any thread can call it uncontained.
+#[tokio::test]
+async fn every_builtin_tool_of_the_pinned_cli_is_classified() {
+    let table = tokio::task::spawn_blocking(|| {
+        let bin = claude_bin()?;
+        harness_tests::cli::builtin_tools::read(&bin)
+    })
+    .await
+    .expect("the scan does not panic")
+    .expect("the pinned CLI's table of built-in tools");
+    let mut problems = Vec::new();
+    for tool in &table.names {
+        let contained = CONTAINED_TOOLS.contains(&tool.as_str());
+        let in_turn = IN_TURN_TOOLS.contains(&tool.as_str());
+        match (contained, in_turn) {
+            (true, false) | (false, true) => {}
+            (false, false) => problems.push(format!(
+                "`{tool}` is a built-in tool of the CLI that containment does not classify: read \
+                 what it reaches (docs/cli-upgrades.md, step 3) and add it to \
+                 orchestrator::launch::CONTAINED_TOOLS (another session, a later turn, a channel \
+                 out of the thread) or IN_TURN_TOOLS (only within its turn)"
+            )),
+            (true, true) => problems.push(format!(
+                "`{tool}` is in both CONTAINED_TOOLS and IN_TURN_TOOLS: keep it in one"
+            )),
+        }
+    }
+    for tool in CONTAINED_TOOLS.iter().chain(IN_TURN_TOOLS) {
+        if !table.names.contains(*tool) {
+            problems.push(format!(
+                "`{tool}` is classified but the CLI has no built-in tool of that name (any more): \
+                 remove it, or map it if it was renamed (aliases: {:?})",
+                table.aliases
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the pinned CLI's {} built-in tools and containment disagree:\n{}",
+        table.names.len(),
+        problems.join("\n")
+    );
+}
 
 /// The standard profile with the CLI's built-in tools on, as the daemon's defaults run it.
 fn standard(config: &mut Config) {
