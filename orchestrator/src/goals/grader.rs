@@ -108,7 +108,7 @@ impl Grader {
     ) -> Result<Verdict, GradeError> {
         let body = PostMessage {
             content: UserContent::Text(grade_prompt(goal, reply.as_deref())),
-            client_message_id: None,
+            client_message_id: Some(grading_id(goal)),
             model: None,
             permission_mode: None,
             mcp_servers: None,
@@ -119,6 +119,12 @@ impl Grader {
         let reply = sent.outcome.map_err(GradeError::Turn)?;
         verdict(&reply.message)
     }
+}
+
+/// The `clientMessageId` of the grader's message for the goal's current iteration: what stops
+/// it, queued or running.
+pub(super) fn grading_id(goal: &GoalRow) -> String {
+    format!("grade:{}:{}", goal.id, goal.iteration)
 }
 
 /// The schema of the grader's answer.

@@ -41,6 +41,9 @@ use crate::sync::lock;
 
 pub use crate::store::GOAL_TURN_PREFIX;
 
+/// How long [`Goals::stop_grading`] waits before asking a grading to stop again.
+const STOP_AGAIN: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How many iterations a goal may have graded when it names none, and at most.
 pub const DEFAULT_ITERATIONS: i64 = 3;
 pub const MAX_ITERATIONS: i64 = 20;
@@ -324,10 +327,15 @@ impl Goals {
             }),
         )
         .await;
+        let grading = self
+            .inner
+            .grader
+            .grade(&self.inner.threads, goal, &grader, caller, reply);
+        tokio::pin!(grading);
         let graded = tokio::select! {
-            graded = self.inner.grader.grade(&self.inner.threads, goal, &grader, caller, reply) => graded,
+            graded = &mut grading => graded,
             () = stop.cancelled() => {
-                let _ = self.inner.pipeline.interrupt(&grader).await;
+                self.stop_grading(goal, &grader, grading).await;
                 return Step::Ended(Ending::interrupted(true));
             }
         };
@@ -343,6 +351,24 @@ impl Goals {
                 graded: true,
                 ..Ending::failed(format!("the grader failed: {err}"))
             }),
+        }
+    }
+
+    /// Stops the grader's turn, whatever it is at: not sent yet, waiting in line (withdrawn) or
+    /// running (interrupted); asked again until `grading` has ended.
+    async fn stop_grading<F: std::future::Future>(
+        &self,
+        goal: &GoalRow,
+        grader: &ThreadId,
+        mut grading: std::pin::Pin<&mut F>,
+    ) {
+        let id = grader::grading_id(goal);
+        loop {
+            let _ = self.inner.pipeline.stop_message(grader, &id).await;
+            tokio::select! {
+                _ = &mut grading => return,
+                () = tokio::time::sleep(STOP_AGAIN) => {}
+            }
         }
     }
 
