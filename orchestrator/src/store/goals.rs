@@ -65,7 +65,7 @@ mod tests {
             assert_eq!(store.insert_goal(goal("outc_2", &thread)).await.unwrap(), None);
             let unknown = plugin_contract::ThreadId::from_string("thr_unknown");
             assert_eq!(store.insert_goal(goal("outc_3", &unknown)).await.unwrap(), None);
-            assert_eq!(store.unfinished_goals().await.unwrap(), [first.clone()]);
+            assert_eq!(store.unfinished_goals().await.unwrap(), std::slice::from_ref(&first));
 
             let change = |iteration, state, explanation, finished| GoalChange { iteration, state, explanation, finished };
             let grading = store.update_goal("outc_1", change(0, "grading", None, false)).await.unwrap().unwrap();

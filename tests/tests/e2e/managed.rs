@@ -7,7 +7,8 @@
 //! idle), lists events a page at a time and resumes a stream after it dropped, a tool that waits
 //! for a confirmation (allowed once, denied once), an interrupt, a session that starts with an
 //! uploaded file, sessions archived and deleted under an open stream, a custom tool the client
-//! answers, and another tenant's key refused.
+//! answers, an agent's MCP server (another daemon's `/mcp`) whose tool the model calls, allowed
+//! or confirmed, and another tenant's key refused.
 //! `managed/python_sdk.py` and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK
 //! reads is parsed by its own types; the TypeScript SDK does not check at run time, so each
 //! event's `type` and fields (and the objects it reads) are checked against what the installed
