@@ -95,13 +95,17 @@ pub struct McpToolConfigParam {
 pub enum McpServerParam {
     Url {
         /// Unique among the agent's servers; the model calls its tools `mcp__NAME__TOOL`, so
-        /// letters, digits, `-` and `_` (no `__`, not ending in `_`), at most 48, and neither
+        /// letters, digits, `-` and `_` (no `__`, not at either end), at most 48, and neither
         /// `harness` nor `custom` (Harness's own servers).
-        #[schema(pattern = r"^[a-zA-Z0-9_-]{1,64}$", min_length = 1, max_length = 48)]
+        #[schema(
+            pattern = r"^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$",
+            min_length = 1,
+            max_length = 48
+        )]
         name: String,
         /// `http://` or `https://`; reached from the session's walls (a `limited` environment
         /// reaches the model only).
-        #[schema(min_length = 1)]
+        #[schema(min_length = 1, pattern = r"^https?://[^\s/?#]+")]
         url: String,
     },
 }

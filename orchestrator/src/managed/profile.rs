@@ -350,11 +350,12 @@ pub fn check_mcp(agent: &AgentBody) -> Result<(), ManagedError> {
             && name.len() <= MCP_SERVER_NAME
             && (name.chars()).all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             && !name.contains("__")
+            && !name.starts_with('_')
             && !name.ends_with('_');
         if !well_formed {
             return invalid(format!(
                 "mcp_servers[{i}].name `{name}`: 1 to {MCP_SERVER_NAME} letters, digits, `-` or \
-                 `_`, without `__` and not ending in `_` (the model calls its tools \
+                 `_`, without `__` and not starting or ending in `_` (the model calls its tools \
                  mcp__NAME__TOOL)"
             ));
         }
