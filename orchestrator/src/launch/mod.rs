@@ -208,7 +208,17 @@ impl Launcher {
             denies,
             &crate::environment::var,
         )?;
-        let profile = Arc::new(profile.with_client_tools(client_tools));
+        // Its MCP servers run without asking only as its table allows them.
+        let allowed = table.allowed_tools.as_deref().unwrap_or_default();
+        let asked: Vec<String> = (table.mcp_servers.keys())
+            .map(|server| format!("mcp__{server}"))
+            .filter(|tool| !allowed.contains(tool))
+            .collect();
+        let profile = Arc::new(profile.asking_for(&asked).with_client_tools(client_tools));
+        // Its walls are the table's over `[sandbox]`; an MCP server of its own opens no port
+        // (its network says what it reaches).
+        self.plan
+            .add_made(name, self.config.sandbox.of(&table.sandbox));
         let mut made = crate::sync::lock(&self.made);
         Ok(made.entry(name.to_owned()).or_insert(profile).clone())
     }

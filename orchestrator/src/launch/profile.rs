@@ -180,6 +180,13 @@ impl AgentProfile {
         }
     }
 
+    /// The profile without `tools` among those its CLI runs without asking (a made profile's
+    /// MCP server, which its table allows or not: a configured profile's are allowed whole).
+    pub fn asking_for(mut self, tools: &[String]) -> Self {
+        self.base.allowed_tools.retain(|t| !tools.contains(t));
+        self
+    }
+
     /// The tools its threads' client runs, when it has any.
     pub fn client_tools(&self) -> Option<&std::sync::Arc<crate::mcp::ClientTools>> {
         self.client_tools.as_ref()

@@ -65,6 +65,10 @@ pub struct WallPlan {
     read_write: BTreeSet<PathBuf>,
     /// Each profile's walls, every field set.
     profiles: BTreeMap<String, ProfileSandbox>,
+    /// The walls of profiles made after the start (a Managed Agents session's), by name: their
+    /// own `sandbox` over `[sandbox]`, as a configured profile's (their network is their
+    /// environment's).
+    made: Arc<Mutex<BTreeMap<String, ProfileSandbox>>>,
     /// The port children reach the model at: the gateway's, or the upstream's without it.
     model_port: Option<u16>,
     /// The daemon's own ports, closed even under `network = "open"`; the API's is added once
@@ -111,6 +115,7 @@ impl WallPlan {
             read_only,
             read_write,
             profiles,
+            made: Arc::default(),
             model_port: None,
             own_ports: Arc::new(Mutex::new(own_ports)),
         }
@@ -122,6 +127,11 @@ impl WallPlan {
             model_port: port,
             ..self
         }
+    }
+
+    /// The walls of the profile `name`, made after the start: `walls`, every field set.
+    pub fn add_made(&self, name: &str, walls: ProfileSandbox) {
+        crate::sync::lock(&self.made).insert(name.to_owned(), walls);
     }
 
     /// Closes `port` (the API's, once bound) to every tree, whatever its network.
@@ -139,7 +149,9 @@ impl WallPlan {
         read: impl IntoIterator<Item = PathBuf>,
         upstream_port: Option<u16>,
     ) -> Walls {
-        let settings = self.profiles.get(profile).cloned().unwrap_or_default();
+        let settings = (self.profiles.get(profile).cloned())
+            .or_else(|| crate::sync::lock(&self.made).get(profile).cloned())
+            .unwrap_or_default();
         let mut ports: BTreeSet<u16> = settings.ports.iter().copied().collect();
         ports.extend(self.model_port.or(upstream_port));
         let connect = match settings.network.unwrap_or(Network::None) {

@@ -1,7 +1,7 @@
 //! `/v1/agents`: agents as data, versioned. Each change makes a new version; a session runs on
 //! the version it pinned. The agent toolset and custom tools are served (a custom tool's input
-//! schema checked as a plugin tool's is, [`profile::client_tools`]); MCP servers and skills are
-//! refused with a message that says so.
+//! schema checked as a plugin tool's is, [`profile::client_tools`]), and so are MCP servers with
+//! their `mcp_toolset`s ([`profile::check_mcp`]); skills are refused with a message that says so.
 
 use axum::extract::{Path, Query, State};
 use axum::{Extension, Json};
@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use super::error::ManagedError;
 use super::lists::{limit_of, list_rows, page_of, Body, ListQuery};
-use super::params::{CreateAgent, ModelParam, ToolParam, UpdateAgent};
-use super::wire::{check_metadata, patch_metadata, Agent, AgentBody, ModelConfig, Page, Tool};
+use super::params::{CreateAgent, McpServerParam, ModelParam, ToolParam, UpdateAgent};
+use super::wire::{check_metadata, patch_metadata, Agent, AgentBody, McpServer, ModelConfig};
+use super::wire::{Page, Tool};
 use super::{ids, owner_of, profile, sees, ManagedState, TAG};
 use crate::caller::Caller;
 use crate::store::{ManagedKind, ManagedRow, ManagedUpdate, NewManaged};
@@ -205,7 +206,7 @@ pub fn shown(row: &ManagedRow) -> Result<Agent, ManagedError> {
         system: body.system,
         model: body.model,
         tools: body.tools,
-        mcp_servers: Vec::new(),
+        mcp_servers: body.mcp_servers,
         skills: Vec::new(),
         metadata: body.metadata,
         execution_identity: serde_json::json!({"type": "service_account"}),
@@ -224,6 +225,7 @@ fn new_body(params: CreateAgent) -> Result<AgentBody, ManagedError> {
         system: None,
         model: model_of(&params.model)?,
         tools: Vec::new(),
+        mcp_servers: Vec::new(),
         metadata: Default::default(),
     };
     let change = UpdateAgent {
@@ -232,7 +234,7 @@ fn new_body(params: CreateAgent) -> Result<AgentBody, ManagedError> {
         description: Some(params.description),
         system: Some(params.system),
         tools: Some(params.tools),
-        mcp_servers: params.mcp_servers,
+        mcp_servers: Some(params.mcp_servers),
         skills: params.skills,
         metadata: params
             .metadata
@@ -276,6 +278,16 @@ fn changed_body(mut body: AgentBody, params: UpdateAgent) -> Result<AgentBody, M
         // A custom tool its sessions could not serve is refused now, not at a session's start.
         profile::client_tools(&body)?;
     }
+    if let Some(servers) = params.mcp_servers {
+        body.mcp_servers = (servers.unwrap_or_default().into_iter())
+            .map(|McpServerParam::Url { name, url }| McpServer {
+                kind: "url".into(),
+                name,
+                url,
+            })
+            .collect();
+    }
+    profile::check_mcp(&body)?;
     if let Some(patch) = params.metadata {
         patch_metadata(&mut body.metadata, patch).map_err(ManagedError::invalid)?;
     }
@@ -286,12 +298,6 @@ fn changed_body(mut body: AgentBody, params: UpdateAgent) -> Result<AgentBody, M
 /// What Harness does not serve yet, refused by name rather than dropped.
 fn refuse_unserved(params: &UpdateAgent) -> Result<(), ManagedError> {
     let given = |list: &Option<Vec<Value>>| list.as_ref().is_some_and(|l| !l.is_empty());
-    if given(&params.mcp_servers) {
-        return Err(ManagedError::invalid(
-            "mcp_servers: not supported by Harness's Managed Agents API; give the daemon's \
-             profiles their MCP servers instead",
-        ));
-    }
     if given(&params.skills) {
         return Err(ManagedError::invalid(
             "skills: not supported by Harness's Managed Agents API; a profile's plugin_dirs \
@@ -333,6 +339,15 @@ fn tool_of(tool: &ToolParam) -> Tool {
             default_config,
             configs,
         } => profile::resolve_toolset(
+            default_config.as_ref(),
+            configs.as_deref().unwrap_or_default(),
+        ),
+        ToolParam::McpToolset {
+            mcp_server_name,
+            default_config,
+            configs,
+        } => profile::resolve_mcp_toolset(
+            mcp_server_name,
             default_config.as_ref(),
             configs.as_deref().unwrap_or_default(),
         ),

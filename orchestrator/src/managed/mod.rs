@@ -17,8 +17,9 @@
 //! ([`crate::mcp::client`]); a call waits for the client's `user.custom_tool_result`. An
 //! outcome (`user.define_outcome`) is a goal ([`crate::goals`]).
 //!
-//! Not served yet: MCP servers and skills on agents, each refused with a message that says
-//! so. The `span.model_request_*` events are the model gateway's requests (`crate::gateway`
+//! An agent's MCP servers (`url`) are HTTP MCP servers of its profile, their `mcp_toolset`s
+//! its approvals ([`profile`]); an MCP tool's result is an `agent.mcp_tool_result`
+//! ([`events`]). Not served yet: skills on agents, refused with a message that says so. The `span.model_request_*` events are the model gateway's requests (`crate::gateway`
 //! puts them on the thread's stream), and `session.status_terminated` the thread's archive or
 //! delete. In a cluster, what needs a session's process runs on its thread's owner//! (`http::routing::to_owner`, by the operation's row), as `/api`'s messages do.
 //!

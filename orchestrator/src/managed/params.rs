@@ -1,6 +1,6 @@
 //! What clients send to make or change agents, environments and sessions, typed so that the
 //! document states every bound the door checks (the SDKs' field names; what Harness does not
-//! serve is stated as empty or `null`: `mcp_servers`, `skills`, `multiagent`, `resources`,
+//! serve is stated as empty or `null`: `skills`, `multiagent`, `resources`,
 //! `vault_ids`, packages, hosts).
 
 use std::collections::BTreeMap;
@@ -80,7 +80,37 @@ pub struct ToolConfigParam {
     pub permission_policy: Option<PermissionPolicy>,
 }
 
-/// A tool of an agent: the agent toolset, or a custom tool (MCP toolsets are not served).
+/// One tool of an MCP server, as a client sets it (by the server's name for it).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct McpToolConfigParam {
+    #[schema(min_length = 1, max_length = 128)]
+    pub name: String,
+    pub enabled: Option<bool>,
+    pub permission_policy: Option<PermissionPolicy>,
+}
+
+/// An MCP server an agent connects to: `{type: "url", name, url}`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum McpServerParam {
+    Url {
+        /// Unique among the agent's servers; the model calls its tools `mcp__NAME__TOOL`, so
+        /// letters, digits, `-` and `_` (no `__`, not at either end), at most 48, and neither
+        /// `harness` nor `custom` (Harness's own servers).
+        #[schema(
+            pattern = r"^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$",
+            min_length = 1,
+            max_length = 48
+        )]
+        name: String,
+        /// `http://` or `https://`; reached from the session's walls (a `limited` environment
+        /// reaches the model only).
+        #[schema(min_length = 1, pattern = r"^https?://[^\s/?#]+")]
+        url: String,
+    },
+}
+
+/// A tool of an agent: the agent toolset, an MCP server's tools, or a custom tool.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(tag = "type")]
 pub enum ToolParam {
@@ -88,6 +118,15 @@ pub enum ToolParam {
     Toolset {
         default_config: Option<ToolDefaultsParam>,
         configs: Option<Vec<ToolConfigParam>>,
+    },
+    /// The tools of the agent's MCP server `mcp_server_name` (each server has one):
+    /// `default_config` (default: enabled, `always_ask`) and `configs` by tool name.
+    #[serde(rename = "mcp_toolset")]
+    McpToolset {
+        #[schema(min_length = 1)]
+        mcp_server_name: String,
+        default_config: Option<ToolDefaultsParam>,
+        configs: Option<Vec<McpToolConfigParam>>,
     },
     /// A tool the client runs: the model's call to it is an `agent.custom_tool_use`, and the
     /// session waits for the client's `user.custom_tool_result`. Each name once per agent; the
@@ -122,8 +161,9 @@ pub struct CreateAgent {
     pub system: Option<String>,
     #[schema(max_items = 128)]
     pub tools: Option<Vec<ToolParam>>,
-    #[schema(schema_with = none_served)]
-    pub mcp_servers: Option<Vec<Value>>,
+    /// At most 20, names unique; each referenced by one `mcp_toolset` of `tools`.
+    #[schema(max_items = 20)]
+    pub mcp_servers: Option<Vec<McpServerParam>>,
     #[schema(schema_with = none_served)]
     pub skills: Option<Vec<Value>>,
     #[schema(schema_with = metadata_schema)]
@@ -156,8 +196,10 @@ pub struct UpdateAgent {
     #[serde(default, deserialize_with = "crate::api::threads::present")]
     #[schema(value_type = Option<Vec<ToolParam>>, max_items = 128)]
     pub tools: Option<Option<Vec<ToolParam>>>,
-    #[schema(schema_with = none_served)]
-    pub mcp_servers: Option<Vec<Value>>,
+    /// Replaces the servers (`null` or `[]` clears them).
+    #[serde(default, deserialize_with = "crate::api::threads::present")]
+    #[schema(value_type = Option<Vec<McpServerParam>>, max_items = 20)]
+    pub mcp_servers: Option<Option<Vec<McpServerParam>>>,
     #[schema(schema_with = none_served)]
     pub skills: Option<Vec<Value>>,
     #[schema(schema_with = metadata_patch_schema)]

@@ -71,6 +71,14 @@ pub enum Tool {
         default_config: ToolDefaults,
         configs: Vec<ToolConfig>,
     },
+    /// The tools of the agent's MCP server `mcp_server_name`: its defaults resolved (the API's:
+    /// enabled, `always_ask`), and the tools configured by name, each resolved.
+    #[serde(rename = "mcp_toolset")]
+    McpToolset {
+        mcp_server_name: String,
+        default_config: ToolDefaults,
+        configs: Vec<McpToolConfig>,
+    },
     #[serde(rename = "custom")]
     Custom {
         name: String,
@@ -78,6 +86,26 @@ pub enum Tool {
         #[schema(value_type = Object)]
         input_schema: Value,
     },
+}
+
+/// An MCP server an agent connects to, over HTTP: `{type: "url", name, url}`. Its tools are
+/// the model's `mcp__NAME__TOOL`, as the agent's `mcp_toolset` for it configures them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct McpServer {
+    /// Always `url`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, pattern = "^url$")]
+    pub kind: String,
+    pub name: String,
+    pub url: String,
+}
+
+/// One tool of an MCP server, resolved from its toolset's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct McpToolConfig {
+    pub name: String,
+    pub enabled: bool,
+    pub permission_policy: PermissionPolicy,
 }
 
 /// An agent at one version.
@@ -93,8 +121,7 @@ pub struct Agent {
     pub system: Option<String>,
     pub model: ModelConfig,
     pub tools: Vec<Tool>,
-    #[schema(value_type = Vec<Object>)]
-    pub mcp_servers: Vec<Value>,
+    pub mcp_servers: Vec<McpServer>,
     #[schema(value_type = Vec<Object>)]
     pub skills: Vec<Value>,
     pub metadata: BTreeMap<String, String>,
@@ -117,6 +144,9 @@ pub struct AgentBody {
     pub system: Option<String>,
     pub model: ModelConfig,
     pub tools: Vec<Tool>,
+    /// Absent in what was stored before agents had MCP servers.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServer>,
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -214,8 +244,7 @@ pub struct SessionAgent {
     pub system: Option<String>,
     pub model: ModelConfig,
     pub tools: Vec<Tool>,
-    #[schema(value_type = Vec<Object>)]
-    pub mcp_servers: Vec<Value>,
+    pub mcp_servers: Vec<McpServer>,
     #[schema(value_type = Vec<Object>)]
     pub skills: Vec<Value>,
     #[schema(value_type = Object)]

@@ -7,7 +7,8 @@
 //! idle), lists events a page at a time and resumes a stream after it dropped, a tool that waits
 //! for a confirmation (allowed once, denied once), an interrupt, a session that starts with an
 //! uploaded file, sessions archived and deleted under an open stream, a custom tool the client
-//! answers, and another tenant's key refused.
+//! answers, an agent's MCP server (another daemon's `/mcp`) whose tool the model calls, allowed
+//! or confirmed, and another tenant's key refused.
 //! `managed/python_sdk.py` and `managed/ts_sdk.mjs` are the clients. Every event the Python SDK
 //! reads is parsed by its own types; the TypeScript SDK does not check at run time, so each
 //! event's `type` and fields (and the objects it reads) are checked against what the installed
@@ -1526,4 +1527,117 @@ async fn a_session_works_in_a_worktree_of_a_repository() {
     );
     assert!(refusals[1].contains("authorization_token"), "{refusals:?}");
     assert!(refusals[2].contains("workspaces.roots"), "{refusals:?}");
+
+/// A daemon whose model calls the peer daemon's `time__current_time` through the agent's MCP
+/// server `peer` for "ask the peer", once; and that peer (another daemon's `/mcp`, no token).
+async fn peer_daemons() -> (MockApi, TestDaemon, TestDaemon) {
+    let mock = MockApi::start().await;
+    let peer = TestDaemon::start(&mock, |c| c.auth_token = None).await;
+    mock.once_when_prompt_contains(
+        "ask the peer",
+        Reply::tool_use("mcp__peer__time__current_time", json!({})),
+    );
+    let daemon = TestDaemon::start(&mock, |_| {}).await;
+    (mock, daemon, peer)
+}
+
+/// The agent echoes its server and its toolset (defaults resolved) at each version; the
+/// model's call is an `agent.mcp_tool_use` (`evaluated_permission` as `permission`) and its
+/// result an `agent.mcp_tool_result` naming it, each parsed by the SDK's own class; the peer's
+/// answer reached the model.
+fn assert_mcp_tool(mock: &MockApi, report: &Value, permission: &str) {
+    assert_eq!(
+        report["agent_servers"],
+        json!([{"type": "url", "name": "peer", "url": report["url"]}]),
+        "{report}"
+    );
+    let toolset = &report["agent_tools"][0];
+    assert_eq!(toolset["type"], "mcp_toolset", "{report}");
+    assert_eq!(toolset["mcp_server_name"], "peer", "{report}");
+    assert_eq!(
+        toolset["default_config"],
+        json!({"enabled": true, "permission_policy": {"type": format!("always_{permission}")}}),
+        "{report}"
+    );
+    assert_eq!(toolset["configs"], json!([]), "{report}");
+    let versions = report["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 2, "{report}");
+    for version in versions {
+        assert_eq!(version["servers"], json!(["peer"]), "{report}");
+        assert_eq!(version["tools"], json!(["mcp_toolset"]), "{report}");
+    }
+    let uses = report["uses"].as_array().expect("uses");
+    assert_eq!(uses.len(), 1, "{report}");
+    assert_eq!(uses[0]["name"], "time__current_time", "{report}");
+    assert_eq!(uses[0]["server"], "peer", "{report}");
+    assert_eq!(uses[0]["permission"], permission, "{report}");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1, "{report}");
+    assert_eq!(results[0]["mcp_tool_use_id"], uses[0]["id"], "{report}");
+    assert_eq!(results[0]["is_error"], false, "{report}");
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("timezone")),
+        "{report}"
+    );
+    assert_eq!(report["stop_reason"], "end_turn", "{report}");
+    let listed = strings(&report["listed"]);
+    for kind in ["agent.mcp_tool_use", "agent.mcp_tool_result"] {
+        assert!(listed.iter().any(|k| k == kind), "{kind}: {listed:?}");
+    }
+    assert!(
+        !listed.iter().any(|k| k == "agent.tool_result"),
+        "{listed:?}"
+    );
+    for key in ["classes", "listed_classes", "agent_classes"] {
+        assert_typed(report, key);
+    }
+    let answered: Vec<_> = mock
+        .message_requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .collect();
+    assert!(
+        answered
+            .iter()
+            .any(|r| !r.is_error && r.text.contains("timezone")),
+        "the peer's tool answered the model: {answered:?}"
+    );
+}
+
+/// An agent's MCP server (`always_allow`) is reached without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_mcp_server_is_reached_and_its_tools_events_are_mcp_ones() {
+    let Some(python) = python("managed::mcp_tool").await else {
+        return;
+    };
+    let (mock, daemon, peer) = peer_daemons().await;
+    let fields = json!({"url": format!("{}/mcp", peer.base), "policy": "always_allow",
+        "prompt": "ask the peer"});
+    let mut report = run(&python, &daemon, "any-key", "mcp_tool", fields.clone()).await;
+    report["url"] = fields["url"].clone();
+    assert_mcp_tool(&mock, &report, "allow");
+    assert_eq!(report["waited"], json!([]), "{report}");
+    daemon.stop().await;
+    peer.stop().await;
+}
+
+/// An agent's MCP server whose toolset asks (`always_ask`): the call waits for the client's
+/// `user.tool_confirmation`, then runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_mcp_tool_that_asks_waits_for_the_clients_confirmation() {
+    let Some(python) = python("managed::mcp_tool_ask").await else {
+        return;
+    };
+    let (mock, daemon, peer) = peer_daemons().await;
+    let fields = json!({"url": format!("{}/mcp", peer.base), "policy": "always_ask",
+        "prompt": "ask the peer"});
+    let mut report = run(&python, &daemon, "any-key", "mcp_tool", fields.clone()).await;
+    report["url"] = fields["url"].clone();
+    assert_mcp_tool(&mock, &report, "ask");
+    let uses = report["uses"].as_array().expect("uses");
+    assert_eq!(report["waited"], json!([[uses[0]["id"]]]), "{report}");
+    daemon.stop().await;
+    peer.stop().await;
 }

@@ -97,6 +97,42 @@ const NOT_STATEABLE: &[(&str, &str, &str)] = &[
         "is given twice",
         "JSON Schema cannot say that a field is unique across an array's items",
     ),
+    (
+        "POST /v1/agents",
+        "an http:// or https:// URL",
+        "a URL's syntax past its scheme (RFC 3986 as the url crate parses it) is more than a \
+         pattern says",
+    ),
+    (
+        "POST /v1/agents",
+        "Harness's own server has that name",
+        "the names Harness keeps (`harness`, `custom`) are said in the field's description",
+    ),
+    (
+        "POST /v1/agents",
+        "mcp_toolset",
+        "JSON Schema cannot relate one array's items to another's (each MCP server referenced by \
+         one mcp_toolset of tools, none naming an unknown server) nor a toolset's configs to its \
+         default",
+    ),
+    (
+        "POST /v1/agents/{agent_id}",
+        "an http:// or https:// URL",
+        "a URL's syntax past its scheme (RFC 3986 as the url crate parses it) is more than a \
+         pattern says",
+    ),
+    (
+        "POST /v1/agents/{agent_id}",
+        "Harness's own server has that name",
+        "the names Harness keeps (`harness`, `custom`) are said in the field's description",
+    ),
+    (
+        "POST /v1/agents/{agent_id}",
+        "mcp_toolset",
+        "JSON Schema cannot relate one array's items to another's (each MCP server referenced by \
+         one mcp_toolset of tools, none naming an unknown server) nor a toolset's configs to its \
+         default",
+    ),
 ];
 
 /// Parts of refusals the document states, never excused by [`NOT_STATEABLE`]: a cron's shape.

@@ -18,6 +18,12 @@
 //! tool use it read as a custom tool's (its `tool_call_started` or `client_tool_call` row). A
 //! read that starts between the two (a page's cursor, a stream opened then) shows it as an
 //! `agent.tool_result`.
+//!
+//! An MCP tool's result is an `agent.mcp_tool_result` (its `mcp_tool_use_id` the
+//! `agent.mcp_tool_use`'s id): the stored result has no tool name, so the reader knows it by the
+//! `tool_call_started` it read, as it knows a custom tool's. A read that starts between the two
+//! shows it as an `agent.tool_result` (its `tool_use_id` names the `agent.mcp_tool_use` all the
+//! same).
 
 use std::collections::HashSet;
 
@@ -25,7 +31,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::project::{is_custom_tool, project, Lens};
-use super::wire::SessionEvent;
+use super::wire::{EventBody, SessionEvent};
 use crate::goals::GOAL_TURN_PREFIX;
 use crate::store::{EventRow, MessageId};
 
@@ -38,6 +44,9 @@ pub struct Reader {
     goal_turns: HashSet<MessageId>,
     /// The custom tools' uses of the turn, by the CLI's id, whose result is not read yet.
     custom: HashSet<String>,
+    /// The MCP tools' uses of the turn (an `agent.mcp_tool_use`), by the CLI's id, whose result
+    /// is not read yet.
+    mcp: HashSet<String>,
 }
 
 /// One frame of a stream: an event, or a preview of one.
@@ -66,6 +75,7 @@ impl Reader {
             preview: None,
             goal_turns: goal_turns.into_iter().collect(),
             custom: HashSet::new(),
+            mcp: HashSet::new(),
         }
     }
 
@@ -85,12 +95,33 @@ impl Reader {
             "tool_call_started" if row.data["name"].as_str().is_some_and(is_custom_tool) => {
                 self.custom.extend(tool_use_id());
             }
+            "tool_call_started"
+                if (events.iter()).any(|e| matches!(e.body, EventBody::AgentMcpToolUse { .. })) =>
+            {
+                self.mcp.extend(tool_use_id());
+            }
             "client_tool_call" => {
                 self.custom
                     .extend(row.data["toolUseId"].as_str().map(str::to_owned));
             }
             "tool_call_finished" if tool_use_id().is_some_and(|id| self.custom.remove(&id)) => {
                 events.clear();
+            }
+            "tool_call_finished" if tool_use_id().is_some_and(|id| self.mcp.remove(&id)) => {
+                for event in &mut events {
+                    if let EventBody::AgentToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    } = &event.body
+                    {
+                        event.body = EventBody::AgentMcpToolResult {
+                            mcp_tool_use_id: tool_use_id.clone(),
+                            content: content.clone(),
+                            is_error: *is_error,
+                        };
+                    }
+                }
             }
             "text_delta" => {
                 self.preview.get_or_insert(row.id);
@@ -103,6 +134,7 @@ impl Reader {
             "turn_finished" | "turn_failed" => {
                 self.preview = None;
                 self.custom.clear();
+                self.mcp.clear();
             }
             _ => {}
         }
@@ -268,6 +300,37 @@ mod tests {
                 "agent.tool_result"
             ]
         );
+    }
+
+    #[test]
+    fn an_mcp_tools_result_is_an_mcp_tool_result_naming_its_use() {
+        let started = |id: &str, name: &str| json!({"tool_use_id": id, "name": name, "input": {}});
+        let finished = |id: &str| json!({"tool_use_id": id, "is_error": false, "content": "12:00"});
+        let rows = [
+            row(1, "tool_call_started", started("toolu_1", "mcp__peer__now")),
+            row(2, "tool_call_finished", finished("toolu_1")),
+            row(3, "tool_call_started", started("toolu_2", "Bash")),
+            row(4, "tool_call_finished", finished("toolu_2")),
+            // A result whose use was not read (the read started between them): a tool_result.
+            row(5, "tool_call_finished", finished("toolu_3")),
+        ];
+        let events = read(&rows, false);
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "agent.mcp_tool_use",
+                "agent.mcp_tool_result",
+                "agent.tool_use",
+                "agent.tool_result",
+                "agent.tool_result"
+            ]
+        );
+        assert_eq!(events[0]["id"], "sevt_tu_toolu_1");
+        assert_eq!(events[1]["id"], "sevt_tr_toolu_1");
+        assert_eq!(events[1]["mcp_tool_use_id"], "sevt_tu_toolu_1");
+        assert_eq!(events[1]["is_error"], false);
+        assert_eq!(events[1]["content"][0]["text"], "12:00");
     }
 
     #[test]

@@ -26,9 +26,10 @@
 //! - `tool_call_started` → `agent.custom_tool_use` for `mcp__custom__TOOL` (a custom tool),
 //!   `agent.mcp_tool_use` for another `mcp__SERVER__TOOL`, else `agent.tool_use`, with
 //!   `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
-//! - `tool_call_finished` → `agent.tool_result`, for MCP tools too: the stored event has no
-//!   tool name to tell them apart, and its `tool_use_id` is the `agent.mcp_tool_use`'s id all
-//!   the same (a custom tool's gives nothing: the [`super::Reader`] knows it by its id);
+//! - `tool_call_finished` → `agent.tool_result`: the stored event has no tool name, so the
+//!   [`super::Reader`], which read the use, makes an MCP tool's an `agent.mcp_tool_result` and
+//!   drops a custom tool's (a read that starts between the two shows an `agent.tool_result`,
+//!   whose `tool_use_id` names the `agent.mcp_tool_use` all the same);
 //! - `client_tool_call` (a custom tool's call): `waiting` → `session.status_idle`
 //!   (`requires_action` on the `agent.custom_tool_use`); `answered` → the
 //!   `user.custom_tool_result` that answered it, then `session.status_running`; `cancelled` →

@@ -430,6 +430,56 @@ def repository():
     report["refusals"] = refusals
 
 
+def mcp_tool():
+    """An agent with an MCP server (`url`) and its `mcp_toolset` (`policy` by default): the model
+    calls one of its tools; the client confirms it when asked; then the agent's versions."""
+    environment = beta.environments.create(
+        name="dev", config={"type": "cloud", "networking": {"type": "unrestricted"}}
+    )
+    agent = beta.agents.create(
+        name="Peer user",
+        model="claude-sonnet-4-6",
+        mcp_servers=[{"type": "url", "name": "peer", "url": cfg["url"]}],
+        tools=[{"type": "mcp_toolset", "mcp_server_name": "peer",
+                "default_config": {"permission_policy": {"type": cfg["policy"]}}}],
+    )
+    report["agent_servers"] = [s.model_dump() for s in agent.mcp_servers]
+    report["agent_tools"] = [t.model_dump() for t in agent.tools]
+    report["agent_classes"] = [type(x).__name__ for x in agent.mcp_servers + agent.tools]
+    updated = beta.agents.update(agent.id, version=agent.version, description="v2")
+    report["versions"] = [
+        {"version": v.version, "servers": [s.name for s in v.mcp_servers],
+         "tools": [t.type for t in v.tools]}
+        for v in beta.agents.versions.list(agent.id)
+    ]
+    session = beta.sessions.create(agent={"type": "agent", "id": agent.id, "version": updated.version},
+                                   environment_id=environment.id)
+    report["session"] = session.id
+    uses, results, waited = [], [], []
+
+    def on_event(event):
+        if event is None:
+            say(session.id, cfg["prompt"])
+        elif event.type == "agent.mcp_tool_use":
+            uses.append({"id": event.id, "name": event.name, "server": event.mcp_server_name,
+                         "permission": event.evaluated_permission})
+        elif event.type == "agent.mcp_tool_result":
+            results.append({"id": event.id, "mcp_tool_use_id": event.mcp_tool_use_id,
+                            "is_error": event.is_error, "text": text_of(event)})
+        elif event.type == "session.status_idle" and event.stop_reason.type == "requires_action":
+            waited.append(event.stop_reason.event_ids)
+            beta.sessions.events.send(session.id, events=[{
+                "type": "user.tool_confirmation", "tool_use_id": event.stop_reason.event_ids[0],
+                "result": "allow"}])
+
+    idle = until_idle(session.id, on_event)
+    report["stop_reason"] = idle.stop_reason.type
+    report["uses"], report["results"], report["waited"] = uses, results, waited
+    listed = [e for e in beta.sessions.events.list(session.id)]
+    report["listed"] = [e.type for e in listed]
+    report["listed_classes"] = [type(e).__name__ for e in listed]
+
+
 def made():
     """What the owner makes, for `refused` (with `tools`, its agent's)."""
     agent, environment = agent_and_environment(WEATHER if cfg.get("weather") else None)
@@ -442,5 +492,6 @@ def made():
  "refused": refused, "made": made, "say": say_and_wait, "file": with_file,
  "previews": previews, "outcome": outcome, "outcome_interrupted": outcome_interrupted,
  "outcome_left": outcome_left, "outcome_awaited": outcome_awaited,
- "terminated": terminated, "custom_tool": custom_tool, "repository": repository}[cfg["scenario"]]()
+ "terminated": terminated, "custom_tool": custom_tool, "repository": repository,
+ "mcp_tool": mcp_tool}[cfg["scenario"]]()
 print(json.dumps(report))
