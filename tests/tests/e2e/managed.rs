@@ -1527,6 +1527,7 @@ async fn a_session_works_in_a_worktree_of_a_repository() {
     );
     assert!(refusals[1].contains("authorization_token"), "{refusals:?}");
     assert!(refusals[2].contains("workspaces.roots"), "{refusals:?}");
+}
 
 /// A daemon whose model calls the peer daemon's `time__current_time` through the agent's MCP
 /// server `peer` for "ask the peer", once; and that peer (another daemon's `/mcp`, no token).
