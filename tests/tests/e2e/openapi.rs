@@ -29,7 +29,7 @@ const FEW: &[(&str, u32)] = &[
 
 /// Refusals the document cannot rule out, each said in its field's description: the operation,
 /// what the refusal's message holds, and why JSON Schema cannot state it.
-const NOT_STATEABLE: &[(&str, &str, &str)] = &[
+pub(crate) const NOT_STATEABLE: &[(&str, &str, &str)] = &[
     (
         "POST /api/schedules",
         "is not a cron expression",
