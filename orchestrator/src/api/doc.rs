@@ -50,9 +50,13 @@ pub const DECIMAL: &str = r"^[0-9]+(\.[0-9]+)?$";
 /// A custom tool's name (the Managed Agents API's; `crate::mcp::client::ClientTools::compile`).
 pub const TOOL_NAME: &str = r"^[a-zA-Z0-9_-]{1,64}$";
 
+/// An agent's MCP server's name (the Managed Agents API's; `crate::managed::profile`): letters,
+/// digits and `-`, single `_` between them, so `mcp__NAME__TOOL` reads back.
+pub const MCP_SERVER_NAME: &str = r"^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$";
+
 /// Every pattern above: the document's annotations write them out (an attribute takes only a
 /// literal), and `http::openapi`'s test holds each of the document's patterns to this list.
-pub const PATTERNS: [&str; 10] = [
+pub const PATTERNS: [&str; 11] = [
     NOT_BLANK,
     NO_NUL,
     MESSAGE_TEXT,
@@ -63,6 +67,7 @@ pub const PATTERNS: [&str; 10] = [
     BASE64,
     DECIMAL,
     TOOL_NAME,
+    MCP_SERVER_NAME,
 ];
 
 #[cfg(test)]

@@ -105,7 +105,7 @@ pub enum McpServerParam {
         name: String,
         /// `http://` or `https://`; reached from the session's walls (a `limited` environment
         /// reaches the model only).
-        #[schema(min_length = 1, pattern = r"^https?://[^\s/?#]+")]
+        #[schema(min_length = 1, pattern = r"^[Hh][Tt][Tt][Pp][Ss]?://")]
         url: String,
     },
 }

@@ -94,7 +94,7 @@ pub enum Tool {
 pub struct McpServer {
     /// Always `url`.
     #[serde(rename = "type")]
-    #[schema(value_type = String, pattern = "^url$")]
+    #[schema(value_type = String)]
     pub kind: String,
     pub name: String,
     pub url: String,

@@ -137,7 +137,7 @@ fn generate(doc: &Value, schema: &Value, rng: &mut Rng, depth: usize) -> Value {
             let url = schema
                 .get("pattern")
                 .and_then(Value::as_str)
-                .is_some_and(|p| p.starts_with("^https?://"));
+                .is_some_and(|p| p.contains("://"));
             match url {
                 true => format!("https://{letters}x").into(),
                 false => letters.into(),
