@@ -157,15 +157,7 @@ fn table_of(agent: &AgentBody, network: Network) -> (ProfileConfig, Vec<Approval
     }
     let mut servers = std::collections::BTreeMap::new();
     let mut disallowed = Vec::new();
-    for tool in &agent.tools {
-        let Tool::McpToolset {
-            mcp_server_name: name,
-            default_config,
-            configs,
-        } = tool
-        else {
-            continue;
-        };
+    for (name, default_config, configs) in toolsets(agent) {
         let server = format!("mcp__{name}");
         if !default_config.enabled {
             // Not connected, and named disallowed should another door give it.
@@ -379,15 +371,7 @@ pub fn check_mcp(agent: &AgentBody) -> Result<(), ManagedError> {
         }
     }
     let mut referenced: Vec<&str> = Vec::new();
-    for tool in &agent.tools {
-        let Tool::McpToolset {
-            mcp_server_name: name,
-            default_config,
-            configs,
-        } = tool
-        else {
-            continue;
-        };
+    for (name, default_config, configs) in toolsets(agent) {
         if !agent.mcp_servers.iter().any(|s| &s.name == name) {
             return invalid(format!(
                 "tools: the mcp_toolset of `{name}` names no server of mcp_servers"
@@ -462,6 +446,26 @@ pub fn asks(agent: &AgentBody, name: &str) -> bool {
             policy == PermissionPolicy::AlwaysAsk
         }
         Tool::Custom { .. } => false,
+    })
+}
+
+/// The agent's `mcp_toolset`s: each server's name, its defaults and its tools' configs.
+fn toolsets(
+    agent: &AgentBody,
+) -> impl Iterator<
+    Item = (
+        &String,
+        &super::wire::ToolDefaults,
+        &Vec<super::wire::McpToolConfig>,
+    ),
+> {
+    agent.tools.iter().filter_map(|tool| match tool {
+        Tool::McpToolset {
+            mcp_server_name,
+            default_config,
+            configs,
+        } => Some((mcp_server_name, default_config, configs)),
+        _ => None,
     })
 }
 
