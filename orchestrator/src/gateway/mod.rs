@@ -128,17 +128,11 @@ impl Upstream {
 
     /// True when it is Anthropic's API: an `https` address on `anthropic.com` or below.
     pub fn is_anthropic(&self) -> bool {
-        let Some(rest) = self.base.strip_prefix("https://") else {
+        let Ok(url) = reqwest::Url::parse(&self.base) else {
             return false;
         };
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        let host = authority.rsplit('@').next().unwrap_or_default();
-        let host = host
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        host == "anthropic.com" || host.ends_with(".anthropic.com")
+        let host = url.host_str().unwrap_or_default();
+        url.scheme() == "https" && (host == "anthropic.com" || host.ends_with(".anthropic.com"))
     }
 }
 
