@@ -17,6 +17,20 @@ async fn entries(daemon: &TestDaemon, query: &str) -> Vec<Value> {
     body["entries"].as_array().cloned().unwrap_or_default()
 }
 
+/// Each entry's action, status and thread: what the tests compare.
+pub(crate) fn summary(entries: &[Value]) -> Vec<(String, i64, Value)> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_owned(),
+                e["status"].as_i64().unwrap_or_default(),
+                e["threadId"].clone(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_change_is_written_with_who_what_and_from_where_and_reads_are_not() {
     let mock = MockApi::start().await;
@@ -39,16 +53,7 @@ async fn every_change_is_written_with_who_what_and_from_where_and_reads_are_not(
     assert_eq!(forwarded.status(), StatusCode::OK);
 
     let all = entries(&daemon, "").await;
-    let summary: Vec<(String, i64, Value)> = all
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap_or_default().to_owned(),
-                e["status"].as_i64().unwrap_or_default(),
-                e["threadId"].clone(),
-            )
-        })
-        .collect();
+    let summary = summary(&all);
     assert_eq!(
         summary,
         [

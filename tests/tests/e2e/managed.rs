@@ -600,18 +600,7 @@ async fn assert_audited(daemon: &TestDaemon, made: &Value) {
     .await;
     assert_eq!(status, StatusCode::OK, "{audit}");
     let thread = thread_of(made);
-    let entries: Vec<(String, i64, Value)> = audit["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| {
-            (
-                e["action"].as_str().unwrap_or_default().to_owned(),
-                e["status"].as_i64().unwrap_or_default(),
-                e["threadId"].clone(),
-            )
-        })
-        .collect();
+    let entries = crate::audit::summary(audit["entries"].as_array().expect("entries"));
     for expected in [
         ("POST /v1/agents".to_owned(), 200, Value::Null),
         ("POST /v1/sessions".to_owned(), 200, Value::Null),
