@@ -37,8 +37,9 @@ pub use process::{
 };
 pub use protocol::{
     ApiRetry, ApiUsage, AssistantText, AssistantThinking, ContentBlock, ExternalMcpServers,
-    MediaSource, ModelCall, RateLimit, SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished,
-    ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage, UserContent,
+    MediaSource, ModelCall, RateLimit, SdkMcpServer, SpawnOptions, StartupClass, StartupFailure,
+    TextDelta, ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult,
+    TurnUsage, UserContent,
 };
 
 use std::time::Duration;
@@ -63,4 +64,8 @@ pub enum CliError {
     /// stream no longer pairs results with messages.
     #[error("the claude CLI answered another message than this turn's (result for {got:?}); the process is replaced")]
     Unpaired { got: Vec<String> },
+    /// The CLI refused to start and said why ([`StartupFailure`]); its class says whether a
+    /// retry can help.
+    #[error("the claude CLI could not start: {0}")]
+    StartupFailed(StartupFailure),
 }

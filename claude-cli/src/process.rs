@@ -70,6 +70,10 @@ pub struct Launch {
     pub stop_hook: bool,
     /// What walls the process in before it runs (the host's sandbox), if anything.
     pub confine: Option<Arc<dyn Confine>>,
+    /// Managed settings (policy) for this process, delivered in its `initialize` request
+    /// (`--await-initialize --managed-settings-in-initialize`): what `managed-settings.json`
+    /// would say, without touching the machine's own policy folder.
+    pub managed_settings: Option<Value>,
 }
 
 /// A started process: the handle, its control requests, and its answer to `initialize`.
@@ -223,6 +227,8 @@ struct Shared {
     /// Where the turns the CLI starts by itself go; `None` once the host let go.
     cli_turns: Mutex<Option<mpsc::UnboundedSender<CliTurn>>>,
     session_id: Mutex<Option<String>>,
+    /// The permission mode the CLI said is in effect at its latest turn's `system/init`.
+    permission_mode: Mutex<Option<String>>,
     stderr_tail: Mutex<VecDeque<String>>,
     /// A `result` that arrived with no turn running (a failed `--resume` writes one, then exits).
     stray_result: Mutex<Option<TurnResult>>,
@@ -375,6 +381,9 @@ impl CliProcess {
                 .map(|r| r.error_reason())
                 .unwrap_or_else(|| tail.clone());
             return SpawnError::MissingSession(reason);
+        }
+        if let Some(failure) = stray.as_ref().and_then(TurnResult::startup_failure) {
+            return SpawnError::Failed(CliError::StartupFailed(failure));
         }
         SpawnError::Failed(self.died_now())
     }
@@ -535,6 +544,12 @@ impl CliProcess {
     pub fn session_id(&self) -> Option<String> {
         lock(&self.shared.session_id).clone()
     }
+    /// The permission mode the CLI said is in effect at the start of its latest turn (its
+    /// `system/init`); `None` before its first turn.
+    pub fn permission_mode(&self) -> Option<String> {
+        lock(&self.shared.permission_mode).clone()
+    }
+
     /// How many `transcript_mirror` frames the process has written so far. Read after a turn's
     /// result, it counts every frame of that turn: a host that has stored that many frames has
     /// stored the turn.

@@ -16,12 +16,14 @@ use serde_json::Value;
 
 mod content;
 mod input;
+mod startup;
 
 pub use content::{ContentBlock, MediaSource, UserContent};
 pub use input::{
     cli_args, control_request, control_response, initialize_request, user_turn, ExternalMcpServers,
     SdkMcpServer, SpawnOptions, STOP_HOOK_ID,
 };
+pub use startup::{StartupClass, StartupFailure};
 
 /// One stdout line, sorted by what the host does with it.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +119,9 @@ pub struct Progress {
     pub events: Vec<TurnEvent>,
     /// An `assistant` line of the turn's own: the model request it came from.
     pub model_call: Option<ModelCall>,
+    /// `system/init` and `system/status`: the permission mode in effect, which is not always
+    /// the one asked for (managed settings can narrow it).
+    pub permission_mode: Option<String>,
 }
 
 /// One Messages API response the CLI reports (each of its `assistant` lines names one; a
@@ -249,6 +254,13 @@ pub struct TurnResult {
     /// Time this turn spent in Messages API requests.
     #[serde(default, deserialize_with = "lenient")]
     pub duration_api_ms: u64,
+    /// Set on the zeroed result a process writes when it cannot start
+    /// ([`TurnResult::startup_failure`]).
+    #[serde(default, deserialize_with = "lenient")]
+    pub startup_failure_reason: Option<String>,
+    /// The file of a `config_file_invalid` start-up failure.
+    #[serde(default, deserialize_with = "lenient")]
+    pub invalid_config_file: Option<startup::InvalidConfigFile>,
 }
 
 /// One model's figures in `model_usage_since_last_result`.
@@ -449,6 +461,7 @@ impl SystemLine {
             },
             session_id: self.session_id,
             model_call: None,
+            permission_mode: self.permission_mode,
         }
     }
 }
@@ -468,7 +481,7 @@ impl StreamEventLine {
                 .collect(),
             session_id: self.session_id,
             starts_turn: false,
-            model_call: None,
+            ..Progress::default()
         }
     }
 }
@@ -488,7 +501,7 @@ impl RateLimitLine {
             })],
             session_id: self.session_id,
             starts_turn: false,
-            model_call: None,
+            ..Progress::default()
         }
     }
 }
@@ -615,6 +628,9 @@ struct SystemLine {
     error: String,
     #[serde(default, deserialize_with = "lenient")]
     error_status: Option<u64>,
+    /// On `init` and `status`: the permission mode in effect.
+    #[serde(default, rename = "permissionMode", deserialize_with = "lenient")]
+    permission_mode: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -675,6 +691,7 @@ impl MessageLine {
             session_id: self.session_id,
             starts_turn: false,
             model_call,
+            permission_mode: None,
         })
     }
 }

@@ -17,7 +17,13 @@ impl Launch {
             .current_dir(&self.workdir)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("CLAUDE_CONFIG_DIR", &self.config_dir);
+            .env("CLAUDE_CONFIG_DIR", &self.config_dir)
+            // A start that fails says why, as a `result` ([`crate::StartupFailure`]).
+            .env("CLAUDE_CODE_STARTUP_FAILURE_RESULTS", "1");
+        if self.managed_settings.is_some() {
+            // The policy comes in `initialize`; the CLI starts no session without it.
+            cmd.args(["--await-initialize", "--managed-settings-in-initialize"]);
+        }
         if let Some(confine) = &self.confine {
             confine.confine(cmd.as_std_mut());
         }

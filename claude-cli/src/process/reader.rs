@@ -110,6 +110,11 @@ fn dispatch(shared: &Arc<Shared>, message: CliMessage) {
         CliMessage::Progress(line) => {
             if line.starts_turn {
                 started_turn(shared);
+                // The mode the turn runs in; a later `status` (plan mode left mid-turn, say) is
+                // the turn's own doing, not what the host asked for.
+                if let Some(mode) = line.permission_mode {
+                    *lock(&shared.permission_mode) = Some(mode);
+                }
             }
             if let Some(id) = &line.session_id {
                 let mut current = lock(&shared.session_id);

@@ -61,6 +61,16 @@ pub(super) fn child(
         .kill_on_drop(true);
     set_parent_death_signal(&mut cmd);
     let mut child = cmd.spawn().map_err(|err| {
+        if !launch.workdir.is_dir() {
+            // The folder went away: what the CLI would call `cwd_unavailable`.
+            let message = format!(
+                "the folder {} is not there ({err})",
+                launch.workdir.display()
+            );
+            return SpawnError::Failed(CliError::StartupFailed(
+                crate::StartupFailure::cwd_unavailable(message),
+            ));
+        }
         SpawnError::Failed(CliError::Spawn {
             bin: bin.clone(),
             reason: err.to_string(),
@@ -110,6 +120,7 @@ pub(super) fn wire(
         cli_turns: Mutex::new(Some(own_tx)),
         exit: exit.clone(),
         session_id: Mutex::new(resume.map(str::to_owned)),
+        permission_mode: Mutex::default(),
         stderr_tail: Mutex::default(),
         stray_result: Mutex::default(),
         unpaired: watch::Sender::new(false),
@@ -160,11 +171,14 @@ pub(super) async fn ready(
     resume: Option<&str>,
     outlets: Outlets,
 ) -> Result<Started, SpawnError> {
-    let initialize = protocol::initialize_request(
+    let mut initialize = protocol::initialize_request(
         &launch.sdk_mcp_servers,
         launch.stop_hook,
         launch.agents.as_ref(),
     );
+    if let Some(settings) = &launch.managed_settings {
+        initialize["managedSettings"] = settings.clone();
+    }
     let answered = async {
         let answer = process.initialize(initialize).await?;
         if let Some(servers) = &launch.external_mcp_servers {

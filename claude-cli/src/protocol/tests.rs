@@ -593,3 +593,97 @@ fn transcript_mirror_paths_stay_inside_the_project_folder() {
     assert_eq!(frame.file_path, "");
     assert_eq!(frame.entries, vec![json!({"type": "mode"})]);
 }
+
+/// Start-up failure results as 2.1.332 writes them (captured; usage trimmed).
+#[test]
+fn a_start_up_failure_result_says_why_and_who_can_fix_it() {
+    let config = r#"{"type":"result","subtype":"error_during_execution","duration_ms":0,"is_error":true,"num_turns":0,"session_id":"64aa8073-082e-4017-b263-50a1810e3f65","total_cost_usd":0,"errors":["Configuration error in /cfg/.claude.json: JSON Parse error: Expected '}'\nFix the JSON in /cfg/.claude.json, or move the file aside to start with default settings."],"startup_failure_reason":"config_file_invalid","invalid_config_file":{"path":"/cfg/.claude.json","is_global":true,"backup_searched":true}}"#;
+    let CliMessage::Result(result) = decode(config).unwrap() else {
+        panic!("not a result");
+    };
+    let failure = result.startup_failure().expect("a start-up failure");
+    assert_eq!(failure.reason, "config_file_invalid");
+    assert_eq!(failure.file.as_deref(), Some("/cfg/.claude.json"));
+    assert!(failure.message.contains("JSON Parse error"), "{failure}");
+    assert_eq!(failure.class(), StartupClass::Operator);
+    assert!(!failure.class().retryable());
+
+    let root = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"],"startup_failure_reason":"bypass_root"}"#;
+    let CliMessage::Result(result) = decode(root).unwrap() else {
+        panic!("not a result");
+    };
+    assert_eq!(
+        result.startup_failure().map(|f| f.class()),
+        Some(StartupClass::Policy)
+    );
+
+    // An ordinary error result is no start-up failure.
+    let turn =
+        r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["boom"]}"#;
+    let CliMessage::Result(result) = decode(turn).unwrap() else {
+        panic!("not a result");
+    };
+    assert_eq!(result.startup_failure(), None);
+}
+
+#[test]
+fn every_start_up_failure_reason_of_the_pinned_cli_has_a_class() {
+    // The 25 reasons of 2.1.332's schema: only those the CLI says may pass are retried, the
+    // caller's are the folder's, and an unknown one is not retried.
+    let class = |reason: &str| {
+        StartupFailure {
+            reason: reason.to_owned(),
+            message: String::new(),
+            file: None,
+        }
+        .class()
+    };
+    for reason in [
+        "org_verify_failed",
+        "remote_settings_required_unavailable",
+        "worktree_unverified",
+        "org_config_required_unavailable",
+    ] {
+        assert!(class(reason).retryable(), "{reason}");
+    }
+    for reason in [
+        "cwd_unavailable",
+        "worktree_resume_refused",
+        "session_held_by_background",
+    ] {
+        assert_eq!(class(reason), StartupClass::Caller, "{reason}");
+    }
+    for reason in [
+        "bypass_root",
+        "sideload_flags_disabled",
+        "org_config_refused",
+        "provider_not_allowed",
+    ] {
+        assert_eq!(class(reason), StartupClass::Policy, "{reason}");
+    }
+    for reason in [
+        "config_file_invalid",
+        "managed_settings_not_delivered",
+        "proxy_invalid",
+        "a_reason_from_a_newer_cli",
+    ] {
+        assert_eq!(class(reason), StartupClass::Operator, "{reason}");
+    }
+}
+
+#[test]
+fn init_and_status_lines_carry_the_permission_mode_in_effect() {
+    for line in [
+        r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","permissionMode":"default"}"#,
+        r#"{"type":"system","subtype":"status","status":null,"permissionMode":"default","session_id":"s"}"#,
+    ] {
+        let CliMessage::Progress(progress) = decode(line).unwrap() else {
+            panic!("not progress: {line}");
+        };
+        assert_eq!(
+            progress.permission_mode.as_deref(),
+            Some("default"),
+            "{line}"
+        );
+    }
+}

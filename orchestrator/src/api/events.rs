@@ -38,6 +38,9 @@ pub enum ThreadEvent {
     TurnStarted(TurnStarted),
     /// A process took the turn.
     ProcessReady(ProcessReady),
+    /// The CLI runs the turn in another permission mode than the one asked for (managed
+    /// settings narrowed it): both, as the CLI reported them.
+    PermissionModeNarrowed(PermissionModeNarrowed),
     /// The model gateway took a `POST /v1/messages` of the thread's process (`[gateway]`);
     /// its `model_request_finished` follows, with the same `requestId`.
     ModelRequestStarted(ModelRequestStarted),
@@ -104,6 +107,7 @@ impl ThreadEvent {
             ThreadEvent::TurnRedriven(_) => EventKind::TurnRedriven,
             ThreadEvent::TurnStarted(_) => EventKind::TurnStarted,
             ThreadEvent::ProcessReady(_) => EventKind::ProcessReady,
+            ThreadEvent::PermissionModeNarrowed(_) => EventKind::PermissionModeNarrowed,
             ThreadEvent::ModelRequestStarted(_) => EventKind::ModelRequestStarted,
             ThreadEvent::ModelRequestFinished(_) => EventKind::ModelRequestFinished,
             ThreadEvent::TextDelta(_) => EventKind::TextDelta,
@@ -164,6 +168,7 @@ pub enum EventKind {
     TurnRedriven,
     TurnStarted,
     ProcessReady,
+    PermissionModeNarrowed,
     ModelRequestStarted,
     ModelRequestFinished,
     TextDelta,
@@ -189,12 +194,13 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 27] = [
+    pub const ALL: [EventKind; 28] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
         EventKind::TurnStarted,
         EventKind::ProcessReady,
+        EventKind::PermissionModeNarrowed,
         EventKind::ModelRequestStarted,
         EventKind::ModelRequestFinished,
         EventKind::TextDelta,
@@ -226,6 +232,7 @@ impl EventKind {
             EventKind::TurnRedriven => "turn_redriven",
             EventKind::TurnStarted => "turn_started",
             EventKind::ProcessReady => "process_ready",
+            EventKind::PermissionModeNarrowed => "permission_mode_narrowed",
             EventKind::ModelRequestStarted => "model_request_started",
             EventKind::ModelRequestFinished => "model_request_finished",
             EventKind::TextDelta => "text_delta",
@@ -443,6 +450,18 @@ pub struct TurnStarted {
 pub struct ProcessReady {
     pub start: ProcessStart,
     pub pid: Option<u32>,
+}
+
+/// `permission_mode_narrowed`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionModeNarrowed {
+    /// The mode the turn asked for (the message's `permissionMode`, else the profile's, else
+    /// `default`).
+    pub asked: String,
+    /// The mode the CLI says is in effect (`system/init`, or its answer to
+    /// `set_permission_mode`).
+    pub in_effect: String,
 }
 
 /// How the process that took a turn came to be.

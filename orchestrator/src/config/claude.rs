@@ -59,6 +59,12 @@ pub struct ClaudeConfig {
     /// on, and a process with pending crons or background tasks is not evicted. The tools that
     /// reach other sessions stay off either way.
     pub scheduling_tools: bool,
+    /// Managed settings (policy) for every child, as `managed-settings.json` would hold them
+    /// (`disableSideloadFlags`, `permissions.disableBypassPermissionsMode`, …), delivered in
+    /// each process's `initialize` request instead of the machine's policy folder. The CLI
+    /// enforces them: a start they refuse fails as a policy refusal (403), a mode they narrow
+    /// is reported as the mode in effect.
+    pub managed_settings: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// How much of the CLI's feature set the children run with.
@@ -90,6 +96,7 @@ impl Default for ClaudeConfig {
             auto_memory: false,
             profile: Profile::Standard,
             scheduling_tools: false,
+            managed_settings: None,
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::service::ServiceError;
 use crate::store::{MessageId, StoreError};
 use crate::turn_error::TurnError;
 use crate::workspace::WorkspaceError;
-use claude_cli::CliError;
+use claude_cli::{CliError, StartupClass};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -156,6 +156,14 @@ pub fn turn_status(err: &TurnError) -> (StatusCode, &'static str) {
         TurnError::Process(CliError::ProcessDied { .. }) => (StatusCode::BAD_GATEWAY, "cli_died"),
         TurnError::Process(CliError::Refused(_)) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::Process(CliError::Unpaired { .. }) => (StatusCode::BAD_GATEWAY, "cli_unpaired"),
+        TurnError::Process(CliError::StartupFailed(failure)) => match failure.class() {
+            // The folder the caller's thread works in is gone: theirs to fix.
+            StartupClass::Caller => (StatusCode::CONFLICT, "workspace_unavailable"),
+            // A file or setting of the operator's (the message names it).
+            StartupClass::Operator => (StatusCode::INTERNAL_SERVER_ERROR, "cli_misconfigured"),
+            StartupClass::Policy => (StatusCode::FORBIDDEN, "cli_policy_refused"),
+            StartupClass::Transient => (StatusCode::SERVICE_UNAVAILABLE, "cli_unavailable"),
+        },
         TurnError::Cli(_) => (StatusCode::BAD_GATEWAY, "cli_error"),
         TurnError::ToolCallLimit(_) => (StatusCode::BAD_GATEWAY, "tool_call_limit"),
         TurnError::StructuredOutput(_) => (StatusCode::BAD_GATEWAY, "structured_output_failed"),

@@ -116,6 +116,10 @@ pub struct PoolStatus {
     /// `null` before the first.
     pub hit_rate: Option<f64>,
     pub stats: PoolCounts,
+    /// Why no spare is started, when the CLI refused one for a reason a retry does not mend
+    /// (a policy, a broken configuration file); spares start again once a process of the
+    /// same profile does. `null` otherwise.
+    pub spares_held: Option<String>,
 }
 
 /// The live processes and the pool's counters.
@@ -130,5 +134,6 @@ pub async fn pool(State(state): State<ApiState>) -> Json<PoolStatus> {
         hit_rate: (stats.hits + stats.misses > 0)
             .then(|| stats.hits as f64 / (stats.hits + stats.misses) as f64),
         stats,
+        spares_held: state.pool.spares_held(),
     })
 }

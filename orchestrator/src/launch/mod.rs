@@ -353,6 +353,8 @@ impl Launcher {
             // The pool keeps a process with pending crons or background tasks alive.
             stop_hook: self.scheduling_tools,
             confine,
+            managed_settings: (self.config.claude.managed_settings.clone())
+                .map(serde_json::Value::Object),
         };
         Ok(Launched { launch, pass, tree })
     }

@@ -32,6 +32,8 @@ series! {
             "New threads that took a parked spare as their process";
         spare_failures: Family<ReasonLabel, Counter> => "pool_spare_failures",
             "Parked spares dropped when a new thread came to take them, by reason";
+        startup_failures: Family<StartupLabel, Counter> => "cli_startup_failures",
+            "claude processes that refused to start, by the CLI's startup_failure_reason and who can fix it (caller, operator, policy, transient)";
         evictions: Family<CauseLabel, Counter> = evictions_at_zero() => "pool_evictions",
             "Processes let go by the pool, by cause (replaced = model change)";
         live: Gauge => "pool_live_processes", "claude processes alive now";
@@ -70,7 +72,13 @@ struct ReasonLabel {
 }
 
 /// Why a parked spare was dropped when a new thread came to take it.
-const SPARE_FAILURES: [&str; 2] = ["no_answer", "process_died"];
+const SPARE_FAILURES: [&str; 3] = ["no_answer", "process_died", "folder_gone"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StartupLabel {
+    reason: String,
+    class: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
@@ -214,6 +222,14 @@ impl PoolMetrics {
         self.spare_failures
             .get_or_create(&ReasonLabel { reason })
             .inc();
+    }
+    /// A process refused to start and said why.
+    pub fn startup_failed(&self, failure: &claude_cli::StartupFailure) {
+        let label = StartupLabel {
+            reason: failure.reason.clone(),
+            class: failure.class().as_str(),
+        };
+        self.startup_failures.get_or_create(&label).inc();
     }
     /// A process became ready `took` after it was spawned; it counts as live until
     /// [`Self::reaped`].

@@ -31,7 +31,7 @@ use super::plan::{InLine, Source, TurnPlan};
 use super::runtime::QueueTicket;
 use super::tally::{usage_of, TurnTally};
 use super::{context, Nesting, Pipeline, PipelineError, TurnReply};
-use crate::api::events::{ProcessReady, ThreadEvent, TurnStarted};
+use crate::api::events::{PermissionModeNarrowed, ProcessReady, ThreadEvent, TurnStarted};
 use crate::budget::{BudgetExceeded, Reservation};
 use crate::events::Ending;
 use crate::pool::{Adopted, Finish, Lease};
@@ -415,6 +415,14 @@ impl Pipeline {
             }
             Err(err) => Err(err),
         };
+        if let Some((asked, in_effect)) = lease.mode_narrowed() {
+            warn!(thread_id = %user.thread_id, asked, in_effect, "The CLI ran the turn in a narrower permission mode than asked.");
+            self.inner.parts.events.emit(
+                &user.thread_id,
+                Some(&user.id),
+                ThreadEvent::PermissionModeNarrowed(PermissionModeNarrowed { asked, in_effect }),
+            );
+        }
         if let Ok(result) = &outcome {
             // Paid for whether or not the turn worked.
             tally.usage = Some(usage_of(result));

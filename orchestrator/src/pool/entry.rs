@@ -22,6 +22,8 @@ pub(super) struct Entry {
     pub(super) process: Arc<CliProcess>,
     /// What the process was started from; its model may have changed since.
     pub(super) spec: ProcessSpec,
+    /// Its folder's device and inode when it started ([`Entry::in_its_folder`]).
+    folder: Option<(u64, u64)>,
     /// Its model, permission mode and external MCP servers now (`set_model`,
     /// `set_permission_mode`, `mcp_set_servers` change them in place).
     pub(super) now: Mutex<Switchable>,
@@ -74,6 +76,7 @@ impl Entry {
     ) -> Entry {
         Entry {
             process,
+            folder: folder_identity(&spec.workdir),
             now: Mutex::new(Switchable::of(&spec)),
             spec,
             start,
@@ -154,6 +157,12 @@ impl Entry {
         !self.is_retired() && !self.process.has_exited() && self.process.pairs()
     }
 
+    /// Whether its folder is still the one it started in: not deleted, nor deleted and made
+    /// again (the process would still work in the deleted one, writing where nobody reads).
+    pub(super) fn in_its_folder(&self) -> bool {
+        self.folder.is_some() && folder_identity(&self.spec.workdir) == self.folder
+    }
+
     pub(super) fn idle_for(&self) -> Duration {
         if self.is_busy() {
             Duration::ZERO
@@ -214,4 +223,11 @@ impl Inboxes {
             &self.ours
         }
     }
+}
+
+/// A folder's identity on disk (device and inode), `None` when it is not there.
+fn folder_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    meta.is_dir().then(|| (meta.dev(), meta.ino()))
 }

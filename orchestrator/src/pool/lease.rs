@@ -108,11 +108,13 @@ impl Lease {
         if now.permission_mode != wanted.permission_mode {
             // The process started without `--permission-mode` runs in `default`.
             let mode = wanted.permission_mode.as_deref().unwrap_or("default");
-            self.entry
-                .process
+            let answer = (self.entry.process)
                 .request(json!({"subtype": "set_permission_mode", "mode": mode}))
                 .await?;
-            info!(thread_id = %thread, mode, "Permission mode switched in place.");
+            // Since 2.1.332 the CLI answers with the mode in effect, which managed settings can
+            // make narrower; the turn's `system/init` says it again, and the turn reports it.
+            let in_effect = answer.get("mode").and_then(Value::as_str).unwrap_or(mode);
+            info!(thread_id = %thread, mode, in_effect, "Permission mode switched in place.");
             lock(&self.entry.now).permission_mode = wanted.permission_mode.clone();
         }
         if now.model == wanted.model {
@@ -128,6 +130,15 @@ impl Lease {
         info!(thread_id = %thread, model = ?model, now = %answered, "Model switched in place.");
         lock(&self.entry.now).model = model.clone();
         Ok(true)
+    }
+
+    /// The permission mode the turn asked for and the one the CLI said it runs in, when they
+    /// differ (managed settings narrowed it). Read once the turn has started.
+    pub fn mode_narrowed(&self) -> Option<(String, String)> {
+        let asked =
+            (lock(&self.entry.now).permission_mode.clone()).unwrap_or_else(|| "default".to_owned());
+        let in_effect = self.entry.process.permission_mode()?;
+        (asked != in_effect).then_some((asked, in_effect))
     }
 
     /// Writes `prompt` as a turn; its events and tool calls come from the returned stream.

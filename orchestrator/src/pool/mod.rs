@@ -372,7 +372,10 @@ impl Pool {
         let thread = &spec.thread;
         for _ in 0..3 {
             if let Some(entry) = inner.cache.get(thread).await {
-                let alive = entry.usable();
+                // A process whose folder was deleted under it (and perhaps made again) would run
+                // the turn in the deleted one: it goes, and a process starts in the folder as it
+                // is now (or says `cwd_unavailable`).
+                let alive = entry.usable() && entry.in_its_folder();
                 let fit = entry.fits(spec);
                 if alive && fit != Fit::No {
                     if let Some(lease) = entry.lease(self).map(leased) {
@@ -536,6 +539,12 @@ impl Pool {
     /// The counters, for `/api/pool`.
     pub fn counts(&self) -> PoolCounts {
         self.inner.metrics.counts()
+    }
+
+    /// Why no plain spare is started, when the CLI refused one for a reason a retry does not
+    /// mend (a policy, a broken configuration); `None` otherwise.
+    pub fn spares_held(&self) -> Option<String> {
+        self.inner.state.lock().plain_spares_held()
     }
 
     /// The pool's series, registered in `/metrics`.

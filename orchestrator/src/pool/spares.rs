@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use claude_cli::SpawnError;
+use claude_cli::{CliError, SpawnError};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, info, warn};
 
@@ -45,8 +45,9 @@ const SPARE_PING: Duration = Duration::from_secs(2);
 /// Why a spare could not be started.
 #[derive(Debug, thiserror::Error)]
 enum SpareError {
-    #[error("{0:?}")]
-    Spawn(SpawnError),
+    /// The process of the profile named did not start.
+    #[error("{1:?}")]
+    Spawn(String, SpawnError),
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
@@ -82,6 +83,16 @@ impl Pool {
                 let failed = started.is_err();
                 let mut state = pool.inner.state.lock();
                 state.spare_start_ended(&of, failed, Instant::now(), SPARE_RETRY);
+                if let (SpareFor::Plain, Err(SpareError::Spawn(profile, err))) = (&of, &started) {
+                    if let SpawnError::Failed(CliError::StartupFailed(failure)) = err {
+                        // Trying again fails the same way: no spare until a process of the
+                        // profile starts (the cause was mended) or the daemon restarts.
+                        if !failure.class().retryable() {
+                            warn!(%profile, %failure, "Spares are held: the CLI refuses to start them.");
+                            state.hold_plain_spares(profile, failure.to_string());
+                        }
+                    }
+                }
             });
         }
     }
@@ -116,7 +127,7 @@ impl Pool {
             Ok(spare) => spare,
             Err(err) => {
                 inner.workspaces.remove_parked(&spec.workdir).await;
-                return Err(SpareError::Spawn(err));
+                return Err(SpareError::Spawn(spec.profile.clone(), err));
             }
         };
         warm_up(&spare).await;
@@ -194,6 +205,17 @@ impl Pool {
     ) -> Option<Arc<Entry>> {
         let inner = &self.inner;
         loop {
+            // A spare whose folder was deleted under it would run its turns nowhere.
+            let gone = |spare: &Arc<Entry>, _: Option<&str>| !spare.spec.workdir.is_dir();
+            let lost = inner.state.lock().take_spare(of, gone);
+            if let Some(spare) = lost {
+                warn!(pid = spare.process.pid(), folder = %spare.spec.workdir.display(), "A parked spare's folder is gone; discarding it.");
+                inner.metrics.spare_gone();
+                inner.metrics.spare_failed("folder_gone");
+                self.discard_spare(spare);
+                self.ensure_spares();
+                continue;
+            }
             let spare = inner.state.lock().take_spare(of, &fits)?;
             // Parked spares are not leased: a lease keeps admission off it while it is checked.
             let Some(lease) = spare.lease(self) else {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use claude_cli::{CliProcess, SpawnError};
+use claude_cli::{CliError, CliProcess, SpawnError, StartupFailure};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use tracing::{debug, info, warn, Instrument};
 
@@ -79,8 +79,15 @@ impl Pool {
         Ok(entry)
     }
 
-    pub(super) fn folder_error(&self, err: std::io::Error) -> SpawnError {
-        SpawnError::Failed(claude_cli::CliError::Spawn {
+    /// Why the process of `spec` could not be set up: its folder is gone (a workspace deleted
+    /// under the thread: the caller's, as the CLI's `cwd_unavailable` would be), or another
+    /// error of the daemon's own folders.
+    fn folder_error(&self, spec: &ProcessSpec, err: std::io::Error) -> SpawnError {
+        if !spec.workdir.is_dir() {
+            let failure = StartupFailure::cwd_unavailable(err.to_string());
+            return SpawnError::Failed(CliError::StartupFailed(failure));
+        }
+        SpawnError::Failed(CliError::Spawn {
             bin: self.inner.launcher.bin().display().to_string(),
             reason: format!("cannot create the process's folder: {err}"),
         })
@@ -101,13 +108,17 @@ impl Pool {
         let crate::launch::Launched { launch, pass, tree } = inner
             .launcher
             .launch(spec)
-            .map_err(|err| self.folder_error(err))?;
+            .map_err(|err| self.folder_error(spec, err))
+            .inspect_err(|err| self.count_startup_failure(err))?;
         let thread = &spec.thread;
         let resume = spec.resume.as_ref().map(|s| s.as_str());
         inner.metrics.spawn();
         let started = Instant::now();
-        let started_process =
-            CliProcess::spawn(&launch, &spec.options, resume, &inner.tasks).await?;
+        let started_process = CliProcess::spawn(&launch, &spec.options, resume, &inner.tasks)
+            .await
+            .inspect_err(|err| self.count_startup_failure(err))?;
+        // It started: whatever held this profile's spares back is gone.
+        inner.state.lock().release_plain_spares(&spec.profile);
         let (process, requests) = (started_process.process, started_process.requests);
         let (stored_tx, transcript_stored) = watch::channel(0);
         // With our manifest parked, the CLI answers its own MCP handshake: nothing to wait for.
@@ -149,7 +160,7 @@ impl Pool {
         tokio::select! {
             _ = handshake => {}
             _ = process.wait_exit() => {
-                return Err(SpawnError::Failed(claude_cli::CliError::ProcessDied {
+                return Err(SpawnError::Failed(CliError::ProcessDied {
                     status: process.exit_status(),
                     stderr_tail: process.stderr_tail(),
                 }));
@@ -177,6 +188,14 @@ impl Pool {
         );
         self.reap_when_gone(entry.clone(), permit, pass);
         Ok(entry)
+    }
+
+    /// Counts a start the CLI (or the folder) refused, by its reason.
+    fn count_startup_failure(&self, err: &SpawnError) {
+        if let SpawnError::Failed(CliError::StartupFailed(failure)) = err {
+            warn!(reason = %failure.reason, class = failure.class().as_str(), %failure, "The claude CLI refused to start.");
+            self.inner.metrics.startup_failed(failure);
+        }
     }
 
     /// Once `entry`'s process is gone: its books closed (a spare's parked worktree removed), its

@@ -87,6 +87,9 @@ pub(super) struct State<E = Arc<Entry>> {
     starting: Vec<SpareFor>,
     /// No spare is started before this (after a failure to start one).
     spare_retry_at: Instant,
+    /// Plain spares are not started at all: the CLI refused to start one for a reason a retry
+    /// does not mend. The profile and the CLI's reason, until a process of that profile starts.
+    plain_held: Option<(String, String)>,
     /// Spawns waiting for a slot now: a slot freed is theirs, not a spare's.
     waiting: usize,
     /// Set by shutdown: no spare is started or parked after it.
@@ -111,6 +114,7 @@ impl<E: Tracked> State<E> {
             worktree_target,
             starting: Vec::new(),
             spare_retry_at: now,
+            plain_held: None,
             waiting: 0,
             stopping: false,
             causes: HashMap::new(),
@@ -161,7 +165,7 @@ impl<E: Tracked> State<E> {
                 + self.starting.iter().filter(|s| *s == of).count()
         };
         let target = self.demand.startable(now);
-        let wanted = if has(&SpareFor::Plain) < target {
+        let wanted = if self.plain_held.is_none() && has(&SpareFor::Plain) < target {
             Some(SpareFor::Plain)
         } else {
             self.worktree_keys
@@ -193,6 +197,28 @@ impl<E: Tracked> State<E> {
             SpareFor::Plain => self.spare_retry_at = now + retry,
             SpareFor::Worktree(key) => self.worktree_keys.retain(|k| k != key),
         }
+    }
+
+    /// Starts no plain spare until a process of `profile` starts: the CLI refused one for a
+    /// reason (`why`) that a retry does not mend.
+    pub(super) fn hold_plain_spares(&mut self, profile: &str, why: String) {
+        self.plain_held = Some((profile.to_owned(), why));
+    }
+
+    /// A process of `profile` started: plain spares held for it are started again.
+    pub(super) fn release_plain_spares(&mut self, profile: &str) {
+        if self
+            .plain_held
+            .as_ref()
+            .is_some_and(|(held, _)| held == profile)
+        {
+            self.plain_held = None;
+        }
+    }
+
+    /// Why plain spares are held, if they are.
+    pub(super) fn plain_spares_held(&self) -> Option<String> {
+        self.plain_held.as_ref().map(|(_, why)| why.clone())
     }
 
     /// Parks a started spare; gives it back when the pool is stopping, or no longer wants a

@@ -19,6 +19,9 @@ pub struct ProcessInfo {
     #[schema(value_type = String)]
     pub thread_id: ThreadId,
     pub model: Option<String>,
+    /// The permission mode the CLI last said is in effect (at its latest turn's start, or after
+    /// a switch); it can be narrower than the one asked for. `None` before it said.
+    pub permission_mode: Option<String>,
     pub pid: u32,
     pub age_ms: u64,
     pub idle_ms: u64,
@@ -118,6 +121,7 @@ impl Pool {
                 ProcessInfo {
                     thread_id: e.spec.thread.clone(),
                     model: lock(&e.now).model.clone(),
+                    permission_mode: e.process.permission_mode(),
                     pid: e.process.pid(),
                     age_ms: millis(e.process.age()),
                     idle_ms: millis(e.idle_for()),

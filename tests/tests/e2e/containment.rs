@@ -285,6 +285,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         agents: None,
         stop_hook: false,
         confine: None,
+        managed_settings: None,
     };
     let options = SpawnOptions {
         permission_prompt_tool: Some("stdio".into()),

@@ -34,6 +34,7 @@ mod retention;
 mod schedules;
 mod security;
 mod spares;
+mod startup;
 mod structured;
 mod support;
 mod tenants;
