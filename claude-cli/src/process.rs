@@ -426,6 +426,7 @@ impl CliProcess {
         *lock(&self.shared.written) = Some(uuid.clone());
         self.shared.phase.send_replace(TurnPhase::Queued);
         let events = TurnEvents {
+            tools: HashMap::new(),
             rx,
             buffered: VecDeque::new(),
             shared: self.shared.clone(),
@@ -604,6 +605,8 @@ pub struct TurnEvents {
     /// Our turn: the uuid of its user line, and the turn lock it holds. `None` for a turn the CLI
     /// started by itself ([`CliTurn`]).
     ours: Option<(String, tokio::sync::OwnedMutexGuard<()>)>,
+    /// The names of the tools the turn called, by use id: its results are named after them.
+    tools: HashMap<String, String>,
 }
 
 /// One step of a turn.
@@ -635,7 +638,10 @@ impl TurnEvents {
                 }
                 Some(TurnLine::Events(events, call)) => {
                     self.buffered.extend(call.map(Step::ModelCall));
-                    self.buffered.extend(events.into_iter().map(Step::Event));
+                    for event in events {
+                        let event = self.named(event);
+                        self.buffered.push_back(Step::Event(event));
+                    }
                 }
                 Some(TurnLine::Result(result)) => {
                     // The CLI names the messages a result answers (every `result` of a turn we
@@ -657,6 +663,20 @@ impl TurnEvents {
                 None => return Err(self.died().await),
             }
         }
+    }
+
+    /// `event`, a tool's result named after its call.
+    fn named(&mut self, mut event: TurnEvent) -> TurnEvent {
+        match &mut event {
+            TurnEvent::ToolCallStarted(call) => {
+                (self.tools).insert(call.tool_use_id.clone(), call.name.clone());
+            }
+            TurnEvent::ToolCallFinished(done) => {
+                done.name = self.tools.get(&done.tool_use_id).cloned();
+            }
+            _ => {}
+        }
+        event
     }
 
     async fn died(&self) -> CliError {

@@ -179,6 +179,11 @@ pub struct ToolCallStarted {
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ToolCallFinished {
     pub tool_use_id: String,
+    /// The tool's name, from the turn's `tool_call_started` of the same id: the CLI's result
+    /// line does not carry it, the turn does ([`crate::TurnEvents`]). Absent for a call the
+    /// turn did not see start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub is_error: bool,
     pub content: Value,
 }
@@ -535,6 +540,7 @@ fn user_event(block: Block) -> Option<TurnEvent> {
             content,
         } => Some(TurnEvent::ToolCallFinished(ToolCallFinished {
             tool_use_id,
+            name: None,
             is_error,
             content,
         })),

@@ -3,7 +3,7 @@
 //! to the turn the CLI says it runs (ours, by the uuid we wrote, or one it started by itself,
 //! handed to the host as a [`CliTurn`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -193,6 +193,7 @@ fn begin_cli_turn(shared: &Arc<Shared>, source: String) {
     let (tx, rx) = mpsc::unbounded_channel();
     *lock(&shared.runner) = Runner::Own(tx);
     let events = TurnEvents {
+        tools: HashMap::new(),
         rx,
         buffered: VecDeque::new(),
         shared: shared.clone(),

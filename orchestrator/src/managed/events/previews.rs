@@ -12,26 +12,14 @@
 //! It also knows which rows belong to a goal's turn ([`super::project::Lens::goal_turn`]): the
 //! messages it starts with (from the store, for what came before the first row read) and
 //! those whose `message_received` it reads.
-//!
-//! A custom tool's result reaches the model as any tool's (`tool_call_finished`), but the API
-//! shows only the `user.custom_tool_result` that answered it: the reader drops the result of a
-//! tool use it read as a custom tool's (its `tool_call_started` or `client_tool_call` row). A
-//! read that starts between the two (a page's cursor, a stream opened then) shows it as an
-//! `agent.tool_result`.
-//!
-//! An MCP tool's result is an `agent.mcp_tool_result` (its `mcp_tool_use_id` the
-//! `agent.mcp_tool_use`'s id): the stored result has no tool name, so the reader knows it by the
-//! `tool_call_started` it read, as it knows a custom tool's. A read that starts between the two
-//! shows it as an `agent.tool_result` (its `tool_use_id` names the `agent.mcp_tool_use` all the
-//! same).
 
 use std::collections::HashSet;
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::project::{is_custom_tool, project, Lens};
-use super::wire::{EventBody, SessionEvent};
+use super::project::{project, Lens};
+use super::wire::SessionEvent;
 use crate::goals::GOAL_TURN_PREFIX;
 use crate::store::{EventRow, MessageId};
 
@@ -42,11 +30,6 @@ pub struct Reader {
     preview: Option<i64>,
     /// The messages that started a goal's turn.
     goal_turns: HashSet<MessageId>,
-    /// The custom tools' uses of the turn, by the CLI's id, whose result is not read yet.
-    custom: HashSet<String>,
-    /// The MCP tools' uses of the turn (an `agent.mcp_tool_use`), by the CLI's id, whose result
-    /// is not read yet.
-    mcp: HashSet<String>,
 }
 
 /// One frame of a stream: an event, or a preview of one.
@@ -74,8 +57,6 @@ impl Reader {
         Reader {
             preview: None,
             goal_turns: goal_turns.into_iter().collect(),
-            custom: HashSet::new(),
-            mcp: HashSet::new(),
         }
     }
 
@@ -90,39 +71,7 @@ impl Reader {
         }
         let goal_turn = (row.message_id.as_ref()).is_some_and(|m| self.goal_turns.contains(m));
         let mut events = project(row, Lens { asks, goal_turn });
-        let tool_use_id = || row.data["tool_use_id"].as_str().map(str::to_owned);
         match row.kind.as_str() {
-            "tool_call_started" if row.data["name"].as_str().is_some_and(is_custom_tool) => {
-                self.custom.extend(tool_use_id());
-            }
-            "tool_call_started"
-                if (events.iter()).any(|e| matches!(e.body, EventBody::AgentMcpToolUse { .. })) =>
-            {
-                self.mcp.extend(tool_use_id());
-            }
-            "client_tool_call" => {
-                self.custom
-                    .extend(row.data["toolUseId"].as_str().map(str::to_owned));
-            }
-            "tool_call_finished" if tool_use_id().is_some_and(|id| self.custom.remove(&id)) => {
-                events.clear();
-            }
-            "tool_call_finished" if tool_use_id().is_some_and(|id| self.mcp.remove(&id)) => {
-                for event in &mut events {
-                    if let EventBody::AgentToolResult {
-                        tool_use_id,
-                        content,
-                        is_error,
-                    } = &event.body
-                    {
-                        event.body = EventBody::AgentMcpToolResult {
-                            mcp_tool_use_id: tool_use_id.clone(),
-                            content: content.clone(),
-                            is_error: *is_error,
-                        };
-                    }
-                }
-            }
             "text_delta" => {
                 self.preview.get_or_insert(row.id);
             }
@@ -131,11 +80,7 @@ impl Reader {
                     event.id = message_id(first);
                 }
             }
-            "turn_finished" | "turn_failed" => {
-                self.preview = None;
-                self.custom.clear();
-                self.mcp.clear();
-            }
+            "turn_finished" | "turn_failed" => self.preview = None,
             _ => {}
         }
         events
@@ -279,13 +224,17 @@ mod tests {
         let started = json!({"tool_use_id": "toolu_1", "name": "mcp__custom__w", "input": {}});
         let answered = json!({"toolUseId": "toolu_1", "name": "mcp__custom__w",
             "state": "answered", "content": [{"type": "text", "text": "42"}], "isError": false});
-        let finished = |id: &str| json!({"tool_use_id": id, "is_error": false, "content": "42"});
+        let finished = |id: &str, name: &str| json!({"tool_use_id": id, "name": name, "is_error": false, "content": "42"});
         let rows = [
             row(1, "tool_call_started", started),
             row(2, "client_tool_call", answered),
-            row(3, "tool_call_finished", finished("toolu_1")),
+            row(
+                3,
+                "tool_call_finished",
+                finished("toolu_1", "mcp__custom__w"),
+            ),
             // Another tool's result is shown as ever.
-            row(4, "tool_call_finished", finished("toolu_2")),
+            row(4, "tool_call_finished", finished("toolu_2", "Bash")),
         ];
         let kinds: Vec<String> = read(&rows, false)
             .iter()
@@ -305,14 +254,24 @@ mod tests {
     #[test]
     fn an_mcp_tools_result_is_an_mcp_tool_result_naming_its_use() {
         let started = |id: &str, name: &str| json!({"tool_use_id": id, "name": name, "input": {}});
-        let finished = |id: &str| json!({"tool_use_id": id, "is_error": false, "content": "12:00"});
+        let finished = |id: &str, name: Option<&str>| json!({"tool_use_id": id, "name": name, "is_error": false, "content": "12:00"});
         let rows = [
             row(1, "tool_call_started", started("toolu_1", "mcp__peer__now")),
-            row(2, "tool_call_finished", finished("toolu_1")),
+            row(
+                2,
+                "tool_call_finished",
+                finished("toolu_1", Some("mcp__peer__now")),
+            ),
             row(3, "tool_call_started", started("toolu_2", "Bash")),
-            row(4, "tool_call_finished", finished("toolu_2")),
-            // A result whose use was not read (the read started between them): a tool_result.
-            row(5, "tool_call_finished", finished("toolu_3")),
+            row(4, "tool_call_finished", finished("toolu_2", Some("Bash"))),
+            // A result whose use was not read (the read started between them) is told by its
+            // own name; one stored without a name is a plain tool_result.
+            row(
+                5,
+                "tool_call_finished",
+                finished("toolu_3", Some("mcp__peer__now")),
+            ),
+            row(6, "tool_call_finished", finished("toolu_4", None)),
         ];
         let events = read(&rows, false);
         let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -323,6 +282,7 @@ mod tests {
                 "agent.mcp_tool_result",
                 "agent.tool_use",
                 "agent.tool_result",
+                "agent.mcp_tool_result",
                 "agent.tool_result"
             ]
         );

@@ -26,10 +26,10 @@
 //! - `tool_call_started` → `agent.custom_tool_use` for `mcp__custom__TOOL` (a custom tool),
 //!   `agent.mcp_tool_use` for another `mcp__SERVER__TOOL`, else `agent.tool_use`, with
 //!   `evaluated_permission` `ask` when the tool's policy asks, else `allow`;
-//! - `tool_call_finished` → `agent.tool_result`: the stored event has no tool name, so the
-//!   [`super::Reader`], which read the use, makes an MCP tool's an `agent.mcp_tool_result` and
-//!   drops a custom tool's (a read that starts between the two shows an `agent.tool_result`,
-//!   whose `tool_use_id` names the `agent.mcp_tool_use` all the same);
+//! - `tool_call_finished` → by the tool's `name` the turn stored with it: nothing for a custom
+//!   tool's (the `user.custom_tool_result` that answered it is its result), an
+//!   `agent.mcp_tool_result` for another MCP tool's, else `agent.tool_result` (also for a row
+//!   stored without a name);
 //! - `client_tool_call` (a custom tool's call): `waiting` → `session.status_idle`
 //!   (`requires_action` on the `agent.custom_tool_use`); `answered` → the
 //!   `user.custom_tool_result` that answered it, then `session.status_running`; `cancelled` →
@@ -299,13 +299,24 @@ fn mcp_name(name: &str) -> Option<(&str, &str)> {
     (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
 }
 
-/// `tool_call_finished` (`claude_cli::ToolCallFinished`).
+/// `tool_call_finished` (`claude_cli::ToolCallFinished`), by the tool's name.
 fn tool_result(data: &Value) -> Option<(Option<String>, EventBody)> {
     let id = str_of(data, "tool_use_id")?;
-    let body = EventBody::AgentToolResult {
-        tool_use_id: tool_use_event_id(id),
-        content: data.get("content").and_then(result_content),
-        is_error: data.get("is_error").and_then(Value::as_bool),
+    let content = data.get("content").and_then(result_content);
+    let is_error = data.get("is_error").and_then(Value::as_bool);
+    let body = match str_of(data, "name").and_then(mcp_name) {
+        // Its result is the client's `user.custom_tool_result`.
+        Some((CLIENT_SERVER, _)) => return None,
+        Some(_) => EventBody::AgentMcpToolResult {
+            mcp_tool_use_id: tool_use_event_id(id),
+            content,
+            is_error,
+        },
+        None => EventBody::AgentToolResult {
+            tool_use_id: tool_use_event_id(id),
+            content,
+            is_error,
+        },
     };
     Some((Some(tool_result_event_id(id)), body))
 }
