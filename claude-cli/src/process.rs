@@ -309,11 +309,16 @@ impl CliProcess {
     }
 
     async fn initialize(&self, request: Value) -> Result<Value, SpawnError> {
-        let init = self.request(request);
+        let mut init = std::pin::pin!(self.request(request));
         let mut exit = self.exit.clone();
         let reply = tokio::select! {
-            reply = init => reply,
-            _ = exited(&mut exit) => return Err(self.early_exit_failure()),
+            reply = &mut init => reply,
+            _ = exited(&mut exit) => {
+                // Its last lines (a start-up failure's `result`) may still be on their way: the
+                // request ends at stdout's EOF, once the reader has read them.
+                let _ = tokio::time::timeout(Duration::from_secs(1), init).await;
+                return Err(self.early_exit_failure());
+            }
         };
         match reply {
             Ok(reply) => Ok(reply),

@@ -29,7 +29,8 @@
 //! | `harness_pool_model_switches_total` | counter | | a warm process switched model in place (`set_model`) instead of being replaced |
 //! | `harness_pool_spares_parked` | gauge | | spare processes started and waiting for a thread |
 //! | `harness_pool_spares_claimed_total` | counter | | new threads that took a parked spare as their process |
-//! | `harness_pool_spare_failures_total` | counter | `reason`: `no_answer` (not within 2 s), `process_died`, `other` | spares dropped when a new thread came to take them; the thread's first turn then starts a process |
+//! | `harness_pool_spare_failures_total` | counter | `reason`: `no_answer` (not within 2 s), `process_died`, `folder_gone` (its folder was deleted), `other` | spares dropped when a new thread came to take them; the thread's first turn then starts a process |
+//! | `harness_cli_startup_failures_total` | counter | `reason` (the CLI's `startup_failure_reason`, or `cwd_unavailable` when the folder is gone before it starts), `class`: `caller`, `operator`, `policy`, `transient` | processes the CLI refused to start, by why; none is retried but the transient ones, by the next message |
 //! | `harness_pool_walled_processes` | gauge | | live processes whose tree is walled in (`[sandbox]`); each one's walls and limits are in `/api/pool` |
 //! | `harness_wall_breaches_total` | counter | `limit`: `memory`, `processes` | processes the walls stopped (`[sandbox]`) |
 //! | `harness_pool_evictions_total` | counter | `cause`: `expired`, `capacity`, `memory` (`pool.max_memory_mb`), `error`, `replaced` (other start options, or a model switch the CLI refused), `shutdown`, `lease_lost` (with clustering, a peer took the thread over) | processes let go |

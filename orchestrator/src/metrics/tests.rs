@@ -59,6 +59,11 @@ fn every_series() -> String {
     pool.spare_parked();
     pool.spare_claimed();
     pool.spare_failed("no_answer");
+    pool.startup_failed(&claude_cli::StartupFailure {
+        reason: "config_file_invalid".into(),
+        message: "Configuration error in /cfg/.claude.json".into(),
+        file: Some("/cfg/.claude.json".into()),
+    });
     pool.ready(Duration::from_millis(400));
     pool.slot_wait_started();
     pool.slot_wait_started();
@@ -137,6 +142,9 @@ fn every_series_renders_as_dashboards_expect() {
         # HELP harness_pool_spare_failures Parked spares dropped when a new thread came to take them, by reason.
         # TYPE harness_pool_spare_failures counter
         harness_pool_spare_failures_total{reason="no_answer"} 1
+        # HELP harness_cli_startup_failures claude processes that refused to start, by the CLI's startup_failure_reason and who can fix it (caller, operator, policy, transient).
+        # TYPE harness_cli_startup_failures counter
+        harness_cli_startup_failures_total{reason="config_file_invalid",class="operator"} 1
         # HELP harness_pool_evictions Processes let go by the pool, by cause (replaced = model change).
         # TYPE harness_pool_evictions counter
         harness_pool_evictions_total{cause="capacity"} 1
