@@ -84,13 +84,11 @@ impl Pool {
                 let mut state = pool.inner.state.lock();
                 state.spare_start_ended(&of, failed, Instant::now(), SPARE_RETRY);
                 if let (SpareFor::Plain, Err(SpareError::Spawn(profile, err))) = (&of, &started) {
-                    if let SpawnError::Failed(CliError::StartupFailed(failure)) = err {
-                        // Trying again fails the same way: no spare until a process of the
-                        // profile starts (the cause was mended) or the daemon restarts.
-                        if !failure.class().retryable() {
-                            warn!(%profile, %failure, "Spares are held: the CLI refuses to start them.");
-                            state.hold_plain_spares(profile, failure.to_string());
-                        }
+                    // Trying again fails the same way: no spare until a process of the profile
+                    // starts (the cause was mended) or the daemon restarts.
+                    if let Some(failure) = unmendable(err) {
+                        warn!(%profile, %failure, "Spares are held: the CLI refuses to start them.");
+                        state.hold_plain_spares(profile, failure.to_string());
                     }
                 }
             });
@@ -275,6 +273,16 @@ impl Pool {
     /// Forgets a thread's process (its thread was never created, say).
     pub async fn forget(&self, thread: &ThreadId) {
         self.remove(thread, EvictionCause::Error).await;
+    }
+}
+
+/// The CLI's reason when it refused a start for a reason a retry does not mend.
+fn unmendable(err: &SpawnError) -> Option<&claude_cli::StartupFailure> {
+    match err {
+        SpawnError::Failed(CliError::StartupFailed(failure)) if !failure.class().retryable() => {
+            Some(failure)
+        }
+        _ => None,
     }
 }
 
