@@ -20,6 +20,8 @@
 //!   starts by itself ([`CliTurn`]).
 //! - `transcript.rs`: each process's transcript frames stored; a turn's [`TurnItem::Done`] waits
 //!   for them, and a `--resume` the CLI's config dir lacks writes them back.
+//! - `at_risk.rs`: the frames the store refused, held per thread and written first next time;
+//!   what became of them is a turn's [`TurnItem::Transcript`] notes.
 //! - `admission.rs`: who gets a slot, and whose process makes room.
 //! - `spares.rs`: processes parked ahead of need for threads not created yet.
 //! - `status.rs`: the status API's view ([`ProcessInfo`]).
@@ -80,6 +82,7 @@ use crate::turn_error::TurnError;
 use crate::workspace::Workspaces;
 
 mod admission;
+mod at_risk;
 mod demand;
 mod entry;
 mod host;
@@ -91,6 +94,7 @@ mod status;
 mod transcript;
 
 pub use admission::AdmissionSettings;
+pub use at_risk::TranscriptNote;
 pub use entry::Born;
 pub use host::CliTurn;
 pub use lease::{
@@ -191,6 +195,8 @@ struct Inner {
     mcp: Arc<McpAdapter>,
     /// Where the processes' transcript frames are kept, and restored from.
     store: Store,
+    /// Each thread's transcript frames on their way to the store, those it refused held.
+    at_risk: Arc<at_risk::AtRisk>,
     metrics: PoolMetrics,
     prewarm_evicts_after: Duration,
     /// Every task of every process (its IO, its control requests, its reaper).
@@ -261,6 +267,7 @@ impl Pool {
                 workspaces,
                 mcp,
                 store,
+                at_risk: Arc::default(),
                 metrics,
                 prewarm_evicts_after: settings.prewarm_evicts_after,
                 tasks: TaskTracker::new(),

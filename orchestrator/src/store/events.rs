@@ -71,6 +71,16 @@ impl Store {
         on_db!(self, db => db.last_event_id(thread).await)
     }
 
+    /// The thread's newest event of one of `kinds`, if any (retention may have removed it).
+    pub async fn last_event_of(
+        &self,
+        thread: &ThreadId,
+        kinds: &[&str],
+    ) -> Result<Option<EventRow>, StoreError> {
+        let kinds: Vec<String> = kinds.iter().map(|kind| (*kind).to_owned()).collect();
+        on_db!(self, db => db.last_event_of(thread, &kinds).await)
+    }
+
     /// Compacts the event logs: every thread loses the events of its turns that ended before
     /// `older_than`, a whole turn at a time, `batch` threads per transaction. How many events
     /// went.
