@@ -292,6 +292,30 @@ mod tests {
     }
 
     store_tests! {
+        async fn the_last_event_of_some_kinds_is_found(store: sqlite_memory) {
+            let t = store.create_thread(NewThread::default()).await.unwrap().id;
+            let other = store.create_thread(NewThread::default()).await.unwrap().id;
+            assert!(store.last_event_of(&t, &["a", "b"]).await.unwrap().is_none());
+            let mut append = async |thread: &ThreadId, kind: &str| {
+                store.append_event(thread, None, kind, &json!({})).await.unwrap().id
+            };
+            let a = append(&t, "a").await;
+            append(&t, "c").await;
+            let b = append(&t, "b").await;
+            append(&t, "c").await;
+            append(&other, "a").await;
+            let last = |kinds: &'static [&'static str]| {
+                let (store, t) = (store.clone(), t.clone());
+                async move { store.last_event_of(&t, kinds).await.unwrap().map(|e| (e.id, e.kind)) }
+            };
+            assert_eq!(last(&["a", "b"]).await, Some((b, "b".to_owned())));
+            assert_eq!(last(&["a"]).await, Some((a, "a".to_owned())));
+            assert_eq!(last(&["d"]).await, None);
+            assert_eq!(last(&[]).await, None);
+        }
+    }
+
+    store_tests! {
         async fn event_for_unknown_thread_is_thread_not_found(store: sqlite_memory) {
             let unknown = ThreadId::from_string("thr_nope");
             let err = store

@@ -78,3 +78,56 @@ impl From<claude_cli::MirrorError> for TranscriptAtRisk {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use plugin_contract::CliSessionId;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_pool_notes_and_a_mirror_error_are_the_transcript_events() {
+        let event = |e: ThreadEvent| (e.kind().as_str(), e.data());
+        let at_risk = TranscriptNote::AtRisk {
+            session: CliSessionId::from_string("s1"),
+            entries: 3,
+            error: "refused".into(),
+        };
+        assert_eq!(
+            event(at_risk.into()),
+            (
+                "transcript_at_risk",
+                json!({"sessionId": "s1", "entries": 3, "error": "refused", "held": true})
+            )
+        );
+        // An SDK host's line: at risk, but nothing held to write.
+        let mirror = claude_cli::TurnEvent::MirrorError(claude_cli::MirrorError {
+            error: "disk full".into(),
+            session_id: Some("s2".into()),
+            subpath: None,
+        });
+        assert_eq!(
+            event(mirror.into()),
+            (
+                "transcript_at_risk",
+                json!({"sessionId": "s2", "entries": 0, "error": "disk full", "held": false})
+            )
+        );
+        assert_eq!(
+            event(TranscriptNote::Repaired { entries: 3 }.into()),
+            ("transcript_repaired", json!({"entries": 3}))
+        );
+        let unrepaired = TranscriptNote::Unrepaired {
+            session: CliSessionId::from_string("s1"),
+            reason: "gone".into(),
+        };
+        assert_eq!(
+            event(unrepaired.into()),
+            (
+                "transcript_unrepaired",
+                json!({"sessionId": "s1", "reason": "gone"})
+            )
+        );
+    }
+}
