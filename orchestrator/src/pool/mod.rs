@@ -48,6 +48,8 @@
 //! - A process that no longer pairs (`CliProcess::pairs` false) takes no further turn and is
 //!   retired at once.
 //! - A prewarm pushes out only processes idle at least `pool.prewarm_evicts_after`.
+//! - A transcript frame the store refuses is never skipped: it is held, with the thread's frames
+//!   after it, and written before any later one (`at_risk.rs`).
 //!
 //! A turn asking for another model, permission mode or set of its profile's MCP servers switches
 //! the warm process in place (`set_model`, `set_permission_mode`, `mcp_set_servers`); only a
