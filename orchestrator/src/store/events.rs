@@ -296,7 +296,7 @@ mod tests {
             let t = store.create_thread(NewThread::default()).await.unwrap().id;
             let other = store.create_thread(NewThread::default()).await.unwrap().id;
             assert!(store.last_event_of(&t, &["a", "b"]).await.unwrap().is_none());
-            let mut append = async |thread: &ThreadId, kind: &str| {
+            let append = async |thread: &ThreadId, kind: &str| {
                 store.append_event(thread, None, kind, &json!({})).await.unwrap().id
             };
             let a = append(&t, "a").await;
