@@ -6,7 +6,8 @@
 //!   [`TurnEvent`]s, our control requests (interrupt), kill and reap.
 //!
 //! Files: `protocol.rs` (typed stdout; `protocol/input.rs`: argv and stdin lines;
-//! `protocol/content.rs`: [`UserContent`]), `process.rs` (feature `process`: turns as streams,
+//! `protocol/content.rs`: [`UserContent`]; `protocol/system.rs`: `system` lines, each subtype
+//! mapped or ignored with its reason), `process.rs` (feature `process`: turns as streams,
 //! [`HostRequest`]s, CLI-started turns, transcript frames, reap; `process/start.rs`: the spawn;
 //! `process/reader.rs`: stdout).
 //!
@@ -37,9 +38,10 @@ pub use process::{
 };
 pub use protocol::{
     ApiRetry, ApiUsage, AssistantText, AssistantThinking, ContentBlock, ExternalMcpServers,
-    MediaSource, ModelCall, RateLimit, SdkMcpServer, SpawnOptions, StartupClass, StartupFailure,
-    TextDelta, ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult,
-    TurnUsage, UserContent,
+    MediaSource, MemoryRecall, MirrorError, ModelCall, ModelRefusalFallback, RateLimit,
+    RecalledMemory, SdkMcpServer, SpawnOptions, StartupClass, StartupFailure, TextDelta,
+    ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
+    UserContent,
 };
 
 use std::time::Duration;

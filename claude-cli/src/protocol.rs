@@ -17,6 +17,7 @@ use serde_json::Value;
 mod content;
 mod input;
 mod startup;
+mod system;
 
 pub use content::{ContentBlock, MediaSource, UserContent};
 pub use input::{
@@ -24,6 +25,11 @@ pub use input::{
     SdkMcpServer, SpawnOptions, STOP_HOOK_ID,
 };
 pub use startup::{StartupClass, StartupFailure};
+use system::SystemLine;
+pub use system::{
+    MemoryRecall, MirrorError, ModelRefusalFallback, RecalledMemory, SystemHandling,
+    SYSTEM_SUBTYPES,
+};
 
 /// One stdout line, sorted by what the host does with it.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,6 +152,12 @@ pub enum TurnEvent {
     ToolCallFinished(ToolCallFinished),
     ApiRetry(ApiRetry),
     RateLimit(RateLimit),
+    /// `system/model_refusal_fallback`.
+    ModelRefusalFallback(ModelRefusalFallback),
+    /// `system/memory_recall`.
+    MemoryRecall(MemoryRecall),
+    /// `system/mirror_error` (an SDK host's; the CLI does not write it).
+    MirrorError(MirrorError),
 }
 
 /// A piece of the assistant's text, as the API streams it.
@@ -448,29 +460,6 @@ impl ControlResponseLine {
     }
 }
 
-impl SystemLine {
-    /// `init` starts a turn; `api_retry` is a retry event; any other subtype carries only the
-    /// session id.
-    fn into_progress(self) -> Progress {
-        Progress {
-            starts_turn: self.subtype == "init",
-            events: match self.subtype.as_str() {
-                "api_retry" => vec![TurnEvent::ApiRetry(ApiRetry {
-                    attempt: self.attempt,
-                    max_retries: self.max_retries,
-                    retry_delay_ms: self.retry_delay_ms,
-                    error: self.error,
-                    status: self.error_status,
-                })],
-                _ => Vec::new(),
-            },
-            session_id: self.session_id,
-            model_call: None,
-            permission_mode: self.permission_mode,
-        }
-    }
-}
-
 impl StreamEventLine {
     /// A text delta of the top-level conversation (a sub-agent's are left out).
     fn into_progress(self) -> Progress {
@@ -616,27 +605,6 @@ struct ControlResponseBody {
 struct ControlCancelLine {
     #[serde(default, deserialize_with = "lenient")]
     request_id: String,
-}
-
-#[derive(Deserialize)]
-struct SystemLine {
-    #[serde(default, deserialize_with = "lenient")]
-    subtype: String,
-    #[serde(default, deserialize_with = "lenient")]
-    session_id: Option<String>,
-    #[serde(default, deserialize_with = "lenient")]
-    attempt: u64,
-    #[serde(default, deserialize_with = "lenient")]
-    max_retries: u64,
-    #[serde(default, deserialize_with = "lenient")]
-    retry_delay_ms: u64,
-    #[serde(default, deserialize_with = "lenient")]
-    error: String,
-    #[serde(default, deserialize_with = "lenient")]
-    error_status: Option<u64>,
-    /// On `init` and `status`: the permission mode in effect.
-    #[serde(default, rename = "permissionMode", deserialize_with = "lenient")]
-    permission_mode: Option<String>,
 }
 
 #[derive(Deserialize)]

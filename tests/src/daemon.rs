@@ -124,6 +124,37 @@ impl TestDaemon {
         Self::start_with(config, extra, self._dir.clone()).await
     }
 
+    /// Like [`TestDaemon::restart`], running `sql` (statements whose results are not read) on
+    /// the daemon's database while no daemon runs: to make the store fail for real (a trigger
+    /// that refuses a table's inserts), say. (A schema changed beside a running daemon can leave
+    /// its SQLite connections answering "no such table".)
+    pub async fn restart_with_sql(mut self, sql: &str) -> TestDaemon {
+        if let Some(running) = self.running.take() {
+            running.stop().await;
+        }
+        let url = self.config.db_path();
+        let done = if self.on_postgres() {
+            let pool = sqlx::PgPool::connect(&url)
+                .await
+                .expect("PostgreSQL reachable");
+            let done = sqlx::raw_sql(sql).execute(&pool).await.map(drop);
+            pool.close().await;
+            done
+        } else {
+            let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&url);
+            let pool = sqlx::SqlitePool::connect_with(options)
+                .await
+                .expect("the SQLite file opens");
+            let done = sqlx::raw_sql(sql).execute(&pool).await.map(drop);
+            pool.close().await;
+            done
+        };
+        done.unwrap_or_else(|err| panic!("{sql}: {err}"));
+        let config = self.config.clone();
+        let extra = std::mem::take(&mut self.extra_plugins);
+        Self::start_with(config, extra, self._dir.clone()).await
+    }
+
     /// Dies like `kill -9` ([`TestDaemon::abort`]: nothing ended, nothing released) and starts
     /// again on the same data directory: what it left pending is found at start-up.
     pub async fn crash_and_restart(mut self) -> TestDaemon {
@@ -147,6 +178,12 @@ impl TestDaemon {
 
     pub fn data_dir(&self) -> std::path::PathBuf {
         self.config.data_dir.clone()
+    }
+
+    /// True when the daemon's database is PostgreSQL (`HARNESS_TEST_DB=postgres`, or a test's
+    /// own `db`).
+    pub fn on_postgres(&self) -> bool {
+        orchestrator::store::is_postgres_url(&self.config.db_path())
     }
 
     pub async fn stop(mut self) {

@@ -263,6 +263,119 @@ fn turn_lines_become_events() {
 }
 
 #[test]
+fn every_known_system_subtype_is_mapped_or_ignored_with_a_reason() {
+    // A new subtype is a decision: add it here and to `SYSTEM_SUBTYPES`.
+    let mapped = [
+        "init",
+        "api_retry",
+        "model_refusal_fallback",
+        "memory_recall",
+        "mirror_error",
+    ];
+    let ignored = [
+        "files_persisted",
+        "status",
+        "permission_denied",
+        "session_state_changed",
+        "ui_invalidate",
+        "session_title_changed",
+        "compact_boundary",
+        "task_started",
+        "task_progress",
+        "task_updated",
+        "task_notification",
+        "background_tasks_changed",
+        "hook_started",
+        "hook_progress",
+        "hook_response",
+    ];
+    let table: Vec<&str> = SYSTEM_SUBTYPES.iter().map(|(name, _)| *name).collect();
+    assert_eq!(table, [&mapped[..], &ignored[..]].concat());
+    for name in mapped {
+        assert_eq!(
+            SystemHandling::of(name),
+            Some(SystemHandling::Mapped),
+            "{name}"
+        );
+    }
+    for name in ignored {
+        let Some(SystemHandling::Ignored(reason)) = SystemHandling::of(name) else {
+            panic!("{name} is not ignored");
+        };
+        assert!(!reason.is_empty(), "{name} says why");
+        // An ignored line gives nothing but its session id, whatever it carries.
+        let line = json!({"type": "system", "subtype": name, "session_id": "s1",
+            "error": "x", "files": [], "memories": [{"path": "p"}]});
+        let CliMessage::Progress(progress) = decode(&line.to_string()).unwrap() else {
+            panic!("{name}")
+        };
+        assert_eq!(
+            (progress.events, progress.starts_turn, progress.session_id),
+            (vec![], false, Some("s1".to_owned())),
+            "{name}"
+        );
+    }
+    assert_eq!(SystemHandling::of("a_new_one"), None);
+}
+
+#[test]
+fn the_new_system_lines_of_2_1_332_decode_to_events() {
+    let events = |line: &str| match decode(line).unwrap() {
+        CliMessage::Progress(progress) => progress.events,
+        other => panic!("{other:?}"),
+    };
+    // As the CLI writes them (field names from the 2.1.332 binary).
+    let fallback = r#"{"type":"system","subtype":"model_refusal_fallback","trigger":"refusal","direction":"retry","scope":"local","original_model":"claude-opus-5-5","fallback_model":"claude-sonnet-5","request_id":"req_1","api_refusal_category":"cyber","content":"…","uuid":"u","session_id":"s"}"#;
+    assert_eq!(
+        events(fallback),
+        [TurnEvent::ModelRefusalFallback(ModelRefusalFallback {
+            trigger: "refusal".into(),
+            direction: "retry".into(),
+            scope: Some("local".into()),
+            original_model: "claude-opus-5-5".into(),
+            fallback_model: "claude-sonnet-5".into(),
+            request_id: Some("req_1".into()),
+            api_refusal_category: Some("cyber".into()),
+        })]
+    );
+    let recall = r#"{"type":"system","subtype":"memory_recall","mode":"select","memories":[{"path":"/m/a.md","scope":"personal"},{"path":"/m/b.md","scope":"team","content":"b"},{"scope":"team"}],"uuid":"u","session_id":"s"}"#;
+    assert_eq!(
+        events(recall),
+        [TurnEvent::MemoryRecall(MemoryRecall {
+            mode: "select".into(),
+            memories: vec![
+                RecalledMemory {
+                    path: "/m/a.md".into(),
+                    scope: "personal".into(),
+                    content: None
+                },
+                RecalledMemory {
+                    path: "/m/b.md".into(),
+                    scope: "team".into(),
+                    content: Some("b".into())
+                },
+            ],
+        })]
+    );
+    // As an SDK host writes it: the store key names the session and the file.
+    let mirror = r#"{"type":"system","subtype":"mirror_error","error":"disk full","key":{"projectKey":"-w","sessionId":"s2","subpath":"subagents/a"},"uuid":"u","session_id":"s"}"#;
+    assert_eq!(
+        events(mirror),
+        [TurnEvent::MirrorError(MirrorError {
+            error: "disk full".into(),
+            session_id: Some("s2".into()),
+            subpath: Some("subagents/a".into()),
+        })]
+    );
+    // Odd fields read as absent; the line still counts.
+    let odd = r#"{"type":"system","subtype":"model_refusal_fallback","direction":7,"scope":null}"#;
+    let [TurnEvent::ModelRefusalFallback(odd)] = &events(odd)[..] else {
+        panic!()
+    };
+    assert_eq!((odd.direction.as_str(), odd.scope.as_deref()), ("", None));
+}
+
+#[test]
 fn assistant_lines_name_the_model_response_they_belong_to() {
     // The `assistant` lines of a captured turn with a tool call (claude 2.1.330).
     let capture = include_str!("testdata/assistant-lines.jsonl");

@@ -34,6 +34,13 @@ pub trait EventQueries {
     /// The id of the thread's newest stored event; 0 when it has none.
     async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError>;
 
+    /// The thread's newest event of one of `kinds`, if any.
+    async fn last_event_of(
+        &self,
+        thread: &ThreadId,
+        kinds: &[String],
+    ) -> Result<Option<EventRow>, StoreError>;
+
     /// The threads whose log can be compacted up to a turn that ended before `older_than` (a
     /// [`crate::now_text`]-style time): each with the id its last such turn's end was announced
     /// under, when that is past the thread's [`EventQueries::compacted_through`].
@@ -92,6 +99,14 @@ macro_rules! event_queries {
 
             async fn last_event_id(&self, thread: &ThreadId) -> Result<i64, StoreError> {
                 last_event_id(self.pool(), thread).await
+            }
+
+            async fn last_event_of(
+                &self,
+                thread: &ThreadId,
+                kinds: &[String],
+            ) -> Result<Option<EventRow>, StoreError> {
+                last_of(self.pool(), thread, kinds).await
             }
 
             async fn compactable(

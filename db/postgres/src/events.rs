@@ -107,6 +107,25 @@ async fn after_id(
     .await?)
 }
 
+async fn last_of(
+    pool: &PgPool,
+    thread: &ThreadId,
+    kinds: &[String],
+) -> Result<Option<EventRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        EventRow,
+        r#"SELECT id, thread_id AS "thread_id: ThreadId", message_id AS "message_id: MessageId",
+                  kind, data AS "data: serde_json::Value",
+                  created_at::timestamptz AS "created_at!"
+           FROM events WHERE thread_id = $1 AND kind = ANY($2)
+           ORDER BY id DESC LIMIT 1"#,
+        thread as &ThreadId,
+        kinds,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
 /// The event log as several daemons share it: where a reader stands, and the notifications that
 /// say a new event was stored.
 #[derive(Clone, Debug)]

@@ -62,6 +62,28 @@ async fn after_id(
     .await?)
 }
 
+async fn last_of(
+    pool: &SqlitePool,
+    thread: &ThreadId,
+    kinds: &[String],
+) -> Result<Option<EventRow>, StoreError> {
+    let kinds = serde_json::to_string(kinds).unwrap_or_default();
+    Ok(sqlx::query_as!(
+        EventRow,
+        r#"SELECT id AS "id!", thread_id AS "thread_id: ThreadId",
+                  message_id AS "message_id: MessageId", kind,
+                  data AS "data: serde_json::Value",
+                  created_at AS "created_at: DateTime<Utc>"
+           FROM events
+           WHERE thread_id = ?1 AND kind IN (SELECT value FROM json_each(?2))
+           ORDER BY id DESC LIMIT 1"#,
+        thread,
+        kinds,
+    )
+    .fetch_optional(pool)
+    .await?)
+}
+
 async fn compacted_through(pool: &SqlitePool, thread: &ThreadId) -> Result<i64, StoreError> {
     let through = sqlx::query_scalar!(
         "SELECT events_compacted_through FROM threads WHERE id = ?1",

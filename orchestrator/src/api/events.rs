@@ -18,8 +18,10 @@ use crate::store::{
     Announcement, EndCause, Ending, EventRow, MessageId, MessageStatus, Origin, RunRef, TurnKey,
 };
 
+mod transcript;
 mod webhooks;
 
+pub use transcript::{TranscriptAtRisk, TranscriptRepaired, TranscriptUnrepaired};
 pub use webhooks::{WebhookEvent, WebhookKind, WebhookSchemas};
 
 /// One event of a thread: the SSE `event:` name is its `kind`, the `data:` line holds `data`.
@@ -62,6 +64,18 @@ pub enum ThreadEvent {
     /// The API's rate-limit state changed (OAuth logins only; with an API key the CLI reports
     /// pressure as `api_retry`).
     RateLimit(claude_cli::RateLimit),
+    /// The model refused and the CLI asked another: the reply comes from `fallbackModel`.
+    ModelRefusalFallback(claude_cli::ModelRefusalFallback),
+    /// The CLI's memory brought files into the turn (its auto memory on, `claude.auto_memory`).
+    MemoryRecall(claude_cli::MemoryRecall),
+    /// Transcript entries of the turn could not be stored: the session's stored transcript
+    /// (which restores it) misses them until a `transcript_repaired`.
+    TranscriptAtRisk(TranscriptAtRisk),
+    /// The held transcript entries were stored: the stored transcript is whole again.
+    TranscriptRepaired(TranscriptRepaired),
+    /// A session's stored transcript misses entries no one can write any more: it was not
+    /// resumed; the turn ran in a fresh session with the history injected.
+    TranscriptUnrepaired(TranscriptUnrepaired),
     /// The turn waits for the concurrency limit, lowered while the API pushes back
     /// (`rate_limit.*`); sent once, before the wait. The turn goes on in arrival order.
     TurnThrottled(TurnThrottled),
@@ -117,6 +131,11 @@ impl ThreadEvent {
             ThreadEvent::ToolCallFinished(_) => EventKind::ToolCallFinished,
             ThreadEvent::ApiRetry(_) => EventKind::ApiRetry,
             ThreadEvent::RateLimit(_) => EventKind::RateLimit,
+            ThreadEvent::ModelRefusalFallback(_) => EventKind::ModelRefusalFallback,
+            ThreadEvent::MemoryRecall(_) => EventKind::MemoryRecall,
+            ThreadEvent::TranscriptAtRisk(_) => EventKind::TranscriptAtRisk,
+            ThreadEvent::TranscriptRepaired(_) => EventKind::TranscriptRepaired,
+            ThreadEvent::TranscriptUnrepaired(_) => EventKind::TranscriptUnrepaired,
             ThreadEvent::TurnThrottled(_) => EventKind::TurnThrottled,
             ThreadEvent::PermissionRequested(_) => EventKind::PermissionRequested,
             ThreadEvent::PermissionDecided(_) => EventKind::PermissionDecided,
@@ -154,6 +173,9 @@ impl From<claude_cli::TurnEvent> for ThreadEvent {
             TurnEvent::ToolCallFinished(e) => ThreadEvent::ToolCallFinished(e),
             TurnEvent::ApiRetry(e) => ThreadEvent::ApiRetry(e),
             TurnEvent::RateLimit(e) => ThreadEvent::RateLimit(e),
+            TurnEvent::ModelRefusalFallback(e) => ThreadEvent::ModelRefusalFallback(e),
+            TurnEvent::MemoryRecall(e) => ThreadEvent::MemoryRecall(e),
+            TurnEvent::MirrorError(e) => ThreadEvent::TranscriptAtRisk(e.into()),
         }
     }
 }
@@ -178,6 +200,11 @@ pub enum EventKind {
     ToolCallFinished,
     ApiRetry,
     RateLimit,
+    ModelRefusalFallback,
+    MemoryRecall,
+    TranscriptAtRisk,
+    TranscriptRepaired,
+    TranscriptUnrepaired,
     TurnThrottled,
     PermissionRequested,
     PermissionDecided,
@@ -194,7 +221,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 28] = [
+    pub const ALL: [EventKind; 33] = [
         EventKind::MessageReceived,
         EventKind::ScheduleRunStarted,
         EventKind::TurnRedriven,
@@ -210,6 +237,11 @@ impl EventKind {
         EventKind::ToolCallFinished,
         EventKind::ApiRetry,
         EventKind::RateLimit,
+        EventKind::ModelRefusalFallback,
+        EventKind::MemoryRecall,
+        EventKind::TranscriptAtRisk,
+        EventKind::TranscriptRepaired,
+        EventKind::TranscriptUnrepaired,
         EventKind::TurnThrottled,
         EventKind::PermissionRequested,
         EventKind::PermissionDecided,
@@ -242,6 +274,11 @@ impl EventKind {
             EventKind::ToolCallFinished => "tool_call_finished",
             EventKind::ApiRetry => "api_retry",
             EventKind::RateLimit => "rate_limit",
+            EventKind::ModelRefusalFallback => "model_refusal_fallback",
+            EventKind::MemoryRecall => "memory_recall",
+            EventKind::TranscriptAtRisk => "transcript_at_risk",
+            EventKind::TranscriptRepaired => "transcript_repaired",
+            EventKind::TranscriptUnrepaired => "transcript_unrepaired",
             EventKind::TurnThrottled => "turn_throttled",
             EventKind::PermissionRequested => "permission_requested",
             EventKind::PermissionDecided => "permission_decided",

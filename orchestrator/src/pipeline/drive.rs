@@ -16,7 +16,7 @@ use super::tally::TurnTally;
 use super::{Nesting, Pipeline};
 use crate::api::events::{ClientToolCall, ClientToolState, ThreadEvent, TurnThrottled};
 use crate::mcp::{ClientCall, WaitingCall};
-use crate::pool::{CallReply, LeasedTurn, TurnItem};
+use crate::pool::{CallReply, LeasedTurn, PermissionRequest, TurnItem};
 use crate::store::MessageRow;
 use crate::throttle::{Admission, Permit};
 use crate::traces::TurnTrace;
@@ -148,6 +148,9 @@ impl Pipeline {
                             inner.parts.events.emit(&user.thread_id, Some(&user.id), event.into());
                         }
                         TurnItem::Alive => {}
+                        TurnItem::Transcript(note) => {
+                            inner.parts.events.emit(&user.thread_id, Some(&user.id), note.into());
+                        }
                         TurnItem::ToolCall(pending) if pending.is_clients() => {
                             let (call, reply) = pending.into_parts();
                             match inner.parts.mcp.client_call(call) {
@@ -167,17 +170,7 @@ impl Pipeline {
                         }
                         TurnItem::Permission(request) => {
                             let approvals = inner.parts.approvals.clone();
-                            let asked = crate::approvals::Request {
-                                request_id: request.request_id().to_owned(),
-                                thread: user.thread_id.clone(),
-                                message: Some(user.id.clone()),
-                                tool_name: request.tool_name().to_owned(),
-                                input: request.input(),
-                                tool_use_id: request.tool_use_id().map(str::to_owned),
-                                cwd: turn.workdir().to_path_buf(),
-                                profile: turn.profile().to_owned(),
-                                unattended: tally.unattended,
-                            };
+                            let asked = asked(&request, user, &turn, tally.unattended);
                             let waiting = spans.approval(request.tool_name());
                             tools.spawn(async move {
                                 let decision = approvals.decide(asked).await;
@@ -206,5 +199,26 @@ impl Pipeline {
                 }
             }
         }
+    }
+}
+
+/// What the approvals are asked for `request`, a permission request of `turn`, which answers
+/// `user`.
+fn asked(
+    request: &PermissionRequest,
+    user: &MessageRow,
+    turn: &LeasedTurn<'_>,
+    unattended: bool,
+) -> crate::approvals::Request {
+    crate::approvals::Request {
+        request_id: request.request_id().to_owned(),
+        thread: user.thread_id.clone(),
+        message: Some(user.id.clone()),
+        tool_name: request.tool_name().to_owned(),
+        input: request.input(),
+        tool_use_id: request.tool_use_id().map(str::to_owned),
+        cwd: turn.workdir().to_path_buf(),
+        profile: turn.profile().to_owned(),
+        unattended,
     }
 }

@@ -5,6 +5,7 @@
 //! handles they carry ([`CallReply`], [`PermissionRequest`]). How a lease ends ([`Finish`])
 //! decides whether the process stays warm.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +18,7 @@ use tracing::info;
 use plugin_contract::{CliSessionId, SessionStart};
 
 use super::entry::Entry;
-use super::{EvictionCause, Pool};
+use super::{EvictionCause, Pool, TranscriptNote};
 use crate::budget::Meter;
 use crate::launch::Switchable;
 use crate::mcp::ToolCall;
@@ -152,6 +153,7 @@ impl Lease {
                 entry: &self.entry,
                 pool: &self.pool,
                 own: false,
+                ending: VecDeque::new(),
             }),
             Err(err) => {
                 *lock(&self.entry.calls.ours) = None;
@@ -177,6 +179,7 @@ impl Lease {
             entry: &self.entry,
             pool: &self.pool,
             own: true,
+            ending: VecDeque::new(),
         }
     }
 
@@ -248,6 +251,8 @@ pub struct LeasedTurn<'a> {
     pool: &'a Pool,
     /// A turn the CLI started by itself ([`super::CliTurn`]), not one of ours.
     own: bool,
+    /// The turn's last items, once its `result` came: its transcript's notes, then `Done`.
+    ending: VecDeque<TurnItem>,
 }
 
 /// What a running turn produced next.
@@ -263,6 +268,9 @@ pub enum TurnItem {
     /// The CLI asks whether a tool may run: decide and answer
     /// ([`PermissionRequest::answer`]).
     Permission(PermissionRequest),
+    /// What became of the thread's transcript frames (held, written again, given up on): told
+    /// once the turn's frames are stored, before its `Done`.
+    Transcript(TranscriptNote),
     /// The turn's `result`: the turn is over.
     Done(Box<TurnResult>),
 }
@@ -304,6 +312,9 @@ impl LeasedTurn<'_> {
 
     /// The next item; an error when the process went away mid-turn.
     pub async fn next(&mut self) -> Result<TurnItem, TurnError> {
+        if let Some(item) = self.ending.pop_front() {
+            return Ok(item);
+        }
         tokio::select! {
             biased;
             Some(call) = self.calls.recv() => Ok(match call {
@@ -317,7 +328,10 @@ impl LeasedTurn<'_> {
                 Step::Done(result) => {
                     // The frames before a `result` are the turn's transcript: stored first.
                     self.entry.transcript_stored().await;
-                    Ok(TurnItem::Done(result))
+                    let notes = self.pool.inner.at_risk.take_notes(&self.entry.spec.thread);
+                    self.ending.extend(notes.into_iter().map(TurnItem::Transcript));
+                    self.ending.push_back(TurnItem::Done(result));
+                    Ok(self.ending.pop_front().unwrap_or(TurnItem::Alive))
                 }
             },
         }

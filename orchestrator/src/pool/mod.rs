@@ -20,6 +20,8 @@
 //!   starts by itself ([`CliTurn`]).
 //! - `transcript.rs`: each process's transcript frames stored; a turn's [`TurnItem::Done`] waits
 //!   for them, and a `--resume` the CLI's config dir lacks writes them back.
+//! - `at_risk.rs`: the frames the store refused, held per thread and written first next time;
+//!   what became of them is a turn's [`TurnItem::Transcript`] notes.
 //! - `admission.rs`: who gets a slot, and whose process makes room.
 //! - `spares.rs`: processes parked ahead of need for threads not created yet.
 //! - `status.rs`: the status API's view ([`ProcessInfo`]).
@@ -46,6 +48,8 @@
 //! - A process that no longer pairs (`CliProcess::pairs` false) takes no further turn and is
 //!   retired at once.
 //! - A prewarm pushes out only processes idle at least `pool.prewarm_evicts_after`.
+//! - A transcript frame the store refuses is never skipped: it is held, with the thread's frames
+//!   after it, and written before any later one (`at_risk.rs`).
 //!
 //! A turn asking for another model, permission mode or set of its profile's MCP servers switches
 //! the warm process in place (`set_model`, `set_permission_mode`, `mcp_set_servers`); only a
@@ -80,6 +84,7 @@ use crate::turn_error::TurnError;
 use crate::workspace::Workspaces;
 
 mod admission;
+mod at_risk;
 mod demand;
 mod entry;
 mod host;
@@ -91,6 +96,7 @@ mod status;
 mod transcript;
 
 pub use admission::AdmissionSettings;
+pub use at_risk::TranscriptNote;
 pub use entry::Born;
 pub use host::CliTurn;
 pub use lease::{
@@ -191,6 +197,8 @@ struct Inner {
     mcp: Arc<McpAdapter>,
     /// Where the processes' transcript frames are kept, and restored from.
     store: Store,
+    /// Each thread's transcript frames on their way to the store, those it refused held.
+    at_risk: Arc<at_risk::AtRisk>,
     metrics: PoolMetrics,
     prewarm_evicts_after: Duration,
     /// Every task of every process (its IO, its control requests, its reaper).
@@ -261,6 +269,7 @@ impl Pool {
                 workspaces,
                 mcp,
                 store,
+                at_risk: Arc::default(),
                 metrics,
                 prewarm_evicts_after: settings.prewarm_evicts_after,
                 tasks: TaskTracker::new(),

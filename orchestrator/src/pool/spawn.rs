@@ -13,9 +13,10 @@ use tracing::{debug, info, warn, Instrument};
 
 use plugin_contract::SessionStart;
 
+use super::at_risk::TranscriptNote;
 use super::entry::{Entry, Inboxes};
 use super::host::serve_host_requests;
-use super::transcript::store_transcript;
+use super::transcript::{store_transcript, Resumable};
 use super::Pool;
 use crate::launch::ProcessSpec;
 use crate::mcp::SERVER_NAME;
@@ -27,7 +28,8 @@ const MCP_HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
 
 impl Pool {
     /// A new process of `spec`, resuming its session when it names one (a fresh session with
-    /// the history injected when the CLI cannot), in `slot` or one admission finds.
+    /// the history injected when the CLI cannot, or when the session's stored transcript it
+    /// would be restored from is incomplete), in `slot` or one admission finds.
     pub(super) async fn spawn_for(
         &self,
         spec: ProcessSpec,
@@ -36,23 +38,41 @@ impl Pool {
         self.inner.metrics.miss();
         self.reap_thread(&spec.thread).await;
         if let Some(session) = &spec.resume {
-            self.restore_session(&spec, session).await;
+            if let Resumable::No(reason) = self.restore_session(&spec, session).await {
+                warn!(thread_id = %spec.thread, session_id = %session, %reason, "The session's stored transcript is incomplete; starting a fresh session, history will be injected.");
+                let note = TranscriptNote::Unrepaired {
+                    session: session.clone(),
+                    reason,
+                };
+                self.inner.at_risk.note(&spec.thread, note);
+                return self.spawn_fresh(spec, slot).await;
+            }
         }
         match self.spawn_one(&spec, false, slot).await {
             Ok(entry) => Ok(entry),
             Err(SpawnError::MissingSession(reason)) => {
                 warn!(thread_id = %spec.thread, session_id = ?spec.resume, %reason, "Resume failed; starting a fresh session, history will be injected.");
-                self.inner.metrics.resume_fallback();
-                let fresh = ProcessSpec {
-                    resume: None,
-                    ..spec
-                };
-                match self.spawn_one(&fresh, true, None).await {
-                    Ok(entry) => Ok(entry),
-                    Err(SpawnError::MissingSession(reason)) => Err(TurnError::Cli(reason)),
-                    Err(SpawnError::Failed(err)) => Err(err.into()),
-                }
+                self.spawn_fresh(spec, None).await
             }
+            Err(SpawnError::Failed(err)) => Err(err.into()),
+        }
+    }
+
+    /// A fresh session for `spec`'s thread instead of the one it names: the turn injects the
+    /// history.
+    async fn spawn_fresh(
+        &self,
+        spec: ProcessSpec,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<Arc<Entry>, TurnError> {
+        self.inner.metrics.resume_fallback();
+        let fresh = ProcessSpec {
+            resume: None,
+            ..spec
+        };
+        match self.spawn_one(&fresh, true, slot).await {
+            Ok(entry) => Ok(entry),
+            Err(SpawnError::MissingSession(reason)) => Err(TurnError::Cli(reason)),
             Err(SpawnError::Failed(err)) => Err(err.into()),
         }
     }
@@ -133,6 +153,7 @@ impl Pool {
                 thread.clone(),
                 started_process.mirror,
                 inner.store.clone(),
+                inner.at_risk.clone(),
                 stored_tx,
             )
             .instrument(span.clone()),

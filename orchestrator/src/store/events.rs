@@ -71,6 +71,16 @@ impl Store {
         on_db!(self, db => db.last_event_id(thread).await)
     }
 
+    /// The thread's newest event of one of `kinds`, if any (retention may have removed it).
+    pub async fn last_event_of(
+        &self,
+        thread: &ThreadId,
+        kinds: &[&str],
+    ) -> Result<Option<EventRow>, StoreError> {
+        let kinds: Vec<String> = kinds.iter().map(|kind| (*kind).to_owned()).collect();
+        on_db!(self, db => db.last_event_of(thread, &kinds).await)
+    }
+
     /// Compacts the event logs: every thread loses the events of its turns that ended before
     /// `older_than`, a whole turn at a time, `batch` threads per transaction. How many events
     /// went.
@@ -278,6 +288,30 @@ mod tests {
             .await
             .expect("the store closes and the listener ends within 10 s");
             assert_eq!(last.unwrap(), None);
+        }
+    }
+
+    store_tests! {
+        async fn the_last_event_of_some_kinds_is_found(store: sqlite_memory) {
+            let t = store.create_thread(NewThread::default()).await.unwrap().id;
+            let other = store.create_thread(NewThread::default()).await.unwrap().id;
+            assert!(store.last_event_of(&t, &["a", "b"]).await.unwrap().is_none());
+            let append = async |thread: &ThreadId, kind: &str| {
+                store.append_event(thread, None, kind, &json!({})).await.unwrap().id
+            };
+            let a = append(&t, "a").await;
+            append(&t, "c").await;
+            let b = append(&t, "b").await;
+            append(&t, "c").await;
+            append(&other, "a").await;
+            let last = |kinds: &'static [&'static str]| {
+                let (store, t) = (store.clone(), t.clone());
+                async move { store.last_event_of(&t, kinds).await.unwrap().map(|e| (e.id, e.kind)) }
+            };
+            assert_eq!(last(&["a", "b"]).await, Some((b, "b".to_owned())));
+            assert_eq!(last(&["a"]).await, Some((a, "a".to_owned())));
+            assert_eq!(last(&["d"]).await, None);
+            assert_eq!(last(&[]).await, None);
         }
     }
 

@@ -13,6 +13,8 @@ use orchestrator::store::TranscriptEntry;
 
 use crate::support::stored_events;
 
+mod at_risk;
+
 /// The context plugin's marker for injected history: present only after a resume fell back.
 const INJECTED: &str = "<conversation_history>";
 
