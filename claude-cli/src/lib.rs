@@ -36,9 +36,10 @@ pub use process::{
     SpawnError, Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    ApiRetry, ApiUsage, AssistantText, AssistantThinking, ContentBlock, ExternalMcpServers,
-    MediaSource, ModelCall, RateLimit, SdkMcpServer, SpawnOptions, TextDelta, ToolCallFinished,
-    ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage, UserContent,
+    ApiRetry, ApiUsage, AssistantText, AssistantThinking, ContentBlock, ExternalMcpServers, Hooks,
+    MediaSource, ModelCall, RateLimit, SdkMcpServer, SkillShellCommand, SpawnOptions, TextDelta,
+    ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
+    UserContent,
 };
 
 use std::time::Duration;

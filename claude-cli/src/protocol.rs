@@ -15,12 +15,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod content;
+mod hooks;
 mod input;
 
 pub use content::{ContentBlock, MediaSource, UserContent};
+pub use hooks::{Hooks, SkillShellCommand, SKILL_SHELL_HOOK_ID, STOP_HOOK_ID};
 pub use input::{
     cli_args, control_request, control_response, initialize_request, user_turn, ExternalMcpServers,
-    SdkMcpServer, SpawnOptions, STOP_HOOK_ID,
+    SdkMcpServer, SpawnOptions,
 };
 
 /// One stdout line, sorted by what the host does with it.

@@ -162,7 +162,7 @@ pub(super) async fn ready(
 ) -> Result<Started, SpawnError> {
     let initialize = protocol::initialize_request(
         &launch.sdk_mcp_servers,
-        launch.stop_hook,
+        launch.hooks,
         launch.agents.as_ref(),
     );
     let answered = async {
