@@ -17,18 +17,19 @@ use crate::approvals::{all_permissions, decisions, pending_one, send_in_backgrou
 
 /// A plugin folder `helpers` with one skill per `(name, body)`.
 fn plugin_with(root: &Path, skills: &[(&str, &str)]) -> PathBuf {
-    let root = root.canonicalize().unwrap();
-    std::fs::create_dir_all(root.join(".claude-plugin")).unwrap();
+    let written = "the plugin folder can be written";
+    let root = root.canonicalize().expect(written);
+    std::fs::create_dir_all(root.join(".claude-plugin")).expect(written);
     std::fs::write(
         root.join(".claude-plugin/plugin.json"),
         r#"{"name": "helpers", "version": "1.0.0", "description": "test helpers"}"#,
     )
-    .unwrap();
+    .expect(written);
     for (name, body) in skills {
         let dir = root.join("skills").join(name);
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).expect(written);
         let text = format!("---\nname: {name}\ndescription: Shows a marker\n---\n{body}\n");
-        std::fs::write(dir.join("SKILL.md"), text).unwrap();
+        std::fs::write(dir.join("SKILL.md"), text).expect(written);
     }
     root
 }
