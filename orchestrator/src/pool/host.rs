@@ -12,6 +12,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use claude_cli::protocol::SKILL_SHELL_HOOK_ID;
 use claude_cli::{CliTurns, HostRequest, HostRequests, SkillShellCommand, StopReport, TurnEvents};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
@@ -88,6 +89,14 @@ fn serve_other(
     calls: &Inboxes,
     ready: &watch::Sender<bool>,
 ) {
+    if request.subtype == "hook_callback" && request.request["callback_id"] == SKILL_SHELL_HOOK_ID {
+        // A skill's shell command that could not be read: refused, never let through (an
+        // empty answer would let it run).
+        warn!(thread_id = %thread, "A skill's shell command could not be read; refusing it.");
+        let reason = "Harness could not read this shell command; it was not run";
+        request.respond(Ok(SkillShellCommand::answer(false, reason)));
+        return;
+    }
     if request.subtype == "hook_callback" {
         // The `Stop` hook (`claude.scheduling_tools`): what the CLI will still start turns
         // for by itself. Answered empty: the turn ends as it would.

@@ -362,11 +362,12 @@ pub(super) enum HostCall {
 
 /// A permission the running turn decides: a tool call's (`can_use_tool`), or a skill's shell
 /// command's (the `PreSkillShellCommand` hook), asked as a `Bash` call of that command so the
-/// same rules, mode and people decide it. Dropped unanswered, the CLI gets an error (and runs
-/// neither).
+/// same rules, mode and people decide it. Dropped unanswered, the CLI gets an error (and does
+/// not run the tool), or for a skill's command a denial (an error would let the CLI run it).
 #[derive(Debug)]
 pub struct PermissionRequest {
-    request: HostRequest,
+    /// Taken by the answer.
+    request: Option<HostRequest>,
     /// Set for a skill's shell command.
     skill_shell: Option<SkillShellCommand>,
 }
@@ -375,7 +376,7 @@ impl PermissionRequest {
     /// A `can_use_tool` request.
     pub(super) fn tool(request: HostRequest) -> PermissionRequest {
         PermissionRequest {
-            request,
+            request: Some(request),
             skill_shell: None,
         }
     }
@@ -386,22 +387,22 @@ impl PermissionRequest {
         command: SkillShellCommand,
     ) -> PermissionRequest {
         PermissionRequest {
-            request,
+            request: Some(request),
             skill_shell: Some(command),
         }
     }
 
     pub fn request_id(&self) -> &str {
-        &self.request.request_id
+        self.request.as_ref().map_or("", |r| r.request_id.as_str())
     }
 
     /// Whether the CLI asked while running a turn it started by itself.
     pub(super) fn in_cli_turn(&self) -> bool {
-        self.request.in_cli_turn
+        self.request.as_ref().is_some_and(|r| r.in_cli_turn)
     }
 
     fn field(&self, key: &str) -> Option<&Value> {
-        self.request.request.get(key)
+        self.request.as_ref()?.request.get(key)
     }
 
     pub fn tool_name(&self) -> &str {
@@ -433,12 +434,26 @@ impl PermissionRequest {
     /// Sends the decision, given as for `can_use_tool`: `{"behavior": "allow", "updatedInput"}`
     /// or `{"behavior": "deny", "message"}`. A skill's shell command runs as written: an allow
     /// that changes its input refuses it ([`skill_shell_answer`]).
-    pub fn answer(self, response: Value) {
+    pub fn answer(mut self, response: Value) {
         let response = match &self.skill_shell {
             Some(_) => skill_shell_answer(&self.input(), &response),
             None => response,
         };
-        self.request.respond(Ok(response));
+        if let Some(request) = self.request.take() {
+            request.respond(Ok(response));
+        }
+    }
+}
+
+impl Drop for PermissionRequest {
+    fn drop(&mut self) {
+        // The CLI runs a skill's shell command when its hook gets an error: refuse it instead.
+        if self.skill_shell.is_some() {
+            if let Some(request) = self.request.take() {
+                let reason = "the turn ended before Harness decided; it was not run";
+                request.respond(Ok(SkillShellCommand::answer(false, reason)));
+            }
+        }
     }
 }
 
