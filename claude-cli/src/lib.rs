@@ -37,11 +37,11 @@ pub use process::{
     SpawnError, Started, Step, StopReport, TurnEvents,
 };
 pub use protocol::{
-    ApiRetry, ApiUsage, AssistantText, AssistantThinking, ContentBlock, ExternalMcpServers,
+    ApiRetry, ApiUsage, AssistantText, AssistantThinking, ContentBlock, ExternalMcpServers, Hooks,
     MediaSource, MemoryRecall, MirrorError, ModelCall, ModelRefusalFallback, RateLimit,
-    RecalledMemory, SdkMcpServer, SpawnOptions, StartupClass, StartupFailure, TextDelta,
-    ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult, TurnUsage,
-    UserContent,
+    RecalledMemory, SdkMcpServer, SkillShellCommand, SpawnOptions, StartupClass, StartupFailure,
+    TextDelta, ToolCallFinished, ToolCallStarted, TranscriptMirror, TurnEvent, TurnResult,
+    TurnUsage, UserContent,
 };
 
 use std::time::Duration;

@@ -65,9 +65,11 @@ pub struct Launch {
     pub external_mcp_servers: Option<protocol::ExternalMcpServers>,
     /// Sub-agent definitions for the CLI's `Agent` tool, declared in `initialize` (`agents`).
     pub agents: Option<Value>,
-    /// Registers a `Stop` hook: at the end of every turn the CLI sends a `hook_callback` whose
-    /// input lists its pending `background_tasks` and `session_crons` (see [`StopReport`]).
-    pub stop_hook: bool,
+    /// The hooks registered in `initialize`: with `stop`, at the end of every turn the CLI sends
+    /// a `hook_callback` whose input lists its pending `background_tasks` and `session_crons` (see
+    /// [`StopReport`]); with `skill_shell`, one before each shell command of a skill
+    /// ([`protocol::SkillShellCommand`]).
+    pub hooks: protocol::Hooks,
     /// What walls the process in before it runs (the host's sandbox), if anything.
     pub confine: Option<Arc<dyn Confine>>,
     /// Managed settings (policy) for this process, delivered in its `initialize` request

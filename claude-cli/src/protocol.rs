@@ -15,14 +15,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod content;
+mod hooks;
 mod input;
 mod startup;
 mod system;
 
 pub use content::{ContentBlock, MediaSource, UserContent};
+pub use hooks::{Hooks, SkillShellCommand, SKILL_SHELL_HOOK_ID, STOP_HOOK_ID};
 pub use input::{
     cli_args, control_request, control_response, initialize_request, user_turn, ExternalMcpServers,
-    SdkMcpServer, SpawnOptions, STOP_HOOK_ID,
+    SdkMcpServer, SpawnOptions,
 };
 pub use startup::{StartupClass, StartupFailure};
 use system::SystemLine;

@@ -173,7 +173,7 @@ pub(super) async fn ready(
 ) -> Result<Started, SpawnError> {
     let mut initialize = protocol::initialize_request(
         &launch.sdk_mcp_servers,
-        launch.stop_hook,
+        launch.hooks,
         launch.agents.as_ref(),
     );
     if let Some(settings) = &launch.managed_settings {

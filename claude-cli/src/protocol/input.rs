@@ -139,15 +139,11 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
     args
 }
 
-/// The callback id of the `Stop` hook [`initialize_request`] registers.
-pub const STOP_HOOK_ID: &str = "harness_stop";
-
 /// Our `initialize` request, declaring `servers` as in-process MCP servers with their settings
-/// and, where given, their manifests; with `stop_hook`, a `Stop` hook whose callback
-/// ([`STOP_HOOK_ID`]) reports the session's pending background tasks and crons at each turn's end.
+/// and, where given, their manifests, and registering `hooks`.
 pub fn initialize_request(
     servers: &[SdkMcpServer],
-    stop_hook: bool,
+    hooks: super::Hooks,
     agents: Option<&Value>,
 ) -> Value {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
@@ -161,11 +157,7 @@ pub fn initialize_request(
         .collect();
     let mut request = json!({
         "subtype": "initialize",
-        "hooks": if stop_hook {
-            json!({"Stop": [{"matcher": null, "hookCallbackIds": [STOP_HOOK_ID]}]})
-        } else {
-            Value::Null
-        },
+        "hooks": hooks.registration(),
         "sdkMcpServers": names,
         "sdkMcpServerConfigs": configs,
     });

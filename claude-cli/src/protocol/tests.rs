@@ -91,7 +91,7 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
                 manifest: None,
             },
         ],
-        false,
+        Hooks::default(),
         Some(&json!({"reviewer": {"description": "d", "prompt": "p"}})),
     );
     assert_eq!(request["agents"]["reviewer"]["prompt"], "p");
@@ -106,15 +106,94 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
         request["sdkMcpServerManifests"],
         json!({ "harness": manifest })
     );
-    assert!(initialize_request(&[], false, None).get("agents").is_none());
-    assert!(initialize_request(&[], false, None)
-        .get("sdkMcpServerManifests")
-        .is_none());
-    let hooked = initialize_request(&[], true, None);
+    let bare = initialize_request(&[], Hooks::default(), None);
+    assert!(bare.get("agents").is_none());
+    assert!(bare.get("sdkMcpServerManifests").is_none());
+}
+
+#[test]
+fn initialize_registers_each_hook_asked_for_with_its_callback_id() {
+    let stop = Hooks {
+        stop: true,
+        ..Hooks::default()
+    };
     assert_eq!(
-        hooked["hooks"]["Stop"][0]["hookCallbackIds"],
-        json!([STOP_HOOK_ID])
+        initialize_request(&[], stop, None)["hooks"],
+        json!({"Stop": [{"matcher": null, "hookCallbackIds": [STOP_HOOK_ID]}]})
     );
+    let both = Hooks {
+        stop: true,
+        skill_shell: true,
+    };
+    let hooks = &initialize_request(&[], both, None)["hooks"];
+    assert_eq!(hooks["Stop"][0]["hookCallbackIds"], json!([STOP_HOOK_ID]));
+    assert_eq!(
+        hooks["PreSkillShellCommand"],
+        json!([{"matcher": null, "hookCallbackIds": [SKILL_SHELL_HOOK_ID]}])
+    );
+    assert_eq!(hooks.as_object().map(|h| h.len()), Some(2), "{hooks}");
+}
+
+/// A `PreSkillShellCommand` callback as claude 2.1.332 sends it when the model loads a plugin's
+/// skill holding `` !`echo skill-marker-out` ``.
+fn skill_shell_request(callback_id: &str, event: &str) -> Value {
+    json!({
+        "subtype": "hook_callback",
+        "callback_id": callback_id,
+        "input": {
+            "session_id": "9a774e67", "transcript_path": "/c/p/9a774e67.jsonl", "cwd": "/w",
+            "prompt_id": "0e1c5c98", "permission_mode": "default",
+            "hook_event_name": event,
+            "tool_name": "Bash",
+            "tool_input": {"command": "echo skill-marker-out"},
+            "tool_use_id": "toolu_01:preamble-0",
+            "command_name": "helpers:shelly",
+            "command_source": "plugin",
+            "invoked_by": "claude"
+        },
+        "tool_use_id": "toolu_01:preamble-0"
+    })
+}
+
+#[test]
+fn a_skill_shell_callback_reads_as_the_command_and_its_skill() {
+    let request = skill_shell_request(SKILL_SHELL_HOOK_ID, "PreSkillShellCommand");
+    assert_eq!(
+        SkillShellCommand::from_request(&request),
+        Some(SkillShellCommand {
+            tool_name: "Bash".into(),
+            command: "echo skill-marker-out".into(),
+            tool_use_id: Some("toolu_01:preamble-0".into()),
+            command_name: "helpers:shelly".into(),
+            command_source: Some("plugin".into()),
+            invoked_by: "claude".into(),
+        })
+    );
+    // Another hook's callback, or another event on ours, is not a skill's command.
+    let other = skill_shell_request(STOP_HOOK_ID, "PreSkillShellCommand");
+    assert_eq!(SkillShellCommand::from_request(&other), None);
+    let other = skill_shell_request(SKILL_SHELL_HOOK_ID, "Stop");
+    assert_eq!(SkillShellCommand::from_request(&other), None);
+    // Without a command there is nothing to decide.
+    let mut bare = skill_shell_request(SKILL_SHELL_HOOK_ID, "PreSkillShellCommand");
+    bare["input"]["tool_input"] = json!({});
+    assert_eq!(SkillShellCommand::from_request(&bare), None);
+}
+
+#[test]
+fn a_skill_shell_answer_says_allow_or_deny_with_the_reason() {
+    assert_eq!(
+        SkillShellCommand::answer(false, "rule Bash(rm:*)"),
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreSkillShellCommand",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "rule Bash(rm:*)",
+        }})
+    );
+    let allowed = SkillShellCommand::answer(true, "rule Bash(echo:*)");
+    assert_eq!(allowed["hookSpecificOutput"]["permissionDecision"], "allow");
+    // An answer that changes the command refuses it in the CLI: ours never does.
+    assert!(allowed["hookSpecificOutput"].get("updatedInput").is_none());
 }
 
 #[test]

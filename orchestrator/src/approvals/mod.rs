@@ -1,8 +1,10 @@
 //! Tool approvals: every permission the CLI would ask a person for (`can_use_tool`, since children
-//! run with `--permission-prompt-tool stdio`) is decided here, by [`policy`] (Harness's own tools,
-//! the rules, the mode) or, in `ask` mode, by a person answering over the API within
-//! `approvals.timeout`. [`policy`] does no IO; `shell.rs` and `paths.rs` read the `Bash(…)` and
-//! path rules.
+//! run with `--permission-prompt-tool stdio`), and every shell command of a skill the CLI is about
+//! to run (its `PreSkillShellCommand` hook, asked as a `Bash` call of the command with input
+//! `{"command", "skill"}`: `pool::lease::PermissionRequest`), is decided here, by [`policy`]
+//! (Harness's own tools, the rules, the mode) or, in `ask` mode, by a person answering over the
+//! API within `approvals.timeout`. [`policy`] does no IO; `shell.rs` and `paths.rs` read the
+//! `Bash(…)` and path rules.
 //!
 //! **Invariants:** every request is stored with its decision and who made it, and counted; a
 //! request is decided exactly once (the one who takes it out of the waiting map decides, stores,
@@ -31,7 +33,8 @@ use crate::store::{MessageId, NewPermission, PermissionRow, Store, StoreError};
 use crate::sync::lock;
 use policy::{DecidedBy, Policy, Verdict};
 
-/// One `can_use_tool` request of a running turn.
+/// One permission request of a running turn: a `can_use_tool`, or a skill's shell command as a
+/// `Bash` call.
 #[derive(Clone, Debug)]
 pub struct Request {
     pub request_id: String,

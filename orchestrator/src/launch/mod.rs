@@ -350,8 +350,12 @@ impl Launcher {
                 .external_mcp_servers(spec.mcp_servers.as_deref())
                 .filter(|servers| servers.0.as_object().is_some_and(|m| !m.is_empty())),
             agents: profile.agents().cloned(),
-            // The pool keeps a process with pending crons or background tasks alive.
-            stop_hook: self.scheduling_tools,
+            hooks: claude_cli::Hooks {
+                // The pool keeps a process with pending crons or background tasks alive.
+                stop: self.scheduling_tools,
+                // A skill's shell command is approved as a `Bash` call is (`approvals`).
+                skill_shell: true,
+            },
             confine,
             managed_settings: (self.config.claude.managed_settings.clone())
                 .map(serde_json::Value::Object),

@@ -140,7 +140,17 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
             .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
             .unwrap()
             .launch
-            .stop_hook
+            .hooks
+            .stop
+    );
+    // Every process asks the daemon about its skills' shell commands (`approvals`).
+    assert!(
+        launcher
+            .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
+            .unwrap()
+            .launch
+            .hooks
+            .skill_shell
     );
 }
 

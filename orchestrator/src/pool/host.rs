@@ -3,7 +3,8 @@
 //! Control requests are served by a task per process ([`serve_host_requests`]): the MCP
 //! handshake and `tools/list` are answered by the [`McpAdapter`] at once; a `tools/call` goes to
 //! the running turn as a [`TurnItem::ToolCall`](super::TurnItem::ToolCall), whose owner runs it
-//! with the turn's context and answers; a `can_use_tool` goes to it as a permission request.
+//! with the turn's context and answers; a `can_use_tool`, and a skill's shell command (the
+//! `PreSkillShellCommand` hook), go to it as a permission request.
 //! A turn the CLI starts by itself (`claude.scheduling_tools`) is handed to the pipeline with a
 //! lease on its process ([`CliTurn`]). Running the turns is not done here: that is the lease's
 //! ([`super::lease`]).
@@ -11,7 +12,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use claude_cli::{CliTurns, HostRequests, StopReport, TurnEvents};
+use claude_cli::protocol::SKILL_SHELL_HOOK_ID;
+use claude_cli::{CliTurns, HostRequest, HostRequests, SkillShellCommand, StopReport, TurnEvents};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
@@ -36,7 +38,8 @@ pub struct CliTurn {
 }
 
 /// Serves one process's control requests until it exits: MCP messages the adapter can answer
-/// at once are answered here; tool calls and tool permissions go to the running turn.
+/// at once are answered here; tool calls and permissions (a tool's, a skill's shell command's)
+/// go to the running turn.
 /// `client_tools`: the tools its client runs, when its profile has any (the server `custom`).
 pub(super) async fn serve_host_requests(
     thread: ThreadId,
@@ -47,58 +50,95 @@ pub(super) async fn serve_host_requests(
     ready: watch::Sender<bool>,
 ) {
     while let Some(request) = requests.recv().await {
-        if request.subtype == "can_use_tool" {
-            let slot = calls.slot(request.in_cli_turn);
-            let refused = to_turn(slot, HostCall::Permission(PermissionRequest(request)));
-            if let Some(HostCall::Permission(request)) = refused {
+        let permission = match SkillShellCommand::from_request(&request.request) {
+            _ if request.subtype == "can_use_tool" => Some(PermissionRequest::tool(request)),
+            Some(command) if request.subtype == "hook_callback" => {
+                Some(PermissionRequest::skill_shell(request, command))
+            }
+            _ => {
+                serve_other(
+                    &thread,
+                    request,
+                    &mcp,
+                    client_tools.as_ref(),
+                    &calls,
+                    &ready,
+                );
+                None
+            }
+        };
+        if let Some(permission) = permission {
+            let slot = calls.slot(permission.in_cli_turn());
+            if let Some(HostCall::Permission(refused)) =
+                to_turn(slot, HostCall::Permission(permission))
+            {
                 let message = "no turn is running on this process; nothing was run";
-                request.answer(json!({"behavior": "deny", "message": message}));
+                refused.answer(json!({"behavior": "deny", "message": message}));
             }
-            continue;
         }
-        if request.subtype == "hook_callback" {
-            // The `Stop` hook (`claude.scheduling_tools`): what the CLI will still start turns
-            // for by itself. Answered empty: the turn ends as it would.
-            if let Some(report) = StopReport::from_request(&request.request) {
-                let pending = report.background_tasks + report.crons;
-                calls.pending_work.store(pending, Ordering::SeqCst);
-                debug!(thread_id = %thread, ?report, "The CLI reported its pending work.");
-            }
-            request.respond(Ok(json!({})));
-            continue;
+    }
+}
+
+/// Serves a control request that is not a permission: the `Stop` hook, and the MCP messages
+/// (answered here, or a tool call handed to the running turn).
+fn serve_other(
+    thread: &ThreadId,
+    request: HostRequest,
+    mcp: &McpAdapter,
+    client_tools: Option<&Arc<ClientTools>>,
+    calls: &Inboxes,
+    ready: &watch::Sender<bool>,
+) {
+    if request.subtype == "hook_callback" && request.request["callback_id"] == SKILL_SHELL_HOOK_ID {
+        // A skill's shell command that could not be read: refused, never let through (an
+        // empty answer would let it run).
+        warn!(thread_id = %thread, "A skill's shell command could not be read; refusing it.");
+        let reason = "Harness could not read this shell command; it was not run";
+        request.respond(Ok(SkillShellCommand::answer(false, reason)));
+        return;
+    }
+    if request.subtype == "hook_callback" {
+        // The `Stop` hook (`claude.scheduling_tools`): what the CLI will still start turns
+        // for by itself. Answered empty: the turn ends as it would.
+        if let Some(report) = StopReport::from_request(&request.request) {
+            let pending = report.background_tasks + report.crons;
+            calls.pending_work.store(pending, Ordering::SeqCst);
+            debug!(thread_id = %thread, ?report, "The CLI reported its pending work.");
         }
-        if request.subtype != "mcp_message" {
-            warn!(subtype = %request.subtype, "Unsupported control request from the CLI.");
-            let reason = format!("unsupported control request: {}", request.subtype);
-            request.respond(Err(reason));
-            continue;
+        request.respond(Ok(json!({})));
+        return;
+    }
+    if request.subtype != "mcp_message" {
+        warn!(subtype = %request.subtype, "Unsupported control request from the CLI.");
+        let reason = format!("unsupported control request: {}", request.subtype);
+        request.respond(Err(reason));
+        return;
+    }
+    let server = request
+        .request
+        .get("server_name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let message = request
+        .request
+        .get("message")
+        .cloned()
+        .unwrap_or(Value::Null);
+    match mcp.route_with(thread, &server, client_tools, message) {
+        Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
+        Route::Listed(reply) => {
+            request.respond(Ok(json!({ "mcp_response": reply })));
+            let _ = ready.send(true);
         }
-        let server = request
-            .request
-            .get("server_name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let message = request
-            .request
-            .get("message")
-            .cloned()
-            .unwrap_or(Value::Null);
-        match mcp.route_with(&thread, &server, client_tools.as_ref(), message) {
-            Route::Reply(reply) => request.respond(Ok(json!({ "mcp_response": reply }))),
-            Route::Listed(reply) => {
-                request.respond(Ok(json!({ "mcp_response": reply })));
-                let _ = ready.send(true);
-            }
-            Route::Call(call) => {
-                let slot = calls.slot(request.in_cli_turn);
-                let refused = to_turn(slot, HostCall::Tool(PendingCall { call, request }));
-                if let Some(HostCall::Tool(pending)) = refused {
-                    let reply = json!({"jsonrpc": "2.0", "error": {
-                        "code": -32603, "message": "no turn is running on this process",
-                    }});
-                    pending.into_parts().1.send(reply);
-                }
+        Route::Call(call) => {
+            let slot = calls.slot(request.in_cli_turn);
+            let refused = to_turn(slot, HostCall::Tool(PendingCall { call, request }));
+            if let Some(HostCall::Tool(pending)) = refused {
+                let reply = json!({"jsonrpc": "2.0", "error": {
+                    "code": -32603, "message": "no turn is running on this process",
+                }});
+                pending.into_parts().1.send(reply);
             }
         }
     }

@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use claude_cli::{HostRequest, Step, TurnEvent, TurnEvents, TurnResult, UserContent};
+use claude_cli::{
+    HostRequest, SkillShellCommand, Step, TurnEvent, TurnEvents, TurnResult, UserContent,
+};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::info;
@@ -383,38 +385,114 @@ pub(super) enum HostCall {
     Permission(PermissionRequest),
 }
 
-/// A `can_use_tool` request of the running turn; dropped unanswered, the CLI gets an error (and
-/// does not run the tool).
+/// A permission the running turn decides: a tool call's (`can_use_tool`), or a skill's shell
+/// command's (the `PreSkillShellCommand` hook), asked as a `Bash` call of that command so the
+/// same rules, mode and people decide it. Dropped unanswered, the CLI gets an error (and does
+/// not run the tool), or for a skill's command a denial (an error would let the CLI run it).
 #[derive(Debug)]
-pub struct PermissionRequest(pub(super) HostRequest);
+pub struct PermissionRequest {
+    /// Taken by the answer.
+    request: Option<HostRequest>,
+    /// Set for a skill's shell command.
+    skill_shell: Option<SkillShellCommand>,
+}
 
 impl PermissionRequest {
+    /// A `can_use_tool` request.
+    pub(super) fn tool(request: HostRequest) -> PermissionRequest {
+        PermissionRequest {
+            request: Some(request),
+            skill_shell: None,
+        }
+    }
+
+    /// A `PreSkillShellCommand` hook callback about `command`.
+    pub(super) fn skill_shell(
+        request: HostRequest,
+        command: SkillShellCommand,
+    ) -> PermissionRequest {
+        PermissionRequest {
+            request: Some(request),
+            skill_shell: Some(command),
+        }
+    }
+
     pub fn request_id(&self) -> &str {
-        &self.0.request_id
+        self.request.as_ref().map_or("", |r| r.request_id.as_str())
+    }
+
+    /// Whether the CLI asked while running a turn it started by itself.
+    pub(super) fn in_cli_turn(&self) -> bool {
+        self.request.as_ref().is_some_and(|r| r.in_cli_turn)
     }
 
     fn field(&self, key: &str) -> Option<&Value> {
-        self.0.request.get(key)
+        self.request.as_ref()?.request.get(key)
     }
 
     pub fn tool_name(&self) -> &str {
-        self.field("tool_name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        match &self.skill_shell {
+            Some(shell) => &shell.tool_name,
+            None => self
+                .field("tool_name")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        }
     }
 
+    /// What the tool would run with. For a skill's shell command: `{"command", "skill"}`, the
+    /// command as the shell tool takes it and the skill whose text holds it.
     pub fn input(&self) -> Value {
-        self.field("input").cloned().unwrap_or_else(|| json!({}))
+        match &self.skill_shell {
+            Some(shell) => json!({"command": shell.command, "skill": shell.command_name}),
+            None => self.field("input").cloned().unwrap_or_else(|| json!({})),
+        }
     }
 
     pub fn tool_use_id(&self) -> Option<&str> {
-        self.field("tool_use_id").and_then(Value::as_str)
+        match &self.skill_shell {
+            Some(shell) => shell.tool_use_id.as_deref(),
+            None => self.field("tool_use_id").and_then(Value::as_str),
+        }
     }
 
-    /// Sends the decision: `{"behavior": "allow", "updatedInput"}` or
-    /// `{"behavior": "deny", "message"}`.
-    pub fn answer(self, response: Value) {
-        self.0.respond(Ok(response));
+    /// Sends the decision, given as for `can_use_tool`: `{"behavior": "allow", "updatedInput"}`
+    /// or `{"behavior": "deny", "message"}`. A skill's shell command runs as written: an allow
+    /// that changes its input refuses it ([`skill_shell_answer`]).
+    pub fn answer(mut self, response: Value) {
+        let response = match &self.skill_shell {
+            Some(_) => skill_shell_answer(&self.input(), &response),
+            None => response,
+        };
+        if let Some(request) = self.request.take() {
+            request.respond(Ok(response));
+        }
+    }
+}
+
+impl Drop for PermissionRequest {
+    fn drop(&mut self) {
+        // The CLI runs a skill's shell command when its hook gets an error: refuse it instead.
+        if self.skill_shell.is_some() {
+            if let Some(request) = self.request.take() {
+                let reason = "the turn ended before Harness decided; it was not run";
+                request.respond(Ok(SkillShellCommand::answer(false, reason)));
+            }
+        }
+    }
+}
+
+/// The `PreSkillShellCommand` hook's answer for a `can_use_tool`-shaped `decision` about the
+/// command whose input is `input`.
+fn skill_shell_answer(input: &Value, decision: &Value) -> Value {
+    let text = |key: &str| decision[key].as_str().unwrap_or_default().to_owned();
+    match decision["updatedInput"].as_object() {
+        _ if decision["behavior"] != "allow" => SkillShellCommand::answer(false, &text("message")),
+        Some(updated) if Some(updated) != input.as_object() => SkillShellCommand::answer(
+            false,
+            "a skill's shell command runs as written; an answer that changes it refuses it",
+        ),
+        _ => SkillShellCommand::answer(true, "allowed by Harness"),
     }
 }
 
@@ -434,4 +512,43 @@ fn servers_shown(only: Option<&[String]>) -> String {
         || "all of the profile's".to_owned(),
         |names| names.join(", "),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hook answer's decision and reason.
+    fn decision_of(answer: &Value) -> (String, String) {
+        let output = &answer["hookSpecificOutput"];
+        assert_eq!(output["hookEventName"], "PreSkillShellCommand", "{answer}");
+        let text = |key: &str| output[key].as_str().unwrap_or_default().to_owned();
+        (text("permissionDecision"), text("permissionDecisionReason"))
+    }
+
+    #[test]
+    fn a_skill_shell_command_gets_the_approvals_decision_as_the_hooks_answer() {
+        let input = json!({"command": "echo hi", "skill": "helpers:greet"});
+        // What `approvals` answers for an allow with no change, and for a denial.
+        let allowed = json!({"behavior": "allow", "updatedInput": input.clone()});
+        assert_eq!(
+            decision_of(&skill_shell_answer(&input, &allowed)).0,
+            "allow"
+        );
+        let denied =
+            json!({"behavior": "deny", "message": "Harness refused `Bash` (rule Bash(echo:*))"});
+        let (decision, reason) = decision_of(&skill_shell_answer(&input, &denied));
+        assert_eq!(
+            (decision.as_str(), reason.as_str()),
+            ("deny", "Harness refused `Bash` (rule Bash(echo:*))")
+        );
+        // A person's allow that changes the command refuses it: the CLI would not run the change.
+        let changed = json!({"behavior": "allow", "updatedInput": {"command": "echo bye"}});
+        let (decision, reason) = decision_of(&skill_shell_answer(&input, &changed));
+        assert_eq!(decision, "deny");
+        assert!(reason.contains("runs as written"), "{reason}");
+        // Anything but an allow is a denial.
+        let odd = json!({"behavior": "maybe"});
+        assert_eq!(decision_of(&skill_shell_answer(&input, &odd)).0, "deny");
+    }
 }

@@ -42,7 +42,7 @@ fn bash_on(mock: &MockApi, trigger: &str, command: &str) {
 }
 
 /// Polls until the thread has a pending permission; returns the first.
-async fn pending_one(daemon: &TestDaemon, thread: &str) -> Value {
+pub(crate) async fn pending_one(daemon: &TestDaemon, thread: &str) -> Value {
     let path = format!("/api/threads/{thread}/permissions");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -60,7 +60,7 @@ async fn pending_one(daemon: &TestDaemon, thread: &str) -> Value {
 }
 
 /// Sends `text` in a task of its own: the turn waits for a person.
-fn send_in_background(
+pub(crate) fn send_in_background(
     daemon: &TestDaemon,
     thread: &str,
     text: &'static str,
@@ -70,7 +70,7 @@ fn send_in_background(
 }
 
 /// Every permission of the thread, decided ones too.
-async fn all_permissions(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
+pub(crate) async fn all_permissions(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
     let (status, body) = daemon
         .get(&format!("/api/threads/{thread}/permissions?all=true"))
         .await;
@@ -78,7 +78,7 @@ async fn all_permissions(daemon: &TestDaemon, thread: &str) -> Vec<Value> {
     body["permissions"].as_array().cloned().unwrap_or_default()
 }
 
-async fn decisions(daemon: &TestDaemon, decision: &str, by: &str) -> u64 {
+pub(crate) async fn decisions(daemon: &TestDaemon, decision: &str, by: &str) -> u64 {
     let text = scrape(daemon).await;
     let name = format!(r#"harness_permission_decisions_total{{decision="{decision}",by="{by}"}}"#);
     value(&text, &name).unwrap_or(0.0) as u64

@@ -283,7 +283,7 @@ async fn a_turn_never_takes_a_result_that_answers_another_message() {
         sdk_mcp_servers: Vec::new(),
         external_mcp_servers: None,
         agents: None,
-        stop_hook: false,
+        hooks: claude_cli::Hooks::default(),
         confine: None,
         managed_settings: None,
     };

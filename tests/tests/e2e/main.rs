@@ -33,6 +33,7 @@ mod resume;
 mod retention;
 mod schedules;
 mod security;
+mod skill_shell;
 mod spares;
 mod startup;
 mod structured;

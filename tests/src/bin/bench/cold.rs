@@ -329,7 +329,7 @@ async fn daemon_argv(
         .spawn()?;
     let initialize = protocol::initialize_request(
         &launch.sdk_mcp_servers,
-        launch.stop_hook,
+        launch.hooks,
         launch.agents.as_ref(),
     );
     first_turn(

@@ -80,8 +80,12 @@ impl Raw {
             child,
             requests: 0,
         };
-        raw.request(protocol::initialize_request(&[], false, None))
-            .await?;
+        raw.request(protocol::initialize_request(
+            &[],
+            protocol::Hooks::default(),
+            None,
+        ))
+        .await?;
         Ok(raw)
     }
 

@@ -741,7 +741,7 @@ async fn raw_cli_warm_turns(
             timeout_ms: 150_000,
             manifest: None,
         }],
-        false,
+        protocol::Hooks::default(),
         None,
     );
     let config_dir = daemon.data_dir().join("raw-claude");
