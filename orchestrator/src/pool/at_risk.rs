@@ -94,10 +94,15 @@ impl AtRisk {
     /// stored.
     pub fn take(&self, thread: &ThreadId) -> VecDeque<Frame> {
         let mut threads = lock(&self.0);
-        threads
-            .get_mut(thread)
-            .map(|held| std::mem::take(&mut held.frames))
-            .unwrap_or_default()
+        let Some(held) = threads.get_mut(thread) else {
+            return VecDeque::new();
+        };
+        let frames = std::mem::take(&mut held.frames);
+        // Nothing left to say either: the thread keeps no entry (one per thread ever would grow).
+        if held.notes.is_empty() {
+            threads.remove(thread);
+        }
+        frames
     }
 
     /// `frames`, which the store just refused with `error`, go back to the front of `thread`'s
