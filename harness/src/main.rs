@@ -149,7 +149,9 @@ fn real_main() -> anyhow::Result<()> {
                 text,
             } => send(client, thread, model, text).await,
             Command::Keys { command } => keys::run(command).await,
-            Command::Acp { client } => acp::run(acp::Daemon::new(&client.url, client.token()?)).await,
+            Command::Acp { client } => {
+                acp::run(acp::Daemon::new(&client.url, client.token()?)).await
+            }
             Command::Threads { client } => {
                 let threads = request(&client, reqwest::Method::GET, "/api/threads", None).await?;
                 for t in threads["threads"].as_array().into_iter().flatten() {

@@ -58,11 +58,13 @@ impl From<DaemonError> for RpcError {
     }
 }
 
-/// One event of a thread's stream: its id (for `Last-Event-ID`), kind and data.
+/// One event of a thread's stream: its id (for `Last-Event-ID`), kind, the user message whose
+/// turn it belongs to, and the kind's data.
 #[derive(Debug, Clone)]
 pub struct ThreadEvent {
     pub id: String,
     pub kind: String,
+    pub message_id: Option<String>,
     pub data: Value,
 }
 
@@ -132,10 +134,15 @@ impl Daemon {
             // A broken stream ends the turn's reading; the caller says so.
             .take_while(|event| std::future::ready(event.is_ok()))
             .filter_map(|event| {
-                std::future::ready(event.ok().map(|event| ThreadEvent {
-                    data: serde_json::from_str(&event.data).unwrap_or(Value::Null),
-                    id: event.id,
-                    kind: event.event,
+                std::future::ready(event.ok().map(|event| {
+                    // The frame is `{id, kind, messageId, data, at}`.
+                    let mut frame: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+                    ThreadEvent {
+                        message_id: frame["messageId"].as_str().map(str::to_owned),
+                        data: frame["data"].take(),
+                        id: event.id,
+                        kind: event.event,
+                    }
                 }))
             });
         Ok(Box::pin(events))

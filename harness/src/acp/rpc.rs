@@ -84,7 +84,10 @@ pub fn parse(line: &str) -> Result<Incoming, RpcError> {
         });
     }
     let Some(id) = id else {
-        return Err(RpcError::new(INVALID_REQUEST, "neither a call nor an answer"));
+        return Err(RpcError::new(
+            INVALID_REQUEST,
+            "neither a call nor an answer",
+        ));
     };
     let outcome = match value.get("error") {
         Some(error) => Err(RpcError::from_json(error)),

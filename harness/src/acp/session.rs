@@ -69,7 +69,8 @@ impl Agent {
         };
         let running = self.state(session, |s| s.running.clone());
         if let Some(client_message_id) = running {
-            let path = format!("/api/threads/{session}/interrupt?clientMessageId={client_message_id}");
+            let path =
+                format!("/api/threads/{session}/interrupt?clientMessageId={client_message_id}");
             if let Err(err) = self.daemon.call(Method::POST, &path, None).await {
                 eprintln!("harness acp: the interrupt of {session} failed: {err}");
             }

@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 pub fn update_for(kind: &str, data: &Value, deltas_seen: bool) -> Option<Value> {
     match kind {
         "text_delta" => Some(chunk("agent_message_chunk", data["text"].as_str()?)),
-        "assistant_text" if !deltas_seen => Some(chunk("agent_message_chunk", data["text"].as_str()?)),
+        "assistant_text" if !deltas_seen => {
+            Some(chunk("agent_message_chunk", data["text"].as_str()?))
+        }
         "assistant_thinking" => {
             let thinking = data["thinking"].as_str().filter(|t| !t.is_empty())?;
             Some(chunk("agent_thought_chunk", thinking))
@@ -113,7 +115,9 @@ fn message_block(block: &Value) -> Result<Value, String> {
             let name = block["name"].as_str().unwrap_or(uri);
             Ok(json!({"type": "text", "text": format!("[{name}]({uri})")}))
         }
-        other => Err(format!("content blocks of type `{other}` are not supported")),
+        other => Err(format!(
+            "content blocks of type `{other}` are not supported"
+        )),
     }
 }
 
@@ -124,10 +128,16 @@ fn resource_block(resource: &Value) -> Result<Value, String> {
         return Ok(json!({"type": "text", "text": format!("{uri}:\n```\n{text}\n```")}));
     }
     match resource["mimeType"].as_str() {
-        Some("application/pdf") => Ok(base64_block("document", &resource["mimeType"], &resource["blob"])),
-        Some(image) if image.starts_with("image/") => {
-            Ok(base64_block("image", &resource["mimeType"], &resource["blob"]))
-        }
+        Some("application/pdf") => Ok(base64_block(
+            "document",
+            &resource["mimeType"],
+            &resource["blob"],
+        )),
+        Some(image) if image.starts_with("image/") => Ok(base64_block(
+            "image",
+            &resource["mimeType"],
+            &resource["blob"],
+        )),
         other => Err(format!(
             "the resource {uri} ({}) is neither text, an image nor a PDF",
             other.unwrap_or("no media type")
@@ -157,7 +167,10 @@ mod tests {
     fn turn_events_become_session_updates() {
         let delta = update_for("text_delta", &json!({"text": "he"}), false);
         assert_eq!(delta, Some(chunk("agent_message_chunk", "he")));
-        assert_eq!(update_for("assistant_text", &json!({"text": "hello"}), true), None);
+        assert_eq!(
+            update_for("assistant_text", &json!({"text": "hello"}), true),
+            None
+        );
         assert_eq!(
             update_for("assistant_text", &json!({"text": "hello"}), false),
             Some(chunk("agent_message_chunk", "hello"))
@@ -166,7 +179,10 @@ mod tests {
             update_for("assistant_thinking", &json!({"thinking": "hm"}), false),
             Some(chunk("agent_thought_chunk", "hm"))
         );
-        assert_eq!(update_for("assistant_thinking", &json!({"thinking": ""}), false), None);
+        assert_eq!(
+            update_for("assistant_thinking", &json!({"thinking": ""}), false),
+            None
+        );
         assert_eq!(update_for("process_ready", &json!({}), false), None);
         let started = json!({"tool_use_id": "t1", "name": "Bash", "input": {"command": "ls"}});
         let call = update_for("tool_call_started", &started, false).expect("a tool call");
@@ -184,7 +200,8 @@ mod tests {
     fn prompts_become_message_content() {
         let text = json!({"type": "text", "text": "hi"});
         assert_eq!(message_content(&[text.clone()]), Ok(json!("hi")));
-        let resource = json!({"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}});
+        let resource =
+            json!({"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}});
         assert_eq!(
             message_content(&[text.clone(), resource]),
             Ok(json!("hi\n\nfile:///a.rs:\n```\nfn a() {}\n```"))

@@ -55,8 +55,12 @@ impl Watch {
         }
     }
 
-    pub fn step(&mut self, kind: &str, data: &Value) -> Step {
-        let ours = self.message_id.is_some() && data["messageId"].as_str() == self.message_id.as_deref();
+    /// `message_id`: the frame's, the user message whose turn the event belongs to.
+    pub fn step(&mut self, kind: &str, message_id: Option<&str>, data: &Value) -> Step {
+        let ours = match message_id {
+            Some(id) => self.message_id.as_deref() == Some(id),
+            None => self.running,
+        };
         match kind {
             "message_received" if data["clientMessageId"] == self.client_message_id.as_str() => {
                 self.message_id = data["messageId"].as_str().map(str::to_owned);
@@ -68,8 +72,8 @@ impl Watch {
             }
             "turn_finished" if ours => Step::End(Ok("end_turn")),
             "turn_failed" if ours => Step::End(failed(data)),
-            "permission_requested" if self.running => Step::Ask(data.clone()),
-            _ if self.running => {
+            "permission_requested" if ours => Step::Ask(data.clone()),
+            _ if ours && self.running => {
                 self.deltas_seen |= kind == "text_delta";
                 translate::update_for(kind, data, self.deltas_seen).map_or(Step::Skip, Step::Update)
             }
@@ -106,11 +110,17 @@ impl Turn<'_> {
         // while one waits; whatever is still asked when the turn ends is dropped with the set.
         let mut asking = JoinSet::new();
         let mut last = after.map(str::to_owned);
-        while let Some(ThreadEvent { id, kind, data }) = events.next().await {
+        while let Some(ThreadEvent {
+            id,
+            kind,
+            message_id,
+            data,
+        }) = events.next().await
+        {
             if !id.is_empty() {
                 last = Some(id);
             }
-            match watch.step(&kind, &data) {
+            match watch.step(&kind, message_id.as_deref(), &data) {
                 Step::Skip => {}
                 Step::Update(update) => self.update(update),
                 Step::Ask(request) => {
@@ -184,22 +194,27 @@ mod tests {
     #[test]
     fn only_our_turn_is_followed_to_its_end() {
         let mut watch = Watch::new("c1");
-        let other = json!({"messageId": "m0"});
-        assert_eq!(watch.step("turn_started", &other), Step::Skip);
-        assert_eq!(watch.step("text_delta", &json!({"text": "not ours"})), Step::Skip);
-        assert_eq!(watch.step("turn_finished", &other), Step::Skip);
+        let (other, mine) = (Some("m0"), Some("m1"));
+        assert_eq!(watch.step("turn_started", other, &json!({})), Step::Skip);
+        let delta = json!({"text": "not ours"});
+        assert_eq!(watch.step("text_delta", other, &delta), Step::Skip);
+        assert_eq!(watch.step("turn_finished", other, &json!({})), Step::Skip);
         let received = json!({"messageId": "m1", "clientMessageId": "c1"});
-        assert_eq!(watch.step("message_received", &received), Step::Skip);
-        assert_eq!(watch.step("turn_started", &json!({"messageId": "m1"})), Step::Skip);
+        assert_eq!(watch.step("message_received", mine, &received), Step::Skip);
+        assert_eq!(watch.step("turn_started", mine, &json!({})), Step::Skip);
         assert_eq!(
-            watch.step("text_delta", &json!({"text": "hi"})),
+            watch.step("text_delta", mine, &json!({"text": "hi"})),
             Step::Update(translate::chunk("agent_message_chunk", "hi"))
         );
-        assert_eq!(watch.step("assistant_text", &json!({"text": "hi"})), Step::Skip);
+        let text = json!({"text": "hi"});
+        assert_eq!(watch.step("assistant_text", mine, &text), Step::Skip);
         let asked = json!({"requestId": "r", "toolName": "Bash", "input": {}});
-        assert_eq!(watch.step("permission_requested", &asked), Step::Ask(asked.clone()));
         assert_eq!(
-            watch.step("turn_finished", &json!({"messageId": "m1"})),
+            watch.step("permission_requested", mine, &asked),
+            Step::Ask(asked.clone())
+        );
+        assert_eq!(
+            watch.step("turn_finished", mine, &json!({})),
             Step::End(Ok("end_turn"))
         );
     }
@@ -209,6 +224,9 @@ mod tests {
         let cancelled = json!({"status": "interrupted", "cause": "interrupted", "error": "x"});
         assert_eq!(failed(&cancelled), Ok("cancelled"));
         let crashed = json!({"status": "error", "cause": "error", "error": "API down"});
-        assert_eq!(failed(&crashed), Err("the turn failed (error): API down".into()));
+        assert_eq!(
+            failed(&crashed),
+            Err("the turn failed (error): API down".into())
+        );
     }
 }
