@@ -104,13 +104,16 @@ pub fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
     }
 }
 
+/// Where a request of ours waits for the client's answer.
+type Waiting = HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>;
+
 /// The way back to the client: every line written to stdout goes through one channel, so lines
 /// never interleave; our own requests wait here for their answers.
 #[derive(Clone)]
 pub struct Peer {
     out: mpsc::UnboundedSender<Value>,
     /// Our requests still waiting for the client's answer, by id.
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>,
+    waiting: Arc<Mutex<Waiting>>,
     next_id: Arc<AtomicU64>,
 }
 
@@ -153,9 +156,7 @@ impl Peer {
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -199,7 +199,10 @@ mod tests {
     #[test]
     fn prompts_become_message_content() {
         let text = json!({"type": "text", "text": "hi"});
-        assert_eq!(message_content(&[text.clone()]), Ok(json!("hi")));
+        assert_eq!(
+            message_content(std::slice::from_ref(&text)),
+            Ok(json!("hi"))
+        );
         let resource =
             json!({"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}});
         assert_eq!(

@@ -83,14 +83,19 @@ impl Pool {
                 let failed = started.is_err();
                 let mut state = pool.inner.state.lock();
                 state.spare_start_ended(&of, failed, Instant::now(), SPARE_RETRY);
-                if let (SpareFor::Plain, Err(SpareError::Spawn(profile, err))) = (&of, &started) {
-                    if let SpawnError::Failed(CliError::StartupFailed(failure)) = err {
-                        // Trying again fails the same way: no spare until a process of the
-                        // profile starts (the cause was mended) or the daemon restarts.
-                        if !failure.class().retryable() {
-                            warn!(%profile, %failure, "Spares are held: the CLI refuses to start them.");
-                            state.hold_plain_spares(profile, failure.to_string());
-                        }
+                if let (
+                    SpareFor::Plain,
+                    Err(SpareError::Spawn(
+                        profile,
+                        SpawnError::Failed(CliError::StartupFailed(failure)),
+                    )),
+                ) = (&of, &started)
+                {
+                    // Trying again fails the same way: no spare until a process of the
+                    // profile starts (the cause was mended) or the daemon restarts.
+                    if !failure.class().retryable() {
+                        warn!(%profile, %failure, "Spares are held: the CLI refuses to start them.");
+                        state.hold_plain_spares(profile, failure.to_string());
                     }
                 }
             });
