@@ -1,5 +1,5 @@
-//! `harness`: the daemon (`serve`), a small client for a running daemon (`send`, `threads`), and
-//! API keys, made and revoked in the daemon's database (`keys`).
+//! `harness`: the daemon (`serve`), a small client for a running daemon (`send`, `threads`), an
+//! Agent Client Protocol agent over stdio for editors (`acp`), and API keys, made and revoked in the daemon's database (`keys`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use orchestrator::config::{Config, LogFormat, ServeArgs};
 use orchestrator::server::Stopped;
 
+mod acp;
 mod first_run;
 mod keys;
 
@@ -41,6 +42,12 @@ enum Command {
         client: ClientArgs,
         /// The message.
         text: String,
+    },
+    /// Be an Agent Client Protocol (ACP) agent on stdin/stdout for an editor (Zed, JetBrains,
+    /// Neovim), driving a running daemon: each ACP session is a thread (docs/acp.md).
+    Acp {
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// List the threads of a running daemon.
     Threads {
@@ -142,6 +149,9 @@ fn real_main() -> anyhow::Result<()> {
                 text,
             } => send(client, thread, model, text).await,
             Command::Keys { command } => keys::run(command).await,
+            Command::Acp { client } => {
+                acp::run(acp::Daemon::new(&client.url, client.token()?)).await
+            }
             Command::Threads { client } => {
                 let threads = request(&client, reqwest::Method::GET, "/api/threads", None).await?;
                 for t in threads["threads"].as_array().into_iter().flatten() {

@@ -1,0 +1,168 @@
+//! The daemon's HTTP API as the ACP adapter uses it: threads, messages, interrupts, permission
+//! answers, and a thread's event stream. Each call gives a value or a [`DaemonError`] that keeps
+//! the daemon's own status, code and message, so the editor shows why.
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::rpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND};
+
+/// Where the daemon is and how to prove who we are.
+#[derive(Clone)]
+pub struct Daemon {
+    http: reqwest::Client,
+    /// The daemon's URL without a trailing slash.
+    base: String,
+    /// Bearer token or API key (`--token-file`, `HARNESS_TOKEN`), as `harness send` uses it.
+    token: Option<String>,
+}
+
+/// A call to the daemon that did not give what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// No HTTP answer at all: the daemon is not running there, or the network failed.
+    #[error("cannot reach the Harness daemon at {url}: {source}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The daemon answered with an error: its status, `error.code` and `error.message`.
+    #[error("the Harness daemon refused ({status} {code}): {message}")]
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+impl From<DaemonError> for RpcError {
+    fn from(err: DaemonError) -> RpcError {
+        let message = err.to_string();
+        match err {
+            DaemonError::Unreachable { .. } => RpcError::new(INTERNAL_ERROR, message),
+            DaemonError::Refused { status, code, .. } => {
+                let rpc_code = match status {
+                    404 => RESOURCE_NOT_FOUND,
+                    400..=499 => INVALID_PARAMS,
+                    _ => INTERNAL_ERROR,
+                };
+                RpcError {
+                    code: rpc_code,
+                    message,
+                    data: Some(serde_json::json!({"status": status, "code": code})),
+                }
+            }
+        }
+    }
+}
+
+/// One event of a thread's stream: its id (for `Last-Event-ID`), kind, the user message whose
+/// turn it belongs to, and the kind's data.
+#[derive(Debug, Clone)]
+pub struct ThreadEvent {
+    pub id: String,
+    pub kind: String,
+    pub message_id: Option<String>,
+    pub data: Value,
+}
+
+impl Daemon {
+    pub fn new(url: &str, token: Option<String>) -> Daemon {
+        Daemon {
+            http: reqwest::Client::new(),
+            base: url.trim_end_matches('/').to_owned(),
+            token,
+        }
+    }
+
+    /// `method path` with a JSON body; the answer's JSON (`null` for an empty body).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, DaemonError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.authorized(self.http.request(method, &url));
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let response = req
+            .send()
+            .await
+            .map_err(|source| DaemonError::Unreachable {
+                url: url.clone(),
+                source,
+            })?;
+        let status = response.status();
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(refused(status, &value));
+        }
+        Ok(value)
+    }
+
+    /// The thread's event stream after `last_event_id` (`None`: the whole stored log, then
+    /// live events). The connection is open (the daemon subscribed) when this returns.
+    pub async fn events(
+        &self,
+        thread: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<impl Stream<Item = ThreadEvent> + Unpin, DaemonError> {
+        let url = format!("{}/api/threads/{thread}/events", self.base);
+        let mut req = self.authorized(self.http.get(&url));
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let response = req
+            .send()
+            .await
+            .map_err(|source| DaemonError::Unreachable {
+                url: url.clone(),
+                source,
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            let value: Value = response.json().await.unwrap_or(Value::Null);
+            return Err(refused(status, &value));
+        }
+        let events = response
+            .bytes_stream()
+            .eventsource()
+            // A broken stream ends the turn's reading; the caller says so.
+            .take_while(|event| std::future::ready(event.is_ok()))
+            .filter_map(|event| {
+                std::future::ready(event.ok().map(|event| {
+                    // The frame is `{id, kind, messageId, data, at}`.
+                    let mut frame: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+                    ThreadEvent {
+                        message_id: frame["messageId"].as_str().map(str::to_owned),
+                        data: frame["data"].take(),
+                        id: event.id,
+                        kind: event.event,
+                    }
+                }))
+            });
+        Ok(Box::pin(events))
+    }
+
+    fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => req.bearer_auth(token),
+            None => req,
+        }
+    }
+}
+
+fn refused(status: reqwest::StatusCode, body: &Value) -> DaemonError {
+    DaemonError::Refused {
+        status: status.as_u16(),
+        code: body["error"]["code"].as_str().unwrap_or("").to_owned(),
+        message: body["error"]["message"]
+            .as_str()
+            .unwrap_or("no details")
+            .to_owned(),
+    }
+}

@@ -1,0 +1,85 @@
+//! `harness acp`: an Agent Client Protocol (v1) agent over stdio for editors (Zed, JetBrains,
+//! Neovim), as an adapter over a running daemon's HTTP API. It keeps nothing of its own: an ACP
+//! session is a thread, and its history is the thread's.
+//!
+//! - [`rpc`]: JSON-RPC framing and the way back to the client (no ACP in it).
+//! - [`daemon`]: the daemon's API calls and event stream.
+//! - [`translate`]: ACP's vocabulary against the daemon's (no IO).
+//! - [`session`]: the methods; [`turn`]: one prompt's turn.
+//!
+//! Hand-written over `serde_json` rather than the `agent-client-protocol` crate: its v5 API is
+//! built around its own component/role model, and it turns on serde_json's `preserve_order`,
+//! which feature unification would switch on for the daemon's JSON too.
+
+mod daemon;
+mod rpc;
+mod session;
+mod translate;
+mod turn;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+pub use daemon::Daemon;
+use rpc::{Incoming, Peer};
+use session::Agent;
+
+/// Serves ACP on this process's stdin and stdout until the client closes stdin.
+pub async fn run(daemon: Daemon) -> anyhow::Result<()> {
+    serve(daemon, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves ACP on `input` and `output` until `input` ends; the requests still running then are
+/// dropped.
+pub async fn serve(
+    daemon: Daemon,
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> anyhow::Result<()> {
+    let (tx, rx) = mpsc::unbounded_channel::<Value>();
+    let writer = tokio::spawn(write_lines(rx, output));
+    let peer = Peer::new(tx);
+    let agent = Agent::new(daemon, peer.clone());
+    let mut handlers = JoinSet::new();
+    let mut lines = BufReader::new(input).lines();
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match rpc::parse(&line) {
+            Ok(Incoming::Request { id, method, params }) => {
+                let (agent, peer) = (agent.clone(), peer.clone());
+                handlers.spawn(async move {
+                    let outcome = agent.handle(&method, params).await;
+                    peer.send(rpc::response(&id, outcome));
+                });
+            }
+            Ok(Incoming::Notification { method, params }) => {
+                let agent = agent.clone();
+                handlers.spawn(async move { agent.notified(&method, params).await });
+            }
+            Ok(Incoming::Response { id, outcome }) => peer.resolve(&id, outcome),
+            Err(error) => peer.send(rpc::response(&Value::Null, Err(error))),
+        }
+        // Reap what finished, so a long session does not keep every handler's result.
+        while handlers.try_join_next().is_some() {}
+    }
+    handlers.shutdown().await;
+    drop(agent);
+    drop(peer);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// Writes each message as one line, flushed, until every sender is gone.
+async fn write_lines(mut rx: mpsc::UnboundedReceiver<Value>, mut output: impl AsyncWrite + Unpin) {
+    while let Some(message) = rx.recv().await {
+        let mut line = message.to_string();
+        line.push('\n');
+        if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! ACP's methods over the daemon: `initialize`, `session/new` (a thread in the editor's folder),
+//! `session/load` (the thread's history replayed), `session/prompt` (a turn, in [`super::turn`])
+//! and `session/cancel` (the daemon's interrupt). The session id is the thread id; the only
+//! state here is which message of a session is running, so a cancel can name it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::daemon::Daemon;
+use super::rpc::{Peer, RpcError, INVALID_PARAMS, METHOD_NOT_FOUND};
+use super::translate;
+use super::turn;
+
+/// The ACP protocol version this agent speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The agent: the daemon to drive, the client to tell, the turns running now.
+#[derive(Clone)]
+pub struct Agent {
+    daemon: Daemon,
+    peer: Peer,
+    /// Per session (thread): the `clientMessageId` of the prompt running now, and the last event
+    /// id a turn of it saw (the next turn's stream starts there instead of replaying the log).
+    sessions: Arc<Mutex<HashMap<String, SessionState>>>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    running: Option<String>,
+    last_event_id: Option<String>,
+}
+
+impl Agent {
+    pub fn new(daemon: Daemon, peer: Peer) -> Agent {
+        Agent {
+            daemon,
+            peer,
+            sessions: Arc::default(),
+        }
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => Ok(initialize(&params)),
+            // No authentication methods are offered: the daemon's token comes from the
+            // environment or `--token-file`, as for `harness send`.
+            "authenticate" => Ok(json!({})),
+            "session/new" => self.new_session(&params).await,
+            "session/load" => self.load_session(&params).await,
+            "session/prompt" => self.prompt(&params).await,
+            other => Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("`{other}` is not supported by harness acp"),
+            )),
+        }
+    }
+
+    /// Handles one notification; `session/cancel` is the only one ACP sends an agent.
+    pub async fn notified(&self, method: &str, params: Value) {
+        if method != "session/cancel" {
+            return;
+        }
+        let Some(session) = params["sessionId"].as_str() else {
+            return;
+        };
+        let running = self.state(session, |s| s.running.clone());
+        if let Some(client_message_id) = running {
+            let path =
+                format!("/api/threads/{session}/interrupt?clientMessageId={client_message_id}");
+            if let Err(err) = self.daemon.call(Method::POST, &path, None).await {
+                eprintln!("harness acp: the interrupt of {session} failed: {err}");
+            }
+        }
+    }
+
+    /// `session/new`: a thread whose workspace is the editor's folder. `mcpServers` are not
+    /// passed on (the daemon's profiles say which MCP servers a thread has).
+    async fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let cwd = params["cwd"]
+            .as_str()
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "`cwd` is required"))?;
+        let body = json!({"title": title_for(cwd), "workspace": {"path": cwd}});
+        let thread = self
+            .daemon
+            .call(Method::POST, "/api/threads", Some(body))
+            .await?;
+        let id = thread["id"].as_str().unwrap_or_default();
+        Ok(json!({"sessionId": id}))
+    }
+
+    /// `session/load`: every stored message of the thread as `session/update`s, oldest first,
+    /// then the answer.
+    async fn load_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let session = session_id(params)?;
+        let thread = self
+            .daemon
+            .call(Method::GET, &format!("/api/threads/{session}"), None)
+            .await?;
+        let mut older = Vec::new();
+        let mut cursor = thread["messagesCursor"].as_str().map(str::to_owned);
+        while let Some(before) = cursor {
+            let path = format!("/api/threads/{session}/messages?limit=500&before={before}");
+            let page = self.daemon.call(Method::GET, &path, None).await?;
+            older.extend(page["messages"].as_array().cloned().unwrap_or_default());
+            cursor = page["nextCursor"].as_str().map(str::to_owned);
+        }
+        let newest = thread["messages"].as_array().cloned().unwrap_or_default();
+        for message in older.iter().rev().chain(newest.iter()) {
+            if let Some(update) = translate::replay(message) {
+                self.peer.notify(
+                    "session/update",
+                    json!({"sessionId": session, "update": update}),
+                );
+            }
+        }
+        Ok(json!({}))
+    }
+
+    /// `session/prompt`: one turn, streamed, to its stop reason.
+    async fn prompt(&self, params: &Value) -> Result<Value, RpcError> {
+        let session = session_id(params)?.to_owned();
+        let blocks = params["prompt"].as_array().cloned().unwrap_or_default();
+        let content = translate::message_content(&blocks)
+            .map_err(|reason| RpcError::new(INVALID_PARAMS, reason))?;
+        let client_message_id = format!("acp-{}", uuid::Uuid::new_v4());
+        let after = self.state(&session, |s| {
+            s.running = Some(client_message_id.clone());
+            s.last_event_id.clone()
+        });
+        let turn = turn::Turn {
+            daemon: &self.daemon,
+            peer: &self.peer,
+            session: &session,
+            client_message_id: &client_message_id,
+        };
+        let ended = turn.run(content, after.as_deref()).await;
+        self.state(&session, |s| {
+            s.running = None;
+            if let Ok((_, Some(last))) = &ended {
+                s.last_event_id = Some(last.clone());
+            }
+        });
+        let (stop_reason, _) = ended?;
+        Ok(json!({"stopReason": stop_reason}))
+    }
+
+    fn state<T>(&self, session: &str, f: impl FnOnce(&mut SessionState) -> T) -> T {
+        let mut sessions = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(sessions.entry(session.to_owned()).or_default())
+    }
+}
+
+/// `initialize`'s answer: version 1, sessions load, prompts take images and embedded resources.
+fn initialize(_params: &Value) -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": false, "sse": false},
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "harness", "title": "Harness", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+fn session_id(params: &Value) -> Result<&str, RpcError> {
+    params["sessionId"]
+        .as_str()
+        .ok_or_else(|| RpcError::new(INVALID_PARAMS, "`sessionId` is required"))
+}
+
+/// A thread title naming the editor's folder.
+fn title_for(cwd: &str) -> String {
+    let folder = std::path::Path::new(cwd)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(cwd);
+    format!("ACP: {folder}")
+}

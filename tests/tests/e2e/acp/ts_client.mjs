@@ -1,0 +1,73 @@
+// Drives `harness acp` with the official ACP TypeScript SDK (`@agentclientprotocol/sdk`), as an
+// editor would: spawns the agent, speaks ACP over its stdio, and prints one JSON line of what it
+// saw. argv[2]: {bin, url, cwd, scenario, sessionId?, prompt?, option?}.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const config = JSON.parse(process.argv[2]);
+const agentProcess = spawn(config.bin, ["acp", "--url", config.url], {
+  stdio: ["pipe", "pipe", "inherit"],
+});
+const stream = acp.ndJsonStream(
+  Writable.toWeb(agentProcess.stdin),
+  Readable.toWeb(agentProcess.stdout),
+);
+
+const updates = [];
+const permissions = [];
+let firstChunk;
+const chunkSeen = new Promise((resolve) => (firstChunk = resolve));
+
+const app = acp
+  .client({ name: "harness-e2e" })
+  .onNotification("session/update", ({ params }) => {
+    updates.push(params.update);
+    if (params.update.sessionUpdate === "agent_message_chunk") firstChunk();
+  })
+  .onRequest("session/request_permission", async ({ params }) => {
+    permissions.push(params);
+    return { outcome: { outcome: "selected", optionId: config.option } };
+  });
+
+async function scenario(ctx) {
+  const init = await ctx.request("initialize", {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+  });
+  if (config.scenario === "load") {
+    await ctx.request("session/load", { sessionId: config.sessionId, cwd: config.cwd, mcpServers: [] });
+    return { init, updates };
+  }
+  let sessionId;
+  try {
+    ({ sessionId } = await ctx.request("session/new", { cwd: config.cwd, mcpServers: [] }));
+  } catch (error) {
+    return { init, newError: { code: error.code, message: error.message } };
+  }
+  const prompt = ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: config.prompt }],
+  });
+  if (config.scenario === "cancel") {
+    await chunkSeen;
+    await ctx.notify("session/cancel", { sessionId });
+  }
+  try {
+    const answer = await prompt;
+    const updatesAtAnswer = updates.length;
+    return { init, sessionId, stopReason: answer.stopReason, updatesAtAnswer, updates, permissions };
+  } catch (error) {
+    return { init, sessionId, promptError: { code: error.code, message: error.message }, updates };
+  }
+}
+
+let result;
+try {
+  result = await app.connectWith(stream, scenario);
+} finally {
+  agentProcess.stdin.end();
+  agentProcess.kill();
+}
+console.log(JSON.stringify(result));
+process.exit(0);
