@@ -89,13 +89,7 @@ impl Daemon {
         if let Some(body) = body {
             req = req.json(&body);
         }
-        let response = req
-            .send()
-            .await
-            .map_err(|source| DaemonError::Unreachable {
-                url: url.clone(),
-                source,
-            })?;
+        let response = sent(req, &url).await?;
         let status = response.status();
         let value: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {
@@ -116,13 +110,7 @@ impl Daemon {
         if let Some(id) = last_event_id {
             req = req.header("Last-Event-ID", id);
         }
-        let response = req
-            .send()
-            .await
-            .map_err(|source| DaemonError::Unreachable {
-                url: url.clone(),
-                source,
-            })?;
+        let response = sent(req, &url).await?;
         let status = response.status();
         if !status.is_success() {
             let value: Value = response.json().await.unwrap_or(Value::Null);
@@ -165,4 +153,12 @@ fn refused(status: reqwest::StatusCode, body: &Value) -> DaemonError {
             .unwrap_or("no details")
             .to_owned(),
     }
+}
+
+/// `req` sent to `url`; a daemon out of reach is [`DaemonError::Unreachable`].
+async fn sent(req: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, DaemonError> {
+    req.send().await.map_err(|source| DaemonError::Unreachable {
+        url: url.to_owned(),
+        source,
+    })
 }

@@ -1,7 +1,6 @@
 //! End-to-end tests: the daemon on 127.0.0.1:0, the real `claude` CLI, the mock Messages API.
 //! One test binary, a module per feature.
 
-mod acp;
 mod admission;
 mod approvals;
 mod attachments;

@@ -4,7 +4,6 @@
 //! after a restart; the official Python SDK (`acp/python_client.py`) for a streamed prompt.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -20,30 +19,9 @@ const TS_CLIENT: &str = include_str!("acp/ts_client.mjs");
 const PYTHON_SDK: &str = "agent-client-protocol==0.12.1";
 const PYTHON_CLIENT: &str = include_str!("acp/python_client.py");
 
-/// The `harness` binary, built once per test process (`cargo build` is quick when it is up to
-/// date): this package's tests cannot name another package's binary.
+/// The `harness` binary cargo built for this package's tests.
 fn harness_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test binary's path");
-        // <target>/<profile>/deps/e2e-…
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary sits in <target>/<profile>/deps");
-        let target = profile_dir.parent().expect("a target folder");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "-p", "harness", "--bin", "harness"])
-            .env("CARGO_TARGET_DIR", target)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the harness binary failed");
-        let bin = profile_dir.join("harness");
-        assert!(bin.is_file(), "no harness binary at {}", bin.display());
-        bin
-    })
-    .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_harness"))
 }
 
 /// A root for workspaces with a `project` folder in it.
@@ -89,9 +67,7 @@ async fn run_ts(
     scenario: &str,
     fields: Value,
 ) -> Value {
-    let bin = tokio::task::spawn_blocking(harness_bin)
-        .await
-        .expect("build task");
+    let bin = harness_bin();
     let mut config = json!({"bin": bin, "url": daemon.base, "cwd": cwd, "scenario": scenario});
     if let (Some(config), Some(fields)) = (config.as_object_mut(), fields.as_object()) {
         config.extend(fields.clone());
@@ -295,9 +271,7 @@ async fn the_python_sdk_streams_a_prompt_to_end_turn() {
     let root = root();
     let daemon = daemon(&mock, &root.root, |_| {}).await;
     mock.when_prompt_contains("greet me", Reply::text("Greetings from the daemon"));
-    let bin = tokio::task::spawn_blocking(harness_bin)
-        .await
-        .expect("build task");
+    let bin = harness_bin();
     let config = json!({"bin": bin, "url": daemon.base, "cwd": root.project, "prompt": "greet me"});
     let seen = run_python_script(python, "acp_client.py", PYTHON_CLIENT, config)
         .await
