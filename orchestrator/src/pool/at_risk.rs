@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use plugin_contract::{CliSessionId, ThreadId};
 use serde_json::Value;
 
+use crate::api::events::{ThreadEvent, TranscriptAtRisk, TranscriptRepaired, TranscriptUnrepaired};
 use crate::sync::lock;
 
 /// One transcript frame: `entries` of `file` (relative to the CLI's project folder) in `session`.
@@ -179,6 +180,32 @@ impl Held {
     }
 }
 
+impl From<TranscriptNote> for ThreadEvent {
+    fn from(note: TranscriptNote) -> Self {
+        match note {
+            TranscriptNote::AtRisk {
+                session,
+                entries,
+                error,
+            } => ThreadEvent::TranscriptAtRisk(TranscriptAtRisk {
+                session_id: Some(session.as_str().to_owned()),
+                entries,
+                error,
+                held: true,
+            }),
+            TranscriptNote::Repaired { entries } => {
+                ThreadEvent::TranscriptRepaired(TranscriptRepaired { entries })
+            }
+            TranscriptNote::Unrepaired { session, reason } => {
+                ThreadEvent::TranscriptUnrepaired(TranscriptUnrepaired {
+                    session_id: session.as_str().to_owned(),
+                    reason,
+                })
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -247,5 +274,50 @@ mod tests {
         at_risk.take(&t);
         assert!(at_risk.take_notes(&t).is_empty());
         assert!(lock(&at_risk.0).is_empty(), "nothing kept for the thread");
+    }
+
+    #[test]
+    fn the_pool_notes_and_a_mirror_error_are_the_transcript_events() {
+        let event = |e: ThreadEvent| (e.kind().as_str(), e.data());
+        let at_risk = TranscriptNote::AtRisk {
+            session: CliSessionId::from_string("s1"),
+            entries: 3,
+            error: "refused".into(),
+        };
+        assert_eq!(
+            event(at_risk.into()),
+            (
+                "transcript_at_risk",
+                json!({"sessionId": "s1", "entries": 3, "error": "refused", "held": true})
+            )
+        );
+        // An SDK host's line: at risk, but nothing held to write.
+        let mirror = claude_cli::TurnEvent::MirrorError(claude_cli::MirrorError {
+            error: "disk full".into(),
+            session_id: Some("s2".into()),
+            subpath: None,
+        });
+        assert_eq!(
+            event(mirror.into()),
+            (
+                "transcript_at_risk",
+                json!({"sessionId": "s2", "entries": 0, "error": "disk full", "held": false})
+            )
+        );
+        assert_eq!(
+            event(TranscriptNote::Repaired { entries: 3 }.into()),
+            ("transcript_repaired", json!({"entries": 3}))
+        );
+        let unrepaired = TranscriptNote::Unrepaired {
+            session: CliSessionId::from_string("s1"),
+            reason: "gone".into(),
+        };
+        assert_eq!(
+            event(unrepaired.into()),
+            (
+                "transcript_unrepaired",
+                json!({"sessionId": "s1", "reason": "gone"})
+            )
+        );
     }
 }
