@@ -171,14 +171,12 @@ pub(super) async fn ready(
     resume: Option<&str>,
     outlets: Outlets,
 ) -> Result<Started, SpawnError> {
-    let mut initialize = protocol::initialize_request(
+    let initialize = protocol::initialize_request(
         &launch.sdk_mcp_servers,
         launch.hooks,
         launch.agents.as_ref(),
+        launch.managed_settings.as_ref(),
     );
-    if let Some(settings) = &launch.managed_settings {
-        initialize["managedSettings"] = settings.clone();
-    }
     let answered = async {
         let answer = process.initialize(initialize).await?;
         if let Some(servers) = &launch.external_mcp_servers {

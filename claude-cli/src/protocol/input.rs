@@ -140,11 +140,13 @@ pub fn cli_args(options: &SpawnOptions, resume: Option<&str>) -> Vec<String> {
 }
 
 /// Our `initialize` request, declaring `servers` as in-process MCP servers with their settings
-/// and, where given, their manifests, and registering `hooks`.
+/// and, where given, their manifests, registering `hooks`, and carrying `managed_settings` (the
+/// process's policy, for a launch with `--managed-settings-in-initialize`).
 pub fn initialize_request(
     servers: &[SdkMcpServer],
     hooks: super::Hooks,
     agents: Option<&Value>,
+    managed_settings: Option<&Value>,
 ) -> Value {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
     let configs: serde_json::Map<String, Value> = servers
@@ -167,6 +169,9 @@ pub fn initialize_request(
     if let Some(agents) = agents {
         // The CLI's sub-agent definitions: `{NAME: {description, prompt, tools?, model?}}`.
         request["agents"] = agents.clone();
+    }
+    if let Some(settings) = managed_settings {
+        request["managedSettings"] = settings.clone();
     }
     request
 }

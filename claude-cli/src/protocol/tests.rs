@@ -93,7 +93,9 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
         ],
         Hooks::default(),
         Some(&json!({"reviewer": {"description": "d", "prompt": "p"}})),
+        Some(&json!({"disableSideloadFlags": true})),
     );
+    assert_eq!(request["managedSettings"]["disableSideloadFlags"], true);
     assert_eq!(request["agents"]["reviewer"]["prompt"], "p");
     assert_eq!(request["subtype"], "initialize");
     assert_eq!(request["hooks"], Value::Null);
@@ -106,9 +108,10 @@ fn initialize_declares_the_servers_with_their_settings_and_manifests() {
         request["sdkMcpServerManifests"],
         json!({ "harness": manifest })
     );
-    let bare = initialize_request(&[], Hooks::default(), None);
+    let bare = initialize_request(&[], Hooks::default(), None, None);
     assert!(bare.get("agents").is_none());
     assert!(bare.get("sdkMcpServerManifests").is_none());
+    assert!(bare.get("managedSettings").is_none());
 }
 
 #[test]
@@ -118,14 +121,14 @@ fn initialize_registers_each_hook_asked_for_with_its_callback_id() {
         ..Hooks::default()
     };
     assert_eq!(
-        initialize_request(&[], stop, None)["hooks"],
+        initialize_request(&[], stop, None, None)["hooks"],
         json!({"Stop": [{"matcher": null, "hookCallbackIds": [STOP_HOOK_ID]}]})
     );
     let both = Hooks {
         stop: true,
         skill_shell: true,
     };
-    let hooks = &initialize_request(&[], both, None)["hooks"];
+    let hooks = &initialize_request(&[], both, None, None)["hooks"];
     assert_eq!(hooks["Stop"][0]["hookCallbackIds"], json!([STOP_HOOK_ID]));
     assert_eq!(
         hooks["PreSkillShellCommand"],

@@ -331,6 +331,7 @@ async fn daemon_argv(
         &launch.sdk_mcp_servers,
         launch.hooks,
         launch.agents.as_ref(),
+        launch.managed_settings.as_ref(),
     );
     first_turn(
         child,

@@ -84,6 +84,7 @@ impl Raw {
             &[],
             protocol::Hooks::default(),
             None,
+            None,
         ))
         .await?;
         Ok(raw)

@@ -743,6 +743,7 @@ async fn raw_cli_warm_turns(
         }],
         protocol::Hooks::default(),
         None,
+        None,
     );
     let config_dir = daemon.data_dir().join("raw-claude");
     let workdir = daemon.data_dir().join("raw-work");
