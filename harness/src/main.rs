@@ -12,6 +12,7 @@ use orchestrator::config::{Config, LogFormat, ServeArgs};
 use orchestrator::server::Stopped;
 
 mod acp;
+mod daemon;
 mod first_run;
 mod keys;
 
@@ -73,6 +74,11 @@ struct ClientArgs {
 }
 
 impl ClientArgs {
+    /// The daemon these arguments name, with their token.
+    fn daemon(&self) -> anyhow::Result<daemon::Daemon> {
+        Ok(daemon::Daemon::new(&self.url, self.token()?))
+    }
+
     fn token(&self) -> anyhow::Result<Option<String>> {
         match &self.token_file {
             Some(path) => {
@@ -149,9 +155,7 @@ fn real_main() -> anyhow::Result<()> {
                 text,
             } => send(client, thread, model, text).await,
             Command::Keys { command } => keys::run(command).await,
-            Command::Acp { client } => {
-                acp::run(acp::Daemon::new(&client.url, client.token()?)).await
-            }
+            Command::Acp { client } => acp::run(client.daemon()?).await,
             Command::Threads { client } => {
                 let threads = request(&client, reqwest::Method::GET, "/api/threads", None).await?;
                 for t in threads["threads"].as_array().into_iter().flatten() {
@@ -251,25 +255,7 @@ async fn request(
     path: &str,
     body: Option<Value>,
 ) -> anyhow::Result<Value> {
-    let url = format!("{}{}", client.url.trim_end_matches('/'), path);
-    let mut req = reqwest::Client::new().request(method, &url);
-    if let Some(token) = client.token()? {
-        req = req.bearer_auth(token);
-    }
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let response = req
-        .send()
-        .await
-        .with_context(|| format!("cannot reach the daemon at {url}"))?;
-    let status = response.status();
-    let value: Value = response.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        let message = value["error"]["message"].as_str().unwrap_or("no details");
-        bail!("{status}: {message}");
-    }
-    Ok(value)
+    Ok(client.daemon()?.call(method, path, body).await?)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! session is a thread, and its history is the thread's.
 //!
 //! - [`rpc`]: JSON-RPC framing and the way back to the client (no ACP in it).
-//! - [`daemon`]: the daemon's API calls and event stream.
+//! - [`crate::daemon`]: the daemon's API calls and event stream.
 //! - [`translate`]: ACP's vocabulary against the daemon's (no IO).
 //! - [`session`]: the methods; [`turn`]: one prompt's turn.
 //!
@@ -11,7 +11,6 @@
 //! built around its own component/role model, and it turns on serde_json's `preserve_order`,
 //! which feature unification would switch on for the daemon's JSON too.
 
-mod daemon;
 mod rpc;
 mod session;
 mod translate;
@@ -22,9 +21,31 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-pub use daemon::Daemon;
-use rpc::{Incoming, Peer};
+use crate::daemon::{Daemon, DaemonError};
+use rpc::{Incoming, Peer, RpcError, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use session::Agent;
+
+/// A daemon's refusal as the editor reads it: its status and code kept in `data`.
+impl From<DaemonError> for RpcError {
+    fn from(err: DaemonError) -> RpcError {
+        let message = err.chain();
+        match err {
+            DaemonError::Unreachable { .. } => RpcError::new(INTERNAL_ERROR, message),
+            DaemonError::Refused { status, code, .. } => {
+                let rpc_code = match status {
+                    404 => RESOURCE_NOT_FOUND,
+                    400..=499 => INVALID_PARAMS,
+                    _ => INTERNAL_ERROR,
+                };
+                RpcError {
+                    code: rpc_code,
+                    message,
+                    data: Some(serde_json::json!({"status": status, "code": code})),
+                }
+            }
+        }
+    }
+}
 
 /// Serves ACP on this process's stdin and stdout until the client closes stdin.
 pub async fn run(daemon: Daemon) -> anyhow::Result<()> {

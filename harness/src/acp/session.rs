@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::daemon::Daemon;
 use super::rpc::{Peer, RpcError, INVALID_PARAMS, METHOD_NOT_FOUND};
 use super::translate;
 use super::turn;
+use crate::daemon::Daemon;
 
 /// The ACP protocol version this agent speaks.
 pub const PROTOCOL_VERSION: u64 = 1;

@@ -8,9 +8,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use super::daemon::{Daemon, ThreadEvent};
 use super::rpc::{Peer, RpcError, INTERNAL_ERROR};
 use super::translate;
+use crate::daemon::{Daemon, ThreadEvent};
 
 /// The parts a turn uses.
 pub struct Turn<'a> {

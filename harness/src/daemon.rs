@@ -1,12 +1,10 @@
-//! The daemon's HTTP API as the ACP adapter uses it: threads, messages, interrupts, permission
-//! answers, and a thread's event stream. Each call gives a value or a [`DaemonError`] that keeps
-//! the daemon's own status, code and message, so the editor shows why.
+//! A running daemon's HTTP API as this binary's clients use it (`harness send`, `threads`,
+//! `acp`): calls, and a thread's event stream. Each call gives a value or a [`DaemonError`] that
+//! keeps the daemon's own status, code and message, so the person or the editor sees why.
 
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
-
-use super::rpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 
 /// Where the daemon is and how to prove who we are.
 #[derive(Clone)]
@@ -14,7 +12,7 @@ pub struct Daemon {
     http: reqwest::Client,
     /// The daemon's URL without a trailing slash.
     base: String,
-    /// Bearer token or API key (`--token-file`, `HARNESS_TOKEN`), as `harness send` uses it.
+    /// Bearer token or API key (`--token-file`, `HARNESS_TOKEN`).
     token: Option<String>,
 }
 
@@ -22,11 +20,11 @@ pub struct Daemon {
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// No HTTP answer at all: the daemon is not running there, or the network failed.
-    #[error("cannot reach the Harness daemon at {url}: {source}")]
+    #[error("cannot reach the Harness daemon at {url}")]
     Unreachable {
         url: String,
         #[source]
-        source: reqwest::Error,
+        cause: reqwest::Error,
     },
     /// The daemon answered with an error: its status, `error.code` and `error.message`.
     #[error("the Harness daemon refused ({status} {code}): {message}")]
@@ -37,27 +35,6 @@ pub enum DaemonError {
     },
 }
 
-impl From<DaemonError> for RpcError {
-    fn from(err: DaemonError) -> RpcError {
-        let message = err.to_string();
-        match err {
-            DaemonError::Unreachable { .. } => RpcError::new(INTERNAL_ERROR, message),
-            DaemonError::Refused { status, code, .. } => {
-                let rpc_code = match status {
-                    404 => RESOURCE_NOT_FOUND,
-                    400..=499 => INVALID_PARAMS,
-                    _ => INTERNAL_ERROR,
-                };
-                RpcError {
-                    code: rpc_code,
-                    message,
-                    data: Some(serde_json::json!({"status": status, "code": code})),
-                }
-            }
-        }
-    }
-}
-
 /// One event of a thread's stream: its id (for `Last-Event-ID`), kind, the user message whose
 /// turn it belongs to, and the kind's data.
 #[derive(Debug, Clone)]
@@ -66,6 +43,20 @@ pub struct ThreadEvent {
     pub kind: String,
     pub message_id: Option<String>,
     pub data: Value,
+}
+
+impl DaemonError {
+    /// The error and its causes, on one line (`cannot reach … : … : Connection refused`).
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(err) = cause {
+            text.push_str(": ");
+            text.push_str(&err.to_string());
+            cause = err.source();
+        }
+        text
+    }
 }
 
 impl Daemon {
@@ -157,8 +148,8 @@ fn refused(status: reqwest::StatusCode, body: &Value) -> DaemonError {
 
 /// `req` sent to `url`; a daemon out of reach is [`DaemonError::Unreachable`].
 async fn sent(req: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, DaemonError> {
-    req.send().await.map_err(|source| DaemonError::Unreachable {
+    req.send().await.map_err(|cause| DaemonError::Unreachable {
         url: url.to_owned(),
-        source,
+        cause,
     })
 }
