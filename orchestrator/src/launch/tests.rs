@@ -135,23 +135,14 @@ fn scheduling_tools_give_back_the_schedules_but_never_the_peers() {
     assert!(has("CLAUDE_CODE_HARBOR_KITE"));
     assert!(!has("CLAUDE_CODE_DISABLE_CRON"));
     assert!(!has("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS"));
-    assert!(
-        launcher
-            .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
-            .unwrap()
-            .launch
-            .hooks
-            .stop
-    );
+    let hooks = launcher
+        .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
+        .unwrap()
+        .launch
+        .hooks;
+    assert!(hooks.stop);
     // Every process asks the daemon about its skills' shell commands (`approvals`).
-    assert!(
-        launcher
-            .launch(&launcher.spare_spec(&ThreadId::from_string("t")))
-            .unwrap()
-            .launch
-            .hooks
-            .skill_shell
-    );
+    assert!(hooks.skill_shell);
 }
 
 #[test]
