@@ -16,7 +16,7 @@ use harness_tests::mock::MockApi;
 use harness_tests::util::{eventually, eventually_async, process_exists};
 
 /// The parked spares, from `/api/pool`.
-async fn spares(daemon: &TestDaemon) -> Vec<Value> {
+pub(crate) async fn spares(daemon: &TestDaemon) -> Vec<Value> {
     let (status, pool) = daemon.get("/api/pool").await;
     assert_eq!(status, StatusCode::OK, "{pool}");
     let processes = pool["processes"].as_array().into_iter().flatten();

@@ -269,10 +269,8 @@ async fn a_worktree_spare_whose_folder_was_deleted_is_not_taken() {
 
 /// The id of the parked spare, if one is.
 async fn parked_spare(daemon: &TestDaemon) -> Option<String> {
-    let (_, pool) = daemon.get("/api/pool").await;
-    let processes = pool["processes"].as_array()?;
-    let spare = processes.iter().find(|p| p["spare"] == true)?;
-    spare["threadId"].as_str().map(str::to_owned)
+    let parked = crate::spares::spares(daemon).await;
+    parked.first()?["threadId"].as_str().map(str::to_owned)
 }
 
 /// Managed settings that turn `auto` off (`disableAutoMode`) narrow a daemon asking for it: the
