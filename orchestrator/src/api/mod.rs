@@ -21,7 +21,7 @@ pub mod threads;
 
 use chrono::{DateTime, Utc};
 use plugin_contract::{CliSessionId, ThreadId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::store::{
     EndCause, MessageId, MessageRow, MessageStatus, OnInterrupt, OutcomeRow, PermissionRow,
@@ -243,7 +243,7 @@ impl From<ToolCallRow> for ToolCall {
 }
 
 /// A tool permission the CLI asked for.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Permission {
     /// The CLI's request id; the id a person answers.

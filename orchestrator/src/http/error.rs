@@ -113,6 +113,9 @@ impl From<ServiceError> for ApiError {
             ServiceError::Page(err) => err.into(),
             ServiceError::Invalid(message) => ApiError::unprocessable(message),
             ServiceError::NotFound(message) => ApiError::not_found(message),
+            ServiceError::Conflict(message) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", message)
+            }
             ServiceError::Owner { status, message } => {
                 ApiError::new(status, "owner_refused", message)
             }

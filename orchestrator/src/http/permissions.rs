@@ -12,8 +12,9 @@ use plugin_contract::ThreadId;
 use super::error::ErrorBody;
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, ApiState};
 use crate::api;
-use crate::approvals::{Answer, AnswerError};
+use crate::approvals::Answer;
 use crate::caller::Caller;
+use crate::service::ServiceError;
 
 /// A page of a thread's permissions, oldest first.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -134,25 +135,24 @@ pub async fn answer(
         allow,
         message: body.message,
         updated_input: body.updated_input,
-        by: caller,
+        by: caller.clone(),
     };
     match state
-        .pipeline
-        .approvals()
-        .answer(&thread.id, &request_id, answer)
+        .threads
+        .answer_permission(&caller, &thread.id, &request_id, answer)
         .await
     {
-        Ok(row) => Ok(Json(row.into())),
-        Err(err @ AnswerError::NotFound { .. }) => Err(ApiError::new(
+        Ok(permission) => Ok(Json(permission)),
+        Err(ServiceError::NotFound(message)) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "permission_not_found",
-            err.to_string(),
+            message,
         )),
-        Err(err @ AnswerError::AlreadyDecided { .. }) => Err(ApiError::new(
+        Err(ServiceError::Conflict(message)) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "permission_already_decided",
-            err.to_string(),
+            message,
         )),
-        Err(AnswerError::Store(err)) => Err(err.into()),
+        Err(other) => Err(other.into()),
     }
 }

@@ -177,6 +177,7 @@ impl From<ServiceError> for ManagedError {
             ServiceError::Page(err) => ManagedError::invalid(err.to_string()),
             ServiceError::Invalid(message) => ManagedError::invalid(message),
             ServiceError::NotFound(message) => ManagedError::not_found(message),
+            ServiceError::Conflict(message) => ManagedError::new(StatusCode::CONFLICT, message),
             ServiceError::Owner { status, message } => ManagedError::new(status, message),
             ServiceError::Moving(message) => {
                 ManagedError::new(StatusCode::SERVICE_UNAVAILABLE, message)

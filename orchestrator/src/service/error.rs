@@ -26,6 +26,9 @@ pub enum ServiceError {
     /// Something the caller named that is not there (a thread's message): 404.
     #[error("{0}")]
     NotFound(String),
+    /// What the caller asked for was done already (a permission decided): 409.
+    #[error("{0}")]
+    Conflict(String),
     /// The thread's owner refused the operation it was forwarded: its status and its message.
     #[error("{message}")]
     Owner { status: StatusCode, message: String },

@@ -13,11 +13,15 @@
 //! whole request (a tool call) asks [`ThreadService::send_and_wait`], which forwards the message
 //! to the owner's `/api` the same way and follows its outcome ([`owner`]).
 //!
-//! Not here: the event stream, diffs, files and permissions (one door each, for now), and the
-//! turn itself ([`Pipeline`]).
+//! A door that hands out a handle for a turn instead of waiting for it (MCP tasks, A2A) starts
+//! and reads it through [`turns`]; a person's answer to a permission goes through it too.
+//!
+//! Not here: the event stream, diffs and files (one door each, for now), and the turn itself
+//! ([`Pipeline`]).
 
 mod error;
 mod owner;
+pub mod turns;
 
 use plugin_contract::ThreadId;
 use tracing::info;
@@ -35,6 +39,7 @@ use crate::pipeline::{Accepted, NewMessage, Pipeline, PipelineError, Stopped, Tu
 use crate::store::{Fence, MessageId, NewThread, Store, StoreError, ThreadChange, ThreadRow};
 use crate::webhooks::Webhooks;
 pub use error::ServiceError;
+pub use turns::{TurnState, TurnView};
 
 /// The thread operations, over the pipeline and the store. Cheap to clone.
 #[derive(Clone)]

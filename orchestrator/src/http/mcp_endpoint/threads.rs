@@ -624,7 +624,9 @@ fn tool_error(err: ServiceError) -> ToolError {
         ServiceError::Store(err) => store_error(err),
         ServiceError::Page(PageError::Invalid(why)) => ToolError::InvalidInput(why),
         ServiceError::Page(PageError::Store(err)) => store_error(err),
-        ServiceError::Invalid(why) | ServiceError::NotFound(why) => ToolError::InvalidInput(why),
+        ServiceError::Invalid(why) | ServiceError::NotFound(why) | ServiceError::Conflict(why) => {
+            ToolError::InvalidInput(why)
+        }
         // A refusal from the owner's HTTP API.
         ServiceError::Owner { status, message } => match status.as_u16() {
             404 | 409 | 422 => ToolError::InvalidInput(message),
