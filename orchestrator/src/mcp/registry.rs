@@ -181,12 +181,45 @@ impl ToolRegistry {
                 known.join(", ")
             )));
         };
-        let input = checked_input(tool, name, input, &ctx)?;
+        let input = checked_input(tool, name, input, ctx.thread_id.as_ref())?;
         let limit = tool.compiled.timeout.unwrap_or(self.default_timeout);
         let output = run_tool(name, tool.handler.clone(), ctx, input, limit)
             .await
             .map_err(Failure::said)?;
         checked_output(tool, name, output)
+    }
+}
+
+/// A door that does a tool's work itself, later (an MCP task of `threads__send`), checks and
+/// answers through these, so that its input is refused and its result reads as a call's would.
+impl ToolRegistry {
+    /// The input of a call of `name` with its defaults filled in, or the error result a call
+    /// would answer (an unknown tool, or the input schema's violations).
+    pub fn prepare(&self, name: &str, input: Value) -> Result<Value, CallToolResult> {
+        let Some(tool) = self.tools.get(name) else {
+            return Err(CallOutcome::error_result(format!("unknown tool `{name}`")));
+        };
+        checked_input(tool, name, input, None).map_err(|f| CallOutcome::error_result(f.text))
+    }
+
+    /// The result a call of `name` that ended with `output` answers: the same output check and
+    /// error texts as [`ToolRegistry::call`].
+    pub fn answer(&self, name: &str, output: Result<ToolOutput, ToolError>) -> CallToolResult {
+        let Some(tool) = self.tools.get(name) else {
+            return CallOutcome::error_result(format!("unknown tool `{name}`"));
+        };
+        output
+            .map_err(|err| Failure::said(error_text(name, err)))
+            .and_then(|output| checked_output(tool, name, output))
+            .unwrap_or_else(|failure| CallOutcome::error_result(failure.text))
+    }
+}
+
+/// What the model reads of a tool's error.
+fn error_text(name: &str, err: ToolError) -> String {
+    match err {
+        ToolError::InvalidInput(msg) => format!("invalid input for tool `{name}`: {msg}"),
+        ToolError::Failed(msg) => format!("tool `{name}` failed: {msg}"),
     }
 }
 
@@ -214,12 +247,12 @@ fn checked_input(
     tool: &RegisteredTool,
     name: &str,
     input: Value,
-    ctx: &ToolContext,
+    thread: Option<&plugin_contract::ThreadId>,
 ) -> Result<Value, Failure> {
     let input = if input.is_null() { json!({}) } else { input };
     tool.compiled.prepare_input(input).map_err(|violations| {
         let text = schema::render_violations(name, &violations);
-        warn!(thread_id = ?ctx.thread_id, tool = name, violations = violations.len(), "Tool input rejected: {text}");
+        warn!(thread_id = ?thread, tool = name, violations = violations.len(), "Tool input rejected: {text}");
         Failure {
             input: Some(violations),
             ..Failure::said(text)
@@ -249,10 +282,7 @@ async fn run_tool(
     };
     match joined {
         Ok(Ok(output)) => Ok(output),
-        Ok(Err(ToolError::InvalidInput(msg))) => {
-            Err(format!("invalid input for tool `{name}`: {msg}"))
-        }
-        Ok(Err(ToolError::Failed(msg))) => Err(format!("tool `{name}` failed: {msg}")),
+        Ok(Err(err)) => Err(error_text(name, err)),
         Err(join) if join.is_panic() => {
             let msg = panic_message(join.into_panic());
             error!(tool = name, panic = %msg, "Tool panicked.");

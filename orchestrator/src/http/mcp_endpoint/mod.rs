@@ -36,6 +36,7 @@
 pub mod in_flight;
 pub mod schemas;
 pub mod session;
+pub mod tasks;
 pub mod threads;
 
 use std::sync::Arc;
@@ -47,10 +48,11 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, ClientNotification,
-    ClientRequest, DiscoverResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ResultType, ServerCapabilities, ToolsCapability,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientJsonRpcMessage,
+    ClientNotification, ClientRequest, DiscoverResult, ErrorCode, ErrorData, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ResultType, ServerCapabilities,
+    ToolsCapability, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -264,6 +266,14 @@ pub async fn screen(
     };
     if let Some(refused) = before_rmcp(&endpoint, &mut parts, &message, &parsed) {
         return refused;
+    }
+    if let Some(task_ids) = tasks::listened(&message) {
+        let caller = crate::http::caller_in(&parts.extensions);
+        let declared = message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+            ["extensions"]
+            .get(rmcp::model::TASKS_EXTENSION_ID)
+            .is_some();
+        return tasks::listen(&endpoint, caller, id, task_ids, declared).await;
     }
     let initialize = matches!(&parsed, ClientJsonRpcMessage::Request(request)
         if matches!(request.request, ClientRequest::InitializeRequest(_)));
@@ -535,6 +545,7 @@ impl ServerHandler for Handler {
         tools.list_changed = Some(false);
         let mut capabilities = ServerCapabilities::default();
         capabilities.tools = Some(tools);
+        capabilities.extensions = Some([tasks::capability()].into());
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -546,18 +557,56 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         self.metrics().http_request("initialize");
-        self.negotiate_initialize(&request)
+        let mut info = self.negotiate_initialize(&request)?;
+        if !request.capabilities.supports_tasks() {
+            info.capabilities.extensions = None;
+        }
+        Ok(info)
     }
 
     async fn discover(
         &self,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
         self.metrics().http_request("server/discover");
+        let mut info = self.get_info();
+        // Advertised only to a client that declares it.
+        if !declares_tasks(&context) {
+            info.capabilities.extensions = None;
+        }
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
-            self.get_info(),
+            info,
         ))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.metrics().http_request("tasks/get");
+        let task = tasks::get(&self.0, &caller_of(&context), &request.task_id).await?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.metrics().http_request("tasks/update");
+        let caller = caller_of(&context);
+        tasks::update(&self.0, &caller, &request.task_id, &request.input_responses).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.metrics().http_request("tasks/cancel");
+        tasks::cancel(&self.0, &caller_of(&context), &request.task_id).await
     }
 
     async fn list_tools(
@@ -596,6 +645,15 @@ impl ServerHandler for Handler {
             return Ok(CallToolResponse::Complete(result));
         }
         let mut arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        if tasks::becomes_task(&name, declares_tasks(&context)) {
+            let response = tasks::start(&self.0, &caller, arguments).await;
+            if let CallToolResponse::Complete(refused) = &response {
+                let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
+                self.audit(&caller, &name, None, remote.as_deref(), refused)
+                    .await;
+            }
+            return Ok(response);
+        }
         // A send names its message, so a cancel stops that message and no other.
         let client = runs_on_owner(&name)
             .then(|| send_client_id(&mut arguments))
@@ -670,6 +728,21 @@ impl ServerHandler for Handler {
         result.result_type = Some(ResultType::COMPLETE);
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+/// Whether the request declared the tasks extension in its per-request capabilities.
+fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+}
+
+/// The caller of a request (set by the token check every `/mcp` request passes).
+fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions))
 }
 
 /// Whether the tool `name` runs on the thread's owner (`threads__send`): its thread's events

@@ -36,7 +36,7 @@ use crate::api::{Thread, ThreadSummary};
 use crate::caller::{Caller, Scope};
 use crate::files::FileError;
 use crate::pipeline::{PipelineError, TurnReply};
-use crate::service::{Sent, ServiceError, ThreadService};
+use crate::service::{Sent, ServiceError, ThreadService, TurnState, TurnView};
 use crate::store::{MessageId, MessageStatus, StoreError};
 use crate::workspace::WorkspaceError;
 
@@ -367,15 +367,7 @@ impl Tool for Send {
     }
 
     async fn call(&self, _ctx: ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-        let arguments: SendArguments = arguments(input)?;
-        let thread = ThreadId::from_string(arguments.thread_id.clone());
-        let body = PostMessage {
-            content: mcp_content(arguments.content, arguments.attachments)?,
-            client_message_id: arguments.client_message_id,
-            model: arguments.model,
-            permission_mode: None,
-            mcp_servers: None,
-        };
+        let (thread, body) = send_message(input)?;
         let sent = self
             .0
             .service
@@ -384,6 +376,39 @@ impl Tool for Send {
             .map_err(tool_error)?;
         answer(sent)
     }
+}
+
+/// `threads__send`'s spec as listed (for a registry that only answers, in tests).
+#[cfg(test)]
+pub(super) fn send_spec() -> ToolSpec {
+    Send::spec_only()
+}
+
+/// A `threads__send`'s thread and message, from its arguments.
+pub fn send_message(input: Value) -> Result<(ThreadId, PostMessage), ToolError> {
+    let arguments: SendArguments = arguments(input)?;
+    let thread = ThreadId::from_string(arguments.thread_id.clone());
+    let body = PostMessage {
+        content: mcp_content(arguments.content, arguments.attachments)?,
+        client_message_id: arguments.client_message_id,
+        model: arguments.model,
+        permission_mode: None,
+        mcp_servers: None,
+    };
+    Ok((thread, body))
+}
+
+/// Starts a `threads__send` without waiting for its turn (an MCP task): the turn's handle.
+pub async fn start_send(
+    service: &ThreadService,
+    caller: &Caller,
+    input: Value,
+) -> Result<TurnView, ToolError> {
+    let (thread, body) = send_message(input)?;
+    service
+        .start(caller, thread, body, crate::traces::parent())
+        .await
+        .map_err(tool_error)
 }
 
 /// `threads__send`'s message: its text, then its attachments (MCP image and embedded-resource
@@ -425,6 +450,21 @@ fn mcp_content(
     Ok(UserContent::Blocks(blocks))
 }
 
+/// How a `threads__send`'s turn ended, wherever that was read (its outcome, or the thread).
+enum Ended {
+    Replied {
+        text: String,
+        reply: MessageId,
+    },
+    /// Without a reply (`error`, `interrupted`).
+    Stopped {
+        status: MessageStatus,
+        error: String,
+    },
+    /// Refused before it reached the model (a budget).
+    Refused(String),
+}
+
 /// `threads__send`'s result for how its turn ended.
 fn answer(sent: Sent) -> Result<ToolOutput, ToolError> {
     let Sent {
@@ -433,48 +473,94 @@ fn answer(sent: Sent) -> Result<ToolOutput, ToolError> {
         duplicate,
         outcome,
     } = sent;
-    let ended = |status: &str, error: String| SendResult {
-        thread_id: thread.clone(),
-        message_id: message.clone(),
-        reply: None,
-        reply_message_id: None,
-        status: status.to_owned(),
-        error: Some(error),
-        duplicate,
-    };
-    let (text, result) = match outcome {
+    let ended = match outcome {
         Ok(TurnReply {
             message: reply,
             user_message_id,
             ..
         }) => {
-            let result = SendResult {
-                thread_id: reply.thread_id.clone(),
-                message_id: user_message_id,
-                reply: Some(reply.content.clone()),
-                reply_message_id: Some(reply.id),
-                status: "done".into(),
-                error: None,
-                duplicate,
+            let ended = Ended::Replied {
+                text: reply.content,
+                reply: reply.id,
             };
-            (reply.content, result)
+            return answer_ended(reply.thread_id, user_message_id, duplicate, ended);
         }
-        Err(PipelineError::Turn { status, error, .. }) => {
-            let result = ended(status.as_str(), error.to_string());
-            let text = format!("The turn ended as {}: {error}", status.as_str());
-            (text, result)
-        }
-        // Refused before it reached the model (a budget).
+        Err(PipelineError::Turn { status, error, .. }) => Ended::Stopped {
+            status,
+            error: error.to_string(),
+        },
         Err(PipelineError::PreviousFailure {
             status: MessageStatus::Refused,
             error,
             ..
-        }) => return Err(ToolError::Failed(error)),
+        }) => Ended::Refused(error),
         Err(PipelineError::PreviousFailure { status, error, .. }) => {
-            let text = format!("The turn ended as {}: {error}", status.as_str());
-            (text, ended(status.as_str(), error))
+            Ended::Stopped { status, error }
         }
         Err(other) => return Err(pipeline_error(other)),
+    };
+    answer_ended(thread, message, duplicate, ended)
+}
+
+/// The result a `threads__send` would have answered for the turn `view`, once it has ended
+/// (an MCP task's result); `None` while it runs.
+pub fn turn_answer(view: &TurnView) -> Option<Result<ToolOutput, ToolError>> {
+    let ended = match &view.state {
+        TurnState::Working | TurnState::AwaitingApproval(_) => return None,
+        TurnState::Replied(reply) => Ended::Replied {
+            text: reply.content.clone(),
+            reply: reply.id.clone(),
+        },
+        TurnState::Failed {
+            status: MessageStatus::Refused,
+            error,
+        } => Ended::Refused(error.clone()),
+        TurnState::Failed { status, error } => Ended::Stopped {
+            status: *status,
+            error: error.clone(),
+        },
+        TurnState::Stopped { error } => Ended::Stopped {
+            status: MessageStatus::Interrupted,
+            error: error.clone(),
+        },
+    };
+    Some(answer_ended(
+        view.thread.clone(),
+        view.message.clone(),
+        false,
+        ended,
+    ))
+}
+
+fn answer_ended(
+    thread: ThreadId,
+    message: MessageId,
+    duplicate: bool,
+    ended: Ended,
+) -> Result<ToolOutput, ToolError> {
+    let mut result = SendResult {
+        thread_id: thread,
+        message_id: message,
+        reply: None,
+        reply_message_id: None,
+        status: String::new(),
+        error: None,
+        duplicate,
+    };
+    let text = match ended {
+        Ended::Replied { text, reply } => {
+            result.reply = Some(text.clone());
+            result.reply_message_id = Some(reply);
+            result.status = "done".into();
+            text
+        }
+        Ended::Stopped { status, error } => {
+            result.status = status.as_str().to_owned();
+            let text = format!("The turn ended as {}: {error}", status.as_str());
+            result.error = Some(error);
+            text
+        }
+        Ended::Refused(error) => return Err(ToolError::Failed(error)),
     };
     let structured = serde_json::to_value(&result)
         .map_err(|err| ToolError::Failed(format!("cannot encode the result: {err}")))?;
