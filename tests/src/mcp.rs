@@ -350,3 +350,22 @@ fn checked(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The official TypeScript MCP SDK for the 2026-07-28 protocol and the official Tasks extension
+/// package, beside it under `<target>/mcp-tasks-node` (see `ts_tasks_client.mjs`).
+pub const TS_TASKS_SPECS: [&str; 2] = [
+    "@modelcontextprotocol/client@2.4.0",
+    "@modelcontextprotocol/ext-tasks@0.2.2",
+];
+
+/// Runs `ts_tasks_client.mjs` with `config` (its `url` is `/mcp`'s); the JSON line it printed.
+/// Installs the packages when missing; fails saying what to install without Node.js.
+pub async fn run_ts_tasks_client(config: Value) -> anyhow::Result<Value> {
+    const SCRIPT: &str = include_str!("mcp/ts_tasks_client.mjs");
+    tokio::task::spawn_blocking(move || {
+        let node = crate::node::npm_with("mcp-tasks-node", &TS_TASKS_SPECS)?;
+        node.run_script("tasks", SCRIPT, &config)
+    })
+    .await
+    .context("the tasks client's thread")?
+}

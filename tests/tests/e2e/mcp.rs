@@ -4,6 +4,7 @@
 //! the `claude` CLI.
 
 mod negotiation;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -108,7 +108,9 @@ pub fn detailed(view: &TurnView, registry: &ToolRegistry) -> DetailedTask {
                     "the turn has not ended".into(),
                 ))
             });
-            let result = registry.answer(TASK_TOOL, output);
+            let mut result = registry.answer(TASK_TOOL, output);
+            // The result the call would have answered a 2026-07-28 client.
+            result.result_type = Some(rmcp::model::ResultType::COMPLETE);
             let message = match &view.state {
                 TurnState::Failed { error, .. } => error.clone(),
                 _ => "The turn replied.".into(),
