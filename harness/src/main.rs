@@ -11,8 +11,6 @@ use serde_json::{json, Value};
 use orchestrator::config::{Config, LogFormat, ServeArgs};
 use orchestrator::server::Stopped;
 
-mod acp;
-mod daemon;
 mod first_run;
 mod keys;
 
@@ -75,8 +73,8 @@ struct ClientArgs {
 
 impl ClientArgs {
     /// The daemon these arguments name, with their token.
-    fn daemon(&self) -> anyhow::Result<daemon::Daemon> {
-        Ok(daemon::Daemon::new(&self.url, self.token()?))
+    fn daemon(&self) -> anyhow::Result<orchestrator::remote::Daemon> {
+        Ok(orchestrator::remote::Daemon::new(&self.url, self.token()?))
     }
 
     fn token(&self) -> anyhow::Result<Option<String>> {
@@ -155,7 +153,7 @@ fn real_main() -> anyhow::Result<()> {
                 text,
             } => send(client, thread, model, text).await,
             Command::Keys { command } => keys::run(command).await,
-            Command::Acp { client } => acp::run(client.daemon()?).await,
+            Command::Acp { client } => Ok(orchestrator::acp::run(client.daemon()?).await?),
             Command::Threads { client } => {
                 let threads = request(&client, reqwest::Method::GET, "/api/threads", None).await?;
                 for t in threads["threads"].as_array().into_iter().flatten() {

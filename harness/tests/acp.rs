@@ -1,7 +1,10 @@
-//! `harness acp` (issue #49) driven by real ACP clients over its stdio, against a real daemon:
-//! the official TypeScript SDK (`acp/ts_client.mjs`) for a streamed prompt, a folder outside
-//! `workspaces.roots`, permissions answered both ways, a cancel mid-turn and `session/load`
-//! after a restart; the official Python SDK (`acp/python_client.py`) for a streamed prompt.
+//! Harness's ACP agent driven by real ACP clients against a real daemon, over both transports:
+//! stdio (`harness acp` spawned, as an editor runs a local agent) and the network (the daemon's
+//! own `/acp` WebSocket, as an editor on another machine reaches it). Each flow runs with the
+//! official TypeScript SDK (`acp/ts_client.mjs`) and the official Python SDK
+//! (`acp/python_client.py`) on each: a streamed prompt, a folder outside `workspaces.roots`,
+//! permissions answered both ways, a cancel mid-turn, `session/load` after a restart; and the
+//! network endpoint behind the token and the tenant.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,9 +17,11 @@ use harness_tests::mock::{MockApi, Reply};
 use harness_tests::node::{npm_with, NodePackages};
 use orchestrator::config::{ApprovalMode, Config};
 
-const TS_SDK: &str = "@agentclientprotocol/sdk@2.4.0";
+/// The SDK, and `ws` as Node's WebSocket (Node 20 has none with headers).
+const TS_SDK: [&str; 2] = ["@agentclientprotocol/sdk@2.4.0", "ws@8.18.3"];
 const TS_CLIENT: &str = include_str!("acp/ts_client.mjs");
-const PYTHON_SDK: &str = "agent-client-protocol==0.12.1";
+/// With its `http` extra: the WebSocket transport.
+const PYTHON_SDK: &str = "agent-client-protocol[http]==0.12.1";
 const PYTHON_CLIENT: &str = include_str!("acp/python_client.py");
 
 /// The `harness` binary cargo built for this package's tests.
@@ -52,31 +57,104 @@ async fn daemon(mock: &MockApi, root: &Path, tweak: impl FnOnce(&mut Config)) ->
     .await
 }
 
-async fn typescript() -> NodePackages {
-    tokio::task::spawn_blocking(|| npm_with("acp-node", &[TS_SDK]))
-        .await
-        .expect("installer task")
-        .expect("the ACP TypeScript SDK installs")
+/// An official SDK.
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    TypeScript,
+    Python,
 }
 
-/// Runs the TypeScript client's `scenario` against `daemon` in `cwd`, with `fields`.
-async fn run_ts(
-    sdk: &NodePackages,
-    daemon: &TestDaemon,
-    cwd: &Path,
-    scenario: &str,
+/// How the editor reaches the agent.
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    /// `harness acp` spawned, over its stdin and stdout.
+    Stdio,
+    /// The daemon's `/acp` WebSocket.
+    Network,
+}
+
+/// Every SDK over every transport.
+const WAYS: [(Sdk, Transport); 4] = [
+    (Sdk::TypeScript, Transport::Stdio),
+    (Sdk::TypeScript, Transport::Network),
+    (Sdk::Python, Transport::Stdio),
+    (Sdk::Python, Transport::Network),
+];
+
+/// Both SDKs, installed when missing.
+#[derive(Clone)]
+struct Clients {
+    typescript: NodePackages,
+    python: PathBuf,
+}
+
+async fn clients() -> Clients {
+    let typescript = tokio::task::spawn_blocking(|| npm_with("acp-node", &TS_SDK))
+        .await
+        .expect("installer task")
+        .expect("the ACP TypeScript SDK installs");
+    let python = tokio::task::spawn_blocking(|| venv_with("acp-python", &[PYTHON_SDK]))
+        .await
+        .expect("installer task")
+        .expect("the ACP Python SDK installs");
+    let python = match python {
+        PythonSdk::Ready(python) => python,
+        PythonSdk::NoPython(why) => panic!("python3 is needed for this test: {why}"),
+    };
+    Clients { typescript, python }
+}
+
+/// One run of a client: its scenario, and what it may need besides.
+struct Run<'a> {
+    way: (Sdk, Transport),
+    cwd: &'a Path,
+    scenario: &'a str,
     fields: Value,
-) -> Value {
-    let bin = harness_bin();
-    let mut config = json!({"bin": bin, "url": daemon.base, "cwd": cwd, "scenario": scenario});
-    if let (Some(config), Some(fields)) = (config.as_object_mut(), fields.as_object()) {
+    /// The credential the editor sends over the network.
+    token: Option<&'a str>,
+}
+
+impl Run<'_> {
+    fn new<'a>(way: (Sdk, Transport), cwd: &'a Path, scenario: &'a str, fields: Value) -> Run<'a> {
+        Run {
+            way,
+            cwd,
+            scenario,
+            fields,
+            token: None,
+        }
+    }
+}
+
+/// Runs the client of `run.way` against `daemon`; the JSON line it printed.
+async fn run(clients: &Clients, daemon: &TestDaemon, run: Run<'_>) -> Value {
+    let (sdk, transport) = run.way;
+    let ws_url = format!("{}/acp", daemon.base.replacen("http://", "ws://", 1));
+    let transport_name = match transport {
+        Transport::Stdio => "stdio",
+        Transport::Network => "ws",
+    };
+    let mut config = json!({
+        "bin": harness_bin(), "url": daemon.base, "wsUrl": ws_url, "token": run.token,
+        "transport": transport_name, "cwd": run.cwd, "scenario": run.scenario,
+    });
+    if let (Some(config), Some(fields)) = (config.as_object_mut(), run.fields.as_object()) {
         config.extend(fields.clone());
     }
-    let sdk = sdk.clone();
-    tokio::task::spawn_blocking(move || sdk.run_script("acp_client", TS_CLIENT, &config))
-        .await
-        .expect("the client's task")
-        .unwrap_or_else(|err| panic!("the TypeScript {scenario} scenario: {err:#}"))
+    let what = format!("{sdk:?} over {transport:?}, {}", run.scenario);
+    let seen = match sdk {
+        Sdk::TypeScript => {
+            let node = clients.typescript.clone();
+            tokio::task::spawn_blocking(move || node.run_script("acp_client", TS_CLIENT, &config))
+                .await
+                .expect("the client's task")
+        }
+        Sdk::Python => {
+            let python = clients.python.clone();
+            run_python_script(python, "acp_client.py", PYTHON_CLIENT, config).await
+        }
+    };
+    seen.unwrap_or_else(|err| panic!("{what}: {err:#}"))
 }
 
 /// The text of every update of kind `kind`, in order, joined.
@@ -104,68 +182,74 @@ async fn a_prompt_streams_to_end_turn_and_loads_after_a_restart() {
     let mock = MockApi::start().await;
     let root = root();
     let daemon = daemon(&mock, &root.root, |_| {}).await;
-    let sdk = typescript().await;
-    mock.when_prompt_contains("say hello", Reply::text("Hello from the daemon"));
-    let seen = run_ts(
-        &sdk,
-        &daemon,
-        &root.project,
-        "prompt",
-        json!({"prompt": "say hello"}),
-    )
-    .await;
-    assert_eq!(seen["init"]["protocolVersion"], 1, "{seen}");
-    assert_eq!(seen["init"]["agentCapabilities"]["loadSession"], true);
-    assert_eq!(
-        seen["init"]["agentCapabilities"]["promptCapabilities"]["image"],
-        true
-    );
-    assert_eq!(seen["stopReason"], "end_turn", "{seen}");
-    // Every chunk came before the answer, and they make the reply.
-    let at_answer = seen["updatesAtAnswer"].as_u64().expect("a count") as usize;
-    let before: Value = seen["updates"].as_array().expect("updates")[..at_answer].into();
-    assert_eq!(
-        text_of(&before, "agent_message_chunk"),
-        "Hello from the daemon",
-        "{seen}"
-    );
-    // The session is a thread in the editor's folder, with the reply stored.
-    let session = seen["sessionId"].as_str().expect("a session id").to_owned();
-    let (status, thread) = daemon.get(&format!("/api/threads/{session}")).await;
-    assert_eq!(status, 200, "{thread}");
-    assert_eq!(
-        thread["messages"][1]["content"], "Hello from the daemon",
-        "{thread}"
-    );
-    let files = daemon.get(&format!("/api/threads/{session}/files")).await;
-    assert_eq!(files.0, 200, "the thread has a workspace: {}", files.1);
+    let clients = clients().await;
+    let mut sessions = Vec::new();
+    for (n, way) in WAYS.into_iter().enumerate() {
+        let (prompt, reply) = (format!("say hello {n}"), format!("Hello number {n}"));
+        mock.when_prompt_contains(&prompt, Reply::text(&reply));
+        let fields = json!({"prompt": prompt});
+        let seen = run(
+            &clients,
+            &daemon,
+            Run::new(way, &root.project, "prompt", fields),
+        )
+        .await;
+        assert_eq!(seen["init"]["protocolVersion"], 1, "{way:?}: {seen}");
+        if matches!(way.0, Sdk::TypeScript) {
+            let capabilities = &seen["init"]["agentCapabilities"];
+            assert_eq!(capabilities["loadSession"], true, "{seen}");
+            assert_eq!(capabilities["promptCapabilities"]["image"], true);
+        }
+        assert_eq!(seen["stopReason"], "end_turn", "{way:?}: {seen}");
+        // Every chunk came before the answer, and they make the reply.
+        let at_answer = seen["updatesAtAnswer"].as_u64().expect("a count") as usize;
+        let before: Value = seen["updates"].as_array().expect("updates")[..at_answer].into();
+        assert_eq!(
+            text_of(&before, "agent_message_chunk"),
+            reply,
+            "{way:?}: {seen}"
+        );
+        // The session is a thread in the editor's folder, with the reply stored.
+        let session = seen["sessionId"].as_str().expect("a session id").to_owned();
+        let (status, thread) = daemon.get(&format!("/api/threads/{session}")).await;
+        assert_eq!(status, 200, "{thread}");
+        assert_eq!(thread["messages"][1]["content"], reply.as_str(), "{thread}");
+        let files = daemon.get(&format!("/api/threads/{session}/files")).await;
+        assert_eq!(files.0, 200, "the thread has a workspace: {}", files.1);
+        sessions.push((way, prompt, reply, session));
 
-    // A folder outside the roots is refused, saying why.
-    let outside = root.root.parent().expect("a parent").to_path_buf();
-    let refused = run_ts(&sdk, &daemon, &outside, "prompt", json!({"prompt": "x"})).await;
-    let message = refused["newError"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("outside workspaces.roots"), "{refused}");
+        // A folder outside the roots is refused, saying why.
+        let outside = root.root.parent().expect("a parent").to_path_buf();
+        let fields = json!({"prompt": "x"});
+        let refused = run(&clients, &daemon, Run::new(way, &outside, "prompt", fields)).await;
+        let message = refused["newError"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("outside workspaces.roots"),
+            "{way:?}: {refused}"
+        );
+    }
 
-    // After a restart, the session loads from the daemon's store.
+    // After a restart, each session loads from the daemon's store.
     let daemon = daemon.restart().await;
-    let loaded = run_ts(
-        &sdk,
-        &daemon,
-        &root.project,
-        "load",
-        json!({"sessionId": session}),
-    )
-    .await;
-    assert_eq!(
-        text_of(&loaded["updates"], "user_message_chunk"),
-        "say hello",
-        "{loaded}"
-    );
-    assert_eq!(
-        text_of(&loaded["updates"], "agent_message_chunk"),
-        "Hello from the daemon",
-        "{loaded}"
-    );
+    for (way, prompt, reply, session) in sessions {
+        let fields = json!({"sessionId": session});
+        let loaded = run(
+            &clients,
+            &daemon,
+            Run::new(way, &root.project, "load", fields),
+        )
+        .await;
+        assert_eq!(
+            text_of(&loaded["updates"], "user_message_chunk"),
+            prompt,
+            "{way:?}: {loaded}"
+        );
+        assert_eq!(
+            text_of(&loaded["updates"], "agent_message_chunk"),
+            reply,
+            "{way:?}: {loaded}"
+        );
+    }
     daemon.stop().await;
 }
 
@@ -178,54 +262,50 @@ async fn permissions_are_asked_and_answered_both_ways() {
         c.approvals.mode = ApprovalMode::Ask;
     })
     .await;
-    let sdk = typescript().await;
-    for (option, file, allowed) in [
-        ("allow_once", "allowed.txt", true),
-        ("reject_once", "rejected.txt", false),
-    ] {
-        let made = root.project.join(file);
-        let trigger = format!("please make {file}");
-        let command = format!("touch {} && echo made-it", made.display());
-        mock.once_when_prompt_contains(
-            &trigger,
-            Reply::tool_use("Bash", json!({"command": command, "description": "d"})),
-        );
-        let seen = run_ts(
-            &sdk,
-            &daemon,
-            &root.project,
-            "prompt",
-            json!({"prompt": trigger, "option": option}),
-        )
-        .await;
-        assert_eq!(seen["stopReason"], "end_turn", "{seen}");
-        let asked = &seen["permissions"];
-        assert_eq!(asked.as_array().map(Vec::len), Some(1), "{seen}");
-        assert_eq!(asked[0]["toolCall"]["kind"], "execute", "{seen}");
-        assert_eq!(
-            asked[0]["options"].as_array().map(Vec::len),
-            Some(3),
-            "{seen}"
-        );
-        let calls = updates_of(&seen["updates"], "tool_call");
-        assert_eq!(calls.len(), 1, "{seen}");
-        assert_eq!(calls[0]["rawInput"]["command"], command.as_str());
-        let finished = updates_of(&seen["updates"], "tool_call_update");
-        assert_eq!(finished.len(), 1, "{seen}");
-        assert_eq!(made.exists(), allowed, "{option}: {seen}");
-        let reply = text_of(&seen["updates"], "agent_message_chunk");
-        if allowed {
-            assert_eq!(finished[0]["status"], "completed", "{seen}");
-            assert!(
-                reply.contains("made-it"),
-                "the model saw the output: {reply}"
+    let clients = clients().await;
+    for (n, way) in WAYS.into_iter().enumerate() {
+        for (option, allowed) in [("allow_once", true), ("reject_once", false)] {
+            let file = format!("{option}-{n}.txt");
+            let made = root.project.join(&file);
+            let trigger = format!("please make {file}");
+            let command = format!("touch {} && echo made-it", made.display());
+            mock.once_when_prompt_contains(
+                &trigger,
+                Reply::tool_use("Bash", json!({"command": command, "description": "d"})),
             );
-        } else {
-            assert_eq!(finished[0]["status"], "failed", "{seen}");
-            assert!(
-                reply.contains("rejected"),
-                "the model read the refusal: {reply}"
-            );
+            let fields = json!({"prompt": trigger, "option": option});
+            let seen = run(
+                &clients,
+                &daemon,
+                Run::new(way, &root.project, "prompt", fields),
+            )
+            .await;
+            let what = format!("{way:?} {option}");
+            assert_eq!(seen["stopReason"], "end_turn", "{what}: {seen}");
+            let asked = &seen["permissions"];
+            assert_eq!(asked.as_array().map(Vec::len), Some(1), "{what}: {seen}");
+            assert_eq!(asked[0]["toolCall"]["kind"], "execute", "{what}: {seen}");
+            assert_eq!(asked[0]["options"].as_array().map(Vec::len), Some(3));
+            let calls = updates_of(&seen["updates"], "tool_call");
+            assert_eq!(calls.len(), 1, "{what}: {seen}");
+            assert_eq!(calls[0]["rawInput"]["command"], command.as_str());
+            let finished = updates_of(&seen["updates"], "tool_call_update");
+            assert_eq!(finished.len(), 1, "{what}: {seen}");
+            assert_eq!(made.exists(), allowed, "{what}: {seen}");
+            let reply = text_of(&seen["updates"], "agent_message_chunk");
+            if allowed {
+                assert_eq!(finished[0]["status"], "completed", "{what}: {seen}");
+                assert!(
+                    reply.contains("made-it"),
+                    "the model saw the output: {reply}"
+                );
+            } else {
+                assert_eq!(finished[0]["status"], "failed", "{what}: {seen}");
+                assert!(
+                    reply.contains("rejected"),
+                    "the model read the refusal: {reply}"
+                );
+            }
         }
     }
     daemon.stop().await;
@@ -236,54 +316,99 @@ async fn a_cancel_mid_turn_ends_it_cancelled() {
     let mock = MockApi::start().await;
     let root = root();
     let daemon = daemon(&mock, &root.root, |_| {}).await;
-    let sdk = typescript().await;
+    let clients = clients().await;
     let chunks: Vec<String> = (0..200).map(|n| format!("word{n} ")).collect();
     mock.when_prompt_contains(
         "tell a long story",
         Reply::slow_text(chunks, Duration::from_millis(100)),
     );
-    let seen = run_ts(
-        &sdk,
-        &daemon,
-        &root.project,
-        "cancel",
-        json!({"prompt": "tell a long story"}),
-    )
-    .await;
-    assert_eq!(seen["stopReason"], "cancelled", "{seen}");
-    let session = seen["sessionId"].as_str().expect("a session id");
-    let (_, thread) = daemon.get(&format!("/api/threads/{session}")).await;
-    assert_eq!(thread["messages"][0]["status"], "interrupted", "{thread}");
+    for way in WAYS {
+        let fields = json!({"prompt": "tell a long story"});
+        let seen = run(
+            &clients,
+            &daemon,
+            Run::new(way, &root.project, "cancel", fields),
+        )
+        .await;
+        assert_eq!(seen["stopReason"], "cancelled", "{way:?}: {seen}");
+        let session = seen["sessionId"].as_str().expect("a session id");
+        let (_, thread) = daemon.get(&format!("/api/threads/{session}")).await;
+        assert_eq!(
+            thread["messages"][0]["status"], "interrupted",
+            "{way:?}: {thread}"
+        );
+    }
     daemon.stop().await;
 }
 
+/// The network door asks what `/api` asks: a token (none: the upgrade is refused), and a
+/// tenant's key sees its tenant's sessions only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_streams_a_prompt_to_end_turn() {
-    let sdk = tokio::task::spawn_blocking(|| venv_with("acp-python", &[PYTHON_SDK]))
-        .await
-        .expect("installer task")
-        .expect("the ACP Python SDK installs");
-    let python = match sdk {
-        PythonSdk::Ready(python) => python,
-        PythonSdk::NoPython(why) => panic!("python3 is needed for this test: {why}"),
-    };
+async fn the_network_endpoint_is_behind_the_token_and_the_tenant() {
+    const OPERATOR: &str = "acp-operator-token";
     let mock = MockApi::start().await;
     let root = root();
-    let daemon = daemon(&mock, &root.root, |_| {}).await;
-    mock.when_prompt_contains("greet me", Reply::text("Greetings from the daemon"));
-    let bin = harness_bin();
-    let config = json!({"bin": bin, "url": daemon.base, "cwd": root.project, "prompt": "greet me"});
-    let seen = run_python_script(python, "acp_client.py", PYTHON_CLIENT, config)
-        .await
-        .unwrap_or_else(|err| panic!("the Python client: {err:#}"));
-    assert_eq!(seen["protocolVersion"], 1, "{seen}");
+    let daemon = daemon(&mock, &root.root, |c| c.auth_token = Some(OPERATOR.into())).await;
+    let clients = clients().await;
+    let ts = (Sdk::TypeScript, Transport::Network);
+
+    let anonymous = Run::new(ts, &root.project, "prompt", json!({"prompt": "hi"}));
+    let refused = run(&clients, &daemon, anonymous).await;
+    let error = refused["connectError"].as_str().unwrap_or_default();
+    assert!(
+        !error.is_empty() && refused.get("sessionId").is_none(),
+        "{refused}"
+    );
+
+    let key = |tenant: &str| {
+        let body = json!({"tenant": tenant, "scopes": ["threads:read", "threads:write"]});
+        let client = reqwest::Client::new();
+        let url = format!("{}/api/keys", daemon.base);
+        async move {
+            let made: Value = client
+                .post(url)
+                .bearer_auth(OPERATOR)
+                .json(&body)
+                .send()
+                .await
+                .expect("the daemon answers")
+                .json()
+                .await
+                .expect("a key");
+            made["key"].as_str().expect("the key").to_owned()
+        }
+    };
+    let (acme, other) = (key("acme").await, key("other").await);
+    mock.when_prompt_contains("hello acme", Reply::text("Hello, acme"));
+    let prompt = Run {
+        token: Some(&acme),
+        ..Run::new(ts, &root.project, "prompt", json!({"prompt": "hello acme"}))
+    };
+    let seen = run(&clients, &daemon, prompt).await;
     assert_eq!(seen["stopReason"], "end_turn", "{seen}");
-    let at_answer = seen["updatesAtAnswer"].as_u64().expect("a count") as usize;
-    let before: Value = seen["updates"].as_array().expect("updates")[..at_answer].into();
+    let session = seen["sessionId"].as_str().expect("a session").to_owned();
+    let load = |token| Run {
+        token: Some(token),
+        ..Run::new(
+            (Sdk::Python, Transport::Network),
+            &root.project,
+            "load",
+            json!({"sessionId": session}),
+        )
+    };
+    let loaded = run(&clients, &daemon, load(&acme)).await;
     assert_eq!(
-        text_of(&before, "agent_message_chunk"),
-        "Greetings from the daemon",
-        "{seen}"
+        text_of(&loaded["updates"], "agent_message_chunk"),
+        "Hello, acme"
+    );
+    // Another tenant's editor cannot load it: it does not exist for that key.
+    let foreign = run(&clients, &daemon, load(&other)).await;
+    let error = foreign["loadError"].to_string();
+    assert!(error.contains("404"), "{foreign}");
+    assert_eq!(
+        text_of(&foreign["updates"], "agent_message_chunk"),
+        "",
+        "{foreign}"
     );
     daemon.stop().await;
 }

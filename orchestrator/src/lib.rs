@@ -6,6 +6,9 @@
 //! module is one more line:
 //! - [`server`]: builds every part in dependency order; start, run, shutdown.
 //! - [`http`]: the listener, the guard every request passes, the axum API (thin handlers).
+//! - [`acp`], [`remote`]: the Agent Client Protocol agent for editors, over a daemon's API (over
+//!   stdio in `harness acp`, over a WebSocket at `/acp`); the API as a client reaches it: at a
+//!   URL, or through this daemon's own router as the caller who reached the door.
 //! - [`managed`]: the Managed Agents API (`/v1/agents`, `/v1/environments`, `/v1/sessions`):
 //!   a door over the thread service, for Anthropic's own SDKs.
 //! - [`goals`]: a task with a rubric, worked on and graded by a grader thread until it is met
@@ -51,6 +54,7 @@
 //!   leaves: who calls (subject, tenant, scopes); a turn's trace; the environment as it was at
 //!   start, its secrets out of the live one.
 
+pub mod acp;
 pub mod api;
 pub mod approvals;
 pub mod budget;
@@ -73,6 +77,7 @@ pub mod pipeline;
 pub mod pool;
 mod private_fs;
 pub mod redrive;
+pub mod remote;
 pub mod retention;
 pub mod schedules;
 mod secret;

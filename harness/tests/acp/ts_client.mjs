@@ -1,18 +1,30 @@
-// Drives `harness acp` with the official ACP TypeScript SDK (`@agentclientprotocol/sdk`), as an
-// editor would: spawns the agent, speaks ACP over its stdio, and prints one JSON line of what it
-// saw. argv[2]: {bin, url, cwd, scenario, sessionId?, prompt?, option?}.
+// Drives Harness's ACP agent with the official ACP TypeScript SDK (`@agentclientprotocol/sdk`),
+// as an editor would, over stdio (spawns `harness acp`) or over the network (the daemon's `/acp`
+// WebSocket through the SDK's own WebSocket transport, `ws` as Node's WebSocket), and prints one
+// JSON line of what it saw.
+// argv[2]: {bin, url, wsUrl?, token?, transport: "stdio" | "ws", cwd, scenario, sessionId?,
+// prompt?, option?}.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { WebSocket } from "ws";
 
 const config = JSON.parse(process.argv[2]);
-const agentProcess = spawn(config.bin, ["acp", "--url", config.url], {
-  stdio: ["pipe", "pipe", "inherit"],
-});
-const stream = acp.ndJsonStream(
-  Writable.toWeb(agentProcess.stdin),
-  Readable.toWeb(agentProcess.stdout),
-);
+let agentProcess;
+let stream;
+if (config.transport === "ws") {
+  const headers = config.token ? { Authorization: `Bearer ${config.token}` } : {};
+  stream = createWebSocketStream(config.wsUrl, { WebSocket, headers });
+} else {
+  agentProcess = spawn(config.bin, ["acp", "--url", config.url], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  stream = acp.ndJsonStream(
+    Writable.toWeb(agentProcess.stdin),
+    Readable.toWeb(agentProcess.stdout),
+  );
+}
 
 const updates = [];
 const permissions = [];
@@ -65,9 +77,11 @@ async function scenario(ctx) {
 let result;
 try {
   result = await app.connectWith(stream, scenario);
+} catch (error) {
+  result = { connectError: String(error?.message ?? error) };
 } finally {
-  agentProcess.stdin.end();
-  agentProcess.kill();
+  agentProcess?.stdin.end();
+  agentProcess?.kill();
 }
 console.log(JSON.stringify(result));
 process.exit(0);

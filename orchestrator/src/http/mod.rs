@@ -10,6 +10,7 @@
 //! (`/mcp`).
 
 pub mod access;
+mod acp;
 mod archive;
 pub(crate) mod audit;
 mod authorize;
@@ -81,6 +82,9 @@ pub struct ApiState {
     pub schedules: crate::schedules::Schedules,
     /// Access tokens of the OAuth issuer; `None`: no OAuth.
     pub oauth: Option<Arc<crate::oauth::ResourceServer>>,
+    /// The whole router, once built: a door inside the daemon (`/acp`) calls the API through it
+    /// as its caller ([`crate::remote::Daemon::in_process`]).
+    pub router: Arc<std::sync::OnceLock<Router>>,
 }
 
 /// The Managed Agents door's part of the state.
@@ -150,7 +154,8 @@ pub fn router(state: ApiState) -> Router {
     let (router, doc) = documented_routes(&state).split_for_parts();
     let document = openapi::Document::new(doc, &state);
     let guard = Arc::new(guard::Guard::new(&state.config, state.config.bind));
-    router
+    let own = state.router.clone();
+    let built = router
         // A body the guard refused is refused on a route only: elsewhere 404 or 405 comes first.
         .route_layer(middleware::from_fn(guard::refuse_read_body))
         .fallback(|| async { ApiError::not_found("no such endpoint") })
@@ -181,7 +186,10 @@ pub fn router(state: ApiState) -> Router {
                 ),
         )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .with_state(state)
+        .with_state(state);
+    // A router is built once per state; a second build keeps the first.
+    let _ = own.set(built.clone());
+    built
 }
 
 /// Every route with its documentation, and the layers that belong to some routes only.
@@ -245,6 +253,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(metrics::render))
         .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
     let mcp = mcp_routes(state);
+    // The ACP agent for editors on other machines (a WebSocket).
+    let acp = OpenApiRouter::new()
+        .routes(routes!(acp::connect))
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
     let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))
         // The web page and this API's document: no token (they hold no data; the page asks for
@@ -263,6 +275,7 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(authorize::token))
         .merge(behind_token(metrics, state))
         .merge(behind_token(mcp, state))
+        .merge(behind_token(acp, state))
         .nest("/api", behind_token(api, state))
         .nest("/v1", managed_routes(state));
     openapi::add_common_errors(routes.get_openapi_mut());

@@ -250,6 +250,9 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(POST, "/mcp", READ).carrying(Body::Message),
     Operation::new(GET, "/mcp", READ),
     Operation::new(DELETE, "/mcp", READ),
+    // An editor's ACP connection: each call the agent makes for it is an `/api` call of its
+    // caller, checked as such.
+    Operation::new(GET, "/acp", READ),
 ];
 
 /// The operation `method route` (`route` as axum matched it, a template).

@@ -182,7 +182,11 @@ pub async fn serve(
             },
         );
         let service = counted(router.clone(), serving, remote);
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        // With upgrades: `/acp` turns its connection into a WebSocket (held as a stream then,
+        // `http::acp`).
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
         let (stop, open) = (stop.clone(), open.clone());
         tasks.spawn(async move {
             tokio::pin!(connection);

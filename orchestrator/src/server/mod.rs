@@ -178,6 +178,7 @@ impl Daemon {
             webhooks: self.webhooks.clone(),
             schedules: self.schedules.clone(),
             oauth: self.oauth.clone(),
+            router: Arc::default(),
         }
     }
 

@@ -66,6 +66,12 @@ pub(crate) const NOT_STATEABLE: &[(&str, &str, &str)] = &[
         "the CLI's own dialect of JSON Schema",
     ),
     (
+        "GET /acp",
+        "speaks ACP over a WebSocket",
+        "a WebSocket's opening handshake (RFC 6455: `Connection: Upgrade`, `Upgrade: websocket`, \
+         a key) is the protocol switch, not parameters of the operation",
+    ),
+    (
         "POST /api/threads/{id}/messages",
         ": no file",
         "a file reference names a file that exists and is the caller's",

@@ -14,7 +14,6 @@ use harness_tests::mcp::{run_ts_tasks_client, McpAnswer, McpHttp, MODERN_VERSION
 use harness_tests::mock::{MockApi, Reply};
 use orchestrator::config::ApprovalMode;
 
-
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// Runs the SDK's tasks client against `daemon` with `config` (its `url` added).
@@ -155,11 +154,17 @@ async fn a_pending_approval_is_input_the_sdk_answers_both_ways() {
     .await;
     assert_eq!(allowed["status"], "completed", "{allowed}");
     let asked = allowed["elicitations"][0]["message"].as_str().unwrap_or("");
-    assert!(asked.contains("Bash") && asked.contains("touch"), "{allowed}");
+    assert!(
+        asked.contains("Bash") && asked.contains("touch"),
+        "{allowed}"
+    );
     let reply = allowed["result"]["structuredContent"]["reply"]
         .as_str()
         .unwrap_or("");
-    assert!(reply.contains("made-it"), "the model saw the output: {allowed}");
+    assert!(
+        reply.contains("made-it"),
+        "the model saw the output: {allowed}"
+    );
     assert!(one.exists(), "the allowed command ran");
 
     let denied = sdk(
@@ -234,11 +239,12 @@ async fn a_task_outlives_its_connection_and_a_restart() {
     let reference = started["reference"].clone();
     let task_id = reference["taskId"].as_str().expect("a task id").to_owned();
     // The client is gone; the turn ends anyway, and the daemon restarts.
-    let ended = harness_tests::util::eventually_async(Duration::from_secs(60), "the turn's end", || {
-        let (daemon, thread, task_id) = (&daemon, &thread, &task_id);
-        async move { status_of(daemon, thread, task_id).await != "pending" }
-    })
-    .await;
+    let ended =
+        harness_tests::util::eventually_async(Duration::from_secs(60), "the turn's end", || {
+            let (daemon, thread, task_id) = (&daemon, &thread, &task_id);
+            async move { status_of(daemon, thread, task_id).await != "pending" }
+        })
+        .await;
     ended.unwrap_or_else(|err| panic!("{err}"));
     assert_eq!(status_of(&daemon, &thread, &task_id).await, "done");
     let daemon = daemon.restart().await;

@@ -3,14 +3,14 @@
 //! permission requests become `session/request_permission`s, and the turn's end becomes the
 //! stop reason. [`Watch`] decides what each event means, without IO.
 
+use axum::http::Method;
 use futures::StreamExt;
-use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use super::rpc::{Peer, RpcError, INTERNAL_ERROR};
 use super::translate;
-use crate::daemon::{Daemon, ThreadEvent};
+use crate::remote::{Daemon, ThreadEvent};
 
 /// The parts a turn uses.
 pub struct Turn<'a> {
@@ -183,7 +183,7 @@ async fn ask(daemon: Daemon, peer: Peer, session: String, request: Value) {
     let path = format!("/api/threads/{session}/permissions/{request_id}");
     // A 409 means it was decided meanwhile (an interrupt, the timeout): nothing to do.
     if let Err(err) = daemon.call(Method::POST, &path, Some(body)).await {
-        eprintln!("harness acp: answering permission {request_id} failed: {err}");
+        tracing::warn!(thread_id = %session, request_id, error = %err.chain(), "ACP: answering a permission failed.");
     }
 }
 

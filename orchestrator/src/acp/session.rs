@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use reqwest::Method;
+use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::rpc::{Peer, RpcError, INVALID_PARAMS, METHOD_NOT_FOUND};
 use super::translate;
 use super::turn;
-use crate::daemon::Daemon;
+use crate::remote::Daemon;
 
 /// The ACP protocol version this agent speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -72,7 +72,7 @@ impl Agent {
             let path =
                 format!("/api/threads/{session}/interrupt?clientMessageId={client_message_id}");
             if let Err(err) = self.daemon.call(Method::POST, &path, None).await {
-                eprintln!("harness acp: the interrupt of {session} failed: {err}");
+                tracing::warn!(thread_id = %session, error = %err.chain(), "ACP: an interrupt failed.");
             }
         }
     }

@@ -1,9 +1,10 @@
-//! `harness acp`: an Agent Client Protocol (v1) agent over stdio for editors (Zed, JetBrains,
-//! Neovim), as an adapter over a running daemon's HTTP API. It keeps nothing of its own: an ACP
-//! session is a thread, and its history is the thread's.
+//! An Agent Client Protocol (v1) agent for editors (Zed, JetBrains, Neovim), as an adapter over
+//! a daemon's HTTP API: over stdio in `harness acp` (the API at a URL), and over a WebSocket at
+//! the daemon's own `/acp` (the API through its router, as the caller: `http::acp`). It keeps
+//! nothing of its own: an ACP session is a thread, and its history is the thread's.
 //!
 //! - [`rpc`]: JSON-RPC framing and the way back to the client (no ACP in it).
-//! - [`crate::daemon`]: the daemon's API calls and event stream.
+//! - [`crate::remote`]: the daemon's API calls and event stream.
 //! - [`translate`]: ACP's vocabulary against the daemon's (no IO).
 //! - [`session`]: the methods; [`turn`]: one prompt's turn.
 //!
@@ -16,12 +17,13 @@ mod session;
 mod translate;
 mod turn;
 
+use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::daemon::{Daemon, DaemonError};
+use crate::remote::{Daemon, DaemonError};
 use rpc::{Incoming, Peer, RpcError, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use session::Agent;
 
@@ -48,24 +50,42 @@ impl From<DaemonError> for RpcError {
 }
 
 /// Serves ACP on this process's stdin and stdout until the client closes stdin.
-pub async fn run(daemon: Daemon) -> anyhow::Result<()> {
+pub async fn run(daemon: Daemon) -> std::io::Result<()> {
     serve(daemon, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
-/// Serves ACP on `input` and `output` until `input` ends; the requests still running then are
-/// dropped.
+/// Serves ACP on `input` and `output`, a message a line (the stdio transport), until `input`
+/// ends; the requests still running then are dropped.
 pub async fn serve(
     daemon: Daemon,
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(write_lines(rx, output));
-    let peer = Peer::new(tx);
+    let lines = tokio_stream::wrappers::LinesStream::new(BufReader::new(input).lines());
+    let lines = lines.take_while(|line| std::future::ready(line.is_ok()));
+    serve_messages(
+        daemon,
+        lines.filter_map(|line| std::future::ready(line.ok())),
+        tx,
+    )
+    .await;
+    let _ = writer.await;
+    Ok(())
+}
+
+/// Serves ACP on a stream of messages (each one JSON-RPC message as text) until it ends,
+/// answering on `out`; the requests still running then are dropped. Both transports end here.
+pub async fn serve_messages(
+    daemon: Daemon,
+    mut incoming: impl Stream<Item = String> + Unpin,
+    out: mpsc::UnboundedSender<Value>,
+) {
+    let peer = Peer::new(out);
     let agent = Agent::new(daemon, peer.clone());
     let mut handlers = JoinSet::new();
-    let mut lines = BufReader::new(input).lines();
-    while let Some(line) = lines.next_line().await? {
+    while let Some(line) = incoming.next().await {
         if line.trim().is_empty() {
             continue;
         }
@@ -88,10 +108,6 @@ pub async fn serve(
         while handlers.try_join_next().is_some() {}
     }
     handlers.shutdown().await;
-    drop(agent);
-    drop(peer);
-    let _ = writer.await;
-    Ok(())
 }
 
 /// Writes each message as one line, flushed, until every sender is gone.
