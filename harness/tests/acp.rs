@@ -412,3 +412,64 @@ async fn the_network_endpoint_is_behind_the_token_and_the_tenant() {
     );
     daemon.stop().await;
 }
+
+/// The editor's mode and model go with each prompt: the modes offered stop at the profile's own,
+/// and the turn runs in the chosen mode with the chosen model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_chooses_the_mode_and_the_model() {
+    let mock = MockApi::start().await;
+    let root = root();
+    let daemon = daemon(&mock, &root.root, |_| {}).await;
+    let clients = clients().await;
+    mock.when_prompt_contains("plan something", Reply::text("A plan"));
+    let way = (Sdk::TypeScript, Transport::Network);
+    let fields = json!({"prompt": "plan something", "mode": "plan", "model": "opus"});
+    let seen = run(
+        &clients,
+        &daemon,
+        Run::new(way, &root.project, "choose", fields),
+    )
+    .await;
+    assert_eq!(seen["stopReason"], "end_turn", "{seen}");
+    let modes = &seen["created"]["modes"];
+    assert_eq!(modes["currentModeId"], "default", "{seen}");
+    let offered: Vec<&str> = modes["availableModes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(
+        offered,
+        ["plan", "default"],
+        "no wider than the profile's: {seen}"
+    );
+    let refused = seen["chosen"]["wideModeError"].as_str().unwrap_or_default();
+    assert!(!refused.is_empty(), "a wider mode is refused: {seen}");
+    assert_eq!(
+        seen["chosen"]["options"]["configOptions"][0]["currentValue"],
+        "opus"
+    );
+    let mode_updates = updates_of(&seen["updates"], "current_mode_update");
+    assert_eq!(mode_updates.len(), 1, "{seen}");
+    assert_eq!(mode_updates[0]["currentModeId"], "plan");
+
+    // The turn ran with both: the model the CLI asked the API for, the mode its process runs.
+    let asked = mock.message_requests();
+    let request = asked
+        .iter()
+        .find(|r| r.all_text().contains("plan something"))
+        .expect("the prompt reached the model");
+    let model = request.model().unwrap_or_default();
+    assert!(model.contains("opus"), "the chosen model: {model}");
+    let session = seen["sessionId"].as_str().expect("a session");
+    let (_, pool) = daemon.get("/api/pool").await;
+    let process = pool["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["threadId"] == session)
+        .unwrap_or_else(|| panic!("no process of {session} in {pool}"));
+    assert_eq!(process["permissionMode"], "plan", "{pool}");
+    daemon.stop().await;
+}

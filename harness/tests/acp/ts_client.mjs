@@ -52,10 +52,26 @@ async function scenario(ctx) {
     return { init, updates };
   }
   let sessionId;
+  let created;
   try {
-    ({ sessionId } = await ctx.request("session/new", { cwd: config.cwd, mcpServers: [] }));
+    created = await ctx.request("session/new", { cwd: config.cwd, mcpServers: [] });
+    ({ sessionId } = created);
   } catch (error) {
     return { init, newError: { code: error.code, message: error.message } };
+  }
+  const chosen = {};
+  if (config.scenario === "choose") {
+    try {
+      await ctx.request("session/set_mode", { sessionId, modeId: "acceptEdits" });
+    } catch (error) {
+      chosen.wideModeError = error.message;
+    }
+    await ctx.request("session/set_mode", { sessionId, modeId: config.mode });
+    chosen.options = await ctx.request("session/set_config_option", {
+      sessionId,
+      configId: "model",
+      value: config.model,
+    });
   }
   const prompt = ctx.request("session/prompt", {
     sessionId,
@@ -68,7 +84,10 @@ async function scenario(ctx) {
   try {
     const answer = await prompt;
     const updatesAtAnswer = updates.length;
-    return { init, sessionId, stopReason: answer.stopReason, updatesAtAnswer, updates, permissions };
+    return {
+      init, sessionId, created, chosen, stopReason: answer.stopReason, updatesAtAnswer, updates,
+      permissions,
+    };
   } catch (error) {
     return { init, sessionId, promptError: { code: error.code, message: error.message }, updates };
   }

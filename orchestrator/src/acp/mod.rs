@@ -6,12 +6,14 @@
 //! - [`rpc`]: JSON-RPC framing and the way back to the client (no ACP in it).
 //! - [`crate::remote`]: the daemon's API calls and event stream.
 //! - [`translate`]: ACP's vocabulary against the daemon's (no IO).
-//! - [`session`]: the methods; [`turn`]: one prompt's turn.
+//! - [`session`]: the methods; [`turn`]: one prompt's turn; [`choices`]: the mode and model an
+//!   editor picks for a session's prompts.
 //!
 //! Hand-written over `serde_json` rather than the `agent-client-protocol` crate: its v5 API is
 //! built around its own component/role model, and it turns on serde_json's `preserve_order`,
 //! which feature unification would switch on for the daemon's JSON too.
 
+mod choices;
 mod rpc;
 mod session;
 mod translate;

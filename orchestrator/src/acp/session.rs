@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::http::Method;
 use serde_json::{json, Value};
 
+use super::choices::Choices;
 use super::rpc::{Peer, RpcError, INVALID_PARAMS, METHOD_NOT_FOUND};
 use super::translate;
 use super::turn;
@@ -31,6 +32,9 @@ pub struct Agent {
 struct SessionState {
     running: Option<String>,
     last_event_id: Option<String>,
+    /// The editor's mode and model for this session's prompts (known once it was made or
+    /// loaded on this connection).
+    choices: Option<Choices>,
 }
 
 impl Agent {
@@ -52,6 +56,8 @@ impl Agent {
             "session/new" => self.new_session(&params).await,
             "session/load" => self.load_session(&params).await,
             "session/prompt" => self.prompt(&params).await,
+            "session/set_mode" => self.set_mode(&params),
+            "session/set_config_option" => self.set_option(&params),
             other => Err(RpcError::new(
                 METHOD_NOT_FOUND,
                 format!("`{other}` is not supported by harness acp"),
@@ -89,7 +95,78 @@ impl Agent {
             .call(Method::POST, "/api/threads", Some(body))
             .await?;
         let id = thread["id"].as_str().unwrap_or_default();
-        Ok(json!({"sessionId": id}))
+        let choices = self.choices_for(&thread).await;
+        let answer = json!({
+            "sessionId": id,
+            "modes": choices.modes(),
+            "configOptions": choices.config_options(),
+        });
+        self.state(id, |s| s.choices = Some(choices));
+        Ok(answer)
+    }
+
+    /// A session's choices at its start, from its thread and the thread's profile (the
+    /// profile's own mode bounds the modes offered; a profile that cannot be read offers the
+    /// default's).
+    async fn choices_for(&self, thread: &Value) -> Choices {
+        let model = thread["model"].as_str();
+        let profile = thread["profile"].as_str();
+        let profiles = self.daemon.call(Method::GET, "/api/profiles", None).await;
+        let mode = profiles.ok().and_then(|all| {
+            all["profiles"]
+                .as_array()?
+                .iter()
+                .find(|p| match profile {
+                    Some(name) => p["name"] == name,
+                    None => p["default"] == true,
+                })
+                .and_then(|p| p["permissionMode"].as_str().map(str::to_owned))
+        });
+        Choices::new(mode.as_deref(), model)
+    }
+
+    /// `session/set_mode`: the mode of the session's next prompts.
+    fn set_mode(&self, params: &Value) -> Result<Value, RpcError> {
+        let session = session_id(params)?;
+        let mode = params["modeId"]
+            .as_str()
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "`modeId` is required"))?;
+        self.choose(session, |choices| choices.set_mode(mode))?;
+        let update = json!({"sessionUpdate": "current_mode_update", "currentModeId": mode});
+        self.peer.notify(
+            "session/update",
+            json!({"sessionId": session, "update": update}),
+        );
+        Ok(json!({}))
+    }
+
+    /// `session/set_config_option`: the model of the session's next prompts.
+    fn set_option(&self, params: &Value) -> Result<Value, RpcError> {
+        let session = session_id(params)?;
+        let id = params["configId"].as_str().unwrap_or_default();
+        let value = params["value"]
+            .as_str()
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "`value` must be a string"))?;
+        let options = self.choose(session, |choices| {
+            choices.set_option(id, value)?;
+            Ok(choices.config_options())
+        })?;
+        Ok(json!({"configOptions": options}))
+    }
+
+    /// Changes the session's choices; a session not made or loaded on this connection has none.
+    fn choose<T>(
+        &self,
+        session: &str,
+        change: impl FnOnce(&mut Choices) -> Result<T, String>,
+    ) -> Result<T, RpcError> {
+        self.state(session, |s| match &mut s.choices {
+            Some(choices) => change(choices).map_err(|why| RpcError::new(INVALID_PARAMS, why)),
+            None => Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("session {session} was not made or loaded on this connection"),
+            )),
+        })
     }
 
     /// `session/load`: every stored message of the thread as `session/update`s, oldest first,
@@ -109,6 +186,7 @@ impl Agent {
             cursor = page["nextCursor"].as_str().map(str::to_owned);
         }
         let newest = thread["messages"].as_array().cloned().unwrap_or_default();
+        let choices = self.choices_for(&thread).await;
         for message in older.iter().rev().chain(newest.iter()) {
             if let Some(update) = translate::replay(message) {
                 self.peer.notify(
@@ -117,7 +195,9 @@ impl Agent {
                 );
             }
         }
-        Ok(json!({}))
+        let answer = json!({"modes": choices.modes(), "configOptions": choices.config_options()});
+        self.state(session, |s| s.choices = Some(choices));
+        Ok(answer)
     }
 
     /// `session/prompt`: one turn, streamed, to its stop reason.
@@ -127,9 +207,10 @@ impl Agent {
         let content = translate::message_content(&blocks)
             .map_err(|reason| RpcError::new(INVALID_PARAMS, reason))?;
         let client_message_id = format!("acp-{}", uuid::Uuid::new_v4());
-        let after = self.state(&session, |s| {
+        let (after, options) = self.state(&session, |s| {
             s.running = Some(client_message_id.clone());
-            s.last_event_id.clone()
+            let options = s.choices.as_ref().map(Choices::message_options);
+            (s.last_event_id.clone(), options)
         });
         let turn = turn::Turn {
             daemon: &self.daemon,
@@ -137,7 +218,7 @@ impl Agent {
             session: &session,
             client_message_id: &client_message_id,
         };
-        let ended = turn.run(content, after.as_deref()).await;
+        let ended = turn.run(content, options, after.as_deref()).await;
         self.state(&session, |s| {
             s.running = None;
             if let Ok((_, Some(last))) = &ended {

@@ -97,12 +97,17 @@ impl Turn<'_> {
     pub async fn run(
         &self,
         content: Value,
+        options: Option<Value>,
         after: Option<&str>,
     ) -> Result<(&'static str, Option<String>), RpcError> {
         // Open before posting: the daemon has subscribed when this returns, and a stream from
         // `after` replays whatever happened in between anyway.
         let mut events = self.daemon.events(self.session, after).await?;
-        let body = json!({"content": content, "clientMessageId": self.client_message_id});
+        let mut body = json!({"content": content, "clientMessageId": self.client_message_id});
+        // The editor's mode and model, when it chose them.
+        if let (Some(body), Some(Value::Object(options))) = (body.as_object_mut(), options) {
+            body.extend(options);
+        }
         let path = format!("/api/threads/{}/messages?wait=false", self.session);
         self.daemon.call(Method::POST, &path, Some(body)).await?;
         let mut watch = Watch::new(self.client_message_id);
