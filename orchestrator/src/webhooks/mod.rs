@@ -310,7 +310,7 @@ fn callback_endpoint(thread: &plugin_contract::ThreadId) -> String {
 
 /// The wait before attempt `attempts + 1`: `retry_min` × 2^(attempts − 1), at most `retry_max`,
 /// then between half and all of it (jitter, so endpoints that come back are not hit at once).
-fn backoff(settings: &WebhooksConfig, attempts: i64) -> Duration {
+pub(crate) fn backoff(settings: &WebhooksConfig, attempts: i64) -> Duration {
     let exponent = u32::try_from(attempts.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
     let full = settings
         .retry_min

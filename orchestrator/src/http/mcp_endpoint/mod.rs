@@ -32,7 +32,9 @@
 //!   a cancel): the call runs to its end, bounded by its tool's timeout (`threads__send`: the
 //!   turn's), and is recorded; the turn's reply is stored, so `threads__get`, or `threads__send`
 //!   again with the same `clientMessageId`, fetches it.
+//! - [`events`]: the Events extension (`events/*`), to clients that declare it.
 
+pub mod events;
 pub mod in_flight;
 pub mod schemas;
 pub mod session;
@@ -48,9 +50,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, ClientNotification,
-    ClientRequest, DiscoverResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ResultType, ServerCapabilities, ToolsCapability,
+    ClientRequest, CustomRequest, CustomResult, DiscoverResult, ErrorCode, ErrorData,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ResultType, ServerCapabilities,
+    ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -97,6 +100,8 @@ pub struct McpEndpoint {
     threads: threads::ThreadsPlugin,
     /// The tools' default timeout, for the registry of a thread tool's call.
     tool_timeout: std::time::Duration,
+    /// The Events extension; without it, `events/*` are not served.
+    events: Option<events::Events>,
 }
 
 impl McpEndpoint {
@@ -121,7 +126,21 @@ impl McpEndpoint {
             store,
             threads,
             tool_timeout,
+            events: None,
         })
+    }
+
+    /// The endpoint, serving the Events extension too.
+    pub fn with_events(self, events: events::Events) -> McpEndpoint {
+        McpEndpoint {
+            events: Some(events),
+            ..self
+        }
+    }
+
+    /// The Events extension, when served.
+    pub fn events(&self) -> Option<&events::Events> {
+        self.events.as_ref()
     }
 
     /// Stops the `threads__send` of `client` (its `clientMessageId`) on `thread`, where the
@@ -551,13 +570,30 @@ impl ServerHandler for Handler {
 
     async fn discover(
         &self,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
         self.metrics().http_request("server/discover");
+        let mut info = self.get_info();
+        if self.0.events.is_some() {
+            let client = context.client_capabilities();
+            events::Events::advertise(&mut info.capabilities, client.as_ref());
+        }
         Ok(DiscoverResult::from_server_info(
             self.supported_protocol_versions().into_owned(),
-            self.get_info(),
+            info,
         ))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let Some(events) = &self.0.events else {
+            let method = request.method;
+            return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, method, None));
+        };
+        events.answer(request, context, self.metrics()).await
     }
 
     async fn list_tools(
