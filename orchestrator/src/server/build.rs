@@ -425,7 +425,7 @@ pub(super) fn doors(
         )?
         .with_events(crate::http::mcp_endpoint::events::Events::new(
             store.clone(),
-            &config.webhooks,
+            bus.webhooks.clone(),
             mcp.metrics().clone(),
         )),
     );

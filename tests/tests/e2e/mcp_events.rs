@@ -2,7 +2,7 @@
 //! turns: negotiated per request (advertised to, and served for, clients that declare it),
 //! listed, polled with a cursor that resumes without repeats and per tenant, streamed as it
 //! happens, and delivered as webhooks that the Standard Webhooks reference library verifies,
-//! until the subscription's TTL runs out.
+//! until the subscription's TTL runs out, and again after a restart once the client refreshes.
 //!
 //! No official MCP SDK speaks the extension yet (the Python `mcp` 2.3.0 has no `events/*`;
 //! `@ai-sdk/mcp`'s `experimental_events` has list and webhook subscriptions only), so the
@@ -330,7 +330,8 @@ async fn metric(base: &str, series: &str) -> Option<f64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_subscription_delivers_signed_events_until_its_ttl_runs_out() {
+async fn a_webhook_subscription_delivers_signed_events_until_its_ttl_runs_out_and_after_a_restart()
+{
     let Some(python) = harness_tests::mcp::python_or_skip("mcp_events").await else {
         return;
     };
@@ -416,13 +417,38 @@ async fn a_webhook_subscription_delivers_signed_events_until_its_ttl_runs_out() 
     .await
     .expect("delivered");
     assert_eq!(taken(&receiver, "sub=short"), Vec::<Value>::new());
-    let turns: Vec<Value> = delivered()
+
+    // Subscriptions live in the daemon's memory and the client owns them: after a restart its
+    // refresh, from the cursor of the last event it took, makes the same subscription again,
+    // and what happened meanwhile arrives; nothing twice.
+    let last = delivered().last().expect("delivered")["payload"]["cursor"].clone();
+    let daemon = daemon.restart().await;
+    let base = daemon.base.clone();
+    let mcp = McpHttp::new(&base, Some(&acme));
+    assert_eq!(
+        metric(&base, "harness_mcp_event_subscriptions").await,
+        Some(0.0)
+    );
+    let away = turn(&base, &acme, &thread, "while no one listened").await;
+    let mut again = subscribe("long", 600_000);
+    again["cursor"] = last.clone();
+    let again = request(&mcp, "events/subscribe", again, true).await;
+    assert_eq!(again.result()["id"], made["id"], "{again:?}");
+    assert_eq!(again.result()["cursor"], last, "{again:?}");
+    eventually(WAIT, "the turn of the restart delivered", || {
+        delivered()
+            .iter()
+            .any(|r| r["payload"]["data"]["messageId"] == away.as_str())
+    })
+    .await
+    .expect("delivered");
+    let ids: Vec<Value> = delivered()
         .iter()
         .map(|r| r["payload"]["eventId"].clone())
         .collect();
-    let mut unique = turns.clone();
-    unique.dedup();
-    assert_eq!(turns, unique, "each event once, in order");
+    assert_eq!(ids.len(), 3, "three turns, each once, in order: {ids:?}");
+    let unique: std::collections::BTreeSet<String> = ids.iter().map(Value::to_string).collect();
+    assert_eq!(unique.len(), ids.len(), "each event once: {ids:?}");
 
     let gone = json!({"name": "turn.ended", "arguments": {},
                       "delivery": {"mode": "webhook", "url": format!("{}?sub=long", receiver.url)}});

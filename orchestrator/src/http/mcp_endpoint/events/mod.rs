@@ -35,9 +35,9 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::caller::Caller;
-use crate::config::WebhooksConfig;
 use crate::metrics::ToolMetrics;
 use crate::store::Store;
+use crate::webhooks::Webhooks;
 use model::{Cursor, EventName, ReadParams, EXTENSION, SUBSCRIPTION_META};
 use source::ReadError;
 use webhook::Subscriptions;
@@ -65,7 +65,7 @@ pub struct Events {
 }
 
 impl Events {
-    pub fn new(store: Store, webhooks: &WebhooksConfig, metrics: ToolMetrics) -> Events {
+    pub fn new(store: Store, webhooks: Webhooks, metrics: ToolMetrics) -> Events {
         Events {
             subscriptions: Subscriptions::new(store.clone(), webhooks, metrics),
             store,

@@ -1,6 +1,6 @@
-//! Webhook delivery (`events/subscribe`): the daemon POSTs each occurrence to the client's URL,
-//! signed the Standard Webhooks way with the client's secret (`crate::webhooks::Signer`), over
-//! the webhooks' guarded client (`crate::webhooks::target`: no private targets unless
+//! Webhook delivery (`events/subscribe`): the daemon POSTs each occurrence to the client's URL
+//! through the webhooks' own poster (`Webhooks::post_signed`: signed the Standard Webhooks way,
+//! here with the client's secret, on the guarded client: no private targets unless
 //! `webhooks.allow_private_targets`, no redirects, `webhooks.timeout`), retried with their
 //! backoff (`webhooks.retry_min` doubling to `webhooks.retry_max`), until the subscription's TTL
 //! runs out unless the client refreshes it first.
@@ -32,11 +32,10 @@ use tracing::{debug, info, warn};
 use super::model::{Cursor, SubscribeParams, Subscription, UnsubscribeParams};
 use super::source::{self, ReadError};
 use crate::caller::Caller;
-use crate::config::WebhooksConfig;
 use crate::metrics::ToolMetrics;
 use crate::store::Store;
 use crate::sync::lock;
-use crate::webhooks::{target, Signer};
+use crate::webhooks::{target, Signer, Webhooks};
 
 /// The live webhook subscriptions of this daemon, and their dispatcher. Cheap to clone.
 #[derive(Clone)]
@@ -46,8 +45,8 @@ pub struct Subscriptions {
 
 struct Inner {
     store: Store,
-    settings: WebhooksConfig,
-    http: reqwest::Client,
+    /// The poster and its settings.
+    webhooks: Webhooks,
     metrics: ToolMetrics,
     live: Mutex<HashMap<String, Live>>,
     /// Wakes the dispatcher: a subscription was made, or one has more to send.
@@ -72,11 +71,10 @@ struct Live {
 }
 
 impl Subscriptions {
-    pub fn new(store: Store, settings: &WebhooksConfig, metrics: ToolMetrics) -> Subscriptions {
+    pub fn new(store: Store, webhooks: Webhooks, metrics: ToolMetrics) -> Subscriptions {
         Subscriptions {
             inner: Arc::new(Inner {
-                http: target::client(settings.allow_private_targets, settings.timeout),
-                settings: settings.clone(),
+                webhooks,
                 store,
                 metrics,
                 live: Mutex::default(),
@@ -93,7 +91,7 @@ impl Subscriptions {
         params: SubscribeParams,
     ) -> Result<Value, ReadError> {
         let inner = &self.inner;
-        let allow_private = inner.settings.allow_private_targets;
+        let allow_private = inner.webhooks.settings().allow_private_targets;
         let url =
             target::check_url_for(&params.url, allow_private, "webhooks.allow_private_targets")
                 .map_err(ReadError::Invalid)?;
@@ -173,7 +171,7 @@ impl Subscriptions {
             }
             tokio::select! {
                 () = inner.poke.notified() => {}
-                () = tokio::time::sleep(inner.settings.poll) => {}
+                () = tokio::time::sleep(inner.webhooks.settings().poll) => {}
                 () = stop.cancelled() => return,
             }
         }
@@ -257,7 +255,7 @@ impl Subscriptions {
         }
         if failed {
             sub.attempts += 1;
-            let wait = crate::webhooks::backoff(&inner.settings, sub.attempts);
+            let wait = crate::webhooks::backoff(inner.webhooks.settings(), sub.attempts);
             sub.next_attempt =
                 Utc::now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::zero());
         } else {
@@ -279,23 +277,13 @@ impl Subscriptions {
 
     /// One signed POST of `body`; whether its receiver took it (2xx).
     async fn post(&self, id: &str, sub: &Live, message: &str, body: &Value) -> bool {
-        let body = body.to_string();
-        let timestamp = Utc::now().timestamp();
-        let signature = sub.signer.sign(message, timestamp, &body);
         let sent = self
             .inner
-            .http
-            .post(&sub.url)
-            .header("content-type", "application/json")
-            .header("webhook-id", message)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body)
-            .send()
+            .webhooks
+            .post_signed(&sub.url, &sub.signer, message, body.to_string())
             .await;
-        let status = sent.as_ref().map(|r| r.status().as_u16());
-        debug!(subscription = %id, message, ?status, "MCP event delivery attempt.");
-        matches!(status, Ok(code) if (200..300).contains(&code))
+        debug!(subscription = %id, message, ?sent, "MCP event delivery attempt.");
+        matches!(sent, Ok(code) if (200..300).contains(&code))
     }
 }
 
