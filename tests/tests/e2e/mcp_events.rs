@@ -1,7 +1,8 @@
 //! The MCP Events extension on `/mcp` (`io.modelcontextprotocol/events`), driven with real
 //! turns: negotiated per request (advertised to, and served for, clients that declare it),
-//! listed, polled with a cursor that resumes without repeats and per tenant, streamed as it
-//! happens, and delivered as webhooks that the Standard Webhooks reference library verifies,
+//! listed, polled with a cursor that resumes without repeats and per tenant, each event type from
+//! what makes it (a turn's end, a permission request, a schedule run, a spent budget), streamed
+//! as it happens, and delivered as webhooks that the Standard Webhooks reference library verifies,
 //! until the subscription's TTL runs out, and again after a restart once the client refreshes.
 //!
 //! No official MCP SDK speaks the extension yet (the Python `mcp` 2.3.0 has no `events/*`;
@@ -15,9 +16,10 @@ use serde_json::{json, Value};
 
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mcp::{modern_meta, McpAnswer, McpHttp, HANDSHAKE_VERSION, MODERN_VERSION};
-use harness_tests::mock::MockApi;
+use harness_tests::mock::{MockApi, Reply};
 use harness_tests::util::{eventually, eventually_async};
 use harness_tests::webhooks::Receiver;
+use orchestrator::config::ApprovalMode;
 use orchestrator::webhooks::Signer;
 
 use crate::metrics::value;
@@ -52,7 +54,12 @@ async fn request(mcp: &McpHttp, method: &str, mut params: Value, declares: bool)
 
 /// `events/poll` of `turn.ended` from `cursor`: the result.
 async fn poll(mcp: &McpHttp, cursor: Value, arguments: Value) -> Value {
-    let params = json!({"name": "turn.ended", "arguments": arguments, "cursor": cursor});
+    poll_of(mcp, "turn.ended", cursor, arguments).await
+}
+
+/// `events/poll` of `name` from `cursor`: the result.
+async fn poll_of(mcp: &McpHttp, name: &str, cursor: Value, arguments: Value) -> Value {
+    let params = json!({"name": name, "arguments": arguments, "cursor": cursor});
     let answer = request(mcp, "events/poll", params, true).await;
     assert_eq!(answer.status, StatusCode::OK, "{answer:?}");
     answer.result().clone()
@@ -222,6 +229,104 @@ async fn events_are_negotiated_listed_and_polled_per_tenant_resuming_without_rep
     let bad = json!({"name": "turn.ended", "cursor": "not-ours"});
     let bad = request(&acme_mcp, "events/poll", bad, true).await;
     assert_eq!(bad.last()["error"]["code"], -32602, "{bad:?}");
+    daemon.stop().await;
+}
+
+/// Polls `name` from `cursor` until it returns an event: that event.
+async fn first_event(mcp: &McpHttp, name: &str, cursor: &Value, arguments: &Value) -> Value {
+    let polling = async {
+        loop {
+            let polled = poll_of(mcp, name, cursor.clone(), arguments.clone()).await;
+            if !polled["events"][0].is_null() {
+                return polled["events"][0].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, polling)
+        .await
+        .unwrap_or_else(|_| panic!("no {name} event in time"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_request_and_a_schedule_run_are_events_of_their_own() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| {
+        c.claude.builtin_tools = Some("Bash".into());
+        c.approvals.mode = ApprovalMode::Ask;
+    })
+    .await;
+    let mcp = McpHttp::new(&daemon.base, None);
+    let thread = daemon.create_thread().await;
+    let arguments = json!({"threadId": thread});
+    let asked_from = poll_of(&mcp, "permission.requested", Value::Null, arguments.clone()).await;
+    let runs_from = poll_of(&mcp, "schedule.run", Value::Null, arguments.clone()).await;
+
+    let body = json!({"cron": "0 0 1 1 *", "threadId": thread, "prompt": "yearly"});
+    let (status, schedule) = daemon.post("/api/schedules", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{schedule}");
+    let schedule = schedule["id"].as_str().expect("an id").to_owned();
+    let (status, started) = daemon
+        .post(&format!("/api/schedules/{schedule}/run"), json!(null))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let run = first_event(&mcp, "schedule.run", &runs_from["cursor"], &arguments).await;
+    assert_eq!(run["data"]["scheduleId"], schedule.as_str(), "{run}");
+    assert_eq!(run["data"]["runId"], started["runId"], "{run}");
+    assert_eq!(run["data"]["trigger"], "manual", "{run}");
+
+    mock.once_when_prompt_contains(
+        "run it",
+        Reply::tool_use(
+            "Bash",
+            json!({"command": "touch events-test", "description": "d"}),
+        ),
+    );
+    let path = format!("/api/threads/{thread}/messages?wait=false");
+    let (status, queued) = daemon.post(&path, json!({"content": "run it"})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    let asked = first_event(
+        &mcp,
+        "permission.requested",
+        &asked_from["cursor"],
+        &arguments,
+    )
+    .await;
+    assert_eq!(asked["data"]["toolName"], "Bash", "{asked}");
+    assert_eq!(
+        asked["data"]["input"]["command"], "touch events-test",
+        "{asked}"
+    );
+    let request = asked["data"]["requestId"].as_str().expect("a request id");
+    // The event names what answers it.
+    let answer = format!("/api/threads/{thread}/permissions/{request}");
+    let (status, answered) = daemon.post(&answer, json!({"decision": "deny"})).await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_is_a_budget_reached_and_a_refused_turn_ended() {
+    let mock = MockApi::start().await;
+    let daemon = TestDaemon::start(&mock, |c| c.budget.daily_usd = Some(0.000001)).await;
+    let mcp = McpHttp::new(&daemon.base, None);
+    let from = poll_of(&mcp, "budget.reached", Value::Null, json!({})).await;
+    let first = daemon.create_thread().await;
+    daemon.reply(&first, "spend it").await;
+    let other = daemon.create_thread().await;
+    let (status, body) = daemon.send(&other, "anything left?").await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{body}");
+
+    let reached = first_event(&mcp, "budget.reached", &from["cursor"], &json!({})).await;
+    assert_eq!(reached["data"]["threadId"], other.as_str(), "{reached}");
+    assert_eq!(reached["data"]["budget"], "daily", "{reached}");
+    assert!(reached["data"]["spentUsd"].is_number(), "{reached}");
+    // The same stored event is the turn's end, refused: another occurrence, another id.
+    let arguments = json!({"threadId": other});
+    let ended = first_event(&mcp, "turn.ended", &from["cursor"], &arguments).await;
+    assert_eq!(ended["data"]["status"], "refused", "{ended}");
+    assert_ne!(ended["eventId"], reached["eventId"]);
+    assert_eq!(ended["cursor"], reached["cursor"]);
     daemon.stop().await;
 }
 
