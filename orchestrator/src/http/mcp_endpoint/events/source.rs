@@ -185,3 +185,115 @@ pub async fn read(
     batch.cursor = Some(cursor);
     Ok(batch)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::caller::Scope;
+    use crate::http::mcp_endpoint::events::model::{read_params, EventName};
+    use crate::store::NewThread;
+
+    fn tenant(name: &str) -> Caller {
+        Caller {
+            subject: format!("key-of-{name}"),
+            tenant: Some(name.to_owned()),
+            scopes: vec![Scope::ThreadsRead],
+        }
+    }
+
+    async fn thread(store: &Store, tenant: &str) -> ThreadId {
+        let new = NewThread {
+            tenant: Some(tenant.to_owned()),
+            ..NewThread::default()
+        };
+        store.create_thread(new).await.expect("a thread").id
+    }
+
+    async fn ended(store: &Store, thread: &ThreadId, kind: &str) -> i64 {
+        let data = json!({"messageId": "msg_1", "status": "error", "cause": "error", "error": "x"});
+        let row = store.append_event(thread, None, kind, &data).await;
+        row.expect("stored").id
+    }
+
+    /// The rows of the occurrences of a read, its cursor and whether it has more.
+    async fn check(
+        store: &Store,
+        caller: &Caller,
+        from: i64,
+        params: serde_json::Value,
+    ) -> (Vec<i64>, i64, bool) {
+        let params = read_params(&params).expect("params");
+        let batch = read(store, caller, &params, Cursor(from))
+            .await
+            .expect("read");
+        let rows = batch.occurrences.iter().map(|o| o.row).collect();
+        (rows, batch.cursor.expect("a cursor").0, batch.has_more)
+    }
+
+    /// Each tenant reads its own threads' events, in id order across threads; the cursor goes
+    /// past what was read or passed over, and stops after the last one given when `maxEvents`
+    /// cuts a read short.
+    #[tokio::test]
+    async fn a_read_is_the_callers_threads_in_order_and_resumes_where_it_stopped() {
+        let store = Store::open(":memory:").await.expect("a store");
+        let (a1, a2, g) = (
+            thread(&store, "acme").await,
+            thread(&store, "acme").await,
+            thread(&store, "globex").await,
+        );
+        let first = ended(&store, &a1, "turn_failed").await;
+        let theirs = ended(&store, &g, "turn_failed").await;
+        let second = ended(&store, &a2, "turn_failed").await;
+        let noise = ended(&store, &a1, "text_delta").await;
+        let third = ended(&store, &a1, "turn_failed").await;
+        let (acme, globex) = (tenant("acme"), tenant("globex"));
+        let all = json!({"name": EventName::TurnEnded.as_str()});
+
+        assert_eq!(
+            check(&store, &acme, 0, all.clone()).await,
+            (vec![first, second, third], third, false)
+        );
+        assert_eq!(
+            check(&store, &globex, 0, all.clone()).await,
+            (vec![theirs], theirs, false)
+        );
+        let every = check(&store, &Caller::operator(), 0, all.clone()).await;
+        assert_eq!(every.0, [first, theirs, second, third]);
+
+        let two = json!({"name": "turn.ended", "maxEvents": 2});
+        assert_eq!(
+            check(&store, &acme, 0, two.clone()).await,
+            (vec![first, second], second, true)
+        );
+        assert_eq!(
+            check(&store, &acme, second, two).await,
+            (vec![third], third, false)
+        );
+        assert!(noise > second, "the text delta in between is passed over");
+        assert_eq!(
+            check(&store, &acme, third, all.clone()).await,
+            (vec![], third, false)
+        );
+
+        let one = json!({"name": "turn.ended", "arguments": {"threadId": a2.as_str()}});
+        assert_eq!(check(&store, &acme, 0, one).await.0, [second]);
+        let filter = Filter {
+            thread_id: Some(g.as_str().to_owned()),
+            tags: Vec::new(),
+        };
+        let refused = threads(&store, &acme, &filter)
+            .await
+            .expect_err("not acme's");
+        assert!(matches!(refused, ReadError::Invalid(_)), "{refused}");
+        assert_eq!(
+            now(&store, &acme, &Filter::default()).await.expect("now"),
+            Cursor(third)
+        );
+        assert_eq!(
+            now(&store, &globex, &Filter::default()).await.expect("now"),
+            Cursor(theirs)
+        );
+    }
+}
