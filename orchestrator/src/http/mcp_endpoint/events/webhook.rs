@@ -58,6 +58,8 @@ struct Inner {
 struct Live {
     caller: Caller,
     subscription: Subscription,
+    /// Occurrences older than this are not sent (a gap is, in their place).
+    max_age_ms: Option<u64>,
     url: String,
     signer: Signer,
     expires: DateTime<Utc>,
@@ -103,7 +105,7 @@ impl Subscriptions {
         }
         let signer = Signer::new([params.secret.as_str()])
             .map_err(|err| ReadError::Invalid(format!("`delivery.secret`: {err}")))?;
-        let subscription = params.read.subscription;
+        let (subscription, max_age_ms) = (params.read.subscription, params.read.max_age_ms);
         // The arguments must name threads the caller may read.
         source::threads(&inner.store, caller, &subscription.filter).await?;
         let id = subscription_id(caller, &subscription, &params.url);
@@ -123,6 +125,7 @@ impl Subscriptions {
                 Live {
                     caller: caller.clone(),
                     subscription,
+                    max_age_ms,
                     url: params.url,
                     signer,
                     expires,
@@ -221,7 +224,7 @@ impl Subscriptions {
             subscription: sub.subscription.clone(),
             cursor: Some(sub.cursor),
             max_events: super::model::DEFAULT_MAX_EVENTS,
-            max_age_ms: None,
+            max_age_ms: sub.max_age_ms,
         };
         let batch = match source::read(&inner.store, &sub.caller, &read, sub.cursor).await {
             Ok(batch) => batch,
