@@ -7,7 +7,7 @@ SECRET `@PATH` reads the secret from PATH at each request (one the daemon hands 
 as a thread's own `callbackSecret`).
 
 Prints its port on the first line of stdout. Appends one JSON line per request to OUT_FILE:
-{"id", "type", "data", "verified", "answered"}. A request fails (500) with probability
+{"id", "type", "data", "path", "payload", "verified", "answered"}. A request fails (500) with probability
 FAIL_RATE, and always while FAIL_WHILE_FILE exists. A bad signature is answered 400.
 """
 
@@ -55,6 +55,8 @@ class Handler(BaseHTTPRequestHandler):
                     "id": headers.get("webhook-id"),
                     "type": payload.get("type"),
                     "data": payload.get("data"),
+                    "path": self.path,
+                    "payload": payload,
                     "verified": verified,
                     "answered": answered,
                 }) + "\n")

@@ -46,7 +46,7 @@ impl Receiver {
         }
     }
 
-    /// Every request so far, in order: `{id, type, data, verified, answered}`.
+    /// Every request so far, in order: `{id, type, data, path, payload, verified, answered}`.
     pub fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.out)
             .unwrap_or_default()

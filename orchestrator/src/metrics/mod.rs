@@ -59,7 +59,9 @@
 //! | `harness_tool_call_duration_seconds` | histogram | `tool` | one tool call, validation to result |
 //! | `harness_tool_schema_failures_total` | counter | `tool` | inputs rejected by the tool's schema |
 //! | `harness_tool_output_schema_failures_total` | counter | `tool` | structured results that failed the tool's own output schema (answered as an `isError` result naming the path) |
-//! | `harness_mcp_http_requests_total` | counter | `method`: `initialize`, `server/discover`, `tools/list`, `tools/call` | requests to the MCP endpoint `/mcp` from outside clients |
+//! | `harness_mcp_http_requests_total` | counter | `method`: `initialize`, `server/discover`, `tools/list`, `tools/call`, `events/list`, `events/poll`, `events/stream`, `events/subscribe`, `events/unsubscribe` | requests to the MCP endpoint `/mcp` from outside clients |
+//! | `harness_mcp_event_subscriptions` | gauge | | webhook subscriptions of the MCP Events extension (`events/subscribe`) live now |
+//! | `harness_mcp_event_subscriptions_expired_total` | counter | | those that expired: not refreshed within their TTL |
 //! | `harness_permission_decisions_total` | counter | `decision`: `allow`, `deny`; `by`: `rule`, `person`, `timeout`, `policy`, `interrupt` | tool permissions the CLI asked for (`can_use_tool`), as decided |
 //! | `harness_permissions_pending` | gauge | | tool permissions waiting for a person now |
 //! | `harness_sqlite_query_duration_seconds` | histogram | `query`: the store method | one store call, pool wait included (on PostgreSQL too: the name predates it and is kept for dashboards) |

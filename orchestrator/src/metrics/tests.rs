@@ -369,6 +369,12 @@ fn every_series_renders_as_dashboards_expect() {
         # HELP harness_mcp_http_requests Requests to the MCP endpoint /mcp from outside clients, by method.
         # TYPE harness_mcp_http_requests counter
         harness_mcp_http_requests_total{method="tools/list"} 1
+        # HELP harness_mcp_event_subscriptions Webhook subscriptions (MCP Events, events/subscribe) live now.
+        # TYPE harness_mcp_event_subscriptions gauge
+        harness_mcp_event_subscriptions 0
+        # HELP harness_mcp_event_subscriptions_expired Webhook subscriptions (MCP Events) that expired, not refreshed within their TTL.
+        # TYPE harness_mcp_event_subscriptions_expired counter
+        harness_mcp_event_subscriptions_expired_total 0
         # HELP harness_sqlite_query_duration_seconds Latency of store calls, by store method.
         # TYPE harness_sqlite_query_duration_seconds histogram
         harness_sqlite_query_duration_seconds_sum{query="get_thread"} _

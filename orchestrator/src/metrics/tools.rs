@@ -5,6 +5,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 series! {
@@ -25,6 +26,12 @@ series! {
         /// Requests to `/mcp` from outside MCP clients, by method.
         http_requests: Family<MethodLabel, Counter> => "mcp_http_requests",
             "Requests to the MCP endpoint /mcp from outside clients, by method";
+        /// Webhook subscriptions of the Events extension (`events/subscribe`) live now.
+        event_subscriptions: Gauge => "mcp_event_subscriptions",
+            "Webhook subscriptions (MCP Events, events/subscribe) live now";
+        /// Those that ended because their TTL ran out before a refresh.
+        event_subscriptions_expired: Counter => "mcp_event_subscriptions_expired",
+            "Webhook subscriptions (MCP Events) that expired, not refreshed within their TTL";
     }
 }
 
@@ -71,6 +78,17 @@ impl ToolMetrics {
         self.http_requests
             .get_or_create(&MethodLabel { method })
             .inc();
+    }
+
+    /// Sets how many webhook subscriptions of the Events extension live now.
+    pub fn event_subscriptions(&self, live: usize) {
+        self.event_subscriptions
+            .set(i64::try_from(live).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a webhook subscription of the Events extension that expired.
+    pub fn event_subscription_expired(&self) {
+        self.event_subscriptions_expired.inc();
     }
 
     /// Counts a structured result that failed the tool's own output schema.

@@ -414,14 +414,21 @@ pub(super) fn doors(
         cluster.clone(),
         config.claude_workdir(),
     );
-    let mcp_endpoint = Arc::new(McpEndpoint::new(
-        plugins,
-        ThreadsPlugin::new(threads.clone(), config.turn.timeout),
-        mcp.clone(),
-        pipeline.clone(),
-        config.tools.timeout,
-        store.clone(),
-    )?);
+    let mcp_endpoint = Arc::new(
+        McpEndpoint::new(
+            plugins,
+            ThreadsPlugin::new(threads.clone(), config.turn.timeout),
+            mcp.clone(),
+            pipeline.clone(),
+            config.tools.timeout,
+            store.clone(),
+        )?
+        .with_events(crate::http::mcp_endpoint::events::Events::new(
+            store.clone(),
+            bus.webhooks.clone(),
+            mcp.metrics().clone(),
+        )),
+    );
     let metrics = Arc::new(Metrics::new(
         pool.metrics(),
         mcp.metrics(),

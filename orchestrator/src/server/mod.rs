@@ -390,7 +390,8 @@ impl Daemon {
     /// The work the daemon starts itself: the heartbeat and the webhook deliveries (until
     /// `heartbeat_stop`, through the grace period: turns ending in it are announced too), the
     /// re-drive of cut turns (before anything sent from now on; on a cluster, also those of
-    /// peers that die later), the schedules and the retention pass (until `stopping`).
+    /// peers that die later), the schedules, the MCP event webhooks and streams and the
+    /// retention pass (until `stopping`).
     async fn spawn_background_work(
         &self,
         stopping: &CancellationToken,
@@ -421,6 +422,9 @@ impl Daemon {
                 .spawn(&self.background, every, stopping.clone());
         }
         self.schedules.start(&self.background, stopping.clone());
+        if let Some(events) = self.mcp_endpoint.events() {
+            events.start(&self.background, stopping.clone());
+        }
         crate::retention::Retention::new(
             self.store.clone(),
             &self.config.audit,

@@ -285,14 +285,28 @@ impl Webhooks {
             "data": delivery.data,
         })
         .to_string();
+        self.post_signed(&endpoint.url, &endpoint.signer, &delivery.id, body)
+            .await
+    }
+
+    /// POSTs `body` to `url` as message `id`, signed with `signer`, on the guarded client: the
+    /// status code, or why there is none. Every webhook goes out here (the MCP Events
+    /// extension's too).
+    pub async fn post_signed(
+        &self,
+        url: &str,
+        signer: &Signer,
+        id: &str,
+        body: String,
+    ) -> Result<u16, String> {
         let timestamp = Utc::now().timestamp();
-        let signature = endpoint.signer.sign(&delivery.id, timestamp, &body);
+        let signature = signer.sign(id, timestamp, &body);
         let response = self
             .inner
             .http
-            .post(&endpoint.url)
+            .post(url)
             .header("content-type", "application/json")
-            .header("webhook-id", &delivery.id)
+            .header("webhook-id", id)
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
             .body(body)
@@ -300,6 +314,11 @@ impl Webhooks {
             .await
             .map_err(|err| describe(&err))?;
         Ok(response.status().as_u16())
+    }
+
+    /// The `[webhooks]` settings: targets, timeouts, retries.
+    pub fn settings(&self) -> &WebhooksConfig {
+        &self.inner.settings
     }
 }
 
@@ -310,7 +329,7 @@ fn callback_endpoint(thread: &plugin_contract::ThreadId) -> String {
 
 /// The wait before attempt `attempts + 1`: `retry_min` × 2^(attempts − 1), at most `retry_max`,
 /// then between half and all of it (jitter, so endpoints that come back are not hit at once).
-fn backoff(settings: &WebhooksConfig, attempts: i64) -> Duration {
+pub(crate) fn backoff(settings: &WebhooksConfig, attempts: i64) -> Duration {
     let exponent = u32::try_from(attempts.saturating_sub(1).clamp(0, 30)).unwrap_or(30);
     let full = settings
         .retry_min

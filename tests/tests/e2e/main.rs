@@ -21,6 +21,7 @@ mod lifecycle;
 mod load;
 mod managed;
 mod mcp;
+mod mcp_events;
 mod metrics;
 mod oauth;
 mod openapi;
