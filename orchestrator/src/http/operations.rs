@@ -250,6 +250,10 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(POST, "/mcp", READ).carrying(Body::Message),
     Operation::new(GET, "/mcp", READ),
     Operation::new(DELETE, "/mcp", READ),
+    // A2A: reading tasks; each method that changes something checks `threads:write` (and an
+    // answer to input-required `approvals`) itself (`http::a2a::needs`). A message is text.
+    Operation::open(GET, "/.well-known/agent-card.json"),
+    Operation::new(POST, "/a2a", READ),
 ];
 
 /// The operation `method route` (`route` as axum matched it, a template).
