@@ -322,9 +322,7 @@ impl Webhooks {
             .map_err(|err| describe(&err))?;
         Ok(response.status().as_u16())
     }
-}
 
-impl Webhooks {
     /// The A2A status update `delivery` stands for: its task is the user message it names, or
     /// for a permission the message it was asked in.
     async fn a2a_body(&self, delivery: &DeliveryRow) -> Result<serde_json::Value, String> {

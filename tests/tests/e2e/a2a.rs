@@ -2,7 +2,7 @@
 //! agent framework drives it: the Agent Card, a blocking send, a stream, a task read back, an
 //! input-required task (a Bash permission in approvals mode `ask`) answered `allow`, push
 //! notifications to the script's own receiver (token and signature checked), a cancel mid-turn,
-//! and A2A's error codes. Then, with raw JSON-RPC: another tenant's key finds no such task, and a
+//! and A2A's error codes; the sends in the audit log. Then, with raw JSON-RPC: another tenant's key finds no such task, and a
 //! key without `threads:write` is refused with 403.
 
 use std::time::Duration;
@@ -163,6 +163,35 @@ async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
     assert_eq!(
         report["errors"],
         json!({"unknownTask": "TaskNotFound", "cancelEnded": "TaskNotCancelable"})
+    );
+
+    // What changed something is in the audit log, with its thread.
+    let (status, audit, _) = crate::support::call(
+        &daemon.base,
+        Some(OPERATOR),
+        Method::GET,
+        "/api/audit",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{audit}");
+    let entries = audit["entries"].as_array().expect("entries");
+    let sent = entries
+        .iter()
+        .filter(|e| e["action"] == "a2a SendMessage" && e["threadId"] == context)
+        .count();
+    assert_eq!(sent, 1, "the first send, audited: {audit}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["action"] == "a2a SendStreamingMessage"
+                && e["threadId"] == context
+                && e["path"] == "/a2a"),
+        "{audit}"
+    );
+    assert!(
+        !entries.iter().any(|e| e["action"] == "a2a GetTask"),
+        "reading is not audited: {audit}"
     );
 
     // Another tenant's key: no such task. A reader: 403 on a send.

@@ -15,7 +15,8 @@
 //! token as `/mcp` is: `threads:read` to reach it; a method that changes something checks
 //! `threads:write` itself, [`needs`]). Refusals of the credential are HTTP 401/403 as on
 //! `/api`; everything else is a JSON-RPC answer (HTTP 200), errors with A2A's codes. A task of a
-//! thread the caller does not see is "task not found" (`-32001`).
+//! thread the caller does not see is "task not found" (`-32001`). The methods that change
+//! something are written to the audit log (action `a2a <Method>`), beside `/api`'s and `/mcp`'s.
 //!
 //! Files: this one (routes, dispatch, errors), `wire.rs` (the protocol's JSON, no IO),
 //! `methods.rs` (each method over the service), `watch.rs` (a turn followed through its
@@ -24,9 +25,13 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use plugin_contract::ThreadId;
 use serde_json::Value;
 
 use super::access::{forbidden, ScopeChallenge};
@@ -121,6 +126,7 @@ pub async fn rpc(
     State(state): State<ApiState>,
     Extension(caller): Extension<Caller>,
     challenge: Option<Extension<ScopeChallenge>>,
+    connected: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -141,20 +147,46 @@ pub async fn rpc(
         let said = challenge.of(&caller, &headers, "/a2a", scope);
         super::oauth::with_challenge(forbidden(scope), &said)
     };
+    let changes = needs(method) == Some(Scope::ThreadsWrite);
+    let audit = |thread: Option<ThreadId>, status: StatusCode| {
+        let remote = connected.as_ref().map(|c| c.0 .0.to_string());
+        let (state, caller) = (state.clone(), caller.clone());
+        async move {
+            let entry = super::audit::Entry {
+                caller: &caller,
+                action: &format!("a2a {method:?}"),
+                path: "/a2a",
+                thread: thread.as_ref(),
+                status,
+                remote: remote.as_deref(),
+            };
+            if changes {
+                super::audit::write(&state.store, entry).await;
+            }
+        }
+    };
     if let Some(scope) = needs(method).filter(|scope| !caller.has(*scope)) {
+        audit(None, StatusCode::FORBIDDEN).await;
         return refuse(scope);
     }
     let params = &request.params;
     let answered = match method {
         Method::SendStreamingMessage | Method::SubscribeToTask => {
             let streamed = match method {
-                Method::SubscribeToTask => watch::subscribe(state, caller.clone(), request).await,
-                _ => watch::send(state, caller.clone(), request).await,
+                Method::SubscribeToTask => {
+                    watch::subscribe(state.clone(), caller.clone(), request).await
+                }
+                _ => watch::send(state.clone(), caller.clone(), request).await,
             };
             return match streamed {
-                Ok(stream) => stream,
-                Err(Fail::Rpc(err)) => Json(wire::failure(&id, &err)).into_response(),
-                Err(Fail::Forbidden(scope)) => refuse(scope),
+                Ok((stream, thread)) => {
+                    audit(Some(thread), StatusCode::OK).await;
+                    stream
+                }
+                Err(fail) => {
+                    audit(None, fail.status()).await;
+                    fail.answer(&id, refuse)
+                }
             };
         }
         Method::SendMessage => methods::send(&state, &caller, params).await,
@@ -179,9 +211,39 @@ pub async fn rpc(
         )),
     };
     match answered {
-        Ok(result) => Json(wire::success(&id, result)).into_response(),
-        Err(Fail::Rpc(err)) => Json(wire::failure(&id, &err)).into_response(),
-        Err(Fail::Forbidden(scope)) => refuse(scope),
+        Ok(result) => {
+            audit(wire::context_of(&result), StatusCode::OK).await;
+            Json(wire::success(&id, result)).into_response()
+        }
+        Err(fail) => {
+            audit(None, fail.status()).await;
+            fail.answer(&id, refuse)
+        }
+    }
+}
+
+impl Fail {
+    /// The status the audit log records for it, as `/api` would have answered.
+    fn status(&self) -> StatusCode {
+        match self {
+            Fail::Forbidden(_) => StatusCode::FORBIDDEN,
+            Fail::Rpc(err) => match err.code {
+                RpcError::TASK_NOT_FOUND => StatusCode::NOT_FOUND,
+                RpcError::TASK_NOT_CANCELABLE | RpcError::UNSUPPORTED_OPERATION => {
+                    StatusCode::CONFLICT
+                }
+                RpcError::INTERNAL => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            },
+        }
+    }
+
+    /// The answer to request `id`: a JSON-RPC error, or `refuse`'s 403.
+    fn answer(self, id: &Value, refuse: impl FnOnce(Scope) -> Response) -> Response {
+        match self {
+            Fail::Rpc(err) => Json(wire::failure(id, &err)).into_response(),
+            Fail::Forbidden(scope) => refuse(scope),
+        }
     }
 }
 

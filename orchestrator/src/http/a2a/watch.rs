@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use plugin_contract::ThreadId;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -118,29 +119,32 @@ pub(super) async fn ended(
     Ok(view)
 }
 
-/// `SendStreamingMessage`: the turn started (or the task answered), then its events as SSE.
+/// `SendStreamingMessage`: the turn started (or the task answered), then its events as SSE; and
+/// the turn's thread.
 pub(super) async fn send(
     state: ApiState,
     caller: Caller,
     request: Request,
-) -> Result<Response, Fail> {
+) -> Result<(Response, ThreadId), Fail> {
     let send = wire::send(&request.params)?;
     let view = methods::begin(&state, &caller, &send).await?;
-    stream(state, caller, request.id, view).await
+    let thread = view.thread.clone();
+    Ok((stream(state, caller, request.id, view).await?, thread))
 }
 
-/// `SubscribeToTask`: the events of a task that has not ended, as SSE.
+/// `SubscribeToTask`: the events of a task that has not ended, as SSE; and the task's thread.
 pub(super) async fn subscribe(
     state: ApiState,
     caller: Caller,
     request: Request,
-) -> Result<Response, Fail> {
+) -> Result<(Response, ThreadId), Fail> {
     let task = MessageId::from_string(wire::task_id(&request.params, "id")?);
     let view = state.threads.turn(&caller, &task).await?;
     if view.state.is_final() {
         return Err(RpcError::unsupported(format!("task {task} has ended")).into());
     }
-    stream(state, caller, request.id, view).await
+    let thread = view.thread.clone();
+    Ok((stream(state, caller, request.id, view).await?, thread))
 }
 
 /// The SSE answer: each frame a JSON-RPC response with the request's `id`, holding a

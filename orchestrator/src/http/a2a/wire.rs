@@ -6,6 +6,8 @@
 
 use serde_json::{json, Value};
 
+use plugin_contract::ThreadId;
+
 use crate::api::a2a::{agent_text, status_update, TaskState};
 use crate::launch::ProfileInfo;
 use crate::service::{TurnState, TurnView};
@@ -296,6 +298,15 @@ pub fn task_id(params: &Value, field: &str) -> Result<String, RpcError> {
         .filter(|id| !id.is_empty())
         .map(str::to_owned)
         .ok_or_else(|| RpcError::invalid_params(format!("params.{field} names the task")))
+}
+
+/// The context (thread) a method's result names: a task's, or a push config's.
+pub fn context_of(result: &Value) -> Option<ThreadId> {
+    let task = result.get("task").unwrap_or(result);
+    task.get("contextId")
+        .or_else(|| result.get("taskId").and(result.get("id")))
+        .and_then(Value::as_str)
+        .map(ThreadId::from_string)
 }
 
 /// The A2A state a turn is in.

@@ -249,6 +249,24 @@ fn requests_and_answers_are_json_rpc() {
 }
 
 #[test]
+fn a_result_names_its_context() {
+    let of = |result: Value| context_of(&result).map(|t| t.as_str().to_owned());
+    assert_eq!(
+        of(json!({"task": {"id": "msg_1", "contextId": "thr_1"}})).as_deref(),
+        Some("thr_1")
+    );
+    assert_eq!(
+        of(json!({"id": "msg_1", "contextId": "thr_2"})).as_deref(),
+        Some("thr_2")
+    );
+    assert_eq!(
+        of(json!({"id": "thr_3", "taskId": "msg_1", "url": "u"})).as_deref(),
+        Some("thr_3")
+    );
+    assert_eq!(of(json!({"configs": []})), None);
+}
+
+#[test]
 fn the_card_offers_json_rpc_bearer_streaming_and_push() {
     let card = card("http://h/a2a", None);
     assert_eq!(card["supportedInterfaces"][0]["url"], "http://h/a2a");
