@@ -11,7 +11,9 @@ The one argument is a JSON object: `base` (the daemon's URL), `token` (its beare
 5. input-required: a send whose turn asks for Bash (approvals `ask`), carrying a push config;
    a second push config registered on the task (`CreateTaskPushNotificationConfig`); the task
    answered `allow` with a data part; the pushes the receiver got, their tokens and signatures;
-6. cancel: a send that returns at once on a slow turn, then `CancelTask`;
+   the config read back (`GetTaskPushNotificationConfig`, `ListTaskPushNotificationConfigs`);
+6. cancel: a send that returns at once on a slow turn, followed with `SubscribeToTask`, then
+   `CancelTask` once the subscription has its first event; the subscription's last state;
 7. errors: an unknown task, a cancel of an ended task.
 
 Every wait is bounded: the pushes are awaited with a timeout, never slept for.
@@ -34,8 +36,11 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskPushNotificationConfig,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
@@ -207,10 +212,18 @@ async def main():
             request(message(data={"decision": "allow"}, context=asked.context_id, task=asked.id)),
         )
         done_push = PUSHES.wait_for(asked.id, "TASK_STATE_COMPLETED")
+        read_back = await blocking.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=asked.id, id=registered.id)
+        )
+        listed = await blocking.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=asked.id)
+        )
         report["inputRequired"] = {
             "askedState": state(asked),
             "askedText": MessageToDict(asked)["status"].get("message", {}).get("parts", [{}])[0].get("text"),
             "registeredUrl": registered.url,
+            "readBackUrl": read_back.url,
+            "listedUrls": [config.url for config in listed.configs],
             "answeredState": state(answered),
             "answeredId": answered.id,
             "taskId": asked.id,
@@ -224,10 +237,29 @@ async def main():
             "donePushForgedFails": done_push is not None and not verified(*done_push, one),
         }
 
-        # 6. Cancel mid-turn.
+        # 6. Cancel mid-turn, while a subscription follows the task.
         slow = await last_task(polling, request(message("take your time")))
+        subscribed = asyncio.Event()
+
+        async def follow():
+            frames = []
+            async for event in streaming.subscribe(SubscribeToTaskRequest(id=slow.id)):
+                frames.append(MessageToDict(event))
+                subscribed.set()
+            return frames
+
+        follower = asyncio.create_task(follow())
+        await asyncio.wait_for(subscribed.wait(), timeout=60)
         canceled = await blocking.cancel_task(CancelTaskRequest(id=slow.id))
-        report["cancel"] = {"startedState": state(slow), "state": state(canceled)}
+        followed = await asyncio.wait_for(follower, timeout=60)
+        report["cancel"] = {
+            "startedState": state(slow),
+            "state": state(canceled),
+            "subscribedKinds": [next(iter(frame)) for frame in followed],
+            "subscribedLast": followed[-1].get("statusUpdate", followed[-1].get("task", {}))
+            .get("status", {})
+            .get("state"),
+        }
 
         # 7. Errors.
         errors = {}

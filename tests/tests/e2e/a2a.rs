@@ -1,7 +1,8 @@
 //! The A2A door against the real CLI, driven by the official A2A Python SDK (a2a-sdk 1.3.0) as an
 //! agent framework drives it: the Agent Card, a blocking send, a stream, a task read back, an
 //! input-required task (a Bash permission in approvals mode `ask`) answered `allow`, push
-//! notifications to the script's own receiver (token and signature checked), a cancel mid-turn,
+//! notifications to the script's own receiver (token and signature checked) and their config read
+//! back, a cancel mid-turn that a subscription to the task sees,
 //! and A2A's error codes; the sends in the audit log. Then, with raw JSON-RPC: another tenant's key finds no such task, and a
 //! key without `threads:write` is refused with 403.
 
@@ -147,6 +148,12 @@ async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
         "completed pushed to the second config: {asked}"
     );
     assert_eq!(asked["donePushForgedFails"], true, "{asked}");
+    assert_eq!(asked["readBackUrl"], asked["registeredUrl"], "{asked}");
+    assert_eq!(
+        asked["listedUrls"],
+        json!([asked["registeredUrl"]]),
+        "{asked}"
+    );
     let tool_ran = mock
         .message_requests()
         .iter()
@@ -159,6 +166,11 @@ async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
     let cancel = &report["cancel"];
     assert_eq!(cancel["startedState"], "TASK_STATE_WORKING", "{cancel}");
     assert_eq!(cancel["state"], "TASK_STATE_CANCELED", "{cancel}");
+    assert_eq!(cancel["subscribedKinds"][0], "task", "{cancel}");
+    assert_eq!(
+        cancel["subscribedLast"], "TASK_STATE_CANCELED",
+        "the subscription ends with the cancel: {cancel}"
+    );
 
     assert_eq!(
         report["errors"],
