@@ -369,6 +369,8 @@ fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
             header::HeaderName::from_static("last-event-id"),
             header::HeaderName::from_static("mcp-protocol-version"),
             header::HeaderName::from_static("mcp-session-id"),
+            // What a2a-sdk clients send with every request.
+            header::HeaderName::from_static("a2a-version"),
         ])
         // A browser's MCP client reads its session id and the scope a refusal names.
         .expose_headers([

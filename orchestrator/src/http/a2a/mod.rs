@@ -83,22 +83,24 @@ pub fn needs(method: Method) -> Option<Scope> {
 }
 
 /// The Agent Card: how to reach Harness over A2A, with every profile as a skill for a caller
-/// that presents a credential (the token or a key with `threads:read`), else one generic skill.
-/// No token needed: discovery comes before credentials.
+/// that presents a credential (the token or a key with `threads:read`), else one generic skill
+/// (a credential that does not authenticate too). No token needed: discovery comes before
+/// credentials.
 #[utoipa::path(get, path = "/.well-known/agent-card.json", operation_id = "a2aAgentCard",
     tag = "a2a",
     responses((status = 200, description = "The A2A v1.0 Agent Card.", body = Object)))]
 pub async fn card(State(state): State<ApiState>, parts: Parts) -> Json<Value> {
-    let profiles = match parts
+    let presented = parts
         .headers
-        .contains_key(axum::http::header::AUTHORIZATION)
-    {
-        true => match super::authenticate(&state, &parts).await {
-            Ok(caller) if caller.has(Scope::ThreadsRead) => Some(state.pool.profiles()),
-            _ => None,
-        },
-        false => None,
-    };
+        .contains_key(axum::http::header::AUTHORIZATION);
+    let mut profiles = None;
+    if presented {
+        if let Ok(caller) = super::authenticate(&state, &parts).await {
+            profiles = caller
+                .has(Scope::ThreadsRead)
+                .then(|| state.pool.profiles());
+        }
+    }
     Json(wire::card(
         &interface_url(&state, &parts.headers),
         profiles.as_deref(),

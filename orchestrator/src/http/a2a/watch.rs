@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Request, RpcError};
 use super::{methods, Fail};
+use crate::api::events::EventKind;
 use crate::caller::Caller;
 use crate::events::Follow;
 use crate::http::ApiState;
@@ -63,7 +64,7 @@ impl Watch {
         loop {
             tokio::select! {
                 next = self.follow.next() => match next? {
-                    Some(row) if row.kind == "text_delta" => continue,
+                    Some(row) if row.kind == EventKind::TextDelta.as_str() => continue,
                     Some(row) if row.message_id.as_ref().is_some_and(|m| *m != self.message) => {
                         continue
                     }
