@@ -12,6 +12,7 @@ The one argument is a JSON object: `base` (the daemon's URL), `token` (its beare
    a second push config registered on the task (`CreateTaskPushNotificationConfig`); the task
    answered `allow` with a data part; the pushes the receiver got, their tokens and signatures;
    the config read back (`GetTaskPushNotificationConfig`, `ListTaskPushNotificationConfigs`);
+   another permission answered `deny` with a text part;
 6. cancel: a send that returns at once on a slow turn, followed with `SubscribeToTask`, then
    `CancelTask` once the subscription has its first event; the subscription's last state;
 7. errors: an unknown task, a cancel of an ended task.
@@ -235,6 +236,18 @@ async def main():
             and done_push[0].get("x-a2a-notification-token") == two
             and verified(*done_push, two),
             "donePushForgedFails": done_push is not None and not verified(*done_push, one),
+        }
+
+        # 5b. Input required, answered `deny` with a text part.
+        refused = await last_task(blocking, request(message("please run the other tool")))
+        denied = await last_task(
+            blocking,
+            request(message("deny", context=refused.context_id, task=refused.id)),
+        )
+        report["deny"] = {
+            "askedState": state(refused),
+            "state": state(denied),
+            "contextId": refused.context_id,
         }
 
         # 6. Cancel mid-turn, while a subscription follows the task.

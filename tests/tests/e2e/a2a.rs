@@ -1,6 +1,7 @@
 //! The A2A door against the real CLI, driven by the official A2A Python SDK (a2a-sdk 1.3.0) as an
 //! agent framework drives it: the Agent Card, a blocking send, a stream, a task read back, an
-//! input-required task (a Bash permission in approvals mode `ask`) answered `allow`, push
+//! input-required task (a Bash permission in approvals mode `ask`) answered `allow` (and another
+//! `deny`), push
 //! notifications to the script's own receiver (token and signature checked) and their config read
 //! back, a cancel mid-turn that a subscription to the task sees,
 //! and A2A's error codes; the sends in the audit log. Then, with raw JSON-RPC: another tenant's key finds no such task, and a
@@ -39,6 +40,13 @@ async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
         Reply::tool_use(
             "Bash",
             json!({"command": "touch a2a-allowed", "description": "d"}),
+        ),
+    );
+    mock.once_when_prompt_contains(
+        "please run the other tool",
+        Reply::tool_use(
+            "Bash",
+            json!({"command": "touch a2a-denied", "description": "d"}),
         ),
     );
     mock.when_prompt_contains(
@@ -161,6 +169,25 @@ async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
     assert!(
         tool_ran,
         "the allowed tool ran and its result reached the model"
+    );
+
+    let deny = &report["deny"];
+    assert_eq!(deny["askedState"], "TASK_STATE_INPUT_REQUIRED", "{deny}");
+    assert_eq!(
+        deny["state"], "TASK_STATE_COMPLETED",
+        "the model read the denial: {deny}"
+    );
+    let path = format!(
+        "/api/threads/{}/permissions?all=true",
+        deny["contextId"].as_str().unwrap_or_default()
+    );
+    let (status, decided, _) =
+        crate::support::call(&daemon.base, Some(OPERATOR), Method::GET, path, None).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["permissions"][0]["status"], "denied", "{decided}");
+    assert_eq!(
+        decided["permissions"][0]["decidedBy"], "person",
+        "{decided}"
     );
 
     let cancel = &report["cancel"];
