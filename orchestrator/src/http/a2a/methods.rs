@@ -1,8 +1,7 @@
 //! Each A2A method that answers once, over the thread service: extract (`wire`), call, map.
 
-use serde_json::{json, Value};
-
 use plugin_contract::{ThreadId, UserContent};
+use serde_json::{json, Value};
 
 use super::wire::{self, RpcError, Send};
 use super::{watch, Fail};

@@ -22,12 +22,11 @@
 //! `methods.rs` (each method over the service), `watch.rs` (a turn followed through its
 //! thread's events: the blocking send, the cancel, the SSE stream).
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::request::Parts;
 use std::net::SocketAddr;
 
-use axum::extract::ConnectInfo;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
