@@ -1,5 +1,6 @@
 //! End-to-end test support for Harness: the real `claude` CLI against a mock Messages API.
 //!
+//! - [`a2a`]: the official A2A Python SDK in a venv, and the script it drives the daemon's A2A door with.
 //! - [`browser`]: real headless Chromium over WebDriver for the web page's tests (installed with apt when missing).
 //! - [`cli`]: finds or installs the pinned CLI under `target/claude-cli/`, the environment that points it at the mock,
 //!   and the CLI's table of built-in tools read from its binary.
@@ -17,6 +18,7 @@
 //!
 //! Errors are `anyhow` here (STYLE 2.5: test support); nothing waits without a timeout (STYLE 2.12).
 
+pub mod a2a;
 pub mod browser;
 pub mod cli;
 pub mod client;

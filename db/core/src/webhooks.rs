@@ -150,7 +150,8 @@ pub trait WebhookQueries {
     /// delivery, or `None` when there is none.
     async fn redeliver(&self, id: &str) -> Result<Option<DeliveryRow>, StoreError>;
 
-    /// Gives `thread` its own endpoint (once, when it is made).
+    /// Gives `thread` its own endpoint: when it is made, or again (an A2A push config), replacing
+    /// the one it had.
     async fn set_thread_callback(
         &self,
         thread: &ThreadId,

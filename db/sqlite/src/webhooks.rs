@@ -236,7 +236,8 @@ async fn set_thread_callback(
     let now = now_text();
     sqlx::query!(
         "INSERT INTO thread_callbacks (thread_id, url, secret, created_at)
-         VALUES (?1, ?2, ?3, ?4)",
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (thread_id) DO UPDATE SET url = excluded.url, secret = excluded.secret",
         thread,
         url,
         secret,

@@ -7,11 +7,13 @@
 //!
 //! Files: this one (`Thread`, `Message`, …), `pages.rs` (pages; their cursors in `cursor.rs`),
 //! `schedules.rs`, `threads.rs`, `events.rs` (`ThreadEvent`, a variant per kind, whence the
-//! OpenAPI SSE schemas), `doc.rs` (the text rules of request fields).
+//! OpenAPI SSE schemas), `doc.rs` (the text rules of request fields), `a2a.rs` (the A2A words
+//! the JSON-RPC door and the push notifications share).
 //!
 //! Kept apart from `http` because the event bus (`events`) and the pipeline build these values
 //! too; this module imports only [`crate::store`] and [`crate::budget`] (for their value types).
 
+pub mod a2a;
 pub mod cursor;
 pub mod doc;
 pub mod events;

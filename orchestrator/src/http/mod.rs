@@ -7,8 +7,9 @@
 //! path, scope, where it runs, body; routing, access and the guard read it), a file per
 //! resource, `page.rs` (the web page), `openapi.rs` (`openapi/`: the config's rules, the security
 //! schemes; `crate::api::doc`: the patterns the handlers check), `error.rs`, `mcp_endpoint/`
-//! (`/mcp`).
+//! (`/mcp`), `a2a/` (`/a2a` and the Agent Card: the A2A door).
 
+pub mod a2a;
 pub mod access;
 mod acp;
 mod archive;
@@ -257,6 +258,10 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
     let acp = OpenApiRouter::new()
         .routes(routes!(acp::connect))
         .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
+    // The A2A door: the JSON-RPC endpoint behind the token and the scope check, as `/mcp` is.
+    let a2a = OpenApiRouter::new()
+        .routes(routes!(a2a::rpc))
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::check));
     let mut routes = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))
         // The web page and this API's document: no token (they hold no data; the page asks for
@@ -276,6 +281,9 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .merge(behind_token(metrics, state))
         .merge(behind_token(mcp, state))
         .merge(behind_token(acp, state))
+        // The Agent Card: no token (discovery); a credential presented shows more.
+        .routes(routes!(a2a::card))
+        .merge(behind_token(a2a, state))
         .nest("/api", behind_token(api, state))
         .nest("/v1", managed_routes(state));
     openapi::add_common_errors(routes.get_openapi_mut());
@@ -374,6 +382,8 @@ fn cors(guard: &guard::Guard) -> tower_http::cors::CorsLayer {
             header::HeaderName::from_static("last-event-id"),
             header::HeaderName::from_static("mcp-protocol-version"),
             header::HeaderName::from_static("mcp-session-id"),
+            // What a2a-sdk clients send with every request.
+            header::HeaderName::from_static("a2a-version"),
         ])
         // A browser's MCP client reads its session id and the scope a refusal names.
         .expose_headers([

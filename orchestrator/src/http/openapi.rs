@@ -73,6 +73,7 @@ mod security;
         (name = "oauth", description = "The built-in OAuth authorization server (`[oauth] builtin`)."),
         (name = "service", description = "Health, metrics, the audit log, the web page, this document."),
         (name = "mcp", description = "Harness as an MCP server."),
+        (name = "a2a", description = "Harness as an A2A (Agent2Agent v1.0) server: the Agent Card and the JSON-RPC endpoint."),
     )
 )]
 pub struct ApiDoc;

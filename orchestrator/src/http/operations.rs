@@ -253,6 +253,10 @@ pub const OPERATIONS: &[Operation] = &[
     // An editor's ACP connection: each call the agent makes for it is an `/api` call of its
     // caller, checked as such.
     Operation::new(GET, "/acp", READ),
+    // A2A: reading tasks; each method that changes something checks `threads:write` (and an
+    // answer to input-required `approvals`) itself (`http::a2a::needs`). A message is text.
+    Operation::open(GET, "/.well-known/agent-card.json"),
+    Operation::new(POST, "/a2a", READ),
 ];
 
 /// The operation `method route` (`route` as axum matched it, a template).

@@ -10,6 +10,8 @@
 //! - [`ThreadService::turn`]: where that turn stands now.
 //! - [`ThreadService::cancel`]: its message withdrawn or its turn interrupted.
 //! - [`ThreadService::answer_permission`]: a person's answer to what the turn waits for.
+//! - [`ThreadService::push_to`], [`ThreadService::pushed_to`]: where the turn's thread tells of
+//!   it (its own webhook endpoint), for a door whose callers register one per turn (A2A).
 
 use chrono::{DateTime, Utc};
 use plugin_contract::ThreadId;
@@ -201,6 +203,37 @@ impl ThreadService {
             }
             Err(AnswerError::Store(err)) => Err(err.into()),
         }
+    }
+
+    /// Makes `url` the thread's own webhook endpoint, signed with `secret`
+    /// (`webhooks::a2a_callback_secret` for an A2A caller's): it replaces the thread's
+    /// `callbackUrl`, and hears of every later turn of the thread too. Checked as a
+    /// `callbackUrl` is.
+    pub async fn push_to(
+        &self,
+        caller: &Caller,
+        thread: &ThreadId,
+        url: &str,
+        secret: &str,
+    ) -> Result<(), ServiceError> {
+        self.check(caller, thread).await?;
+        self.store.require_thread(thread).await?;
+        self.webhooks
+            .check_callback(url)
+            .map_err(|err| ServiceError::Invalid(format!("url: {err}")))?;
+        self.store.set_thread_callback(thread, url, secret).await?;
+        tracing::info!(thread_id = %thread, "Thread endpoint set by a door.");
+        Ok(())
+    }
+
+    /// The thread's own webhook endpoint, if it has one.
+    pub async fn pushed_to(
+        &self,
+        caller: &Caller,
+        thread: &ThreadId,
+    ) -> Result<Option<String>, ServiceError> {
+        self.check(caller, thread).await?;
+        Ok(self.store.thread_callback(thread).await?.map(|c| c.url))
     }
 
     /// The permissions `message`'s turn waits for, oldest first.

@@ -9,7 +9,7 @@ use super::{
 };
 
 impl Store {
-    /// Gives `thread` its own webhook endpoint.
+    /// Gives `thread` its own webhook endpoint, replacing the one it had.
     pub async fn set_thread_callback(
         &self,
         thread: &ThreadId,

@@ -17,6 +17,8 @@
 //!   `POST /api/webhooks/deliveries/{id}/redeliver`. On a cluster each delivery is sent by one
 //!   node at a time; every node works the outbox, so a restart or a takeover loses nothing.
 //! - **Targets** (`target.rs`): no private addresses unless allowed, no redirects, a timeout.
+//! - **A2A push notifications** (`a2a.rs`): a thread's own endpoint that an A2A caller
+//!   registered gets the task's status updates in A2A's shape, through all of the above.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,9 +37,11 @@ use crate::store::{
     expiry_text, now_text, Attempted, DeliveryRow, DeliveryStatus, NewDelivery, Store, StoreError,
 };
 
+mod a2a;
 mod sign;
 pub mod target;
 
+pub use a2a::callback_secret as a2a_callback_secret;
 pub use sign::Signer;
 
 /// Deliveries a node claims at once.
@@ -50,6 +54,8 @@ struct Endpoint {
     signer: Signer,
     /// Empty: every type.
     events: Vec<String>,
+    /// An A2A caller's endpoint (a thread's own): its bodies are A2A's.
+    a2a: Option<a2a::Push>,
 }
 
 impl Endpoint {
@@ -102,6 +108,7 @@ impl Webhooks {
                     url: endpoint.url.clone(),
                     signer,
                     events: endpoint.events.clone(),
+                    a2a: None,
                 },
             );
             if previous.is_some() {
@@ -177,7 +184,12 @@ impl Webhooks {
                     .collect();
                 let callback = inner.store.thread_callback(&event.thread_id).await?;
                 let own = callback_endpoint(&event.thread_id);
-                if let Some(callback) = &callback {
+                // An A2A caller's endpoint hears only what changes a task's state.
+                let heard = callback.as_ref().is_some_and(|callback| {
+                    a2a::parse(&callback.secret).is_none()
+                        || a2a::KINDS.contains(&event.kind.as_str())
+                });
+                if let (Some(callback), true) = (&callback, heard) {
                     targets.push(NewDelivery {
                         endpoint: &own,
                         url: &callback.url,
@@ -268,43 +280,60 @@ impl Webhooks {
             .thread_callback(&delivery.thread_id)
             .await?;
         Ok(callback.and_then(|callback| {
-            let signer = Signer::new([callback.secret.as_str()]).ok()?;
+            let (push, secret) = match a2a::parse(&callback.secret) {
+                Some((push, key)) => (Some(push), key),
+                None => (None, callback.secret.as_str()),
+            };
+            let signer = Signer::new([secret]).ok()?;
             Some(Endpoint {
                 url: callback.url,
                 signer,
                 events: Vec::new(),
+                a2a: push,
             })
         }))
     }
 
     /// POSTs the delivery's body, signed; the status code, or why there is none.
     async fn post(&self, endpoint: &Endpoint, delivery: &DeliveryRow) -> Result<u16, String> {
-        let body = serde_json::json!({
-            "type": delivery.kind,
-            "timestamp": delivery.created_at,
-            "data": delivery.data,
-        })
+        let body = match &endpoint.a2a {
+            None => serde_json::json!({
+                "type": delivery.kind,
+                "timestamp": delivery.created_at,
+                "data": delivery.data,
+            }),
+            Some(_) => self.a2a_body(delivery).await?,
+        }
         .to_string();
-        self.post_signed(&endpoint.url, &endpoint.signer, &delivery.id, body)
+        // An A2A push endpoint reads its token in a header of its own.
+        let token = endpoint.a2a.as_ref().and_then(|push| push.token.as_deref());
+        let headers: Vec<(&str, &str)> = token
+            .map(|token| ("x-a2a-notification-token", token))
+            .into_iter()
+            .collect();
+        let (url, signer) = (&endpoint.url, &endpoint.signer);
+        self.post_signed(url, signer, &delivery.id, body, &headers)
             .await
     }
 
-    /// POSTs `body` to `url` as message `id`, signed with `signer`, on the guarded client: the
-    /// status code, or why there is none. Every webhook goes out here (the MCP Events
-    /// extension's too).
+    /// POSTs `body` to `url` as message `id`, signed with `signer`, with `headers` besides, on
+    /// the guarded client: the status code, or why there is none. Every webhook goes out here
+    /// (the MCP Events extension's and A2A's push notifications too).
     pub async fn post_signed(
         &self,
         url: &str,
         signer: &Signer,
         id: &str,
         body: String,
+        headers: &[(&str, &str)],
     ) -> Result<u16, String> {
         let timestamp = Utc::now().timestamp();
         let signature = signer.sign(id, timestamp, &body);
-        let response = self
-            .inner
-            .http
-            .post(url)
+        let mut request = self.inner.http.post(url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request
             .header("content-type", "application/json")
             .header("webhook-id", id)
             .header("webhook-timestamp", timestamp.to_string())
@@ -319,6 +348,29 @@ impl Webhooks {
     /// The `[webhooks]` settings: targets, timeouts, retries.
     pub fn settings(&self) -> &WebhooksConfig {
         &self.inner.settings
+    }
+
+    /// The A2A status update `delivery` stands for: its task is the user message it names, or
+    /// for a permission the message it was asked in.
+    async fn a2a_body(&self, delivery: &DeliveryRow) -> Result<serde_json::Value, String> {
+        let data = &delivery.data;
+        let task = match (data["messageId"].as_str(), data["requestId"].as_str()) {
+            (Some(message), _) => Some(message.to_owned()),
+            (None, Some(request)) => self
+                .inner
+                .store
+                .permission(&delivery.thread_id, request)
+                .await
+                .map_err(|err| err.to_string())?
+                .and_then(|permission| permission.message_id)
+                .map(|message| message.to_string()),
+            (None, None) => None,
+        };
+        let timestamp = delivery
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        a2a::body(&delivery.kind, data, task.as_deref(), &timestamp)
+            .ok_or_else(|| format!("{} names no task to report", delivery.kind))
     }
 }
 

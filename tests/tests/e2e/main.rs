@@ -1,6 +1,7 @@
 //! End-to-end tests: the daemon on 127.0.0.1:0, the real `claude` CLI, the mock Messages API.
 //! One test binary, a module per feature.
 
+mod a2a;
 mod admission;
 mod approvals;
 mod attachments;

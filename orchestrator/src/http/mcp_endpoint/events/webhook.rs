@@ -283,7 +283,7 @@ impl Subscriptions {
         let sent = self
             .inner
             .webhooks
-            .post_signed(&sub.url, &sub.signer, message, body.to_string())
+            .post_signed(&sub.url, &sub.signer, message, body.to_string(), &[])
             .await;
         debug!(subscription = %id, message, ?sent, "MCP event delivery attempt.");
         matches!(sent, Ok(code) if (200..300).contains(&code))
