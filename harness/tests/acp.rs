@@ -473,3 +473,55 @@ async fn the_editor_chooses_the_mode_and_the_model() {
     assert_eq!(process["permissionMode"], "plan", "{pool}");
     daemon.stop().await;
 }
+
+/// The CLI's to-do list reaches the editor as the agent's plan, not as a tool call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_to_do_list_is_the_plan() {
+    let mock = MockApi::start().await;
+    let root = root();
+    let daemon = daemon(&mock, &root.root, |c| {
+        c.claude.builtin_tools = Some("TodoWrite".into());
+    })
+    .await;
+    let clients = clients().await;
+    let todos = json!({"todos": [
+        {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+        {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+    ]});
+    mock.once_when_prompt_contains("make a plan", Reply::tool_use("TodoWrite", todos));
+    let way = (Sdk::Python, Transport::Network);
+    let fields = json!({"prompt": "make a plan"});
+    let seen = run(
+        &clients,
+        &daemon,
+        Run::new(way, &root.project, "prompt", fields),
+    )
+    .await;
+    assert_eq!(seen["stopReason"], "end_turn", "{seen}");
+    let plans = updates_of(&seen["updates"], "plan");
+    assert_eq!(plans.len(), 1, "{seen}");
+    let entries: Vec<(&str, &str)> = plans[0]["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["content"].as_str().unwrap_or(""),
+                e["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("Read the parser", "completed"),
+            ("Fix the bug", "in_progress")
+        ],
+        "{seen}"
+    );
+    assert!(
+        updates_of(&seen["updates"], "tool_call").is_empty(),
+        "{seen}"
+    );
+    daemon.stop().await;
+}

@@ -16,10 +16,31 @@ pub fn update_for(kind: &str, data: &Value, deltas_seen: bool) -> Option<Value> 
             let thinking = data["thinking"].as_str().filter(|t| !t.is_empty())?;
             Some(chunk("agent_thought_chunk", thinking))
         }
+        // The CLI's to-do list is the agent's plan: shown as one, not as a tool call.
+        "tool_call_started" if data["name"] == "TodoWrite" => plan(&data["input"]),
+        "tool_call_finished" if data["name"] == "TodoWrite" => None,
         "tool_call_started" => Some(tool_call(data)),
         "tool_call_finished" => Some(tool_call_update(data)),
         _ => None,
     }
+}
+
+/// ACP's `plan` from a `TodoWrite` input (`{todos: [{content, status, activeForm}]}`): each
+/// to-do an entry, its status as the CLI keeps it (`pending`, `in_progress`, `completed`, which
+/// are ACP's too), all of one priority (the CLI has none).
+pub fn plan(input: &Value) -> Option<Value> {
+    let entries: Vec<Value> = input["todos"]
+        .as_array()?
+        .iter()
+        .filter_map(|todo| {
+            let status = match todo["status"].as_str()? {
+                status @ ("pending" | "in_progress" | "completed") => status,
+                _ => "pending",
+            };
+            Some(json!({"content": todo["content"].as_str()?, "priority": "medium", "status": status}))
+        })
+        .collect();
+    Some(json!({"sessionUpdate": "plan", "entries": entries}))
 }
 
 /// `{sessionUpdate, content: {type: text, text}}`.
@@ -162,6 +183,38 @@ pub fn replay(message: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_to_do_list_is_the_plan_and_not_a_tool_call() {
+        let input = json!({"todos": [
+            {"content": "Read the parser", "status": "completed", "activeForm": "Reading"},
+            {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing"},
+            {"content": "Test it", "status": "pending", "activeForm": "Testing"},
+        ]});
+        let started = json!({"tool_use_id": "t1", "name": "TodoWrite", "input": input});
+        let plan = update_for("tool_call_started", &started, false).expect("a plan");
+        assert_eq!(plan["sessionUpdate"], "plan");
+        let entries = plan["entries"].as_array().unwrap();
+        let shown: Vec<(&str, &str)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e["content"].as_str().unwrap(),
+                    e["status"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("Read the parser", "completed"),
+                ("Fix the bug", "in_progress"),
+                ("Test it", "pending")
+            ]
+        );
+        let finished = json!({"tool_use_id": "t1", "name": "TodoWrite", "content": "ok"});
+        assert_eq!(update_for("tool_call_finished", &finished, false), None);
+    }
 
     #[test]
     fn turn_events_become_session_updates() {

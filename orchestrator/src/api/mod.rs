@@ -290,7 +290,6 @@ impl From<PermissionRow> for Permission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Origin, Role};
 
     fn thread_row() -> ThreadRow {
         let at = DateTime::parse_from_rfc3339("2026-11-25T10:00:00Z")
@@ -331,29 +330,10 @@ mod tests {
     fn a_message_and_a_tool_call_are_camel_case() {
         let row = thread_row();
         let message = Message::from(MessageRow {
-            id: MessageId::from_string("msg_2"),
             thread_id: row.id.clone(),
-            seq: 2,
-            role: Role::Assistant,
             content: "hello".into(),
-            blocks: None,
-            status: MessageStatus::Done,
-            error: None,
-            client_message_id: None,
-            reply_to: Some(MessageId::from_string("msg_1")),
-            model: None,
-            origin: Origin::User,
-            caller_subject: None,
-            caller_tenant: None,
-            structured_output: None,
-            input_tokens: None,
-            output_tokens: None,
-            cache_read_tokens: None,
-            cache_write_tokens: None,
-            cost_usd: None,
-            api_ms: None,
-            created_at: row.created_at,
             updated_at: row.updated_at,
+            ..crate::store::tests::reply_row("hello", row.created_at)
         });
         let json = serde_json::to_value(message).expect("serializes");
         assert_eq!(json["replyTo"], "msg_1");

@@ -645,3 +645,33 @@ store_tests! {
         assert!(!store.join_cluster(Some("")).await.unwrap());
     }
 }
+
+/// A stored reply (`msg_2`, the answer to `msg_1` of `thr_1`) saying `content` at `at`, every
+/// other field empty: for tests that show one.
+pub(crate) fn reply_row(content: &str, at: DateTime<Utc>) -> MessageRow {
+    MessageRow {
+        id: MessageId::from_string("msg_2"),
+        thread_id: ThreadId::from_string("thr_1"),
+        seq: 2,
+        role: Role::Assistant,
+        content: content.into(),
+        status: MessageStatus::Done,
+        error: None,
+        client_message_id: None,
+        reply_to: Some(MessageId::from_string("msg_1")),
+        model: None,
+        origin: Origin::User,
+        caller_subject: None,
+        caller_tenant: None,
+        structured_output: None,
+        blocks: None,
+        input_tokens: None,
+        output_tokens: None,
+        cache_read_tokens: None,
+        cache_write_tokens: None,
+        cost_usd: None,
+        api_ms: None,
+        created_at: at,
+        updated_at: at,
+    }
+}

@@ -265,6 +265,26 @@ impl Handler {
             .map(|_| id)
     }
 
+    /// A `threads__send` as a task ([`tasks::start`]), recorded in the audit log as the call
+    /// would be.
+    async fn start_task(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Value,
+        remote: Option<&str>,
+    ) -> CallToolResponse {
+        let thread = self.send_thread(name, &arguments, caller).await;
+        let response = tasks::start(&self.0, caller, arguments).await;
+        let recorded = match &response {
+            CallToolResponse::Complete(result) => result.clone(),
+            _ => rmcp::model::CallToolResult::success(Vec::new()),
+        };
+        self.audit(caller, name, thread.as_ref(), remote, &recorded)
+            .await;
+        response
+    }
+
     /// Records a call that changes something (`threads__send` on `thread`, `threads__create`)
     /// in the audit log, beside `/api`'s.
     async fn audit(
@@ -412,8 +432,7 @@ impl ServerHandler for Handler {
             ));
         }
         let parts = context.extensions.get::<axum::http::request::Parts>();
-        // Set by the token check every `/mcp` request passes.
-        let caller = parts.map_or_else(Caller::operator, |p| crate::http::caller_in(&p.extensions));
+        let caller = caller_of(&context);
         // `screen` has answered `403` already; this holds wherever else a call comes from.
         if let Some(scope) = self.0.scope_for(&name).filter(|s| !caller.has(*s)) {
             let refused = crate::http::access::missing_scope(scope);
@@ -421,21 +440,17 @@ impl ServerHandler for Handler {
             return Ok(CallToolResponse::Complete(result));
         }
         let mut arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         if tasks::becomes_task(&name, declares_tasks(&context)) {
-            let response = tasks::start(&self.0, &caller, arguments).await;
-            if let CallToolResponse::Complete(refused) = &response {
-                let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
-                self.audit(&caller, &name, None, remote.as_deref(), refused)
-                    .await;
-            }
-            return Ok(response);
+            return Ok(self
+                .start_task(&caller, &name, arguments, remote.as_deref())
+                .await);
         }
         // A send names its message, so a cancel stops that message and no other.
         let client = runs_on_owner(&name)
             .then(|| send_client_id(&mut arguments))
             .flatten();
         let session = parts.and_then(|parts| session::of(&parts.headers));
-        let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         let request_id = serde_json::to_string(&context.id).unwrap_or_default();
         let registration = self
             .0

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::store::{MessageId, MessageRow, MessageStatus, Origin, Role};
+use crate::store::{MessageId, MessageRow, MessageStatus};
 use plugin_contract::ThreadId;
 
 fn at() -> DateTime<Utc> {
@@ -26,29 +26,8 @@ fn view(state: TurnState) -> TurnView {
 
 fn reply(text: &str, structured: Option<Value>) -> Box<MessageRow> {
     Box::new(MessageRow {
-        id: MessageId::from_string("msg_2"),
-        thread_id: ThreadId::from_string("thr_1"),
-        seq: 2,
-        role: Role::Assistant,
-        content: text.into(),
-        status: MessageStatus::Done,
-        error: None,
-        client_message_id: None,
-        reply_to: Some(MessageId::from_string("msg_1")),
-        model: None,
-        origin: Origin::User,
-        caller_subject: None,
-        caller_tenant: None,
         structured_output: structured,
-        blocks: None,
-        input_tokens: None,
-        output_tokens: None,
-        cache_read_tokens: None,
-        cache_write_tokens: None,
-        cost_usd: None,
-        api_ms: None,
-        created_at: at(),
-        updated_at: at(),
+        ..crate::store::tests::reply_row(text, at())
     })
 }
 

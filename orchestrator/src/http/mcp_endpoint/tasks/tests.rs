@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 use plugin_contract::{async_trait, Plugin, ThreadId, Tool, ToolContext, ToolOutput, ToolSpec};
 
 use super::*;
-use crate::store::{MessageRow, MessageStatus, Origin, Role};
+use crate::store::{MessageRow, MessageStatus};
 
 /// The `threads` plugin with `send`'s spec alone: a registry that checks inputs and answers.
 struct SpecOnly;
@@ -60,31 +60,7 @@ fn shown(state: TurnState) -> Value {
 
 fn reply(text: &str) -> MessageRow {
     let at = Utc.with_ymd_and_hms(2026, 12, 6, 7, 0, 3).unwrap();
-    MessageRow {
-        id: MessageId::from_string("msg_2".to_owned()),
-        thread_id: ThreadId::from_string("thr_1".to_owned()),
-        seq: 2,
-        role: Role::Assistant,
-        content: text.into(),
-        status: MessageStatus::Done,
-        error: None,
-        client_message_id: None,
-        reply_to: Some(MessageId::from_string("msg_1".to_owned())),
-        model: None,
-        origin: Origin::User,
-        caller_subject: None,
-        caller_tenant: None,
-        structured_output: None,
-        blocks: None,
-        input_tokens: None,
-        output_tokens: None,
-        cache_read_tokens: None,
-        cache_write_tokens: None,
-        cost_usd: None,
-        api_ms: None,
-        created_at: at,
-        updated_at: at,
-    }
+    crate::store::tests::reply_row(text, at)
 }
 
 fn permission(request_id: &str, tool: &str) -> api::Permission {
