@@ -48,13 +48,9 @@ pub async fn connect(
     };
     let remote = remote.map(|Extension(remote)| remote);
     // Held while the connection lasts: a WebSocket is a long-lived stream like an event stream.
-    let Ok(permit) = state.streams.clone().try_acquire_owned() else {
-        return ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_streams",
-            "every stream this daemon allows is open (http.max_streams); try again later",
-        )
-        .into_response();
+    let permit = match state.streams.take() {
+        Ok(permit) => permit,
+        Err(full) => return ApiError::from(full).into_response(),
     };
     let router = state.router.get().cloned().unwrap_or_default();
     let daemon = Daemon::in_process(router, &headers, remote);

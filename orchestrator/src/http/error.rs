@@ -126,6 +126,17 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+/// `503 too_many_streams`: every stream the daemon allows is open.
+impl From<crate::sync::StreamsFull> for ApiError {
+    fn from(full: crate::sync::StreamsFull) -> Self {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            full.to_string(),
+        )
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {

@@ -76,7 +76,7 @@ pub struct ApiState {
     /// This node among several (`cluster.advertise`); `None`: a single node.
     pub cluster: Option<crate::cluster::Cluster>,
     /// Permits for long-lived streams (`http.max_streams`, see [`serve::Door`]).
-    pub streams: Arc<tokio::sync::Semaphore>,
+    pub streams: crate::sync::Streams,
     /// Woken when a delivery is due again.
     pub webhooks: crate::webhooks::Webhooks,
     /// Manual runs of schedules.

@@ -28,7 +28,6 @@ use axum::Router;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
@@ -48,7 +47,7 @@ pub struct Door {
     /// Most connections open at once.
     pub connections: usize,
     /// Permits for long-lived streams.
-    pub streams: Arc<Semaphore>,
+    pub streams: crate::sync::Streams,
 }
 
 impl Door {
@@ -70,7 +69,7 @@ impl Door {
         info!(connections, streams = max_streams, "Listener bounds.");
         Door {
             connections,
-            streams: Arc::new(Semaphore::new(max_streams)),
+            streams: crate::sync::Streams::new(max_streams),
         }
     }
 }

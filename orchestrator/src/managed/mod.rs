@@ -64,7 +64,7 @@ pub struct ManagedState {
     pub pool: Pool,
     pub config: Arc<Config>,
     /// Permits for long-lived streams (`http.max_streams`), shared with `/api`'s.
-    pub streams: Arc<tokio::sync::Semaphore>,
+    pub streams: crate::sync::Streams,
 }
 
 /// The OpenAPI tag of the door's operations.

@@ -423,12 +423,12 @@ pub async fn stream(
             }
         }
     }
-    let Ok(permit) = state.streams.clone().try_acquire_owned() else {
-        return Err(ManagedError::new(
+    let permit = state.streams.take().map_err(|full| {
+        ManagedError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "every event stream this daemon allows is open (http.max_streams); try again later",
-        ));
-    };
+            full.to_string(),
+        )
+    })?;
     let asks = asker(&state, &session).await?;
     let follow = state.pipeline.follow_from_now(&session.thread_id).await?;
     let mut reader = Reader::new(state.store.goal_turns(&session.thread_id).await?);

@@ -414,6 +414,7 @@ pub(super) fn doors(
         cluster.clone(),
         config.claude_workdir(),
     );
+    let door = crate::http::serve::Door::open(&config.http);
     let mcp_endpoint = Arc::new(
         McpEndpoint::new(
             plugins,
@@ -422,11 +423,13 @@ pub(super) fn doors(
             pipeline.clone(),
             config.tools.timeout,
             store.clone(),
+            door.streams.clone(),
         )?
         .with_events(crate::http::mcp_endpoint::events::Events::new(
             store.clone(),
             bus.webhooks.clone(),
             mcp.metrics().clone(),
+            door.streams.clone(),
         )),
     );
     let metrics = Arc::new(Metrics::new(
@@ -446,7 +449,7 @@ pub(super) fn doors(
         threads,
         goals,
         metrics,
-        door: crate::http::serve::Door::open(&config.http),
+        door,
         oauth: crate::oauth::ResourceServer::new(&config.oauth, store).map(Arc::new),
     })
 }

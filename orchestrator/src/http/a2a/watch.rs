@@ -158,13 +158,10 @@ async fn stream(
     view: TurnView,
 ) -> Result<Response, Fail> {
     // Held while the stream runs, as the thread event streams hold one.
-    let Ok(permit) = state.streams.clone().try_acquire_owned() else {
-        return Err(RpcError::new(
-            RpcError::INTERNAL,
-            "every event stream this daemon allows is open (http.max_streams); try again later",
-        )
-        .into());
-    };
+    let permit = state
+        .streams
+        .take()
+        .map_err(|full| RpcError::new(RpcError::INTERNAL, full.to_string()))?;
     let (watch, view) = Watch::start(&state, &caller, &view).await?;
     let first = vec![json!({"task": wire::task(&view)})];
     let rest = futures::stream::unfold(Some((watch, view)), |going| async move {

@@ -101,6 +101,8 @@ pub struct McpEndpoint {
     tool_timeout: std::time::Duration,
     /// The Events extension; without it, `events/*` are not served.
     events: Option<events::Events>,
+    /// `http.max_streams`: a task listen holds a permit while it runs.
+    streams: crate::sync::Streams,
 }
 
 impl McpEndpoint {
@@ -113,6 +115,7 @@ impl McpEndpoint {
         pipeline: Pipeline,
         tool_timeout: std::time::Duration,
         store: Store,
+        streams: crate::sync::Streams,
     ) -> Result<McpEndpoint, SchemaError> {
         let mut all = plugins.to_vec();
         all.push(Arc::new(threads.clone()));
@@ -126,6 +129,7 @@ impl McpEndpoint {
             threads,
             tool_timeout,
             events: None,
+            streams,
         })
     }
 

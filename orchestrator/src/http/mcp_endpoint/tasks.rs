@@ -308,6 +308,15 @@ pub async fn listen(
         let body = json!({"jsonrpc": "2.0", "id": id, "error": error});
         return (StatusCode::OK, axum::Json(body)).into_response();
     }
+    // Held while the stream runs, as every door's streams hold one.
+    let permit = match endpoint.streams.take() {
+        Ok(permit) => permit,
+        Err(full) => {
+            let error = ErrorData::internal_error(full.to_string(), None);
+            let body = json!({"jsonrpc": "2.0", "id": id, "error": error});
+            return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+        }
+    };
     let service = endpoint.threads.service().clone();
     let mut views = BTreeMap::new();
     for task_id in task_ids {
@@ -334,7 +343,10 @@ pub async fn listen(
         id,
         tx,
     };
-    tokio::spawn(watch.run(views));
+    tokio::spawn(async move {
+        watch.run(views).await;
+        drop(permit);
+    });
     let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
     (
         [

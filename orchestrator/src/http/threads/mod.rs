@@ -306,13 +306,7 @@ pub async fn events(
     let id = ThreadId::from_string(id);
     state.store.require_thread(&id).await?;
     // Held while the stream runs: streams alone cannot take every connection.
-    let Ok(permit) = state.streams.clone().try_acquire_owned() else {
-        return Err(ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_streams",
-            "every event stream this daemon allows is open (http.max_streams); try again later",
-        ));
-    };
+    let permit = state.streams.take()?;
     let header_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())

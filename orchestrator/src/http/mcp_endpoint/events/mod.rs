@@ -62,14 +62,22 @@ pub struct Events {
     store: Store,
     subscriptions: Subscriptions,
     stopping: CancellationToken,
+    /// `http.max_streams`: an `events/stream` holds a permit while it runs.
+    streams: crate::sync::Streams,
 }
 
 impl Events {
-    pub fn new(store: Store, webhooks: Webhooks, metrics: ToolMetrics) -> Events {
+    pub fn new(
+        store: Store,
+        webhooks: Webhooks,
+        metrics: ToolMetrics,
+        streams: crate::sync::Streams,
+    ) -> Events {
         Events {
             subscriptions: Subscriptions::new(store.clone(), webhooks, metrics),
             store,
             stopping: CancellationToken::new(),
+            streams,
         }
     }
 
@@ -120,6 +128,10 @@ impl Events {
             }
             "events/stream" => {
                 let read = model::read_params(&params).map_err(invalid)?;
+                let full = |full: crate::sync::StreamsFull| {
+                    ErrorData::internal_error(full.to_string(), None)
+                };
+                let _held = self.streams.take().map_err(full)?;
                 self.stream(caller, read, &context).await
             }
             "events/subscribe" => {
