@@ -269,6 +269,22 @@ impl Handler {
             .map(|_| id)
     }
 
+    /// Why a call of `name` by `caller` does not run: an unknown tool (an invalid request), or
+    /// a scope the caller lacks (an error result; `screen` has answered `403` already, this
+    /// holds wherever else a call comes from).
+    fn refused(&self, name: &str, caller: &Caller) -> Option<Result<CallToolResponse, ErrorData>> {
+        if self.get_tool(name).is_none() {
+            return Some(Err(ErrorData::invalid_params(
+                format!("unknown tool `{name}`; tools/list shows the tools there are"),
+                None,
+            )));
+        }
+        let scope = self.0.scope_for(name).filter(|s| !caller.has(*s))?;
+        let refused = crate::http::access::missing_scope(scope);
+        let result = crate::mcp::CallOutcome::error_result(refused);
+        Some(Ok(CallToolResponse::Complete(result)))
+    }
+
     /// A `threads__send` as a task ([`tasks::start`]), recorded in the audit log as the call
     /// would be.
     async fn start_task(
@@ -429,20 +445,11 @@ impl ServerHandler for Handler {
     ) -> Result<CallToolResponse, ErrorData> {
         self.metrics().http_request("tools/call");
         let name = request.name.into_owned();
-        if self.get_tool(&name).is_none() {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{name}`; tools/list shows the tools there are"),
-                None,
-            ));
+        let caller = caller_of(&context);
+        if let Some(refused) = self.refused(&name, &caller) {
+            return refused;
         }
         let parts = context.extensions.get::<axum::http::request::Parts>();
-        let caller = caller_of(&context);
-        // `screen` has answered `403` already; this holds wherever else a call comes from.
-        if let Some(scope) = self.0.scope_for(&name).filter(|s| !caller.has(*s)) {
-            let refused = crate::http::access::missing_scope(scope);
-            let result = crate::mcp::CallOutcome::error_result(refused);
-            return Ok(CallToolResponse::Complete(result));
-        }
         let mut arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let remote = parts.and_then(|p| crate::http::audit::remote_of(&p.extensions));
         if tasks::becomes_task(&name, declares_tasks(&context)) {
