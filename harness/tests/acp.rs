@@ -264,7 +264,12 @@ async fn permissions_are_asked_and_answered_both_ways() {
     .await;
     let clients = clients().await;
     for (n, way) in WAYS.into_iter().enumerate() {
-        for (option, allowed) in [("allow_once", true), ("reject_once", false)] {
+        let options = [
+            ("allow_once", true),
+            ("allow_always", true),
+            ("reject_once", false),
+        ];
+        for (option, allowed) in options {
             let file = format!("{option}-{n}.txt");
             let made = root.project.join(&file);
             let trigger = format!("please make {file}");
@@ -306,9 +311,60 @@ async fn permissions_are_asked_and_answered_both_ways() {
                     "the model read the refusal: {reply}"
                 );
             }
+            let session = seen["sessionId"].as_str().expect("a session");
+            if option == "allow_always" {
+                allowed_always_stays_allowed(&daemon, &mock, session, &command, &made).await;
+            }
         }
     }
     daemon.stop().await;
+}
+
+/// After "allow always", the thread has the command's rules, and the same command later on the
+/// thread (sent over the API) runs without asking anyone.
+async fn allowed_always_stays_allowed(
+    daemon: &TestDaemon,
+    mock: &MockApi,
+    session: &str,
+    command: &str,
+    made: &Path,
+) {
+    let (status, rules) = daemon.get(&format!("/api/threads/{session}/rules")).await;
+    assert_eq!(status, 200, "{rules}");
+    let mut texts: Vec<&str> = rules["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter_map(|r| r["rule"].as_str())
+        .collect();
+    texts.sort_unstable();
+    let touch = format!("Bash(touch {})", made.display());
+    assert_eq!(texts, ["Bash(echo made-it)", touch.as_str()], "{rules}");
+    std::fs::remove_file(made).expect("the first run made it");
+    let trigger = format!("again make {}", made.display());
+    mock.once_when_prompt_contains(
+        &trigger,
+        Reply::tool_use("Bash", json!({"command": command, "description": "d"})),
+    );
+    let (status, sent) = daemon.send(session, &trigger).await;
+    assert_eq!(status, 200, "{sent}");
+    assert!(made.exists(), "the rule let it run: {sent}");
+    let path = format!("/api/threads/{session}/permissions?all=true");
+    let (_, asked) = daemon.get(&path).await;
+    let decided: Vec<(&str, &str)> = asked["permissions"]
+        .as_array()
+        .expect("permissions")
+        .iter()
+        .map(|p| {
+            let by = p["decidedBy"].as_str().unwrap_or_default();
+            (p["status"].as_str().unwrap_or_default(), by)
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [("allowed", "person"), ("allowed", "rule")],
+        "{asked}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ import { poolPanel } from './pool.js';
 import { deliveriesPanel, schedulesPanel } from './automation.js';
 import { workspaceControls } from './workspace.js';
 import { threadList } from './threadlist.js';
+import { permissionBox, showDecision } from './permissions.js';
 import {
   composerAttachments, forApi, linkWrittenFile, showMedia, textOf,
 } from './attachments.js';
@@ -362,60 +363,12 @@ function toolFinished(turn, data) {
   if (!isError && current && details.call) linkWrittenFile(details, current.id, details.call);
 }
 
-/** A tool permission waiting for a person: shown in its turn with Allow and Deny buttons. */
+/** A tool permission waiting for a person: shown in its turn with its buttons. */
 function permissionRequested(state, turn, data) {
   if (state.permissions.has(data.requestId)) return;
   ensureReply(turn);
-  const box = document.createElement('div');
-  box.className = 'permission';
-  box.dataset.testid = 'permission';
-  box.dataset.status = 'pending';
-  box.dataset.requestId = data.requestId;
-  const head = document.createElement('div');
-  head.className = 'permission-head';
-  const name = document.createElement('span');
-  name.className = 'tool-name';
-  name.textContent = data.toolName;
-  head.append('May the agent use ', name, '?');
   const input = labelled('input', JSON.stringify(data.input, null, 2));
-  const actions = document.createElement('div');
-  actions.className = 'permission-actions';
-  const allow = document.createElement('button');
-  allow.type = 'button';
-  allow.className = 'primary';
-  allow.dataset.testid = 'allow';
-  allow.textContent = 'Allow';
-  const deny = document.createElement('button');
-  deny.type = 'button';
-  deny.className = 'danger';
-  deny.dataset.testid = 'deny';
-  deny.textContent = 'Deny';
-  const note = document.createElement('span');
-  note.className = 'permission-note';
-  actions.append(allow, deny, note);
-  box.append(head, input, actions);
-  const answer = async (decision) => {
-    allow.disabled = true;
-    deny.disabled = true;
-    note.textContent = 'sending…';
-    try {
-      const path = `/api/threads/${encodeURIComponent(state.id)}`
-        + `/permissions/${encodeURIComponent(data.requestId)}`;
-      const decided = await api('POST', path, { decision });
-      showDecision(box, decided.status === 'allowed' ? 'allow' : 'deny', decided.decidedBy);
-    } catch (err) {
-      if (err instanceof ApiError && err.status === 409) {
-        // Decided already (the timeout, an interrupt): its event says how.
-        note.textContent = err.message;
-        return;
-      }
-      allow.disabled = false;
-      deny.disabled = false;
-      note.textContent = `Not sent: ${err.message}`;
-    }
-  };
-  allow.addEventListener('click', () => answer('allow'));
-  deny.addEventListener('click', () => answer('deny'));
+  const box = permissionBox(state.id, data, input);
   const firstText = turn.final ? turn.parts.querySelector('.text') : null;
   turn.parts.insertBefore(box, firstText);
   turn.textEl = null;
@@ -425,16 +378,6 @@ function permissionRequested(state, turn, data) {
 function permissionDecided(state, data) {
   const box = state.permissions.get(data.requestId);
   if (box) showDecision(box, data.decision, data.decidedBy);
-}
-
-function showDecision(box, decision, by) {
-  box.dataset.status = decision === 'allow' ? 'allowed' : 'denied';
-  const actions = box.querySelector('.permission-actions');
-  const verdict = document.createElement('span');
-  verdict.className = 'permission-verdict';
-  verdict.dataset.testid = 'permission-verdict';
-  verdict.textContent = `${decision === 'allow' ? 'Allowed' : 'Denied'}${by ? ` (${by})` : ''}`;
-  actions.replaceChildren(verdict);
 }
 
 function labelled(label, text) {

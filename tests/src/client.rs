@@ -79,6 +79,16 @@ impl ApiClient {
         status_and_json(response).await
     }
 
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("DELETE reaches the daemon");
+        status_and_json(response).await
+    }
+
     /// POSTs raw bytes with a JSON content type.
     pub async fn post_raw(
         &self,

@@ -237,6 +237,11 @@ impl TestDaemon {
         self.client.patch(path, body).await
     }
 
+    /// [`ApiClient::delete`].
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.client.delete(path).await
+    }
+
     /// [`ApiClient::post_raw`]: raw bytes with a JSON content type.
     pub async fn post_raw(
         &self,

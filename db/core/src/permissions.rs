@@ -36,6 +36,27 @@ pub struct Decided<'a> {
     /// The caller's subject, when a person answered.
     pub answered_by: Option<&'a str>,
     pub reason: Option<&'a str>,
+    /// Allow rules the answer adds to the thread ("allow always"), stored with the decision.
+    pub rules: &'a [String],
+}
+
+/// An allow rule a person added to one thread by allowing a request "always".
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct ThreadRuleRow {
+    pub id: String,
+    pub thread_id: ThreadId,
+    /// In the CLI's rule syntax (`Bash(npm test)`).
+    pub rule: String,
+    /// The request whose answer added it.
+    pub request_id: String,
+    /// The answering caller's subject.
+    pub added_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A new thread rule's id: `rul_` and 32 hex digits.
+pub fn new_rule_id() -> String {
+    format!("rul_{}", uuid::Uuid::new_v4().simple())
 }
 
 /// A permission to record.
@@ -62,8 +83,9 @@ pub trait PermissionQueries {
         reason: Option<&str>,
     ) -> Result<(), StoreError>;
 
-    /// Decides the request `request_id` if it is still pending; false when it was not.
-    /// `thread` is the thread whose `fence` the write passes.
+    /// Decides the request `request_id` if it is still pending, adding `decided.rules` to the
+    /// thread (one already there is kept); false when it was not pending. `thread` is the
+    /// thread whose `fence` the write passes.
     async fn decide_permission(
         &self,
         fence: Option<&Fence>,
@@ -86,6 +108,12 @@ pub trait PermissionQueries {
         after: Option<(&str, &str)>,
         limit: Option<i64>,
     ) -> Result<Vec<PermissionRow>, StoreError>;
+
+    /// The thread's rules, oldest first.
+    async fn thread_rules(&self, thread: &ThreadId) -> Result<Vec<ThreadRuleRow>, StoreError>;
+
+    /// Deletes the thread's rule `id`; false when it has none of that id.
+    async fn delete_thread_rule(&self, thread: &ThreadId, id: &str) -> Result<bool, StoreError>;
 }
 
 /// `permission_queries!(Backend)`: the [`PermissionQueries`] of a database crate's `Backend`, calling the
@@ -116,9 +144,14 @@ macro_rules! permission_queries {
                 decided: $crate::Decided<'_>,
             ) -> Result<bool, StoreError> {
                 let mut tx = ThreadTx::begin(self.pool(), thread, fence).await?;
-                let decided = decide(&mut tx, request_id, decided).await?;
+                let done = decide(&mut tx, request_id, decided).await?;
+                if done {
+                    for rule in decided.rules {
+                        add_rule(&mut tx, thread, rule, request_id, decided.answered_by).await?;
+                    }
+                }
                 tx.commit().await?;
-                Ok(decided)
+                Ok(done)
             }
 
             async fn deny_pending_permissions(&self, reason: &str) -> Result<u64, StoreError> {
@@ -134,6 +167,21 @@ macro_rules! permission_queries {
                 limit: Option<i64>,
             ) -> Result<Vec<PermissionRow>, StoreError> {
                 select(self.pool(), thread, pending_only, request_id, after, limit).await
+            }
+
+            async fn thread_rules(
+                &self,
+                thread: &ThreadId,
+            ) -> Result<Vec<$crate::ThreadRuleRow>, StoreError> {
+                rules_of(self.pool(), thread).await
+            }
+
+            async fn delete_thread_rule(
+                &self,
+                thread: &ThreadId,
+                id: &str,
+            ) -> Result<bool, StoreError> {
+                delete_rule(self.pool(), thread, id).await
             }
         }
     };

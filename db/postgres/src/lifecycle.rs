@@ -297,6 +297,7 @@ impl LifecycleQueries for Postgres {
                  (SELECT COUNT(*) FROM schedules WHERE thread_id = $1) AS "schedules!",
                  (SELECT COUNT(*) FROM turn_outcomes WHERE thread_id = $1) AS "turn_outcomes!",
                  (SELECT COUNT(*) FROM permissions WHERE thread_id = $1) AS "permissions!",
+                 (SELECT COUNT(*) FROM thread_rules WHERE thread_id = $1) AS "thread_rules!",
                  (SELECT COUNT(*) FROM tool_calls WHERE thread_id = $1) AS "tool_calls!",
                  (SELECT COUNT(*) FROM events WHERE thread_id = $1) AS "events!",
                  (SELECT COUNT(*) FROM transcript_entries WHERE thread_id = $1) AS "transcript_entries!",
@@ -320,6 +321,7 @@ impl LifecycleQueries for Postgres {
             ("schedules", count(r.schedules)),
             ("turn_outcomes", count(r.turn_outcomes)),
             ("permissions", count(r.permissions)),
+            ("thread_rules", count(r.thread_rules)),
             ("tool_calls", count(r.tool_calls)),
             ("events", count(r.events)),
             ("transcript_entries", count(r.transcript_entries)),
@@ -383,6 +385,10 @@ async fn delete_rows_of(
         "DELETE FROM turn_outcomes WHERE thread_id = $1"
     );
     delete!(permissions, "DELETE FROM permissions WHERE thread_id = $1");
+    delete!(
+        thread_rules,
+        "DELETE FROM thread_rules WHERE thread_id = $1"
+    );
     delete!(tool_calls, "DELETE FROM tool_calls WHERE thread_id = $1");
     delete!(events, "DELETE FROM events WHERE thread_id = $1");
     delete!(

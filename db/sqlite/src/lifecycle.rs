@@ -290,6 +290,7 @@ impl LifecycleQueries for Sqlite {
                  (SELECT COUNT(*) FROM schedules WHERE thread_id = ?1) AS "schedules!: i64",
                  (SELECT COUNT(*) FROM turn_outcomes WHERE thread_id = ?1) AS "turn_outcomes!: i64",
                  (SELECT COUNT(*) FROM permissions WHERE thread_id = ?1) AS "permissions!: i64",
+                 (SELECT COUNT(*) FROM thread_rules WHERE thread_id = ?1) AS "thread_rules!: i64",
                  (SELECT COUNT(*) FROM tool_calls WHERE thread_id = ?1) AS "tool_calls!: i64",
                  (SELECT COUNT(*) FROM events WHERE thread_id = ?1) AS "events!: i64",
                  (SELECT COUNT(*) FROM transcript_entries WHERE thread_id = ?1) AS "transcript_entries!: i64",
@@ -313,6 +314,7 @@ impl LifecycleQueries for Sqlite {
             ("schedules", count(r.schedules)),
             ("turn_outcomes", count(r.turn_outcomes)),
             ("permissions", count(r.permissions)),
+            ("thread_rules", count(r.thread_rules)),
             ("tool_calls", count(r.tool_calls)),
             ("events", count(r.events)),
             ("transcript_entries", count(r.transcript_entries)),
@@ -376,6 +378,10 @@ async fn delete_rows_of(
         "DELETE FROM turn_outcomes WHERE thread_id = ?1"
     );
     delete!(permissions, "DELETE FROM permissions WHERE thread_id = ?1");
+    delete!(
+        thread_rules,
+        "DELETE FROM thread_rules WHERE thread_id = ?1"
+    );
     delete!(tool_calls, "DELETE FROM tool_calls WHERE thread_id = ?1");
     delete!(events, "DELETE FROM events WHERE thread_id = ?1");
     delete!(

@@ -1,7 +1,10 @@
 //! `permissions`: the tool permissions the CLI asked for, recorded when asked and decided once.
 
 use chrono::{DateTime, Utc};
-use harness_db::{now_text, Decided, Fence, MessageId, NewPermission, PermissionRow, StoreError};
+use harness_db::{
+    new_rule_id, now_text, Decided, Fence, MessageId, NewPermission, PermissionRow, StoreError,
+    ThreadRuleRow,
+};
 use plugin_contract::ThreadId;
 use sqlx::SqlitePool;
 
@@ -51,6 +54,7 @@ async fn decide(
         decided_by,
         answered_by,
         reason,
+        rules: _,
     } = decided;
     let now = now_text();
     let done = sqlx::query!(
@@ -112,4 +116,51 @@ async fn select(
     )
     .fetch_all(pool)
     .await?)
+}
+
+/// Adds `rule` to the thread unless it has it.
+async fn add_rule(
+    tx: &mut ThreadTx,
+    thread: &ThreadId,
+    rule: &str,
+    request_id: &str,
+    added_by: Option<&str>,
+) -> Result<(), StoreError> {
+    let (id, now) = (new_rule_id(), now_text());
+    sqlx::query!(
+        "INSERT INTO thread_rules (id, thread_id, rule, request_id, added_by, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (thread_id, rule) DO NOTHING",
+        id,
+        thread,
+        rule,
+        request_id,
+        added_by,
+        now,
+    )
+    .execute(tx.conn())
+    .await?;
+    Ok(())
+}
+
+async fn rules_of(pool: &SqlitePool, thread: &ThreadId) -> Result<Vec<ThreadRuleRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ThreadRuleRow,
+        r#"SELECT id AS "id!", thread_id AS "thread_id: ThreadId", rule, request_id, added_by,
+                  created_at AS "created_at: DateTime<Utc>"
+           FROM thread_rules WHERE thread_id = ?1 ORDER BY created_at, id"#,
+        thread,
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+async fn delete_rule(pool: &SqlitePool, thread: &ThreadId, id: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query!(
+        "DELETE FROM thread_rules WHERE thread_id = ?1 AND id = ?2",
+        thread,
+        id
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }

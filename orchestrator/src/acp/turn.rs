@@ -152,7 +152,7 @@ impl Turn<'_> {
 }
 
 /// Asks the client about one `permission_requested` and gives the daemon its answer. "Allow
-/// always" allows this call: the daemon keeps no per-thread rules (its rules are configuration).
+/// always" is the API's `always`: the narrowest rules naming the call are added to the thread.
 async fn ask(daemon: Daemon, peer: Peer, session: String, request: Value) {
     let tool = request["toolName"].as_str().unwrap_or("tool");
     let tool_call_id = request["toolUseId"]
@@ -181,7 +181,8 @@ async fn ask(daemon: Daemon, peer: Peer, session: String, request: Value) {
         .filter(|a| a["outcome"]["outcome"] == "selected")
         .and_then(|a| a["outcome"]["optionId"].as_str());
     let body = match chosen {
-        Some("allow_once" | "allow_always") => json!({"decision": "allow"}),
+        Some("allow_once") => json!({"decision": "allow"}),
+        Some("allow_always") => json!({"decision": "allow", "always": true}),
         _ => json!({"decision": "deny", "message": "The user rejected this in the editor."}),
     };
     let request_id = request["requestId"].as_str().unwrap_or_default();

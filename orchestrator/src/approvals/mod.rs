@@ -31,7 +31,7 @@ use crate::events::EventBus;
 use crate::metrics::ApprovalMetrics;
 use crate::store::{MessageId, NewPermission, PermissionRow, Store, StoreError};
 use crate::sync::lock;
-use policy::{DecidedBy, Policy, Verdict};
+use policy::{DecidedBy, Policy, ThreadRules, Verdict};
 
 /// One permission request of a running turn: a `can_use_tool`, or a skill's shell command as a
 /// `Bash` call.
@@ -59,6 +59,9 @@ pub struct Answer {
     pub message: Option<String>,
     /// What the tool runs with instead of the model's input (allow only).
     pub updated_input: Option<Value>,
+    /// Allow it always on this thread: the narrowest rules that name the request
+    /// ([`Policy::rules_for`]) are added to the thread with the decision (allow only).
+    pub always: bool,
     /// Who answered.
     pub by: crate::caller::Caller,
 }
@@ -90,11 +93,15 @@ struct Decision {
     updated_input: Option<Value>,
     /// The caller whose answer it was, for a person's decision.
     answered_by: Option<String>,
+    /// A person allowed it always: the waiting request's rules go to the thread.
+    always: bool,
 }
 
 struct Waiting {
     thread: ThreadId,
     tool_name: String,
+    /// What allowing it always adds to the thread ([`Policy::rules_for`]).
+    rules: Vec<String>,
     tx: oneshot::Sender<Decision>,
 }
 
@@ -157,11 +164,18 @@ impl Approvals {
     pub async fn decide(&self, request: Request) -> Value {
         // The policy matches absolute paths.
         let cwd = std::path::absolute(&request.cwd).unwrap_or_else(|_| request.cwd.clone());
-        let decide = |policy: &Policy| policy.decide(&request.tool_name, &request.input, &cwd);
-        let verdict = match self.inner.policies.get(&request.profile) {
-            Some(policy) => Some(decide(policy)),
-            None => lock(&self.inner.made).get(&request.profile).map(decide),
+        let policy = match self.inner.policies.get(&request.profile) {
+            Some(policy) => Some(policy.clone()),
+            None => lock(&self.inner.made).get(&request.profile).cloned(),
         };
+        let thread_rules = match &policy {
+            Some(policy) => self.thread_rules(policy, &request.thread).await,
+            None => ThreadRules::default(),
+        };
+        let (tool, input) = (&request.tool_name, &request.input);
+        let verdict = policy
+            .as_ref()
+            .map(|policy| policy.decide_in(tool, input, &cwd, &thread_rules));
         let verdict = verdict.unwrap_or_else(|| Verdict::Deny {
             by: DecidedBy::Policy,
             reason: format!(
@@ -183,9 +197,29 @@ impl Approvals {
                 self.settled(&request, false, DecidedBy::Policy, reason)
                     .await
             }
-            Verdict::Ask => self.ask(&request).await,
+            Verdict::Ask => {
+                let rules = policy.map_or_else(Vec::new, |p| p.rules_for(tool, input, &cwd));
+                self.ask(&request, rules).await
+            }
         };
         cli_answer(&request.input, decision)
+    }
+
+    /// The rules people added to `thread`, as `policy` reads them; none when they cannot be
+    /// read (the request is then decided as if the thread had none: asked, not allowed).
+    async fn thread_rules(&self, policy: &Policy, thread: &ThreadId) -> ThreadRules {
+        let stored = match self.inner.store.thread_rules(thread).await {
+            Ok(rows) => rows.into_iter().map(|row| row.rule).collect::<Vec<_>>(),
+            Err(err) => {
+                warn!(error = %err, thread_id = %thread, "Could not read the thread's rules; deciding without them.");
+                return ThreadRules::default();
+            }
+        };
+        let (rules, bad) = policy.thread_rules(&stored);
+        for err in bad {
+            warn!(thread_id = %thread, error = %err, "A stored thread rule does not parse; left out.");
+        }
+        rules
     }
 
     /// A decision made without a person: stored, published and counted.
@@ -216,6 +250,7 @@ impl Approvals {
             reason,
             updated_input: None,
             answered_by: None,
+            always: false,
         };
         self.published(
             &request.thread,
@@ -227,7 +262,8 @@ impl Approvals {
     }
 
     /// Holds the request for a person until an answer, the timeout, an interrupt or shutdown.
-    async fn ask(&self, request: &Request) -> Decision {
+    /// `rules`: what allowing it always adds to the thread.
+    async fn ask(&self, request: &Request, rules: Vec<String>) -> Decision {
         let (tx, rx) = oneshot::channel();
         let id = request.request_id.clone();
         lock(&self.inner.waiting).insert(
@@ -235,6 +271,7 @@ impl Approvals {
             Waiting {
                 thread: request.thread.clone(),
                 tool_name: request.tool_name.clone(),
+                rules,
                 tx,
             },
         );
@@ -284,12 +321,18 @@ impl Approvals {
 
     /// Takes the request out of the waiting map and, when this call took it, stores, publishes
     /// and delivers `decision`. False when someone else decided it first (or it is unknown).
-    async fn settle(&self, id: &str, decision: Decision) -> bool {
+    async fn settle(&self, id: &str, mut decision: Decision) -> bool {
         let Some(waiting) = lock(&self.inner.waiting).remove(id) else {
             return false;
         };
         self.pending_changed();
         let status = if decision.allow { "allowed" } else { "denied" };
+        let rules = if decision.allow && decision.always {
+            decision.reason = always_reason(&decision.reason, &waiting.rules);
+            waiting.rules.as_slice()
+        } else {
+            &[]
+        };
         if let Err(err) = self
             .inner
             .store
@@ -301,6 +344,7 @@ impl Approvals {
                     decided_by: decision.by.as_str(),
                     answered_by: decision.answered_by.as_deref(),
                     reason: Some(&decision.reason),
+                    rules,
                 },
             )
             .await
@@ -353,6 +397,7 @@ impl Approvals {
                     .unwrap_or_else(|| "allowed by a person".into()),
                 updated_input: answer.updated_input,
                 answered_by: Some(answer.by.subject),
+                always: answer.always,
             }
         } else {
             let reason = answer
@@ -425,6 +470,23 @@ fn denial(by: DecidedBy, reason: String) -> Decision {
         reason,
         updated_input: None,
         answered_by: None,
+        always: false,
+    }
+}
+
+/// A person's reason for allowing a request always: what it added to the thread, or that no
+/// rule could name the request, so it was allowed this once.
+fn always_reason(reason: &str, rules: &[String]) -> String {
+    if rules.is_empty() {
+        format!(
+            "{reason}; no rule names this request exactly, so it was allowed once and will be \
+             asked again"
+        )
+    } else {
+        format!(
+            "{reason}; allowed always on this thread: {}",
+            rules.join(", ")
+        )
     }
 }
 

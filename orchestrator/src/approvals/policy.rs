@@ -189,6 +189,18 @@ impl Policy {
     /// Decides `tool` with `input`, run in the thread's folder `cwd` (where relative paths and
     /// relative path rules are anchored; an absolute path).
     pub fn decide(&self, tool: &str, input: &Value, cwd: &Path) -> Verdict {
+        self.decide_in(tool, input, cwd, &ThreadRules::default())
+    }
+
+    /// [`Policy::decide`] on a thread that has `thread` rules: they allow, after the profile's
+    /// deny and allow rules and before the walls and the mode.
+    pub fn decide_in(
+        &self,
+        tool: &str,
+        input: &Value,
+        cwd: &Path,
+        thread: &ThreadRules,
+    ) -> Verdict {
         if tool.starts_with(&format!("mcp__{SERVER_NAME}__")) {
             let reason = "Harness's own tools are always allowed".to_owned();
             return Verdict::Allow {
@@ -208,11 +220,20 @@ impl Policy {
                 reason: format!("rule {}", rule.text),
             };
         }
-        if let Some(reason) = self.allowed(&request) {
+        if let Some(reason) = allowed(&self.allow, &request) {
             return Verdict::Allow {
                 by: DecidedBy::Rule,
                 reason,
             };
+        }
+        if !thread.0.is_empty() {
+            let both: Vec<Rule> = self.allow.iter().chain(&thread.0).cloned().collect();
+            if let Some(reason) = allowed(&both, &request) {
+                return Verdict::Allow {
+                    by: DecidedBy::Rule,
+                    reason: format!("{reason}; a person allowed it always on this thread"),
+                };
+            }
         }
         let by = DecidedBy::Policy;
         if self.walled && WALLED_TOOLS.contains(&tool) {
@@ -251,44 +272,135 @@ impl Policy {
         rules
     }
 
-    /// Why the allow rules allow `request` (`rule X`, or `rules X, Y` when a command line needed
-    /// several); `None` when they do not.
-    fn allowed(&self, request: &Request) -> Option<String> {
-        let rules: Vec<&Rule> = self
-            .allow
+    /// The stored rules of a thread, parsed as allow rules; one that does not parse is left out
+    /// (it was checked when made, so this is a stored row from elsewhere), with its error.
+    pub fn thread_rules(&self, stored: &[String]) -> (ThreadRules, Vec<String>) {
+        let (mut rules, mut bad) = (Vec::new(), Vec::new());
+        for text in stored {
+            match Rule::parse(text, RuleDecision::Allow, self.home.as_deref()) {
+                Ok(rule) => rules.push(rule),
+                Err(err) => bad.push(err),
+            }
+        }
+        (ThreadRules(rules), bad)
+    }
+
+    /// The narrowest allow rules that name this request, for a person who allows it "always":
+    /// each simple command of a `Bash` line word for word (`Bash(npm test)`), a file tool's file
+    /// (`Edit(//w/src/main.rs)`), a search's folder and what lies under it (`Grep(//w/src/**)`),
+    /// a fetch's host (`WebFetch(domain:docs.rs)`), a web search's query, else the tool
+    /// (`mcp__github__create_issue`). Empty when no rule names it exactly: a command with a
+    /// substitution, a redirection or a word with spaces, quotes or `*`; a path with wildcard
+    /// characters. Each set is checked to allow the request, by rules alone.
+    pub fn rules_for(&self, tool: &str, input: &Value, cwd: &Path) -> Vec<String> {
+        let request = Request {
+            tool,
+            input,
+            cwd: segments(cwd),
+            home: self.home.as_deref(),
+        };
+        let Some(texts) = narrowest(&request) else {
+            return Vec::new();
+        };
+        let parsed: Result<Vec<Rule>, String> = texts
             .iter()
-            .filter(|rule| rule.tools.covers(request.tool))
+            .map(|text| Rule::parse(text, RuleDecision::Allow, self.home.as_deref()))
             .collect();
-        if request.tool != "Bash" {
-            let rule = rules.iter().find(|rule| rule.allows(request))?;
-            return Some(format!("rule {}", rule.text));
+        match parsed {
+            Ok(rules) if allowed(&rules, &request).is_some() => texts,
+            _ => Vec::new(),
         }
-        if let Some(rule) = rules.iter().find(|rule| rule.argument == Argument::Any) {
-            return Some(format!("rule {}", rule.text));
-        }
-        let command = request.input.get("command")?.as_str()?;
-        let parts = split_command(command)?;
-        if parts.is_empty() {
-            return None;
-        }
-        let mut used: Vec<&str> = Vec::new();
+    }
+}
+
+/// The allow rules people added to one thread ([`Policy::rules_for`], stored), parsed
+/// ([`Policy::thread_rules`]).
+#[derive(Clone, Debug, Default)]
+pub struct ThreadRules(Vec<Rule>);
+
+/// [`Policy::rules_for`]'s rules, unchecked; `None` when none can name the request exactly.
+fn narrowest(request: &Request) -> Option<Vec<String>> {
+    // Characters a rule would read as a pattern, a quote or its own parentheses.
+    let plain = |text: &str| {
+        !text.is_empty()
+            && !text.contains(|c: char| c.is_whitespace() || "*?[]()'\"\\$`{}!#".contains(c))
+    };
+    let tool = request.tool;
+    if tool == "Bash" {
+        let parts = split_command(request.input.get("command")?.as_str()?)?;
+        let mut rules: Vec<String> = Vec::new();
         for part in &parts {
-            if part.special {
+            if part.special || part.words.is_empty() || !part.words.iter().all(|w| plain(w)) {
                 return None;
             }
-            let rule = rules.iter().find(|rule| match &rule.argument {
-                Argument::Bash(pattern) => pattern.allows(&part.words),
-                _ => false,
-            })?;
-            if !used.contains(&rule.text.as_str()) {
-                used.push(&rule.text);
+            let rule = format!("Bash({})", part.words.join(" "));
+            if !rules.contains(&rule) {
+                rules.push(rule);
             }
         }
-        Some(match used.as_slice() {
-            [one] => format!("rule {one}"),
-            all => format!("rules {}", all.join(", ")),
-        })
+        return (!rules.is_empty()).then_some(rules);
     }
+    let path = |segments: &[String]| {
+        segments
+            .iter()
+            .all(|s| plain(s))
+            .then(|| format!("//{}", segments.join("/")))
+    };
+    let rule = match target(request) {
+        Some(Target::File(file)) => format!("{tool}({})", path(&file)?),
+        Some(Target::Folder(folder)) if folder.is_empty() => format!("{tool}(//**)"),
+        Some(Target::Folder(folder)) => format!("{tool}({}/**)", path(&folder)?),
+        None if EDIT_TOOLS.contains(&tool) || READ_TOOLS.contains(&tool) => return None,
+        None if tool == "WebFetch" => format!("WebFetch(domain:{})", url_host(request)?),
+        None if tool == "WebSearch" => {
+            let query = main_argument(tool, request.input)?;
+            let spaced = query.split(' ').all(plain);
+            spaced.then(|| format!("WebSearch({query})"))?
+        }
+        None => {
+            let name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+            tool.chars().all(name).then(|| tool.to_owned())?
+        }
+    };
+    Some(vec![rule])
+}
+
+/// Why the allow rules `allow` allow `request` (`rule X`, or `rules X, Y` when a command line needed
+/// several); `None` when they do not.
+fn allowed(allow: &[Rule], request: &Request) -> Option<String> {
+    let rules: Vec<&Rule> = allow
+        .iter()
+        .filter(|rule| rule.tools.covers(request.tool))
+        .collect();
+    if request.tool != "Bash" {
+        let rule = rules.iter().find(|rule| rule.allows(request))?;
+        return Some(format!("rule {}", rule.text));
+    }
+    if let Some(rule) = rules.iter().find(|rule| rule.argument == Argument::Any) {
+        return Some(format!("rule {}", rule.text));
+    }
+    let command = request.input.get("command")?.as_str()?;
+    let parts = split_command(command)?;
+    if parts.is_empty() {
+        return None;
+    }
+    let mut used: Vec<&str> = Vec::new();
+    for part in &parts {
+        if part.special {
+            return None;
+        }
+        let rule = rules.iter().find(|rule| match &rule.argument {
+            Argument::Bash(pattern) => pattern.allows(&part.words),
+            _ => false,
+        })?;
+        if !used.contains(&rule.text.as_str()) {
+            used.push(&rule.text);
+        }
+    }
+    Some(match used.as_slice() {
+        [one] => format!("rule {one}"),
+        all => format!("rules {}", all.join(", ")),
+    })
 }
 
 /// One request as the rules see it.

@@ -216,6 +216,8 @@ fn documented_routes(state: &ApiState) -> OpenApiRouter<ApiState> {
         .routes(routes!(threads::model_requests))
         .routes(routes!(tools::thread_calls))
         .routes(routes!(permissions::list))
+        .routes(routes!(permissions::rules))
+        .routes(routes!(permissions::delete_rule))
         .routes(routes!(threads::events))
         .routes(routes!(threads::prewarm))
         .routes(routes!(tools::pool))

@@ -192,6 +192,8 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::new(GET, "/api/files/{id}", READ),
     Operation::new(GET, "/api/threads/{id}/permissions", READ),
     Operation::new(POST, "/api/threads/{id}/permissions/{request_id}", APPROVE).at_owner(),
+    Operation::new(GET, "/api/threads/{id}/rules", READ),
+    Operation::new(DELETE, "/api/threads/{id}/rules/{rule_id}", APPROVE),
     Operation::new(POST, "/api/prewarm", WRITE).at_owner_of_named(),
     Operation::new(GET, "/api/profiles", READ),
     Operation::new(GET, "/api/tools", READ),

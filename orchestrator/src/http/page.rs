@@ -70,6 +70,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("../../web/threadlist.js"),
     },
     Asset {
+        name: "permissions.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("../../web/permissions.js"),
+    },
+    Asset {
         name: "attachments.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../web/attachments.js"),

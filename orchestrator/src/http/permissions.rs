@@ -1,9 +1,10 @@
 //! A thread's tool permissions waiting for a person (`approvals.mode = ask`): list them, answer
-//! one.
+//! one; and the rules people added to the thread by allowing a request always.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -95,6 +96,12 @@ pub struct AnswerBody {
     /// For an allow, the input the tool runs with instead of the model's: a JSON object.
     #[schema(value_type = Option<Object>)]
     updated_input: Option<Value>,
+    /// For an allow: allow it always on this thread. The narrowest rules that name the request
+    /// (`Bash(npm test)`, `Edit(//w/src/main.rs)`, `WebFetch(domain:docs.rs)`, the tool) are
+    /// added to the thread (`GET /api/threads/{id}/rules`); a request no rule names exactly is
+    /// allowed once, and the decision's `reason` says so. Not with `updatedInput`.
+    #[serde(default)]
+    always: bool,
 }
 
 /// `POST /api/threads/{id}/permissions/{requestId}`: 200 with the decided request; 404 when the
@@ -126,6 +133,12 @@ pub async fn answer(
             "updatedInput is only for \"decision\": \"allow\"",
         ));
     }
+    if body.always && (!allow || body.updated_input.is_some()) {
+        return Err(ApiError::unprocessable(
+            "always is only for \"decision\": \"allow\" without updatedInput: the rule names \
+             the request as the model made it",
+        ));
+    }
     if body.updated_input.as_ref().is_some_and(|v| !v.is_object()) {
         return Err(ApiError::unprocessable(
             "updatedInput must be a JSON object: the tool's whole input",
@@ -135,6 +148,7 @@ pub async fn answer(
         allow,
         message: body.message,
         updated_input: body.updated_input,
+        always: body.always,
         by: caller.clone(),
     };
     match state
@@ -155,4 +169,83 @@ pub async fn answer(
         )),
         Err(other) => Err(other.into()),
     }
+}
+
+/// An allow rule a person added to the thread by allowing a request always: it allows what it
+/// names on this thread after the profile's deny and allow rules (see docs/approvals.md).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRule {
+    /// `rul_…`: what `DELETE /api/threads/{id}/rules/{ruleId}` takes.
+    pub id: String,
+    /// In the CLI's rule syntax (`Bash(npm test)`).
+    pub rule: String,
+    /// The permission whose answer added it.
+    pub request_id: String,
+    /// The caller who answered.
+    pub added_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The thread's rules, oldest first.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ThreadRules {
+    pub rules: Vec<ThreadRule>,
+}
+
+/// `GET /api/threads/{id}/rules`.
+#[utoipa::path(get, path = "/threads/{id}/rules", operation_id = "listThreadRules", tag = "tools",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`).")),
+    responses(
+        (status = 200, description = "The rules people added to the thread, oldest first.", body = ThreadRules),
+        (status = 400, description = "A bad path.", body = ErrorBody),
+        (status = 404, description = "Unknown thread.", body = ErrorBody),
+    ))]
+pub async fn rules(
+    State(state): State<ApiState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<ThreadRules>, ApiError> {
+    let thread = state
+        .store
+        .require_thread(&ThreadId::from_string(id))
+        .await?;
+    let rows = state.store.thread_rules(&thread.id).await?;
+    let rules = rows
+        .into_iter()
+        .map(|row| ThreadRule {
+            id: row.id,
+            rule: row.rule,
+            request_id: row.request_id,
+            added_by: row.added_by,
+            created_at: row.created_at,
+        })
+        .collect();
+    Ok(Json(ThreadRules { rules }))
+}
+
+/// `DELETE /api/threads/{id}/rules/{ruleId}`: the thread's next requests are decided without it.
+#[utoipa::path(delete, path = "/threads/{id}/rules/{rule_id}", operation_id = "deleteThreadRule", tag = "tools",
+    params(("id" = String, Path, description = "The thread's id (`thr_…`)."),
+        ("rule_id" = String, Path, description = "The rule's `id` (`rul_…`).")),
+    responses(
+        (status = 204, description = "Deleted."),
+        (status = 400, description = "A bad path.", body = ErrorBody),
+        (status = 404, description = "Unknown thread, or the thread has no such rule.", body = ErrorBody),
+    ))]
+pub async fn delete_rule(
+    State(state): State<ApiState>,
+    ApiPath((id, rule_id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let thread = state
+        .store
+        .require_thread(&ThreadId::from_string(id))
+        .await?;
+    if !state.store.delete_thread_rule(&thread.id, &rule_id).await? {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "rule_not_found",
+            format!("thread {} has no rule {rule_id}", thread.id),
+        ));
+    }
+    Ok(StatusCode::NO_CONTENT)
 }

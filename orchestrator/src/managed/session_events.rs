@@ -219,6 +219,7 @@ async fn confirm(
         allow: *result == Confirmation::Allow,
         message: deny_message.clone(),
         updated_input: None,
+        always: false,
         by: caller.clone(),
     };
     state

@@ -151,6 +151,7 @@ impl ThreadService {
             "decision": if answer.allow { "allow" } else { "deny" },
             "message": answer.message,
             "updatedInput": answer.updated_input,
+            "always": answer.always,
         });
         let path = format!(
             "/api/threads/{thread}/permissions/{}",

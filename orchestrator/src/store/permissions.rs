@@ -6,6 +6,7 @@ use plugin_contract::ThreadId;
 
 use super::{
     on_db, Db, Decided, NewPermission, PermissionQueries, PermissionRow, Store, StoreError,
+    ThreadRuleRow,
 };
 
 impl Store {
@@ -78,6 +79,21 @@ impl Store {
         let _timer = self.metrics.time("permissions");
         on_db!(self, db => db.select_permissions(thread, pending_only, None, after, limit).await)
     }
+
+    /// The allow rules people added to the thread ("allow always"), oldest first.
+    pub async fn thread_rules(&self, thread: &ThreadId) -> Result<Vec<ThreadRuleRow>, StoreError> {
+        let _timer = self.metrics.time("thread_rules");
+        on_db!(self, db => db.thread_rules(thread).await)
+    }
+
+    /// Deletes the thread's rule `id`; false when the thread has none of that id.
+    pub async fn delete_thread_rule(
+        &self,
+        thread: &ThreadId,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        on_db!(self, db => db.delete_thread_rule(thread, id).await)
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +132,7 @@ mod tests {
                         decided_by: "person",
                         answered_by: Some("operator"),
                         reason: Some("ok"),
+                        rules: &[],
                     },
                 )
                 .await
@@ -129,6 +146,7 @@ mod tests {
                         decided_by: "timeout",
                         answered_by: None,
                         reason: None,
+                        rules: &[],
                     },
                 )
                 .await
@@ -154,6 +172,64 @@ mod tests {
                 .await
                 .unwrap()
                 .is_none());
+        }
+
+        async fn allowing_always_adds_the_rules_with_the_decision_only(store: sqlite_memory) {
+            let thread = store.create_thread(NewThread::default()).await.unwrap();
+            let other = store.create_thread(NewThread::default()).await.unwrap();
+            let input = json!({"command": "npm test"});
+            for id in ["req-1", "req-2"] {
+                let new = NewPermission {
+                    request_id: id,
+                    thread_id: &thread.id,
+                    message_id: None,
+                    tool_use_id: None,
+                    tool_name: "Bash",
+                    input: &input,
+                };
+                store.record_permission(new, "pending", None, None).await.unwrap();
+            }
+            let rules = ["Bash(npm test)".to_owned(), "Bash(make)".to_owned()];
+            let always = |answered_by| Decided {
+                status: "allowed",
+                decided_by: "person",
+                answered_by,
+                reason: None,
+                rules: &rules,
+            };
+            assert!(store
+                .decide_permission(&thread.id, "req-1", always(Some("operator")))
+                .await
+                .unwrap());
+            // A second answer decides nothing, so it adds nothing; the same rule again is kept once.
+            assert!(!store
+                .decide_permission(&thread.id, "req-1", always(Some("late")))
+                .await
+                .unwrap());
+            assert!(store
+                .decide_permission(&thread.id, "req-2", always(Some("second")))
+                .await
+                .unwrap());
+            let listed = store.thread_rules(&thread.id).await.unwrap();
+            let mut seen: Vec<(&str, &str, Option<&str>)> = listed
+                .iter()
+                .map(|r| (r.rule.as_str(), r.request_id.as_str(), r.added_by.as_deref()))
+                .collect();
+            seen.sort();
+            assert_eq!(
+                seen,
+                [
+                    ("Bash(make)", "req-1", Some("operator")),
+                    ("Bash(npm test)", "req-1", Some("operator")),
+                ]
+            );
+            assert!(listed.iter().all(|r| r.id.starts_with("rul_")));
+            assert!(store.thread_rules(&other.id).await.unwrap().is_empty());
+            // Deleted by its thread only.
+            assert!(!store.delete_thread_rule(&other.id, &listed[0].id).await.unwrap());
+            assert!(store.delete_thread_rule(&thread.id, &listed[0].id).await.unwrap());
+            assert!(!store.delete_thread_rule(&thread.id, &listed[0].id).await.unwrap());
+            assert_eq!(store.thread_rules(&thread.id).await.unwrap().len(), 1);
         }
     }
 }

@@ -117,7 +117,7 @@ pub(crate) async fn sqlite_file() -> (Store, Option<tempfile::TempDir>) {
 /// the tests `name::sqlite` (the store from the named opener) and `name::postgres` (a fresh
 /// database from [`pg_store`]).
 /// Every table the migrations create, by name (the same on both databases).
-const TABLES: [&str; 30] = [
+const TABLES: [&str; 31] = [
     "api_keys",
     "audit_log",
     "caller_usage_days",
@@ -139,6 +139,7 @@ const TABLES: [&str; 30] = [
     "schedule_runs",
     "schedules",
     "thread_callbacks",
+    "thread_rules",
     "thread_tags",
     "threads",
     "tool_calls",

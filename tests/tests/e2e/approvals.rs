@@ -502,3 +502,135 @@ async fn a_profiles_approvals_decide_for_its_threads_only() {
     assert!(!written.exists());
     daemon.stop().await;
 }
+
+/// Answers the thread's one pending request with `body`; the decided request.
+async fn answer_pending(daemon: &TestDaemon, thread: &str, body: Value) -> Value {
+    let pending = pending_one(daemon, thread).await;
+    let id = pending["requestId"].as_str().expect("a request id");
+    let path = format!("/api/threads/{thread}/permissions/{id}");
+    let (status, decided) = daemon.post(&path, body).await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    decided
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowing_always_adds_a_rule_for_this_thread_only_until_it_is_deleted() {
+    let mock = MockApi::start().await;
+    let daemon = daemon_with_tools(&mock, |c| c.approvals.mode = ApprovalMode::Ask).await;
+    let thread = daemon.create_thread().await;
+    // Not a read-only command: the CLI runs those without asking.
+    let made = folder(&daemon, &thread).join("always.txt");
+    let command = format!("touch {}", made.display());
+    let command = command.as_str();
+
+    // `always` goes with an allow of the request as asked.
+    bash_on(&mock, "first ask", command);
+    let turn = send_in_background(&daemon, &thread, "first ask");
+    let pending = pending_one(&daemon, &thread).await;
+    let path = format!(
+        "/api/threads/{thread}/permissions/{}",
+        pending["requestId"].as_str().unwrap()
+    );
+    for bad in [
+        json!({"decision": "deny", "always": true}),
+        json!({"decision": "allow", "always": true, "updatedInput": {"command": "true"}}),
+    ] {
+        let (status, body) = daemon.post(&path, bad).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("always"),
+            "{body}"
+        );
+    }
+    let decided = answer_pending(
+        &daemon,
+        &thread,
+        json!({"decision": "allow", "always": true}),
+    )
+    .await;
+    assert!(
+        decided["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("allowed always on this thread: Bash({command})")),
+        "{decided}"
+    );
+    assert_eq!(turn.await.unwrap().0, StatusCode::OK);
+    let (status, listed) = daemon.get(&format!("/api/threads/{thread}/rules")).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let rules = listed["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1, "{listed}");
+    assert_eq!(rules[0]["rule"], format!("Bash({command})"));
+    assert_eq!(rules[0]["addedBy"], "operator");
+    assert_eq!(rules[0]["requestId"], pending["requestId"]);
+
+    // The same command again on this thread runs without a person.
+    std::fs::remove_file(&made).expect("the first run made it");
+    bash_on(&mock, "second run", command);
+    daemon.reply(&thread, "second run").await;
+    assert!(made.exists(), "the rule let it run");
+    let last = all_permissions(&daemon, &thread).await.pop().unwrap();
+    assert_eq!(
+        (last["status"].as_str(), last["decidedBy"].as_str()),
+        (Some("allowed"), Some("rule"))
+    );
+    assert!(
+        last["reason"]
+            .as_str()
+            .unwrap()
+            .contains("allowed it always on this thread"),
+        "{last}"
+    );
+
+    // Another thread, and another command on this one, are still asked.
+    let other = daemon.create_thread().await;
+    bash_on(&mock, "elsewhere", command);
+    let turn = send_in_background(&daemon, &other, "elsewhere");
+    answer_pending(&daemon, &other, json!({"decision": "deny"})).await;
+    assert_eq!(turn.await.unwrap().0, StatusCode::OK);
+    let neighbour = format!("{command} {}", made.with_extension("more").display());
+    bash_on(&mock, "a neighbour", &neighbour);
+    let turn = send_in_background(&daemon, &thread, "a neighbour");
+    answer_pending(&daemon, &thread, json!({"decision": "deny"})).await;
+    assert_eq!(turn.await.unwrap().0, StatusCode::OK);
+
+    // A command no rule names exactly is allowed once, and asked again.
+    let out = made.with_file_name("out.txt");
+    let redirect = format!("echo x > {}", out.display());
+    bash_on(&mock, "redirect it", &redirect);
+    let turn = send_in_background(&daemon, &thread, "redirect it");
+    let decided = answer_pending(
+        &daemon,
+        &thread,
+        json!({"decision": "allow", "always": true}),
+    )
+    .await;
+    assert!(
+        decided["reason"].as_str().unwrap().contains("allowed once"),
+        "{decided}"
+    );
+    assert_eq!(turn.await.unwrap().0, StatusCode::OK);
+    assert!(out.exists());
+    let (_, listed) = daemon.get(&format!("/api/threads/{thread}/rules")).await;
+    assert_eq!(listed["rules"].as_array().unwrap().len(), 1, "{listed}");
+
+    // Deleted, the rule allows nothing more: the command is asked again.
+    let rule = format!(
+        "/api/threads/{thread}/rules/{}",
+        rules[0]["id"].as_str().unwrap()
+    );
+    let (status, body) = daemon.delete(&rule).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = daemon.delete(&rule).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "rule_not_found");
+    bash_on(&mock, "after delete", command);
+    let turn = send_in_background(&daemon, &thread, "after delete");
+    let decided = answer_pending(&daemon, &thread, json!({"decision": "deny"})).await;
+    assert_eq!(decided["decidedBy"], "person");
+    assert_eq!(turn.await.unwrap().0, StatusCode::OK);
+    daemon.stop().await;
+}

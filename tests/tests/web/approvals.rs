@@ -1,5 +1,6 @@
-//! Tool approvals on the page: a permission the CLI asks for shows in its turn with Allow and
-//! Deny, a click decides it, and a reload shows how it was decided. And what the walls do
+//! Tool approvals on the page: a permission the CLI asks for shows in its turn with Allow, Allow
+//! always and Deny, a click decides it (Allow always adds the thread's rule), and a reload shows
+//! how it was decided. And what the walls do
 //! instead of asking: a process they stop shows on the thread's page.
 
 use serde_json::json;
@@ -10,7 +11,8 @@ use plugin_contract::ThreadId;
 
 use crate::support::{Page, QUICK, TURN};
 
-/// Waits for the pending request of the last turn and clicks `button` (`allow` or `deny`).
+/// Waits for the pending request of the last turn and clicks `button` (`allow`, `allow-always`
+/// or `deny`).
 async fn decide(page: &Page, button: &str) {
     page.wait_js(
         TURN,
@@ -18,7 +20,8 @@ async fn decide(page: &Page, button: &str) {
         "const all = document.querySelectorAll('[data-testid=permission]');
          const p = all[all.length - 1];
          return p && p.dataset.status === 'pending' && p.textContent.includes('Bash')
-             && p.querySelector('[data-testid=allow]') && p.querySelector('[data-testid=deny]');",
+             && p.querySelector('[data-testid=allow]') && p.querySelector('[data-testid=deny]')
+             && p.querySelector('[data-testid=allow-always]');",
     )
     .await;
     let script = format!(
@@ -33,7 +36,7 @@ async fn decide(page: &Page, button: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_permission_shows_in_its_turn_and_allow_and_deny_decide_it() {
+async fn a_permission_shows_in_its_turn_and_each_button_decides_it() {
     let page = Page::open(|c| {
         c.claude.builtin_tools = Some("Bash".into());
         c.approvals.mode = ApprovalMode::Ask;
@@ -46,9 +49,11 @@ async fn a_permission_shows_in_its_turn_and_allow_and_deny_decide_it() {
     );
     let allowed = folder.join("allowed-by-a-person");
     let denied = folder.join("denied-by-a-person");
+    let always = folder.join("allowed-always");
     for (prompt, file) in [
         ("make the first file", &allowed),
         ("make the second file", &denied),
+        ("make the third file", &always),
     ] {
         page.mock.once_when_prompt_contains(
             prompt,
@@ -69,14 +74,25 @@ async fn a_permission_shows_in_its_turn_and_allow_and_deny_decide_it() {
     page.wait_last_reply("done", TURN).await;
     assert!(!denied.exists(), "the denied command did not run");
 
+    page.send("make the third file").await;
+    decide(&page, "allow-always").await;
+    page.wait_last_reply("done", TURN).await;
+    assert!(always.exists(), "the command allowed always ran");
+    let (_, rules) = page
+        .daemon
+        .get(&format!("/api/threads/{thread}/rules"))
+        .await;
+    let rule = format!("Bash(touch {})", always.display());
+    assert_eq!(rules["rules"][0]["rule"], rule.as_str(), "{rules}");
+
     // A reload rebuilds both from the event log: decided, no buttons.
     page.browser.client.refresh().await.expect("reload");
     let verdicts = page
         .wait_js(
             QUICK,
-            "both requests show as decided by a person",
+            "the requests show as decided by a person",
             "const all = Array.from(document.querySelectorAll('[data-testid=permission]'));
-             return all.length === 2 && !document.querySelector('[data-testid=allow]')
+             return all.length === 3 && !document.querySelector('[data-testid=allow]')
                  ? all.map(p => p.dataset.status + ': '
                      + p.querySelector('[data-testid=permission-verdict]').textContent)
                  : null;",
@@ -84,7 +100,11 @@ async fn a_permission_shows_in_its_turn_and_allow_and_deny_decide_it() {
         .await;
     assert_eq!(
         verdicts,
-        json!(["allowed: Allowed (person)", "denied: Denied (person)"])
+        json!([
+            "allowed: Allowed (person)",
+            "denied: Denied (person)",
+            "allowed: Allowed (person)"
+        ])
     );
     page.finish(false).await;
 }

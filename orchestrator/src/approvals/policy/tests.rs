@@ -563,3 +563,111 @@ fn deny_rules_for_the_cli_say_what_they_mean_here() {
         ]
     );
 }
+
+/// "Allow always": the rules made for each kind of request, and what each allows afterwards on
+/// the thread, in `ask` mode: the request itself, not its neighbours.
+#[test]
+fn allowing_always_makes_the_narrowest_rule_and_it_allows_just_that() {
+    let p = policy(ApprovalMode::Ask, &[("Bash(rm:*)", RuleDecision::Deny)]);
+    let cwd = Path::new(CWD);
+    // (tool, input, the rules made, a neighbour they must not allow)
+    let cases: Vec<(&str, Value, Vec<&str>, Value)> = vec![
+        (
+            "Bash",
+            bash("npm test"),
+            vec!["Bash(npm test)"],
+            bash("npm test --all"),
+        ),
+        (
+            "Bash",
+            bash("cd sub && make -j2"),
+            vec!["Bash(cd sub)", "Bash(make -j2)"],
+            bash("cd sub && make install"),
+        ),
+        (
+            "Edit",
+            json!({"file_path": "src/main.rs"}),
+            vec!["Edit(//data/work/A/src/main.rs)"],
+            json!({"file_path": "src/lib.rs"}),
+        ),
+        (
+            "Grep",
+            json!({"pattern": "x", "path": "src"}),
+            vec!["Grep(//data/work/A/src/**)"],
+            json!({"pattern": "x"}),
+        ),
+        (
+            "WebFetch",
+            json!({"url": "https://docs.rs/tokio"}),
+            vec!["WebFetch(domain:docs.rs)"],
+            json!({"url": "https://evil.docs.rs.example/"}),
+        ),
+        (
+            "WebSearch",
+            json!({"query": "rust moka"}),
+            vec!["WebSearch(rust moka)"],
+            json!({"query": "rust moka cache"}),
+        ),
+        (
+            "mcp__github__create_issue",
+            json!({"title": "t"}),
+            vec!["mcp__github__create_issue"],
+            json!({}),
+        ),
+    ];
+    for (tool, input, expected, neighbour) in cases {
+        let rules = p.rules_for(tool, &input, cwd);
+        assert_eq!(rules, expected, "{tool} {input}");
+        let (thread, bad) = p.thread_rules(&rules);
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(outcome(&decide(&p, tool, &input)), Outcome::Ask);
+        let verdict = p.decide_in(tool, &input, cwd, &thread);
+        assert_eq!(
+            outcome(&verdict),
+            Outcome::Allow(DecidedBy::Rule),
+            "{tool} {input}"
+        );
+        let Verdict::Allow { reason, .. } = verdict else {
+            unreachable!()
+        };
+        assert!(
+            reason.contains("allowed it always on this thread"),
+            "{reason}"
+        );
+        let other = p.decide_in(tool, &neighbour, cwd, &thread);
+        if tool != "mcp__github__create_issue" {
+            assert_eq!(outcome(&other), Outcome::Ask, "{tool} {neighbour}");
+        }
+    }
+}
+
+/// What no rule names exactly gets no rule (the person's allow counts once); and a thread rule
+/// never outranks the profile's deny rules.
+#[test]
+fn allowing_always_makes_no_rule_it_cannot_keep_narrow_and_deny_rules_win() {
+    let p = policy(ApprovalMode::Ask, &[("Bash(rm:*)", RuleDecision::Deny)]);
+    let cwd = Path::new(CWD);
+    for command in [
+        "echo $(id)",
+        "cat x > y",
+        "echo 'a b'",
+        "ls *.rs",
+        "echo \"$HOME\"",
+        "",
+    ] {
+        assert!(
+            p.rules_for("Bash", &bash(command), cwd).is_empty(),
+            "{command}"
+        );
+    }
+    let glob = json!({"file_path": "src/*.rs"});
+    assert!(p.rules_for("Write", &glob, cwd).is_empty());
+    assert!(p.rules_for("Edit", &json!({}), cwd).is_empty());
+    // A stored `Bash` rule (say, written by hand into the table) does not undo a deny rule.
+    let (thread, _) = p.thread_rules(&["Bash".to_owned(), "Bash(rm -rf x)".to_owned()]);
+    let verdict = p.decide_in("Bash", &bash("rm -rf x"), cwd, &thread);
+    assert_eq!(outcome(&verdict), Outcome::Deny(DecidedBy::Rule));
+    // A stored rule that does not parse is left out, with its error.
+    let (_, bad) = p.thread_rules(&["Bash(".to_owned()]);
+    assert_eq!(bad.len(), 1);
+}

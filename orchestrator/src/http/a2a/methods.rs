@@ -105,6 +105,7 @@ async fn answer(
         allow: decision.allow,
         message: decision.reason.clone(),
         updated_input: None,
+        always: false,
         by: caller.clone(),
     };
     state

@@ -184,6 +184,7 @@ fn answer_of(response: &Value, caller: &Caller) -> Answer {
         allow,
         message,
         updated_input: None,
+        always: false,
         by: caller.clone(),
     }
 }

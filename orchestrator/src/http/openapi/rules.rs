@@ -296,14 +296,23 @@ fn schedules(config: &Config) -> Vec<(String, Value)> {
     rules
 }
 
-/// `POST …/permissions/{request_id}`: `updatedInput` only with `"decision": "allow"`
+/// `POST …/permissions/{request_id}`: `updatedInput` only with `"decision": "allow"`, and
+/// `"always": true` only with `"decision": "allow"` and no `updatedInput`
 /// (`http::permissions::answer`).
 fn answers() -> Vec<(String, Value)> {
+    let allow = json!({"enum": ["allow"]});
+    let no_input = json!({"type": "null"});
     vec![(
-        format!("{}/anyOf", schema("AnswerBody")),
+        format!("{}/allOf", schema("AnswerBody")),
         json!([
-            {"properties": {"decision": {"enum": ["allow"]}}},
-            {"properties": {"updatedInput": {"type": "null"}}},
+            {"anyOf": [
+                {"properties": {"decision": allow}},
+                {"properties": {"updatedInput": no_input}},
+            ]},
+            {"anyOf": [
+                {"properties": {"always": {"enum": [false]}}},
+                {"properties": {"decision": allow, "updatedInput": no_input}},
+            ]},
         ]),
     )]
 }

@@ -299,6 +299,7 @@ async fn write_each(
                     decided_by: "person",
                     answered_by: None,
                     reason: None,
+                    rules: &[],
                 },
             )
             .await
