@@ -3,8 +3,9 @@
 //! own `/acp` WebSocket, as an editor on another machine reaches it). Each flow runs with the
 //! official TypeScript SDK (`acp/ts_client.mjs`) and the official Python SDK
 //! (`acp/python_client.py`) on each: a streamed prompt, a folder outside `workspaces.roots`,
-//! permissions answered both ways, a cancel mid-turn, `session/load` after a restart; and the
-//! network endpoint behind the token and the tenant.
+//! permissions answered each way (allow always as the thread's rule), a cancel mid-turn,
+//! `session/load` after a restart and with the tool calls of its turns; and the network
+//! endpoint behind the token and the tenant.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -314,6 +315,29 @@ async fn permissions_are_asked_and_answered_both_ways() {
             let session = seen["sessionId"].as_str().expect("a session");
             if option == "allow_always" {
                 allowed_always_stays_allowed(&daemon, &mock, session, &command, &made).await;
+                // Loaded, the session shows both turns' tool calls between prompt and reply.
+                let fields = json!({"sessionId": session});
+                let run_load = Run::new(way, &root.project, "load", fields);
+                let loaded = run(&clients, &daemon, run_load).await;
+                let kinds: Vec<&str> = loaded["updates"]
+                    .as_array()
+                    .expect("updates")
+                    .iter()
+                    .filter_map(|u| u["sessionUpdate"].as_str())
+                    .collect();
+                let turn = [
+                    "user_message_chunk",
+                    "tool_call",
+                    "tool_call_update",
+                    "agent_message_chunk",
+                ];
+                assert_eq!(kinds, [turn, turn].concat(), "{what}: {loaded}");
+                let calls = updates_of(&loaded["updates"], "tool_call");
+                assert!(calls
+                    .iter()
+                    .all(|c| c["rawInput"]["command"] == command.as_str()));
+                let done = updates_of(&loaded["updates"], "tool_call_update");
+                assert!(done.iter().all(|c| c["status"] == "completed"), "{loaded}");
             }
         }
     }

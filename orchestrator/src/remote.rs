@@ -156,7 +156,22 @@ impl Daemon {
         last_event_id: Option<&str>,
     ) -> Result<impl Stream<Item = ThreadEvent> + Unpin, DaemonError> {
         let path = format!("/api/threads/{thread}/events");
-        let answer = self.send(Method::GET, &path, None, last_event_id).await?;
+        self.stream_of(&path, last_event_id).await
+    }
+
+    /// The thread's whole stored event log, oldest first (`live=false`: no live events).
+    pub async fn stored_events(&self, thread: &str) -> Result<Vec<ThreadEvent>, DaemonError> {
+        let path = format!("/api/threads/{thread}/events?live=false");
+        Ok(self.stream_of(&path, None).await?.collect().await)
+    }
+
+    /// The events of the stream at `path`.
+    async fn stream_of(
+        &self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<impl Stream<Item = ThreadEvent> + Unpin, DaemonError> {
+        let answer = self.send(Method::GET, path, None, last_event_id).await?;
         if !answer.status.is_success() {
             let bytes = read_all(answer.body).await;
             let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);

@@ -170,7 +170,8 @@ impl Agent {
     }
 
     /// `session/load`: every stored message of the thread as `session/update`s, oldest first,
-    /// then the answer.
+    /// each prompt followed by its turn's thoughts, tool calls and plan where the event log still
+    /// holds them (retention compacts old turns), then the answer.
     async fn load_session(&self, params: &Value) -> Result<Value, RpcError> {
         let session = session_id(params)?;
         let thread = self
@@ -187,13 +188,24 @@ impl Agent {
         }
         let newest = thread["messages"].as_array().cloned().unwrap_or_default();
         let choices = self.choices_for(&thread).await;
+        // Each turn's updates, by its user message.
+        let mut turns: HashMap<String, Vec<Value>> = HashMap::new();
+        for event in self.daemon.stored_events(session).await? {
+            let update = translate::replay_event(&event.kind, &event.data);
+            if let (Some(message), Some(update)) = (event.message_id, update) {
+                turns.entry(message).or_default().push(update);
+            }
+        }
+        let notify = |update| {
+            let params = json!({"sessionId": session, "update": update});
+            self.peer.notify("session/update", params);
+        };
         for message in older.iter().rev().chain(newest.iter()) {
             if let Some(update) = translate::replay(message) {
-                self.peer.notify(
-                    "session/update",
-                    json!({"sessionId": session, "update": update}),
-                );
+                notify(update);
             }
+            let turn = message["id"].as_str().and_then(|id| turns.remove(id));
+            turn.into_iter().flatten().for_each(notify);
         }
         let answer = json!({"modes": choices.modes(), "configOptions": choices.config_options()});
         self.state(session, |s| s.choices = Some(choices));

@@ -1,6 +1,6 @@
 //! ACP's vocabulary against the daemon's, with no IO: a prompt's content blocks become a
-//! message's content, a thread event becomes a `session/update`, a stored message becomes the
-//! updates that replay it. Every case is a value test.
+//! message's content, a thread event becomes a `session/update`, a stored message and its
+//! turn's stored events become the updates that replay them. Every case is a value test.
 
 use serde_json::{json, Value};
 
@@ -170,6 +170,17 @@ fn base64_block(kind: &str, media_type: &Value, data: &Value) -> Value {
     json!({"type": kind, "source": {"type": "base64", "media_type": media_type, "data": data}})
 }
 
+/// The update that replays one stored event of a turn between its prompt and its reply: its
+/// thoughts, tool calls with their results, and plan. Not its text: the stored reply holds that.
+pub fn replay_event(kind: &str, data: &Value) -> Option<Value> {
+    match kind {
+        "assistant_thinking" | "tool_call_started" | "tool_call_finished" => {
+            update_for(kind, data, true)
+        }
+        _ => None,
+    }
+}
+
 /// The updates that replay one stored message (`GET /api/threads/{id}`'s `messages`).
 pub fn replay(message: &Value) -> Option<Value> {
     let text = message["content"].as_str().filter(|t| !t.is_empty())?;
@@ -271,6 +282,23 @@ mod tests {
             ]))
         );
         assert!(message_content(&[json!({"type": "audio"})]).is_err());
+    }
+
+    #[test]
+    fn a_replayed_turn_shows_thoughts_and_tools_but_not_its_text_twice() {
+        let started = json!({"tool_use_id": "t1", "name": "Bash", "input": {"command": "ls"}});
+        let finished = json!({"tool_use_id": "t1", "is_error": false, "content": "a\nb"});
+        let call = replay_event("tool_call_started", &started).expect("a tool call");
+        assert_eq!(call["sessionUpdate"], "tool_call");
+        assert_eq!(call["title"], "Bash: ls");
+        let done = replay_event("tool_call_finished", &finished).expect("its result");
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["content"][0]["content"]["text"], "a\nb");
+        let thought = replay_event("assistant_thinking", &json!({"thinking": "hmm"}));
+        assert_eq!(thought, Some(chunk("agent_thought_chunk", "hmm")));
+        for kind in ["text_delta", "assistant_text", "turn_finished"] {
+            assert_eq!(replay_event(kind, &json!({"text": "x"})), None, "{kind}");
+        }
     }
 
     #[test]

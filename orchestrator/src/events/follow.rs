@@ -11,6 +11,9 @@
 //! 4. When the channel drops events (`RecvError::Lagged`: this subscriber fell more than the
 //!    channel's capacity behind), read the store again from the last id handed out.
 //!
+//! A follow of the stored events only ([`super::EventBus::stored`]) has no live channel: it ends
+//! after step 2.
+//!
 //! No task: the subscriber's own task polls it, so it lives and dies with the subscriber.
 
 use std::collections::VecDeque;
@@ -33,7 +36,8 @@ const PAGE: u32 = 500;
 pub struct Follow {
     thread: ThreadId,
     store: Store,
-    live: broadcast::Receiver<EventRow>,
+    /// `None`: the stored events only, and the follow ends after them.
+    live: Option<broadcast::Receiver<EventRow>>,
     /// The id of the last event handed out (or where the follow starts): every event handed out
     /// next is past it.
     last: i64,
@@ -45,12 +49,12 @@ pub struct Follow {
 }
 
 impl Follow {
-    /// A follow of `thread` on `live` (already subscribed), from after `after`; `replay`: read
-    /// the store first.
+    /// A follow of `thread` on `live` (already subscribed; `None`: none, the stored events
+    /// only), from after `after`; `replay`: read the store first.
     pub(super) fn new(
         thread: &ThreadId,
         store: Store,
-        live: broadcast::Receiver<EventRow>,
+        live: Option<broadcast::Receiver<EventRow>>,
         after: i64,
         replay: bool,
     ) -> Follow {
@@ -64,8 +68,9 @@ impl Follow {
         }
     }
 
-    /// The next event; `Ok(None)` once the bus has closed (the daemon is past its end). A store
-    /// error leaves the follow where it was: calling again retries the read.
+    /// The next event; `Ok(None)` once the bus has closed (the daemon is past its end), or, with
+    /// no live channel, after the newest stored event. A store error leaves the follow where it
+    /// was: calling again retries the read.
     pub async fn next(&mut self) -> Result<Option<EventRow>, StoreError> {
         loop {
             if let Some(row) = self.page.pop_front() {
@@ -76,7 +81,10 @@ impl Follow {
                 self.read_page().await?;
                 continue;
             }
-            match self.live.recv().await {
+            let Some(live) = &mut self.live else {
+                return Ok(None);
+            };
+            match live.recv().await {
                 Ok(row) if row.id > self.last => {
                     self.last = row.id;
                     return Ok(Some(row));

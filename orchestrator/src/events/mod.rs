@@ -217,7 +217,13 @@ impl EventBus {
     /// id order, whatever the live channel drops ([`Follow`]). `after` 0 is the whole log.
     pub async fn follow(&self, thread: &ThreadId, after: i64) -> Follow {
         let live = self.subscribe(thread).await;
-        Follow::new(thread, self.store.clone(), live, after, true)
+        Follow::new(thread, self.store.clone(), Some(live), after, true)
+    }
+
+    /// The thread's stored events after `after`, in id order, then the end ([`Follow`] with no
+    /// live channel): a replay of the log as it stands.
+    pub fn stored(&self, thread: &ThreadId, after: i64) -> Follow {
+        Follow::new(thread, self.store.clone(), None, after, true)
     }
 
     /// The thread's events stored from now on, each once and in id order ([`Follow`]): for a
@@ -227,7 +233,13 @@ impl EventBus {
         // Read after subscribing: an event stored in between is either at or below `after` (it
         // happened before), or comes through the channel.
         let after = self.store.last_event_id(thread).await?;
-        Ok(Follow::new(thread, self.store.clone(), live, after, false))
+        Ok(Follow::new(
+            thread,
+            self.store.clone(),
+            Some(live),
+            after,
+            false,
+        ))
     }
 
     /// Live events of a thread from now on: this daemon's, and on PostgreSQL every daemon's. An

@@ -264,6 +264,23 @@ async fn a_follow_from_the_middle_starts_after_it() {
     assert_quiet(&mut from_now).await;
 }
 
+/// The stored events only: those after `after`, over more than one page, then the end, even
+/// when more events come while it is read.
+#[tokio::test]
+async fn a_stored_follow_ends_after_the_newest_stored_event() {
+    let (bus, store, t, _tasks) = one_daemon(1024).await;
+    for n in 0..620 {
+        bus.emit_and_wait(&t, None, text(&format!("e{n}"))).await;
+    }
+    let stored = store.events_after(&t, 0, 1000).await.unwrap();
+    let mut follow = bus.stored(&t, stored[9].id);
+    let got = take(&mut follow, 610).await;
+    assert_eq!(ids(&got), ids(&stored[10..]));
+    bus.emit_and_wait(&t, None, text("later")).await;
+    let end = tokio::time::timeout(Duration::from_secs(10), follow.next()).await;
+    assert!(matches!(end, Ok(Ok(None))), "it ends: {end:?}");
+}
+
 /// A subscriber that falls behind more than the live channel holds (here 2 events) misses
 /// nothing: the follow reads what the channel dropped from the store, in order, once.
 #[tokio::test]

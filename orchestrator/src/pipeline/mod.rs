@@ -336,6 +336,11 @@ impl Pipeline {
         self.inner.parts.events.follow(thread, after).await
     }
 
+    /// The thread's stored events after `after`, then the end (`EventBus::stored`).
+    pub fn stored_events(&self, thread: &ThreadId, after: i64) -> crate::events::Follow {
+        self.inner.parts.events.stored(thread, after)
+    }
+
     /// The thread's events from now on (`EventBus::follow_from_now`).
     pub async fn follow_from_now(
         &self,

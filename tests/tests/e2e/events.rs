@@ -1,6 +1,6 @@
 //! The thread's event stream (`GET /api/threads/{id}/events`): a client connecting mid-turn gets
 //! the turn so far and then live events; a client reconnecting with `Last-Event-ID` gets exactly
-//! what it missed; a `?wait=false` reply arrives on the stream and in the thread; each model
+//! what it missed, and `live=false` the stored ones only; a `?wait=false` reply arrives on the stream and in the thread; each model
 //! request and the thread's archive are on it.
 
 use std::collections::HashSet;
@@ -208,6 +208,31 @@ async fn reconnecting_with_last_event_id_gets_exactly_the_missed_events() {
         .unwrap();
     second.truncate(replay.len());
     assert_eq!(replay, second);
+
+    // `live=false`: the stored events after `after`, then the stream ends.
+    let url = format!(
+        "{}/api/threads/{thread}/events?live=false&after={last_seen}",
+        daemon.base
+    );
+    let body = tokio::time::timeout(Duration::from_secs(10), async {
+        let response = reqwest::get(&url).await.expect("the replay answers");
+        response.text().await.expect("its body")
+    })
+    .await
+    .expect("a replay without live events ends");
+    let replayed: Vec<i64> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("id:"))
+        .map(|id| id.trim().parse().expect("an event id"))
+        .collect();
+    let stored: Vec<i64> = support::stored_events(&daemon, &thread)
+        .await
+        .iter()
+        .map(|e| e.id)
+        .filter(|id| *id > last_seen)
+        .collect();
+    assert!(!stored.is_empty());
+    assert_eq!(replayed, stored);
     daemon.stop().await;
 }
 

@@ -9,9 +9,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
-use futures::Stream;
+
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use tokio_stream::StreamExt;
 
 use plugin_contract::ThreadId;
 
@@ -28,7 +28,7 @@ pub use crate::api::threads::{
 };
 use crate::caller::Caller;
 use crate::service::SendMessage;
-use crate::store::MessageId;
+use crate::store::{EventRow, MessageId};
 
 /// The body is optional: an empty POST creates an untitled thread with the default model.
 #[utoipa::path(post, path = "/threads", operation_id = "createThread", tag = "threads",
@@ -284,10 +284,14 @@ pub async fn interrupt(
 pub struct EventsQuery {
     /// Same as the `Last-Event-ID` header: only events after this id.
     after: Option<i64>,
+    /// `false`: the stored events only; the stream ends after the newest (a replay of the log,
+    /// with no live events). Default `true`.
+    live: Option<bool>,
 }
 
 /// Server-Sent Events of the thread's turns. Replays stored events after `Last-Event-ID`, then
-/// streams live ones; keep-alive comments hold idle connections open.
+/// streams live ones; keep-alive comments hold idle connections open. With `live=false` it ends
+/// after the stored ones.
 #[utoipa::path(get, path = "/threads/{id}/events", operation_id = "threadEvents", tag = "threads",
     params(("id" = String, Path, description = "The thread's id (`thr_…`)."), EventsQuery,
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id (wins over `after`).")),
@@ -312,15 +316,20 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
     let after = header_id.or(query.after).unwrap_or(0);
-    // Ends with the client, with the daemon's shutdown, or when the bus closes.
-    let follow = state.pipeline.follow(&id, after).await;
-    let stream = follow.into_stream(state.pipeline.stopping().clone());
-    let stream = stream.map(move |row| {
+    let frame = move |row: EventRow| {
         let _held = &permit;
         let (id, kind) = (row.id.to_string(), row.kind.clone());
         let frame = serde_json::to_string(&StreamEvent::from(row)).unwrap_or_default();
-        Ok(Event::default().id(id).event(kind).data(frame))
-    });
+        Ok::<_, Infallible>(Event::default().id(id).event(kind).data(frame))
+    };
+    // Ends with the client, with the daemon's shutdown, or when the bus closes; with
+    // `live=false` after the newest stored event.
+    let follow = match query.live {
+        Some(false) => state.pipeline.stored_events(&id, after),
+        _ => state.pipeline.follow(&id, after).await,
+    };
+    let stream = follow.into_stream(state.pipeline.stopping().clone());
+    let stream = stream.map(frame);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
