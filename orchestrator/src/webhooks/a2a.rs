@@ -6,7 +6,9 @@
 //! Such an endpoint is told apart by its stored secret: `a2a:` + the signing key, where the key
 //! is the caller's token (`whsec_` + base64 of its bytes, so the receiver can check the
 //! signature with the token it chose) behind `a2a:token:`, or a random one when the caller gave
-//! no token. Nothing else about the thread's callback changes. No IO here.
+//! no token. An endpoint registered in A2A v0.3 is `a2a03:` (`a2a03:token:`), and its body is
+//! what v0.3 pushes: the task, with its status (`api::a2a::v03::push`). Nothing else about the
+//! thread's callback changes. No IO here.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -19,6 +21,9 @@ use crate::api::a2a::{agent_text, status_update, TaskState};
 const PREFIX: &str = "a2a:";
 /// Before the signing key when it is the caller's token.
 const TOKEN_PREFIX: &str = "a2a:token:";
+/// The same, for an endpoint registered in A2A v0.3.
+const PREFIX_V03: &str = "a2a03:";
+const TOKEN_PREFIX_V03: &str = "a2a03:token:";
 
 /// The webhook types an A2A endpoint is sent: those that change a task's state.
 pub(super) const KINDS: [&str; 3] = ["turn.finished", "turn.failed", "permission.requested"];
@@ -28,31 +33,45 @@ pub(super) const KINDS: [&str; 3] = ["turn.finished", "turn.failed", "permission
 pub(super) struct Push {
     /// `X-A2A-Notification-Token`: the caller's token, when it gave one.
     pub token: Option<String>,
+    /// Registered in A2A v0.3: sent v0.3's body.
+    pub v03: bool,
 }
 
 /// The secret to store for an A2A endpoint with the caller's `token` (at least 16 bytes: it is
-/// the signing key too); without one, a random key.
-pub fn callback_secret(token: Option<&str>) -> Result<String, String> {
+/// the signing key too); without one, a random key. `v03`: registered in A2A v0.3.
+pub fn callback_secret(token: Option<&str>, v03: bool) -> Result<String, String> {
+    let (prefix, token_prefix) = match v03 {
+        true => (PREFIX_V03, TOKEN_PREFIX_V03),
+        false => (PREFIX, TOKEN_PREFIX),
+    };
     match token {
         Some(token) if token.len() < 16 => {
             Err("the token is the signing key too: at least 16 characters".into())
         }
-        Some(token) => Ok(format!("{TOKEN_PREFIX}whsec_{}", STANDARD.encode(token))),
-        None => Ok(format!("{PREFIX}{}", Signer::generate_secret())),
+        Some(token) => Ok(format!("{token_prefix}whsec_{}", STANDARD.encode(token))),
+        None => Ok(format!("{prefix}{}", Signer::generate_secret())),
     }
 }
 
 /// The A2A endpoint a stored secret describes and its signing secret (`whsec_…`); `None` for
 /// a thread callback of `/api`'s kind.
 pub(super) fn parse(secret: &str) -> Option<(Push, &str)> {
-    if let Some(key) = secret.strip_prefix(TOKEN_PREFIX) {
+    let (rest, v03) = match secret.strip_prefix(PREFIX_V03) {
+        Some(rest) => (rest, true),
+        None => (secret.strip_prefix(PREFIX)?, false),
+    };
+    if let Some(key) = rest.strip_prefix("token:") {
         let bytes = STANDARD.decode(key.strip_prefix("whsec_")?).ok()?;
         let token = String::from_utf8(bytes).ok()?;
-        return Some((Push { token: Some(token) }, key));
+        return Some((
+            Push {
+                token: Some(token),
+                v03,
+            },
+            key,
+        ));
     }
-    secret
-        .strip_prefix(PREFIX)
-        .map(|key| (Push { token: None }, key))
+    Some((Push { token: None, v03 }, rest))
 }
 
 /// The body of a delivery of `kind` with payload `data` to an A2A endpoint: the task's status
@@ -93,15 +112,18 @@ mod tests {
 
     #[test]
     fn a_token_is_the_key_and_comes_back() {
-        let secret = callback_secret(Some("a-token-of-sixteen+")).unwrap();
-        let (push, key) = parse(&secret).unwrap();
-        assert_eq!(push.token.as_deref(), Some("a-token-of-sixteen+"));
-        assert!(Signer::new([key]).is_ok());
-        let random = callback_secret(None).unwrap();
-        let (push, key) = parse(&random).unwrap();
-        assert_eq!(push.token, None);
-        assert!(Signer::new([key]).is_ok());
-        assert!(callback_secret(Some("short")).is_err());
+        for v03 in [false, true] {
+            let secret = callback_secret(Some("a-token-of-sixteen+"), v03).unwrap();
+            let (push, key) = parse(&secret).unwrap();
+            assert_eq!(push.token.as_deref(), Some("a-token-of-sixteen+"));
+            assert_eq!(push.v03, v03);
+            assert!(Signer::new([key]).is_ok());
+            let random = callback_secret(None, v03).unwrap();
+            let (push, key) = parse(&random).unwrap();
+            assert_eq!((push.token, push.v03), (None, v03));
+            assert!(Signer::new([key]).is_ok());
+            assert!(callback_secret(Some("short"), v03).is_err());
+        }
         assert_eq!(parse(&Signer::generate_secret()), None, "an /api callback");
     }
 

@@ -302,6 +302,7 @@ impl Webhooks {
                 "timestamp": delivery.created_at,
                 "data": delivery.data,
             }),
+            Some(push) if push.v03 => crate::api::a2a::v03::push(&self.a2a_body(delivery).await?),
             Some(_) => self.a2a_body(delivery).await?,
         }
         .to_string();

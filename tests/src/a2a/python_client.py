@@ -1,8 +1,10 @@
 """Drives Harness's A2A door with the official A2A Python SDK (a2a-sdk 1.3.0), as an agent
 framework would, and prints one JSON report on its last line; the Rust test asserts on it.
 
-The one argument is a JSON object: `base` (the daemon's URL), `token` (its bearer token), and
-`pushTokens` (two tokens for the push notification configs). In order:
+The one argument is a JSON object: `base` (the daemon's URL), `token` (its bearer token),
+`pushTokens` (two tokens for the push notification configs), and `dialect`: `"1.0"`, or `"0.3"`
+to speak A2A v0.3's JSON-RPC (the card's v0.3 interface, which the SDK answers with its v0.3
+compatibility transport; the card is also checked against the SDK's v0.3 model). In order:
 
 1. discovery: the Agent Card read anonymously and with the token (A2ACardResolver);
 2. send: a blocking `SendMessage` on a new context, whose task completes with the reply;
@@ -35,6 +37,7 @@ import httpx
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.compat.v0_3.types import AgentCard as AgentCardV03
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskPushNotificationConfigRequest,
@@ -47,7 +50,20 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 CONFIG = json.loads(sys.argv[1])
+DIALECT = CONFIG.get("dialect", "1.0")
 PUSH_WAIT = 60
+
+
+def pushed(body):
+    """(task id, v1.0 state) of a push: v1.0 sends a status update, v0.3 the task."""
+    body = json.loads(body)
+    if "statusUpdate" in body:
+        update = body["statusUpdate"]
+        return update.get("taskId"), update.get("status", {}).get("state")
+    if body.get("kind") == "task":
+        state = body.get("status", {}).get("state", "")
+        return body.get("id"), "TASK_STATE_" + state.upper().replace("-", "_")
+    return None, None
 
 
 class Pushes:
@@ -67,8 +83,7 @@ class Pushes:
 
         def found():
             for headers, body in self.got:
-                update = json.loads(body).get("statusUpdate", {})
-                if update.get("taskId") == task and update.get("status", {}).get("state") == state:
+                if pushed(body) == (task, state):
                     return headers, body
             return None
 
@@ -137,6 +152,18 @@ async def main():
         # 1. Discovery.
         public = await A2ACardResolver(anonymous, base).get_agent_card()
         card = await A2ACardResolver(http, base).get_agent_card()
+        if DIALECT == "0.3":
+            # A v0.3 reader parses the same card with its own model.
+            raw = (await http.get(f"{base}/.well-known/agent-card.json")).json()
+            legacy = AgentCardV03.model_validate(raw)
+            report["cardV03"] = {"url": legacy.url, "version": legacy.protocol_version}
+            # The v0.3 interface only: the SDK then speaks v0.3.
+            chosen = [i for i in card.supported_interfaces if i.protocol_version.startswith("0.3")]
+            kept = [type(i)() for i in chosen]
+            for copy, interface in zip(kept, chosen):
+                copy.CopyFrom(interface)
+            del card.supported_interfaces[:]
+            card.supported_interfaces.extend(kept)
         report["card"] = {
             "url": card.supported_interfaces[0].url,
             "binding": card.supported_interfaces[0].protocol_binding,
@@ -151,6 +178,7 @@ async def main():
         polling = ClientFactory(
             ClientConfig(streaming=False, polling=True, httpx_client=http)
         ).create(card)
+        report["transport"] = type(blocking._transport).__name__
 
         # 2. A blocking send on a new context.
         first = await last_task(blocking, request(message("hello over a2a")))
@@ -236,6 +264,12 @@ async def main():
             and done_push[0].get("x-a2a-notification-token") == two
             and verified(*done_push, two),
             "donePushForgedFails": done_push is not None and not verified(*done_push, one),
+            "pushKinds": sorted(
+                {
+                    "statusUpdate" if "statusUpdate" in push else push.get("kind")
+                    for push in (json.loads(body) for _, body in PUSHES.got)
+                }
+            ),
         }
 
         # 5b. Input required, answered `deny` with a text part.

@@ -4,8 +4,9 @@
 //! `deny`), push
 //! notifications to the script's own receiver (token and signature checked) and their config read
 //! back, a cancel mid-turn that a subscription to the task sees,
-//! and A2A's error codes; the sends in the audit log. Then, with raw JSON-RPC: another tenant's key finds no such task, and a
-//! key without `threads:write` is refused with 403.
+//! and A2A's error codes; the sends in the audit log; all of it again over A2A v0.3's JSON-RPC
+//! (the SDK's v0.3 transport). Then, with raw JSON-RPC: another tenant's key finds no such task,
+//! and a key without `threads:write` is refused with 403.
 
 use std::time::Duration;
 
@@ -29,9 +30,23 @@ async fn rpc(base: &str, bearer: &str, method: &str, params: Value) -> (StatusCo
 
 #[tokio::test]
 async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
-    let Some(python) =
-        python_or_skip("the_python_sdk_sends_streams_answers_cancels_and_gets_pushes").await
-    else {
+    scenario(
+        "the_python_sdk_sends_streams_answers_cancels_and_gets_pushes",
+        "1.0",
+    )
+    .await;
+}
+
+/// The same over A2A v0.3's JSON-RPC (`message/send`, …): the SDK's v0.3 transport, chosen by
+/// the card's v0.3 interface, and v0.3's pushes (the task).
+#[tokio::test]
+async fn the_same_over_a2a_v03() {
+    scenario("the_same_over_a2a_v03", "0.3").await;
+}
+
+/// The whole flow with the SDK speaking `dialect` (`1.0` or `0.3`).
+async fn scenario(test: &str, dialect: &str) {
+    let Some(python) = python_or_skip(test).await else {
         return;
     };
     let mock = MockApi::start().await;
@@ -65,12 +80,28 @@ async fn the_python_sdk_sends_streams_answers_cancels_and_gets_pushes() {
         "base": daemon.base,
         "token": OPERATOR,
         "pushTokens": ["first-push-token-0123", "second-push-token-456"],
+        "dialect": dialect,
     });
     let report = run_client(python, config)
         .await
         .expect("the A2A client runs");
     eprintln!("{report:#}");
     assert_eq!(report["sdkVersion"], "1.3.0", "{report}");
+    let (transport, push_kind) = match dialect {
+        "0.3" => ("CompatJsonRpcTransport", "task"),
+        _ => ("JsonRpcTransport", "statusUpdate"),
+    };
+    assert_eq!(report["transport"], transport, "{report}");
+    assert_eq!(
+        report["inputRequired"]["pushKinds"],
+        json!([push_kind]),
+        "{report}"
+    );
+    if dialect == "0.3" {
+        let legacy = &report["cardV03"];
+        assert_eq!(legacy["url"], format!("{}/a2a", daemon.base), "{legacy}");
+        assert_eq!(legacy["version"], "0.3.0", "{legacy}");
+    }
 
     let card = &report["card"];
     assert_eq!(card["url"], format!("{}/a2a", daemon.base), "{card}");

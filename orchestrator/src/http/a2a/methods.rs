@@ -3,6 +3,7 @@
 use plugin_contract::{ThreadId, UserContent};
 use serde_json::{json, Value};
 
+use super::legacy::Dialect;
 use super::wire::{self, RpcError, Send};
 use super::{watch, Fail};
 use crate::api::threads::{CreateThread, PostMessage};
@@ -18,9 +19,14 @@ const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `SendMessage`: a new turn, or an answer to the task's permission; then the task once it
 /// ends or waits for input (at once with `returnImmediately`).
-pub(super) async fn send(state: &ApiState, caller: &Caller, params: &Value) -> Result<Value, Fail> {
+pub(super) async fn send(
+    state: &ApiState,
+    caller: &Caller,
+    params: &Value,
+    dialect: Dialect,
+) -> Result<Value, Fail> {
     let send = wire::send(params)?;
-    let view = begin(state, caller, &send).await?;
+    let view = begin(state, caller, &send, dialect).await?;
     let view = match send.return_immediately {
         true => view,
         false => watch::settled(state, caller, &view).await?,
@@ -29,11 +35,13 @@ pub(super) async fn send(state: &ApiState, caller: &Caller, params: &Value) -> R
 }
 
 /// Starts the turn `send` asks for, or answers the task it names; where the turn stands then.
-/// A push config it carries is registered before the turn starts, so it hears all of it.
+/// A push config it carries is registered before the turn starts, so it hears all of it, and is
+/// sent pushes in the request's `dialect`.
 pub(super) async fn begin(
     state: &ApiState,
     caller: &Caller,
     send: &Send,
+    dialect: Dialect,
 ) -> Result<TurnView, Fail> {
     if let Some(task) = &send.task {
         return answer(state, caller, task, send).await;
@@ -49,7 +57,7 @@ pub(super) async fn begin(
         }
     };
     if let Some(push) = &send.push {
-        register(state, caller, &thread, push).await?;
+        register(state, caller, &thread, push, dialect).await?;
     }
     let body = PostMessage {
         content: UserContent::Text(send.text.clone()),
@@ -147,11 +155,13 @@ pub(super) async fn cancel(
     Ok(wire::task(&view))
 }
 
-/// `CreateTaskPushNotificationConfig`: the task's thread's own endpoint becomes `url`.
+/// `CreateTaskPushNotificationConfig`: the task's thread's own endpoint becomes `url`, sent
+/// pushes in the request's `dialect`.
 pub(super) async fn set_push(
     state: &ApiState,
     caller: &Caller,
     params: &Value,
+    dialect: Dialect,
 ) -> Result<Value, Fail> {
     let task = wire::task_id(params, "taskId")?;
     let push = wire::push(params)?;
@@ -159,7 +169,7 @@ pub(super) async fn set_push(
         .threads
         .turn(caller, &MessageId::from_string(task.as_str()))
         .await?;
-    register(state, caller, &view.thread, &push).await?;
+    register(state, caller, &view.thread, &push, dialect).await?;
     Ok(config(&view.thread, &task, &push.url))
 }
 
@@ -204,14 +214,16 @@ async fn pushed(
     Ok((view.thread, task, url))
 }
 
-/// Makes `push` the thread's own endpoint, in A2A's shape.
+/// Makes `push` the thread's own endpoint, in A2A's shape (v0.3's for a `dialect` of v0.3).
 async fn register(
     state: &ApiState,
     caller: &Caller,
     thread: &ThreadId,
     push: &wire::Push,
+    dialect: Dialect,
 ) -> Result<(), Fail> {
-    let secret = crate::webhooks::a2a_callback_secret(push.token.as_deref())
+    let v03 = dialect == Dialect::V03;
+    let secret = crate::webhooks::a2a_callback_secret(push.token.as_deref(), v03)
         .map_err(RpcError::invalid_params)?;
     state
         .threads

@@ -18,7 +18,10 @@
 //! thread the caller does not see is "task not found" (`-32001`). The methods that change
 //! something are written to the audit log (action `a2a <Method>`), beside `/api`'s and `/mcp`'s.
 //!
+//! A2A v0.3's method names (`message/send`, …) are served too, in v0.3's JSON (`legacy.rs`).
+//!
 //! Files: this one (routes, dispatch, errors), `wire.rs` (the protocol's JSON, no IO),
+//! `legacy.rs` (v0.3's methods read as v1.0's, their answers written back, no IO),
 //! `methods.rs` (each method over the service), `watch.rs` (a turn followed through its
 //! thread's events: the blocking send, the cancel, the SSE stream).
 
@@ -40,6 +43,7 @@ use crate::service::ServiceError;
 use crate::store::StoreError;
 use wire::{Method, RpcError};
 
+mod legacy;
 mod methods;
 mod watch;
 pub mod wire;
@@ -87,7 +91,7 @@ pub fn needs(method: Method) -> Option<Scope> {
 /// credentials.
 #[utoipa::path(get, path = "/.well-known/agent-card.json", operation_id = "a2aAgentCard",
     tag = "a2a",
-    responses((status = 200, description = "The A2A v1.0 Agent Card.", body = Object)))]
+    responses((status = 200, description = "The A2A v1.0 Agent Card (with v0.3's fields beside).", body = Object)))]
 pub async fn card(State(state): State<ApiState>, parts: Parts) -> Json<Value> {
     let presented = parts
         .headers
@@ -115,7 +119,7 @@ pub async fn card(State(state): State<ApiState>, parts: Parts) -> Json<Value> {
 /// type not supported, `-32602` invalid params). See `docs/a2a.md`.
 #[utoipa::path(post, path = "/a2a", operation_id = "a2aPost", tag = "a2a",
     request_body(content = Object, content_type = "application/json",
-                 description = "A JSON-RPC 2.0 request of A2A v1.0."),
+                 description = "A JSON-RPC 2.0 request of A2A v1.0 (or v0.3: `message/send`, …)."),
     responses(
         (status = 200, description = "The JSON-RPC response, or for the streaming methods \
                                       Server-Sent Events of JSON-RPC responses.", content(
@@ -136,12 +140,16 @@ pub async fn rpc(
         Err((id, err)) => return Json(wire::failure(&id, &err)).into_response(),
     };
     let id = request.id.clone();
-    let Some(method) = Method::parse(&request.method) else {
+    let Some((method, dialect)) = legacy::method(&request.method) else {
         let err = RpcError::new(
             RpcError::METHOD_NOT_FOUND,
             format!("no method {}", request.method),
         );
         return Json(wire::failure(&id, &err)).into_response();
+    };
+    let request = match dialect.params(method, request.params) {
+        Ok(params) => wire::Request { params, ..request },
+        Err(err) => return Json(wire::failure(&id, &err)).into_response(),
     };
     let refuse = |scope: Scope| {
         let challenge = challenge.as_ref().map(|c| c.0.clone()).unwrap_or_default();
@@ -175,9 +183,9 @@ pub async fn rpc(
         Method::SendStreamingMessage | Method::SubscribeToTask => {
             let streamed = match method {
                 Method::SubscribeToTask => {
-                    watch::subscribe(state.clone(), caller.clone(), request).await
+                    watch::subscribe(state.clone(), caller.clone(), request, dialect).await
                 }
-                _ => watch::send(state.clone(), caller.clone(), request).await,
+                _ => watch::send(state.clone(), caller.clone(), request, dialect).await,
             };
             return match streamed {
                 Ok((stream, thread)) => {
@@ -190,11 +198,11 @@ pub async fn rpc(
                 }
             };
         }
-        Method::SendMessage => methods::send(&state, &caller, params).await,
+        Method::SendMessage => methods::send(&state, &caller, params, dialect).await,
         Method::GetTask => methods::get(&state, &caller, params).await,
         Method::CancelTask => methods::cancel(&state, &caller, params).await,
         Method::CreateTaskPushNotificationConfig => {
-            methods::set_push(&state, &caller, params).await
+            methods::set_push(&state, &caller, params, dialect).await
         }
         Method::GetTaskPushNotificationConfig => methods::get_push(&state, &caller, params).await,
         Method::ListTaskPushNotificationConfigs => {
@@ -214,7 +222,7 @@ pub async fn rpc(
     match answered {
         Ok(result) => {
             audit(wire::context_of(&result), StatusCode::OK).await;
-            Json(wire::success(&id, result)).into_response()
+            Json(wire::success(&id, dialect.result(method, result))).into_response()
         }
         Err(fail) => {
             audit(None, fail.status()).await;

@@ -16,6 +16,7 @@ use plugin_contract::ThreadId;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::legacy::Dialect;
 use super::wire::{self, Request, RpcError};
 use super::{methods, Fail};
 use crate::api::events::EventKind;
@@ -126,11 +127,15 @@ pub(super) async fn send(
     state: ApiState,
     caller: Caller,
     request: Request,
+    dialect: Dialect,
 ) -> Result<(Response, ThreadId), Fail> {
     let send = wire::send(&request.params)?;
-    let view = methods::begin(&state, &caller, &send).await?;
+    let view = methods::begin(&state, &caller, &send, dialect).await?;
     let thread = view.thread.clone();
-    Ok((stream(state, caller, request.id, view).await?, thread))
+    Ok((
+        stream(state, caller, request.id, view, dialect).await?,
+        thread,
+    ))
 }
 
 /// `SubscribeToTask`: the events of a task that has not ended, as SSE; and the task's thread.
@@ -138,6 +143,7 @@ pub(super) async fn subscribe(
     state: ApiState,
     caller: Caller,
     request: Request,
+    dialect: Dialect,
 ) -> Result<(Response, ThreadId), Fail> {
     let task = MessageId::from_string(wire::task_id(&request.params, "id")?);
     let view = state.threads.turn(&caller, &task).await?;
@@ -145,17 +151,21 @@ pub(super) async fn subscribe(
         return Err(RpcError::unsupported(format!("task {task} has ended")).into());
     }
     let thread = view.thread.clone();
-    Ok((stream(state, caller, request.id, view).await?, thread))
+    Ok((
+        stream(state, caller, request.id, view, dialect).await?,
+        thread,
+    ))
 }
 
 /// The SSE answer: each frame a JSON-RPC response with the request's `id`, holding a
 /// `StreamResponse`: the task first, then each change of its status (the reply as an artifact
-/// just before `completed`); it ends when the task ends or waits for input.
+/// just before `completed`); it ends when the task ends or waits for input. Each in `dialect`.
 async fn stream(
     state: ApiState,
     caller: Caller,
     id: Value,
     view: TurnView,
+    dialect: Dialect,
 ) -> Result<Response, Fail> {
     // Held while the stream runs, as the thread event streams hold one.
     let permit = state
@@ -184,7 +194,10 @@ async fn stream(
         .flat_map(move |frames| {
             let _held = &permit;
             let out: Vec<Value> = match frames {
-                Ok(frames) => frames.into_iter().map(|f| wire::success(&id, f)).collect(),
+                Ok(frames) => frames
+                    .into_iter()
+                    .map(|f| wire::success(&id, dialect.event(f)))
+                    .collect(),
                 Err(err) => vec![wire::failure(&id, &err)],
             };
             futures::stream::iter(out)

@@ -15,6 +15,10 @@ use crate::store::MessageStatus;
 
 /// The protocol version the card offers.
 pub const PROTOCOL_VERSION: &str = "1.0";
+/// The older version the same URL speaks too (`legacy.rs`), as v0.3 cards write it.
+pub const LEGACY_VERSION: &str = "0.3.0";
+/// What the bearer scheme takes.
+const BEARER: &str = "The daemon's token or an API key (hk_…), as for /api.";
 
 /// A JSON-RPC method of A2A v1.0, by the name a2a-sdk 1.3.0's JSON-RPC transport sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,23 +448,30 @@ pub fn card(url: &str, profiles: Option<&[ProfileInfo]>) -> Value {
                         task is one turn; input-required is a tool permission waiting for an \
                         answer (allow or deny).",
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": url,
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": PROTOCOL_VERSION,
-        }],
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": LEGACY_VERSION},
+        ],
+        // v0.3's fields for the same: its readers need them, v1.0's skip them.
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": LEGACY_VERSION,
         "capabilities": {
             "streaming": true,
             "pushNotifications": true,
             "extendedAgentCard": false,
         },
+        // Each scheme in v1.0's shape and v0.3's (`type`, …) side by side.
         "securitySchemes": {
-            "bearer": {"httpAuthSecurityScheme": {
+            "bearer": {
+                "httpAuthSecurityScheme": {"scheme": "Bearer", "description": BEARER},
+                "type": "http",
                 "scheme": "Bearer",
-                "description": "The daemon's token or an API key (hk_…), as for /api.",
-            }},
+                "description": BEARER,
+            },
         },
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "security": [{"bearer": []}],
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": skills,

@@ -4,8 +4,11 @@
 //! task is `http::a2a::wire`'s.
 //!
 //! A2A v1.0 writes its enums as protobuf's JSON does: `TASK_STATE_WORKING`, `ROLE_AGENT`.
+//! [`v03`] writes the same in A2A v0.3's JSON, for callers that still speak it.
 
 use serde_json::{json, Value};
+
+pub mod v03;
 
 /// A task's state, as A2A names it. Harness uses the ones a turn can be in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
