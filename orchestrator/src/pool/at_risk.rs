@@ -7,10 +7,14 @@
 //! events. Held frames live in this daemon's memory only: after a restart they are gone, which
 //! the event log's unrepaired `transcript_at_risk` says.
 //!
-//! Synchronous and without IO: tested without processes or a store.
+//! One writer per thread ([`AtRisk::writer`]): a pass that stores a thread's queue holds it, so
+//! two passes (a replaced process's store task still writing, and the next process's) never
+//! write a thread's frames out of order; the second takes the queue once the first is done.
+//!
+//! Without IO: tested without processes or a store.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use plugin_contract::{CliSessionId, ThreadId};
 use serde_json::Value;
@@ -70,9 +74,35 @@ pub enum TranscriptNote {
     },
 }
 
-/// The threads' queued frames and notes, under one lock.
+/// The threads' queued frames and notes, under one lock; and each thread's writer.
 #[derive(Debug, Default)]
-pub(super) struct AtRisk(Mutex<HashMap<ThreadId, Held>>);
+pub(super) struct AtRisk(Mutex<HashMap<ThreadId, Held>>, Writers);
+
+/// The writer lock of each thread a pass is storing (or waiting to store) for.
+#[derive(Debug, Default)]
+struct Writers(Mutex<HashMap<ThreadId, Arc<tokio::sync::Mutex<()>>>>);
+
+/// The writer of one thread's queue, held for a pass ([`AtRisk::writer`]).
+pub(super) struct Writer<'a> {
+    writers: &'a Writers,
+    thread: ThreadId,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        // Forgotten when no other pass holds or waits for it: under the map's lock no one can
+        // take a new handle meanwhile.
+        let mut writers = lock(&self.writers.0);
+        if writers
+            .get(&self.thread)
+            .is_some_and(|w| Arc::strong_count(w) == 1)
+        {
+            writers.remove(&self.thread);
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 struct Held {
@@ -81,6 +111,17 @@ struct Held {
 }
 
 impl AtRisk {
+    /// Waits until no other pass stores `thread`'s queue, and holds that role until the
+    /// [`Writer`] is dropped: take, write, put back under it.
+    pub async fn writer(&self, thread: &ThreadId) -> Writer<'_> {
+        let handle = lock(&self.1 .0).entry(thread.clone()).or_default().clone();
+        Writer {
+            writers: &self.1,
+            thread: thread.clone(),
+            guard: Some(handle.lock_owned().await),
+        }
+    }
+
     /// Queues `frame` behind `thread`'s held frames.
     pub fn push(&self, thread: &ThreadId, frame: Frame) {
         let mut threads = lock(&self.0);
@@ -215,6 +256,31 @@ mod tests {
     fn frame(n: usize) -> Frame {
         let entries = (0..n).map(|i| json!({ "uuid": format!("e{i}") })).collect();
         Frame::new(CliSessionId::from_string("s"), "s.jsonl".into(), entries)
+    }
+
+    /// A second pass waits for the first to finish, and the writer of a thread is forgotten
+    /// once nobody holds or waits for it.
+    #[tokio::test]
+    async fn one_pass_at_a_time_writes_a_thread() {
+        let at_risk = Arc::new(AtRisk::default());
+        let (thread, other) = (ThreadId::generate(), ThreadId::generate());
+        let first = at_risk.writer(&thread).await;
+        let _elsewhere = at_risk.writer(&other).await;
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let waiting = {
+            let (at_risk, thread) = (at_risk.clone(), thread.clone());
+            tokio::spawn(async move {
+                let _second = at_risk.writer(&thread).await;
+                let _ = tx.send(());
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "the second pass waits");
+        drop(first);
+        waiting.await.unwrap();
+        assert!(rx.try_recv().is_ok());
+        assert!(!lock(&at_risk.1 .0).contains_key(&thread), "forgotten");
+        assert!(lock(&at_risk.1 .0).contains_key(&other), "still held");
     }
 
     #[test]

@@ -58,8 +58,10 @@ pub(super) async fn store_transcript(
 
 /// Stores `thread`'s queued frames in order: a new frame gets three tries, one the store refused
 /// before gets one per pass. At the first refusal the rest goes back, held, to be tried again
-/// before the thread's next frame. Held frames written are noted as repaired.
+/// before the thread's next frame. Held frames written are noted as repaired. One pass at a time
+/// per thread (`AtRisk::writer`), so frames are stored in the order they were queued.
 pub(super) async fn store_held(thread: &ThreadId, store: &Store, at_risk: &AtRisk) {
+    let _writer = at_risk.writer(thread).await;
     let mut queue = at_risk.take(thread);
     let mut repaired = 0;
     while let Some(frame) = queue.front() {
