@@ -113,7 +113,7 @@ async fn answer(
         allow: decision.allow,
         message: decision.reason.clone(),
         updated_input: None,
-        always: false,
+        always: decision.always,
         by: caller.clone(),
     };
     state

@@ -156,6 +156,8 @@ pub struct Decision {
     pub request_id: Option<String>,
     /// Told to the model with a denial.
     pub reason: Option<String>,
+    /// Allow it always on the thread (`"always": true` beside `"decision": "allow"`).
+    pub always: bool,
 }
 
 /// Where to push a task's updates.
@@ -253,7 +255,7 @@ pub fn send(params: &Value) -> Result<Send, RpcError> {
 }
 
 /// The answer a part carries: a data part `{"decision": "allow" | "deny", "requestId"?,
-/// "reason"?}`, or a text part that is `allow` or `deny` alone (any case).
+/// "reason"?, "always"?}`, or a text part that is `allow` or `deny` alone (any case).
 pub fn decision(part: &Value) -> Option<Decision> {
     let word = |w: &str| match w.trim().to_ascii_lowercase().as_str() {
         "allow" => Some(true),
@@ -265,6 +267,7 @@ pub fn decision(part: &Value) -> Option<Decision> {
             allow,
             request_id: None,
             reason: None,
+            always: false,
         });
     }
     let data = part.get("data")?;
@@ -274,6 +277,7 @@ pub fn decision(part: &Value) -> Option<Decision> {
         allow,
         request_id: field("requestId"),
         reason: field("reason"),
+        always: allow && data.get("always").and_then(Value::as_bool) == Some(true),
     })
 }
 

@@ -156,6 +156,13 @@ fn input_requests(pending: &[api::Permission]) -> InputRequests {
                                 "description": "Allow this tool use (accepting without it allows).",
                                 "default": true,
                             },
+                            "always": {
+                                "type": "boolean",
+                                "title": "Allow always",
+                                "description": "Allow the same call again on this thread \
+                                                without asking (a rule for this thread).",
+                                "default": false,
+                            },
                             "reason": {
                                 "type": "string",
                                 "title": "Reason",
@@ -171,8 +178,9 @@ fn input_requests(pending: &[api::Permission]) -> InputRequests {
         .collect()
 }
 
-/// A person's answer from an elicitation result: accepted (with `allow` not false) allows;
-/// declined, cancelled or anything else denies, with the `reason` given.
+/// A person's answer from an elicitation result: accepted (with `allow` not false) allows, and
+/// with `always` allows it always on the thread; declined, cancelled or anything else denies,
+/// with the `reason` given.
 fn answer_of(response: &Value, caller: &Caller) -> Answer {
     let accepted = response["action"] == "accept";
     let allow = accepted && response["content"]["allow"].as_bool() != Some(false);
@@ -184,7 +192,7 @@ fn answer_of(response: &Value, caller: &Caller) -> Answer {
         allow,
         message,
         updated_input: None,
-        always: false,
+        always: allow && response["content"]["always"].as_bool() == Some(true),
         by: caller.clone(),
     }
 }

@@ -196,9 +196,14 @@ fn an_answer_is_a_word_or_a_data_part() {
         Decision {
             allow: false,
             request_id: Some("r2".into()),
-            reason: Some("no".into())
+            reason: Some("no".into()),
+            always: false,
         }
     );
+    let always = |data: Value| decision(&json!({"data": data})).unwrap().always;
+    assert!(always(json!({"decision": "allow", "always": true})));
+    assert!(!always(json!({"decision": "deny", "always": true})));
+    assert!(!always(json!({"decision": "allow"})));
     assert_eq!(decision(&json!({"data": {"decision": "maybe"}})), None);
     let params = json!({"message": {"messageId": "m", "taskId": "msg_1",
         "parts": [{"data": {"decision": "allow"}}]}});

@@ -166,7 +166,14 @@ fn an_elicitation_result_is_read_as_a_decision() {
         &json!({"action": "accept", "content": {"allow": true}}),
         &caller,
     );
-    assert!(allow.allow);
+    assert!(allow.allow && !allow.always);
+    let always = json!({"action": "accept", "content": {"allow": true, "always": true}});
+    assert!(answer_of(&always, &caller).always);
+    let never = json!({"action": "accept", "content": {"allow": false, "always": true}});
+    assert!(
+        !answer_of(&never, &caller).always,
+        "always goes with an allow only"
+    );
     let refused = json!({"action": "accept", "content": {"allow": false, "reason": "not now"}});
     let refused = answer_of(&refused, &caller);
     assert!(!refused.allow);
