@@ -45,6 +45,8 @@
 //! - `goal_graded` → `span.outcome_evaluation_end` naming that start (`""` when the iteration
 //!   ended before its grading), then, when the goal is over, `session.status_idle` (`end_turn`);
 //! - `api_retry` → a retrying `session.error`; `limit_reached` → a terminal one;
+//! - `turn_redriven` (a turn run again after the daemon that ran it stopped) →
+//!   `session.status_rescheduled`;
 //! - `thread_archived` and `thread_deleted` → `session.status_terminated`;
 //! - anything else → nothing.
 
@@ -182,6 +184,7 @@ fn bodies(row: &EventRow, lens: Lens<'_>) -> Vec<(Option<String>, EventBody)> {
         "goal_grading_started" => grading_started(data).into_iter().collect(),
         "goal_graded" => goal_graded(data),
         "api_retry" => plain(api_retry(data)),
+        "turn_redriven" => plain(EventBody::SessionStatusRescheduled {}),
         "thread_archived" | "thread_deleted" => plain(EventBody::SessionStatusTerminated {}),
         "limit_reached" => plain(error(
             SessionErrorType::UnknownError,

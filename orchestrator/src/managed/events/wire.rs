@@ -103,6 +103,8 @@ pub enum EventBody {
         #[schema(value_type = Option<Object>)]
         stop_details: Option<serde_json::Value>,
     },
+    #[serde(rename = "session.status_rescheduled")]
+    SessionStatusRescheduled {},
     #[serde(rename = "session.status_terminated")]
     SessionStatusTerminated {},
     #[serde(rename = "session.error")]
@@ -155,6 +157,7 @@ pub fn event_type(body: &EventBody) -> &'static str {
         EventBody::AgentCustomToolUse { .. } => "agent.custom_tool_use",
         EventBody::SessionStatusRunning {} => "session.status_running",
         EventBody::SessionStatusIdle { .. } => "session.status_idle",
+        EventBody::SessionStatusRescheduled {} => "session.status_rescheduled",
         EventBody::SessionStatusTerminated {} => "session.status_terminated",
         EventBody::SessionError { .. } => "session.error",
         EventBody::SpanModelRequestStart {} => "span.model_request_start",

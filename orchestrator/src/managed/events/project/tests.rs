@@ -269,6 +269,11 @@ fn spans_and_termination() -> Vec<(&'static str, Value, Value)> {
                 "model_usage": {"input_tokens": 0, "output_tokens": 0,
                     "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}]),
         ),
+        (
+            "turn_redriven",
+            json!({"messageId": "msg_1", "attempt": 2, "cause": "crash"}),
+            json!([{"id": "sevt_7_0", "processed_at": AT, "type": "session.status_rescheduled"}]),
+        ),
         ("thread_archived", json!({}), terminated.clone()),
         ("thread_deleted", json!({}), terminated),
     ]
