@@ -41,6 +41,7 @@ use super::{ApiError, ApiState};
 use crate::caller::{Caller, Scope};
 use crate::service::ServiceError;
 use crate::store::StoreError;
+use legacy::Dialect;
 use wire::{Method, RpcError};
 
 mod legacy;
@@ -135,22 +136,11 @@ pub async fn rpc(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let request = match wire::request(&body) {
-        Ok(request) => request,
+    let (request, method, dialect) = match read(&body) {
+        Ok(read) => read,
         Err((id, err)) => return Json(wire::failure(&id, &err)).into_response(),
     };
     let id = request.id.clone();
-    let Some((method, dialect)) = legacy::method(&request.method) else {
-        let err = RpcError::new(
-            RpcError::METHOD_NOT_FOUND,
-            format!("no method {}", request.method),
-        );
-        return Json(wire::failure(&id, &err)).into_response();
-    };
-    let request = match dialect.params(method, request.params) {
-        Ok(params) => wire::Request { params, ..request },
-        Err(err) => return Json(wire::failure(&id, &err)).into_response(),
-    };
     let refuse = |scope: Scope| {
         let challenge = challenge.as_ref().map(|c| c.0.clone()).unwrap_or_default();
         let said = challenge.of(&caller, &headers, "/a2a", scope);
@@ -178,49 +168,12 @@ pub async fn rpc(
         audit(None, StatusCode::FORBIDDEN).await;
         return refuse(scope);
     }
-    let params = &request.params;
-    let answered = match method {
-        Method::SendStreamingMessage | Method::SubscribeToTask => {
-            let streamed = match method {
-                Method::SubscribeToTask => {
-                    watch::subscribe(state.clone(), caller.clone(), request, dialect).await
-                }
-                _ => watch::send(state.clone(), caller.clone(), request, dialect).await,
-            };
-            return match streamed {
-                Ok((stream, thread)) => {
-                    audit(Some(thread), StatusCode::OK).await;
-                    stream
-                }
-                Err(fail) => {
-                    audit(None, fail.status()).await;
-                    fail.answer(&id, refuse)
-                }
-            };
+    match answer(&state, &caller, &headers, request, method, dialect).await {
+        Ok(Answered::Stream(stream, thread)) => {
+            audit(Some(thread), StatusCode::OK).await;
+            stream
         }
-        Method::SendMessage => methods::send(&state, &caller, params, dialect).await,
-        Method::GetTask => methods::get(&state, &caller, params).await,
-        Method::CancelTask => methods::cancel(&state, &caller, params).await,
-        Method::CreateTaskPushNotificationConfig => {
-            methods::set_push(&state, &caller, params, dialect).await
-        }
-        Method::GetTaskPushNotificationConfig => methods::get_push(&state, &caller, params).await,
-        Method::ListTaskPushNotificationConfigs => {
-            methods::list_push(&state, &caller, params).await
-        }
-        Method::DeleteTaskPushNotificationConfig => Err(Fail::Rpc(RpcError::unsupported(
-            "a context's push endpoint is replaced by a new one, never deleted",
-        ))),
-        Method::ListTasks => Err(Fail::Rpc(RpcError::unsupported(
-            "tasks are not listed: GET /api/threads/{id}/messages lists a context's turns",
-        ))),
-        Method::GetExtendedAgentCard => Ok(wire::card(
-            &interface_url(&state, &headers),
-            Some(&state.pool.profiles()),
-        )),
-    };
-    match answered {
-        Ok(result) => {
+        Ok(Answered::Once(result)) => {
             audit(wire::context_of(&result), StatusCode::OK).await;
             Json(wire::success(&id, dialect.result(method, result))).into_response()
         }
@@ -229,6 +182,74 @@ pub async fn rpc(
             fail.answer(&id, refuse)
         }
     }
+}
+
+/// The request in `body`, the method it names and the version of A2A it speaks, its params
+/// read as v1.0's; else the error to answer, with the request's id.
+fn read(body: &[u8]) -> Result<(wire::Request, Method, Dialect), (Value, RpcError)> {
+    let request = wire::request(body)?;
+    let Some((method, dialect)) = legacy::method(&request.method) else {
+        let why = format!("no method {}", request.method);
+        return Err((request.id, RpcError::new(RpcError::METHOD_NOT_FOUND, why)));
+    };
+    match dialect.params(method, request.params) {
+        Ok(params) => Ok((wire::Request { params, ..request }, method, dialect)),
+        Err(err) => Err((request.id, err)),
+    }
+}
+
+/// What a method answers: its v1.0 result, or an SSE stream of its task and the task's
+/// thread.
+enum Answered {
+    Once(Value),
+    Stream(Response, ThreadId),
+}
+
+/// Runs `method` over the service.
+async fn answer(
+    state: &ApiState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    request: wire::Request,
+    method: Method,
+    dialect: Dialect,
+) -> Result<Answered, Fail> {
+    let params = &request.params;
+    let result = match method {
+        Method::SendStreamingMessage => {
+            let (stream, thread) =
+                watch::send(state.clone(), caller.clone(), request, dialect).await?;
+            return Ok(Answered::Stream(stream, thread));
+        }
+        Method::SubscribeToTask => {
+            let (stream, thread) =
+                watch::subscribe(state.clone(), caller.clone(), request, dialect).await?;
+            return Ok(Answered::Stream(stream, thread));
+        }
+        Method::SendMessage => methods::send(state, caller, params, dialect).await?,
+        Method::GetTask => methods::get(state, caller, params).await?,
+        Method::CancelTask => methods::cancel(state, caller, params).await?,
+        Method::CreateTaskPushNotificationConfig => {
+            methods::set_push(state, caller, params, dialect).await?
+        }
+        Method::GetTaskPushNotificationConfig => methods::get_push(state, caller, params).await?,
+        Method::ListTaskPushNotificationConfigs => {
+            methods::list_push(state, caller, params).await?
+        }
+        Method::DeleteTaskPushNotificationConfig => {
+            let why = "a context's push endpoint is replaced by a new one, never deleted";
+            return Err(Fail::Rpc(RpcError::unsupported(why)));
+        }
+        Method::ListTasks => {
+            let why =
+                "tasks are not listed: GET /api/threads/{id}/messages lists a context's turns";
+            return Err(Fail::Rpc(RpcError::unsupported(why)));
+        }
+        Method::GetExtendedAgentCard => {
+            wire::card(&interface_url(state, headers), Some(&state.pool.profiles()))
+        }
+    };
+    Ok(Answered::Once(result))
 }
 
 impl Fail {
