@@ -176,6 +176,15 @@ impl TestDaemon {
         self.daemon().pool.counts()
     }
 
+    /// The folder `thread`'s process works in (where its commands write, unless it has a
+    /// workspace).
+    pub fn thread_folder(&self, thread: &str) -> std::path::PathBuf {
+        orchestrator::launch::thread_workdir(
+            &self.config.claude_workdir(),
+            &plugin_contract::ThreadId::from_string(thread),
+        )
+    }
+
     pub fn data_dir(&self) -> std::path::PathBuf {
         self.config.data_dir.clone()
     }

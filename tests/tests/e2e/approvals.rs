@@ -3,7 +3,6 @@
 //! (and nothing touches the disk), rules decide without asking, and in `ask` mode a person
 //! answers over the API (allow, deny, or nobody within `approvals.timeout`).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -12,7 +11,6 @@ use serde_json::{json, Value};
 use harness_tests::daemon::TestDaemon;
 use harness_tests::mock::{MockApi, Reply};
 use orchestrator::config::{ApprovalMode, ApprovalRule, Config, RuleDecision};
-use plugin_contract::ThreadId;
 
 use crate::metrics::{scrape, value};
 
@@ -23,14 +21,6 @@ async fn daemon_with_tools(mock: &MockApi, tweak: impl FnOnce(&mut Config)) -> T
         tweak(c);
     })
     .await
-}
-
-/// Where the thread's process works (and where its `touch` lands).
-fn folder(daemon: &TestDaemon, thread: &str) -> PathBuf {
-    orchestrator::launch::thread_workdir(
-        &daemon.config.claude_workdir(),
-        &ThreadId::from_string(thread),
-    )
 }
 
 /// The model asks for `Bash` with `command` when the prompt contains `trigger`.
@@ -89,7 +79,7 @@ async fn by_default_bash_and_write_are_refused_and_nothing_touches_the_disk() {
     let mock = MockApi::start().await;
     let daemon = daemon_with_tools(&mock, |_| {}).await;
     let thread = daemon.create_thread().await;
-    let dir = folder(&daemon, &thread);
+    let dir = daemon.thread_folder(&thread);
     let touched = dir.join("touched.txt");
     let written = dir.join("written.txt");
     bash_on(&mock, "touch it", &format!("touch {}", touched.display()));
@@ -136,7 +126,7 @@ async fn rules_allow_and_deny_without_asking() {
     })
     .await;
     let thread = daemon.create_thread().await;
-    let dir = folder(&daemon, &thread);
+    let dir = daemon.thread_folder(&thread);
     let touched = dir.join("ruled.txt");
     bash_on(
         &mock,
@@ -182,7 +172,7 @@ async fn ask_then_allow_runs_the_command_then_deny_reaches_the_model() {
     })
     .await;
     let thread = daemon.create_thread().await;
-    let dir = folder(&daemon, &thread);
+    let dir = daemon.thread_folder(&thread);
     let made = dir.join("made.txt");
     bash_on(
         &mock,
@@ -274,7 +264,7 @@ async fn ask_unanswered_times_out_and_an_interrupt_denies_what_waits() {
     })
     .await;
     let thread = daemon.create_thread().await;
-    let dir = folder(&daemon, &thread);
+    let dir = daemon.thread_folder(&thread);
     let late = dir.join("late.txt");
     bash_on(
         &mock,
@@ -299,7 +289,10 @@ async fn ask_unanswered_times_out_and_an_interrupt_denies_what_waits() {
     bash_on(
         &mock,
         "then stop",
-        &format!("touch {}", folder(&daemon, &thread).join("x").display()),
+        &format!(
+            "touch {}",
+            daemon.thread_folder(&thread).join("x").display()
+        ),
     );
     let turn = send_in_background(&daemon, &thread, "then stop");
     pending_one(&daemon, &thread).await;
@@ -345,7 +338,7 @@ async fn rules_hold_against_the_measured_bypasses() {
     .await;
     let thread = daemon.create_thread().await;
     let other = daemon.create_thread().await;
-    let here = folder(&daemon, &thread);
+    let here = daemon.thread_folder(&thread);
     let attacks = [
         "git status || touch made-by-or",
         "git status\ntouch made-by-newline",
@@ -375,7 +368,7 @@ async fn rules_hold_against_the_measured_bypasses() {
         Reply::tool_use("Write", json!({"file_path": escape, "content": "planted"})),
     );
     daemon.reply(&thread, "write next door").await;
-    assert!(!folder(&daemon, &other).join("CLAUDE.md").exists());
+    assert!(!daemon.thread_folder(&other).join("CLAUDE.md").exists());
     daemon.stop().await;
 
     // `allow` mode with a deny rule on `rm`: no form of it deletes the file.
@@ -385,7 +378,7 @@ async fn rules_hold_against_the_measured_bypasses() {
     })
     .await;
     let thread = daemon.create_thread().await;
-    let here = folder(&daemon, &thread);
+    let here = daemon.thread_folder(&thread);
     let forms = [
         "/bin/rm victim",
         " rm victim",
@@ -426,7 +419,7 @@ async fn a_deny_rule_holds_for_reads_the_cli_never_asks_about() {
     })
     .await;
     let thread = daemon.create_thread().await;
-    let here = folder(&daemon, &thread);
+    let here = daemon.thread_folder(&thread);
     daemon.reply(&thread, "warm up").await;
     let secret = "SECRET-CONTENT-5531";
     std::fs::write(here.join("secret.txt"), secret).expect("secret");
@@ -485,7 +478,7 @@ async fn a_profiles_approvals_decide_for_its_threads_only() {
     let builder = builder["id"].as_str().unwrap().to_owned();
     let plain = daemon.create_thread().await;
     for (thread, allowed) in [(&builder, true), (&plain, false)] {
-        let touched = folder(&daemon, thread).join("made.txt");
+        let touched = daemon.thread_folder(thread).join("made.txt");
         let trigger = format!("touch for {thread}");
         bash_on(&mock, &trigger, &format!("touch {}", touched.display()));
         daemon.reply(thread, &trigger).await;
@@ -495,7 +488,7 @@ async fn a_profiles_approvals_decide_for_its_threads_only() {
         assert_eq!(all[0]["decidedBy"], by, "{all:?}");
     }
     // The profile's deny rule is in its processes' settings: the CLI takes `Write` away.
-    let written = folder(&daemon, &builder).join("never.txt");
+    let written = daemon.thread_folder(&builder).join("never.txt");
     mock.once_when_prompt_contains("write as builder", Reply::write(&written, "x"));
     let reply = daemon.reply(&builder, "write as builder").await;
     assert!(reply.contains("No such tool available: Write"), "{reply}");
@@ -519,7 +512,7 @@ async fn allowing_always_adds_a_rule_for_this_thread_only_until_it_is_deleted() 
     let daemon = daemon_with_tools(&mock, |c| c.approvals.mode = ApprovalMode::Ask).await;
     let thread = daemon.create_thread().await;
     // Not a read-only command: the CLI runs those without asking.
-    let made = folder(&daemon, &thread).join("always.txt");
+    let made = daemon.thread_folder(&thread).join("always.txt");
     let command = format!("touch {}", made.display());
     let command = command.as_str();
 

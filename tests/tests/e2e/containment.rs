@@ -244,10 +244,7 @@ async fn the_cli_starts_no_turn_of_its_own() {
         .expect("the last message ran");
     assert!(agent_at < last_plain);
     // Nothing was scheduled into the thread's folder.
-    let folder = orchestrator::launch::thread_workdir(
-        &daemon.config.claude_workdir(),
-        &plugin_contract::ThreadId::from_string(&thread),
-    );
+    let folder = daemon.thread_folder(&thread);
     assert!(
         !folder.join(".claude/scheduled_tasks.json").exists(),
         "a durable cron was written"

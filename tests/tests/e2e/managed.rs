@@ -484,10 +484,7 @@ fn assert_confirmations(daemon: &TestDaemon, report: &Value) {
         );
         assert_eq!(outcome["stop"], "end_turn", "{report}");
     }
-    let folder = orchestrator::launch::thread_workdir(
-        &daemon.config.claude_workdir(),
-        &plugin_contract::ThreadId::from_string(thread_of(report)),
-    );
+    let folder = daemon.thread_folder(&thread_of(report));
     assert!(
         folder.join("allowed.txt").exists(),
         "the allowed command ran: {report}"

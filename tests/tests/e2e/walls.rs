@@ -72,14 +72,6 @@ fn rand_id() -> u64 {
     N.fetch_add(1, Ordering::SeqCst) * 0x9e37_79b9 + u64::from(std::process::id())
 }
 
-/// What `thread`'s process works in.
-fn folder_of(daemon: &TestDaemon, thread: &str) -> std::path::PathBuf {
-    orchestrator::launch::thread_workdir(
-        &daemon.config.claude_workdir(),
-        &plugin_contract::ThreadId::from_string(thread),
-    )
-}
-
 /// Every attack fails from `attacker` (or the child it delegates to) against `victim`, and
 /// ordinary work goes on.
 async fn attacks_fail(via: Via, mock: &MockApi, daemon: &TestDaemon, attacker: &str, victim: &str) {
@@ -89,7 +81,7 @@ async fn attacks_fail(via: Via, mock: &MockApi, daemon: &TestDaemon, attacker: &
     // The victim's message is in the database too.
     daemon.reply(victim, &format!("remember {SECRET}")).await;
 
-    let victim_folder = folder_of(daemon, victim);
+    let victim_folder = daemon.thread_folder(victim);
     let data_dir = daemon.data_dir();
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let api = daemon.client().base().to_owned();
@@ -146,7 +138,7 @@ async fn attacks_fail(via: Via, mock: &MockApi, daemon: &TestDaemon, attacker: &
     if via == Via::Delegated {
         // The commands ran in the child, not the attacker's own thread.
         assert!(work.contains("tool said: tool said:"), "{work}");
-        assert!(!folder_of(daemon, attacker).join("own.txt").exists());
+        assert!(!daemon.thread_folder(attacker).join("own.txt").exists());
     }
 }
 
@@ -416,7 +408,7 @@ async fn auto_allow_lets_walled_tools_run_and_deny_rules_still_hold() {
     // Refused by the rule, by the CLI's own copy of it or by the daemon.
     let removed = bash(&mock, &daemon, &builder, "rm out.txt").await;
     assert!(!removed.contains("EXIT=0"), "{removed}");
-    assert!(folder_of(&daemon, &builder).join("out.txt").exists());
+    assert!(daemon.thread_folder(&builder).join("out.txt").exists());
     let refused = bash(&mock, &daemon, &plain, "echo built > out.txt").await;
     assert!(refused.contains("Harness refused"), "{refused}");
     daemon.stop().await;

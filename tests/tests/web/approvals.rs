@@ -7,7 +7,6 @@ use serde_json::json;
 
 use harness_tests::mock::Reply;
 use orchestrator::config::ApprovalMode;
-use plugin_contract::ThreadId;
 
 use crate::support::{Page, QUICK, TURN};
 
@@ -43,10 +42,7 @@ async fn a_permission_shows_in_its_turn_and_each_button_decides_it() {
     })
     .await;
     let thread = page.new_thread().await;
-    let folder = orchestrator::launch::thread_workdir(
-        &page.daemon.config.claude_workdir(),
-        &ThreadId::from_string(thread.as_str()),
-    );
+    let folder = page.daemon.thread_folder(&thread);
     let allowed = folder.join("allowed-by-a-person");
     let denied = folder.join("denied-by-a-person");
     let always = folder.join("allowed-always");

@@ -136,10 +136,7 @@ async fn a_pending_approval_is_input_the_sdk_answers_both_ways() {
     .await;
     let thread = daemon.create_thread().await;
     // Where the thread's process works, and may write.
-    let dir = orchestrator::launch::thread_workdir(
-        &daemon.config.claude_workdir(),
-        &plugin_contract::ThreadId::from_string(&thread),
-    );
+    let dir = daemon.thread_folder(&thread);
     let (one, two) = (dir.join("one"), dir.join("two"));
     for (trigger, file) in [("first please", &one), ("second please", &two)] {
         let command = format!("touch {} && echo made-it", file.display());
