@@ -302,8 +302,13 @@ impl Webhooks {
                 "timestamp": delivery.created_at,
                 "data": delivery.data,
             }),
-            Some(push) if push.v03 => crate::api::a2a::v03::push(&self.a2a_body(delivery).await?),
-            Some(_) => self.a2a_body(delivery).await?,
+            Some(push) => {
+                let body = self.a2a_body(delivery).await?;
+                match push.v03 {
+                    true => crate::api::a2a::v03::push(&body),
+                    false => body,
+                }
+            }
         }
         .to_string();
         // An A2A push endpoint reads its token in a header of its own.
