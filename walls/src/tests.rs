@@ -299,4 +299,11 @@ fn fork_storm(sandbox: Sandbox) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(tree.usage().processes, Some(0), "{:?}", tree.usage());
+    if tree.mechanism() == "cgroup" {
+        assert!(tree.refused_a_fork());
+        // Released (its group removed), the tree still says so: a turn whose process died of
+        // the storm may be told after its tree was let go.
+        tree.release();
+        assert!(tree.refused_a_fork(), "kept past the release");
+    }
 }

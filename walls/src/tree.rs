@@ -94,9 +94,12 @@ impl Tree {
     /// True once a `fork` in the tree was refused at its task limit (with cgroups): what made
     /// a first process that died meanwhile fail to start a thread of its own.
     pub fn refused_a_fork(&self) -> bool {
-        self.group
-            .as_ref()
-            .is_some_and(|group| group.forks_refused() > 0)
+        // The count last seen is kept: once the tree is released its group is gone.
+        self.refused.load(Ordering::SeqCst) > 0
+            || self
+                .group
+                .as_ref()
+                .is_some_and(|group| group.forks_refused() > 0)
     }
 
     /// `cgroup` when the kernel holds the limits, `watch` when [`Tree::check`] samples them.
@@ -283,6 +286,9 @@ impl Tree {
         }
         *released = true;
         if let Some(group) = &self.group {
+            // What [`Tree::refused_a_fork`] says after the group is gone.
+            self.refused
+                .fetch_max(group.forks_refused(), Ordering::SeqCst);
             group.remove();
         }
     }
