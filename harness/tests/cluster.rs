@@ -645,6 +645,17 @@ async fn a_schedule_every_two_seconds_runs_each_tick_once_on_two_nodes() {
         (status.as_u16(), paused["enabled"].clone()),
         (200, json!(false))
     );
+    // A tick claimed just before the pause names its thread a moment after its claim.
+    eventually_async(
+        Duration::from_secs(30),
+        "every run names its thread",
+        || async {
+            let runs = schedule_runs(a, &id).await;
+            runs.iter().all(|r| r["threadId"].is_string())
+        },
+    )
+    .await
+    .unwrap();
     let runs = schedule_runs(a, &id).await;
     let ticks: Vec<chrono::DateTime<chrono::Utc>> = runs
         .iter()
@@ -665,7 +676,7 @@ async fn a_schedule_every_two_seconds_runs_each_tick_once_on_two_nodes() {
     let mut threads: Vec<&str> = runs.iter().filter_map(|r| r["threadId"].as_str()).collect();
     threads.sort_unstable();
     threads.dedup();
-    assert_eq!(threads.len(), runs.len(), "a thread per run");
+    assert_eq!(threads.len(), runs.len(), "a thread per run: {runs:#?}");
     let nodes_ids = [node_id(a), node_id(b)];
     assert!(runs
         .iter()
